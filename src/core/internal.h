@@ -1,0 +1,15 @@
+/* Private helpers shared by the core's translation units. */
+#ifndef SG_CORE_INTERNAL_H
+#define SG_CORE_INTERNAL_H
+
+#include <streamguard/core.h>
+
+/* Marks a started budget, so a zeroed one is refused instead of being read
+ * as "deadline 0, everything expired". */
+#define SG__BUDGET_MAGIC 0x53474275u /* "SGBu" */
+
+static inline bool sg__budget_started(const sg_budget *b) {
+    return b != NULL && b->magic_ == SG__BUDGET_MAGIC;
+}
+
+#endif
