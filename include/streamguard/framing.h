@@ -1,0 +1,415 @@
+/*
+ * streamguard framing: incremental SSE and NDJSON parsers that turn the bytes
+ * of a response body into items.
+ *
+ * Both parsers are sans-I/O, libc only, and never allocate: the caller embeds
+ * a zero-initialisable parser struct and lends it one buffer of fixed size,
+ * used only for what spans reads (a partial line, an event whose lines arrive
+ * in different reads, the last event id).  Items are (pointer, length) views
+ * into the caller's bytes or into that buffer; a view is valid only during
+ * the callback that receives it.
+ *
+ * Cost: linear in the input for any chunking.  Each byte is searched once
+ * for LF and once for CR (memchr, or a 16-byte SSE2 scan for short reads);
+ * the buffered tail of a line is never rescanned.  A data byte is copied at
+ * most twice: once when its line spans reads, once when its event spans
+ * reads or has several data lines.  An event within one read is not copied.
+ *
+ * Errors: when a feed call returns an error (a limit exceeded, a callback
+ * cancelled), the pending line and event are dropped and the parser is
+ * failed: every later feed returns the same code until reset.  There is no
+ * resynchronisation: an item stream that lost bytes cannot be trusted.
+ *
+ * Bytes are never decoded: invalid UTF-8 passes through unchanged, and the
+ * consumer (typically a JSON parser) validates what it needs.
+ *
+ * Thread-safety: a parser is plain data owned by the caller; the functions
+ * are reentrant and concurrent calls on one parser need the caller's lock.
+ *
+ * Include <streamguard/streamguard.h> rather than this file directly.
+ */
+#ifndef STREAMGUARD_FRAMING_H
+#define STREAMGUARD_FRAMING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <streamguard/core.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Default maximum line size (bytes, terminator excluded): 64 KiB. */
+#define SG_FRAMING_DEFAULT_MAX_LINE ((size_t)64 * 1024)
+/** Default maximum SSE event size (bytes of assembled data): 1 MiB. */
+#define SG_FRAMING_DEFAULT_MAX_EVENT ((size_t)1024 * 1024)
+/** The smallest accepted maximum line size. */
+#define SG_FRAMING_MIN_LINE ((size_t)16)
+/** The largest accepted maximum line or event size: 1 GiB. */
+#define SG_FRAMING_MAX_LIMIT ((size_t)1 << 30)
+
+/**
+ * The buffer an SSE parser needs for limits @max_line and @max_event (both
+ * non-zero): the partial line, the event type, the pending and the last
+ * event id (each at most one line), and the assembled data.
+ */
+#define SG_SSE_BUFFER_SIZE(max_line, max_event) \
+    (4 * (size_t)(max_line) + (size_t)(max_event))
+/** The buffer an NDJSON parser needs for limit @max_line: the partial line,
+ *  plus one byte for a CR whose LF is still to come. */
+#define SG_NDJSON_BUFFER_SIZE(max_line) ((size_t)(max_line) + 1)
+
+/*
+ * The line splitter shared by both parsers.  Every field is private; it is
+ * declared here only so the parsers can be embedded by value.
+ */
+typedef struct sg__lines {
+    char *buf_;         /* private: the caller's buffer, partial line first */
+    size_t cap_;        /* private: maximum line size */
+    size_t len_;        /* private: bytes of the partial line held in buf_ */
+    unsigned char bom_; /* private: leading BOM bytes matched so far (3 = done) */
+    bool skip_lf_;      /* private: last read ended in CR; drop one leading LF */
+} sg__lines;
+
+/* ------------------------------------------------------------------------
+ * Server-sent events (WHATWG HTML, "event stream interpretation")
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_sse_event - one dispatched event, handed to sg_sse_callbacks.on_event.
+ *
+ * Every view is valid only during the callback.  None is NUL-terminated.
+ */
+typedef struct sg_sse_event {
+    const char *type; /* the event type; "message" when none was set */
+    size_t type_len;
+    const char *data; /* the data lines joined by LF, final LF removed */
+    size_t data_len;
+    const char *id; /* the last event id (persists across events); may be "" */
+    size_t id_len;
+    bool terminal; /* true when this event's type is the terminal type */
+} sg_sse_event;
+
+/**
+ * sg_sse_callbacks - what the parser reports.  Any pointer may be NULL.
+ *
+ * Each callback returns 0 to go on; any other value stops the parse, and the
+ * feed call that made it returns SG_ECANCELED (the parser is then failed).
+ *
+ * on_event:   one item.  Comments, retry fields and the data terminal
+ *             sentinel are never items.
+ * on_comment: one comment line; @text is everything after the colon (a
+ *             leading space is kept).  Keepalives arrive here.
+ * on_retry:   a retry field whose value is all ASCII digits (at least one),
+ *             in milliseconds; values past UINT64_MAX saturate.
+ */
+typedef struct sg_sse_callbacks {
+    int (*on_event)(const sg_sse_event *event, void *user_data);
+    int (*on_comment)(const char *text, size_t len, void *user_data);
+    int (*on_retry)(uint64_t retry_ms, void *user_data);
+} sg_sse_callbacks;
+
+/**
+ * sg_sse_config - limits and the terminal sentinel.  Zero-initialise it;
+ * every zero field takes its default.  The parser keeps the sentinel
+ * pointers, not copies: the strings must outlive the parser (literals do).
+ *
+ * max_line:      longest line, terminator excluded.  Default
+ *                SG_FRAMING_DEFAULT_MAX_LINE; SG_FRAMING_MIN_LINE ..
+ *                SG_FRAMING_MAX_LIMIT.  Exceeding it is SG_ELINE_TOO_LONG.
+ * max_event:     longest assembled data of one event (data lines joined by
+ *                LF).  Default SG_FRAMING_DEFAULT_MAX_EVENT; 1 ..
+ *                SG_FRAMING_MAX_LIMIT.  Exceeding it is SG_EEVENT_TOO_LARGE.
+ * terminal_data: NUL-terminated; an event whose data equals it exactly (any
+ *                type), e.g. "[DONE]", ends the stream cleanly and is NOT
+ *                delivered.  Default NULL: none.
+ * terminal_type: NUL-terminated; an event whose type equals it, e.g.
+ *                "message_stop", ends the stream cleanly and IS delivered
+ *                (with sg_sse_event.terminal set), because it carries data.
+ *                Default NULL: none.
+ */
+typedef struct sg_sse_config {
+    size_t max_line;
+    size_t max_event;
+    const char *terminal_data;
+    const char *terminal_type;
+} sg_sse_config;
+
+/** sg_sse_stats - counters since init or reset. */
+typedef struct sg_sse_stats {
+    uint64_t bytes;                /* every byte fed, including ignored ones */
+    uint64_t lines;                /* complete lines, blank ones included */
+    uint64_t items;                /* events delivered to on_event */
+    uint64_t comments;             /* comment lines */
+    uint64_t bytes_after_terminal; /* bytes fed after the terminal event */
+} sg_sse_stats;
+
+/**
+ * sg_sse_parser - an SSE parser the caller embeds.  Initialise it with
+ * sg_sse_init(); every field is private.
+ */
+typedef struct sg_sse_parser {
+    sg__lines lines_;        /* private: line splitter and partial line */
+    sg_sse_callbacks cbs_;   /* private */
+    void *user_data_;        /* private */
+    const char *term_data_;  /* private: terminal data sentinel or NULL */
+    size_t term_data_len_;   /* private */
+    const char *term_type_;  /* private: terminal type or NULL */
+    size_t term_type_len_;   /* private */
+    size_t max_event_;       /* private */
+    char *type_store_;       /* private: event type that spans reads */
+    char *id_pending_store_; /* private: id field not yet dispatched */
+    char *id_last_store_;    /* private: last event id string */
+    char *data_store_;       /* private: data that spans reads or lines */
+    const char *type_;       /* private: event type view */
+    size_t type_len_;        /* private */
+    const char *id_pending_; /* private: last event id buffer view */
+    size_t id_pending_len_;  /* private */
+    size_t id_last_len_;     /* private */
+    const char *data_;       /* private: data view (no trailing LF) */
+    size_t data_len_;        /* private */
+    bool has_data_;          /* private: at least one data line pending */
+    bool id_dirty_;          /* private: id field seen since last dispatch */
+    bool terminal_seen_;     /* private */
+    bool ended_;             /* private: sg_sse_end was called */
+    bool clean_;             /* private: sg_sse_end's verdict */
+    int error_;              /* private: sticky error, 0 if none */
+    uint32_t magic_;         /* private: set by sg_sse_init */
+    sg_sse_stats stats_;     /* private */
+} sg_sse_parser;
+
+/**
+ * sg_sse_buffer_size - the buffer sg_sse_init needs for @cfg (NULL or zero
+ * fields mean the defaults): SG_SSE_BUFFER_SIZE(max_line, max_event).
+ *
+ * Returns the size in bytes, or 0 when @cfg holds an out-of-range limit.
+ * Thread-safety: pure function.
+ */
+SG_EXTERN size_t sg_sse_buffer_size(const sg_sse_config *cfg);
+
+/**
+ * sg_sse_init - prepare @parser to read one event stream from its start.
+ *
+ * @parser: the caller's parser; any previous content is overwritten.
+ * @cfg: limits and sentinel; NULL means all defaults.  Copied, except the
+ *   sentinel strings, which must outlive the parser.
+ * @cbs: callbacks; NULL means none.  Copied.
+ * @user_data: passed to every callback.
+ * @buf, @buf_size: the caller's buffer, at least sg_sse_buffer_size(@cfg)
+ *   bytes, owned by the parser until the caller stops using it.  Never freed.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @parser or @buf is NULL, or a sentinel string is empty;
+ *   SG_ERANGE   a limit in @cfg is out of range;
+ *   SG_ENOBUFS  @buf_size is smaller than sg_sse_buffer_size(@cfg).
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
+                          const sg_sse_callbacks *cbs, void *user_data, void *buf,
+                          size_t buf_size);
+
+/**
+ * sg_sse_feed - parse the next @len bytes of the stream.
+ *
+ * Any split is fine: a line, a CRLF pair or a BOM may be cut anywhere.  One
+ * leading UTF-8 BOM is stripped; a second is kept (it makes the first field
+ * name unknown).  Callbacks run before this returns, in stream order.  After
+ * the terminal event every further byte is consumed, ignored and counted in
+ * bytes_after_terminal (the LF of a CRLF split after the terminal's blank line
+ * excepted).  @data need not stay valid after the call.
+ *
+ * Returns the number of bytes consumed (always @len) if it succeeds, or one
+ * of the following negative error codes:
+ *   SG_EINVAL            @parser not initialised, @data NULL with @len > 0,
+ *                        or @len > PTRDIFF_MAX;
+ *   SG_ELINE_TOO_LONG    a line is longer than max_line;
+ *   SG_EEVENT_TOO_LARGE  an event's data is longer than max_event;
+ *   SG_ECANCELED         a callback returned non-zero;
+ *   SG_EDONE             sg_sse_end was already called.
+ * After an error the parser is failed: it returns that code again until
+ * sg_sse_reset().  Nothing half-parsed is kept.
+ * Thread-safety: touches only @parser; callbacks run on the calling thread.
+ */
+SG_EXTERN ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len);
+
+/**
+ * sg_sse_end - the body ended (the transport saw end of input).
+ *
+ * A pending event is discarded, never dispatched, as the standard says.
+ * *@clean is set to true when the stream ended as the protocol requires:
+ * with a terminal configured, iff it was seen; without one, iff no partial
+ * line and no undispatched data line remain.  It is false after an error.
+ * Later feeds return SG_EDONE; calling sg_sse_end again gives the same
+ * answer.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised or @clean is NULL.
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_sse_end(sg_sse_parser *parser, bool *clean);
+
+/**
+ * sg_sse_reset - make @parser ready for a new stream (a new attempt) with the
+ * same configuration, callbacks and buffer: clears the pending line and
+ * event, the last event id, the terminal flag, a sticky error and the stats.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised.
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_sse_reset(sg_sse_parser *parser);
+
+/**
+ * sg_sse_last_event_id - the last event id string: the id buffer as of the
+ * last dispatch (a blank line), as a browser sends it in Last-Event-ID.
+ * An id field with a NUL byte is ignored; "id" with no value clears it.
+ *
+ * @id, @len: set to a view valid until the next feed or reset; "" and 0
+ *   when none.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised, or @id or @len is NULL.
+ * Thread-safety: reads only @parser.
+ */
+SG_EXTERN int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id,
+                                   size_t *len);
+
+/**
+ * sg_sse_terminal_seen - true once the terminal event (data or type) was
+ * parsed; false for NULL or an uninitialised parser.
+ * Thread-safety: reads only @parser.
+ */
+SG_EXTERN bool sg_sse_terminal_seen(const sg_sse_parser *parser);
+
+/**
+ * sg_sse_get_stats - copy the counters into *@stats.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised or @stats is NULL.
+ * Thread-safety: reads only @parser.
+ */
+SG_EXTERN int sg_sse_get_stats(const sg_sse_parser *parser, sg_sse_stats *stats);
+
+/* ------------------------------------------------------------------------
+ * NDJSON (newline-delimited JSON; one item per non-empty line)
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ndjson_item_cb - one item: a non-empty line without its LF or CRLF.
+ * The view is valid only during the call.  Return 0 to go on; anything else
+ * stops the parse and the feed returns SG_ECANCELED.  The line is not
+ * validated as JSON.
+ */
+typedef int (*sg_ndjson_item_cb)(const char *line, size_t len, void *user_data);
+
+/**
+ * sg_ndjson_config - zero-initialise it for the defaults.
+ *
+ * max_line: longest line, terminator excluded.  Default
+ *           SG_FRAMING_DEFAULT_MAX_LINE; SG_FRAMING_MIN_LINE ..
+ *           SG_FRAMING_MAX_LIMIT.  Exceeding it is SG_ELINE_TOO_LONG.
+ */
+typedef struct sg_ndjson_config {
+    size_t max_line;
+} sg_ndjson_config;
+
+/** sg_ndjson_stats - counters since init or reset. */
+typedef struct sg_ndjson_stats {
+    uint64_t bytes; /* every byte fed */
+    uint64_t lines; /* complete lines, empty ones included */
+    uint64_t items; /* non-empty lines delivered */
+} sg_ndjson_stats;
+
+/** sg_ndjson_parser - embed it, initialise with sg_ndjson_init(). */
+typedef struct sg_ndjson_parser {
+    sg__lines lines_;           /* private */
+    sg_ndjson_item_cb on_item_; /* private */
+    void *user_data_;           /* private */
+    bool ended_;                /* private */
+    bool clean_;                /* private: sg_ndjson_end's verdict */
+    int error_;                 /* private: sticky error, 0 if none */
+    uint32_t magic_;            /* private */
+    sg_ndjson_stats stats_;     /* private */
+} sg_ndjson_parser;
+
+/**
+ * sg_ndjson_buffer_size - the buffer sg_ndjson_init needs for @cfg (NULL or
+ * zero fields mean the defaults).
+ *
+ * Returns the size in bytes, or 0 when @cfg holds an out-of-range limit.
+ * Thread-safety: pure function.
+ */
+SG_EXTERN size_t sg_ndjson_buffer_size(const sg_ndjson_config *cfg);
+
+/**
+ * sg_ndjson_init - prepare @parser to read one NDJSON body from its start.
+ *
+ * @cfg: NULL means defaults.  @on_item may be NULL (lines are only counted).
+ * @buf, @buf_size: at least sg_ndjson_buffer_size(@cfg) bytes; holds a line
+ *   that spans reads.  Never freed.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @parser or @buf is NULL;
+ *   SG_ERANGE   max_line is out of range;
+ *   SG_ENOBUFS  @buf_size is too small.
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
+                             sg_ndjson_item_cb on_item, void *user_data, void *buf,
+                             size_t buf_size);
+
+/**
+ * sg_ndjson_feed - parse the next @len bytes.  Lines end at LF; one CR
+ * before the LF is removed; a lone CR is kept (JSON whitespace).  Empty lines
+ * are skipped.  One leading UTF-8 BOM is stripped.
+ *
+ * Returns the number of bytes consumed (always @len) if it succeeds, or one
+ * of the following negative error codes:
+ *   SG_EINVAL          @parser not initialised, @data NULL with @len > 0,
+ *                      or @len > PTRDIFF_MAX;
+ *   SG_ELINE_TOO_LONG  a line is longer than max_line;
+ *   SG_ECANCELED       the callback returned non-zero;
+ *   SG_EDONE           sg_ndjson_end was already called.
+ * After an error the parser is failed until sg_ndjson_reset().
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN ptrdiff_t sg_ndjson_feed(sg_ndjson_parser *parser, const void *data,
+                                   size_t len);
+
+/**
+ * sg_ndjson_end - the body ended.  A final line without LF is discarded (it
+ * may be cut short) and makes the end unclean.  *@clean is true iff no
+ * partial line remains and no error occurred.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised or @clean is NULL.
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_ndjson_end(sg_ndjson_parser *parser, bool *clean);
+
+/**
+ * sg_ndjson_reset - ready @parser for a new body with the same settings;
+ * clears the partial line, a sticky error and the stats.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised.
+ * Thread-safety: touches only @parser.
+ */
+SG_EXTERN int sg_ndjson_reset(sg_ndjson_parser *parser);
+
+/**
+ * sg_ndjson_get_stats - copy the counters into *@stats.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @parser not initialised or @stats is NULL.
+ * Thread-safety: reads only @parser.
+ */
+SG_EXTERN int sg_ndjson_get_stats(const sg_ndjson_parser *parser, sg_ndjson_stats *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_FRAMING_H */

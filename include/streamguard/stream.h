@@ -1,0 +1,189 @@
+/*
+ * streamguard stream: one attempt's response body, framed into items and
+ * timed by a guard - the piece every transport shares, and the one to use
+ * when you own the socket and the event loop yourself.
+ *
+ *   bytes ──▶ sg_stream_feed ──▶ framing (SSE / NDJSON) ──item──▶ guard ──▶ your callback
+ *
+ * An sg_stream joins an SSE or NDJSON parser to an sg_guard: every body
+ * byte counts toward the byte cap (never toward the idle clock), every item
+ * is checked against the clocks before it is delivered, and the terminal
+ * sentinel ends the attempt cleanly the instant it arrives.  Sans-I/O and
+ * libc only; no allocation (the caller lends the parser's buffer).
+ *
+ * Thread-safety: plain data owned by the caller; reentrant functions.
+ *
+ * Include <streamguard/streamguard.h> rather than this file directly.
+ */
+#ifndef STREAMGUARD_STREAM_H
+#define STREAMGUARD_STREAM_H
+
+#include <streamguard/core.h>
+#include <streamguard/framing.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** How a response body is framed into items. */
+typedef enum sg_format {
+    SG_FORMAT_SSE = 0,    /* text/event-stream: one item per dispatched event */
+    SG_FORMAT_NDJSON = 1, /* one item per non-empty line */
+} sg_format;
+
+/**
+ * sg_item - one item as the consumer receives it.  Views are valid only
+ * during the callback and are not NUL-terminated.
+ */
+typedef struct sg_item {
+    const char *event; /* SSE event type ("message" by default); NDJSON: "" */
+    size_t event_len;
+    const char *data; /* SSE data (lines joined by LF); NDJSON: the line */
+    size_t data_len;
+    const char *id; /* SSE last event id in effect; NDJSON: "" */
+    size_t id_len;
+    uint32_t attempt; /* 1-based attempt that delivered it */
+    uint64_t index;   /* 0-based item number within the attempt */
+} sg_item;
+
+/**
+ * sg_item_cb - receives each item.  Return 0 to go on; any other value
+ * stops the stream, and the attempt's outcome is cancelled.
+ */
+typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
+
+/**
+ * sg_stream_config - framing of the body.  Zero-initialise it; every zero
+ * field takes its default.  The sentinel strings are borrowed: they must
+ * outlive the stream.
+ *
+ * format:        SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
+ * terminal_data: SSE data marking the clean end, not delivered ("[DONE]").
+ *                Default NULL: none.
+ * terminal_type: SSE event type marking the clean end, delivered
+ *                ("message_stop").  Default NULL: none.
+ * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE).
+ * max_event:     largest SSE event (default SG_FRAMING_DEFAULT_MAX_EVENT).
+ */
+typedef struct sg_stream_config {
+    sg_format format;
+    const char *terminal_data;
+    const char *terminal_type;
+    size_t max_line;
+    size_t max_event;
+} sg_stream_config;
+
+/** sg_stream - embed it; initialise with sg_stream_init(); fields private. */
+typedef struct sg_stream {
+    sg_guard guard_; /* private */
+    union {
+        sg_sse_parser sse;
+        sg_ndjson_parser nd;
+    } parser_;            /* private */
+    sg_item_cb on_item_;  /* private */
+    void *user_data_;     /* private */
+    int64_t now_;         /* private: instant of the bytes being fed */
+    uint64_t index_;      /* private */
+    uint32_t attempt_;    /* private */
+    uint32_t magic_;      /* private */
+    uint8_t format_;      /* private */
+    uint8_t state_;       /* private */
+    bool cancelled_;      /* private: the consumer stopped */
+    bool guard_stop_;     /* private: the guard refused an item or bytes */
+    int error_;           /* private: framing error, 0 none */
+    sg_guard_result result_; /* private: result at the terminal */
+} sg_stream;
+
+/**
+ * sg_stream_buffer_size - the buffer sg_stream_init needs for @cfg (NULL =
+ * defaults).  Returns the size in bytes, or 0 when a limit is out of range
+ * or the format is unknown.
+ */
+SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
+
+/**
+ * sg_stream_init - prepare @s; call sg_stream_begin for each attempt.
+ *
+ * @cfg: framing (NULL = defaults), copied except the sentinel strings.
+ * @on_item, @user_data: the consumer; @on_item may be NULL.
+ * @buf, @buf_size: at least sg_stream_buffer_size(@cfg) bytes, lent to the
+ *   stream until the caller stops using it; never freed.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @s or @buf is NULL, the format is unknown, or a sentinel is
+ *               the empty string;
+ *   SG_ERANGE   a limit in @cfg is out of range;
+ *   SG_ENOBUFS  @buf_size is too small.
+ */
+SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
+                             sg_item_cb on_item, void *user_data, void *buf,
+                             size_t buf_size);
+
+/**
+ * sg_stream_begin - start attempt @attempt at @now: resets the parser (a new
+ * body; the last event id starts empty) and starts the guard with @gcfg
+ * under @budget (NULL for none), in phase "connect".  Report later phases
+ * with sg_guard_set_phase(sg_stream_guard(s), ...).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @s not initialised, or sg_guard_start refused @gcfg/@budget.
+ */
+SG_EXTERN int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg,
+                              const sg_budget *budget, uint32_t attempt, int64_t now);
+
+/** The attempt's guard: phases, next deadline, check. */
+SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
+
+/**
+ * sg_stream_feed - @len body bytes arrived at @now.
+ *
+ * Counts them on the guard (byte cap; the idle clock is NOT reset), frames
+ * them, checks each item against the clocks and the item cap, and delivers
+ * it.  When the terminal sentinel arrives the attempt is decided: the guard
+ * finishes ok at @now and the result is kept for sg_stream_end; later bytes
+ * are ignored.
+ *
+ * Returns 0 while the stream goes on, 1 once the terminal sentinel has been
+ * seen (the attempt is ok; stop reading when convenient), or one of the
+ * following negative error codes (the attempt must end: call sg_stream_end
+ * with the transport's view, which reports the right outcome):
+ *   SG_ETIMEDOUT         a clock or the budget had expired by @now;
+ *   SG_ECAP              the item or byte cap is exceeded;
+ *   SG_ECANCELED         the consumer returned non-zero;
+ *   SG_ELINE_TOO_LONG, SG_EEVENT_TOO_LARGE  the peer exceeded a limit
+ *                        (outcome protocol_error);
+ *   SG_ESTATE            the attempt already ended (or never began);
+ *   SG_EINVAL            @s is not initialised, or @data is NULL with @len.
+ */
+SG_EXTERN int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now);
+
+/**
+ * sg_stream_end - the attempt ended at @now; @how is what the transport saw:
+ *   SG_OUTCOME_OK         the body ended normally (end of data);
+ *   SG_OUTCOME_TRUNCATED  the connection or stream broke mid-body;
+ *   anything else         that outcome (http_error, transport_error,
+ *                         connect_timeout from the OS...).
+ *
+ * The first cause wins: a terminal already seen → ok; a clock that expired,
+ * a cap, the consumer's cancel, a framing error → that outcome.  Otherwise
+ * @how decides; for SG_OUTCOME_OK the end is clean when the sentinel was
+ * seen (or, with none configured, when no partial line or event remains).
+ *
+ * Returns 0 and fills *@result, or one of the following negative error
+ * codes:
+ *   SG_EINVAL  @s not initialised, @result NULL or @how out of range;
+ *   SG_ESTATE  the attempt already ended, or never began.
+ */
+SG_EXTERN int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how,
+                            sg_guard_result *result);
+
+/** true once the terminal sentinel of the current attempt was seen. */
+SG_EXTERN bool sg_stream_terminal_seen(const sg_stream *s);
+/** true while an attempt has begun and not ended. */
+SG_EXTERN bool sg_stream_active(const sg_stream *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_STREAM_H */

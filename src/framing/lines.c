@@ -1,0 +1,27 @@
+/*
+ * The out-of-line half of the shared line splitter (see lines.h).
+ */
+#include "framing/lines.h"
+
+void sg__lines_init(sg__lines *ls, char *buf, size_t cap) {
+    memset(ls, 0, sizeof(*ls));
+    ls->buf_ = buf;
+    ls->cap_ = cap;
+}
+
+void sg__lines_drop(sg__lines *ls) {
+    ls->len_ = 0;
+    ls->skip_lf_ = false;
+    /* A held BOM prefix is part of the dropped line. */
+    ls->bom_ = 3;
+}
+
+void sg__lines_reset(sg__lines *ls) {
+    ls->len_ = 0;
+    ls->skip_lf_ = false;
+    ls->bom_ = 0;
+}
+
+bool sg__lines_partial(const sg__lines *ls) {
+    return ls->len_ > 0 || (ls->bom_ > 0 && ls->bom_ < 3);
+}

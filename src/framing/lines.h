@@ -1,0 +1,246 @@
+/*
+ * The line splitter shared by the SSE and NDJSON parsers: one piece of code
+ * for BOM stripping, CR/LF/CRLF handling across reads, the partial-line
+ * buffer and the max-line check.
+ *
+ * sg__lines_scan() is static inline so each parser gets a copy specialised
+ * for its line-end rule and its line callback (no indirect call per line).
+ *
+ * A line handed to the callback is a view into the caller's chunk, or into
+ * the splitter's buffer when it spans reads.  The buffer view stays valid
+ * until sg__lines_keep() runs at the end of the feed, so a parser that keeps
+ * views across lines (SSE event fields) must copy them out before that.
+ */
+#ifndef SG_FRAMING_LINES_H
+#define SG_FRAMING_LINES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <streamguard/framing.h>
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#    include <emmintrin.h>
+#    define SG__LINES_SSE2 1
+#endif
+
+/* A line callback's "stop here, no error" answer (the SSE terminal). */
+#define SG__LINES_STOP 1
+
+/* Below this many bytes an inline scan beats two memchr calls. */
+#define SG__LINES_SMALL 64
+
+void sg__lines_init(sg__lines *ls, char *buf, size_t cap);
+/* Drops the partial line and the CR memory; keeps a finished BOM check. */
+void sg__lines_drop(sg__lines *ls);
+/* Back to the start of a stream (a BOM may follow again). */
+void sg__lines_reset(sg__lines *ls);
+/* true when bytes of an unterminated line (or of a possible BOM) are held. */
+bool sg__lines_partial(const sg__lines *ls);
+
+/*
+ * Finds the first CR or LF in [p, end) when @cr_eol, or the first LF else;
+ * returns end when there is none.  *@lf and *@cr cache the next known LF and
+ * CR (NULL = unknown): memchr runs only from where the last search found its
+ * byte, so a chunk is scanned once per byte value whatever its line count.
+ */
+static inline const char *sg__lines_find(const char *p, const char *end, bool cr_eol,
+                                         const char **lf, const char **cr) {
+    if ((size_t)(end - p) < SG__LINES_SMALL) {
+        /* Short reads (a token at a time) are common; two library calls
+         * would cost more than looking at a few bytes. */
+#ifdef SG__LINES_SSE2
+        /* SSE2 is baseline on x86-64: 16 bytes per step, both bytes at
+         * once.  Only whole blocks inside [p, end) are loaded. */
+        const __m128i vlf = _mm_set1_epi8('\n');
+        const __m128i vcr = _mm_set1_epi8('\r');
+        while (end - p >= 16) {
+            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+            __m128i m = _mm_cmpeq_epi8(x, vlf);
+            if (cr_eol) {
+                m = _mm_or_si128(m, _mm_cmpeq_epi8(x, vcr));
+            }
+            unsigned mask = (unsigned)_mm_movemask_epi8(m);
+            if (mask != 0) {
+                return p + __builtin_ctz(mask);
+            }
+            p += 16;
+        }
+#endif
+        for (; p < end; p++) {
+            if (*p == '\n' || (cr_eol && *p == '\r')) {
+                return p;
+            }
+        }
+        return end;
+    }
+    if (*lf == NULL || *lf < p) {
+        const char *f = memchr(p, '\n', (size_t)(end - p));
+        *lf = f != NULL ? f : end;
+    }
+    if (!cr_eol) {
+        return *lf;
+    }
+    if (*cr == NULL || *cr < p) {
+        /* To the end of the chunk, not just to the LF: an LF-only stream
+         * (the common case) then costs one CR search per read, not per line. */
+        const char *f = memchr(p, '\r', (size_t)(end - p));
+        *cr = f != NULL ? f : end;
+    }
+    return *cr < *lf ? *cr : *lf;
+}
+
+/*
+ * The fast path for a short read that ends no line (a token at a time):
+ * when [data, data + len) holds no CR/LF (no LF when !@cr_eol) and the
+ * splitter is in its plain state, appends it to the partial line and
+ * returns true.  Returns false, having changed nothing, in every other case
+ * (a line end, a pending BOM or CR decision, or too little room); the caller
+ * then takes the general path, which also reports the errors.
+ */
+static inline bool sg__lines_append_small(sg__lines *ls, const char *data, size_t len,
+                                          bool cr_eol) {
+    if (len > 16 || ls->bom_ != 3 || ls->skip_lf_ || len > ls->cap_ - ls->len_) {
+        return false;
+    }
+#ifdef SG__LINES_SSE2
+    if (len == 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(const void *)data);
+        __m128i m = _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'));
+        if (cr_eol) {
+            m = _mm_or_si128(m, _mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
+        }
+        if (_mm_movemask_epi8(m) != 0) {
+            return false;
+        }
+        _mm_storeu_si128((__m128i *)(void *)(ls->buf_ + ls->len_), x);
+        ls->len_ += 16;
+        return true;
+    }
+#endif
+    for (size_t i = 0; i < len; i++) {
+        if (data[i] == '\n' || (cr_eol && data[i] == '\r')) {
+            return false;
+        }
+    }
+    memcpy(ls->buf_ + ls->len_, data, len);
+    ls->len_ += len;
+    return true;
+}
+
+/*
+ * Appends the unterminated tail of a chunk to the partial line.  Returns 0
+ * or SG_ELINE_TOO_LONG, caught before the terminator arrives so memory stays
+ * bounded even when a peer never ends its line.  Inline, with fixed-size
+ * copies for short tails: with one small read per token this runs per read.
+ */
+static inline int sg__lines_keep(sg__lines *ls, const char *tail, size_t n) {
+    if (n > ls->cap_ - ls->len_) {
+        return SG_ELINE_TOO_LONG;
+    }
+    char *dst = ls->buf_ + ls->len_;
+    if (n >= 8 && n <= 16) {
+        /* Two overlapping 8-byte moves; the compiler emits plain loads. */
+        memcpy(dst, tail, 8);
+        memcpy(dst + n - 8, tail + n - 8, 8);
+    } else if (n < 8) {
+        for (size_t i = 0; i < n; i++) {
+            dst[i] = tail[i];
+        }
+    } else {
+        memcpy(dst, tail, n);
+    }
+    ls->len_ += n;
+    return 0;
+}
+
+/*
+ * Splits [data, data + len) into lines and calls on_line(ctx, line, n) for
+ * each complete one (terminator excluded).  Stops early when on_line returns
+ * non-zero and returns that value; returns 0 when the input ran out.  In
+ * both cases *done is the offset of the first byte not yet consumed: the
+ * caller passes [done, len) to sg__lines_keep() after a 0 return.
+ *
+ * @cr_eol: a lone CR ends a line (SSE).  Else only LF does (NDJSON).
+ * Errors: SG_ELINE_TOO_LONG for a complete line longer than the cap.
+ */
+static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bool cr_eol,
+                                 int (*on_line)(void *ctx, const char *line, size_t n),
+                                 void *ctx, size_t *done) {
+    static const unsigned char bom[3] = {0xEF, 0xBB, 0xBF};
+    const char *p = data;
+    const char *end = data + len;
+    const char *lf = NULL;
+    const char *cr = NULL;
+
+    if (len == 0) {
+        *done = 0;
+        return 0;
+    }
+    if (ls->bom_ < 3) {
+        /* The BOM may itself be split across reads, so match it byte by
+         * byte and hold the matched prefix until it is decided. */
+        while (p < end && ls->bom_ < 3 && (unsigned char)*p == bom[ls->bom_]) {
+            ls->bom_++;
+            p++;
+        }
+        if (ls->bom_ < 3) {
+            if (p == end) {
+                *done = len;
+                return 0;
+            }
+            /* Not a BOM: the held bytes start the first line. */
+            memcpy(ls->buf_ + ls->len_, bom, ls->bom_);
+            ls->len_ += ls->bom_;
+            ls->bom_ = 3;
+        }
+    }
+    if (ls->skip_lf_) {
+        /* The previous read ended in CR: a leading LF completes that CRLF
+         * and is not a blank line. */
+        ls->skip_lf_ = false;
+        if (p < end && *p == '\n') {
+            p++;
+        }
+    }
+    while (p < end) {
+        const char *eol = sg__lines_find(p, end, cr_eol, &lf, &cr);
+        if (eol == end) {
+            break;
+        }
+        size_t n = (size_t)(eol - p);
+        const char *after = eol + 1;
+        if (*eol == '\r') {
+            if (after < end) {
+                if (*after == '\n') {
+                    after++;
+                }
+            } else {
+                ls->skip_lf_ = true;
+            }
+        }
+        const char *line = p;
+        if (ls->len_ > 0) {
+            if (n > ls->cap_ - ls->len_) {
+                return SG_ELINE_TOO_LONG;
+            }
+            memcpy(ls->buf_ + ls->len_, p, n);
+            line = ls->buf_;
+            n += ls->len_;
+            ls->len_ = 0;
+        } else if (n > ls->cap_) {
+            return SG_ELINE_TOO_LONG;
+        }
+        p = after;
+        int rc = on_line(ctx, line, n);
+        if (rc != 0) {
+            *done = (size_t)(p - data);
+            return rc;
+        }
+    }
+    *done = (size_t)(p - data);
+    return 0;
+}
+
+#endif /* SG_FRAMING_LINES_H */

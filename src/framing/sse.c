@@ -1,0 +1,411 @@
+/*
+ * Incremental server-sent events parser (WHATWG HTML, "event stream
+ * interpretation"), sans-I/O and allocation-free.
+ *
+ * Event fields are kept as views for as long as possible: a field whose line
+ * lies in the current read points into the caller's bytes, and an event that
+ * starts and ends in one read is delivered without a copy (the OpenAI shape:
+ * one data line, then a blank line).  Only at the end of a feed call are the
+ * views of a still-pending event copied into the caller's buffer ("spill"),
+ * because the caller's bytes and the partial-line buffer are about to change.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "framing/lines.h"
+
+#define SG__SSE_MAGIC 0x53534531u /* "SSE1" */
+
+static int sse_limits(const sg_sse_config *cfg, size_t *max_line, size_t *max_event) {
+    size_t ml = cfg != NULL ? cfg->max_line : 0;
+    size_t me = cfg != NULL ? cfg->max_event : 0;
+    if (ml == 0) {
+        ml = SG_FRAMING_DEFAULT_MAX_LINE;
+    }
+    if (me == 0) {
+        me = SG_FRAMING_DEFAULT_MAX_EVENT;
+    }
+    if (ml < SG_FRAMING_MIN_LINE || ml > SG_FRAMING_MAX_LIMIT ||
+        me > SG_FRAMING_MAX_LIMIT) {
+        return SG_ERANGE;
+    }
+    /* 4 * 1 GiB + 1 GiB overflows a 32-bit size_t. */
+    if (ml > (SIZE_MAX - me) / 4) {
+        return SG_ERANGE;
+    }
+    *max_line = ml;
+    *max_event = me;
+    return 0;
+}
+
+size_t sg_sse_buffer_size(const sg_sse_config *cfg) {
+    size_t ml;
+    size_t me;
+    if (sse_limits(cfg, &ml, &me) != 0) {
+        return 0;
+    }
+    return SG_SSE_BUFFER_SIZE(ml, me);
+}
+
+static bool sse_valid(const sg_sse_parser *p) {
+    return p != NULL && p->magic_ == SG__SSE_MAGIC;
+}
+
+/* Forgets the event being assembled; the last event id string survives. */
+static void sse_clear_event(sg_sse_parser *p) {
+    p->has_data_ = false;
+    p->data_len_ = 0;
+    p->type_len_ = 0;
+    p->id_dirty_ = false;
+    p->id_pending_ = p->id_last_store_;
+    p->id_pending_len_ = p->id_last_len_;
+}
+
+int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
+                const sg_sse_callbacks *cbs, void *user_data, void *buf,
+                size_t buf_size) {
+    size_t ml;
+    size_t me;
+    if (parser == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sse_limits(cfg, &ml, &me);
+    if (rc != 0) {
+        return rc;
+    }
+    const char *td = cfg != NULL ? cfg->terminal_data : NULL;
+    const char *tt = cfg != NULL ? cfg->terminal_type : NULL;
+    if ((td != NULL && td[0] == '\0') || (tt != NULL && tt[0] == '\0')) {
+        /* An empty sentinel would match every "data:" event or no type. */
+        return SG_EINVAL;
+    }
+    if (buf_size < SG_SSE_BUFFER_SIZE(ml, me)) {
+        return SG_ENOBUFS;
+    }
+    memset(parser, 0, sizeof(*parser));
+    char *b = buf;
+    sg__lines_init(&parser->lines_, b, ml);
+    parser->type_store_ = b + ml;
+    parser->id_pending_store_ = b + 2 * ml;
+    parser->id_last_store_ = b + 3 * ml;
+    parser->data_store_ = b + 4 * ml;
+    if (cbs != NULL) {
+        parser->cbs_ = *cbs;
+    }
+    parser->user_data_ = user_data;
+    parser->term_data_ = td;
+    parser->term_data_len_ = td != NULL ? strlen(td) : 0;
+    parser->term_type_ = tt;
+    parser->term_type_len_ = tt != NULL ? strlen(tt) : 0;
+    parser->max_event_ = me;
+    sse_clear_event(parser);
+    parser->magic_ = SG__SSE_MAGIC;
+    return 0;
+}
+
+static int sse_data(sg_sse_parser *p, const char *v, size_t vlen) {
+    if (!p->has_data_) {
+        if (vlen > p->max_event_) {
+            return SG_EEVENT_TOO_LARGE;
+        }
+        /* The first data line stays a view: most events have only one. */
+        p->data_ = v;
+        p->data_len_ = vlen;
+        p->has_data_ = true;
+        return 0;
+    }
+    /* data_len + LF + vlen > max_event, without overflow. */
+    if (vlen >= p->max_event_ - p->data_len_) {
+        return SG_EEVENT_TOO_LARGE;
+    }
+    if (p->data_ != p->data_store_) {
+        memcpy(p->data_store_, p->data_, p->data_len_);
+        p->data_ = p->data_store_;
+    }
+    /* The standard appends value + LF and strips one final LF at dispatch;
+     * storing LF only between values gives the same bytes. */
+    p->data_store_[p->data_len_] = '\n';
+    memcpy(p->data_store_ + p->data_len_ + 1, v, vlen);
+    p->data_len_ += 1 + vlen;
+    return 0;
+}
+
+static int sse_retry(sg_sse_parser *p, const char *v, size_t vlen) {
+    uint64_t ms = 0;
+    if (vlen == 0) {
+        /* "retry" alone is not "only ASCII digits" in any browser. */
+        return 0;
+    }
+    for (size_t i = 0; i < vlen; i++) {
+        unsigned d = (unsigned)((unsigned char)v[i] - '0');
+        if (d > 9) {
+            return 0;
+        }
+        if (ms > (UINT64_MAX - d) / 10) {
+            ms = UINT64_MAX;
+        } else {
+            ms = ms * 10 + d;
+        }
+    }
+    if (p->cbs_.on_retry != NULL && p->cbs_.on_retry(ms, p->user_data_) != 0) {
+        return SG_ECANCELED;
+    }
+    return 0;
+}
+
+static int sse_dispatch(sg_sse_parser *p) {
+    if (p->id_dirty_) {
+        /* Step 1 of dispatch runs even when no event follows: an "id:" block
+         * without data still moves the last event id. */
+        memcpy(p->id_last_store_, p->id_pending_, p->id_pending_len_);
+        p->id_last_len_ = p->id_pending_len_;
+        p->id_pending_ = p->id_last_store_;
+        p->id_dirty_ = false;
+    }
+    if (!p->has_data_) {
+        p->type_len_ = 0;
+        return 0;
+    }
+    sg_sse_event ev;
+    if (p->type_len_ > 0) {
+        ev.type = p->type_;
+        ev.type_len = p->type_len_;
+    } else {
+        ev.type = "message";
+        ev.type_len = 7;
+    }
+    ev.data = p->data_;
+    ev.data_len = p->data_len_;
+    ev.id = p->id_last_store_;
+    ev.id_len = p->id_last_len_;
+    ev.terminal = false;
+    /* The views stay valid through the callback: nothing writes the stores
+     * until the next line. */
+    p->has_data_ = false;
+    p->type_len_ = 0;
+    if (p->term_data_ != NULL && ev.data_len == p->term_data_len_ &&
+        memcmp(ev.data, p->term_data_, ev.data_len) == 0) {
+        /* "[DONE]" is a marker, not content: never an item. */
+        p->terminal_seen_ = true;
+        return SG__LINES_STOP;
+    }
+    if (p->term_type_ != NULL && ev.type_len == p->term_type_len_ &&
+        memcmp(ev.type, p->term_type_, ev.type_len) == 0) {
+        /* A typed terminal ("message_stop") carries data the consumer may
+         * need, so it is delivered, flagged. */
+        ev.terminal = true;
+        p->terminal_seen_ = true;
+    }
+    p->stats_.items++;
+    if (p->cbs_.on_event != NULL && p->cbs_.on_event(&ev, p->user_data_) != 0) {
+        return SG_ECANCELED;
+    }
+    return ev.terminal ? SG__LINES_STOP : 0;
+}
+
+static int sse_line(void *ctx, const char *line, size_t n) {
+    sg_sse_parser *p = ctx;
+    p->stats_.lines++;
+    if (n == 0) {
+        return sse_dispatch(p);
+    }
+    if (line[0] == ':') {
+        p->stats_.comments++;
+        if (p->cbs_.on_comment != NULL &&
+            p->cbs_.on_comment(line + 1, n - 1, p->user_data_) != 0) {
+            return SG_ECANCELED;
+        }
+        return 0;
+    }
+    const char *colon = memchr(line, ':', n);
+    size_t flen = colon != NULL ? (size_t)(colon - line) : n;
+    const char *v = colon != NULL ? colon + 1 : line + n;
+    size_t vlen = n - (size_t)(v - line);
+    if (vlen > 0 && v[0] == ' ') {
+        v++;
+        vlen--;
+    }
+    /* Field names are case-sensitive: "Data" is an unknown field. */
+    switch (flen) {
+    case 4:
+        if (memcmp(line, "data", 4) == 0) {
+            return sse_data(p, v, vlen);
+        }
+        break;
+    case 5:
+        if (memcmp(line, "event", 5) == 0) {
+            p->type_ = v;
+            p->type_len_ = vlen;
+        } else if (memcmp(line, "retry", 5) == 0) {
+            return sse_retry(p, v, vlen);
+        }
+        break;
+    case 2:
+        if (memcmp(line, "id", 2) == 0 && memchr(v, '\0', vlen) == NULL) {
+            p->id_pending_ = v;
+            p->id_pending_len_ = vlen;
+            p->id_dirty_ = true;
+        }
+        break;
+    default:
+        /* Unknown fields are ignored, as the standard requires. */
+        break;
+    }
+    return 0;
+}
+
+/* Copies the pending event's views into the caller's buffer before the
+ * bytes they point at go away (end of feed). */
+static void sse_spill(sg_sse_parser *p) {
+    if (p->has_data_ && p->data_ != p->data_store_) {
+        memcpy(p->data_store_, p->data_, p->data_len_);
+        p->data_ = p->data_store_;
+    }
+    if (p->type_len_ > 0 && p->type_ != p->type_store_) {
+        memcpy(p->type_store_, p->type_, p->type_len_);
+        p->type_ = p->type_store_;
+    }
+    if (p->id_dirty_ && p->id_pending_ != p->id_pending_store_) {
+        memcpy(p->id_pending_store_, p->id_pending_, p->id_pending_len_);
+        p->id_pending_ = p->id_pending_store_;
+    }
+}
+
+static ptrdiff_t sse_fail(sg_sse_parser *p, int rc) {
+    sse_clear_event(p);
+    sg__lines_drop(&p->lines_);
+    p->error_ = rc;
+    return rc;
+}
+
+/* After the terminal: bytes are consumed unparsed and counted. */
+static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len) {
+    size_t skip = 0;
+    if (p->lines_.skip_lf_) {
+        /* The LF of the terminal's own CRLF is not "after" it. */
+        p->lines_.skip_lf_ = false;
+        if (d[0] == '\n') {
+            skip = 1;
+        }
+    }
+    p->stats_.bytes_after_terminal += len - skip;
+    return (ptrdiff_t)len;
+}
+
+#if defined(__GNUC__)
+#    define SG__NOINLINE __attribute__((noinline))
+#else
+#    define SG__NOINLINE
+#endif
+
+/* The general path: lines, fields, dispatch, spill, keep.  Never inlined,
+ * so that sg_sse_feed's small-read path needs no register saves. */
+static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
+                                             size_t len) {
+    size_t done = 0;
+    int rc = sg__lines_scan(&parser->lines_, d, len, true, sse_line, parser, &done);
+    if (rc == SG__LINES_STOP) {
+        bool skip_lf = parser->lines_.skip_lf_;
+        sse_clear_event(parser);
+        sg__lines_drop(&parser->lines_);
+        parser->lines_.skip_lf_ = skip_lf;
+        if (done < len) {
+            (void)sse_after_terminal(parser, d + done, len - done);
+        }
+        return (ptrdiff_t)len;
+    }
+    if (rc < 0) {
+        return sse_fail(parser, rc);
+    }
+    sse_spill(parser);
+    rc = sg__lines_keep(&parser->lines_, d + done, len - done);
+    if (rc < 0) {
+        return sse_fail(parser, rc);
+    }
+    return (ptrdiff_t)len;
+}
+
+ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len) {
+    if (!sse_valid(parser) || (data == NULL && len > 0) || len > PTRDIFF_MAX) {
+        return SG_EINVAL;
+    }
+    if (parser->error_ != 0) {
+        return parser->error_;
+    }
+    if (parser->ended_) {
+        return SG_EDONE;
+    }
+    if (len == 0) {
+        return 0;
+    }
+    const char *d = data;
+    parser->stats_.bytes += len;
+    if (parser->terminal_seen_) {
+        return sse_after_terminal(parser, d, len);
+    }
+    if (sg__lines_append_small(&parser->lines_, d, len, true)) {
+        /* A read inside a line: nothing to parse.  Views of a pending event
+         * were all copied out at the end of the previous feed, and the
+         * partial line is only appended to, so nothing needs spilling.
+         * Kept apart from sse_feed_lines so this path stays a leaf. */
+        return (ptrdiff_t)len;
+    }
+    return sse_feed_lines(parser, d, len);
+}
+
+int sg_sse_end(sg_sse_parser *parser, bool *clean) {
+    if (!sse_valid(parser) || clean == NULL) {
+        return SG_EINVAL;
+    }
+    if (!parser->ended_) {
+        if (parser->error_ != 0) {
+            parser->clean_ = false;
+        } else if (parser->term_data_ != NULL || parser->term_type_ != NULL) {
+            parser->clean_ = parser->terminal_seen_;
+        } else {
+            parser->clean_ = !parser->has_data_ && !sg__lines_partial(&parser->lines_);
+        }
+        /* A pending event is discarded, never dispatched. */
+        sse_clear_event(parser);
+        sg__lines_drop(&parser->lines_);
+        parser->ended_ = true;
+    }
+    *clean = parser->clean_;
+    return 0;
+}
+
+int sg_sse_reset(sg_sse_parser *parser) {
+    if (!sse_valid(parser)) {
+        return SG_EINVAL;
+    }
+    sg__lines_reset(&parser->lines_);
+    parser->id_last_len_ = 0;
+    sse_clear_event(parser);
+    parser->terminal_seen_ = false;
+    parser->ended_ = false;
+    parser->clean_ = false;
+    parser->error_ = 0;
+    memset(&parser->stats_, 0, sizeof(parser->stats_));
+    return 0;
+}
+
+int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id, size_t *len) {
+    if (!sse_valid(parser) || id == NULL || len == NULL) {
+        return SG_EINVAL;
+    }
+    *id = parser->id_last_len_ > 0 ? parser->id_last_store_ : "";
+    *len = parser->id_last_len_;
+    return 0;
+}
+
+bool sg_sse_terminal_seen(const sg_sse_parser *parser) {
+    return sse_valid(parser) && parser->terminal_seen_;
+}
+
+int sg_sse_get_stats(const sg_sse_parser *parser, sg_sse_stats *stats) {
+    if (!sse_valid(parser) || stats == NULL) {
+        return SG_EINVAL;
+    }
+    *stats = parser->stats_;
+    return 0;
+}

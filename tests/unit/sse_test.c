@@ -1,0 +1,700 @@
+/*
+ * SSE parser tests: the conformance table (sse_cases.h) fed whole, split at
+ * every offset, and one byte at a time; then limits, errors, the terminal
+ * sentinel, the BOM, CR/LF across reads and the API's edges.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <streamguard/framing.h>
+
+#include "sse_cases.h"
+
+/* ------------------------------------------------------------ recorder */
+
+#define REC_MAX_EVENTS 64
+#define REC_BYTES (64 * 1024)
+
+typedef struct rec_ev {
+    size_t type_off, type_len, data_off, data_len, id_off, id_len;
+    bool terminal;
+    const char *data_ptr; /* where the parser's view pointed */
+} rec_ev;
+
+typedef struct rec {
+    char bytes[REC_BYTES];
+    size_t used;
+    rec_ev ev[REC_MAX_EVENTS];
+    int n_ev;
+    uint64_t retries[16];
+    int n_retries;
+    int n_comments;
+    size_t comment_bytes;
+    int cancel_after; /* cancel on this event number (1-based); 0 = never */
+} rec;
+
+/* Copies a view; one too big to keep (the 4 MiB line) is only measured. */
+static size_t rec_put(rec *r, const char *s, size_t n) {
+    size_t off = r->used;
+    if (n > REC_BYTES - r->used) {
+        return off;
+    }
+    if (n > 0) {
+        memcpy(r->bytes + off, s, n);
+    }
+    r->used += n;
+    return off;
+}
+
+static int rec_on_event(const sg_sse_event *ev, void *ud) {
+    rec *r = ud;
+    assert_true(r->n_ev < REC_MAX_EVENTS);
+    rec_ev *e = &r->ev[r->n_ev++];
+    e->type_off = rec_put(r, ev->type, ev->type_len);
+    e->type_len = ev->type_len;
+    e->data_off = rec_put(r, ev->data, ev->data_len);
+    e->data_len = ev->data_len;
+    e->id_off = rec_put(r, ev->id, ev->id_len);
+    e->id_len = ev->id_len;
+    e->terminal = ev->terminal;
+    e->data_ptr = ev->data;
+    return r->cancel_after != 0 && r->n_ev >= r->cancel_after;
+}
+
+static int rec_on_comment(const char *text, size_t len, void *ud) {
+    rec *r = ud;
+    (void)text;
+    r->n_comments++;
+    r->comment_bytes += len;
+    return 0;
+}
+
+static int rec_on_retry(uint64_t ms, void *ud) {
+    rec *r = ud;
+    assert_true(r->n_retries < 16);
+    r->retries[r->n_retries++] = ms;
+    return 0;
+}
+
+static const sg_sse_callbacks rec_cbs = {rec_on_event, rec_on_comment, rec_on_retry};
+
+/* One parser and its buffer, sized for small limits so tests stay fast. */
+typedef struct fixture {
+    sg_sse_parser p;
+    sg_sse_config cfg;
+    char *buf;
+    rec r;
+} fixture;
+
+static fixture *fx_new(size_t max_line, size_t max_event, const char *term_data,
+                       const char *term_type) {
+    fixture *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    f->cfg.max_line = max_line;
+    f->cfg.max_event = max_event;
+    f->cfg.terminal_data = term_data;
+    f->cfg.terminal_type = term_type;
+    size_t n = sg_sse_buffer_size(&f->cfg);
+    assert_true(n > 0);
+    f->buf = malloc(n);
+    assert_non_null(f->buf);
+    assert_int_equal(sg_sse_init(&f->p, &f->cfg, &rec_cbs, &f->r, f->buf, n), 0);
+    return f;
+}
+
+static void fx_free(fixture *f) {
+    free(f->buf);
+    free(f);
+}
+
+static void feed_ok(fixture *f, const char *s, size_t n) {
+    assert_int_equal(sg_sse_feed(&f->p, s, n), (ptrdiff_t)n);
+}
+
+#define FEED(f, lit) feed_ok((f), (lit), sizeof(lit) - 1)
+
+static void assert_view(const rec *r, size_t off, size_t len, sse_sv want,
+                        const char *what, const char *name, int i) {
+    if (len != want.n || memcmp(r->bytes + off, want.s, len) != 0) {
+        print_error("case \"%s\": event %d %s differs (got %zu bytes, want %zu)\n", name,
+                    i, what, len, want.n);
+        fail();
+    }
+}
+
+/* Checks what a case fed into @f produced, then sg_sse_end's verdict. */
+static void check_case(fixture *f, const sse_case *c) {
+    rec *r = &f->r;
+    if (r->n_ev != c->n_events) {
+        print_error("case \"%s\": %d events, want %d\n", c->name, r->n_ev, c->n_events);
+        fail();
+    }
+    for (int i = 0; i < c->n_events; i++) {
+        assert_view(r, r->ev[i].type_off, r->ev[i].type_len, c->events[i].type, "type",
+                    c->name, i);
+        assert_view(r, r->ev[i].data_off, r->ev[i].data_len, c->events[i].data, "data",
+                    c->name, i);
+        assert_view(r, r->ev[i].id_off, r->ev[i].id_len, c->events[i].id, "id", c->name,
+                    i);
+    }
+    if (r->n_retries != c->n_retries) {
+        print_error("case \"%s\": %d retries, want %d\n", c->name, r->n_retries,
+                    c->n_retries);
+        fail();
+    }
+    for (int i = 0; i < c->n_retries; i++) {
+        assert_int_equal(r->retries[i], c->retries[i]);
+    }
+    if (c->comments >= 0 && r->n_comments != c->comments) {
+        print_error("case \"%s\": %d comments, want %d\n", c->name, r->n_comments,
+                    c->comments);
+        fail();
+    }
+    const char *id;
+    size_t id_len;
+    assert_int_equal(sg_sse_last_event_id(&f->p, &id, &id_len), 0);
+    if (id_len != c->last_id.n || memcmp(id, c->last_id.s, id_len) != 0) {
+        print_error("case \"%s\": last event id differs\n", c->name);
+        fail();
+    }
+    bool clean;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    if (clean != c->clean) {
+        print_error("case \"%s\": clean=%d, want %d\n", c->name, clean, c->clean);
+        fail();
+    }
+}
+
+static fixture *case_fixture(const sse_case *c) {
+    /* Large enough for every case (the longest line is 2 KiB). */
+    return fx_new(4096, 8192, c->terminal_data, c->terminal_type);
+}
+
+/* Feeds @c in pieces: cut at @a and @b (a <= b), each piece copied to its
+ * own heap block so the parser cannot read past a read's end unnoticed. */
+static void feed_pieces(fixture *f, const sse_case *c, size_t a, size_t b) {
+    size_t cuts[3] = {a, b, c->input.n};
+    size_t from = 0;
+    for (int i = 0; i < 3; i++) {
+        size_t n = cuts[i] - from;
+        char *piece = malloc(n > 0 ? n : 1);
+        assert_non_null(piece);
+        memcpy(piece, c->input.s + from, n);
+        assert_int_equal(sg_sse_feed(&f->p, piece, n), (ptrdiff_t)n);
+        free(piece);
+        from = cuts[i];
+    }
+}
+
+/* ------------------------------------------------------- conformance */
+
+static void conformance_cases_parse_as_expected_in_one_read(void **state) {
+    (void)state;
+    for (size_t k = 0; k < SSE_N_CASES; k++) {
+        fixture *f = case_fixture(&sse_cases[k]);
+        feed_pieces(f, &sse_cases[k], 0, 0);
+        check_case(f, &sse_cases[k]);
+        fx_free(f);
+    }
+}
+
+static void conformance_cases_give_identical_events_split_at_every_offset(void **state) {
+    (void)state;
+    for (size_t k = 0; k < SSE_N_CASES; k++) {
+        const sse_case *c = &sse_cases[k];
+        for (size_t at = 0; at <= c->input.n; at++) {
+            fixture *f = case_fixture(c);
+            feed_pieces(f, c, at, at);
+            check_case(f, c);
+            fx_free(f);
+        }
+    }
+}
+
+static void conformance_cases_give_identical_events_split_at_every_pair(void **state) {
+    (void)state;
+    for (size_t k = 0; k < SSE_N_CASES; k++) {
+        const sse_case *c = &sse_cases[k];
+        if (c->input.n > 200) {
+            continue; /* quadratic in the input; the long cases are covered above */
+        }
+        for (size_t a = 0; a <= c->input.n; a++) {
+            for (size_t b = a; b <= c->input.n; b++) {
+                fixture *f = case_fixture(c);
+                feed_pieces(f, c, a, b);
+                check_case(f, c);
+                fx_free(f);
+            }
+        }
+    }
+}
+
+static void conformance_cases_give_identical_events_one_byte_at_a_time(void **state) {
+    (void)state;
+    for (size_t k = 0; k < SSE_N_CASES; k++) {
+        const sse_case *c = &sse_cases[k];
+        fixture *f = case_fixture(c);
+        for (size_t i = 0; i < c->input.n; i++) {
+            char byte = c->input.s[i];
+            assert_int_equal(sg_sse_feed(&f->p, &byte, 1), 1);
+        }
+        check_case(f, c);
+        fx_free(f);
+    }
+}
+
+/* ----------------------------------------------------- line endings, BOM */
+
+static void cr_ending_one_read_and_lf_starting_the_next_are_one_terminator(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "data: A\r\n");
+    FEED(f, "data: B\r");
+    FEED(f, "\n");
+    FEED(f, "data: C\r\n");
+    assert_int_equal(f->r.n_ev, 0);
+    FEED(f, "\n");
+    assert_int_equal(f->r.n_ev, 1);
+    assert_int_equal(f->r.ev[0].data_len, 5);
+    assert_memory_equal(f->r.bytes + f->r.ev[0].data_off, "A\nB\nC", 5);
+    fx_free(f);
+}
+
+static void cr_at_end_of_read_completes_the_line_at_once(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "data: x\r\r");
+    /* No waiting for a possible LF: the blank line already dispatched. */
+    assert_int_equal(f->r.n_ev, 1);
+    FEED(f, "\n");
+    assert_int_equal(f->r.n_ev, 1);
+    fx_free(f);
+}
+
+static void bom_split_across_three_reads_is_stripped(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "\xEF");
+    FEED(f, "\xBB");
+    FEED(f, "\xBF");
+    FEED(f, "data:1\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    fx_free(f);
+}
+
+static void bom_prefix_that_is_not_a_bom_starts_the_first_line(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "\xEF\xBB");
+    FEED(f, "data:1\n\ndata:2\n\n");
+    /* "\xEF\xBB" "data" is an unknown field, so only the second event. */
+    assert_int_equal(f->r.n_ev, 1);
+    assert_memory_equal(f->r.bytes + f->r.ev[0].data_off, "2", 1);
+    fx_free(f);
+}
+
+static void second_bom_after_reset_is_stripped_again(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "\xEF\xBB\xBF"
+            "data:1\n\n");
+    assert_int_equal(sg_sse_reset(&f->p), 0);
+    FEED(f, "\xEF\xBB\xBF"
+            "data:2\n\n");
+    assert_int_equal(f->r.n_ev, 2);
+    fx_free(f);
+}
+
+static void invalid_utf8_passes_through_unchanged(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "event: \xFF\xC0\nid: \xED\xA0\x80\ndata: \x80\xFE\xC3\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    rec_ev *e = &f->r.ev[0];
+    assert_int_equal(e->type_len, 2);
+    assert_memory_equal(f->r.bytes + e->type_off, "\xFF\xC0", 2);
+    assert_int_equal(e->id_len, 3);
+    assert_memory_equal(f->r.bytes + e->id_off, "\xED\xA0\x80", 3);
+    assert_int_equal(e->data_len, 3);
+    assert_memory_equal(f->r.bytes + e->data_off, "\x80\xFE\xC3", 3);
+    fx_free(f);
+}
+
+/* ------------------------------------------------------------- limits */
+
+static void line_longer_than_max_line_returns_line_too_long(void **state) {
+    (void)state;
+    fixture *f = fx_new(16, 1024, NULL, NULL);
+    FEED(f, "data: 0123456789\n"); /* exactly 16 bytes: accepted */
+    assert_int_equal(sg_sse_feed(&f->p, "data: 01234567890\n", 18), SG_ELINE_TOO_LONG);
+    fx_free(f);
+}
+
+static void unterminated_line_is_refused_as_soon_as_it_passes_max_line(void **state) {
+    (void)state;
+    fixture *f = fx_new(16, 1024, NULL, NULL);
+    FEED(f, "data: 0123456789");
+    /* One more byte, no terminator yet: refused now, not when LF comes. */
+    assert_int_equal(sg_sse_feed(&f->p, "x", 1), SG_ELINE_TOO_LONG);
+    fx_free(f);
+}
+
+static void comment_longer_than_max_line_returns_line_too_long(void **state) {
+    (void)state;
+    fixture *f = fx_new(16, 1024, NULL, NULL);
+    assert_int_equal(sg_sse_feed(&f->p, ": 0123456789abcdefg\n", 20), SG_ELINE_TOO_LONG);
+    fx_free(f);
+}
+
+static void event_larger_than_max_event_returns_event_too_large(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 8, NULL, NULL);
+    FEED(f, "data: 1234\ndata: 567\n\n"); /* "1234\n567" = 8 bytes: accepted */
+    assert_int_equal(f->r.n_ev, 1);
+    assert_int_equal(sg_sse_feed(&f->p, "data: 1234\ndata: 5678\n\n", 24),
+                     SG_EEVENT_TOO_LARGE);
+    assert_int_equal(f->r.n_ev, 1);
+    fx_free(f);
+}
+
+static void single_data_line_larger_than_max_event_is_refused(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 8, NULL, NULL);
+    assert_int_equal(sg_sse_feed(&f->p, "data: 123456789\n", 16), SG_EEVENT_TOO_LARGE);
+    fx_free(f);
+}
+
+static void error_is_sticky_until_reset(void **state) {
+    (void)state;
+    fixture *f = fx_new(16, 1024, NULL, NULL);
+    assert_int_equal(sg_sse_feed(&f->p, "data: 0123456789abc\n", 20), SG_ELINE_TOO_LONG);
+    assert_int_equal(sg_sse_feed(&f->p, "data: ok\n\n", 10), SG_ELINE_TOO_LONG);
+    assert_int_equal(f->r.n_ev, 0);
+    bool clean = true;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_false(clean);
+    fx_free(f);
+}
+
+static void reset_after_error_parses_a_fresh_stream(void **state) {
+    (void)state;
+    fixture *f = fx_new(16, 1024, NULL, NULL);
+    FEED(f, "id: 7\n\ndata: half");
+    assert_int_equal(sg_sse_feed(&f->p, "0123456789abc", 13), SG_ELINE_TOO_LONG);
+    assert_int_equal(sg_sse_reset(&f->p), 0);
+    FEED(f, "data: ok\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    /* Nothing of the failed stream leaks in: no half line, no old id. */
+    assert_int_equal(f->r.ev[0].data_len, 2);
+    assert_int_equal(f->r.ev[0].id_len, 0);
+    fx_free(f);
+}
+
+static void long_line_in_one_byte_reads_costs_linear_time(void **state) {
+    (void)state;
+    /* 4 MiB one byte at a time: a parser that rescans its buffered tail
+     * would do ~8e12 byte steps and hit the test timeout. */
+    const size_t n = (size_t)4 << 20;
+    fixture *f = fx_new(n + 16, n + 16, NULL, NULL);
+    FEED(f, "data: ");
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(sg_sse_feed(&f->p, "y", 1), 1);
+    }
+    f->r.used = 0;
+    FEED(f, "\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    assert_int_equal(f->r.ev[0].data_len, n);
+    fx_free(f);
+}
+
+/* ---------------------------------------------------- terminal sentinel */
+
+static void data_sentinel_is_not_an_item_and_ends_clean(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, "[DONE]", NULL);
+    FEED(f, "data: a\n\ndata: [DONE]\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    assert_true(sg_sse_terminal_seen(&f->p));
+    sg_sse_stats st;
+    assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
+    assert_int_equal(st.items, 1);
+    bool clean = false;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_true(clean);
+    fx_free(f);
+}
+
+static void stream_without_its_configured_sentinel_is_not_clean(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, "[DONE]", NULL);
+    FEED(f, "data: a\n\n");
+    bool clean = true;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_false(clean);
+    assert_false(sg_sse_terminal_seen(&f->p));
+    fx_free(f);
+}
+
+static void terminal_type_event_is_delivered_flagged_as_terminal(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, "message_stop");
+    FEED(f, "event: content_block_delta\ndata: {}\n\nevent: message_stop\ndata: {}\n\n");
+    assert_int_equal(f->r.n_ev, 2);
+    assert_false(f->r.ev[0].terminal);
+    assert_true(f->r.ev[1].terminal);
+    assert_true(sg_sse_terminal_seen(&f->p));
+    fx_free(f);
+}
+
+static void bytes_after_terminal_are_counted_and_not_parsed(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, "[DONE]", NULL);
+    FEED(f, "data: [DONE]\n\r");
+    FEED(f, "\ndata: late\n\n");
+    FEED(f, "xyz");
+    assert_int_equal(f->r.n_ev, 0);
+    sg_sse_stats st;
+    assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
+    /* The LF completing the terminal's CRLF is not "after" it. */
+    assert_int_equal(st.bytes_after_terminal, 12 + 3);
+    assert_int_equal(st.bytes, 14 + 13 + 3);
+    fx_free(f);
+}
+
+static void data_sentinel_matches_whatever_the_event_type(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, "[DONE]", NULL);
+    FEED(f, "event: done\ndata: [DONE]\n\n");
+    assert_int_equal(f->r.n_ev, 0);
+    assert_true(sg_sse_terminal_seen(&f->p));
+    fx_free(f);
+}
+
+static void empty_sentinel_is_rejected(void **state) {
+    (void)state;
+    sg_sse_parser p;
+    char buf[4096];
+    sg_sse_config cfg = {.max_line = 64, .max_event = 64, .terminal_data = ""};
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
+}
+
+/* ------------------------------------------------ callbacks and views */
+
+static void nonzero_from_on_event_stops_the_feed_with_canceled(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    f->r.cancel_after = 1;
+    assert_int_equal(sg_sse_feed(&f->p, "data: a\n\ndata: b\n\n", 18), SG_ECANCELED);
+    assert_int_equal(f->r.n_ev, 1);
+    assert_int_equal(sg_sse_feed(&f->p, "data: c\n\n", 9), SG_ECANCELED);
+    assert_int_equal(f->r.n_ev, 1);
+    fx_free(f);
+}
+
+static int cancel_comment(const char *t, size_t n, void *ud) {
+    (void)t;
+    (void)n;
+    (void)ud;
+    return 1;
+}
+
+static void nonzero_from_on_comment_stops_the_feed_with_canceled(void **state) {
+    (void)state;
+    sg_sse_parser p;
+    char buf[SG_SSE_BUFFER_SIZE(64, 64)];
+    sg_sse_config cfg = {.max_line = 64, .max_event = 64};
+    sg_sse_callbacks cbs = {.on_comment = cancel_comment};
+    assert_int_equal(sg_sse_init(&p, &cfg, &cbs, NULL, buf, sizeof(buf)), 0);
+    assert_int_equal(sg_sse_feed(&p, ": ka\n", 5), SG_ECANCELED);
+}
+
+static void comments_are_reported_and_never_counted_as_items(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, ": keepalive\n\n: keepalive\n\n");
+    assert_int_equal(f->r.n_comments, 2);
+    assert_int_equal(f->r.comment_bytes, 2 * strlen(" keepalive"));
+    assert_int_equal(f->r.n_ev, 0);
+    sg_sse_stats st;
+    assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
+    assert_int_equal(st.items, 0);
+    assert_int_equal(st.comments, 2);
+    assert_int_equal(st.lines, 4);
+    fx_free(f);
+}
+
+static void event_within_one_read_is_delivered_without_a_copy(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    static const char in[] = "data: {\"x\":1}\n\n";
+    FEED(f, in);
+    assert_int_equal(f->r.n_ev, 1);
+    assert_ptr_equal(f->r.ev[0].data_ptr, in + 6);
+    fx_free(f);
+}
+
+static void event_spanning_reads_survives_the_callers_buffer_being_reused(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    char chunk[32];
+    memcpy(chunk, "event: t\nid: 9\ndata: ab", 23);
+    feed_ok(f, chunk, 23);
+    memset(chunk, '#', sizeof(chunk));
+    memcpy(chunk, "c\ndata: d\n\n", 11);
+    feed_ok(f, chunk, 11);
+    assert_int_equal(f->r.n_ev, 1);
+    rec_ev *e = &f->r.ev[0];
+    assert_memory_equal(f->r.bytes + e->type_off, "t", 1);
+    assert_memory_equal(f->r.bytes + e->id_off, "9", 1);
+    assert_int_equal(e->data_len, 5);
+    assert_memory_equal(f->r.bytes + e->data_off, "abc\nd", 5);
+    fx_free(f);
+}
+
+static void retry_value_past_uint64_saturates(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "retry: 99999999999999999999999\n");
+    assert_int_equal(f->r.n_retries, 1);
+    assert_true(f->r.retries[0] == UINT64_MAX);
+    fx_free(f);
+}
+
+static void last_event_id_is_not_moved_by_an_undispatched_block(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "id: 1\ndata: a\n\nid: 2\ndata: b\n");
+    const char *id;
+    size_t n;
+    assert_int_equal(sg_sse_last_event_id(&f->p, &id, &n), 0);
+    assert_int_equal(n, 1);
+    assert_memory_equal(id, "1", 1);
+    bool clean;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_int_equal(sg_sse_last_event_id(&f->p, &id, &n), 0);
+    assert_memory_equal(id, "1", 1);
+    fx_free(f);
+}
+
+/* ------------------------------------------------------------- the API */
+
+static void feed_after_end_returns_done(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    bool clean;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_true(clean);
+    assert_int_equal(sg_sse_feed(&f->p, "data: a\n\n", 9), SG_EDONE);
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_true(clean);
+    fx_free(f);
+}
+
+static void end_with_a_partial_line_is_not_clean(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, ": trailing comment without its newline");
+    bool clean = true;
+    assert_int_equal(sg_sse_end(&f->p, &clean), 0);
+    assert_false(clean);
+    fx_free(f);
+}
+
+static void init_rejects_a_buffer_smaller_than_needed(void **state) {
+    (void)state;
+    sg_sse_parser p;
+    sg_sse_config cfg = {.max_line = 64, .max_event = 64};
+    char buf[SG_SSE_BUFFER_SIZE(64, 64)];
+    assert_int_equal(sg_sse_buffer_size(&cfg), sizeof(buf));
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf) - 1), SG_ENOBUFS);
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf)), 0);
+}
+
+static void init_rejects_out_of_range_limits(void **state) {
+    (void)state;
+    sg_sse_parser p;
+    char buf[64];
+    sg_sse_config small = {.max_line = SG_FRAMING_MIN_LINE - 1};
+    sg_sse_config big = {.max_event = SG_FRAMING_MAX_LIMIT + 1};
+    assert_int_equal(sg_sse_init(&p, &small, NULL, NULL, buf, sizeof(buf)), SG_ERANGE);
+    assert_int_equal(sg_sse_init(&p, &big, NULL, NULL, buf, sizeof(buf)), SG_ERANGE);
+    assert_int_equal(sg_sse_buffer_size(&small), 0);
+    assert_int_equal(
+        sg_sse_buffer_size(NULL),
+        SG_SSE_BUFFER_SIZE(SG_FRAMING_DEFAULT_MAX_LINE, SG_FRAMING_DEFAULT_MAX_EVENT));
+}
+
+static void calls_on_an_uninitialised_parser_return_einval(void **state) {
+    (void)state;
+    sg_sse_parser p;
+    memset(&p, 0, sizeof(p));
+    bool clean;
+    const char *id;
+    size_t n;
+    sg_sse_stats st;
+    assert_int_equal(sg_sse_feed(&p, "x", 1), SG_EINVAL);
+    assert_int_equal(sg_sse_end(&p, &clean), SG_EINVAL);
+    assert_int_equal(sg_sse_reset(&p), SG_EINVAL);
+    assert_int_equal(sg_sse_last_event_id(&p, &id, &n), SG_EINVAL);
+    assert_int_equal(sg_sse_get_stats(&p, &st), SG_EINVAL);
+    assert_false(sg_sse_terminal_seen(&p));
+    assert_int_equal(sg_sse_feed(NULL, "x", 1), SG_EINVAL);
+}
+
+static void null_data_with_zero_length_is_a_no_op(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    assert_int_equal(sg_sse_feed(&f->p, NULL, 0), 0);
+    assert_int_equal(sg_sse_feed(&f->p, NULL, 1), SG_EINVAL);
+    fx_free(f);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(conformance_cases_parse_as_expected_in_one_read),
+        cmocka_unit_test(conformance_cases_give_identical_events_split_at_every_offset),
+        cmocka_unit_test(conformance_cases_give_identical_events_split_at_every_pair),
+        cmocka_unit_test(conformance_cases_give_identical_events_one_byte_at_a_time),
+        cmocka_unit_test(cr_ending_one_read_and_lf_starting_the_next_are_one_terminator),
+        cmocka_unit_test(cr_at_end_of_read_completes_the_line_at_once),
+        cmocka_unit_test(bom_split_across_three_reads_is_stripped),
+        cmocka_unit_test(bom_prefix_that_is_not_a_bom_starts_the_first_line),
+        cmocka_unit_test(second_bom_after_reset_is_stripped_again),
+        cmocka_unit_test(invalid_utf8_passes_through_unchanged),
+        cmocka_unit_test(line_longer_than_max_line_returns_line_too_long),
+        cmocka_unit_test(unterminated_line_is_refused_as_soon_as_it_passes_max_line),
+        cmocka_unit_test(comment_longer_than_max_line_returns_line_too_long),
+        cmocka_unit_test(event_larger_than_max_event_returns_event_too_large),
+        cmocka_unit_test(single_data_line_larger_than_max_event_is_refused),
+        cmocka_unit_test(error_is_sticky_until_reset),
+        cmocka_unit_test(reset_after_error_parses_a_fresh_stream),
+        cmocka_unit_test(long_line_in_one_byte_reads_costs_linear_time),
+        cmocka_unit_test(data_sentinel_is_not_an_item_and_ends_clean),
+        cmocka_unit_test(stream_without_its_configured_sentinel_is_not_clean),
+        cmocka_unit_test(terminal_type_event_is_delivered_flagged_as_terminal),
+        cmocka_unit_test(bytes_after_terminal_are_counted_and_not_parsed),
+        cmocka_unit_test(data_sentinel_matches_whatever_the_event_type),
+        cmocka_unit_test(empty_sentinel_is_rejected),
+        cmocka_unit_test(nonzero_from_on_event_stops_the_feed_with_canceled),
+        cmocka_unit_test(nonzero_from_on_comment_stops_the_feed_with_canceled),
+        cmocka_unit_test(comments_are_reported_and_never_counted_as_items),
+        cmocka_unit_test(event_within_one_read_is_delivered_without_a_copy),
+        cmocka_unit_test(event_spanning_reads_survives_the_callers_buffer_being_reused),
+        cmocka_unit_test(retry_value_past_uint64_saturates),
+        cmocka_unit_test(last_event_id_is_not_moved_by_an_undispatched_block),
+        cmocka_unit_test(feed_after_end_returns_done),
+        cmocka_unit_test(end_with_a_partial_line_is_not_clean),
+        cmocka_unit_test(init_rejects_a_buffer_smaller_than_needed),
+        cmocka_unit_test(init_rejects_out_of_range_limits),
+        cmocka_unit_test(calls_on_an_uninitialised_parser_return_einval),
+        cmocka_unit_test(null_data_with_zero_length_is_a_no_op),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
