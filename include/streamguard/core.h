@@ -235,13 +235,15 @@ typedef struct sg_budget {
  *
  * @now: the current monotonic instant.
  * @total_ns: the operation budget, 1 ns .. SG_DURATION_MAX.
- * @floor_ns: a reserve that is never leased (0 .. total_ns - 1): when what
- *   remains falls to the floor, leases are refused instead of dialling out
- *   with too little time to succeed.
+ * @floor_ns: a reserve that is never leased (0 .. SG_DURATION_MAX): when
+ *   what remains falls to the floor, leases are refused instead of dialling
+ *   out with too little time to succeed.  A floor at or above the total is
+ *   allowed - an inbound deadline may leave less than the floor - and then
+ *   every lease is refused (the caller reports "refused" without dialling).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @budget is NULL, @total_ns <= 0 or @floor_ns < 0;
- *   SG_ERANGE  @total_ns > SG_DURATION_MAX or @floor_ns >= @total_ns.
+ *   SG_ERANGE  @total_ns or @floor_ns > SG_DURATION_MAX.
  */
 SG_EXTERN int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns,
                               int64_t floor_ns);

@@ -13,6 +13,7 @@
 
 #include <streamguard/core.h>
 #include <streamguard/framing.h>
+#include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
 #endif /* STREAMGUARD_STREAMGUARD_H */

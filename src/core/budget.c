@@ -5,7 +5,7 @@ int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns, int64_t fl
     if (budget == NULL || total_ns <= 0 || floor_ns < 0) {
         return SG_EINVAL;
     }
-    if (total_ns > SG_DURATION_MAX || floor_ns >= total_ns) {
+    if (total_ns > SG_DURATION_MAX || floor_ns > SG_DURATION_MAX) {
         return SG_ERANGE;
     }
     budget->start_ = now;

@@ -40,13 +40,20 @@ static void budget_rejects_zero_negative_and_absurd_totals(void **state) {
     assert_int_equal(sg_budget_start(&b, T0, SG_DURATION_MAX, 0), 0);
 }
 
-static void budget_rejects_a_floor_that_leaves_nothing(void **state) {
+static void a_floor_at_or_above_the_total_refuses_every_lease(void **state) {
     (void)state;
     sg_budget b;
+    int64_t granted = -1;
     assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), -1), SG_EINVAL);
-    assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), SG_MS(100)), SG_ERANGE);
-    assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), SG_MS(200)), SG_ERANGE);
+    assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), SG_DURATION_MAX + 1), SG_ERANGE);
+    /* an inbound deadline can leave less than the floor: refuse, not fail */
+    assert_int_equal(sg_budget_start(&b, T0, SG_MS(5), SG_MS(10)), 0);
+    assert_int_equal(sg_budget_lease(&b, T0, SG_MS(1), &granted), SG_EREFUSED);
+    assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), SG_MS(100)), 0);
+    assert_int_equal(sg_budget_lease(&b, T0, SG_MS(1), &granted), SG_EREFUSED);
     assert_int_equal(sg_budget_start(&b, T0, SG_MS(100), SG_MS(99)), 0);
+    assert_int_equal(sg_budget_lease(&b, T0, SG_MS(100), &granted), 0);
+    assert_int_equal(granted, SG_MS(1));
 }
 
 static void lease_grants_the_smaller_of_wanted_and_remaining_less_floor(void **state) {
@@ -168,7 +175,7 @@ int main(void) {
         cmocka_unit_test(budget_remaining_counts_down_from_the_total),
         cmocka_unit_test(budget_remaining_is_zero_at_and_after_the_deadline),
         cmocka_unit_test(budget_rejects_zero_negative_and_absurd_totals),
-        cmocka_unit_test(budget_rejects_a_floor_that_leaves_nothing),
+        cmocka_unit_test(a_floor_at_or_above_the_total_refuses_every_lease),
         cmocka_unit_test(lease_grants_the_smaller_of_wanted_and_remaining_less_floor),
         cmocka_unit_test(lease_with_too_little_left_is_refused),
         cmocka_unit_test(lease_rejects_zero_negative_and_absurd_wants),

@@ -1,0 +1,715 @@
+/*
+ * streamguard policy: one operation's attempts, all leased from one budget;
+ * retry safety; capped exponential backoff with full jitter; Retry-After;
+ * deadline propagation headers; and the execution report (JSON).
+ *
+ * Sans-I/O and libc only, on top of <streamguard/core.h>.  No function here
+ * reads a clock, sleeps or allocates: every instant is a CLOCK_MONOTONIC
+ * nanosecond value the caller passes in, and the only wall-clock input is
+ * the unix time in seconds needed to turn an HTTP-date into a delay.
+ *
+ * How a transport drives an operation:
+ *
+ *   sg_op_options o;  sg_op_options_init(&o);
+ *   sg_op_options_set_budget(&o, SG_SEC(30));
+ *   sg_op op;  sg_op_start(&op, &o, now);
+ *   for (;;) {
+ *       sg_op_plan plan;
+ *       if (sg_op_next_attempt(&op, now, &plan) != 0) break;  // refused
+ *       sg_guard g;
+ *       sg_guard_start(&g, &plan.guard_config, sg_op_budget(&op), now);
+ *       ... run the attempt, stamp plan.deadline_ms in the request ...
+ *       sg_op_result r;  sg_op_result_from_guard(&r, &guard_result);
+ *       r.sent = ...; r.headers_received = ...; r.http_status = ...;
+ *       sg_op_verdict v;  sg_op_attempt_done(&op, now, &r, &v);
+ *       if (v.decision != SG_OP_RETRY) break;
+ *       ... arm a timer for v.retry_at, then loop ...
+ *   }
+ *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
+ *
+ * Memory: an sg_op is plain data the caller embeds (3376 bytes on LP64); it records
+ * at most SG_OP_MAX_ATTEMPTS attempts, and the attempt count is bounded by
+ * the same constant, so every attempt is recorded.
+ *
+ * Thread-safety: every function is reentrant and there is no global state
+ * (the default random source lives in the sg_op).  An sg_op or sg_op_options
+ * must not be used by two threads at once without the caller's own lock.
+ * The name tables are immutable.
+ *
+ * Include <streamguard/streamguard.h> rather than this file directly.
+ */
+#ifndef STREAMGUARD_POLICY_H
+#define STREAMGUARD_POLICY_H
+
+#include <streamguard/core.h>
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Bounds
+ * ------------------------------------------------------------------------ */
+
+/** Most attempts one operation may make (and records); gRPC caps at 5. */
+#define SG_OP_MAX_ATTEMPTS 16
+/** Longest method token, not counting the NUL. */
+#define SG_OP_METHOD_MAX 31
+/** Longest deadline header name, not counting the NUL. */
+#define SG_OP_HEADER_NAME_MAX 63
+/** Longest idempotency key, not counting the NUL. */
+#define SG_OP_IDEMPOTENCY_KEY_MAX 127
+/** Longest label, not counting the NUL. */
+#define SG_OP_LABEL_MAX 63
+/** Bytes of a raw Retry-After value kept per attempt for the report. */
+#define SG_OP_RETRY_AFTER_RAW_MAX 31
+
+/** Random source: returns 64 uniformly distributed bits per call. */
+typedef uint64_t (*sg_random_fn)(void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Options: one setter per option, each documenting its default.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_options - an operation's configuration.  Zero-initialise it or call
+ * sg_op_options_init(): every option then has its documented default.
+ * Fields are private.  The options are copied by sg_op_start().
+ */
+typedef struct sg_op_options {
+    int64_t budget_ns_;                 /* private */
+    int64_t floor_ns_;                  /* private */
+    int64_t connect_ns_;                /* private: 0 = off */
+    int64_t attempt_ns_;                /* private: 0 = off */
+    int64_t first_item_ns_;             /* private: 0 = off */
+    int64_t idle_ns_;                   /* private: 0 = off */
+    int64_t stream_total_ns_;           /* private: 0 = off */
+    int64_t backoff_base_ns_;           /* private */
+    int64_t backoff_cap_ns_;            /* private */
+    int64_t max_retry_after_ns_;        /* private */
+    int64_t min_attempt_ns_;            /* private */
+    uint64_t max_items_;                /* private: 0 = off */
+    uint64_t max_bytes_;                /* private: 0 = off */
+    uint64_t seed_;                     /* private */
+    sg_random_fn random_;               /* private: NULL = built-in xorshift */
+    void *random_ud_;                   /* private */
+    uint64_t statuses_[8];              /* private: bitmap of status - 100 */
+    uint32_t set_;                      /* private: which options were set */
+    uint32_t max_attempts_;             /* private */
+    char method_[SG_OP_METHOD_MAX + 1]; /* private */
+    char deadline_header_[SG_OP_HEADER_NAME_MAX + 1];     /* private */
+    char idempotency_key_[SG_OP_IDEMPOTENCY_KEY_MAX + 1]; /* private */
+    char label_[SG_OP_LABEL_MAX + 1];                     /* private */
+} sg_op_options;
+
+/** Resets @o to every default (the same as zero-initialising it). */
+SG_EXTERN void sg_op_options_init(sg_op_options *o);
+
+/**
+ * sg_op_options_set_budget - the operation's total budget: every attempt,
+ * every backoff sleep is leased from it.  Default: 60 s.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_budget(sg_op_options *o, int64_t ns);
+
+/**
+ * sg_op_options_set_floor - the reserve that is never leased (see
+ * sg_budget_lease).  At or above the budget, every attempt is refused.
+ * Default: 0.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_floor(sg_op_options *o, int64_t ns);
+
+/*
+ * Per-attempt clocks.  Each takes a duration in nanoseconds, 1 ..
+ * SG_DURATION_MAX, or 0 to turn the clock off.  Default: off for all five
+ * (the budget, less the floor, still bounds every attempt).  Each attempt
+ * gets min(configured, granted lease) for every clock that is on.
+ * Each returns 0 if it succeeds, or one of the following negative error
+ * codes:
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+/** Connect timeout of each attempt. */
+SG_EXTERN int sg_op_options_set_connect_timeout(sg_op_options *o, int64_t ns);
+/** Per-attempt ceiling: what each attempt asks to lease. Off = all that is left. */
+SG_EXTERN int sg_op_options_set_attempt_timeout(sg_op_options *o, int64_t ns);
+/** First-item deadline of each attempt. */
+SG_EXTERN int sg_op_options_set_first_item_timeout(sg_op_options *o, int64_t ns);
+/** Idle timeout (item to next item) of each attempt. */
+SG_EXTERN int sg_op_options_set_idle_timeout(sg_op_options *o, int64_t ns);
+/** Stream-total clock of each attempt. */
+SG_EXTERN int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns);
+
+/**
+ * sg_op_options_set_max_items / _max_bytes - runaway caps handed to every
+ * attempt's guard; 0 = off.  Default: off.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_max_items(sg_op_options *o, uint64_t n);
+SG_EXTERN int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n);
+
+/**
+ * sg_op_options_set_max_attempts - attempts including the first, 1 ..
+ * SG_OP_MAX_ATTEMPTS (1 = never retry).  Default: 3.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @n == 0;
+ *   SG_ERANGE  @n > SG_OP_MAX_ATTEMPTS.
+ */
+SG_EXTERN int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n);
+
+/**
+ * sg_op_options_set_backoff - capped exponential backoff with full jitter:
+ * after the n-th failed attempt (n from 1) the sleep is uniform in
+ * [0, min(@cap_ns, @base_ns * 2^(n-1))].  Default: base 100 ms, cap 10 s.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL, @base_ns <= 0 or @cap_ns < @base_ns;
+ *   SG_ERANGE  @cap_ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns,
+                                        int64_t cap_ns);
+
+/**
+ * sg_op_options_set_max_retry_after - the longest Retry-After the operation
+ * honours.  A valid Retry-After replaces the computed backoff; one longer
+ * than this stops the operation (reason retry_after_exceeds_max) rather
+ * than retrying sooner than the server asked.  Default: 60 s.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns);
+
+/**
+ * sg_op_options_set_min_attempt - the shortest attempt worth starting.  A
+ * lease shorter than this is refused, and a backoff sleep is only taken if
+ * at least this (plus the floor) is left after it.  The effective value is
+ * min(this, attempt timeout when set, budget - floor), so neither a short
+ * attempt timeout nor a small budget refuses every attempt.
+ * Default: 10 ms.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns);
+
+/**
+ * sg_op_options_set_retryable_statuses - replaces the set of HTTP statuses
+ * whose http_error may be retried (when the retry is safe, see
+ * sg_op_attempt_done).  @n == 0 means no status is retried.
+ * Default: 408, 429, 500, 502, 503, 504.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL, or @statuses is NULL while @n > 0;
+ *   SG_ERANGE  a status is outside 100 .. 599 (nothing is changed).
+ */
+SG_EXTERN int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
+                                                   size_t n);
+
+/**
+ * sg_op_options_set_retry_rejections - whether an unsafe request that was
+ * answered 429, or 503 with a valid Retry-After, may be retried.  Those
+ * answers say the server refused the request before processing it (a rate
+ * limiter or an overloaded server asking to come back later).  A 503
+ * without Retry-After is not trusted: proxies send it when the upstream
+ * reset mid-request.  The status must still be in the retryable set.
+ * Default: true.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable);
+
+/**
+ * sg_op_options_set_method - the request method, a token (RFC 9110 §5.6.2)
+ * of at most SG_OP_METHOD_MAX characters, compared case-sensitively.  GET,
+ * HEAD, OPTIONS, TRACE, PUT and DELETE are idempotent (RFC 9110 §9.2.2).
+ * Default: "POST" (AI streams are POSTs, and an unknown method is unsafe).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o or @method is NULL, @method is empty or not a token;
+ *   SG_ERANGE  @method is longer than SG_OP_METHOD_MAX.
+ */
+SG_EXTERN int sg_op_options_set_method(sg_op_options *o, const char *method);
+
+/**
+ * sg_op_options_set_idempotency_key - the key the transport sends, the same
+ * on every attempt (read it back with sg_op_idempotency_key()).  A request
+ * with a key is safe to retry.  Printable ASCII (0x21 .. 0x7E), 1 ..
+ * SG_OP_IDEMPOTENCY_KEY_MAX characters; NULL removes it.  The report says
+ * only whether a key was present, never its value.  Default: none.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL, or @key is empty or holds other characters;
+ *   SG_ERANGE  @key is longer than SG_OP_IDEMPOTENCY_KEY_MAX.
+ */
+SG_EXTERN int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key);
+
+/**
+ * sg_op_options_set_idempotent - the caller declares the request idempotent
+ * whatever its method.  Default: false.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent);
+
+/**
+ * sg_op_options_set_random - the random source for jitter; NULL restores the
+ * built-in xorshift64* generator held inside the sg_op.  Default: built-in.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn,
+                                       void *user_data);
+
+/**
+ * sg_op_options_set_seed - seeds the built-in generator, for reproducible
+ * jitter.  Default: derived from the start instant and the sg_op's address,
+ * so that operations started together do not jitter in lockstep.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_seed(sg_op_options *o, uint64_t seed);
+
+/**
+ * sg_op_options_set_deadline_header - the name of the outbound header that
+ * carries plan.deadline_ms; a token of at most SG_OP_HEADER_NAME_MAX
+ * characters.  Default: "X-Deadline-Ms".
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o or @name is NULL, @name is empty or not a token;
+ *   SG_ERANGE  @name is longer than SG_OP_HEADER_NAME_MAX.
+ */
+SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *name);
+
+/**
+ * sg_op_options_set_label - a free-form label for the report (an endpoint,
+ * a model name).  Any bytes up to SG_OP_LABEL_MAX; the report escapes them.
+ * Do not put secrets here.  NULL removes it.  Default: none.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL;
+ *   SG_ERANGE  @label is longer than SG_OP_LABEL_MAX.
+ */
+SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
+
+/* ------------------------------------------------------------------------
+ * Decisions and reasons.  Their names are a public contract (reports).
+ * ------------------------------------------------------------------------ */
+
+#define SG_OP_DECISION_MAP(XX) \
+    XX(NONE, "none")           \
+    XX(DONE, "done")           \
+    XX(RETRY, "retry")         \
+    XX(STOP, "stop")
+
+/**
+ * sg_op_decision - what to do after an attempt.  DONE: the operation has
+ * its answer (ok, or a final HTTP status).  RETRY: sleep delay_ns (already
+ * leased from the budget), then ask for the next attempt.  STOP: give up
+ * now without a usable answer; the reason says why.
+ */
+typedef enum sg_op_decision {
+#define SG__OP_DECISION_ENUM(name, text) SG_OP_##name,
+    SG_OP_DECISION_MAP(SG__OP_DECISION_ENUM)
+#undef SG__OP_DECISION_ENUM
+        SG_OP_DECISION_COUNT_
+} sg_op_decision;
+
+#define SG_OP_REASON_MAP(XX)                                     \
+    XX(NONE, "none")                                             \
+    XX(OK, "ok")                                                 \
+    XX(FINAL_STATUS, "final_status")                             \
+    XX(RETRYABLE, "retryable")                                   \
+    XX(PARTIAL_STREAM, "partial_stream")                         \
+    XX(OUTCOME_UNKNOWN, "outcome_unknown")                       \
+    XX(NOT_SAFE_TO_RETRY, "not_safe_to_retry")                   \
+    XX(OUTCOME_NOT_RETRYABLE, "outcome_not_retryable")           \
+    XX(BUDGET_EXHAUSTED, "budget_exhausted")                     \
+    XX(BUDGET_BELOW_FLOOR, "budget_below_floor")                 \
+    XX(LEASE_TOO_SHORT, "lease_too_short")                       \
+    XX(ATTEMPTS_EXHAUSTED, "attempts_exhausted")                 \
+    XX(BACKOFF_EXCEEDS_BUDGET, "backoff_exceeds_budget")         \
+    XX(RETRY_AFTER_EXCEEDS_BUDGET, "retry_after_exceeds_budget") \
+    XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")
+
+/** Why a decision was made; see docs/report.md for each. */
+typedef enum sg_op_reason {
+#define SG__OP_REASON_ENUM(name, text) SG_OP_REASON_##name,
+    SG_OP_REASON_MAP(SG__OP_REASON_ENUM)
+#undef SG__OP_REASON_ENUM
+        SG_OP_REASON_COUNT_
+} sg_op_reason;
+
+/** The stable name of @d, or NULL when out of range. */
+SG_EXTERN const char *sg_op_decision_name(sg_op_decision d);
+/** The stable name of @r, or NULL when out of range. */
+SG_EXTERN const char *sg_op_reason_name(sg_op_reason r);
+
+/* ------------------------------------------------------------------------
+ * The operation
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_attempt - the record of one attempt; read-only for the caller.
+ * Durations are nanoseconds; a granted clock of 0 was off.
+ */
+typedef struct sg_op_attempt {
+    uint32_t n;         /* 1-based attempt number */
+    sg_outcome outcome; /* after budget attribution (see _done) */
+    sg_phase phase;
+    sg_op_decision decision; /* NONE while the attempt runs */
+    sg_op_reason reason;
+    int http_status; /* 0 when none */
+    bool running;    /* planned, no result yet */
+    bool sent;
+    bool headers_received;
+    bool partial;
+    bool retryable;
+    bool outcome_unknown;
+    bool retry_after_present;
+    bool retry_after_malformed; /* present but unusable: ignored */
+    int64_t started_at;         /* monotonic instant of the plan */
+    int64_t remaining_ns;       /* budget remaining at the start */
+    int64_t connect_ns;         /* granted clocks, 0 = off */
+    int64_t attempt_ns;
+    int64_t first_item_ns;
+    int64_t idle_ns;
+    int64_t stream_total_ns;
+    int64_t elapsed_ns;            /* start -> result */
+    int64_t time_to_first_item_ns; /* -1 when no item arrived */
+    uint64_t items;
+    uint64_t bytes;
+    int64_t retry_after_ns;       /* parsed Retry-After, -1 when none */
+    int64_t backoff_ns;           /* leased sleep after it, -1 when none */
+    uint8_t budget_limited_;      /* private: clocks the lease clamped */
+    uint8_t retry_after_raw_len_; /* private */
+    bool retry_after_raw_given_;  /* private */
+    char retry_after_raw_[SG_OP_RETRY_AFTER_RAW_MAX + 1]; /* private */
+} sg_op_attempt;
+
+/**
+ * sg_op - one operation.  Plain data the caller embeds; start it with
+ * sg_op_start() (a zero-initialised sg_op is valid only for that call).
+ * Fields are private.
+ */
+typedef struct sg_op {
+    sg_op_options opts_;                         /* private */
+    sg_budget budget_;                           /* private */
+    uint64_t rng_;                               /* private: xorshift64* state */
+    int64_t retry_at_;                           /* private */
+    int64_t finished_at_;                        /* private */
+    uint32_t count_;                             /* private: attempts planned */
+    uint32_t magic_;                             /* private */
+    uint8_t state_;                              /* private */
+    uint8_t outcome_;                            /* private */
+    uint8_t decision_;                           /* private */
+    uint8_t reason_;                             /* private */
+    uint32_t pad_;                               /* private */
+    sg_op_attempt attempts_[SG_OP_MAX_ATTEMPTS]; /* private */
+} sg_op;
+
+/**
+ * sg_op_start - begin an operation at @now: copies @opts (NULL = all
+ * defaults) and starts its budget.
+ *
+ * A floor at or above the budget is allowed: the first sg_op_next_attempt
+ * is then refused (outcome refused) without any request being made.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL.
+ */
+SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
+
+/** The operation's budget, for sg_guard_start(); NULL when @op is NULL. */
+SG_EXTERN const sg_budget *sg_op_budget(const sg_op *op);
+
+/** The idempotency key to send on every attempt, or NULL when none. */
+SG_EXTERN const char *sg_op_idempotency_key(const sg_op *op);
+
+/**
+ * sg_op_plan - what the next attempt may use.  On a refusal only outcome
+ * and reason are meaningful.
+ */
+typedef struct sg_op_plan {
+    uint32_t attempt;             /* 1-based attempt number */
+    sg_guard_config guard_config; /* leased clocks and caps for sg_guard_start */
+    int64_t attempt_ns;           /* the granted lease = the attempt ceiling */
+    int64_t remaining_ns;         /* budget remaining at @now */
+    int64_t deadline_ms;          /* attempt_ns in whole ms, rounded down */
+    const char *deadline_header;  /* header name for deadline_ms (in the op) */
+    sg_outcome outcome;           /* on refusal: refused or budget_exhausted */
+    sg_op_reason reason;          /* on refusal: why */
+} sg_op_plan;
+
+/**
+ * sg_op_next_attempt - lease the next attempt at @now.
+ *
+ * The attempt asks for the attempt timeout (or everything when it is off)
+ * and is granted min(that, remaining - floor); its ceiling is the grant and
+ * every other configured clock is clamped to it.  Propagate deadline_ms (or
+ * a grpc-timeout made from attempt_ns): it is when this client gives up.
+ *
+ * When nothing (or less than the minimum attempt) can be leased the
+ * operation ends: plan->outcome is budget_exhausted when nothing remains at
+ * all, refused otherwise, and plan->reason says why.  The operation's own
+ * outcome stays its last attempt's when one ran.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @op or @plan is NULL, or @op was never started;
+ *   SG_ESTATE    an attempt is running, the operation has ended, or @now is
+ *                before the end of the leased backoff sleep;
+ *   SG_EREFUSED  no attempt could be leased (the operation has ended).
+ */
+SG_EXTERN int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan);
+
+/**
+ * sg_op_result - what the transport knows about a finished attempt.
+ * Zero-initialise it or fill it with sg_op_result_from_guard(), then set
+ * the transport's own facts.
+ */
+typedef struct sg_op_result {
+    sg_outcome outcome;
+    sg_phase phase;
+    bool sent;               /* any byte of the request may have been written */
+    bool headers_received;   /* a final response status line/HEADERS arrived */
+    bool partial;            /* OR-ed with items > 0 && outcome != ok */
+    int http_status;         /* 0 when no response */
+    const char *retry_after; /* raw Retry-After field value, NULL = none */
+    size_t retry_after_len;
+    int64_t wall_now_s;      /* unix seconds, for an HTTP-date; <= 0 unknown */
+    bool has_retry_after_ns; /* already parsed (e.g. CURLINFO_RETRY_AFTER): */
+    int64_t retry_after_ns;  /* used when retry_after is NULL; 0 .. max */
+    uint64_t items;
+    uint64_t bytes;
+    int64_t first_item_ns; /* start -> first item; ignored when items == 0 */
+} sg_op_result;
+
+/** Fills @r from a guard's result; every other field is zeroed. */
+SG_EXTERN void sg_op_result_from_guard(sg_op_result *r, const sg_guard_result *g);
+
+/** What sg_op_attempt_done concludes. */
+typedef struct sg_op_verdict {
+    sg_op_decision decision;
+    sg_op_reason reason;
+    sg_outcome outcome; /* the attempt's outcome as recorded */
+    int64_t delay_ns;   /* RETRY: the leased sleep; else 0 */
+    int64_t retry_at;   /* RETRY: @now + delay_ns; else SG_TIME_NEVER */
+    bool partial;
+    bool retryable;       /* the rules allow a retry (budget/attempts aside) */
+    bool outcome_unknown; /* may have taken effect; reconcile, never retried */
+} sg_op_verdict;
+
+/**
+ * sg_op_attempt_done - hand back the running attempt's result at @now and
+ * get the decision.  The rules (docs/report.md has the full table):
+ *
+ * - sent = @r->sent, or headers arrived, or items arrived, or the phase is
+ *   wait_headers or later.  A request never sent is always safe; a sent one
+ *   is safe when its method is idempotent, it carries an idempotency key,
+ *   or the caller declared it idempotent.
+ * - partial = items > 0 and not ok: never retried.
+ * - outcome_unknown = sent, not safe, not ok and no complete answer (an
+ *   http_error with headers is a complete answer): never retried.
+ * - ok -> DONE.  http_error whose status is not retryable -> DONE
+ *   (final_status).  cancelled, cap_exceeded, protocol_error -> STOP.
+ *   budget_exhausted -> STOP.  Timeouts, truncated, transport_error and
+ *   refused are retryable when safe.  A retryable status is retryable when
+ *   safe, or for 429 / 503-with-Retry-After (see set_retry_rejections).
+ * - attempt_timeout, or any clock the lease clamped, is recorded as
+ *   budget_exhausted: the clock alone would not have fired (DESIGN.md).
+ * - A retry sleeps a valid Retry-After (capped by max_retry_after: longer
+ *   stops) or the jittered backoff, and is taken only when, after it, more
+ *   than the minimum attempt is left above the floor; otherwise STOP now.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  a NULL pointer, @op never started, or @r holds an outcome
+ *              or phase out of range, a status outside 0 and 100 .. 599,
+ *              or a parsed Retry-After outside 0 .. SG_DURATION_MAX;
+ *   SG_ESTATE  no attempt is running.
+ */
+SG_EXTERN int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r,
+                                 sg_op_verdict *v);
+
+/** true once the operation has ended (DONE, STOP or a refusal). */
+SG_EXTERN bool sg_op_finished(const sg_op *op);
+/** The operation's outcome: its last attempt's, or the refusal's. */
+SG_EXTERN sg_outcome sg_op_outcome(const sg_op *op);
+/** The final decision (NONE while the operation runs). */
+SG_EXTERN sg_op_decision sg_op_final_decision(const sg_op *op);
+/** The reason of the final decision (NONE while the operation runs). */
+SG_EXTERN sg_op_reason sg_op_final_reason(const sg_op *op);
+/** Attempts planned so far (0 .. SG_OP_MAX_ATTEMPTS). */
+SG_EXTERN uint32_t sg_op_attempt_count(const sg_op *op);
+/** The record of attempt @i (0-based), or NULL when out of range. */
+SG_EXTERN const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i);
+
+/* ------------------------------------------------------------------------
+ * The execution report: one JSON document per operation (docs/report.md).
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_report_write - writes the report as of @now (the end instant when
+ * the operation has ended) into @buf, NUL-terminated.  Never allocates.
+ * *@needed (when non-NULL) receives the size the document needs, NUL
+ * included, whether or not it fitted.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @op is NULL or was never started, or @buf is NULL while
+ *               @len > 0;
+ *   SG_ENOBUFS  @len is smaller than the document (@buf holds a truncated,
+ *               NUL-terminated prefix when @len > 0).
+ */
+SG_EXTERN int sg_op_report_write(const sg_op *op, int64_t now, char *buf, size_t len,
+                                 size_t *needed);
+
+/**
+ * sg_op_report_fwrite - writes the report as of @now to @f, without a
+ * trailing newline.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op or @f is NULL, or @op was never started;
+ *   SG_EIO     writing to @f failed.
+ */
+SG_EXTERN int sg_op_report_fwrite(const sg_op *op, int64_t now, FILE *f);
+
+/**
+ * sg_json_fwrite_string - writes @p[0..@len) to @f as a JSON string literal,
+ * quotes included, escaped as the report escapes strings: '"', '\\' and
+ * control characters escaped, valid UTF-8 passed through, each byte of an
+ * invalid UTF-8 sequence written as \ufffd.  For programs that print items
+ * as JSON lines (sg-stream --output jsonl).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @f is NULL, or @p is NULL while @len > 0;
+ *   SG_EIO     writing to @f failed.
+ * Thread-safety: as stdio's for @f.
+ */
+SG_EXTERN int sg_json_fwrite_string(FILE *f, const char *p, size_t len);
+
+/* ------------------------------------------------------------------------
+ * Retry-After and HTTP-date (RFC 9110 §10.2.3, §5.6.7).  Pure functions.
+ * Values are field values as RFC 9110 defines them: without the leading or
+ * trailing whitespace, which is therefore malformed here.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_http_date_parse - parses an HTTP-date in any of the three formats:
+ * IMF-fixdate "Sun, 06 Nov 1994 08:49:37 GMT", RFC 850
+ * "Sunday, 06-Nov-94 08:49:37 GMT" and asctime "Sun Nov  6 08:49:37 1994".
+ * Names are case-sensitive; the day name must be the date's weekday; the
+ * day must exist in its month; seconds may be 60 (leap second).  A two-digit
+ * RFC 850 year is placed in the century of @wall_now_s's year, less 100
+ * when that is more than 50 years ahead (RFC 9110 §5.6.7).
+ *
+ * Returns 0 and sets *@unix_s if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL      @value or @unix_s is NULL, or an RFC 850 date is given
+ *                  while @wall_now_s <= 0 (the century is unknown);
+ *   SG_EMALFORMED  @value is not an HTTP-date.
+ */
+SG_EXTERN int sg_http_date_parse(const char *value, size_t len, int64_t wall_now_s,
+                                 int64_t *unix_s);
+
+/**
+ * sg_retry_after_parse - parses a Retry-After value into a delay: delta
+ * seconds (1*DIGIT; values beyond SG_DURATION_MAX saturate there), or an
+ * HTTP-date minus @wall_now_s (a date in the past is a delay of 0).
+ *
+ * Returns 0 and sets *@delay_ns if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL      @value or @delay_ns is NULL, or the value is an HTTP-date
+ *                  and @wall_now_s <= 0;
+ *   SG_EMALFORMED  neither delta-seconds nor an HTTP-date.
+ */
+SG_EXTERN int sg_retry_after_parse(const char *value, size_t len, int64_t wall_now_s,
+                                   int64_t *delay_ns);
+
+/* ------------------------------------------------------------------------
+ * Deadline propagation.  Pure functions.
+ * ------------------------------------------------------------------------ */
+
+/** Room for any sg_deadline_ms_format or sg_grpc_timeout_format output. */
+#define SG_DEADLINE_VALUE_MAX 24
+
+/**
+ * sg_deadline_ms_format - writes @ns as whole milliseconds, rounded down
+ * (never promise more than is left), e.g. "4213", NUL-terminated.
+ *
+ * Returns the length written (NUL not counted) if it succeeds, or one of
+ * the following negative error codes:
+ *   SG_EINVAL   @buf is NULL or @ns < 0;
+ *   SG_ENOBUFS  @len is too small (SG_DEADLINE_VALUE_MAX always fits).
+ */
+SG_EXTERN int sg_deadline_ms_format(int64_t ns, char *buf, size_t len);
+
+/**
+ * sg_deadline_ms_parse - parses a whole-millisecond value (1*DIGIT, no sign,
+ * no space) into nanoseconds; values beyond SG_DURATION_MAX saturate there.
+ *
+ * Returns 0 and sets *@ns if it succeeds, or one of the following negative
+ * error codes:
+ *   SG_EINVAL      @value or @ns is NULL;
+ *   SG_EMALFORMED  empty, a non-digit (sign, space, dot), or a number too
+ *                  large for 64 bits.
+ */
+SG_EXTERN int sg_deadline_ms_parse(const char *value, size_t len, int64_t *ns);
+
+/**
+ * sg_grpc_timeout_format - writes @ns as a grpc-timeout value: at most 8
+ * digits and the finest unit that fits (n, u, m, S, M, H), rounded down.
+ *
+ * Returns the length written (NUL not counted) if it succeeds, or one of
+ * the following negative error codes:
+ *   SG_EINVAL   @buf is NULL or @ns < 0;
+ *   SG_ENOBUFS  @len is too small (SG_DEADLINE_VALUE_MAX always fits).
+ */
+SG_EXTERN int sg_grpc_timeout_format(int64_t ns, char *buf, size_t len);
+
+/**
+ * sg_grpc_timeout_parse - parses a grpc-timeout value (1 to 8 digits, then
+ * one of H M S m u n) into nanoseconds; values beyond SG_DURATION_MAX
+ * saturate there.
+ *
+ * Returns 0 and sets *@ns if it succeeds, or one of the following negative
+ * error codes:
+ *   SG_EINVAL      @value or @ns is NULL;
+ *   SG_EMALFORMED  empty, no digits, more than 8 digits, a sign or space,
+ *                  or a missing or unknown unit.
+ */
+SG_EXTERN int sg_grpc_timeout_parse(const char *value, size_t len, int64_t *ns);
+
+/**
+ * sg_deadline_from_timeout - turns an inbound timeout into a local
+ * monotonic deadline: @now + @timeout_ns - @allowance_ns (transit and clock
+ * skew), never before @now, saturating.
+ *
+ * Returns 0 and sets *@deadline if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL  @deadline is NULL, or @timeout_ns or @allowance_ns < 0.
+ */
+SG_EXTERN int sg_deadline_from_timeout(int64_t now, int64_t timeout_ns,
+                                       int64_t allowance_ns, int64_t *deadline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_POLICY_H */

@@ -1,0 +1,85 @@
+/*
+ * Internal helpers of the policy layer (sg__ names: not exported from the
+ * shared library, reachable by unit tests through the static one).
+ */
+#ifndef STREAMGUARD_POLICY_INTERNAL_H
+#define STREAMGUARD_POLICY_INTERNAL_H
+
+#include <streamguard/policy.h>
+
+#include <stdio.h>
+
+/* Option bits of sg_op_options.set_: a zero bit means "use the default". */
+enum {
+    SG__OPT_BUDGET = 1u << 0,
+    SG__OPT_FLOOR = 1u << 1,
+    SG__OPT_BACKOFF = 1u << 2,
+    SG__OPT_MAX_RETRY_AFTER = 1u << 3,
+    SG__OPT_MIN_ATTEMPT = 1u << 4,
+    SG__OPT_STATUSES = 1u << 5,
+    SG__OPT_MAX_ATTEMPTS = 1u << 6,
+    SG__OPT_SEED = 1u << 7,
+    SG__OPT_IDEMPOTENT = 1u << 8,
+    SG__OPT_NO_REJECTION_RETRY = 1u << 9
+};
+
+#define SG__DEFAULT_BUDGET_NS SG_SEC(60)
+#define SG__DEFAULT_BACKOFF_BASE_NS SG_MS(100)
+#define SG__DEFAULT_BACKOFF_CAP_NS SG_SEC(10)
+#define SG__DEFAULT_MAX_RETRY_AFTER_NS SG_SEC(60)
+#define SG__DEFAULT_MIN_ATTEMPT_NS SG_MS(10)
+#define SG__DEFAULT_MAX_ATTEMPTS 3u
+#define SG__DEFAULT_METHOD "POST"
+#define SG__DEFAULT_DEADLINE_HEADER "X-Deadline-Ms"
+
+/* Resolved option values (defaults applied). */
+int64_t sg__opt_budget(const sg_op_options *o);
+int64_t sg__opt_floor(const sg_op_options *o);
+int64_t sg__opt_min_attempt(const sg_op_options *o);
+uint32_t sg__opt_max_attempts(const sg_op_options *o);
+const char *sg__opt_method(const sg_op_options *o);
+const char *sg__opt_deadline_header(const sg_op_options *o);
+bool sg__opt_status_retryable(const sg_op_options *o, int status);
+
+/* true for an sg_op that sg_op_start() set up. */
+bool sg__op_started(const sg_op *op);
+
+/* RFC 9110 §9.2.2 idempotent methods, case-sensitive. */
+bool sg__method_idempotent(const char *method);
+
+/* splitmix64 step: a good seed mixer (Vigna). */
+uint64_t sg__splitmix64(uint64_t *state);
+/* xorshift64*: *state must not be 0. */
+uint64_t sg__xorshift64s(uint64_t *state);
+/* Uniform in [0, hi] from 64 random bits (hi >= 0). */
+int64_t sg__uniform(uint64_t bits, int64_t hi);
+/* min(cap, base * 2^exp), saturating. */
+int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp);
+
+/* Days since 1970-01-01 of a proleptic Gregorian date (Hinnant). */
+int64_t sg__days_from_civil(int64_t y, unsigned m, unsigned d);
+
+/*
+ * A JSON output sink: writes into a buffer (counting what does not fit) or
+ * to a FILE.  pos counts every byte produced, saturating.
+ */
+typedef struct sg__sink {
+    char *buf;
+    size_t cap;
+    size_t pos;
+    FILE *f;
+    bool failed;
+} sg__sink;
+
+void sg__sink_put(sg__sink *s, const char *p, size_t n);
+void sg__sink_puts(sg__sink *s, const char *p);
+void sg__sink_i64(sg__sink *s, int64_t v);
+void sg__sink_u64(sg__sink *s, uint64_t v);
+/*
+ * Writes @p[0..n) as a JSON string with quotes.  '"' '\\' and control
+ * characters are escaped, DEL as \u007f, valid UTF-8 passes through, and
+ * every byte of an invalid UTF-8 sequence becomes \ufffd.
+ */
+void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
+
+#endif /* STREAMGUARD_POLICY_INTERNAL_H */

@@ -1,0 +1,894 @@
+/*
+ * The operation state machine: attempts leased from one budget, retry
+ * safety, backoff and Retry-After.  No allocation, no clock reads, no
+ * global state: everything lives in the caller's sg_op.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+#define SG__OP_MAGIC 0x5347504fu /* "SGPO" */
+
+enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED };
+
+/* Bits of sg_op_attempt.budget_limited_: clocks the lease clamped. */
+enum {
+    SG__CLAMP_CONNECT = 1u << 0,
+    SG__CLAMP_ATTEMPT = 1u << 1,
+    SG__CLAMP_FIRST_ITEM = 1u << 2,
+    SG__CLAMP_IDLE = 1u << 3,
+    SG__CLAMP_STREAM = 1u << 4
+};
+
+/* ------------------------------------------------------------------ names */
+
+static const char *const sg__decision_names[] = {
+#define SG__NAME(name, text) text,
+    SG_OP_DECISION_MAP(SG__NAME)
+#undef SG__NAME
+};
+
+static const char *const sg__reason_names[] = {
+#define SG__NAME(name, text) text,
+    SG_OP_REASON_MAP(SG__NAME)
+#undef SG__NAME
+};
+
+const char *sg_op_decision_name(sg_op_decision d) {
+    if ((unsigned)d >= (unsigned)SG_OP_DECISION_COUNT_) {
+        return NULL;
+    }
+    return sg__decision_names[d];
+}
+
+const char *sg_op_reason_name(sg_op_reason r) {
+    if ((unsigned)r >= (unsigned)SG_OP_REASON_COUNT_) {
+        return NULL;
+    }
+    return sg__reason_names[r];
+}
+
+/* ------------------------------------------------------------------ random */
+
+uint64_t sg__splitmix64(uint64_t *state) {
+    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+uint64_t sg__xorshift64s(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * UINT64_C(0x2545f4914f6cdd1d);
+}
+
+int64_t sg__uniform(uint64_t bits, int64_t hi) {
+    if (hi <= 0) {
+        return 0;
+    }
+    if (hi == INT64_MAX) {
+        return (int64_t)(bits >> 1);
+    }
+    /* The modulo bias is below 2^-30 for any hi <= SG_DURATION_MAX. */
+    return (int64_t)(bits % ((uint64_t)hi + 1u));
+}
+
+int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp) {
+    int64_t v = base;
+    for (uint32_t i = 0; i < exp; i++) {
+        if (v > cap / 2) {
+            return cap;
+        }
+        v *= 2;
+    }
+    return v < cap ? v : cap;
+}
+
+/* ------------------------------------------------------------------ options */
+
+static bool sg__is_tchar(unsigned char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        return true;
+    }
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+/* Validates a token and copies it into @dst (room for max + NUL). */
+static int sg__copy_token(char *dst, size_t max, const char *src) {
+    if (src == NULL || src[0] == '\0') {
+        return SG_EINVAL;
+    }
+    size_t n = strlen(src);
+    for (size_t i = 0; i < n; i++) {
+        if (!sg__is_tchar((unsigned char)src[i])) {
+            return SG_EINVAL;
+        }
+    }
+    if (n > max) {
+        return SG_ERANGE;
+    }
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+static int sg__check_duration(int64_t ns, bool zero_ok) {
+    if (ns < 0 || (ns == 0 && !zero_ok)) {
+        return SG_EINVAL;
+    }
+    if (ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    return 0;
+}
+
+void sg_op_options_init(sg_op_options *o) {
+    if (o != NULL) {
+        memset(o, 0, sizeof(*o));
+    }
+}
+
+int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sg__check_duration(ns, false);
+    if (rc == 0) {
+        o->budget_ns_ = ns;
+        o->set_ |= SG__OPT_BUDGET;
+    }
+    return rc;
+}
+
+int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sg__check_duration(ns, true);
+    if (rc == 0) {
+        o->floor_ns_ = ns;
+        o->set_ |= SG__OPT_FLOOR;
+    }
+    return rc;
+}
+
+static int sg__set_clock(sg_op_options *o, int64_t *field, int64_t ns) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sg__check_duration(ns, true);
+    if (rc == 0) {
+        *field = ns;
+    }
+    return rc;
+}
+
+int sg_op_options_set_connect_timeout(sg_op_options *o, int64_t ns) {
+    return sg__set_clock(o, o != NULL ? &o->connect_ns_ : NULL, ns);
+}
+
+int sg_op_options_set_attempt_timeout(sg_op_options *o, int64_t ns) {
+    return sg__set_clock(o, o != NULL ? &o->attempt_ns_ : NULL, ns);
+}
+
+int sg_op_options_set_first_item_timeout(sg_op_options *o, int64_t ns) {
+    return sg__set_clock(o, o != NULL ? &o->first_item_ns_ : NULL, ns);
+}
+
+int sg_op_options_set_idle_timeout(sg_op_options *o, int64_t ns) {
+    return sg__set_clock(o, o != NULL ? &o->idle_ns_ : NULL, ns);
+}
+
+int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns) {
+    return sg__set_clock(o, o != NULL ? &o->stream_total_ns_ : NULL, ns);
+}
+
+int sg_op_options_set_max_items(sg_op_options *o, uint64_t n) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->max_items_ = n;
+    return 0;
+}
+
+int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->max_bytes_ = n;
+    return 0;
+}
+
+int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n) {
+    if (o == NULL || n == 0) {
+        return SG_EINVAL;
+    }
+    if (n > SG_OP_MAX_ATTEMPTS) {
+        return SG_ERANGE;
+    }
+    o->max_attempts_ = n;
+    o->set_ |= SG__OPT_MAX_ATTEMPTS;
+    return 0;
+}
+
+int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns, int64_t cap_ns) {
+    if (o == NULL || base_ns <= 0 || cap_ns < base_ns) {
+        return SG_EINVAL;
+    }
+    if (cap_ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    o->backoff_base_ns_ = base_ns;
+    o->backoff_cap_ns_ = cap_ns;
+    o->set_ |= SG__OPT_BACKOFF;
+    return 0;
+}
+
+int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sg__check_duration(ns, true);
+    if (rc == 0) {
+        o->max_retry_after_ns_ = ns;
+        o->set_ |= SG__OPT_MAX_RETRY_AFTER;
+    }
+    return rc;
+}
+
+int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = sg__check_duration(ns, true);
+    if (rc == 0) {
+        o->min_attempt_ns_ = ns;
+        o->set_ |= SG__OPT_MIN_ATTEMPT;
+    }
+    return rc;
+}
+
+int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
+                                         size_t n) {
+    if (o == NULL || (statuses == NULL && n > 0)) {
+        return SG_EINVAL;
+    }
+    uint64_t bits[8] = {0};
+    for (size_t i = 0; i < n; i++) {
+        if (statuses[i] < 100 || statuses[i] > 599) {
+            return SG_ERANGE;
+        }
+        const unsigned k = (unsigned)(statuses[i] - 100);
+        bits[k / 64u] |= UINT64_C(1) << (k % 64u);
+    }
+    memcpy(o->statuses_, bits, sizeof(bits));
+    o->set_ |= SG__OPT_STATUSES;
+    return 0;
+}
+
+int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (enable) {
+        o->set_ &= ~(uint32_t)SG__OPT_NO_REJECTION_RETRY;
+    } else {
+        o->set_ |= SG__OPT_NO_REJECTION_RETRY;
+    }
+    return 0;
+}
+
+int sg_op_options_set_method(sg_op_options *o, const char *method) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    return sg__copy_token(o->method_, SG_OP_METHOD_MAX, method);
+}
+
+int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (key == NULL) {
+        o->idempotency_key_[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(key);
+    if (n == 0) {
+        return SG_EINVAL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (key[i] < 0x21 || key[i] > 0x7e) {
+            return SG_EINVAL;
+        }
+    }
+    if (n > SG_OP_IDEMPOTENCY_KEY_MAX) {
+        return SG_ERANGE;
+    }
+    memcpy(o->idempotency_key_, key, n + 1);
+    return 0;
+}
+
+int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (idempotent) {
+        o->set_ |= SG__OPT_IDEMPOTENT;
+    } else {
+        o->set_ &= ~(uint32_t)SG__OPT_IDEMPOTENT;
+    }
+    return 0;
+}
+
+int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn, void *user_data) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->random_ = fn;
+    o->random_ud_ = fn != NULL ? user_data : NULL;
+    return 0;
+}
+
+int sg_op_options_set_seed(sg_op_options *o, uint64_t seed) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->seed_ = seed;
+    o->set_ |= SG__OPT_SEED;
+    return 0;
+}
+
+int sg_op_options_set_deadline_header(sg_op_options *o, const char *name) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    return sg__copy_token(o->deadline_header_, SG_OP_HEADER_NAME_MAX, name);
+}
+
+int sg_op_options_set_label(sg_op_options *o, const char *label) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (label == NULL) {
+        o->label_[0] = '\0';
+        return 0;
+    }
+    size_t n = strlen(label);
+    if (n > SG_OP_LABEL_MAX) {
+        return SG_ERANGE;
+    }
+    memcpy(o->label_, label, n + 1);
+    return 0;
+}
+
+/* Resolved values. */
+
+int64_t sg__opt_budget(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_BUDGET) ? o->budget_ns_ : SG__DEFAULT_BUDGET_NS;
+}
+
+int64_t sg__opt_floor(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_FLOOR) ? o->floor_ns_ : 0;
+}
+
+static int64_t sg__opt_backoff_base(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_BACKOFF) ? o->backoff_base_ns_
+                                       : SG__DEFAULT_BACKOFF_BASE_NS;
+}
+
+static int64_t sg__opt_backoff_cap(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_BACKOFF) ? o->backoff_cap_ns_ : SG__DEFAULT_BACKOFF_CAP_NS;
+}
+
+static int64_t sg__opt_max_retry_after(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_MAX_RETRY_AFTER) ? o->max_retry_after_ns_
+                                               : SG__DEFAULT_MAX_RETRY_AFTER_NS;
+}
+
+int64_t sg__opt_min_attempt(const sg_op_options *o) {
+    int64_t m =
+        (o->set_ & SG__OPT_MIN_ATTEMPT) ? o->min_attempt_ns_ : SG__DEFAULT_MIN_ATTEMPT_NS;
+    /* An attempt timeout below the minimum must not refuse every attempt,
+     * nor may a budget smaller than the minimum refuse its first one. */
+    if (o->attempt_ns_ > 0 && o->attempt_ns_ < m) {
+        m = o->attempt_ns_;
+    }
+    const int64_t leasable = sg__opt_budget(o) - sg__opt_floor(o);
+    if (leasable > 0 && leasable < m) {
+        m = leasable;
+    }
+    return m;
+}
+
+uint32_t sg__opt_max_attempts(const sg_op_options *o) {
+    return (o->set_ & SG__OPT_MAX_ATTEMPTS) ? o->max_attempts_ : SG__DEFAULT_MAX_ATTEMPTS;
+}
+
+const char *sg__opt_method(const sg_op_options *o) {
+    return o->method_[0] != '\0' ? o->method_ : SG__DEFAULT_METHOD;
+}
+
+const char *sg__opt_deadline_header(const sg_op_options *o) {
+    return o->deadline_header_[0] != '\0' ? o->deadline_header_
+                                          : SG__DEFAULT_DEADLINE_HEADER;
+}
+
+bool sg__opt_status_retryable(const sg_op_options *o, int status) {
+    if (status < 100 || status > 599) {
+        return false;
+    }
+    if (!(o->set_ & SG__OPT_STATUSES)) {
+        switch (status) {
+        case 408:
+        case 429:
+        case 500:
+        case 502:
+        case 503:
+        case 504:
+            return true;
+        default:
+            return false;
+        }
+    }
+    const unsigned k = (unsigned)(status - 100);
+    return (o->statuses_[k / 64u] >> (k % 64u)) & 1u;
+}
+
+bool sg__method_idempotent(const char *method) {
+    /* RFC 9110 §9.2.2; method names are case-sensitive (§9.1). */
+    static const char *const idempotent[] = {"GET",   "HEAD", "OPTIONS",
+                                             "TRACE", "PUT",  "DELETE"};
+    for (size_t i = 0; i < sizeof(idempotent) / sizeof(idempotent[0]); i++) {
+        if (strcmp(method, idempotent[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------ the op */
+
+bool sg__op_started(const sg_op *op) {
+    return op != NULL && op->magic_ == SG__OP_MAGIC;
+}
+
+int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    sg_op_options defaults;
+    if (opts == NULL) {
+        sg_op_options_init(&defaults);
+        opts = &defaults;
+    }
+    const int64_t budget = sg__opt_budget(opts);
+    const int64_t floor_ns = sg__opt_floor(opts);
+    /* A floor at or above the budget is not a configuration error: the
+     * first lease is refused and the operation reports "refused" without
+     * dialling out (an inbound deadline may leave less than the floor). */
+    memset(op, 0, sizeof(*op));
+    op->opts_ = *opts;
+    int rc = sg_budget_start(&op->budget_, now, budget, floor_ns);
+    if (rc != 0) {
+        memset(op, 0, sizeof(*op));
+        return rc;
+    }
+    /* Without an explicit seed, mix the start instant with the object's
+     * address: operations started together must not jitter in lockstep,
+     * and there is no global state to draw entropy from. */
+    uint64_t seed = (opts->set_ & SG__OPT_SEED) ? opts->seed_
+                                                : (uint64_t)now ^ (uint64_t)(uintptr_t)op;
+    op->rng_ = sg__splitmix64(&seed);
+    if (op->rng_ == 0) {
+        op->rng_ = UINT64_C(0x9e3779b97f4a7c15);
+    }
+    op->retry_at_ = now;
+    op->finished_at_ = -1;
+    op->state_ = SG__OP_READY;
+    op->magic_ = SG__OP_MAGIC;
+    return 0;
+}
+
+const sg_budget *sg_op_budget(const sg_op *op) {
+    return op != NULL ? &op->budget_ : NULL;
+}
+
+const char *sg_op_idempotency_key(const sg_op *op) {
+    if (op == NULL || op->opts_.idempotency_key_[0] == '\0') {
+        return NULL;
+    }
+    return op->opts_.idempotency_key_;
+}
+
+static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
+                          sg_op_decision decision, sg_op_reason reason) {
+    op->state_ = SG__OP_FINISHED;
+    op->outcome_ = (uint8_t)outcome;
+    op->decision_ = (uint8_t)decision;
+    op->reason_ = (uint8_t)reason;
+    op->finished_at_ = now;
+}
+
+/* Clamps a configured clock (0 = off) to the grant; records the clamp. */
+static int64_t sg__clamp(int64_t configured, int64_t granted, uint8_t bit,
+                         uint8_t *clamped) {
+    if (configured <= 0) {
+        return 0;
+    }
+    if (configured > granted) {
+        *clamped |= bit;
+        return granted;
+    }
+    return configured;
+}
+
+int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
+    if (!sg__op_started(op) || plan == NULL) {
+        return SG_EINVAL;
+    }
+    memset(plan, 0, sizeof(*plan));
+    plan->outcome = SG_OUTCOME_OK;
+    plan->reason = SG_OP_REASON_NONE;
+    if (op->state_ == SG__OP_RUNNING || op->state_ == SG__OP_FINISHED) {
+        return SG_ESTATE;
+    }
+    if (op->state_ == SG__OP_BACKOFF && now < op->retry_at_) {
+        /* The sleep was leased; starting early would spend budget the
+         * backoff was meant to give the server. */
+        return SG_ESTATE;
+    }
+    const sg_op_options *o = &op->opts_;
+    if (op->count_ >= sg__opt_max_attempts(o)) {
+        return SG_ESTATE;
+    }
+
+    const int64_t remaining = sg_budget_remaining(&op->budget_, now);
+    const int64_t wanted = o->attempt_ns_ > 0 ? o->attempt_ns_ : SG_TIME_NEVER;
+    int64_t granted = 0;
+    int rc = sg_budget_lease(&op->budget_, now, wanted, &granted);
+    if (rc == 0 && granted < sg__opt_min_attempt(o)) {
+        rc = SG_EREFUSED;
+        plan->reason = SG_OP_REASON_LEASE_TOO_SHORT;
+    } else if (rc == SG_EREFUSED) {
+        plan->reason = remaining == 0 ? SG_OP_REASON_BUDGET_EXHAUSTED
+                                      : SG_OP_REASON_BUDGET_BELOW_FLOOR;
+    } else if (rc != 0) {
+        return rc;
+    }
+    if (rc == SG_EREFUSED) {
+        plan->outcome = remaining == 0 ? SG_OUTCOME_BUDGET_EXHAUSTED : SG_OUTCOME_REFUSED;
+        /* DESIGN.md: the operation ends with its last attempt's outcome, or
+         * the refusal's when no attempt could run. */
+        sg_outcome final = plan->outcome;
+        if (op->count_ > 0) {
+            final = op->attempts_[op->count_ - 1].outcome;
+        }
+        sg__op_finish(op, now, final, SG_OP_STOP, plan->reason);
+        return SG_EREFUSED;
+    }
+
+    sg_op_attempt *a = &op->attempts_[op->count_];
+    memset(a, 0, sizeof(*a));
+    a->n = ++op->count_;
+    a->outcome = SG_OUTCOME_OK;
+    a->phase = SG_PHASE_CONNECT;
+    a->decision = SG_OP_NONE;
+    a->reason = SG_OP_REASON_NONE;
+    a->running = true;
+    a->started_at = now;
+    a->remaining_ns = remaining;
+    a->attempt_ns = granted;
+    a->time_to_first_item_ns = -1;
+    a->retry_after_ns = -1;
+    a->backoff_ns = -1;
+    uint8_t clamped = 0;
+    if (o->attempt_ns_ <= 0 || o->attempt_ns_ > granted) {
+        /* The ceiling is the budget's, not the caller's attempt clock. */
+        clamped |= SG__CLAMP_ATTEMPT;
+    }
+    a->connect_ns = sg__clamp(o->connect_ns_, granted, SG__CLAMP_CONNECT, &clamped);
+    a->first_item_ns =
+        sg__clamp(o->first_item_ns_, granted, SG__CLAMP_FIRST_ITEM, &clamped);
+    a->idle_ns = sg__clamp(o->idle_ns_, granted, SG__CLAMP_IDLE, &clamped);
+    a->stream_total_ns =
+        sg__clamp(o->stream_total_ns_, granted, SG__CLAMP_STREAM, &clamped);
+    a->budget_limited_ = clamped;
+
+    sg_guard_config *g = &plan->guard_config;
+    sg_guard_config_init(g);
+    /* Every value below is in 1 .. SG_DURATION_MAX (a lease never exceeds
+     * the budget), so the setters cannot fail. */
+    (void)sg_guard_config_set_attempt(g, granted);
+    if (a->connect_ns > 0) {
+        (void)sg_guard_config_set_connect(g, a->connect_ns);
+    }
+    if (a->first_item_ns > 0) {
+        (void)sg_guard_config_set_first_item(g, a->first_item_ns);
+    }
+    if (a->idle_ns > 0) {
+        (void)sg_guard_config_set_idle(g, a->idle_ns);
+    }
+    if (a->stream_total_ns > 0) {
+        (void)sg_guard_config_set_stream_total(g, a->stream_total_ns);
+    }
+    (void)sg_guard_config_set_max_items(g, o->max_items_);
+    (void)sg_guard_config_set_max_bytes(g, o->max_bytes_);
+
+    plan->attempt = a->n;
+    plan->attempt_ns = granted;
+    plan->remaining_ns = remaining;
+    plan->deadline_ms = granted / SG_MS(1);
+    plan->deadline_header = sg__opt_deadline_header(o);
+    op->state_ = SG__OP_RUNNING;
+    return 0;
+}
+
+void sg_op_result_from_guard(sg_op_result *r, const sg_guard_result *g) {
+    if (r == NULL) {
+        return;
+    }
+    memset(r, 0, sizeof(*r));
+    if (g == NULL) {
+        return;
+    }
+    r->outcome = g->outcome;
+    r->phase = g->phase;
+    r->partial = g->partial;
+    r->items = g->items;
+    r->bytes = g->bytes;
+    r->first_item_ns = g->first_item_ns;
+}
+
+static bool sg__clock_timeout(sg_outcome oc, uint8_t *bit) {
+    switch (oc) {
+    case SG_OUTCOME_CONNECT_TIMEOUT:
+        *bit = SG__CLAMP_CONNECT;
+        return true;
+    case SG_OUTCOME_FIRST_ITEM_TIMEOUT:
+        *bit = SG__CLAMP_FIRST_ITEM;
+        return true;
+    case SG_OUTCOME_IDLE_TIMEOUT:
+        *bit = SG__CLAMP_IDLE;
+        return true;
+    case SG_OUTCOME_STREAM_TIMEOUT:
+        *bit = SG__CLAMP_STREAM;
+        return true;
+    case SG_OUTCOME_ATTEMPT_TIMEOUT:
+        *bit = SG__CLAMP_ATTEMPT;
+        return true;
+    default:
+        *bit = 0;
+        return false;
+    }
+}
+
+static uint64_t sg__op_random(sg_op *op) {
+    if (op->opts_.random_ != NULL) {
+        return op->opts_.random_(op->opts_.random_ud_);
+    }
+    return sg__xorshift64s(&op->rng_);
+}
+
+int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verdict *v) {
+    if (!sg__op_started(op) || r == NULL || v == NULL) {
+        return SG_EINVAL;
+    }
+    if ((unsigned)r->outcome >= (unsigned)SG_OUTCOME_COUNT_ ||
+        (unsigned)r->phase >= (unsigned)SG_PHASE_COUNT_ ||
+        (r->http_status != 0 && (r->http_status < 100 || r->http_status > 599)) ||
+        (r->retry_after == NULL && r->has_retry_after_ns &&
+         (r->retry_after_ns < 0 || r->retry_after_ns > SG_DURATION_MAX))) {
+        return SG_EINVAL;
+    }
+    if (op->state_ != SG__OP_RUNNING || op->count_ == 0) {
+        return SG_ESTATE;
+    }
+    const sg_op_options *o = &op->opts_;
+    sg_op_attempt *a = &op->attempts_[op->count_ - 1];
+
+    a->running = false;
+    a->phase = r->phase;
+    a->http_status = r->http_status;
+    a->headers_received = r->headers_received;
+    a->items = r->items;
+    a->bytes = r->bytes;
+    a->time_to_first_item_ns =
+        (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
+    a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
+
+    /* DESIGN.md, Clock semantics: a clock the budget clamped that fires at
+     * the lease's end is the budget running out, not the clock. */
+    sg_outcome oc = r->outcome;
+    uint8_t bit = 0;
+    if (sg__clock_timeout(oc, &bit) && (a->budget_limited_ & bit) &&
+        a->elapsed_ns >= a->attempt_ns) {
+        oc = SG_OUTCOME_BUDGET_EXHAUSTED;
+    }
+    a->outcome = oc;
+
+    /* Err towards "sent": a request the server may have seen must be
+     * treated as seen. */
+    const bool sent = r->sent || r->headers_received || r->items > 0 ||
+                      r->phase >= SG_PHASE_WAIT_HEADERS;
+    const bool safe = !sent || sg__method_idempotent(sg__opt_method(o)) ||
+                      o->idempotency_key_[0] != '\0' || (o->set_ & SG__OPT_IDEMPOTENT);
+    const bool complete =
+        oc == SG_OUTCOME_OK || (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received);
+    a->sent = sent;
+    a->partial = r->partial || (r->items > 0 && oc != SG_OUTCOME_OK);
+    a->outcome_unknown = sent && !safe && !complete;
+
+    /* Retry-After only means something on a response. */
+    bool ra_valid = false;
+    int64_t ra_ns = -1;
+    if (r->retry_after != NULL && r->headers_received) {
+        a->retry_after_present = true;
+        size_t keep = r->retry_after_len < SG_OP_RETRY_AFTER_RAW_MAX
+                          ? r->retry_after_len
+                          : SG_OP_RETRY_AFTER_RAW_MAX;
+        memcpy(a->retry_after_raw_, r->retry_after, keep);
+        a->retry_after_raw_[keep] = '\0';
+        a->retry_after_raw_len_ = (uint8_t)keep;
+        if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s,
+                                 &ra_ns) == 0) {
+            ra_valid = true;
+            a->retry_after_ns = ra_ns;
+        } else {
+            a->retry_after_malformed = true;
+        }
+        a->retry_after_raw_given_ = true;
+    } else if (r->has_retry_after_ns && r->headers_received) {
+        a->retry_after_present = true;
+        ra_valid = true;
+        ra_ns = r->retry_after_ns;
+        a->retry_after_ns = ra_ns;
+    }
+
+    sg_op_decision decision = SG_OP_STOP;
+    sg_op_reason reason = SG_OP_REASON_NONE;
+    bool retryable = false;
+    if (oc == SG_OUTCOME_OK) {
+        decision = SG_OP_DONE;
+        reason = SG_OP_REASON_OK;
+    } else if (a->partial) {
+        reason = SG_OP_REASON_PARTIAL_STREAM;
+    } else if (a->outcome_unknown) {
+        reason = SG_OP_REASON_OUTCOME_UNKNOWN;
+    } else {
+        switch (oc) {
+        case SG_OUTCOME_BUDGET_EXHAUSTED:
+            reason = SG_OP_REASON_BUDGET_EXHAUSTED;
+            break;
+        case SG_OUTCOME_CANCELLED:
+        case SG_OUTCOME_CAP_EXCEEDED:
+        case SG_OUTCOME_PROTOCOL_ERROR:
+            /* The caller gave up, or the peer ran away or broke the
+             * protocol: the same request would do the same again. */
+            reason = SG_OP_REASON_OUTCOME_NOT_RETRYABLE;
+            break;
+        case SG_OUTCOME_HTTP_ERROR:
+            if (r->http_status == 0 || !r->headers_received) {
+                /* No status: the response never completed; like a
+                 * transport error (safe here, else outcome_unknown). */
+                retryable = safe;
+            } else if (!sg__opt_status_retryable(o, r->http_status)) {
+                decision = SG_OP_DONE;
+                reason = SG_OP_REASON_FINAL_STATUS;
+            } else if (safe) {
+                retryable = true;
+            } else if (!(o->set_ & SG__OPT_NO_REJECTION_RETRY) &&
+                       (r->http_status == 429 || (r->http_status == 503 && ra_valid))) {
+                /* The server refused before processing: a rate limiter's
+                 * 429, or a 503 that names a time to come back. */
+                retryable = true;
+            } else {
+                reason = SG_OP_REASON_NOT_SAFE_TO_RETRY;
+            }
+            break;
+        default:
+            /* Timeouts, truncated, transport_error, refused: safe here,
+             * since a sent unsafe request was caught as outcome_unknown. */
+            retryable = safe;
+            if (!retryable) {
+                reason = SG_OP_REASON_NOT_SAFE_TO_RETRY;
+            }
+            break;
+        }
+    }
+    a->retryable = retryable;
+
+    int64_t delay = 0;
+    if (retryable) {
+        if (op->count_ >= sg__opt_max_attempts(o)) {
+            reason = SG_OP_REASON_ATTEMPTS_EXHAUSTED;
+        } else {
+            sg_op_reason too_long = SG_OP_REASON_BACKOFF_EXCEEDS_BUDGET;
+            if (ra_valid && oc == SG_OUTCOME_HTTP_ERROR) {
+                delay = ra_ns;
+                too_long = SG_OP_REASON_RETRY_AFTER_EXCEEDS_BUDGET;
+            } else {
+                const int64_t ceil = sg__backoff_ceiling(
+                    sg__opt_backoff_base(o), sg__opt_backoff_cap(o), op->count_ - 1);
+                delay = sg__uniform(sg__op_random(op), ceil);
+            }
+            /* The sleep fits when, after it, an attempt of at least the
+             * minimum can still be leased above the floor. */
+            const int64_t avail =
+                sg_budget_remaining(&op->budget_, now) - sg_budget_floor(&op->budget_);
+            const int64_t after = avail - delay; /* both in 0 .. DURATION_MAX */
+            if (ra_valid && oc == SG_OUTCOME_HTTP_ERROR &&
+                ra_ns > sg__opt_max_retry_after(o)) {
+                reason = SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
+            } else if (after <= 0 || after < sg__opt_min_attempt(o)) {
+                reason = too_long;
+            } else {
+                decision = SG_OP_RETRY;
+                reason = SG_OP_REASON_RETRYABLE;
+            }
+        }
+    }
+
+    a->decision = decision;
+    a->reason = reason;
+    memset(v, 0, sizeof(*v));
+    v->decision = decision;
+    v->reason = reason;
+    v->outcome = oc;
+    v->partial = a->partial;
+    v->retryable = a->retryable;
+    v->outcome_unknown = a->outcome_unknown;
+    v->retry_at = SG_TIME_NEVER;
+    if (decision == SG_OP_RETRY) {
+        a->backoff_ns = delay;
+        v->delay_ns = delay;
+        v->retry_at = sg_time_add(now, delay);
+        op->retry_at_ = v->retry_at;
+        op->state_ = SG__OP_BACKOFF;
+    } else {
+        sg__op_finish(op, now, oc, decision, reason);
+    }
+    return 0;
+}
+
+bool sg_op_finished(const sg_op *op) {
+    return sg__op_started(op) && op->state_ == SG__OP_FINISHED;
+}
+
+sg_outcome sg_op_outcome(const sg_op *op) {
+    if (!sg__op_started(op)) {
+        return SG_OUTCOME_OK;
+    }
+    if (op->state_ == SG__OP_FINISHED) {
+        return (sg_outcome)op->outcome_;
+    }
+    return op->count_ > 0 ? op->attempts_[op->count_ - 1].outcome : SG_OUTCOME_OK;
+}
+
+sg_op_decision sg_op_final_decision(const sg_op *op) {
+    if (!sg__op_started(op) || op->state_ != SG__OP_FINISHED) {
+        return SG_OP_NONE;
+    }
+    return (sg_op_decision)op->decision_;
+}
+
+sg_op_reason sg_op_final_reason(const sg_op *op) {
+    if (!sg__op_started(op) || op->state_ != SG__OP_FINISHED) {
+        return SG_OP_REASON_NONE;
+    }
+    return (sg_op_reason)op->reason_;
+}
+
+uint32_t sg_op_attempt_count(const sg_op *op) {
+    return sg__op_started(op) ? op->count_ : 0;
+}
+
+const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i) {
+    if (!sg__op_started(op) || i >= op->count_) {
+        return NULL;
+    }
+    return &op->attempts_[i];
+}

@@ -1,0 +1,306 @@
+/*
+ * The execution report: one JSON document per operation, written into a
+ * caller buffer (no allocation) or to a FILE.  Schema: docs/report.md.
+ */
+#include "internal.h"
+
+#include <string.h>
+
+void sg__sink_put(sg__sink *s, const char *p, size_t n) {
+    if (s->f != NULL) {
+        if (!s->failed && n > 0 && fwrite(p, 1, n, s->f) != n) {
+            s->failed = true;
+        }
+    } else if (s->pos < s->cap) {
+        /* Keep one byte for the NUL; count what does not fit. */
+        const size_t room = s->cap - 1 - s->pos;
+        memcpy(s->buf + s->pos, p, n < room ? n : room);
+    }
+    s->pos = s->pos > SIZE_MAX - n ? SIZE_MAX : s->pos + n;
+}
+
+void sg__sink_puts(sg__sink *s, const char *p) {
+    sg__sink_put(s, p, strlen(p));
+}
+
+void sg__sink_u64(sg__sink *s, uint64_t v) {
+    char tmp[24];
+    size_t n = sizeof(tmp);
+    do {
+        tmp[--n] = (char)('0' + (int)(v % 10u));
+        v /= 10u;
+    } while (v != 0);
+    sg__sink_put(s, tmp + n, sizeof(tmp) - n);
+}
+
+void sg__sink_i64(sg__sink *s, int64_t v) {
+    if (v < 0) {
+        sg__sink_put(s, "-", 1);
+        /* -(v + 1) + 1 avoids overflowing on INT64_MIN. */
+        sg__sink_u64(s, (uint64_t)(-(v + 1)) + 1u);
+        return;
+    }
+    sg__sink_u64(s, (uint64_t)v);
+}
+
+/* Length of the valid UTF-8 sequence at @p (1..4), or 0 when invalid
+ * (overlong forms, surrogates and code points above U+10FFFF included). */
+static size_t sg__utf8_len(const unsigned char *p, size_t n) {
+    const unsigned char c = p[0];
+    size_t len = 0;
+    unsigned char lo = 0x80;
+    unsigned char hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        lo = c == 0xE0 ? 0xA0 : 0x80;
+        hi = c == 0xED ? 0x9F : 0xBF;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        lo = c == 0xF0 ? 0x90 : 0x80;
+        hi = c == 0xF4 ? 0x8F : 0xBF;
+    } else {
+        return 0;
+    }
+    if (n < len || p[1] < lo || p[1] > hi) {
+        return 0;
+    }
+    for (size_t i = 2; i < len; i++) {
+        if (p[i] < 0x80 || p[i] > 0xBF) {
+            return 0;
+        }
+    }
+    return len;
+}
+
+void sg__sink_json_string(sg__sink *s, const char *p, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *u = (const unsigned char *)p;
+    sg__sink_put(s, "\"", 1);
+    size_t i = 0;
+    while (i < n) {
+        const unsigned char c = u[i];
+        if (c >= 0x80) {
+            size_t len = sg__utf8_len(u + i, n - i);
+            if (len == 0) {
+                /* Invalid UTF-8 cannot go into a JSON text; U+FFFD keeps
+                 * the position of the damage visible. */
+                sg__sink_puts(s, "\\ufffd");
+                i++;
+            } else {
+                sg__sink_put(s, p + i, len);
+                i += len;
+            }
+            continue;
+        }
+        switch (c) {
+        case '"':
+            sg__sink_puts(s, "\\\"");
+            break;
+        case '\\':
+            sg__sink_puts(s, "\\\\");
+            break;
+        case '\n':
+            sg__sink_puts(s, "\\n");
+            break;
+        case '\r':
+            sg__sink_puts(s, "\\r");
+            break;
+        case '\t':
+            sg__sink_puts(s, "\\t");
+            break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+                sg__sink_put(s, esc, sizeof(esc));
+            } else {
+                sg__sink_put(s, p + i, 1);
+            }
+            break;
+        }
+        i++;
+    }
+    sg__sink_put(s, "\"", 1);
+}
+
+/* ------------------------------------------------------------------ fields */
+
+static void sg__key(sg__sink *s, const char *key, bool *first) {
+    if (!*first) {
+        sg__sink_put(s, ",", 1);
+    }
+    *first = false;
+    sg__sink_put(s, "\"", 1);
+    sg__sink_puts(s, key);
+    sg__sink_put(s, "\":", 2);
+}
+
+static void sg__f_bool(sg__sink *s, const char *key, bool v, bool *first) {
+    sg__key(s, key, first);
+    sg__sink_puts(s, v ? "true" : "false");
+}
+
+static void sg__f_name(sg__sink *s, const char *key, const char *name, bool *first) {
+    sg__key(s, key, first);
+    if (name == NULL) {
+        sg__sink_puts(s, "null");
+    } else {
+        sg__sink_json_string(s, name, strlen(name));
+    }
+}
+
+static void sg__f_u64(sg__sink *s, const char *key, uint64_t v, bool *first) {
+    sg__key(s, key, first);
+    sg__sink_u64(s, v);
+}
+
+/* Whole milliseconds, rounded down; null when @ns < 0 or (@zero_null) 0. */
+static void sg__f_ms(sg__sink *s, const char *key, int64_t ns, bool zero_null,
+                     bool *first) {
+    sg__key(s, key, first);
+    if (ns < 0 || (zero_null && ns == 0)) {
+        sg__sink_puts(s, "null");
+    } else {
+        sg__sink_i64(s, ns / SG_MS(1));
+    }
+}
+
+static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt *a) {
+    bool first = true;
+    sg__sink_put(s, "{", 1);
+    sg__f_u64(s, "n", a->n, &first);
+    sg__f_bool(s, "running", a->running, &first);
+    sg__f_name(s, "outcome", a->running ? NULL : sg_outcome_name(a->outcome), &first);
+    sg__f_name(s, "phase", a->running ? NULL : sg_phase_name(a->phase), &first);
+    sg__f_bool(s, "sent", a->sent, &first);
+    sg__f_bool(s, "headers_received", a->headers_received, &first);
+    sg__key(s, "http_status", &first);
+    if (a->http_status == 0) {
+        sg__sink_puts(s, "null");
+    } else {
+        sg__sink_i64(s, a->http_status);
+    }
+    sg__f_bool(s, "partial", a->partial, &first);
+    sg__f_bool(s, "retryable", a->retryable, &first);
+    sg__f_bool(s, "outcome_unknown", a->outcome_unknown, &first);
+    sg__f_ms(s, "start_ms", a->started_at - sg_budget_started_at(&op->budget_), false,
+             &first);
+    sg__f_ms(s, "remaining_ms", a->remaining_ns, false, &first);
+    sg__key(s, "granted_ms", &first);
+    bool g = true;
+    sg__sink_put(s, "{", 1);
+    sg__f_ms(s, "connect", a->connect_ns, true, &g);
+    sg__f_ms(s, "attempt", a->attempt_ns, true, &g);
+    sg__f_ms(s, "first_item", a->first_item_ns, true, &g);
+    sg__f_ms(s, "idle", a->idle_ns, true, &g);
+    sg__f_ms(s, "stream_total", a->stream_total_ns, true, &g);
+    sg__sink_put(s, "}", 1);
+    sg__f_ms(s, "elapsed_ms", a->running ? -1 : a->elapsed_ns, false, &first);
+    sg__f_ms(s, "first_item_ms", a->time_to_first_item_ns, false, &first);
+    sg__f_u64(s, "items", a->items, &first);
+    sg__f_u64(s, "bytes", a->bytes, &first);
+    sg__key(s, "retry_after", &first);
+    if (a->retry_after_raw_given_) {
+        /* The server's bytes, verbatim up to SG_OP_RETRY_AFTER_RAW_MAX:
+         * anything may be in them, hence the escaping. */
+        sg__sink_json_string(s, a->retry_after_raw_, a->retry_after_raw_len_);
+    } else {
+        sg__sink_puts(s, "null");
+    }
+    sg__f_ms(s, "retry_after_ms", a->retry_after_ns, false, &first);
+    sg__f_bool(s, "retry_after_malformed", a->retry_after_malformed, &first);
+    sg__f_name(s, "decision", sg_op_decision_name(a->decision), &first);
+    sg__f_name(s, "reason", sg_op_reason_name(a->reason), &first);
+    sg__f_ms(s, "backoff_ms", a->backoff_ns, false, &first);
+    sg__sink_put(s, "}", 1);
+}
+
+static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
+    const sg_op_options *o = &op->opts_;
+    const bool finished = sg_op_finished(op);
+    const int64_t end = finished ? op->finished_at_ : now;
+    const int64_t start = sg_budget_started_at(&op->budget_);
+    const sg_op_attempt *last = op->count_ > 0 ? &op->attempts_[op->count_ - 1] : NULL;
+    bool first = true;
+
+    sg__sink_put(s, "{", 1);
+    sg__f_u64(s, "version", 1, &first);
+    sg__key(s, "label", &first);
+    if (o->label_[0] != '\0') {
+        sg__sink_json_string(s, o->label_, strlen(o->label_));
+    } else {
+        sg__sink_puts(s, "null");
+    }
+    sg__f_bool(s, "finished", finished, &first);
+    const bool have_outcome = finished || (last != NULL && !last->running);
+    sg__f_name(s, "outcome", have_outcome ? sg_outcome_name(sg_op_outcome(op)) : NULL,
+               &first);
+    sg__f_name(s, "phase",
+               (last != NULL && !last->running) ? sg_phase_name(last->phase) : NULL,
+               &first);
+    sg__f_name(s, "decision", sg_op_decision_name(sg_op_final_decision(op)), &first);
+    sg__f_name(s, "reason", sg_op_reason_name(sg_op_final_reason(op)), &first);
+    sg__f_bool(s, "partial", last != NULL && last->partial, &first);
+    sg__f_bool(s, "retryable", last != NULL && last->retryable, &first);
+    sg__f_bool(s, "outcome_unknown", last != NULL && last->outcome_unknown, &first);
+    sg__f_name(s, "method", sg__opt_method(o), &first);
+    sg__f_bool(s, "idempotency_key", o->idempotency_key_[0] != '\0', &first);
+    sg__f_bool(s, "declared_idempotent", (o->set_ & SG__OPT_IDEMPOTENT) != 0, &first);
+    sg__f_ms(s, "budget_ms", sg_budget_deadline(&op->budget_) - start, false, &first);
+    sg__f_ms(s, "floor_ms", sg_budget_floor(&op->budget_), false, &first);
+    sg__f_ms(s, "elapsed_ms", end > start ? end - start : 0, false, &first);
+    sg__f_ms(s, "remaining_ms", sg_budget_remaining(&op->budget_, end), false, &first);
+    sg__f_u64(s, "max_attempts", sg__opt_max_attempts(o), &first);
+    sg__key(s, "attempts", &first);
+    sg__sink_put(s, "[", 1);
+    for (uint32_t i = 0; i < op->count_; i++) {
+        if (i > 0) {
+            sg__sink_put(s, ",", 1);
+        }
+        sg__write_attempt(s, op, &op->attempts_[i]);
+    }
+    sg__sink_put(s, "]}", 2);
+}
+
+int sg_op_report_write(const sg_op *op, int64_t now, char *buf, size_t len,
+                       size_t *needed) {
+    if (!sg__op_started(op) || (buf == NULL && len > 0)) {
+        return SG_EINVAL;
+    }
+    sg__sink s = {buf, len, 0, NULL, false};
+    sg__write_report(&s, op, now);
+    const size_t need = s.pos == SIZE_MAX ? SIZE_MAX : s.pos + 1;
+    if (needed != NULL) {
+        *needed = need;
+    }
+    if (need > len) {
+        if (len > 0) {
+            buf[len - 1] = '\0';
+        }
+        return SG_ENOBUFS;
+    }
+    buf[s.pos] = '\0';
+    return 0;
+}
+
+int sg_op_report_fwrite(const sg_op *op, int64_t now, FILE *f) {
+    if (!sg__op_started(op) || f == NULL) {
+        return SG_EINVAL;
+    }
+    sg__sink s = {NULL, 0, 0, f, false};
+    sg__write_report(&s, op, now);
+    if (s.failed || ferror(f)) {
+        return SG_EIO;
+    }
+    return 0;
+}
+
+int sg_json_fwrite_string(FILE *f, const char *p, size_t len) {
+    if (f == NULL || (p == NULL && len > 0)) {
+        return SG_EINVAL;
+    }
+    sg__sink s = {NULL, 0, 0, f, false};
+    sg__sink_json_string(&s, p != NULL ? p : "", len);
+    return s.failed || ferror(f) ? SG_EIO : 0;
+}
