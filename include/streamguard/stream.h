@@ -79,18 +79,18 @@ typedef struct sg_stream {
     union {
         sg_sse_parser sse;
         sg_ndjson_parser nd;
-    } parser_;            /* private */
-    sg_item_cb on_item_;  /* private */
-    void *user_data_;     /* private */
-    int64_t now_;         /* private: instant of the bytes being fed */
-    uint64_t index_;      /* private */
-    uint32_t attempt_;    /* private */
-    uint32_t magic_;      /* private */
-    uint8_t format_;      /* private */
-    uint8_t state_;       /* private */
-    bool cancelled_;      /* private: the consumer stopped */
-    bool guard_stop_;     /* private: the guard refused an item or bytes */
-    int error_;           /* private: framing error, 0 none */
+    } parser_;               /* private */
+    sg_item_cb on_item_;     /* private */
+    void *user_data_;        /* private */
+    int64_t now_;            /* private: instant of the bytes being fed */
+    uint64_t index_;         /* private */
+    uint32_t attempt_;       /* private */
+    uint32_t magic_;         /* private */
+    uint8_t format_;         /* private */
+    uint8_t state_;          /* private */
+    bool cancelled_;         /* private: the consumer stopped */
+    bool guard_stop_;        /* private: the guard refused an item or bytes */
+    int error_;              /* private: framing error, 0 none */
     sg_guard_result result_; /* private: result at the terminal */
 } sg_stream;
 

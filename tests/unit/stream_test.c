@@ -22,7 +22,8 @@ typedef struct fixture {
 static int on_item(const sg_item *item, void *ud) {
     fixture *f = ud;
     f->items++;
-    size_t n = item->data_len < sizeof(f->last) - 1 ? item->data_len : sizeof(f->last) - 1;
+    size_t n =
+        item->data_len < sizeof(f->last) - 1 ? item->data_len : sizeof(f->last) - 1;
     memcpy(f->last, item->data, n);
     f->last[n] = '\0';
     assert_int_equal(item->index, (uint64_t)(f->items - 1));
@@ -46,8 +47,8 @@ static void begin(fixture *f, sg_format format, const char *done, int64_t first,
     }
     sg_guard_config_set_max_items(&g, max_items);
     assert_int_equal(sg_stream_begin(&f->s, &g, NULL, 1, T0), 0);
-    assert_int_equal(sg_guard_set_phase(sg_stream_guard(&f->s), SG_PHASE_WAIT_FIRST_ITEM, T0),
-                     0);
+    assert_int_equal(
+        sg_guard_set_phase(sg_stream_guard(&f->s), SG_PHASE_WAIT_FIRST_ITEM, T0), 0);
 }
 
 static int feed(fixture *f, const char *text, int64_t at) {
@@ -80,7 +81,8 @@ static void keepalive_comments_never_reset_the_idle_clock(void **state) {
     assert_int_equal(feed(&f, ": keepalive\n\n", T0 + SG_MS(30)), 0);
     assert_int_equal(sg_guard_next_deadline(sg_stream_guard(&f.s)), T0 + SG_MS(50));
     assert_int_equal(feed(&f, ": keepalive\n\n", T0 + SG_MS(50)), SG_ETIMEDOUT);
-    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(51), SG_OUTCOME_TRANSPORT_ERROR, &r), 0);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(51), SG_OUTCOME_TRANSPORT_ERROR, &r),
+                     0);
     assert_int_equal(r.outcome, SG_OUTCOME_IDLE_TIMEOUT);
     assert_true(r.partial);
 }
@@ -191,7 +193,8 @@ static void bad_arguments_are_rejected(void **state) {
     assert_int_equal(sg_stream_init(&s, &bad, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
     assert_int_equal(sg_stream_buffer_size(&bad), 0);
     sg_stream_config small = {SG_FORMAT_SSE, NULL, NULL, 256, 1024};
-    assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)), SG_ENOBUFS);
+    assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)),
+                     SG_ENOBUFS);
     sg_stream zero = {0};
     assert_int_equal(sg_stream_feed(&zero, "x", 1, T0), SG_EINVAL);
     assert_int_equal(sg_stream_end(&zero, T0, SG_OUTCOME_OK, &r), SG_EINVAL);

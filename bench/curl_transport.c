@@ -1,0 +1,448 @@
+/*
+ * bench_curl_transport - the libcurl transport against sg-fakemodel, side by
+ * side with plain libcurl, in one run.
+ *
+ *   1. Stall detection: a stream flows, then stalls.  streamguard with a 1 s
+ *      idle clock vs libcurl's CURLOPT_LOW_SPEED_LIMIT=1 / LOW_SPEED_TIME=1.
+ *      Lateness is measured from the server's own "stall_started" log
+ *      timestamp (same machine, same CLOCK_MONOTONIC).
+ *   2. Keepalive trickle: the same stall with ": keepalive" every 100 ms.
+ *   3. CPU per item: one 1,000,000-event stream, guarded vs a plain libcurl
+ *      write callback that only counts bytes.
+ *   4. 1,000 concurrent guarded streams on one thread, each stalling after
+ *      2 items under a 200 ms idle clock: CPU, RSS, expiry lateness p50/p99.
+ *   5. Single-stream expiry lateness, 50 runs (p50/p99/max).
+ *
+ * Usage: bench_curl_transport PATH/TO/sg-fakemodel [events-for-cpu-test]
+ */
+#define _GNU_SOURCE
+#include <curl/curl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <streamguard/curl.h>
+
+extern char **environ;
+
+static char base[64];
+static pid_t server_pid;
+
+static int64_t now_ns(void) {
+    return sg_clock_now(NULL);
+}
+
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long v = -1;
+    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+        if (strncmp(line, "VmRSS:", 6) == 0) {
+            v = atol(line + 6);
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    return v;
+}
+
+static int start_server(const char *bin) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    char *argv[] = {(char *)bin, "--port", "0", "--quiet", NULL};
+    if (posix_spawn(&server_pid, bin, &fa, NULL, argv, environ) != 0) {
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    char line[32] = {0};
+    for (size_t n = 0; n < sizeof(line) - 1; n++) {
+        if (read(fds[0], line + n, 1) != 1 || line[n] == '\n') {
+            line[n] = '\0';
+            break;
+        }
+    }
+    close(fds[0]);
+    snprintf(base, sizeof(base), "http://127.0.0.1:%d", atoi(line));
+    return atoi(line) > 0 ? 0 : -1;
+}
+
+struct buf {
+    char *p;
+    size_t n;
+};
+
+static size_t collect(char *p, size_t s, size_t n, void *ud) {
+    struct buf *b = ud;
+    char *np = realloc(b->p, b->n + s * n + 1);
+    if (np == NULL) {
+        return 0;
+    }
+    memcpy(np + b->n, p, s * n);
+    b->p = np;
+    b->n += s * n;
+    b->p[b->n] = '\0';
+    return s * n;
+}
+
+/* The server's monotonic timestamp of the first `event` for the tag. */
+static int64_t server_event_ns(const char *tag, const char *event) {
+    char url[256];
+    struct buf b = {NULL, 0};
+    snprintf(url, sizeof(url), "%s/_log?event=%s", base, event);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+    curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    int64_t t = -1;
+    char *line = b.p ? strstr(b.p, tag) : NULL;
+    /* the id of the request that carried the tag, then its event */
+    if (line != NULL) {
+        while (line > b.p && line[-1] != '\n') {
+            line--;
+        }
+        char *tn = strstr(line, "\"t_ns\":");
+        if (tn != NULL) {
+            t = atoll(tn + 7);
+        }
+    }
+    free(b.p);
+    return t;
+}
+
+/* Events carry the request id, not the tag: find the tag's id first. */
+static int64_t stall_started_ns(const char *tag) {
+    char url[256];
+    struct buf b = {NULL, 0};
+    snprintf(url, sizeof(url), "%s/_log?event=received", base);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
+    curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    long id = -1;
+    char *line = b.p ? strstr(b.p, tag) : NULL;
+    if (line != NULL) {
+        while (line > b.p && line[-1] != '\n') {
+            line--;
+        }
+        char *idp = strstr(line, "\"id\":");
+        if (idp != NULL) {
+            id = atol(idp + 5);
+        }
+    }
+    free(b.p);
+    if (id < 0) {
+        return -1;
+    }
+    char q[64];
+    snprintf(q, sizeof(q), "\"id\":%ld,", id);
+    return server_event_ns(q, "stall_started");
+}
+
+/* ---- 1 and 2: stall detection ------------------------------------------ */
+
+static size_t discard(char *p, size_t s, size_t n, void *ud) {
+    (void)p;
+    (void)ud;
+    return s * n;
+}
+
+static double plain_low_speed(const char *tag, bool keepalive, double cap_s) {
+    char url[256];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?n=100&gap=10&stall_after=20&stall=forever%s&_t=%s",
+             base, keepalive ? "&keepalive=100" : "", tag);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(cap_s * 1000));
+    curl_easy_perform(e);
+    int64_t end = now_ns();
+    curl_easy_cleanup(e);
+    int64_t stall = stall_started_ns(tag);
+    return stall > 0 ? (double)(end - stall) / 1e6 : -1;
+}
+
+static double guarded_idle(const char *tag, bool keepalive, int64_t idle) {
+    char url[256];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?n=100&gap=10&stall_after=20&stall=forever%s&_t=%s",
+             base, keepalive ? "&keepalive=100" : "", tag);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_idle_timeout(&po, idle);
+    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_op *op;
+    sg_curl_op_new(&op, e, &po, &co, NULL, NULL);
+    sg_curl_perform(op);
+    int64_t end = now_ns();
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    int64_t stall = stall_started_ns(tag);
+    return stall > 0 ? (double)(end - stall) / 1e6 : -1;
+}
+
+static int cmpd(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* ---- 3: CPU per item ------------------------------------------------------ */
+
+static int count_items(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    (*(uint64_t *)ud)++;
+    return 0;
+}
+
+static size_t count_bytes(char *p, size_t s, size_t n, void *ud) {
+    (void)p;
+    *(uint64_t *)ud += s * n;
+    return s * n;
+}
+
+static void cpu_per_item(long events) {
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions?n=%ld&gap=0&_t=cpu", base, events);
+    double plain[3], guarded[3];
+    uint64_t items = 0;
+    for (int r = 0; r < 3; r++) {
+        uint64_t bytes = 0;
+        CURL *e = curl_easy_init();
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, count_bytes);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &bytes);
+        double c0 = cpu_seconds();
+        curl_easy_perform(e);
+        plain[r] = (cpu_seconds() - c0) * 1e9 / (double)events;
+        curl_easy_cleanup(e);
+
+        items = 0;
+        e = curl_easy_init();
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_method(&po, "GET");
+        sg_op_options_set_max_attempts(&po, 1);
+        sg_op_options_set_budget(&po, SG_SEC(300));
+        sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
+        sg_op_options_set_idle_timeout(&po, SG_SEC(5));
+        sg_op_options_set_stream_timeout(&po, SG_SEC(300));
+        sg_curl_options co = {.terminal_data = "[DONE]"};
+        sg_curl_callbacks cbs = {.on_item = count_items};
+        sg_curl_op *op;
+        sg_curl_op_new(&op, e, &po, &co, &cbs, &items);
+        c0 = cpu_seconds();
+        sg_curl_perform(op);
+        guarded[r] = (cpu_seconds() - c0) * 1e9 / (double)events;
+        if (sg_curl_op_outcome(op) != SG_OUTCOME_OK) {
+            printf("  (guarded run ended %s)\n", sg_outcome_name(sg_curl_op_outcome(op)));
+        }
+        sg_curl_op_free(op);
+        curl_easy_cleanup(e);
+    }
+    qsort(plain, 3, sizeof(double), cmpd);
+    qsort(guarded, 3, sizeof(double), cmpd);
+    printf(
+        "3. CPU per item over one %ld-event stream (median of 3, client process only):\n"
+        "   plain libcurl write callback %.0f ns/item, guarded (3 clocks + SSE) %.0f "
+        "ns/item: %+.1f%% (items delivered: %llu)\n",
+        events, plain[1], guarded[1], (guarded[1] / plain[1] - 1) * 100,
+        (unsigned long long)items);
+}
+
+/* ---- 4 and 5: concurrent streams and lateness ------------------------------- */
+
+struct conc {
+    int64_t last_item;
+    int64_t done_at;
+    sg_outcome outcome;
+};
+
+static int conc_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((struct conc *)ud)->last_item = now_ns();
+    return 0;
+}
+
+static void conc_done(sg_curl_op *op, void *ud) {
+    struct conc *c = ud;
+    c->done_at = now_ns();
+    c->outcome = sg_curl_op_outcome(op);
+}
+
+static void concurrent(int n, int64_t idle, const char *label) {
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+
+    struct conc *cs = calloc((size_t)n, sizeof(*cs));
+    CURL **easy = calloc((size_t)n, sizeof(*easy));
+    sg_curl_op **ops = calloc((size_t)n, sizeof(*ops));
+    char url[256];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?n=10&gap=20&stall_after=2&stall=forever&_t=conc",
+             base);
+    sg_curl_multi *m;
+    sg_curl_multi_new(&m, NULL);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
+    sg_op_options_set_idle_timeout(&po, idle);
+    sg_curl_options co = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096};
+    sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+    long rss0 = rss_kib();
+    double c0 = cpu_seconds();
+    for (int i = 0; i < n; i++) {
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cs[i]);
+        sg_curl_multi_add(m, ops[i]);
+    }
+    long rss_peak = rss0;
+    while (sg_curl_multi_running(m) > 0) {
+        sg_curl_multi_step(m, SG_MS(100));
+        long r = rss_kib();
+        rss_peak = r > rss_peak ? r : rss_peak;
+    }
+    double cpu = cpu_seconds() - c0;
+    double *late = calloc((size_t)n, sizeof(double));
+    int idle_ok = 0;
+    for (int i = 0; i < n; i++) {
+        if (cs[i].outcome == SG_OUTCOME_IDLE_TIMEOUT) {
+            late[idle_ok++] = (double)(cs[i].done_at - (cs[i].last_item + idle)) / 1e6;
+        }
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+    qsort(late, (size_t)idle_ok, sizeof(double), cmpd);
+    if (idle_ok == 0) {
+        printf("%s: no stream reached its idle timeout\n", label);
+    } else {
+        printf(
+            "%s %d streams (%d idle_timeout): expiry lateness p50 %.3f ms, p99 %.3f ms, "
+            "max %.3f ms; client CPU %.3f s (%.0f us/stream); RSS +%ld KiB "
+            "(%.1f KiB/stream)\n",
+            label, n, idle_ok, late[idle_ok / 2], late[(idle_ok * 99) / 100],
+            late[idle_ok - 1], cpu, cpu * 1e6 / n, rss_peak - rss0,
+            (double)(rss_peak - rss0) / n);
+    }
+    free(late);
+    free(cs);
+    free(easy);
+    free(ops);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel [events]\n", argv[0]);
+        return 2;
+    }
+    long events = argc > 2 ? atol(argv[2]) : 1000000;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start_server(argv[1]) != 0) {
+        fprintf(stderr, "could not start %s\n", argv[1]);
+        return 1;
+    }
+    printf("bench_curl_transport: libcurl %s, server %s\n\n",
+           curl_version_info(CURLVERSION_NOW)->version, base);
+
+    /* 1. stall detection, 3 runs each */
+    double sg[3], lc[3];
+    char tag[32];
+    for (int r = 0; r < 3; r++) {
+        snprintf(tag, sizeof(tag), "sg_stall%d.", r);
+        sg[r] = guarded_idle(tag, false, SG_SEC(1));
+        snprintf(tag, sizeof(tag), "lc_stall%d.", r);
+        lc[r] = plain_low_speed(tag, false, 30);
+    }
+    qsort(sg, 3, sizeof(double), cmpd);
+    qsort(lc, 3, sizeof(double), cmpd);
+    printf("1. Stall after flowing data, 1 s configured (median of 3, from the server's "
+           "stall_started):\n   streamguard idle=1s aborts %.1f ms after the stall "
+           "(%.1f ms late); libcurl LOW_SPEED 1/1 aborts %.1f ms after it; ratio %.1fx\n",
+           sg[1], sg[1] - 1000, lc[1], lc[1] / sg[1]);
+
+    /* 2. keepalive trickle */
+    double sgk = guarded_idle("sg_ka.", true, SG_SEC(1));
+    double lck = plain_low_speed("lc_ka.", true, 15);
+    printf(
+        "2. Same stall with ': keepalive' every 100 ms:\n   streamguard aborts %.1f ms "
+        "after the stall; libcurl LOW_SPEED 1/1 %s %.1f ms (capped by a 15 s "
+        "CURLOPT_TIMEOUT)\n",
+        sgk, lck >= 13000 ? "never aborts: still running at" : "aborts at", lck);
+
+    cpu_per_item(events);
+    concurrent(1000, SG_MS(200), "4. One thread,");
+
+    /* 5. single stream lateness, 50 runs */
+    enum { RUNS = 200 };
+    double late[RUNS];
+    for (int r = 0; r < RUNS; r++) {
+        struct conc c = {0};
+        char url[256];
+        snprintf(url, sizeof(url),
+                 "%s/v1/chat/completions?n=5&gap=5&stall_after=2&stall=forever&_t=late",
+                 base);
+        CURL *e = curl_easy_init();
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_method(&po, "GET");
+        sg_op_options_set_max_attempts(&po, 1);
+        sg_op_options_set_idle_timeout(&po, SG_MS(50));
+        sg_curl_options co = {.terminal_data = "[DONE]"};
+        sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+        sg_curl_op *op;
+        sg_curl_op_new(&op, e, &po, &co, &cbs, &c);
+        sg_curl_perform(op);
+        late[r] = (double)(c.done_at - (c.last_item + SG_MS(50))) / 1e6;
+        sg_curl_op_free(op);
+        curl_easy_cleanup(e);
+    }
+    qsort(late, RUNS, sizeof(double), cmpd);
+    printf(
+        "5. Single stream, idle=50ms, %d runs: expiry lateness p50 %.3f ms, p99 %.3f ms, "
+        "max %.3f ms\n",
+        RUNS, late[RUNS / 2], late[RUNS * 99 / 100], late[RUNS - 1]);
+
+    kill(server_pid, SIGTERM);
+    waitpid(server_pid, NULL, 0);
+    curl_global_cleanup();
+    return 0;
+}

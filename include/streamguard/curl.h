@@ -1,0 +1,301 @@
+/*
+ * streamguard over libcurl: guarded streaming operations on easy handles
+ * the caller configures.
+ *
+ * libcurl cannot guard a stream by itself: its only idle mechanism
+ * (CURLOPT_LOW_SPEED_LIMIT/TIME) averages speed over seconds, and keepalive
+ * bytes defeat it.  Here every attempt runs under an sg_guard whose earliest
+ * deadline arms exactly one timer (a timerfd, nanosecond resolution); on
+ * expiry the transfer is removed from its multi handle at once.  Retries,
+ * backoff sleeps, Retry-After and the deadline header all go through the
+ * policy layer (<streamguard/policy.h>), leased from one budget.
+ *
+ * Three ways to run an operation:
+ *   1. blocking:  sg_curl_perform(op);
+ *   2. many at once on one thread, on a multi handle the library manages:
+ *      sg_curl_multi_new(), sg_curl_multi_add() per operation, then
+ *      sg_curl_multi_run() - or sg_curl_multi_fd() + sg_curl_multi_step()
+ *      from the caller's own event loop;
+ *   3. on the caller's own CURLM: sg_curl_op_attach(), then after each of
+ *      the caller's curl_multi_* calls, sg_curl_op_complete() for the
+ *      op's finished transfer (curl_multi_info_read) and sg_curl_op_tick()
+ *      whenever sg_curl_op_next_deadline() has passed.
+ *
+ * The easy handle stays the caller's (URL, method, body, TLS, proxy, ...),
+ * except for the options an operation sets on every attempt and that the
+ * caller must not touch while it runs: CURLOPT_WRITEFUNCTION, WRITEDATA,
+ * HEADERFUNCTION, HEADERDATA, PREREQFUNCTION, PREREQDATA, HTTPHEADER (pass
+ * request headers in sg_curl_options.headers instead), CONNECTTIMEOUT_MS,
+ * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, and CAINFO when
+ * sg_curl_options.cafile is set.  TLS verification is libcurl's default
+ * (on); nothing here turns it off.
+ *
+ * Call curl_global_init() once before creating operations (libcurl's rule).
+ *
+ * Thread-safety: an operation or a multi belongs to one thread at a time;
+ * distinct operations and multis may run on distinct threads.
+ */
+#ifndef STREAMGUARD_CURL_H
+#define STREAMGUARD_CURL_H
+
+#include <curl/curl.h>
+
+#include <streamguard/streamguard.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_curl_op sg_curl_op;
+typedef struct sg_curl_multi sg_curl_multi;
+
+/**
+ * sg_curl_callbacks - what an operation reports.  Every pointer may be NULL.
+ *
+ * on_item:    one item, as it arrives.  Return 0 to go on; any other value
+ *             cancels the operation (outcome cancelled, never retried).
+ * on_discard: attempt @attempt delivered items and then did not end cleanly
+ *             (a partial stream, ended with @outcome): discard everything it
+ *             delivered.  A partial stream is never retried.
+ * on_attempt: an attempt ended; @rec is its record with the decision taken.
+ * on_done:    the operation ended (sg_curl_op_outcome() has the answer).
+ *             Called from the loop, never from inside libcurl; the operation
+ *             may be freed from here when it was driven by sg_curl_multi
+ *             (it has already been removed from the multi).
+ */
+typedef struct sg_curl_callbacks {
+    int (*on_item)(sg_curl_op *op, const sg_item *item, void *user_data);
+    void (*on_discard)(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
+                       void *user_data);
+    void (*on_attempt)(sg_curl_op *op, const sg_op_attempt *rec, void *user_data);
+    void (*on_done)(sg_curl_op *op, void *user_data);
+} sg_curl_callbacks;
+
+/**
+ * sg_curl_options - framing and transport settings.  Zero-initialise it;
+ * every zero field takes its default.  Strings and the header list are
+ * read while the operation lives (not copied): keep them alive until it is
+ * freed.
+ *
+ * format:         SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
+ * terminal_data:  SSE data that marks the clean end and is not delivered,
+ *                 e.g. "[DONE]".  Default NULL: none.
+ * terminal_type:  SSE event type that marks the clean end and is delivered,
+ *                 e.g. "message_stop".  Default NULL: none.
+ * max_line:       longest line accepted (default 64 KiB).
+ * max_event:      largest SSE event accepted (default 1 MiB).  Exceeding
+ *                 either is protocol_error.  Memory per operation is bounded
+ *                 by 4 * max_line + max_event (allocated once, untouched
+ *                 pages cost nothing).
+ * headers:        request headers, sent on every attempt together with
+ *                 Idempotency-Key (when the policy has a key) and the
+ *                 deadline header.  Default NULL: none.
+ * cafile:         a PEM file of CA certificates to trust (CURLOPT_CAINFO),
+ *                 e.g. a test server's.  Default NULL: libcurl's store.
+ * deadline_header: stamp the attempt's lease in whole milliseconds on every
+ *                 attempt, under the policy's deadline header name
+ *                 (default "X-Deadline-Ms").  Default false.
+ * grpc_timeout:   also stamp "grpc-timeout" with the lease.  Default false.
+ * drain_ns:       after the terminal sentinel, how long to wait for the
+ *                 body to end (so the connection can be reused) before the
+ *                 transfer is dropped; the outcome is ok either way.
+ *                 Default 200 ms.
+ * clock:          the clock; NULL = CLOCK_MONOTONIC.  The managed multi
+ *                 waits on real time, so inject a clock only for reads.
+ */
+typedef struct sg_curl_options {
+    sg_format format;
+    const char *terminal_data;
+    const char *terminal_type;
+    size_t max_line;
+    size_t max_event;
+    const struct curl_slist *headers;
+    const char *cafile;
+    bool deadline_header;
+    bool grpc_timeout;
+    int64_t drain_ns;
+    const sg_clock *clock;
+} sg_curl_options;
+
+/**
+ * sg_curl_op_new - create an operation on @easy.
+ *
+ * @easy: a configured easy handle (URL, method, body...); the caller keeps
+ *   ownership and must not free or reuse it until the operation is freed.
+ * @policy: budget, clocks, retries (see <streamguard/policy.h>); NULL means
+ *   the policy defaults.  Copied.  The budget starts when the operation is
+ *   run or attached, not here.
+ * @opts: framing and transport settings; NULL means defaults.  Copied
+ *   (pointers inside are borrowed, see sg_curl_options).
+ * @cbs: callbacks; NULL means none.  Copied.
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes:
+ *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format or a
+ *              negative drain_ns;
+ *   SG_ERANGE  a framing limit in @opts is out of range;
+ *   SG_ENOMEM  out of memory.
+ */
+SG_EXTERN int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
+                             const sg_curl_options *opts, const sg_curl_callbacks *cbs,
+                             void *user_data);
+
+/**
+ * sg_curl_op_free - free @op (NULL is fine).  A running operation is first
+ * removed from its multi handle.  The easy handle is left to the caller.
+ */
+SG_EXTERN void sg_curl_op_free(sg_curl_op *op);
+
+/**
+ * sg_curl_perform - run @op to its end, blocking the calling thread.
+ *
+ * Returns 0 when the operation ran to an outcome - which may be any
+ * outcome, read it with sg_curl_op_outcome() - or one of the following
+ * negative error codes (then it did not run):
+ *   SG_EINVAL  @op is NULL;
+ *   SG_ESTATE  @op was already started;
+ *   SG_ESYS    epoll or timerfd could not be created (errno says why);
+ *   SG_ECURL   libcurl refused the multi setup.
+ */
+SG_EXTERN int sg_curl_perform(sg_curl_op *op);
+
+/** The operation's outcome (meaningful once it has ended). */
+SG_EXTERN sg_outcome sg_curl_op_outcome(const sg_curl_op *op);
+/** true once the operation has ended. */
+SG_EXTERN bool sg_curl_op_done(const sg_curl_op *op);
+/** The policy state: attempts, records, decisions (sg_op_* readers). */
+SG_EXTERN const sg_op *sg_curl_op_policy(const sg_curl_op *op);
+/** The easy handle the operation runs on. */
+SG_EXTERN CURL *sg_curl_op_easy(const sg_curl_op *op);
+/** The user_data given to sg_curl_op_new. */
+SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
+/** libcurl's message for the last failed transfer ("" when none). */
+SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
+
+/**
+ * sg_curl_op_report - the execution report (JSON, docs/report.md) into
+ * @buf; see sg_op_report_write for @needed.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @op is NULL or was never started, or @buf is NULL while
+ *               @len > 0;
+ *   SG_ENOBUFS  @len is too small.
+ */
+SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
+                                size_t *needed);
+
+/* ------------------------------------------------------------------------
+ * The caller's own multi handle
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_curl_op_attach - start @op on the caller's @multi at @now: starts the
+ * budget and adds the first attempt's transfer (or ends the operation at
+ * once when nothing can be leased - then on_done has been called).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op or @multi is NULL;
+ *   SG_ESTATE  @op was already started;
+ *   SG_ECURL   curl_multi_add_handle failed (the operation ended with
+ *              transport_error).
+ */
+SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
+
+/**
+ * sg_curl_op_complete - the caller saw CURLMSG_DONE for sg_curl_op_easy(op)
+ * with @result.  Removes the transfer from the multi, classifies the attempt
+ * and either schedules a retry (see sg_curl_op_next_deadline) or ends the
+ * operation.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL;
+ *   SG_ESTATE  no transfer of @op is running.
+ */
+SG_EXTERN int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
+
+/**
+ * sg_curl_op_next_deadline - when @op next needs sg_curl_op_tick: the
+ * running attempt's earliest clock, the end of a backoff sleep, or
+ * SG_TIME_NEVER (ended, or nothing armed).
+ */
+SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
+
+/**
+ * sg_curl_op_tick - enforce @op's deadlines at @now: abort the running
+ * transfer when a clock expired (it is removed from the multi at once), or
+ * start the next attempt when a backoff sleep is over.  Harmless when
+ * nothing is due.  Never call it from inside a libcurl callback.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL;
+ *   SG_ECURL   a retry's curl_multi_add_handle failed (the operation ended).
+ */
+SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
+
+/* ------------------------------------------------------------------------
+ * The managed multi: many operations, one thread, one timer
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_curl_multi_new - a libcurl multi handle driven by epoll and one
+ * timerfd, armed for the earliest deadline among libcurl's own timer and
+ * every operation's clocks and backoff sleeps.  @clock: NULL = monotonic.
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes:
+ *   SG_EINVAL  @out is NULL;
+ *   SG_ENOMEM  out of memory;
+ *   SG_ESYS    epoll or timerfd could not be created (errno says why);
+ *   SG_ECURL   curl_multi_init failed.
+ */
+SG_EXTERN int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock);
+
+/** Frees @m (NULL is fine); operations still in it are detached, not freed. */
+SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
+
+/**
+ * sg_curl_multi_add - start @op in @m now.  on_done is called from
+ * sg_curl_multi_step/run when it ends (possibly at once, from inside this
+ * call, when nothing can be leased).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @m or @op is NULL;
+ *   SG_ESTATE  @op was already started;
+ *   SG_ENOMEM  out of memory;
+ *   SG_ECURL   libcurl refused the transfer (the operation ended).
+ */
+SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);
+
+/**
+ * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
+ * due; 0: do not wait) for sockets or the timer, then run what is due.
+ *
+ * Returns the number of operations still running (>= 0), or one of the
+ * following negative error codes:
+ *   SG_EINVAL  @m is NULL;
+ *   SG_ESYS    epoll_wait failed (not EINTR).
+ */
+SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
+
+/**
+ * sg_curl_multi_run - step until no operation is running.
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL / SG_ESYS as sg_curl_multi_step.
+ */
+SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
+
+/**
+ * sg_curl_multi_fd - a file descriptor that polls readable whenever
+ * sg_curl_multi_step(m, 0) has work (an epoll fd), for embedding @m in
+ * another event loop.  -1 when @m is NULL.
+ */
+SG_EXTERN int sg_curl_multi_fd(const sg_curl_multi *m);
+
+/** The number of operations @m is running. */
+SG_EXTERN int sg_curl_multi_running(const sg_curl_multi *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_CURL_H */

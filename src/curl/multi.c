@@ -1,0 +1,429 @@
+/*
+ * The managed multi: libcurl's multi_socket API on epoll, with exactly one
+ * timer (a timerfd on CLOCK_MONOTONIC, absolute, nanosecond resolution)
+ * armed for the earliest of libcurl's own timeout and every operation's
+ * next deadline.  No fixed tick: the loop sleeps until something is due.
+ *
+ * Operations sit in a binary min-heap keyed by their next deadline.  Keys
+ * are lazy: an item moves an operation's idle deadline later without
+ * touching the heap (a timestamp per item, no re-arm); the key is corrected
+ * when the operation reaches the top.  Only a deadline that moves earlier
+ * (the first item swapping a long first-item clock for a short idle clock)
+ * sifts up, O(log n).
+ */
+#define _GNU_SOURCE
+#include "curl/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+struct sg_curl_multi {
+    CURLM *multi;
+    int epfd;
+    int tfd;
+    sg_clock clock;
+    bool has_clock;
+    int64_t curl_timer_at; /* libcurl's requested timeout, absolute */
+    int64_t armed_at;      /* what the timerfd is armed for */
+    sg_curl_op **heap;
+    size_t heap_len;
+    size_t heap_cap;
+    int running;
+};
+
+static int64_t multi_now(const sg_curl_multi *m) {
+    return sg_clock_now(m->has_clock ? &m->clock : NULL);
+}
+
+/* ------------------------------------------------------------------ heap */
+
+static void heap_set(sg_curl_multi *m, size_t i, sg_curl_op *op) {
+    m->heap[i] = op;
+    op->heap_idx = i;
+}
+
+static void sift_up(sg_curl_multi *m, size_t i) {
+    sg_curl_op *op = m->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (m->heap[parent]->heap_key <= op->heap_key) {
+            break;
+        }
+        heap_set(m, i, m->heap[parent]);
+        i = parent;
+    }
+    heap_set(m, i, op);
+}
+
+static void sift_down(sg_curl_multi *m, size_t i) {
+    sg_curl_op *op = m->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= m->heap_len) {
+            break;
+        }
+        if (c + 1 < m->heap_len && m->heap[c + 1]->heap_key < m->heap[c]->heap_key) {
+            c++;
+        }
+        if (op->heap_key <= m->heap[c]->heap_key) {
+            break;
+        }
+        heap_set(m, i, m->heap[c]);
+        i = c;
+    }
+    heap_set(m, i, op);
+}
+
+static int heap_push(sg_curl_multi *m, sg_curl_op *op) {
+    if (m->heap_len == m->heap_cap) {
+        size_t cap = m->heap_cap ? m->heap_cap * 2 : 64;
+        sg_curl_op **h = realloc(m->heap, cap * sizeof(*h));
+        if (h == NULL) {
+            return SG_ENOMEM;
+        }
+        m->heap = h;
+        m->heap_cap = cap;
+    }
+    op->heap_key = sg_curl_op_next_deadline(op);
+    op->in_heap = true;
+    heap_set(m, m->heap_len++, op);
+    sift_up(m, op->heap_idx);
+    return 0;
+}
+
+static void heap_remove(sg_curl_multi *m, sg_curl_op *op) {
+    if (!op->in_heap) {
+        return;
+    }
+    size_t i = op->heap_idx;
+    op->in_heap = false;
+    sg_curl_op *last = m->heap[--m->heap_len];
+    if (i == m->heap_len) {
+        return;
+    }
+    heap_set(m, i, last);
+    sift_down(m, i);
+    sift_up(m, last->heap_idx);
+}
+
+/* The earliest real deadline, correcting stale (too early) keys on top. */
+static int64_t heap_top_deadline(sg_curl_multi *m) {
+    while (m->heap_len > 0) {
+        sg_curl_op *top = m->heap[0];
+        int64_t actual = sg_curl_op_next_deadline(top);
+        if (actual <= top->heap_key) {
+            return actual;
+        }
+        top->heap_key = actual;
+        sift_down(m, 0);
+    }
+    return SG_TIME_NEVER;
+}
+
+void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op) {
+    if (!op->in_heap) {
+        return;
+    }
+    int64_t actual = sg_curl_op_next_deadline(op);
+    if (actual < op->heap_key) {
+        op->heap_key = actual;
+        sift_up(m, op->heap_idx);
+    }
+}
+
+void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
+    if (op->in_heap) {
+        heap_remove(m, op);
+        m->running--;
+    }
+    op->owner = NULL;
+}
+
+/* ------------------------------------------------------ libcurl callbacks */
+
+static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
+    (void)easy;
+    sg_curl_multi *m = userp;
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.data.fd = s;
+    if (what == CURL_POLL_REMOVE) {
+        if (socketp != NULL) {
+            epoll_ctl(m->epfd, EPOLL_CTL_DEL, s, NULL);
+            curl_multi_assign(m->multi, s, NULL);
+        }
+        return 0;
+    }
+    ev.events =
+        ((what & CURL_POLL_IN) ? EPOLLIN : 0u) | ((what & CURL_POLL_OUT) ? EPOLLOUT : 0u);
+    if (socketp == NULL) {
+        if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, s, &ev) != 0 && errno == EEXIST) {
+            epoll_ctl(m->epfd, EPOLL_CTL_MOD, s, &ev);
+        }
+        curl_multi_assign(m->multi, s, m); /* any non-NULL marks "registered" */
+    } else {
+        epoll_ctl(m->epfd, EPOLL_CTL_MOD, s, &ev);
+    }
+    return 0;
+}
+
+static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
+    (void)multi;
+    sg_curl_multi *m = userp;
+    m->curl_timer_at =
+        timeout_ms < 0 ? SG_TIME_NEVER : sg_time_add(multi_now(m), SG_MS(timeout_ms));
+    return 0;
+}
+
+/* ------------------------------------------------------------ life cycle */
+
+int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = NULL;
+    sg_curl_multi *m = calloc(1, sizeof(*m));
+    if (m == NULL) {
+        return SG_ENOMEM;
+    }
+    if (clock != NULL) {
+        m->clock = *clock;
+        m->has_clock = true;
+    }
+    m->curl_timer_at = SG_TIME_NEVER;
+    m->armed_at = SG_TIME_NEVER;
+    m->epfd = epoll_create1(EPOLL_CLOEXEC);
+    m->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = EPOLLIN;
+    ev.data.fd = m->tfd;
+    if (m->epfd < 0 || m->tfd < 0 ||
+        epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->tfd, &ev) != 0) {
+        int saved = errno;
+        sg_curl_multi_free(m);
+        errno = saved;
+        return SG_ESYS;
+    }
+    m->multi = curl_multi_init();
+    if (m->multi == NULL) {
+        sg_curl_multi_free(m);
+        return SG_ECURL;
+    }
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+    curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
+    curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
+    *out = m;
+    return 0;
+}
+
+void sg_curl_multi_free(sg_curl_multi *m) {
+    if (m == NULL) {
+        return;
+    }
+    while (m->heap_len > 0) {
+        sg_curl_op *op = m->heap[0];
+        if (op->in_multi) {
+            curl_multi_remove_handle(m->multi, op->easy);
+            op->in_multi = false;
+        }
+        sg__curl_multi_forget(m, op);
+    }
+    if (m->multi != NULL) {
+        curl_multi_cleanup(m->multi);
+    }
+    if (m->tfd >= 0) {
+        close(m->tfd);
+    }
+    if (m->epfd >= 0) {
+        close(m->epfd);
+    }
+    free(m->heap);
+    free(m);
+}
+
+/* ----------------------------------------------------------------- loop */
+
+static void drain_messages(sg_curl_multi *m, int64_t now) {
+    CURLMsg *msg;
+    int left;
+    while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE) {
+            continue;
+        }
+        sg_curl_op *op = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&op);
+        CURLcode result = msg->data.result;
+        if (op == NULL || !op->in_multi) {
+            continue;
+        }
+        if (sg__curl_op_complete(op, result, now) == 0) {
+            sg__curl_multi_reschedule(m, op);
+        }
+    }
+}
+
+/* Everything due at `now`: libcurl's timeout, then each operation whose
+ * deadline has come (expiry, end of drain, end of backoff). */
+static void run_due(sg_curl_multi *m, int64_t now) {
+    int still;
+    if (m->curl_timer_at <= now) {
+        m->curl_timer_at = SG_TIME_NEVER;
+        curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+        drain_messages(m, now);
+    }
+    while (heap_top_deadline(m) <= now) {
+        sg_curl_op *op = m->heap[0];
+        if (sg__curl_op_tick(op, now) == 0) {
+            /* Still running: its deadline moved on (or it is the same and
+             * the attempt is being aborted by libcurl); re-key it. */
+            op->heap_key = sg_curl_op_next_deadline(op);
+            if (op->heap_key <= now) {
+                /* Due yet unchanged (libcurl is still tearing the
+                 * transfer down): look again shortly, never spin. */
+                op->heap_key = sg_time_add(now, SG_MS(1));
+            }
+            sift_down(m, op->heap_idx);
+        }
+        drain_messages(m, now);
+    }
+}
+
+/* Arms the one timer for `at` unless it is already armed no later: a
+ * deadline that moved later (every item moves the idle deadline) costs no
+ * syscall; the early wake-up finds nothing due and re-arms once. */
+static void arm_timer(sg_curl_multi *m, int64_t at) {
+    if (at >= m->armed_at) {
+        return;
+    }
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    if (at != SG_TIME_NEVER) {
+        int64_t t = at > 0 ? at : 1; /* 0 would disarm */
+        its.it_value.tv_sec = (time_t)(t / SG_SEC(1));
+        its.it_value.tv_nsec = (long)(t % SG_SEC(1));
+    }
+    timerfd_settime(m->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    m->armed_at = at;
+}
+
+int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
+    if (m == NULL) {
+        return SG_EINVAL;
+    }
+    int64_t now = multi_now(m);
+    run_due(m, now);
+    if (m->running == 0 && max_wait_ns < 0) {
+        return 0; /* everything ended in run_due: nothing would wake us */
+    }
+
+    int64_t next = sg_time_min(m->curl_timer_at, heap_top_deadline(m));
+    int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
+    if (next <= now) {
+        timeout_ms = 0;
+    } else {
+        arm_timer(m, next);
+    }
+    if (max_wait_ns >= 0) {
+        int64_t ms = (max_wait_ns + SG_MS(1) - 1) / SG_MS(1);
+        if (timeout_ms < 0 || ms < timeout_ms) {
+            timeout_ms = ms > 0x7fffffff ? 0x7fffffff : (int)ms;
+        }
+    }
+    struct epoll_event events[64];
+    int n = epoll_wait(m->epfd, events, 64, timeout_ms);
+    if (n < 0 && errno != EINTR) {
+        return SG_ESYS;
+    }
+    int still;
+    for (int i = 0; i < n; i++) {
+        int fd = events[i].data.fd;
+        if (fd == m->tfd) {
+            uint64_t expirations;
+            (void)!read(m->tfd, &expirations, sizeof(expirations));
+            m->armed_at = SG_TIME_NEVER; /* fired: a one-shot timer */
+            continue;
+        }
+        int flags = 0;
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+            flags |= CURL_CSELECT_IN;
+        }
+        if (events[i].events & EPOLLOUT) {
+            flags |= CURL_CSELECT_OUT;
+        }
+        if (events[i].events & EPOLLERR) {
+            flags |= CURL_CSELECT_ERR;
+        }
+        curl_multi_socket_action(m->multi, fd, flags, &still);
+    }
+    now = multi_now(m);
+    drain_messages(m, now);
+    run_due(m, now);
+    return m->running;
+}
+
+int sg_curl_multi_run(sg_curl_multi *m) {
+    if (m == NULL) {
+        return SG_EINVAL;
+    }
+    while (m->running > 0) {
+        int rv = sg_curl_multi_step(m, -1);
+        if (rv < 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
+    if (m == NULL || op == NULL) {
+        return SG_EINVAL;
+    }
+    if (op->state != SG__OP_NEW) {
+        return SG_ESTATE;
+    }
+    op->owner = m;
+    if (heap_push(m, op) != 0) {
+        op->owner = NULL;
+        return SG_ENOMEM;
+    }
+    m->running++;
+    if (sg__curl_op_start(op, m->multi, multi_now(m)) == 0) {
+        /* pushed with no deadline; now that an attempt runs, it has one */
+        sg__curl_multi_reschedule(m, op);
+    }
+    return 0;
+}
+
+int sg_curl_multi_fd(const sg_curl_multi *m) {
+    return m != NULL ? m->epfd : -1;
+}
+
+int sg_curl_multi_running(const sg_curl_multi *m) {
+    return m != NULL ? m->running : 0;
+}
+
+int sg_curl_perform(sg_curl_op *op) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    if (op->state != SG__OP_NEW) {
+        return SG_ESTATE;
+    }
+    sg_curl_multi *m;
+    int rv = sg_curl_multi_new(&m, op->opts.clock);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = sg_curl_multi_add(m, op);
+    if (rv == 0) {
+        rv = sg_curl_multi_run(m);
+    }
+    sg_curl_multi_free(m);
+    return rv;
+}

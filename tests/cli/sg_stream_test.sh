@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# sg-stream against a real sg-fakemodel: every flag, every exit code.
+# Usage: sg_stream_test.sh SG_STREAM SG_FAKEMODEL
+set -u
+SG=$1
+FM=$2
+. "$(dirname "$0")/../integration/fakemodel_lib.sh"
+
+fm_start "$FM"
+BASE=http://127.0.0.1:$FM_PORT
+TLS=https://localhost:$FM_PORT
+CHAT=$BASE/v1/chat/completions
+OUT=$FM_DIR/stdout
+ERR=$FM_DIR/stderr
+
+# expect CODE DESCRIPTION -- ARGS...: run sg-stream, check the exit status.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$SG" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        pass "$what (exit $rc)"
+    else
+        fail "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$ERR")"
+    fi
+}
+
+# has FILE TEXT DESCRIPTION
+has() {
+    if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $(head -c 400 "$1")"; fi
+}
+
+lines() { wc -l <"$1" | tr -d ' '; }
+
+# ---- usage and help --------------------------------------------------------
+expect 0 "--help" -- --help
+has "$OUT" "Usage: sg-stream" "--help prints the usage"
+has "$OUT" "Exit status" "--help documents the exit codes"
+expect 0 "--version" -- --version
+has "$OUT" "sg-stream" "--version names the program"
+
+for bad in "--idle 3x $CHAT" "--budget 0 $CHAT" "--budget -1s $CHAT" "--attempts 0 $CHAT" \
+    "--attempts 17 $CHAT" "--format xml $CHAT" "--output html $CHAT" "-H nocolon $CHAT" \
+    "--max-event-bytes 3 $CHAT" "--bogus $CHAT" "" "$CHAT extra" "--idle" \
+    "--first-item 400d $CHAT" "--budget 999999h $CHAT" "--idempotency-key $(printf 'a%.0s' $(seq 1 200)) $CHAT"; do
+    # shellcheck disable=SC2086
+    expect 2 "usage error: '${bad:0:40}'" -- $bad
+    if [ "$(lines "$ERR")" -eq 1 ]; then pass "one-line error"; else fail "error is not one line: $(cat "$ERR")"; fi
+done
+
+# ---- ok and the output formats -----------------------------------------------
+expect 0 "ok stream" -- --idle 2s "$CHAT?n=4&gap=5&_t=cli_ok"
+if [ "$(lines "$OUT")" -eq 4 ]; then pass "4 data lines"; else fail "got $(lines "$OUT") lines"; fi
+has "$OUT" '"choices"' "data lines carry the event data"
+
+expect 0 "jsonl output" -- --output jsonl "$CHAT?n=2&_t=cli_jsonl"
+has "$OUT" '{"event":"message","data":"{' "jsonl has event and escaped data"
+has "$OUT" '"id":' "jsonl has the last event id"
+
+expect 0 "no output" -- --output none -w '%{items}\n' "$CHAT?n=3&_t=cli_none"
+if [ "$(cat "$OUT")" = "3" ]; then pass "--output none prints only -w"; else fail "none: $(cat "$OUT")"; fi
+
+expect 0 "write-out variables" -- -q --output none \
+    -w '%{outcome} %{phase} %{attempts} %{items} %{http_status} %{partial} %{outcome_unknown} %{reason}\n' \
+    "$CHAT?n=2&_t=cli_w"
+has "$OUT" "ok streaming 1 2 200 false false ok" "-w prints outcome, phase, attempts, items, status, flags, reason"
+
+expect 0 "report to a file" -- --report "$FM_DIR/report.json" "$CHAT?n=2&_t=cli_report"
+has "$FM_DIR/report.json" '"outcome":"ok"' "the report has the outcome"
+has "$FM_DIR/report.json" '"attempts":[{' "the report lists the attempts"
+if command -v python3 >/dev/null && python3 -c 'import json,sys; json.load(open(sys.argv[1]))' "$FM_DIR/report.json"; then
+    pass "the report is valid JSON"
+fi
+expect 0 "report to stderr" -- --report - "$CHAT?n=1&_t=cli_report2"
+has "$ERR" '"outcome":"ok"' "--report - writes to stderr"
+
+# ---- exit 3: the clocks ------------------------------------------------------
+expect 3 "slow first item" -- --first-item 200ms "$CHAT?first_delay=3000&_t=cli_slow"
+has "$ERR" "first_item_timeout" "says first_item_timeout"
+expect 3 "stall" -- --idle 150ms "$CHAT?n=9&stall_after=2&stall=forever&_t=cli_stall"
+has "$ERR" "discard its output" "a partial attempt is flagged for discard"
+if [ "$(lines "$OUT")" -eq 2 ]; then pass "2 items before the stall"; else fail "stall lines $(lines "$OUT")"; fi
+expect 3 "keepalive trickle" -- --idle 150ms \
+    "$CHAT?n=9&stall_after=2&stall=forever&keepalive=20&_t=cli_trickle"
+has "$ERR" "idle_timeout" "keepalives do not reset the idle clock"
+expect 3 "stream total" -- --stream-total 250ms "$CHAT?runaway=1&gap=5&_t=cli_total"
+has "$ERR" "stream_timeout" "says stream_timeout"
+expect 3 "attempt timeout" -- --attempt-timeout 200ms --budget 10s "$CHAT?hang=1&_t=cli_att"
+has "$ERR" "timeout" "a hanging server ends in a timeout"
+expect 3 "connect timeout clock" -- --connect-timeout 5s --first-item 200ms "$CHAT?hang=1&_t=cli_conn"
+
+# ---- exit 4: budget and refused ---------------------------------------------
+expect 4 "budget exhausted" -- --budget 250ms "$CHAT?hang=1&_t=cli_budget"
+has "$ERR" "budget_exhausted" "says budget_exhausted"
+expect 4 "refused by the floor" -- --budget 100ms --floor 200ms "$CHAT?n=1&_t=cli_refused"
+has "$ERR" "refused" "says refused"
+if [ "$(fm_log "event=received" | grep -c "_t=cli_refused")" -eq 0 ]; then
+    pass "a refused operation never dials out"
+else
+    fail "a refused operation reached the server"
+fi
+
+# ---- exit 5: caps ------------------------------------------------------------
+expect 5 "item cap" -- --max-items 5 "$CHAT?runaway=1&gap=1&_t=cli_cap"
+if [ "$(lines "$OUT")" -eq 5 ]; then pass "exactly 5 items before the cap"; else fail "cap lines $(lines "$OUT")"; fi
+expect 5 "byte cap" -- --max-bytes 1000 "$CHAT?runaway=1&gap=1&_t=cli_bytes"
+
+# ---- exit 6: truncated -------------------------------------------------------
+expect 6 "abrupt close" -- "$CHAT?n=9&gap=5&drop_after=2&_t=cli_drop"
+expect 6 "no [DONE]" -- "$CHAT?n=2&no_done=1&_t=cli_nodone"
+expect 0 "--no-done accepts a clean end" -- --no-done "$CHAT?n=2&no_done=1&_t=cli_nodone2"
+expect 6 "--done with a custom sentinel" -- --done '[END]' "$CHAT?n=2&_t=cli_customdone"
+has "$OUT" "[DONE]" "with another sentinel, [DONE] is an ordinary item"
+
+# ---- exit 7: HTTP errors, retries, Retry-After --------------------------------
+expect 7 "http error" -- "$CHAT?status=500&_t=cli_500"
+expect 0 "429 then success with a key" -- --attempts 3 --idempotency-key cli-429 \
+    --deadline-header X-Deadline-Ms -d '{"q":1}' -w '%{attempts}\n' \
+    "$CHAT?status=429&retry_after=0&fail_first=2&n=1&_t=cli_429"
+has "$OUT" "3" "three attempts"
+if [ "$(fm_count cli-429 received)" -eq 3 ]; then pass "the server saw 3 requests with one key"; else fail "429 count"; fi
+if [ -n "$(fm_field cli-429 received x_deadline_ms)" ]; then pass "--deadline-header stamps X-Deadline-Ms"; else fail "no deadline header"; fi
+if [ "$(fm_field cli-429 received method)" = "POST" ]; then pass "-d makes a POST"; else fail "method"; fi
+expect 7 "retry-after beyond the budget stops at once" -- --attempts 3 --idempotency-key cli-ra \
+    --budget 2s "$CHAT?status=503&retry_after=30&fail_first=9&_t=cli_ra"
+if [ "$(fm_count cli-ra received)" -eq 1 ]; then pass "one request, no sleep into the deadline"; else fail "ra count"; fi
+expect 0 "backoff flags" -- --attempts 3 --idempotent --backoff-base 5ms --backoff-max 20ms \
+    -X GET "$CHAT?status=503&fail_first=1&n=1&_t=cli_backoff"
+
+# ---- exit 8: transport and protocol -----------------------------------------
+expect 8 "connection refused" -- --attempts 2 --backoff-base 5ms "http://127.0.0.1:1/"
+expect 8 "event over --max-event-bytes" -- --max-event-bytes 4096 "$CHAT?n=1&event_bytes=100000&_t=cli_huge"
+has "$ERR" "protocol_error" "says protocol_error"
+expect 8 "TLS without the CA is refused" -- "$TLS/v1/chat/completions?n=1&_t=cli_tlsbad"
+expect 0 "TLS with --cacert" -- --cacert "$FM_CA" "$TLS/v1/chat/completions?n=1&_t=cli_tls"
+
+# ---- unsafe POST that times out: outcome unknown -------------------------------
+expect 3 "unsafe POST that times out" -- --attempts 3 --first-item 200ms -d '{"charge":1}' \
+    -w '%{outcome_unknown} %{attempts}\n' "$CHAT?hang=1&_t=cli_unsafe"
+has "$OUT" "true 1" "outcome unknown, not retried"
+has "$ERR" "outcome unknown" "stderr says outcome unknown"
+
+# ---- request flags ------------------------------------------------------------
+printf '{"from":"file"}' >"$FM_DIR/body.json"
+expect 0 "-d @FILE, -X, -H" -- -X GET -H 'X-Custom: 1' -d @"$FM_DIR/body.json" \
+    --idempotency-key cli-put "$CHAT?n=1&_t=cli_put"
+if [ "$(fm_field cli-put received method)" = "GET" ]; then pass "-X GET overrides -d's POST"; else fail "-X"; fi
+if [ "$(fm_field cli-put received body_bytes | tr -d '}')" = "15" ]; then pass "-d @FILE sends the file"; else fail "body bytes $(fm_field cli-put received body_bytes)"; fi
+expect 0 "--grpc-timeout" -- --grpc-timeout --idempotency-key cli-grpc "$CHAT?n=1&_t=cli_grpc"
+if [ -n "$(fm_field cli-grpc received grpc_timeout)" ]; then pass "grpc-timeout stamped"; else fail "no grpc-timeout"; fi
+expect 0 "--http1.1" -- --http1.1 --idempotency-key cli-h1 "$CHAT?n=1&_t=cli_h1"
+if [ "$(fm_field cli-h1 received proto)" = "h1" ]; then pass "HTTP/1.1"; else fail "proto h1"; fi
+expect 0 "--http2 (h2c)" -- --http2 --idempotency-key cli-h2 "$CHAT?n=1&_t=cli_h2"
+if [ "$(fm_field cli-h2 received proto)" = "h2" ]; then pass "HTTP/2"; else fail "proto h2: $(fm_field cli-h2 received proto)"; fi
+
+# ---- framings -----------------------------------------------------------------
+expect 0 "--format ndjson" -- --format ndjson "$BASE/ndjson?n=3&_t=cli_nd"
+if [ "$(lines "$OUT")" -ge 3 ]; then pass "ndjson lines"; else fail "ndjson lines"; fi
+expect 0 "--done-event message_stop" -- --done-event message_stop --output jsonl \
+    "$BASE/v1/messages?n=2&_t=cli_anth"
+has "$OUT" '"event":"message_stop"' "the terminal event is delivered"
+
+# ---- quiet ---------------------------------------------------------------------
+expect 3 "-q" -- -q --idle 100ms "$CHAT?n=9&stall_after=1&stall=forever&_t=cli_quiet"
+if [ ! -s "$ERR" ]; then pass "-q prints nothing on stderr"; else fail "-q stderr: $(cat "$ERR")"; fi
+
+# ---- items are flushed one by one ----------------------------------------------
+"$SG" --no-done "$CHAT?n=3&gap=400&no_done=1&_t=cli_flush" >"$FM_DIR/flush" 2>/dev/null &
+SGPID=$!
+sleep 0.3
+if [ "$(lines "$FM_DIR/flush")" -ge 1 ]; then pass "the first item is out before the stream ends"; else fail "items not flushed"; fi
+wait $SGPID
+
+fm_finish

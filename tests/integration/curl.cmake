@@ -1,0 +1,10 @@
+# The libcurl transport against the real sg-fakemodel (included by
+# tests/integration/CMakeLists.txt).
+if(SG_CURL_SOURCES AND TARGET sg-fakemodel)
+  add_executable(curl_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_transport_test.c)
+  target_link_libraries(curl_transport_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+  target_compile_options(curl_transport_test PRIVATE -Wall -Wextra)
+  add_test(NAME integration.curl_transport
+           COMMAND curl_transport_test $<TARGET_FILE:sg-fakemodel>)
+  set_tests_properties(integration.curl_transport PROPERTIES LABELS integration TIMEOUT 300)
+endif()

@@ -1,0 +1,764 @@
+/*
+ * The libcurl transport against the real fault server, over real loopback
+ * sockets: every scenario's outcome, phase, partial flag, what the server
+ * saw (requests, idempotency keys, deadline headers, timestamps), and
+ * timing bounds (never early; late by at most a generous slack, so a slow
+ * or sanitised machine does not fail the suite).
+ *
+ * Usage: curl_transport_test PATH/TO/sg-fakemodel
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <streamguard/curl.h>
+
+#define SLACK SG_MS(400) /* upper timing bound: generous for ASan/valgrind */
+
+static const char *fakemodel_path;
+static fm_server server;
+
+typedef struct spec {
+    const char *path; /* path and query, a unique "_t=NAME." tag inside */
+    const char *method;
+    const char *body;
+    const char *key;
+    bool idempotent;
+    uint32_t attempts;
+    int64_t budget, first_item, idle, stream_total, attempt_timeout, connect, floor;
+    int64_t backoff_base;
+    uint64_t max_items;
+    size_t max_event;
+    sg_format format;
+    const char *terminal_data; /* "[DONE]" unless no_done */
+    const char *terminal_type;
+    bool no_done;
+    bool deadline_header;
+    bool tls;
+    bool no_cafile;
+    long http_version;
+    int cancel_after; /* cancel from on_item after N items; 0 = never */
+    int port;         /* 0 = the fault server */
+} spec;
+
+typedef struct result {
+    sg_outcome outcome;
+    sg_phase phase;
+    bool partial;
+    bool unknown;
+    uint32_t attempts;
+    uint64_t items; /* delivered to on_item */
+    int discards;
+    int64_t started; /* monotonic instant the operation started */
+    int64_t elapsed_ns;
+    int http_status;
+    sg_op_reason reason;
+    char last_event[64];
+    char report[32768];
+} result;
+
+static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    result *r = ((void **)ud)[0];
+    const spec *s = ((void **)ud)[1];
+    r->items++;
+    size_t n = item->event_len < sizeof(r->last_event) - 1 ? item->event_len
+                                                           : sizeof(r->last_event) - 1;
+    memcpy(r->last_event, item->event, n);
+    r->last_event[n] = '\0';
+    return s->cancel_after > 0 && r->items >= (uint64_t)s->cancel_after;
+}
+
+static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome o, void *ud) {
+    (void)op;
+    (void)attempt;
+    (void)o;
+    result *r = ((void **)ud)[0];
+    r->discards++;
+}
+
+static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
+                      sg_curl_options *co, char *url, size_t url_len) {
+    CURL *e = curl_easy_init();
+    assert_non_null(e);
+    if (s->port != 0) {
+        snprintf(url, url_len, "http://127.0.0.1:%d%s", s->port, s->path);
+    } else {
+        snprintf(url, url_len, "%s%s", s->tls ? server.tls_base : server.base, s->path);
+    }
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    if (s->body != NULL) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, s->body);
+    }
+    if (s->http_version != 0) {
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, s->http_version);
+    }
+    sg_op_options_init(po);
+    assert_int_equal(sg_op_options_set_method(po, s->method ? s->method : "GET"), 0);
+    assert_int_equal(sg_op_options_set_budget(po, s->budget ? s->budget : SG_SEC(10)), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, s->attempts ? s->attempts : 1),
+                     0);
+    if (s->first_item) {
+        sg_op_options_set_first_item_timeout(po, s->first_item);
+    }
+    if (s->idle) {
+        sg_op_options_set_idle_timeout(po, s->idle);
+    }
+    if (s->stream_total) {
+        sg_op_options_set_stream_timeout(po, s->stream_total);
+    }
+    if (s->attempt_timeout) {
+        sg_op_options_set_attempt_timeout(po, s->attempt_timeout);
+    }
+    if (s->connect) {
+        sg_op_options_set_connect_timeout(po, s->connect);
+    }
+    if (s->floor) {
+        sg_op_options_set_floor(po, s->floor);
+    }
+    if (s->backoff_base) {
+        sg_op_options_set_backoff(po, s->backoff_base, s->backoff_base * 4);
+    }
+    if (s->max_items) {
+        sg_op_options_set_max_items(po, s->max_items);
+    }
+    if (s->key) {
+        assert_int_equal(sg_op_options_set_idempotency_key(po, s->key), 0);
+    }
+    if (s->idempotent) {
+        sg_op_options_set_idempotent(po, true);
+    }
+    memset(co, 0, sizeof(*co));
+    co->format = s->format;
+    co->terminal_data = s->no_done || s->format == SG_FORMAT_NDJSON || s->terminal_type
+                            ? s->terminal_data
+                            : (s->terminal_data ? s->terminal_data : "[DONE]");
+    co->terminal_type = s->terminal_type;
+    co->max_event = s->max_event;
+    co->max_line = s->max_event;
+    co->deadline_header = s->deadline_header;
+    co->cafile = s->tls && !s->no_cafile ? server.ca_path : NULL;
+    *easy_out = e;
+}
+
+static void collect(result *r, sg_curl_op *op, int64_t t0) {
+    const sg_op *pol = sg_curl_op_policy(op);
+    r->outcome = sg_curl_op_outcome(op);
+    r->attempts = sg_op_attempt_count(pol);
+    r->reason = sg_op_final_reason(pol);
+    const sg_op_attempt *last =
+        r->attempts ? sg_op_attempt_at(pol, r->attempts - 1) : NULL;
+    if (last != NULL) {
+        r->phase = last->phase;
+        r->partial = last->partial;
+        r->unknown = last->outcome_unknown;
+        r->http_status = last->http_status;
+    }
+    r->started = t0;
+    assert_int_equal(sg_curl_op_report(op, r->report, sizeof(r->report), NULL), 0);
+}
+
+static void run(const spec *s, result *r) {
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    memset(r, 0, sizeof(*r));
+    configure(s, &e, &po, &co, url, sizeof(url));
+    void *ud[2] = {r, (void *)s};
+    sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    int64_t t0 = sg_clock_now(NULL);
+    assert_int_equal(sg_curl_perform(op), 0);
+    r->elapsed_ns = sg_clock_now(NULL) - t0;
+    assert_true(sg_curl_op_done(op));
+    collect(r, op, t0);
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+}
+
+/* How many requests with this tag the server received. */
+static int received(const char *tag) {
+    char *log = fm_fetch(&server, "/_log?event=received", 0);
+    assert_non_null(log);
+    int n = fm_count(log, tag);
+    free(log);
+    return n;
+}
+
+static void assert_between(int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+        fail_msg("%lld ms not in [%lld, %lld] ms", (long long)(v / SG_MS(1)),
+                 (long long)(lo / SG_MS(1)), (long long)(hi / SG_MS(1)));
+    }
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void ok_stream_delivers_every_item_and_ends_ok(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=5&gap=5&_t=ok1.", .idle = SG_SEC(2)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_int_equal(r.phase, SG_PHASE_STREAMING);
+    assert_false(r.partial);
+    assert_int_equal(r.items, 5);
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(received("_t=ok1."), 1);
+}
+
+static void slow_headers_hit_the_first_item_deadline_in_wait_headers(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?headers_delay=3000&_t=slowhdr.",
+              .first_item = SG_MS(200)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "wait_headers");
+    assert_false(r.partial);
+    assert_between(r.elapsed_ns, SG_MS(200), SG_MS(200) + SLACK);
+}
+
+static void slow_first_item_hits_the_first_item_deadline(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?first_delay=3000&_t=slowfirst.",
+              .first_item = SG_MS(200)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "wait_first_item");
+    assert_false(r.partial);
+    assert_int_equal(r.items, 0);
+    assert_between(r.elapsed_ns, SG_MS(200), SG_MS(200) + SLACK);
+}
+
+static void stall_after_items_is_an_idle_timeout_partial_and_never_retried(void **state) {
+    (void)state;
+    spec s = {.path =
+                  "/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&_t=stall.",
+              .idle = SG_MS(150),
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "idle_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "streaming");
+    assert_true(r.partial);
+    assert_int_equal(r.items, 2);
+    assert_int_equal(r.discards, 1);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(sg_op_reason_name(r.reason), "partial_stream");
+    assert_int_equal(received("_t=stall."), 1);
+    assert_between(r.elapsed_ns, SG_MS(150), SG_MS(150) + SLACK);
+}
+
+static void keepalive_comments_never_reset_the_idle_clock(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&"
+                      "keepalive=20&_t=trickle.",
+              .idle = SG_MS(200)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "idle_timeout");
+    assert_true(r.partial);
+    assert_int_equal(r.items, 2);
+    assert_between(r.elapsed_ns, SG_MS(200), SG_MS(200) + SLACK);
+}
+
+static void keepalive_only_never_counts_as_a_first_item(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?keepalive_only=1&keepalive=20&_t=kaonly.",
+              .first_item = SG_MS(250)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "wait_first_item");
+    assert_int_equal(r.items, 0);
+    assert_between(r.elapsed_ns, SG_MS(250), SG_MS(250) + SLACK);
+}
+
+static void runaway_generation_is_capped_at_exactly_max_items(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?runaway=1&gap=1&_t=runaway.",
+              .max_items = 20};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "cap_exceeded");
+    assert_int_equal(r.items, 20);
+    assert_true(r.partial);
+}
+
+static void runaway_generation_hits_the_stream_total(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?runaway=1&gap=5&_t=runtotal.",
+              .stream_total = SG_MS(300)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "stream_timeout");
+    assert_true(r.partial);
+    assert_between(r.elapsed_ns, SG_MS(300), SG_MS(300) + SLACK);
+}
+
+static void abrupt_close_after_items_is_truncated_and_partial(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=10&gap=5&drop_after=2&_t=drop.",
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "truncated");
+    assert_true(r.partial);
+    assert_int_equal(r.items, 2);
+    assert_int_equal(r.attempts, 1);
+}
+
+static void clean_end_without_the_sentinel_is_truncated(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=3&gap=5&no_done=1&_t=nodone."};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "truncated");
+    assert_true(r.partial);
+    assert_int_equal(r.items, 3);
+}
+
+static void without_a_sentinel_a_complete_body_is_ok(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=3&gap=5&no_done=1&_t=nodoneok.",
+              .no_done = true};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_int_equal(r.items, 3);
+}
+
+static void
+status_429_then_success_retries_with_one_key_and_a_shrinking_deadline(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?status=429&retry_after=1&fail_first=2&n=2&"
+                      "_t=r429.",
+              .method = "POST",
+              .body = "{\"prompt\":\"hi\"}",
+              .key = "it-429-key",
+              .attempts = 3,
+              .budget = SG_SEC(5),
+              .deadline_header = true};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_int_equal(r.attempts, 3);
+    char *log = fm_fetch(&server, "/_log?event=received&key=it-429-key", 0);
+    assert_non_null(log);
+    assert_int_equal(fm_count(log, "\"event\":\"received\""), 3);
+    assert_int_equal(fm_count(log, "\"idempotency_key\":\"it-429-key\""), 3);
+    /* the deadline header, stamped fresh, shrinks across attempts */
+    long prev = 5001;
+    int seen = 0;
+    for (const char *p = log; (p = strstr(p, "\"x_deadline_ms\":\"")) != NULL; seen++) {
+        p += strlen("\"x_deadline_ms\":\"");
+        long v = strtol(p, NULL, 10);
+        assert_true(v > 0);
+        assert_true(v < prev);
+        prev = v;
+    }
+    assert_int_equal(seen, 3);
+    free(log);
+}
+
+static void retry_after_beyond_the_budget_stops_at_once(void **state) {
+    (void)state;
+    spec s = {.path =
+                  "/v1/chat/completions?status=503&retry_after=30&fail_first=5&_t=ra30.",
+              .key = "it-ra30-key",
+              .method = "POST",
+              .body = "{}",
+              .attempts = 3,
+              .budget = SG_SEC(3)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_int_equal(r.http_status, 503);
+    assert_int_equal(r.attempts, 1);
+    assert_true(r.elapsed_ns < SG_MS(500) + SLACK);
+    assert_int_equal(received("_t=ra30."), 1);
+}
+
+static void a_final_error_status_is_not_retried(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?status=404&_t=s404.", .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_int_equal(r.http_status, 404);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(sg_op_reason_name(r.reason), "final_status");
+}
+
+static void
+a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?hang=1&_t=hang.", .first_item = SG_MS(200)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "wait_headers");
+    assert_int_equal(received("_t=hang."), 1);
+}
+
+static void unsafe_post_that_times_out_after_send_is_outcome_unknown(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?hang=1&_t=unsafe.",
+              .method = "POST",
+              .body = "{\"charge\":1}",
+              .first_item = SG_MS(200),
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_true(r.unknown);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(sg_op_reason_name(r.reason), "outcome_unknown");
+    assert_int_equal(received("_t=unsafe."), 1);
+    assert_non_null(strstr(r.report, "\"outcome_unknown\":true"));
+}
+
+static void keyed_post_that_times_out_is_retried_with_the_same_key(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?hang=1&_t=keyed.",
+              .method = "POST",
+              .body = "{}",
+              .key = "it-keyed-key",
+              .first_item = SG_MS(120),
+              .backoff_base = SG_MS(5),
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "first_item_timeout");
+    assert_false(r.unknown);
+    assert_int_equal(r.attempts, 3);
+    char *log = fm_fetch(&server, "/_log?event=received&key=it-keyed-key", 0);
+    assert_int_equal(fm_count(log, "\"idempotency_key\":\"it-keyed-key\""), 3);
+    free(log);
+}
+
+static void no_request_starts_after_the_budget(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?hang=1&_t=budget.",
+              .budget = SG_MS(400),
+              .attempt_timeout = SG_MS(90),
+              .backoff_base = SG_MS(5),
+              .attempts = 16};
+    result r;
+    run(&s, &r);
+    assert_true(r.outcome == SG_OUTCOME_BUDGET_EXHAUSTED ||
+                r.outcome == SG_OUTCOME_ATTEMPT_TIMEOUT ||
+                r.outcome == SG_OUTCOME_REFUSED);
+    assert_true(r.attempts >= 2);
+    assert_true(r.elapsed_ns < SG_MS(400) + SLACK);
+    char *log = fm_fetch(&server, "/_log?event=received", 0);
+    int n = 0;
+    for (const char *p = log; (p = strstr(p, "_t=budget.")) != NULL; p++) {
+        /* find this line's t_ns: the server's monotonic clock is ours */
+        const char *line = p;
+        while (line > log && line[-1] != '\n') {
+            line--;
+        }
+        const char *t = strstr(line, "\"t_ns\":");
+        assert_non_null(t);
+        long long t_ns = strtoll(t + 7, NULL, 10);
+        assert_true(t_ns < r.started + SG_MS(400));
+        n++;
+    }
+    free(log);
+    assert_int_equal(n, (int)r.attempts);
+}
+
+static void refused_connection_is_a_transport_error_in_connect_and_retried(void **state) {
+    (void)state;
+    /* A port that was just free: connect is refused at once. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(fd, (struct sockaddr *)&a, &len);
+    close(fd);
+    spec s = {.path = "/x",
+              .method = "POST",
+              .body = "{}",
+              .port = ntohs(a.sin_port),
+              .attempts = 3,
+              .backoff_base = SG_MS(5)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "transport_error");
+    assert_string_equal(sg_phase_name(r.phase), "connect");
+    assert_false(r.unknown);
+    assert_int_equal(r.attempts, 3); /* never sent: safe even for a POST */
+}
+
+static void a_consumer_can_cancel_from_the_item_callback(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=10&gap=5&_t=cancel.",
+              .cancel_after = 2,
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "cancelled");
+    assert_int_equal(r.items, 2);
+    assert_int_equal(r.attempts, 1);
+}
+
+static void an_event_over_the_limit_is_a_protocol_error(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=2&event_bytes=100000&_t=huge.",
+              .max_event = 4096};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "protocol_error");
+}
+
+static void an_ndjson_stream_is_one_item_per_line(void **state) {
+    (void)state;
+    spec s = {.path = "/ndjson?n=4&gap=5&_t=nd.", .format = SG_FORMAT_NDJSON};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_true(r.items >= 4);
+}
+
+static void an_anthropic_stream_ends_cleanly_at_message_stop(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/messages?n=3&gap=5&_t=anth.", .terminal_type = "message_stop"};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_string_equal(r.last_event, "message_stop");
+    assert_true(r.items >= 3);
+}
+
+static void tls_is_verified_against_the_given_ca(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=2&_t=tls.", .tls = true};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    spec bad = {
+        .path = "/v1/chat/completions?n=2&_t=tlsbad.", .tls = true, .no_cafile = true};
+    run(&bad, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "transport_error");
+    assert_string_equal(sg_phase_name(r.phase), "connect");
+    assert_int_equal(received("_t=tlsbad."), 0);
+}
+
+static void http2_through_libcurl_works_over_h2c_and_tls(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=3&gap=5&_t=h2c.",
+              .http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE,
+              .idle = SG_MS(500)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    spec t = {.path =
+                  "/v1/chat/completions?n=3&gap=5&stall_after=1&stall=forever&_t=h2tls.",
+              .tls = true,
+              .http_version = CURL_HTTP_VERSION_2TLS,
+              .idle = SG_MS(150)};
+    run(&t, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "idle_timeout");
+    char *log = fm_fetch(&server, "/_log?event=received", 0);
+    const char *line = strstr(log, "_t=h2tls.");
+    assert_non_null(line);
+    while (line > log && line[-1] != '\n') {
+        line--;
+    }
+    assert_non_null(strstr(line, "\"proto\":\"h2\""));
+    free(log);
+}
+
+/* ---- many operations on the managed multi, and the caller's own multi ---- */
+
+struct multi_case {
+    const char *path;
+    const char *want;
+    sg_outcome got;
+    uint64_t items;
+    bool done;
+};
+
+static int count_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((struct multi_case *)ud)->items++;
+    return 0;
+}
+
+static void mark_done(sg_curl_op *op, void *ud) {
+    struct multi_case *c = ud;
+    c->done = true;
+    c->got = sg_curl_op_outcome(op);
+}
+
+static void many_operations_run_concurrently_on_one_thread(void **state) {
+    (void)state;
+    enum { N = 60 };
+    static const char *paths[3][2] = {
+        {"/v1/chat/completions?n=5&gap=10&_t=m_ok.", "ok"},
+        {"/v1/chat/completions?n=5&gap=10&stall_after=1&stall=forever&_t=m_stall.",
+         "idle_timeout"},
+        {"/v1/chat/completions?first_delay=5000&_t=m_slow.", "first_item_timeout"},
+    };
+    struct multi_case cases[N];
+    CURL *easy[N];
+    sg_curl_op *ops[N];
+    sg_curl_multi *m;
+    char urls[N][256];
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_first_item_timeout(&po, SG_MS(300));
+    sg_op_options_set_idle_timeout(&po, SG_MS(200));
+    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    int64_t t0 = sg_clock_now(NULL);
+    for (int i = 0; i < N; i++) {
+        cases[i] = (struct multi_case){paths[i % 3][0], paths[i % 3][1], 0, 0, false};
+        snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, cases[i].path);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    int64_t elapsed = sg_clock_now(NULL) - t0;
+    for (int i = 0; i < N; i++) {
+        assert_true(cases[i].done);
+        assert_string_equal(sg_outcome_name(cases[i].got), cases[i].want);
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    /* concurrent, not one after another */
+    assert_true(elapsed < SG_MS(300) + SLACK + SG_MS(600));
+    sg_curl_multi_free(m);
+}
+
+static void a_caller_driven_multi_enforces_the_clocks(void **state) {
+    (void)state;
+    CURLM *multi = curl_multi_init();
+    struct multi_case c[2] = {
+        {"/v1/chat/completions?n=4&gap=10&_t=own_ok.", "ok", 0, 0, false},
+        {"/v1/chat/completions?n=4&gap=10&stall_after=1&stall=forever&_t=own_stall.",
+         "idle_timeout", 0, 0, false},
+    };
+    CURL *easy[2];
+    sg_curl_op *ops[2];
+    char urls[2][256];
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_idle_timeout(&po, SG_MS(150));
+    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    for (int i = 0; i < 2; i++) {
+        snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, c[i].path);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_op_attach(ops[i], multi, sg_clock_now(NULL)), 0);
+    }
+    /* The caller's loop: poll no longer than the earliest op deadline. */
+    while (!(c[0].done && c[1].done)) {
+        int64_t now = sg_clock_now(NULL);
+        int64_t next = sg_time_min(sg_curl_op_next_deadline(ops[0]),
+                                   sg_curl_op_next_deadline(ops[1]));
+        int wait_ms = next == SG_TIME_NEVER ? 100 : (int)((next - now) / SG_MS(1)) + 1;
+        if (wait_ms < 0) {
+            wait_ms = 0;
+        }
+        int running;
+        curl_multi_poll(multi, NULL, 0, wait_ms, NULL);
+        curl_multi_perform(multi, &running);
+        CURLMsg *msg;
+        int left;
+        now = sg_clock_now(NULL);
+        while ((msg = curl_multi_info_read(multi, &left)) != NULL) {
+            for (int i = 0; i < 2; i++) {
+                if (msg->msg == CURLMSG_DONE && msg->easy_handle == easy[i]) {
+                    assert_int_equal(sg_curl_op_complete(ops[i], msg->data.result, now),
+                                     0);
+                }
+            }
+        }
+        for (int i = 0; i < 2; i++) {
+            sg_curl_op_tick(ops[i], now);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(sg_outcome_name(c[i].got), c[i].want);
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_multi_cleanup(multi);
+}
+
+static int setup(void **state) {
+    (void)state;
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    return fm_start(&server, fakemodel_path);
+}
+
+static int teardown(void **state) {
+    (void)state;
+    fm_stop(&server);
+    curl_global_cleanup();
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
+        return 2;
+    }
+    fakemodel_path = argv[1];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(ok_stream_delivers_every_item_and_ends_ok),
+        cmocka_unit_test(slow_headers_hit_the_first_item_deadline_in_wait_headers),
+        cmocka_unit_test(slow_first_item_hits_the_first_item_deadline),
+        cmocka_unit_test(stall_after_items_is_an_idle_timeout_partial_and_never_retried),
+        cmocka_unit_test(keepalive_comments_never_reset_the_idle_clock),
+        cmocka_unit_test(keepalive_only_never_counts_as_a_first_item),
+        cmocka_unit_test(runaway_generation_is_capped_at_exactly_max_items),
+        cmocka_unit_test(runaway_generation_hits_the_stream_total),
+        cmocka_unit_test(abrupt_close_after_items_is_truncated_and_partial),
+        cmocka_unit_test(clean_end_without_the_sentinel_is_truncated),
+        cmocka_unit_test(without_a_sentinel_a_complete_body_is_ok),
+        cmocka_unit_test(
+            status_429_then_success_retries_with_one_key_and_a_shrinking_deadline),
+        cmocka_unit_test(retry_after_beyond_the_budget_stops_at_once),
+        cmocka_unit_test(a_final_error_status_is_not_retried),
+        cmocka_unit_test(
+            a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers),
+        cmocka_unit_test(unsafe_post_that_times_out_after_send_is_outcome_unknown),
+        cmocka_unit_test(keyed_post_that_times_out_is_retried_with_the_same_key),
+        cmocka_unit_test(no_request_starts_after_the_budget),
+        cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
+        cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
+        cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
+        cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),
+        cmocka_unit_test(an_anthropic_stream_ends_cleanly_at_message_stop),
+        cmocka_unit_test(tls_is_verified_against_the_given_ca),
+        cmocka_unit_test(http2_through_libcurl_works_over_h2c_and_tls),
+        cmocka_unit_test(many_operations_run_concurrently_on_one_thread),
+        cmocka_unit_test(a_caller_driven_multi_enforces_the_clocks),
+    };
+    return cmocka_run_group_tests_name("curl_transport", tests, setup, teardown);
+}

@@ -1,0 +1,243 @@
+#!/usr/bin/env bash
+# Every sg-fakemodel scenario over one protocol, with the curl command, and
+# the server's log checked for each.
+#   fakemodel_scenarios.sh SERVER PROTO CLIENT    PROTO: h1 | h2c | h1tls | h2tls
+# "A && B || fail ..." is meant: fail unless both hold.
+# shellcheck disable=SC2015
+SERVER=$1
+PROTO=$2
+CLIENT=$3
+. "$(dirname "$0")/fakemodel_lib.sh"
+
+fm_start "$SERVER"
+case "$PROTO" in
+h1) BASE=http://127.0.0.1:$FM_PORT; OPTS=(--http1.1); VER=1.1; LP=h1; TLS=false ;;
+h2c) BASE=http://127.0.0.1:$FM_PORT; OPTS=(--http2-prior-knowledge); VER=2; LP=h2; TLS=false ;;
+h1tls) BASE=https://localhost:$FM_PORT; OPTS=(--http1.1 --cacert "$FM_CA"); VER=1.1; LP=h1; TLS=true ;;
+h2tls) BASE=https://localhost:$FM_PORT; OPTS=(--http2 --cacert "$FM_CA"); VER=2; LP=h2; TLS=true ;;
+*) echo "unknown protocol $PROTO" >&2; exit 2 ;;
+esac
+# localhost may resolve to ::1 first; the server listens on 127.0.0.1.
+OPTS+=(--resolve "localhost:$FM_PORT:127.0.0.1")
+B=$FM_DIR/body
+H=$FM_DIR/headers
+
+# req KEY PATH [curl options...]: body to $B, headers to $H, sets RC and W
+# (http_version time_starttransfer time_total http_code).
+req() {
+    local key=$1 path=$2
+    shift 2
+    RC=0
+    rm -f "$B" "$H"
+    W=$(curl -sS --no-buffer "${OPTS[@]}" -H "Idempotency-Key: $PROTO-$key" -D "$H" -o "$B" \
+        -w '%{http_version} %{time_starttransfer} %{time_total} %{http_code}' "$@" \
+        "$BASE$path" 2>"$FM_DIR/curl.err") || RC=$?
+    # shellcheck disable=SC2086 # split on purpose
+    set -- $W
+    V=$1 TSTART=$2 TTOTAL=$3 CODE=$4
+}
+K() { echo "$PROTO-$1"; }
+items() { grep -c "tok[0-9]" "$B" 2>/dev/null || true; }
+
+# ---- normal stream, with deadline headers and a POST body
+req normal '/v1/chat/completions?n=3&gap=10' -X POST -H 'Content-Type: application/json' \
+    -H 'X-Deadline-Ms: 4213' -H 'grpc-timeout: 4213m' -d '{"messages":[]}'
+[ "$RC" = 0 ] && [ "$CODE" = 200 ] || fail "normal: rc=$RC code=$CODE"
+[ "$V" = "$VER" ] || fail "normal: http_version $V, want $VER"
+[ "$(items)" = 3 ] || fail "normal: $(items) items"
+grep -q '"content":"tok2"' "$B" || fail "normal: no tok2"
+[ "$(tail -n 2 "$B" | head -n 1)" = "data: [DONE]" ] || fail "normal: no [DONE] at the end"
+grep -qi '^content-type: text/event-stream' "$H" || fail "normal: content-type"
+L=$(fm_log "key=$(K normal)&event=received")
+echo "$L" | grep -q "\"proto\":\"$LP\",\"tls\":$TLS" || fail "normal: received proto/tls: $L"
+echo "$L" | grep -q '"method":"POST","path":"/v1/chat/completions","query":"n=3&gap=10"' ||
+    fail "normal: received method/path/query"
+echo "$L" | grep -q '"x_deadline_ms":"4213","grpc_timeout":"4213m","body_bytes":15' ||
+    fail "normal: deadline headers / body bytes: $L"
+[ "$(fm_field "$(K normal)" finished reason)" = "done" ] || fail "normal: finished reason"
+[ "$(fm_field "$(K normal)" finished items)" = 3 ] || fail "normal: finished items"
+[ "$(fm_count "$(K normal)" headers_sent)" = 1 ] || fail "normal: headers_sent"
+[ "$(fm_count "$(K normal)" first_item_sent)" = 1 ] || fail "normal: first_item_sent"
+if [ "$LP" = h2 ]; then
+    echo "$L" | grep -q '"stream_id":1' || fail "normal: h2 stream id"
+fi
+pass normal
+
+# ---- slow headers
+req hdelay '/stream?n=1&headers_delay=300'
+[ "$RC" = 0 ] && ge "$TSTART" 0.3 || fail "headers_delay: rc=$RC starttransfer=$TSTART"
+ge "$(fm_field "$(K hdelay)" headers_sent since_received_ms)" 300 || fail "headers_delay: log"
+pass headers_delay
+
+# ---- slow first item
+req fdelay '/stream?n=2&gap=0&first_delay=300'
+[ "$RC" = 0 ] && ge "$TTOTAL" 0.3 || fail "first_delay: rc=$RC total=$TTOTAL"
+ge 100 "$(fm_field "$(K fdelay)" headers_sent since_received_ms)" || fail "first_delay: headers late"
+ge "$(fm_field "$(K fdelay)" first_item_sent since_received_ms)" 300 || fail "first_delay: log"
+pass first_delay
+
+# ---- stall for a time
+req stall '/stream?n=3&gap=0&stall_after=1&stall=300'
+[ "$RC" = 0 ] && [ "$(items)" = 3 ] && ge "$TTOTAL" 0.3 || fail "stall: rc=$RC items=$(items)"
+[ "$(fm_field "$(K stall)" stall_started items)" = 1 ] || fail "stall: stall_started"
+pass stall
+
+# ---- stall forever: the client gives up, the server logs it
+req stallf '/stream?n=3&gap=0&stall_after=1&stall=forever' -m 0.5
+[ "$RC" = 28 ] && [ "$(items)" = 1 ] || fail "stall forever: rc=$RC items=$(items)"
+fm_wait_event "$(K stallf)" client_gone || fail "stall forever: no client_gone"
+[ "$(fm_count "$(K stallf)" finished)" = 0 ] || fail "stall forever: finished?"
+pass stall_forever
+
+# ---- keepalive comments during a stall
+req ka '/stream?n=2&gap=0&stall_after=1&stall=300&keepalive=50'
+KA=$(grep -c '^: keepalive' "$B")
+[ "$RC" = 0 ] && [ "$(items)" = 2 ] && [ "$KA" -ge 3 ] || fail "keepalive: rc=$RC ka=$KA"
+pass keepalive
+
+# ---- keepalive comments only
+req kaonly '/stream?keepalive_only=1&keepalive=50' -m 0.5
+KA=$(grep -c '^: keepalive' "$B")
+[ "$RC" = 28 ] && [ "$KA" -ge 4 ] && [ "$(items)" = 0 ] || fail "keepalive_only: rc=$RC ka=$KA"
+fm_wait_event "$(K kaonly)" client_gone || fail "keepalive_only: no client_gone"
+pass keepalive_only
+
+# ---- K items then keepalive forever
+req katrickle '/stream?n=10&gap=0&stall_after=2&stall=forever&keepalive=50' -m 0.5
+KA=$(grep -c '^: keepalive' "$B")
+[ "$RC" = 28 ] && [ "$(items)" = 2 ] && [ "$KA" -ge 4 ] || fail "trickle: rc=$RC items=$(items) ka=$KA"
+pass items_then_keepalive
+
+# ---- runaway
+req runaway '/stream?runaway=1&gap=1' -m 0.5
+N=$(items)
+[ "$RC" = 28 ] && [ "$N" -ge 50 ] || fail "runaway: rc=$RC items=$N"
+fm_wait_event "$(K runaway)" client_gone || fail "runaway: no client_gone"
+ge "$(fm_field "$(K runaway)" client_gone items)" "$N" || fail "runaway: gone items < seen"
+pass runaway
+
+# ---- abrupt close after K items
+# A wide gap: curl drops DATA that arrives in the same read as RST_STREAM.
+req drop '/stream?n=5&gap=100&drop_after=2'
+[ "$RC" != 0 ] && [ "$(items)" = 2 ] || fail "drop: rc=$RC items=$(items)"
+grep -q DONE "$B" && fail "drop: [DONE] present"
+[ "$(fm_field "$(K drop)" finished reason)" = dropped ] || fail "drop: reason"
+[ "$(fm_field "$(K drop)" finished items)" = 2 ] || fail "drop: items"
+if [ "$LP" = h2 ]; then
+    grep -q 'INTERNAL_ERROR' "$FM_DIR/curl.err" || fail "drop: h2 default should be RST_STREAM"
+    req dropc '/stream?n=5&gap=100&drop_after=2&drop=close'
+    [ "$RC" != 0 ] && [ "$(items)" = 2 ] || fail "drop=close: rc=$RC items=$(items)"
+    [ "$(fm_field "$(K dropc)" finished reason)" = dropped ] || fail "drop=close: reason"
+    req droprc '/stream?n=5&gap=100&drop_after=1&rst_code=11'
+    [ "$(items)" = 1 ] && grep -q 'ENHANCE_YOUR_CALM' "$FM_DIR/curl.err" || fail "rst_code"
+fi
+pass drop_after
+
+# ---- refused at once (h2: RST_STREAM(REFUSED_STREAM), which curl retries)
+req refuse '/stream?refuse=1'
+[ "$RC" != 0 ] && [ ! -s "$B" ] || fail "refuse: rc=$RC"
+[ "$(fm_field "$(K refuse)" finished reason)" = refused ] || fail "refuse: reason"
+[ "$(fm_count "$(K refuse)" headers_sent)" = 0 ] || fail "refuse: headers sent"
+pass refuse
+
+# ---- clean end without [DONE]
+req nodone '/stream?n=3&gap=0&no_done=1'
+[ "$RC" = 0 ] && [ "$(items)" = 3 ] || fail "no_done: rc=$RC"
+grep -q DONE "$B" && fail "no_done: [DONE] present"
+[ "$(fm_field "$(K nodone)" finished reason)" = no_done ] || fail "no_done: reason"
+pass no_done
+
+# ---- 429 with Retry-After for the first 2 requests of a key, then success
+for i in 1 2 3; do
+    req retry '/v1/chat/completions?n=1&status=429&retry_after=1&fail_first=2' -X POST -d '{}'
+    if [ "$i" -lt 3 ]; then
+        [ "$CODE" = 429 ] || fail "status: attempt $i code $CODE"
+        grep -qi '^retry-after: 1' "$H" || fail "status: attempt $i Retry-After"
+        grep -q '"code":429' "$B" || fail "status: error body"
+    else
+        [ "$CODE" = 200 ] && [ "$(items)" = 1 ] || fail "status: attempt 3 code $CODE"
+    fi
+done
+[ "$(fm_log "key=$(K retry)&event=finished" | grep -c '"reason":"status"')" = 2 ] ||
+    fail "status: log"
+req s503 '/stream?status=503&retry_after=Wed,%2021%20Oct%202015%2007:28:00%20GMT'
+[ "$CODE" = 503 ] && grep -qi '^retry-after: Wed, 21 Oct 2015 07:28:00 GMT' "$H" ||
+    fail "status 503 with HTTP-date"
+pass status_retry_after
+
+# ---- accept and never answer
+req hang '/stream?hang=1' -m 0.3
+[ "$RC" = 28 ] && [ ! -s "$B" ] || fail "hang: rc=$RC"
+fm_wait_event "$(K hang)" client_gone || fail "hang: no client_gone"
+[ "$(fm_count "$(K hang)" headers_sent)" = 0 ] || fail "hang: headers were sent"
+[ "$(fm_count "$(K hang)" received)" = 1 ] || fail "hang: not received"
+pass hang
+
+# ---- NDJSON
+req nd '/ndjson?n=3&gap=0'
+[ "$RC" = 0 ] && [ "$(items)" = 3 ] && [ "$(wc -l <"$B")" = 4 ] || fail "ndjson: rc=$RC"
+[ "$(tail -n 1 "$B")" = "{\"id\":\"gen-$(fm_field "$(K nd)" received id)\",\"done\":true}" ] ||
+    fail "ndjson: last line $(tail -n 1 "$B")"
+grep -qi '^content-type: application/x-ndjson' "$H" || fail "ndjson: content-type"
+req nd2 '/stream?format=ndjson&n=2&gap=0'
+[ "$(items)" = 2 ] && ! grep -q '^data:' "$B" || fail "format=ndjson"
+pass ndjson
+
+# ---- Anthropic named events
+req an '/v1/messages?n=2&gap=0'
+EV=$(grep '^event:' "$B" | tr '\n' ' ')
+[ "$EV" = "event: message_start event: content_block_start event: content_block_delta event: content_block_delta event: content_block_stop event: message_delta event: message_stop " ] ||
+    fail "anthropic: events $EV"
+req an2 '/stream?format=anthropic&n=1&no_done=1'
+grep -q message_stop "$B" && fail "anthropic no_done"
+pass anthropic
+
+# ---- very large events and lines
+req big '/stream?n=2&gap=0&event_bytes=200000'
+SZ=$(wc -c <"$B")
+[ "$RC" = 0 ] && [ "$SZ" -ge 400000 ] && [ "$(grep -c '^data: }' "$B")" = 2 ] || fail "event_bytes: size $SZ"
+req long '/stream?n=2&gap=0&line_bytes=100000'
+LONGEST=$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$B")
+[ "$RC" = 0 ] && [ "$LONGEST" = 100000 ] || fail "line_bytes: longest $LONGEST"
+req ndlong '/ndjson?n=1&line_bytes=70000'
+LONGEST=$(awk '{ if (length($0) > m) m = length($0) } END { print m }' "$B")
+[ "$LONGEST" = 70000 ] || fail "ndjson line_bytes: longest $LONGEST"
+pass large_events
+
+# ---- events split across writes
+req split '/stream?n=2&gap=0&bytes_per_write=7&write_gap=1'
+[ "$RC" = 0 ] && [ "$(items)" = 2 ] && grep -q '^data: \[DONE\]' "$B" || fail "split: rc=$RC"
+ge "$TTOTAL" 0.05 || fail "split: too fast ($TTOTAL s) to have been split"
+pass bytes_per_write
+
+# ---- scenario in a header, unknown knobs, unknown paths
+req hdr '/v1/chat/completions' -H 'X-SG-Scenario: n=4&gap=0'
+[ "$(items)" = 4 ] || fail "X-SG-Scenario header"
+req typo '/stream?stal_after=1'
+[ "$CODE" = 400 ] && grep -q stal_after "$B" || fail "typo: code $CODE"
+req nope '/nope'
+[ "$CODE" = 404 ] || fail "404: $CODE"
+pass routing
+
+# ---- RST_STREAM from the client is logged with its error code (h2c only)
+if [ "$PROTO" = h2c ]; then
+    "$CLIENT" rst "$FM_PORT" '/stream?n=100&gap=20' "$(K rst)" >/dev/null || fail "rst client"
+    fm_wait_event "$(K rst)" client_gone || fail "rst: no client_gone"
+    L=$(fm_log "key=$(K rst)&event=client_gone")
+    echo "$L" | grep -q '"reason":"rst_stream"' && echo "$L" | grep -q '"h2_error_code":8,"h2_error":"CANCEL"' ||
+        fail "rst: $L"
+    pass rst_stream
+fi
+
+# ---- the log itself: filters, no self-logging, reset
+L=$(fm_log "key=$(K normal)")
+[ "$(echo "$L" | grep -c '"event":')" = 4 ] || fail "log: key filter"
+fm_log "" | grep -q '"path":"/_log' && fail "log: /_log logged itself"
+SEQ=$(fm_log "limit=1" | sed -n 's/.*"last_seq":\([0-9]*\).*/\1/p')
+[ "$(fm_log "since=$SEQ&limit=1" | grep -c '"event":')" = 1 ] || fail "log: since"
+curl -sS "${OPTS[@]}" -X POST "$BASE/_log/reset" | grep -q '"ok":true' || fail "log reset"
+[ "$(fm_log "" | sed -n 's/.*"count":\([0-9]*\).*/\1/p')" = 0 ] || fail "log: not empty after reset"
+fm_log "bogus=1" >/dev/null
+pass log
+
+fm_finish

@@ -1,0 +1,121 @@
+/*
+ * sg-fakemodel internals shared by its files.  One thread, one epoll loop:
+ * nothing here is locked, and nothing may block.
+ */
+#ifndef SG_FAKEMODEL_H
+#define SG_FAKEMODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <nghttp2/nghttp2.h>
+#include <openssl/ssl.h>
+
+#include "http1.h"
+#include "scenario.h"
+
+#define SG_FM_VERSION "0.1.0"
+
+/* ------------------------------------------------------------ byte buffer */
+
+typedef struct {
+    char *p;
+    size_t off; /* start of unread bytes */
+    size_t len; /* unread bytes */
+    size_t cap;
+} sg_fm_buf;
+
+int sg_fm_buf_reserve(sg_fm_buf *b, size_t more);
+int sg_fm_buf_append(sg_fm_buf *b, const void *data, size_t len);
+int sg_fm_buf_printf(sg_fm_buf *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int sg_fm_buf_fill(sg_fm_buf *b, char ch, size_t n);
+void sg_fm_buf_consume(sg_fm_buf *b, size_t n);
+void sg_fm_buf_free(sg_fm_buf *b);
+static inline char *sg_fm_buf_data(const sg_fm_buf *b) {
+    return b->p + b->off;
+}
+/* Appends s as the inside of a JSON string (no quotes), escaping as needed. */
+int sg_fm_buf_json_str(sg_fm_buf *b, const char *s, size_t len);
+
+/* ------------------------------------------------------------ timers */
+
+/*
+ * A timer node lives inside its owner, so arming never allocates.  The heap
+ * orders by (due, seq): equal deadlines fire in the order they were armed.
+ */
+typedef struct sg_fm_timer {
+    int64_t due;
+    uint64_t seq;
+    size_t idx; /* position in the heap, SIZE_MAX when not armed */
+    void (*cb)(struct sg_fm_timer *t);
+} sg_fm_timer;
+
+int64_t sg_fm_now(void); /* CLOCK_MONOTONIC ns */
+void sg_fm_timer_init(sg_fm_timer *t, void (*cb)(sg_fm_timer *t));
+int sg_fm_timer_arm(sg_fm_timer *t, int64_t due);
+void sg_fm_timer_disarm(sg_fm_timer *t);
+
+/* ------------------------------------------------------------ the log */
+
+typedef enum {
+    SG_FM_EV_RECEIVED = 0,
+    SG_FM_EV_HEADERS_SENT,
+    SG_FM_EV_FIRST_ITEM_SENT,
+    SG_FM_EV_STALL_STARTED,
+    SG_FM_EV_FINISHED,
+    SG_FM_EV_CLIENT_GONE,
+    SG_FM_EV_CONN_ERROR
+} sg_fm_event_type;
+
+int sg_fm_log_init(size_t cap, const char *jsonl_path);
+void sg_fm_log_free(void);
+void sg_fm_log_reset(void);
+/*
+ * Records one event.  `fields` is a JSON object body without braces
+ * ("\"a\":1,\"b\":2") or NULL; key is the request's idempotency key or NULL.
+ * t_received is the request's received time, 0 for none.
+ */
+void sg_fm_log_event(uint64_t req_id, sg_fm_event_type type, int64_t t,
+                     int64_t t_received, const char *key, const char *fields);
+/* Renders the log as JSON into out, filtered by the /_log query. */
+int sg_fm_log_render(sg_fm_buf *out, const char *query, size_t query_len);
+size_t sg_fm_log_count(void);
+uint64_t sg_fm_log_dropped(void);
+
+/* Idempotency-key counters for status=&fail_first=: returns the new count. */
+uint64_t sg_fm_key_count(const char *key);
+void sg_fm_keys_reset(void);
+
+/* ------------------------------------------------------------ TLS */
+
+typedef struct {
+    const char *cert_file; /* NULL: generate */
+    const char *key_file;
+    const char *write_ca; /* NULL: don't */
+    int no_h2;
+} sg_fm_tls_options;
+
+/* Returns an SSL_CTX ready to accept, or NULL with a message on stderr. */
+SSL_CTX *sg_fm_tls_new(const sg_fm_tls_options *o);
+
+/* ------------------------------------------------------------ the server */
+
+typedef struct {
+    int port;
+    int ipv6; /* also listen on ::1 */
+    int tls;  /* accept TLS ClientHellos */
+    int no_h2;
+    size_t log_cap;
+    const char *log_file;
+    uint32_t h2_max_streams;
+    size_t max_body;
+    int quiet;
+    sg_fm_tls_options tls_opts;
+} sg_fm_options;
+
+/* Runs until SIGTERM/SIGINT.  Returns the process exit status. */
+int sg_fm_serve(const sg_fm_options *o);
+
+#endif

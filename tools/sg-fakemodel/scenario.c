@@ -1,0 +1,250 @@
+/*
+ * Query knobs -> sg_fm_scenario.  Unknown knobs are an error on purpose: a
+ * typo such as "stal_after" must not silently produce a healthy stream and a
+ * passing test.
+ */
+#include "scenario.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format) {
+    memset(s, 0, sizeof(*s));
+    s->n = 5;
+    s->gap_ms = 10;
+    s->stall_after = -1;
+    s->stall_ms = SG_FM_FOREVER;
+    s->drop_after = -1;
+    s->rst_code = -1;
+    s->fail_first = -1;
+    s->format = format;
+}
+
+int sg_fm_query_next(const char **cursor, const char *end, const char **name,
+                     size_t *name_len, const char **value, size_t *value_len) {
+    const char *p = *cursor;
+    while (p < end && *p == '&') {
+        p++;
+    }
+    if (p >= end) {
+        *cursor = end;
+        return 0;
+    }
+    const char *amp = memchr(p, '&', (size_t)(end - p));
+    const char *stop = amp != NULL ? amp : end;
+    const char *eq = memchr(p, '=', (size_t)(stop - p));
+    *name = p;
+    if (eq != NULL) {
+        *name_len = (size_t)(eq - p);
+        *value = eq + 1;
+        *value_len = (size_t)(stop - eq - 1);
+    } else {
+        *name_len = (size_t)(stop - p);
+        *value = stop;
+        *value_len = 0;
+    }
+    *cursor = stop;
+    return 1;
+}
+
+static int hexdigit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+long sg_fm_url_decode(const char *in, size_t len, char *out, size_t outcap) {
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = in[i];
+        if (c == '%') {
+            if (i + 2 >= len) {
+                return -1;
+            }
+            int hi = hexdigit(in[i + 1]);
+            int lo = hexdigit(in[i + 2]);
+            if (hi < 0 || lo < 0) {
+                return -1;
+            }
+            c = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (o >= outcap) {
+            return -1;
+        }
+        out[o++] = c;
+    }
+    return (long)o;
+}
+
+static int name_is(const char *n, size_t len, const char *want) {
+    return strlen(want) == len && memcmp(n, want, len) == 0;
+}
+
+/* Non-negative decimal integer no larger than max; "forever" when allowed. */
+static int parse_int(const char *v, size_t len, int64_t max, int allow_forever,
+                     int64_t *out) {
+    if (allow_forever && name_is(v, len, "forever")) {
+        *out = SG_FM_FOREVER;
+        return 0;
+    }
+    if (len == 0 || len > 15) {
+        return -1;
+    }
+    int64_t x = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (v[i] < '0' || v[i] > '9') {
+            return -1;
+        }
+        x = x * 10 + (v[i] - '0');
+    }
+    if (x > max) {
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(const char *v, size_t len, int *out) {
+    if (len == 0 || name_is(v, len, "1") || name_is(v, len, "true") ||
+        name_is(v, len, "yes")) {
+        *out = 1;
+        return 0;
+    }
+    if (name_is(v, len, "0") || name_is(v, len, "false") || name_is(v, len, "no")) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+/* A duration knob: milliseconds, at most ~11.5 days. */
+#define MAX_MS 1000000000LL
+#define MAX_COUNT 1000000000000LL
+
+int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err,
+                         size_t errlen) {
+    const char *cur = q;
+    const char *end = q + len;
+    const char *rn;
+    const char *rv;
+    size_t rnl;
+    size_t rvl;
+    while (sg_fm_query_next(&cur, end, &rn, &rnl, &rv, &rvl)) {
+        char n[32];
+        char v[128];
+        long nl = sg_fm_url_decode(rn, rnl, n, sizeof(n));
+        long vl = sg_fm_url_decode(rv, rvl, v, sizeof(v) - 1);
+        if (nl < 0) {
+            snprintf(err, errlen, "bad query parameter name");
+            return -1;
+        }
+        if (nl == 0 || n[0] == '_') {
+            continue;
+        }
+        if (vl < 0) {
+            snprintf(err, errlen, "bad value for '%.*s'", (int)nl, n);
+            return -1;
+        }
+        v[vl] = '\0';
+        size_t nn = (size_t)nl;
+        size_t vn = (size_t)vl;
+        int rc = 0;
+        int64_t x = 0;
+        if (name_is(n, nn, "n")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->n);
+        } else if (name_is(n, nn, "gap")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->gap_ms);
+        } else if (name_is(n, nn, "headers_delay")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->headers_delay_ms);
+        } else if (name_is(n, nn, "first_delay")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->first_delay_ms);
+        } else if (name_is(n, nn, "stall_after")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->stall_after);
+        } else if (name_is(n, nn, "stall")) {
+            rc = parse_int(v, vn, MAX_MS, 1, &s->stall_ms);
+        } else if (name_is(n, nn, "keepalive")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->keepalive_ms);
+            if (rc == 0 && s->keepalive_ms == 0) {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "keepalive_only")) {
+            rc = parse_bool(v, vn, &s->keepalive_only);
+        } else if (name_is(n, nn, "runaway")) {
+            rc = parse_bool(v, vn, &s->runaway);
+        } else if (name_is(n, nn, "drop_after")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->drop_after);
+        } else if (name_is(n, nn, "drop")) {
+            if (name_is(v, vn, "close")) {
+                s->drop_mode = SG_FM_DROP_CLOSE;
+            } else if (name_is(v, vn, "rst")) {
+                s->drop_mode = SG_FM_DROP_RST;
+            } else {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "rst_code")) {
+            rc = parse_int(v, vn, 0xffffffffLL, 0, &s->rst_code);
+        } else if (name_is(n, nn, "refuse")) {
+            rc = parse_bool(v, vn, &s->refuse);
+        } else if (name_is(n, nn, "no_done")) {
+            rc = parse_bool(v, vn, &s->no_done);
+        } else if (name_is(n, nn, "status")) {
+            rc = parse_int(v, vn, 599, 0, &x);
+            if (rc == 0 && x < 200) {
+                rc = -1;
+            }
+            s->status = (int)x;
+        } else if (name_is(n, nn, "retry_after")) {
+            if (vn == 0 || vn >= sizeof(s->retry_after)) {
+                rc = -1;
+            }
+            for (size_t i = 0; rc == 0 && i < vn; i++) {
+                if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) {
+                    rc = -1;
+                }
+            }
+            if (rc == 0) {
+                memcpy(s->retry_after, v, vn + 1);
+            }
+        } else if (name_is(n, nn, "fail_first")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->fail_first);
+        } else if (name_is(n, nn, "hang")) {
+            rc = parse_bool(v, vn, &s->hang);
+        } else if (name_is(n, nn, "format")) {
+            if (name_is(v, vn, "sse") || name_is(v, vn, "openai")) {
+                s->format = SG_FM_FMT_SSE;
+            } else if (name_is(v, vn, "ndjson")) {
+                s->format = SG_FM_FMT_NDJSON;
+            } else if (name_is(v, vn, "anthropic")) {
+                s->format = SG_FM_FMT_ANTHROPIC;
+            } else {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "event_bytes")) {
+            rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->event_bytes);
+        } else if (name_is(n, nn, "line_bytes")) {
+            rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->line_bytes);
+        } else if (name_is(n, nn, "bytes_per_write")) {
+            rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->bytes_per_write);
+        } else if (name_is(n, nn, "write_gap")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->write_gap_ms);
+        } else {
+            snprintf(err, errlen, "unknown query parameter '%.*s'", (int)nn, n);
+            return -1;
+        }
+        if (rc != 0) {
+            snprintf(err, errlen, "bad value for '%.*s'", (int)nn, n);
+            return -1;
+        }
+    }
+    return 0;
+}

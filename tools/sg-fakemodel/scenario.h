@@ -1,0 +1,74 @@
+/*
+ * Scenario knobs: what one request asks the fake model to do, parsed from
+ * the query string (and the X-SG-Scenario header, same syntax).  libc only;
+ * the fuzz target includes scenario.c.
+ */
+#ifndef SG_FAKEMODEL_SCENARIO_H
+#define SG_FAKEMODEL_SCENARIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SG_FM_FOREVER INT64_MAX
+/* The largest event or line the server will build (event_bytes, line_bytes). */
+#define SG_FM_MAX_EVENT_BYTES (64 * 1024 * 1024)
+
+typedef enum {
+    SG_FM_FMT_SSE = 0,  /* OpenAI chat.completion.chunk events + data: [DONE] */
+    SG_FM_FMT_NDJSON,   /* one JSON object a line, then {"done":true} */
+    SG_FM_FMT_ANTHROPIC /* named events message_start ... message_stop */
+} sg_fm_format;
+
+typedef enum { SG_FM_DROP_DEFAULT = 0, SG_FM_DROP_CLOSE, SG_FM_DROP_RST } sg_fm_drop_mode;
+
+typedef struct {
+    int64_t n;                /* items before the end; default 5 */
+    int64_t gap_ms;           /* between items; default 10 */
+    int64_t headers_delay_ms; /* request complete -> response headers */
+    int64_t first_delay_ms;   /* headers -> first item */
+    int64_t stall_after;      /* -1: never; K: after item K (0: after headers) */
+    int64_t stall_ms;         /* the stall; SG_FM_FOREVER for "forever" */
+    int64_t keepalive_ms;     /* comment interval while waiting; 0: none */
+    int keepalive_only;       /* headers, then keepalive comments forever */
+    int runaway;              /* items forever; n is ignored */
+    int64_t drop_after;       /* -1: never; K: abort when item K+1 is due */
+    sg_fm_drop_mode drop_mode;
+    int64_t rst_code;     /* HTTP/2 drop=rst error code; -1: INTERNAL_ERROR */
+    int refuse;           /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
+    int no_done;          /* end cleanly but without the terminal sentinel */
+    int status;           /* 0: none; else the scripted error status */
+    char retry_after[64]; /* Retry-After value, "" for none */
+    int64_t fail_first;   /* -1: every request fails; K: first K per key */
+    int hang;             /* never answer */
+    sg_fm_format format;
+    int64_t event_bytes;     /* pad each SSE event (extra data: lines) to N */
+    int64_t line_bytes;      /* pad each item's data line to N bytes */
+    int64_t bytes_per_write; /* 0: whole items; N: items released N bytes at a time */
+    int64_t write_gap_ms;    /* pause between those pieces */
+} sg_fm_scenario;
+
+/* Defaults; `format` depends on the path. */
+void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format);
+
+/*
+ * Applies a query string ("a=1&b=2", without the '?') to s.  Returns 0 if
+ * it succeeds, or -1 with a one-line reason in err for an unknown knob or a
+ * bad value.  Names beginning with '_' are ignored (cache busters, tags).
+ */
+int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err,
+                         size_t errlen);
+
+/*
+ * Iterates "name=value" pairs of a query string.  Returns 1 and sets the
+ * raw (still percent-encoded) views, or 0 at the end.
+ */
+int sg_fm_query_next(const char **cursor, const char *end, const char **name,
+                     size_t *name_len, const char **value, size_t *value_len);
+
+/*
+ * Percent-decodes (and '+' -> ' ') into out.  Returns the decoded length,
+ * or -1 if it does not fit or an escape is malformed.
+ */
+long sg_fm_url_decode(const char *in, size_t len, char *out, size_t outcap);
+
+#endif
