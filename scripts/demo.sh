@@ -46,7 +46,7 @@ row() {
   printf "$fmt" "$name" "$outcome" "$phase" "$attempts" "$ttfi" "$elapsed" "$note"
 }
 
-row "normal stream" "8 tokens then [DONE]" "$chat?n=8&gap=20"
+row "normal stream" "8 tokens then [DONE]" "$chat?n=8&gap=20&first_delay=80"
 row "slow first item" "first token after 2s" "$chat?first_delay=2000"
 row "stall mid-stream" "3 tokens, then silence" "$chat?n=8&gap=20&stall_after=3&stall=forever"
 row "keepalive trickle" "comments every 50ms" \
@@ -61,5 +61,5 @@ row "unsafe POST times out" "no key: not retried" --attempts 3 -d '{"charge":1}'
 echo
 echo "The server's view of the 429 retries (one idempotency key, the deadline shrinking):"
 curl -s "http://127.0.0.1:$port/_log?event=received&key=demo-429" |
-  grep -o '"t_ms":[0-9]*\|"x_deadline_ms":"[0-9]*"' | paste - - |
-  sed 's/"t_ms":/  server time /; s/"x_deadline_ms":/ ms   X-Deadline-Ms: /; s/"//g'
+  sed -n 's/.*"t_ms":\([0-9]*\).*"x_deadline_ms":"\([0-9]*\)".*/\1 \2/p' |
+  awk 'NR == 1 { t0 = $1 } { printf "  attempt %d received at +%5d ms   X-Deadline-Ms: %s\n", NR, $1 - t0, $2 }'

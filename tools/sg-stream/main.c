@@ -202,7 +202,9 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
         sg_json_fwrite_string(stdout, item->id, item->id_len);
         fputs("}\n", stdout);
     }
-    fflush(stdout); /* one by one: a pipe sees each item as it arrives */
+    if (r->output != OUT_NONE) {
+        fflush(stdout); /* one by one: a pipe sees each item as it arrives */
+    }
     r->printed++;
     return 0;
 }
