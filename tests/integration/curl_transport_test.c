@@ -504,6 +504,37 @@ static void refused_connection_is_a_transport_error_in_connect_and_retried(void 
     assert_int_equal(r.attempts, 3); /* never sent: safe even for a POST */
 }
 
+static void a_connect_that_never_completes_is_a_connect_timeout(void **state) {
+    (void)state;
+    /* A listener that never accepts, its backlog filled: the kernel drops
+     * further SYNs, so our connect hangs on loopback. */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 0), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &len);
+    int fillers[8];
+    for (int i = 0; i < 8; i++) {
+        fillers[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        connect(fillers[i], (struct sockaddr *)&a, sizeof(a));
+    }
+    spec s = {.path = "/x",
+              .port = ntohs(a.sin_port),
+              .connect = SG_MS(200),
+              .first_item = SG_SEC(5)};
+    result r;
+    run(&s, &r);
+    for (int i = 0; i < 8; i++) {
+        close(fillers[i]);
+    }
+    close(lfd);
+    assert_string_equal(sg_outcome_name(r.outcome), "connect_timeout");
+    assert_string_equal(sg_phase_name(r.phase), "connect");
+    assert_false(r.unknown);
+    assert_between(r.elapsed_ns, SG_MS(200), SG_MS(200) + SLACK);
+}
+
 static void a_consumer_can_cancel_from_the_item_callback(void **state) {
     (void)state;
     spec s = {.path = "/v1/chat/completions?n=10&gap=5&_t=cancel.",
@@ -751,6 +782,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(keyed_post_that_times_out_is_retried_with_the_same_key),
         cmocka_unit_test(no_request_starts_after_the_budget),
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
+        cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
         cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
         cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),
