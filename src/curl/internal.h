@@ -4,6 +4,8 @@
 
 #include <streamguard/curl.h>
 
+#include "core/dheap.h"
+
 enum sg__curl_state {
     SG__OP_NEW = 0,  /* created, not started */
     SG__OP_RUNNING,  /* an attempt's transfer is in the multi */
@@ -16,9 +18,7 @@ struct sg_curl_op {
     CURL *easy;
     CURLM *multi;         /* where the transfers run */
     sg_curl_multi *owner; /* the managed multi driving this op, or NULL */
-    size_t heap_idx;      /* position in owner's deadline heap */
-    int64_t heap_key;     /* deadline the heap orders by (lazy: <= actual) */
-    bool in_heap;
+    sg__dheap_node node;  /* in owner's deadline heap */
     bool in_multi; /* the easy handle is added to `multi` */
     int state;
 

@@ -29,9 +29,7 @@ struct sg_curl_multi {
     bool has_clock;
     int64_t curl_timer_at; /* libcurl's requested timeout, absolute */
     int64_t armed_at;      /* what the timerfd is armed for */
-    sg_curl_op **heap;
-    size_t heap_len;
-    size_t heap_cap;
+    sg__dheap heap;        /* every running operation, by next deadline */
     int running;
 };
 
@@ -41,103 +39,20 @@ static int64_t multi_now(const sg_curl_multi *m) {
 
 /* ------------------------------------------------------------------ heap */
 
-static void heap_set(sg_curl_multi *m, size_t i, sg_curl_op *op) {
-    m->heap[i] = op;
-    op->heap_idx = i;
-}
+#define OP_OF(n) ((sg_curl_op *)((char *)(n)-offsetof(sg_curl_op, node)))
 
-static void sift_up(sg_curl_multi *m, size_t i) {
-    sg_curl_op *op = m->heap[i];
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (m->heap[parent]->heap_key <= op->heap_key) {
-            break;
-        }
-        heap_set(m, i, m->heap[parent]);
-        i = parent;
-    }
-    heap_set(m, i, op);
-}
-
-static void sift_down(sg_curl_multi *m, size_t i) {
-    sg_curl_op *op = m->heap[i];
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= m->heap_len) {
-            break;
-        }
-        if (c + 1 < m->heap_len && m->heap[c + 1]->heap_key < m->heap[c]->heap_key) {
-            c++;
-        }
-        if (op->heap_key <= m->heap[c]->heap_key) {
-            break;
-        }
-        heap_set(m, i, m->heap[c]);
-        i = c;
-    }
-    heap_set(m, i, op);
-}
-
-static int heap_push(sg_curl_multi *m, sg_curl_op *op) {
-    if (m->heap_len == m->heap_cap) {
-        size_t cap = m->heap_cap ? m->heap_cap * 2 : 64;
-        sg_curl_op **h = realloc(m->heap, cap * sizeof(*h));
-        if (h == NULL) {
-            return SG_ENOMEM;
-        }
-        m->heap = h;
-        m->heap_cap = cap;
-    }
-    op->heap_key = sg_curl_op_next_deadline(op);
-    op->in_heap = true;
-    heap_set(m, m->heap_len++, op);
-    sift_up(m, op->heap_idx);
-    return 0;
-}
-
-static void heap_remove(sg_curl_multi *m, sg_curl_op *op) {
-    if (!op->in_heap) {
-        return;
-    }
-    size_t i = op->heap_idx;
-    op->in_heap = false;
-    sg_curl_op *last = m->heap[--m->heap_len];
-    if (i == m->heap_len) {
-        return;
-    }
-    heap_set(m, i, last);
-    sift_down(m, i);
-    sift_up(m, last->heap_idx);
-}
-
-/* The earliest real deadline, correcting stale (too early) keys on top. */
-static int64_t heap_top_deadline(sg_curl_multi *m) {
-    while (m->heap_len > 0) {
-        sg_curl_op *top = m->heap[0];
-        int64_t actual = sg_curl_op_next_deadline(top);
-        if (actual <= top->heap_key) {
-            return actual;
-        }
-        top->heap_key = actual;
-        sift_down(m, 0);
-    }
-    return SG_TIME_NEVER;
+static int64_t node_deadline(const sg__dheap_node *n) {
+    return sg_curl_op_next_deadline(
+        (const sg_curl_op *)((const char *)n - offsetof(sg_curl_op, node)));
 }
 
 void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op) {
-    if (!op->in_heap) {
-        return;
-    }
-    int64_t actual = sg_curl_op_next_deadline(op);
-    if (actual < op->heap_key) {
-        op->heap_key = actual;
-        sift_up(m, op->heap_idx);
-    }
+    sg__dheap_reschedule(&m->heap, &op->node);
 }
 
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
-    if (op->in_heap) {
-        heap_remove(m, op);
+    if (op->node.in_heap) {
+        sg__dheap_remove(&m->heap, &op->node);
         m->running--;
     }
     op->owner = NULL;
@@ -196,6 +111,7 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     }
     m->curl_timer_at = SG_TIME_NEVER;
     m->armed_at = SG_TIME_NEVER;
+    sg__dheap_init(&m->heap, node_deadline);
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     m->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     struct epoll_event ev;
@@ -226,8 +142,9 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     if (m == NULL) {
         return;
     }
-    while (m->heap_len > 0) {
-        sg_curl_op *op = m->heap[0];
+    sg__dheap_node *top;
+    while (sg__dheap_earliest(&m->heap, &top), top != NULL) {
+        sg_curl_op *op = OP_OF(top);
         if (op->in_multi) {
             curl_multi_remove_handle(m->multi, op->easy);
             op->in_multi = false;
@@ -243,7 +160,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     if (m->epfd >= 0) {
         close(m->epfd);
     }
-    free(m->heap);
+    sg__dheap_free(&m->heap);
     free(m);
 }
 
@@ -277,18 +194,16 @@ static void run_due(sg_curl_multi *m, int64_t now) {
         curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
         drain_messages(m, now);
     }
-    while (heap_top_deadline(m) <= now) {
-        sg_curl_op *op = m->heap[0];
+    sg__dheap_node *top;
+    while (sg__dheap_earliest(&m->heap, &top) <= now) {
+        sg_curl_op *op = OP_OF(top);
         if (sg__curl_op_tick(op, now) == 0) {
-            /* Still running: its deadline moved on (or it is the same and
-             * the attempt is being aborted by libcurl); re-key it. */
-            op->heap_key = sg_curl_op_next_deadline(op);
-            if (op->heap_key <= now) {
-                /* Due yet unchanged (libcurl is still tearing the
-                 * transfer down): look again shortly, never spin. */
-                op->heap_key = sg_time_add(now, SG_MS(1));
-            }
-            sift_down(m, op->heap_idx);
+            /* Still running: its deadline moved on; re-key it.  Due yet
+             * unchanged (libcurl is still tearing the transfer down): look
+             * again shortly, never spin. */
+            int64_t next = sg_curl_op_next_deadline(op);
+            sg__dheap_set_key(&m->heap, &op->node,
+                              next > now ? next : sg_time_add(now, SG_MS(1)));
         }
         drain_messages(m, now);
     }
@@ -322,7 +237,7 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
         return 0; /* everything ended in run_due: nothing would wake us */
     }
 
-    int64_t next = sg_time_min(m->curl_timer_at, heap_top_deadline(m));
+    int64_t next = sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL));
     int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
     if (next <= now) {
         timeout_ms = 0;
@@ -388,7 +303,7 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
         return SG_ESTATE;
     }
     op->owner = m;
-    if (heap_push(m, op) != 0) {
+    if (sg__dheap_push(&m->heap, &op->node) != 0) {
         op->owner = NULL;
         return SG_ENOMEM;
     }
