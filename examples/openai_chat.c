@@ -1,0 +1,220 @@
+/*
+ * openai_chat - an OpenAI-style chat completion stream, guarded.
+ *
+ *   openai_chat URL [IDLE_MS]
+ *
+ * POSTs a chat request with "stream": true through the libcurl transport
+ * and prints each token the moment its event arrives.  The stream is
+ * `data: {...}` events ended by `data: [DONE]`; only that sentinel makes the
+ * end clean, so a body that stops without it is truncated, not ok.
+ *
+ * The operation runs under one budget (30 s) with the three clocks:
+ * first item 10 s (time to first token), idle IDLE_MS (default 5 s; token to
+ * token - keepalive comments do not reset it) and stream total 20 s.  A POST
+ * is not idempotent, so the example sends an idempotency key: with it a
+ * failed attempt that never delivered a token may be retried.  At the end it
+ * prints what happened and the execution report (docs/report.md).
+ *
+ * Set OPENAI_API_KEY to send it as a bearer token to a real endpoint.
+ *
+ * Exit status: 0 when the operation ended ok, 1 when it ended with any other
+ * outcome (printed), 2 on a usage or setup error.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+#include <streamguard/curl.h>
+
+struct app {
+    unsigned long tokens; /* content values printed */
+    int mid_line;         /* tokens printed since the last newline */
+};
+
+/*
+ * The start of the first occurrence of @needle in hay[0..len), or NULL.
+ * Item data is a view, not a C string, so strstr cannot be used.
+ */
+static const char *find(const char *hay, size_t len, const char *needle) {
+    size_t n = strlen(needle);
+    for (size_t i = 0; n <= len && i <= len - n; i++) {
+        if (memcmp(hay + i, needle, n) == 0) {
+            return hay + i;
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Prints the JSON string that starts at p (just after its opening quote),
+ * undoing the common escapes.  A tiny scan, not a JSON parser: a real
+ * client would parse the chunk with its JSON library of choice.
+ */
+static void print_json_string(const char *p, const char *end) {
+    while (p < end && *p != '"') {
+        char c = *p++;
+        if (c == '\\' && p < end) {
+            c = *p++;
+            switch (c) {
+            case 'n':
+                c = '\n';
+                break;
+            case 't':
+                c = '\t';
+                break;
+            case 'u':
+                /* \uXXXX: shown as '?' to stay short; skip the hex digits. */
+                p = end - p > 4 ? p + 4 : end;
+                c = '?';
+                break;
+            default:
+                break; /* \" \\ \/ stand for themselves */
+            }
+        }
+        putchar(c);
+    }
+}
+
+static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
+    struct app *app = user_data;
+    (void)op;
+    /* choices[0].delta.content; absent in the role-only and final chunks. */
+    static const char key[] = "\"content\":\"";
+    const char *v = find(item->data, item->data_len, key);
+    if (v != NULL) {
+        v += sizeof(key) - 1;
+        print_json_string(v, item->data + item->data_len);
+        fflush(stdout); /* show each token as it arrives */
+        app->tokens++;
+        app->mid_line = 1;
+    }
+    return 0; /* non-zero would cancel the operation */
+}
+
+static void end_line(struct app *app) {
+    if (app->mid_line) {
+        putchar('\n');
+        app->mid_line = 0;
+    }
+}
+
+/* The attempt delivered tokens, then broke: they cannot be completed or
+ * resumed, so the caller must throw away what it showed. */
+static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
+                       void *user_data) {
+    (void)op;
+    end_line(user_data);
+    printf("discard: attempt %u ended %s after delivering tokens\n", attempt,
+           sg_outcome_name(outcome));
+}
+
+static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
+    (void)op;
+    end_line(user_data);
+    printf("attempt %u: outcome=%s phase=%s status=%d items=%llu decision=%s reason=%s\n",
+           rec->n, sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
+           rec->http_status, (unsigned long long)rec->items,
+           sg_op_decision_name(rec->decision), sg_op_reason_name(rec->reason));
+}
+
+/* Writes the report, growing the buffer once if 16 KiB is not enough. */
+static void print_report(const sg_curl_op *op) {
+    char stack[16384];
+    size_t needed = 0;
+    int rv = sg_curl_op_report(op, stack, sizeof(stack), &needed);
+    if (rv == SG_ENOBUFS) {
+        char *big = malloc(needed);
+        if (big != NULL && sg_curl_op_report(op, big, needed, NULL) == 0) {
+            printf("report: %s\n", big);
+        }
+        free(big);
+    } else if (rv == 0) {
+        printf("report: %s\n", stack);
+    }
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: %s URL [IDLE_MS]\n", argv[0]);
+        return 2;
+    }
+    long idle_ms = argc == 3 ? strtol(argv[2], NULL, 10) : 5000;
+    if (idle_ms <= 0) {
+        fprintf(stderr, "openai_chat: IDLE_MS must be a positive number\n");
+        return 2;
+    }
+
+    /* The policy: one budget, three clocks, retries only when safe. */
+    char key[64];
+    snprintf(key, sizeof(key), "openai-chat-%ld-%lld", (long)getpid(),
+             (long long)sg_clock_now(NULL));
+    sg_op_options policy;
+    sg_op_options_init(&policy);
+    if (sg_op_options_set_budget(&policy, SG_SEC(30)) != 0 ||
+        sg_op_options_set_connect_timeout(&policy, SG_SEC(3)) != 0 ||
+        sg_op_options_set_first_item_timeout(&policy, SG_SEC(10)) != 0 ||
+        sg_op_options_set_idle_timeout(&policy, SG_MS(idle_ms)) != 0 ||
+        sg_op_options_set_stream_timeout(&policy, SG_SEC(20)) != 0 ||
+        sg_op_options_set_idempotency_key(&policy, key) != 0 ||
+        sg_op_options_set_label(&policy, "openai chat") != 0) {
+        fprintf(stderr, "openai_chat: IDLE_MS out of range\n");
+        return 2;
+    }
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        return 2;
+    }
+    /* The easy handle is ours: URL, method, body.  Request headers go
+     * through sg_curl_options so the deadline/idempotency headers join them. */
+    static const char body[] =
+        "{\"model\":\"gpt-4o-mini\",\"stream\":true,"
+        "\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}";
+    CURL *easy = curl_easy_init();
+    struct curl_slist *headers =
+        curl_slist_append(NULL, "Content-Type: application/json");
+    headers = curl_slist_append(headers, "Accept: text/event-stream");
+    char auth[512];
+    const char *api_key = getenv("OPENAI_API_KEY");
+    if (api_key != NULL && api_key[0] != '\0') {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", api_key);
+        headers = curl_slist_append(headers, auth);
+    }
+    curl_easy_setopt(easy, CURLOPT_URL, argv[1]);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
+
+    sg_curl_options opts = {0};
+    opts.format = SG_FORMAT_SSE;
+    opts.terminal_data = "[DONE]"; /* the clean end; not delivered as an item */
+    opts.headers = headers;
+    sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
+    struct app app = {0, 0};
+
+    sg_curl_op *op = NULL;
+    int rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &app);
+    if (rv == 0) {
+        rv = sg_curl_perform(op); /* blocks until the operation has an outcome */
+    }
+    int status = 2;
+    if (rv != 0) {
+        fprintf(stderr, "openai_chat: %s\n", sg_strerror(rv));
+    } else {
+        const sg_op *pol = sg_curl_op_policy(op);
+        uint32_t n = sg_op_attempt_count(pol);
+        const sg_op_attempt *last = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
+        sg_outcome outcome = sg_curl_op_outcome(op);
+        end_line(&app);
+        printf("outcome=%s phase=%s attempts=%u tokens=%lu partial=%s reason=%s\n",
+               sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
+               app.tokens, last && last->partial ? "true" : "false",
+               sg_op_reason_name(sg_op_final_reason(pol)));
+        print_report(op);
+        status = outcome == SG_OUTCOME_OK ? 0 : 1;
+    }
+    sg_curl_op_free(op);
+    curl_slist_free_all(headers);
+    curl_easy_cleanup(easy);
+    curl_global_cleanup();
+    return status;
+}

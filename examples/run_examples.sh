@@ -1,0 +1,244 @@
+#!/usr/bin/env bash
+# Runs one example against a fresh sg-fakemodel and checks what it printed,
+# its exit status and, where that proves something, what the server saw.
+#
+#   run_examples.sh SG_FAKEMODEL EXAMPLE_BINARY SCENARIO
+#
+# Registered with ctest by examples/CMakeLists.txt (label "example"), one
+# entry per example and scenario.  Exit 0 when every check passed.
+
+here=$(cd "$(dirname "$0")" && pwd)
+# fm_start / fm_finish / fm_log / fail / pass; sets FM_PORT, FM_DIR.
+# shellcheck source=../tests/integration/fakemodel_lib.sh
+. "$here/../tests/integration/fakemodel_lib.sh"
+
+if [ $# -ne 3 ]; then
+    echo "usage: $0 SG_FAKEMODEL EXAMPLE_BINARY SCENARIO" >&2
+    exit 2
+fi
+fakemodel=$1
+bin=$2
+scenario=$3
+prog=$(basename "$bin")
+
+fm_start "$fakemodel"
+base=http://127.0.0.1:$FM_PORT
+out=$FM_DIR/example.out
+
+# run RC ARGS...: run the example (at most 30 s) and expect exit status RC.
+run() {
+    local want=$1
+    shift
+    local rc=0
+    timeout 30 "$bin" "$@" >"$out" 2>&1 || rc=$?
+    echo "\$ $prog $*"
+    cat "$out"
+    if [ "$rc" -eq "$want" ]; then
+        pass "exit status $rc"
+    else
+        fail "exit status $rc, expected $want"
+    fi
+}
+
+# check MESSAGE COMMAND...: the command succeeds (e.g. a [ ] test).
+check() {
+    local msg=$1
+    shift
+    if "$@"; then
+        pass "$msg"
+    else
+        fail "$msg"
+    fi
+}
+
+# later_than T1 T2: both set and T2 > T1.
+# shellcheck disable=SC2317 # called through check
+later_than() {
+    [ -n "$1" ] && [ -n "$2" ] && [ "$2" -gt "$1" ]
+}
+
+# expect TEXT: the output holds TEXT (a fixed string).
+expect() {
+    if grep -qF -- "$1" "$out"; then
+        pass "prints '$1'"
+    else
+        fail "does not print '$1'"
+    fi
+}
+
+# expect_log QUERY TEXT: the server's log filtered by QUERY holds TEXT.
+expect_log() {
+    if fm_log "$1" | grep -qF -- "$2"; then
+        pass "server log ($1) has '$2'"
+    else
+        fail "server log ($1) lacks '$2'"
+        fm_log "$1" >&2
+    fi
+}
+
+# wait_log QUERY TEXT: wait up to 3 s for the filtered log to hold TEXT.
+wait_log() {
+    for _ in $(seq 1 60); do
+        fm_log "$1" | grep -qF -- "$2" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# log_count QUERY TEXT: how many lines of the filtered log hold TEXT.
+log_count() {
+    fm_log "$1" | grep -cF -- "$2"
+}
+
+case "$prog:$scenario" in
+own_loop:ok)
+    run 0 "$FM_PORT" "/v1/chat/completions?n=5&gap=10"
+    expect "item 4:"
+    expect "outcome=ok phase=streaming attempts=1 items=5"
+    expect "partial=false http_status=200"
+    ;;
+own_loop:idle_timeout)
+    # Two items, then keepalive comments only: they never reset the idle
+    # clock (500 ms), so the loop closes the socket and the server sees it.
+    run 1 "$FM_PORT" "/v1/chat/completions?n=5&gap=10&stall_after=2&stall=forever&keepalive=20"
+    expect "clock expired: idle_timeout (closing the socket)"
+    expect "outcome=idle_timeout phase=streaming attempts=1 items=2"
+    expect "partial=true"
+    expect "discard: 2 items"
+    wait_log "event=client_gone" '"event":"client_gone"'
+    expect_log "event=client_gone" '"reason":"connection_closed"'
+    ;;
+openai_chat:ok)
+    run 0 "$base/v1/chat/completions?n=5&gap=10"
+    expect "tok0tok1tok2tok3tok4"
+    expect "outcome=ok phase=streaming attempts=1 tokens=5 partial=false reason=ok"
+    expect 'report: {"version":1,"label":"openai chat","finished":true,"outcome":"ok"'
+    expect_log "event=received" '"method":"POST"'
+    expect_log "event=received" '"idempotency_key":"openai-chat-'
+    ;;
+openai_chat:idle_timeout)
+    run 1 "$base/v1/chat/completions?n=5&gap=10&stall_after=2&stall=forever&keepalive=20" 300
+    expect "tok0tok1"
+    expect "discard: attempt 1 ended idle_timeout after delivering tokens"
+    expect "outcome=idle_timeout phase=streaming attempts=1 tokens=2 partial=true reason=partial_stream"
+    expect '"granted_ms":{"connect":3000,"attempt":30000,"first_item":10000,"idle":300'
+    # A partial stream is never retried: exactly one request reached the server.
+    check "one request: a partial stream is not retried" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+openai_chat:retry_429)
+    # 429 twice (Retry-After: 1), then a stream: the idempotency key makes
+    # the retries safe, and the same key is sent on every attempt.
+    run 0 "$base/v1/chat/completions?n=3&gap=10&status=429&retry_after=1&fail_first=2"
+    expect "attempt 1: outcome=http_error phase=wait_headers status=429 items=0 decision=retry reason=retryable"
+    expect "attempt 2: outcome=http_error phase=wait_headers status=429 items=0 decision=retry reason=retryable"
+    expect "outcome=ok phase=streaming attempts=3 tokens=3"
+    expect '"retry_after":"1","retry_after_ms":1000'
+    key=$(fm_log "event=received" | sed -n 's/.*"idempotency_key":"\([^"]*\)".*/\1/p' | sort -u)
+    check "one idempotency key on all attempts: $key" \
+        [ "$(printf '%s\n' "$key" | grep -c .)" -eq 1 ]
+    ;;
+anthropic_messages:ok)
+    run 0 "$base/v1/messages?n=5&gap=10"
+    expect "[message_start]"
+    expect "tok0tok1tok2tok3tok4"
+    expect "[message_stop]"
+    expect "outcome=ok phase=streaming attempts=1 events=10 partial=false reason=ok"
+    expect 'report: {"version":1,"label":"anthropic messages"'
+    ;;
+anthropic_messages:no_message_stop)
+    # The body ends politely but without message_stop: truncated, discard.
+    run 1 "$base/v1/messages?n=5&gap=10&no_done=1"
+    expect "tok0tok1tok2tok3tok4"
+    expect "discard: attempt 1 ended truncated after delivering events"
+    expect "outcome=truncated phase=streaming attempts=1 events=7 partial=true reason=partial_stream"
+    ;;
+ollama_ndjson:ok)
+    run 0 "$base/api/chat?n=5&gap=10&keepalive=3"
+    expect "tok0tok1tok2tok3tok4"
+    expect "outcome=ok phase=streaming attempts=1 lines=6 done_line=true partial=false"
+    ;;
+ollama_ndjson:runaway)
+    run 1 "$base/api/chat?runaway=1&gap=0" 100
+    expect "tok99"
+    expect "discard: attempt 1 ended cap_exceeded after delivering lines"
+    expect "outcome=cap_exceeded phase=streaming attempts=1 lines=100 done_line=false partial=true"
+    ;;
+ollama_ndjson:drop)
+    run 1 "$base/api/chat?n=5&gap=10&drop_after=2"
+    expect "tok0tok1"
+    expect "outcome=truncated phase=streaming attempts=1 lines=2 done_line=false partial=true"
+    ;;
+ollama_ndjson:no_done)
+    run 1 "$base/api/chat?n=5&gap=10&no_done=1"
+    expect "outcome=ok phase=streaming attempts=1 lines=5 done_line=false"
+    expect 'warning: the body ended cleanly but without "done":true'
+    ;;
+deadline_service:ok)
+    run 0 2000 "$base/v1/chat/completions?n=3&gap=10"
+    expect "local budget 19"
+    expect "outcome=ok phase=streaming attempts=1 items=3 reason=ok"
+    expect "answer: 200"
+    # The upstream got the lease: at most 2000 - 50 (allowance) - 100 (floor).
+    ms=$(fm_log "event=received" | sed -n 's/.*"x_deadline_ms":"\([0-9]*\)".*/\1/p')
+    if [ -n "$ms" ] && [ "$ms" -le 1850 ] && [ "$ms" -ge 1500 ]; then
+        pass "upstream received X-Deadline-Ms: $ms"
+    else
+        fail "upstream X-Deadline-Ms is '$ms', expected 1500..1850"
+    fi
+    expect "stamped X-Deadline-Ms=$ms"
+    ;;
+deadline_service:budget_exhausted)
+    # 400 ms inbound leaves a 250 ms lease; the first token takes 2 s.
+    run 1 400 "$base/v1/chat/completions?first_delay=2000"
+    expect "outcome=budget_exhausted phase=wait_first_item attempts=1 items=0 reason=budget_exhausted"
+    expect "answer: 504"
+    ms=$(fm_log "event=received" | sed -n 's/.*"x_deadline_ms":"\([0-9]*\)".*/\1/p')
+    if [ -n "$ms" ] && [ "$ms" -le 250 ]; then
+        pass "upstream received X-Deadline-Ms: $ms"
+    else
+        fail "upstream X-Deadline-Ms is '$ms', expected <= 250"
+    fi
+    ;;
+deadline_service:refused)
+    # 120 ms inbound, 50 ms allowance: 70 ms left, below the 100 ms floor.
+    run 1 120 "$base/v1/chat/completions"
+    expect "outcome=refused phase=none attempts=0 items=0 reason=budget_below_floor"
+    expect "answer: 504"
+    check "the upstream was never dialled" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 0 ]
+    ;;
+deadline_service:malformed)
+    run 1 "-5" "$base/v1/chat/completions"
+    expect "rejected: EMALFORMED"
+    expect "answer: 400"
+    check "the upstream was never dialled" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 0 ]
+    ;;
+h2_multiplex:one_stalls)
+    run 0 127.0.0.1 "$FM_PORT"
+    wait_log "event=finished" '"items":30'
+    expect "fast: outcome=ok phase=streaming attempts=1 items=5 partial=false"
+    expect "stall: discard the 2 tokens of attempt 1 (idle_timeout)"
+    expect "stall: outcome=idle_timeout phase=streaming attempts=1 items=2 partial=true reason=partial_stream"
+    expect "long: outcome=ok phase=streaming attempts=1 items=30 partial=false"
+    expect "connection usable=true"
+    # On the server: one connection, the stalled stream alone reset with
+    # CANCEL, the long one finished after that reset.
+    conns=$(fm_log "event=received" | sed -n 's/.*"conn":\([0-9]*\).*/\1/p' | sort -u | grep -c .)
+    check "three streams on one connection ($conns)" [ "$conns" -eq 1 ]
+    expect_log "event=client_gone" '"reason":"rst_stream","items":2'
+    expect_log "event=client_gone" '"h2_error":"CANCEL"'
+    check "only the stalled stream was reset" \
+        [ "$(log_count "event=client_gone" '"event":"client_gone"')" -eq 1 ]
+    gone=$(fm_log "event=client_gone" | sed -n 's/.*"t_ns":\([0-9]*\).*/\1/p')
+    last=$(fm_log "event=finished" | sed -n 's/.*"t_ns":\([0-9]*\).*/\1/p' | sort -n | tail -n 1)
+    check "the long stream went on after the reset" later_than "$gone" "$last"
+    ;;
+*)
+    echo "unknown scenario $prog:$scenario" >&2
+    exit 2
+    ;;
+esac
+
+fm_finish
