@@ -82,6 +82,9 @@ typedef struct sg_curl_callbacks {
  *                 e.g. "[DONE]".  Default NULL: none.
  * terminal_type:  SSE event type that marks the clean end and is delivered,
  *                 e.g. "message_stop".  Default NULL: none.
+ * skip_types:     SSE event types that are not items, NULL-terminated,
+ *                 e.g. {"ping", NULL}: never delivered, never reset the
+ *                 idle clock (see sg_stream_config).  Default NULL.
  * max_line:       longest line accepted (default 64 KiB).
  * max_event:      largest SSE event accepted (default 1 MiB).  Exceeding
  *                 either is protocol_error.  Memory per operation is bounded
@@ -107,6 +110,7 @@ typedef struct sg_curl_options {
     sg_format format;
     const char *terminal_data;
     const char *terminal_type;
+    const char *const *skip_types;
     size_t max_line;
     size_t max_event;
     const struct curl_slist *headers;

@@ -64,6 +64,13 @@ typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
  *                ("message_stop").  Default NULL: none.
  * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE).
  * max_event:     largest SSE event (default SG_FRAMING_DEFAULT_MAX_EVENT).
+ * skip_types:    a NULL-terminated list of SSE event types that are not
+ *                items, e.g. {"ping", NULL} for Anthropic's keepalive
+ *                events: they are never delivered, never count toward the
+ *                item cap and never reset the idle clock - like comments.
+ *                Borrowed (the list and its strings must outlive the
+ *                stream); compared with each event's type, so keep it
+ *                short.  Default NULL: every event is an item.
  */
 typedef struct sg_stream_config {
     sg_format format;
@@ -71,6 +78,7 @@ typedef struct sg_stream_config {
     const char *terminal_type;
     size_t max_line;
     size_t max_event;
+    const char *const *skip_types;
 } sg_stream_config;
 
 /** sg_stream - embed it; initialise with sg_stream_init(); fields private. */
@@ -79,19 +87,20 @@ typedef struct sg_stream {
     union {
         sg_sse_parser sse;
         sg_ndjson_parser nd;
-    } parser_;               /* private */
-    sg_item_cb on_item_;     /* private */
-    void *user_data_;        /* private */
-    int64_t now_;            /* private: instant of the bytes being fed */
-    uint64_t index_;         /* private */
-    uint32_t attempt_;       /* private */
-    uint32_t magic_;         /* private */
-    uint8_t format_;         /* private */
-    uint8_t state_;          /* private */
-    bool cancelled_;         /* private: the consumer stopped */
-    bool guard_stop_;        /* private: the guard refused an item or bytes */
-    int error_;              /* private: framing error, 0 none */
-    sg_guard_result result_; /* private: result at the terminal */
+    } parser_;                      /* private */
+    sg_item_cb on_item_;            /* private */
+    const char *const *skip_types_; /* private: event types that are not items */
+    void *user_data_;               /* private */
+    int64_t now_;                   /* private: instant of the bytes being fed */
+    uint64_t index_;                /* private */
+    uint32_t attempt_;              /* private */
+    uint32_t magic_;                /* private */
+    uint8_t format_;                /* private */
+    uint8_t state_;                 /* private */
+    bool cancelled_;                /* private: the consumer stopped */
+    bool guard_stop_;               /* private: the guard refused an item or bytes */
+    int error_;                     /* private: framing error, 0 none */
+    sg_guard_result result_;        /* private: result at the terminal */
 } sg_stream;
 
 /**

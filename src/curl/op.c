@@ -162,8 +162,8 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     if (o.drain_ns == 0) {
         o.drain_ns = SG__DEFAULT_DRAIN;
     }
-    sg_stream_config scfg = {o.format, o.terminal_data, o.terminal_type, o.max_line,
-                             o.max_event};
+    sg_stream_config scfg = {o.format,   o.terminal_data, o.terminal_type,
+                             o.max_line, o.max_event,     o.skip_types};
     size_t buf_size = sg_stream_buffer_size(&scfg);
     if (buf_size == 0) {
         return SG_ERANGE;

@@ -33,8 +33,21 @@ static int deliver(sg_stream *s, const sg_item *item) {
     return 0;
 }
 
+/* An event type the caller declared "not an item" (a keepalive event). */
+static bool skipped(const sg_stream *s, const char *type, size_t len) {
+    for (const char *const *t = s->skip_types_; t != NULL && *t != NULL; t++) {
+        if (strlen(*t) == len && memcmp(*t, type, len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int on_sse_event(const sg_sse_event *ev, void *user_data) {
     sg_stream *s = user_data;
+    if (s->skip_types_ != NULL && skipped(s, ev->type, ev->type_len)) {
+        return 0;
+    }
     sg_item item = {ev->type, ev->type_len, ev->data,    ev->data_len,
                     ev->id,   ev->id_len,   s->attempt_, s->index_};
     return deliver(s, &item);
@@ -91,6 +104,7 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     }
     s->format_ = (uint8_t)c.format;
     s->on_item_ = on_item;
+    s->skip_types_ = c.skip_types;
     s->user_data_ = user_data;
     s->state_ = STREAM_IDLE;
     s->magic_ = SG__STREAM_MAGIC;

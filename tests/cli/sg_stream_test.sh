@@ -49,6 +49,8 @@ for bad in "--idle 3x $CHAT" "--budget 0 $CHAT" "--budget -1s $CHAT" "--attempts
     if [ "$(lines "$ERR")" -eq 1 ]; then pass "one-line error"; else fail "error is not one line: $(cat "$ERR")"; fi
 done
 
+expect 2 "usage error: empty --skip-event" -- --skip-event "" "$CHAT"
+
 # ---- ok and the output formats -----------------------------------------------
 expect 0 "ok stream" -- --idle 2s "$CHAT?n=4&gap=5&_t=cli_ok"
 if [ "$(lines "$OUT")" -eq 4 ]; then pass "4 data lines"; else fail "got $(lines "$OUT") lines"; fi
@@ -160,6 +162,14 @@ if [ "$(lines "$OUT")" -ge 3 ]; then pass "ndjson lines"; else fail "ndjson line
 expect 0 "--done-event message_stop" -- --done-event message_stop --output jsonl \
     "$BASE/v1/messages?n=2&_t=cli_anth"
 has "$OUT" '"event":"message_stop"' "the terminal event is delivered"
+expect 0 "--skip-event" -- --done-event message_stop --output jsonl --skip-event message_start \
+    --skip-event content_block_start "$BASE/v1/messages?n=2&_t=cli_skip"
+if grep -q '"event":"message_start"\|"event":"content_block_start"' "$OUT"; then
+    fail "skipped event types were delivered"
+else
+    pass "--skip-event types are not items"
+fi
+has "$OUT" '"event":"content_block_delta"' "other events still are"
 
 # ---- quiet ---------------------------------------------------------------------
 expect 3 "-q" -- -q --idle 100ms "$CHAT?n=9&stall_after=1&stall=forever&_t=cli_quiet"

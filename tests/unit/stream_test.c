@@ -34,7 +34,7 @@ static int on_item(const sg_item *item, void *ud) {
 static void begin(fixture *f, sg_format format, const char *done, int64_t first,
                   int64_t idle, uint64_t max_items) {
     memset(f, 0, sizeof(*f));
-    sg_stream_config cfg = {format, done, NULL, 256, 1024};
+    sg_stream_config cfg = {format, done, NULL, 256, 1024, NULL};
     assert_true(sg_stream_buffer_size(&cfg) <= sizeof(f->buf));
     assert_int_equal(sg_stream_init(&f->s, &cfg, on_item, f, f->buf, sizeof(f->buf)), 0);
     sg_guard_config g;
@@ -184,15 +184,39 @@ static void the_transport_view_decides_when_nothing_else_did(void **state) {
     assert_false(r.partial);
 }
 
+static void skipped_event_types_are_not_items_and_never_reset_idle(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    static const char *const skip[] = {"ping", NULL};
+    memset(&f, 0, sizeof(f));
+    sg_stream_config cfg = {SG_FORMAT_SSE, NULL, "message_stop", 256, 1024, skip};
+    assert_int_equal(sg_stream_init(&f.s, &cfg, on_item, &f, f.buf, sizeof(f.buf)), 0);
+    sg_guard_config g;
+    sg_guard_config_init(&g);
+    sg_guard_config_set_idle(&g, SG_MS(50));
+    assert_int_equal(sg_stream_begin(&f.s, &g, NULL, 1, T0), 0);
+    assert_int_equal(feed(&f, "event: content_block_delta\ndata: {}\n\n", T0), 0);
+    /* Anthropic's keepalive is an event, not a comment: still not progress */
+    assert_int_equal(
+        feed(&f, "event: ping\ndata: {\"type\":\"ping\"}\n\n", T0 + SG_MS(30)), 0);
+    assert_int_equal(f.items, 1);
+    assert_int_equal(sg_guard_next_deadline(sg_stream_guard(&f.s)), T0 + SG_MS(50));
+    assert_int_equal(feed(&f, "event: ping\ndata: {}\n\n", T0 + SG_MS(50)), SG_ETIMEDOUT);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(50), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_IDLE_TIMEOUT);
+    assert_int_equal(r.items, 1);
+}
+
 static void bad_arguments_are_rejected(void **state) {
     (void)state;
     sg_stream s;
     char buf[64];
-    sg_stream_config bad = {(sg_format)7, NULL, NULL, 0, 0};
+    sg_stream_config bad = {(sg_format)7, NULL, NULL, 0, 0, NULL};
     sg_guard_result r;
     assert_int_equal(sg_stream_init(&s, &bad, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
     assert_int_equal(sg_stream_buffer_size(&bad), 0);
-    sg_stream_config small = {SG_FORMAT_SSE, NULL, NULL, 256, 1024};
+    sg_stream_config small = {SG_FORMAT_SSE, NULL, NULL, 256, 1024, NULL};
     assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)),
                      SG_ENOBUFS);
     sg_stream zero = {0};
@@ -213,6 +237,7 @@ int main(void) {
         cmocka_unit_test(end_of_body_without_the_sentinel_is_truncated),
         cmocka_unit_test(without_a_sentinel_a_complete_body_is_ok),
         cmocka_unit_test(the_transport_view_decides_when_nothing_else_did),
+        cmocka_unit_test(skipped_event_types_are_not_items_and_never_reset_idle),
         cmocka_unit_test(bad_arguments_are_rejected),
     };
     return cmocka_run_group_tests_name("stream", tests, NULL, NULL);

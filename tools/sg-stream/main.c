@@ -340,6 +340,7 @@ enum {
     OPT_DONE,
     OPT_DONE_EVENT,
     OPT_NO_DONE,
+    OPT_SKIP_EVENT,
     OPT_MAX_ITEMS,
     OPT_MAX_BYTES,
     OPT_MAX_EVENT_BYTES,
@@ -372,6 +373,7 @@ static const struct option long_opts[] = {
     {"done", required_argument, NULL, OPT_DONE},
     {"done-event", required_argument, NULL, OPT_DONE_EVENT},
     {"no-done", no_argument, NULL, OPT_NO_DONE},
+    {"skip-event", required_argument, NULL, OPT_SKIP_EVENT},
     {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
@@ -399,6 +401,8 @@ struct config {
     int64_t backoff_max;
     bool no_done;
     bool done_set;
+    const char *skip[17]; /* NULL-terminated */
+    size_t nskip;
     struct run run;
 };
 
@@ -548,6 +552,14 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_NO_DONE:
         c->no_done = true;
+        break;
+    case OPT_SKIP_EVENT:
+        if (*arg == '\0' || c->nskip == 16) {
+            return usage_error("--skip-event takes a non-empty type, at most 16 times%s",
+                               "");
+        }
+        c->skip[c->nskip++] = arg;
+        c->copts.skip_types = c->skip;
         break;
     case OPT_MAX_ITEMS:
     case OPT_MAX_BYTES:
