@@ -24,45 +24,69 @@
 extern "C" {
 #endif
 
+/**
+ * SG_EXTERN - marks a public function for export.
+ *
+ * The library is compiled with hidden visibility, so only SG_EXTERN
+ * functions are exported from the shared library.  It expands to nothing
+ * when SG_STATIC_DEFINE is defined or the compiler is not GCC-compatible
+ * (no __GNUC__); the build itself never defines SG_STATIC_DEFINE.
+ */
 #if defined(SG_STATIC_DEFINE) || !defined(__GNUC__)
 #    define SG_EXTERN
 #else
 #    define SG_EXTERN __attribute__((visibility("default")))
 #endif
 
-#define SG_VERSION_MAJOR 0
-#define SG_VERSION_MINOR 1
-#define SG_VERSION_PATCH 0
-#define SG_VERSION_STRING "0.1.0"
+#define SG_VERSION_MAJOR 0        ///< Major version: incompatible API changes.
+#define SG_VERSION_MINOR 1        ///< Minor version: compatible additions.
+#define SG_VERSION_PATCH 0        ///< Patch version: fixes only.
+#define SG_VERSION_STRING "0.1.0" ///< "MAJOR.MINOR.PATCH" of these headers.
 
-/** The library's version string ("MAJOR.MINOR.PATCH"). */
+/**
+ * sg_version - the version of the library that is linked.
+ *
+ * Compare with SG_VERSION_STRING to detect a header/library mismatch.
+ *
+ * Returns a static "MAJOR.MINOR.PATCH" string; never NULL.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN const char *sg_version(void);
 
 /* ------------------------------------------------------------------------
  * Time
  * ------------------------------------------------------------------------ */
 
-/** "No deadline": an instant later than any reachable time. */
+/**
+ * SG_TIME_NEVER - "no deadline": an instant later than any reachable time
+ * (INT64_MAX).  Deadline sums saturate here instead of wrapping.
+ */
 #define SG_TIME_NEVER INT64_MAX
 
-/** Duration helpers; all durations are int64_t nanoseconds. */
-#define SG_NS(x) ((int64_t)(x))
-#define SG_US(x) ((int64_t)(x)*INT64_C(1000))
-#define SG_MS(x) ((int64_t)(x)*INT64_C(1000000))
-#define SG_SEC(x) ((int64_t)(x)*INT64_C(1000000000))
+/* Duration helpers; all durations are int64_t nanoseconds.  They do not
+ * saturate: keep arguments within SG_DURATION_MAX. */
+#define SG_NS(x) ((int64_t)(x))                      ///< @x nanoseconds.
+#define SG_US(x) ((int64_t)(x)*INT64_C(1000))        ///< @x microseconds in ns.
+#define SG_MS(x) ((int64_t)(x)*INT64_C(1000000))     ///< @x milliseconds in ns.
+#define SG_SEC(x) ((int64_t)(x)*INT64_C(1000000000)) ///< @x seconds in ns.
 
 /**
- * The largest duration any setter accepts: 366 days.  Longer values are
- * configuration mistakes (a unit error, an uninitialised variable) and are
- * rejected with SG_ERANGE rather than silently meaning "forever".
+ * SG_DURATION_MAX - the largest duration any setter accepts: 366 days.
+ * Longer values are configuration mistakes (a unit error, an uninitialised
+ * variable) and are rejected with SG_ERANGE rather than silently meaning
+ * "forever".
  */
 #define SG_DURATION_MAX SG_SEC(366LL * 24 * 3600)
 
 /**
  * sg_time_add - saturating addition of a duration to an instant.
  *
- * Returns t + d, or SG_TIME_NEVER when the sum would overflow or when t is
- * already SG_TIME_NEVER.  A negative d saturates at INT64_MIN.  Never wraps.
+ * @t: an instant (monotonic ns), or SG_TIME_NEVER.
+ * @d: a duration in ns; may be negative.
+ *
+ * Returns t + d, or SG_TIME_NEVER when the sum would overflow or when @t is
+ * already SG_TIME_NEVER.  A negative @d saturates at INT64_MIN.  Never wraps.
+ * Thread-safety: pure function.
  */
 static inline int64_t sg_time_add(int64_t t, int64_t d) {
     if (t == SG_TIME_NEVER) {
@@ -77,7 +101,12 @@ static inline int64_t sg_time_add(int64_t t, int64_t d) {
     return t + d;
 }
 
-/** The earlier of two instants (SG_TIME_NEVER is the identity). */
+/**
+ * sg_time_min - the earlier of two instants.
+ *
+ * Returns the smaller of @a and @b (SG_TIME_NEVER is the identity).
+ * Thread-safety: pure function.
+ */
 static inline int64_t sg_time_min(int64_t a, int64_t b) {
     return a < b ? a : b;
 }
@@ -87,17 +116,35 @@ static inline int64_t sg_time_min(int64_t a, int64_t b) {
  *
  * Transports and programs read time through one of these so that tests can
  * substitute a hand-driven clock.  @now returns CLOCK_MONOTONIC-like
- * nanoseconds and must never go backwards.
+ * nanoseconds and must never go backwards; it is called with @user_data.
+ * A NULL @now means the system monotonic clock (see sg_clock_now).
  */
 typedef struct sg_clock {
-    int64_t (*now)(void *user_data);
-    void *user_data;
+    int64_t (*now)(void *user_data); ///< reads the clock, in ns
+    void *user_data;                 ///< passed to @now
 } sg_clock;
 
-/** The system clock: clock_gettime(CLOCK_MONOTONIC) in nanoseconds. */
+/**
+ * sg_clock_monotonic_now - the system clock.
+ *
+ * @user_data: ignored (present so the function fits sg_clock.now).
+ *
+ * Returns clock_gettime(CLOCK_MONOTONIC) in nanoseconds.
+ * Thread-safety: safe from any thread.
+ */
 SG_EXTERN int64_t sg_clock_monotonic_now(void *user_data);
 
-/** Reads @clock, or the system monotonic clock when @clock is NULL. */
+/**
+ * sg_clock_now - reads a clock.
+ *
+ * @clock: the clock to read; NULL (or a clock whose @now is NULL) means the
+ *   system monotonic clock.
+ *
+ * Returns @clock->now(@clock->user_data), or sg_clock_monotonic_now(NULL)
+ * when @clock or its @now is NULL.
+ * Thread-safety: as the clock's @now function (the system clock is safe
+ * from any thread).
+ */
 SG_EXTERN int64_t sg_clock_now(const sg_clock *clock);
 
 /**
@@ -105,10 +152,20 @@ SG_EXTERN int64_t sg_clock_now(const sg_clock *clock);
  * Initialise with {0}, then advance .now_ns; pass sg_manual_clock_as().
  */
 typedef struct sg_manual_clock {
-    int64_t now_ns;
+    int64_t now_ns; ///< what every read returns; set it by hand
 } sg_manual_clock;
 
-/** Wraps @mc as an sg_clock whose reads return mc->now_ns. */
+/**
+ * sg_manual_clock_as - wraps a manual clock as an sg_clock.
+ *
+ * @mc: the manual clock; must not be NULL when the returned clock is read,
+ *   and must outlive it (the returned clock keeps the pointer).
+ *
+ * Returns an sg_clock whose reads return @mc->now_ns at the time of the
+ * read.  Never fails; nothing is read until the clock is.
+ * Thread-safety: pure function; reads of the returned clock race with
+ * writes to @mc->now_ns unless the caller serialises them.
+ */
 SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
 
 /* ------------------------------------------------------------------------
@@ -116,6 +173,16 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
  * Every code is negative; 0 is success.
  * ------------------------------------------------------------------------ */
 
+/**
+ * SG_ERRNO_MAP - the error table: XX(name, value, text) for every code.
+ *
+ * It generates enum sg_errno (SG_<name> = value), sg_strerror() (text) and
+ * sg_errname() (name).  Every value is negative and stable.  Reserved codes,
+ * which no function returns yet: SG_EPROTO (a peer's protocol violation is
+ * reported as the outcome protocol_error instead), SG_EHTTP (an error status
+ * is the outcome http_error) and SG_ECORRUPT (the ledger skips and counts
+ * corrupt records).  docs/api.md lists where each code comes from.
+ */
 #define SG_ERRNO_MAP(XX)                                                        \
     XX(EINVAL, -1, "invalid argument")                                          \
     XX(ERANGE, -2, "value out of range")                                        \
@@ -147,21 +214,48 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(ETOOMANY, -28, "too many objects")                                       \
     XX(EUNSUPPORTED, -29, "not supported")
 
+/**
+ * sg_errno - the negative error codes every int-returning function uses;
+ * 0 is success.  Generated from SG_ERRNO_MAP (see it for the reserved codes
+ * SG_EPROTO, SG_EHTTP and SG_ECORRUPT).  A negative code means the call
+ * itself could not run; how a stream ended is an sg_outcome, not an error.
+ */
 typedef enum sg_errno {
 #define SG__ERR_ENUM(name, value, text) SG_##name = (value),
     SG_ERRNO_MAP(SG__ERR_ENUM)
 #undef SG__ERR_ENUM
 } sg_errno;
 
-/** A static English description of @err; "unknown error" for other values. */
+/**
+ * sg_strerror - a description of an error code, for messages.
+ *
+ * @err: 0 or an SG_E* code; any other value is accepted.
+ *
+ * Returns a static English string: "success" for 0, the table's text for
+ * an SG_E* code, "unknown error" for any other value.  Never NULL.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN const char *sg_strerror(int err);
-/** The code's symbolic name without prefix, e.g. "EINVAL"; "UNKNOWN" else. */
+
+/**
+ * sg_errname - the symbolic name of an error code, for logs.
+ *
+ * @err: 0 or an SG_E* code; any other value is accepted.
+ *
+ * Returns a static string: the name without its prefix (e.g. "EINVAL"),
+ * "OK" for 0, "UNKNOWN" for any other value.  Never NULL.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN const char *sg_errname(int err);
 
 /* ------------------------------------------------------------------------
  * Outcomes and phases.  Their names are a public contract (reports, logs).
  * ------------------------------------------------------------------------ */
 
+/**
+ * SG_OUTCOME_MAP - the outcome table: XX(NAME, "name").  It generates enum
+ * sg_outcome (SG_OUTCOME_<NAME>) and the names of sg_outcome_name().
+ */
 #define SG_OUTCOME_MAP(XX)                       \
     XX(OK, "ok")                                 \
     XX(CONNECT_TIMEOUT, "connect_timeout")       \
@@ -178,6 +272,33 @@ SG_EXTERN const char *sg_errname(int err);
     XX(TRANSPORT_ERROR, "transport_error")       \
     XX(PROTOCOL_ERROR, "protocol_error")
 
+/**
+ * sg_outcome - how an attempt (or an operation) ended: exactly one per
+ * attempt.  What a caller may conclude from each (use, retry, discard,
+ * reconcile) is in docs/outcomes.md.
+ *
+ * - SG_OUTCOME_OK: ended as the protocol requires (sentinel seen, or a
+ *   complete body when none is configured).
+ * - SG_OUTCOME_CONNECT_TIMEOUT: no connection within the connect clock.
+ * - SG_OUTCOME_FIRST_ITEM_TIMEOUT: no item within the first-item clock.
+ * - SG_OUTCOME_IDLE_TIMEOUT: no item within the idle clock after the last
+ *   one (always partial).
+ * - SG_OUTCOME_STREAM_TIMEOUT: the stream-total clock ran out.
+ * - SG_OUTCOME_ATTEMPT_TIMEOUT: the per-attempt ceiling ran out.
+ * - SG_OUTCOME_BUDGET_EXHAUSTED: the operation's budget was the limit.
+ * - SG_OUTCOME_REFUSED: not dialled: too little budget left above the floor.
+ * - SG_OUTCOME_CANCELLED: the consumer or the caller stopped it.
+ * - SG_OUTCOME_CAP_EXCEEDED: more items or bytes than the cap (runaway).
+ * - SG_OUTCOME_TRUNCATED: the connection or stream ended mid-body, or the
+ *   body ended without its terminal sentinel.
+ * - SG_OUTCOME_HTTP_ERROR: a non-success HTTP status.
+ * - SG_OUTCOME_TRANSPORT_ERROR: connect refused, reset, TLS, DNS, an HTTP/2
+ *   stream error before a response.
+ * - SG_OUTCOME_PROTOCOL_ERROR: the peer broke the protocol (a line or event
+ *   over the limit, malformed HTTP/2).
+ *
+ * SG_OUTCOME_COUNT_ is the number of outcomes, not an outcome.
+ */
 typedef enum sg_outcome {
 #define SG__OUTCOME_ENUM(name, text) SG_OUTCOME_##name,
     SG_OUTCOME_MAP(SG__OUTCOME_ENUM)
@@ -185,6 +306,10 @@ typedef enum sg_outcome {
         SG_OUTCOME_COUNT_
 } sg_outcome;
 
+/**
+ * SG_PHASE_MAP - the phase table: XX(NAME, "name").  It generates enum
+ * sg_phase (SG_PHASE_<NAME>) and the names of sg_phase_name().
+ */
 #define SG_PHASE_MAP(XX)                   \
     XX(CONNECT, "connect")                 \
     XX(SEND, "send")                       \
@@ -192,6 +317,19 @@ typedef enum sg_outcome {
     XX(WAIT_FIRST_ITEM, "wait_first_item") \
     XX(STREAMING, "streaming")
 
+/**
+ * sg_phase - where an attempt was when it ended; phases only move forward.
+ * It says whether the server could have seen the request (docs/outcomes.md,
+ * "Phases").
+ *
+ * - SG_PHASE_CONNECT: the attempt started; nothing was sent.
+ * - SG_PHASE_SEND: connected; the request is being written.
+ * - SG_PHASE_WAIT_HEADERS: the request is written; no status yet.
+ * - SG_PHASE_WAIT_FIRST_ITEM: a response status arrived; no item yet.
+ * - SG_PHASE_STREAMING: the first item was delivered.
+ *
+ * SG_PHASE_COUNT_ is the number of phases, not a phase.
+ */
 typedef enum sg_phase {
 #define SG__PHASE_ENUM(name, text) SG_PHASE_##name,
     SG_PHASE_MAP(SG__PHASE_ENUM)
@@ -199,18 +337,57 @@ typedef enum sg_phase {
         SG_PHASE_COUNT_
 } sg_phase;
 
-/** The stable snake_case name of @outcome, or NULL when out of range. */
-SG_EXTERN const char *sg_outcome_name(sg_outcome outcome);
-/** The stable name of @phase, or NULL when out of range. */
-SG_EXTERN const char *sg_phase_name(sg_phase phase);
 /**
- * Parses an outcome name.  Returns 0 and sets *@out, or SG_EINVAL when @name
- * is NULL or names no outcome.
+ * sg_outcome_name - the stable snake_case name of an outcome.
+ *
+ * Returns a static string such as "idle_timeout", or NULL when @outcome is
+ * out of range.
+ * Thread-safety: pure function.
+ */
+SG_EXTERN const char *sg_outcome_name(sg_outcome outcome);
+
+/**
+ * sg_phase_name - the stable snake_case name of a phase.
+ *
+ * Returns a static string such as "wait_headers", or NULL when @phase is
+ * out of range.
+ * Thread-safety: pure function.
+ */
+SG_EXTERN const char *sg_phase_name(sg_phase phase);
+
+/**
+ * sg_outcome_from_name - parses an outcome name (as sg_outcome_name gives).
+ *
+ * @name: a NUL-terminated name, compared case-sensitively.
+ * @out: receives the outcome; unchanged on error.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @name or @out is NULL, or @name names no outcome.
+ * Thread-safety: pure function (writes only *@out).
  */
 SG_EXTERN int sg_outcome_from_name(const char *name, sg_outcome *out);
-/** Parses a phase name.  Returns 0 and sets *@out, or SG_EINVAL. */
+
+/**
+ * sg_phase_from_name - parses a phase name (as sg_phase_name gives).
+ *
+ * @name: a NUL-terminated name, compared case-sensitively.
+ * @out: receives the phase; unchanged on error.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @name or @out is NULL, or @name names no phase.
+ * Thread-safety: pure function (writes only *@out).
+ */
 SG_EXTERN int sg_phase_from_name(const char *name, sg_phase *out);
-/** true for the outcomes that mean "a clock or the budget ran out". */
+
+/**
+ * sg_outcome_is_timeout - does the outcome mean "a clock or the budget ran
+ * out"?
+ *
+ * Returns true for connect_timeout, first_item_timeout, idle_timeout,
+ * stream_timeout, attempt_timeout and budget_exhausted; false for every
+ * other value, out-of-range ones included.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN bool sg_outcome_is_timeout(sg_outcome outcome);
 
 /* ------------------------------------------------------------------------
@@ -233,6 +410,7 @@ typedef struct sg_budget {
 /**
  * sg_budget_start - begin an operation's budget.
  *
+ * @budget: the budget to (re)start; any previous state is overwritten.
  * @now: the current monotonic instant.
  * @total_ns: the operation budget, 1 ns .. SG_DURATION_MAX.
  * @floor_ns: a reserve that is never leased (0 .. SG_DURATION_MAX): when
@@ -241,9 +419,11 @@ typedef struct sg_budget {
  *   allowed - an inbound deadline may leave less than the floor - and then
  *   every lease is refused (the caller reports "refused" without dialling).
  *
- * Returns 0 if it succeeds, or one of the following negative error codes:
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @budget is unchanged):
  *   SG_EINVAL  @budget is NULL, @total_ns <= 0 or @floor_ns < 0;
  *   SG_ERANGE  @total_ns or @floor_ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @budget.
  */
 SG_EXTERN int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns,
                               int64_t floor_ns);
@@ -251,42 +431,81 @@ SG_EXTERN int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns,
 /**
  * sg_budget_child - a budget whose deadline is min(parent's, now + limit).
  *
- * The child keeps the parent's floor (clamped below its own total).  Use it
- * for a fallback or a sub-operation that must not outlive its parent.
- * @limit_ns may be SG_TIME_NEVER to inherit the parent's deadline as is.
+ * Use it for a fallback or a sub-operation that must not outlive its
+ * parent.  The child starts at @now and keeps the parent's floor when that
+ * floor is below the child's own total (deadline - @now); otherwise its
+ * floor is 0, so a short child is not refused outright.
+ * @parent: a started budget; not modified.
+ * @now: the current monotonic instant.
+ * @limit_ns: the child's own limit, 1 .. SG_DURATION_MAX, or SG_TIME_NEVER
+ *   to inherit the parent's deadline as is.
+ * @child: receives the child budget; unchanged on error.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL    a NULL pointer, @parent not started, or @limit_ns <= 0;
+ *   SG_EINVAL    @parent or @child is NULL, @parent not started, or
+ *                @limit_ns <= 0;
  *   SG_ERANGE    @limit_ns > SG_DURATION_MAX (and not SG_TIME_NEVER);
  *   SG_EREFUSED  the parent has nothing left at @now.
+ * Thread-safety: reads only @parent, touches only @child.
  */
 SG_EXTERN int sg_budget_child(const sg_budget *parent, int64_t now, int64_t limit_ns,
                               sg_budget *child);
 
-/** The absolute deadline of a started budget. */
+/**
+ * sg_budget_deadline - the budget's absolute deadline.
+ *
+ * Returns the deadline (start + total, saturated) of a started budget, or
+ * SG_TIME_NEVER when @budget is NULL or was never started.
+ * Thread-safety: reads only @budget.
+ */
 SG_EXTERN int64_t sg_budget_deadline(const sg_budget *budget);
-/** The floor of a started budget. */
+
+/**
+ * sg_budget_floor - the budget's reserve that is never leased.
+ *
+ * Returns the floor in ns of a started budget, or 0 when @budget is NULL
+ * or was never started.
+ * Thread-safety: reads only @budget.
+ */
 SG_EXTERN int64_t sg_budget_floor(const sg_budget *budget);
-/** The instant the budget started. */
+
+/**
+ * sg_budget_started_at - the instant the budget started.
+ *
+ * Returns the @now given to sg_budget_start (or sg_budget_child), or 0
+ * when @budget is NULL or was never started (0 is also a valid instant:
+ * check the budget was started when that matters).
+ * Thread-safety: reads only @budget.
+ */
 SG_EXTERN int64_t sg_budget_started_at(const sg_budget *budget);
 
 /**
- * sg_budget_remaining - nanoseconds left at @now; 0 once expired, never
- * negative.  Returns 0 for a budget that was never started.
+ * sg_budget_remaining - nanoseconds left at @now.
+ *
+ * Returns deadline - @now (saturating at INT64_MAX), 0 once @now has
+ * reached the deadline - never negative - and 0 when @budget is NULL or
+ * was never started.
+ * Thread-safety: reads only @budget.
  */
 SG_EXTERN int64_t sg_budget_remaining(const sg_budget *budget, int64_t now);
 
 /**
  * sg_budget_lease - grant time for an attempt or a sleep.
  *
- * granted = min(@wanted_ns, remaining - floor).  Pass SG_TIME_NEVER as
- * @wanted_ns for "as much as may be leased".
+ * granted = min(@wanted_ns, remaining - floor).  The budget is not
+ * changed: every lease is computed from the one deadline at @now.
+ * @wanted_ns: 1 .. SG_DURATION_MAX, or SG_TIME_NEVER for "as much as may be
+ *   leased".
+ * @granted_ns: receives the grant.
  *
  * Returns 0 and sets *@granted_ns (> 0) if it succeeds, or one of the
- * following negative error codes (and then *@granted_ns is set to 0):
- *   SG_EINVAL    a NULL pointer, a budget never started, or @wanted_ns <= 0;
+ * following negative error codes (and then *@granted_ns, when non-NULL, is
+ * set to 0):
+ *   SG_EINVAL    @budget or @granted_ns is NULL, a budget never started, or
+ *                @wanted_ns <= 0;
  *   SG_ERANGE    @wanted_ns > SG_DURATION_MAX (and not SG_TIME_NEVER);
  *   SG_EREFUSED  remaining <= floor: nothing may be leased.
+ * Thread-safety: reads only @budget.
  */
 SG_EXTERN int sg_budget_lease(const sg_budget *budget, int64_t now, int64_t wanted_ns,
                               int64_t *granted_ns);
@@ -313,51 +532,183 @@ typedef struct sg_guard_config {
     uint64_t max_bytes_;      /* private: 0 = no cap */
 } sg_guard_config;
 
-/** Resets @cfg so every clock and cap is off. */
+/**
+ * sg_guard_config_init - resets @cfg so every clock and cap is off (the
+ * same as zero-initialising it).
+ *
+ * Returns nothing; a NULL @cfg is ignored.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN void sg_guard_config_init(sg_guard_config *cfg);
 
-/*
- * Clock setters.  Each takes a duration in nanoseconds, 1 .. SG_DURATION_MAX.
- * Default: off.  Each returns 0 if it succeeds, or one of the following
- * negative error codes:
- *   SG_EINVAL  @cfg is NULL or the duration is <= 0;
- *   SG_ERANGE  the duration is > SG_DURATION_MAX.
- * sg_guard_config_clear_clocks() turns every clock off again.
+/**
+ * sg_guard_config_set_connect - the connect timeout: from guard start until
+ * the phase leaves "connect" (sg_guard_set_phase).  Default: off.
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds.  Use sg_guard_config_clear_clocks
+ *   to turn clocks off again.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @cfg is unchanged):
+ *   SG_EINVAL  @cfg is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @cfg.
  */
-/** Connect timeout: from guard start until the phase leaves "connect". */
 SG_EXTERN int sg_guard_config_set_connect(sg_guard_config *cfg, int64_t ns);
-/** First-item deadline: from guard start to the first item. */
+
+/**
+ * sg_guard_config_set_first_item - the first-item deadline: from guard
+ * start to the first item (time to first token).  Default: off.
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @cfg is unchanged):
+ *   SG_EINVAL  @cfg is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN int sg_guard_config_set_first_item(sg_guard_config *cfg, int64_t ns);
-/** Idle timeout: from each item to the next; starts at the first item.
- *  Bytes that are not items (keepalive comments) never reset it. */
+
+/**
+ * sg_guard_config_set_idle - the idle timeout: from each item to the next;
+ * it starts at the first item.  Bytes that are not items (keepalive
+ * comments) never reset it.  Default: off.
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @cfg is unchanged):
+ *   SG_EINVAL  @cfg is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN int sg_guard_config_set_idle(sg_guard_config *cfg, int64_t ns);
-/** Stream total: from guard start to the end of the stream. */
+
+/**
+ * sg_guard_config_set_stream_total - the stream-total clock: from guard
+ * start to the end of the stream.  Default: off.
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @cfg is unchanged):
+ *   SG_EINVAL  @cfg is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN int sg_guard_config_set_stream_total(sg_guard_config *cfg, int64_t ns);
-/** Per-attempt ceiling: from guard start to the end of the attempt. */
+
+/**
+ * sg_guard_config_set_attempt - the per-attempt ceiling: from guard start
+ * to the end of the attempt.  Default: off.
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @cfg is unchanged):
+ *   SG_EINVAL  @cfg is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN int sg_guard_config_set_attempt(sg_guard_config *cfg, int64_t ns);
-/** Turns every clock off (caps are kept). */
+
+/**
+ * sg_guard_config_clear_clocks - turns every clock off; the caps are kept.
+ *
+ * Returns nothing; a NULL @cfg is ignored.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN void sg_guard_config_clear_clocks(sg_guard_config *cfg);
 
 /**
- * Runaway caps.  @n = 0 turns the cap off (default).  With a cap of N, the
- * N-th item (or byte) is accepted and the one after it ends the stream with
- * cap_exceeded.  Returns 0, or SG_EINVAL when @cfg is NULL.
+ * sg_guard_config_set_max_items - the runaway item cap.  With a cap of N
+ * the N-th item is accepted and the one after it ends the stream with
+ * cap_exceeded (sg_guard_on_item returns SG_ECAP).  Default: 0 (off).
+ *
+ * @n: the cap; 0 turns it off.  Any value is valid.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @cfg is NULL.
+ * Thread-safety: touches only @cfg.
  */
 SG_EXTERN int sg_guard_config_set_max_items(sg_guard_config *cfg, uint64_t n);
+
+/**
+ * sg_guard_config_set_max_bytes - the runaway byte cap, counted over every
+ * body byte reported to sg_guard_on_bytes.  With a cap of N a total of N
+ * bytes is accepted, and the call that takes the total above N ends the
+ * stream with cap_exceeded (it returns SG_ECAP).  Default: 0 (off).
+ *
+ * @n: the cap; 0 turns it off.  Any value is valid.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @cfg is NULL.
+ * Thread-safety: touches only @cfg.
+ */
 SG_EXTERN int sg_guard_config_set_max_bytes(sg_guard_config *cfg, uint64_t n);
 
-/** Getters: the configured value, 0 when off. */
+/**
+ * sg_guard_config_connect - the configured connect timeout.
+ *
+ * Returns the duration in ns, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN int64_t sg_guard_config_connect(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_first_item - the configured first-item deadline.
+ *
+ * Returns the duration in ns, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN int64_t sg_guard_config_first_item(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_idle - the configured idle timeout.
+ *
+ * Returns the duration in ns, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN int64_t sg_guard_config_idle(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_stream_total - the configured stream-total clock.
+ *
+ * Returns the duration in ns, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN int64_t sg_guard_config_stream_total(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_attempt - the configured per-attempt ceiling.
+ *
+ * Returns the duration in ns, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN int64_t sg_guard_config_attempt(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_max_items - the configured item cap.
+ *
+ * Returns the cap, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN uint64_t sg_guard_config_max_items(const sg_guard_config *cfg);
+
+/**
+ * sg_guard_config_max_bytes - the configured byte cap.
+ *
+ * Returns the cap, or 0 when it is off or @cfg is NULL.
+ * Thread-safety: reads only @cfg.
+ */
 SG_EXTERN uint64_t sg_guard_config_max_bytes(const sg_guard_config *cfg);
 
 /**
  * sg_guard - the state of one attempt's clocks; plain data the caller embeds
- * (at most 128 bytes), zero-initialisable, fields private.
+ * (at most 128 bytes), zero-initialisable, fields private.  A
+ * zero-initialised guard is "never started": every call but sg_guard_start
+ * and the getters fails with SG_ESTATE.
  */
 typedef struct sg_guard {
     int64_t next_;          /* private: earliest live deadline (cached) */
@@ -382,15 +733,15 @@ typedef struct sg_guard {
     uint32_t pad_;          /* private */
 } sg_guard;
 
-/** What a finished attempt's guard concludes. */
+/** sg_guard_result - what a finished attempt's guard concludes. */
 typedef struct sg_guard_result {
-    sg_outcome outcome;
-    sg_phase phase;        /* phase the attempt ended in */
-    bool partial;          /* items > 0 and the end was not clean */
-    uint64_t items;        /* items accepted (caps: at most the cap) */
-    uint64_t bytes;        /* bytes reported through sg_guard_on_bytes */
-    int64_t first_item_ns; /* start -> first item, -1 when none */
-    int64_t elapsed_ns;    /* start -> finish */
+    sg_outcome outcome;    ///< how the attempt ended (docs/outcomes.md)
+    sg_phase phase;        ///< phase the attempt ended in
+    bool partial;          ///< items > 0 and the outcome is not ok: discard
+    uint64_t items;        ///< items accepted (caps: at most the cap)
+    uint64_t bytes;        ///< bytes reported through sg_guard_on_bytes
+    int64_t first_item_ns; ///< start -> first item, -1 when none
+    int64_t elapsed_ns;    ///< start -> finish (0 if the end preceded the start)
 } sg_guard_result;
 
 /**
@@ -398,11 +749,15 @@ typedef struct sg_guard_result {
  *
  * Every configured clock is clamped by the budget's deadline; @budget may be
  * NULL for a stream with no operation budget.  The guard starts in phase
- * "connect".  @cfg is copied; it need not outlive the call.
+ * "connect".  @cfg is copied; it need not outlive the call.  A guard may be
+ * started again for a new attempt at any time: its previous state is
+ * discarded.
  *
- * Returns 0 if it succeeds, or one of the following negative error codes:
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @guard is unchanged):
  *   SG_EINVAL  @guard or @cfg is NULL, @budget was never started, or @cfg
- *              holds a negative or out-of-range value.
+ *              holds a clock that is negative or above SG_DURATION_MAX.
+ * Thread-safety: touches only @guard; reads @cfg and @budget.
  */
 SG_EXTERN int sg_guard_start(sg_guard *guard, const sg_guard_config *cfg,
                              const sg_budget *budget, int64_t now);
@@ -410,12 +765,17 @@ SG_EXTERN int sg_guard_start(sg_guard *guard, const sg_guard_config *cfg,
 /**
  * sg_guard_set_phase - the transport reports progress before the first item:
  * connect -> send -> wait_headers -> wait_first_item.  Phases only move
- * forward; "streaming" is entered by the first item.  Leaving "connect"
- * disarms the connect clock.
+ * forward (skipping is allowed; the current phase again is a no-op);
+ * "streaming" is entered by the first item.  Leaving "connect" disarms the
+ * connect clock.  No deadline is checked here (@now is unused): use
+ * sg_guard_check.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @guard is NULL or @phase is out of range or is "streaming";
- *   SG_ESTATE  the guard is not running, or @phase is behind the current one.
+ *   SG_ESTATE  the guard is not running (never started, expired, capped or
+ *              finished), or @phase is behind the current one (every phase
+ *              is, once the first item entered "streaming").
+ * Thread-safety: touches only @guard.
  */
 SG_EXTERN int sg_guard_set_phase(sg_guard *guard, sg_phase phase, int64_t now);
 
@@ -430,11 +790,12 @@ SG_EXTERN int sg_guard_set_phase(sg_guard *guard, sg_phase phase, int64_t now);
  *
  * Returns 0 when the item is accepted (deliver it), or one of the following
  * negative error codes (do not deliver it; call sg_guard_finish):
- *   SG_ETIMEDOUT  a clock or the budget had expired by @now;
- *   SG_ECAP       the item cap is exceeded;
+ *   SG_ETIMEDOUT  a clock or the budget had expired by @now (latched);
+ *   SG_ECAP       the item cap is exceeded (latched: cap_exceeded);
  *   SG_ESTATE     the guard is not running (never started, or finished, or
- *                 already expired);
+ *                 already expired or capped);
  *   SG_EINVAL     @guard is NULL.
+ * Thread-safety: touches only @guard.
  */
 SG_EXTERN int sg_guard_on_item(sg_guard *guard, int64_t now);
 
@@ -442,16 +803,34 @@ SG_EXTERN int sg_guard_on_item(sg_guard *guard, int64_t now);
  * sg_guard_on_bytes - @n bytes arrived at @now (all received body bytes,
  * items and keepalives alike).  Counts toward the byte cap and the report;
  * it NEVER resets the idle clock, so keepalive comments cannot keep a dead
- * generation alive.  Deadlines are checked as in sg_guard_on_item.
+ * generation alive.  Deadlines are checked first, as in sg_guard_on_item.
+ * The bytes of a call that exceeds the cap are still counted (the byte
+ * count saturates at UINT64_MAX).
  *
- * Returns 0, or SG_ETIMEDOUT, SG_ECAP, SG_ESTATE, SG_EINVAL as above.
+ * Returns 0 when the bytes are accepted, or one of the following negative
+ * error codes (stop reading; call sg_guard_finish):
+ *   SG_ETIMEDOUT  a clock or the budget had expired by @now (latched);
+ *   SG_ECAP       the byte total now exceeds the byte cap (latched:
+ *                 cap_exceeded);
+ *   SG_ESTATE     the guard is not running (never started, or finished, or
+ *                 already expired or capped);
+ *   SG_EINVAL     @guard is NULL.
+ * Thread-safety: touches only @guard.
  */
 SG_EXTERN int sg_guard_on_bytes(sg_guard *guard, int64_t now, uint64_t n);
 
 /**
  * sg_guard_next_deadline - the one absolute instant an event loop should arm
- * a timer for: the earliest live deadline, or SG_TIME_NEVER when none is
- * configured and there is no budget (or the guard is not running).  O(1).
+ * a timer for.  O(1).
+ *
+ * @guard: must not be NULL (static inline: it is read directly).
+ *
+ * Returns, for a running guard, the earliest live deadline, or
+ * SG_TIME_NEVER when no clock is configured and there is no budget.
+ * Returns SG_TIME_NEVER once the guard has expired, been capped or finished.
+ * For a zero-initialised guard that was never started it returns 0 (not
+ * SG_TIME_NEVER): check sg_guard_running first.
+ * Thread-safety: reads only @guard.
  */
 static inline int64_t sg_guard_next_deadline(const sg_guard *guard) {
     return guard->next_;
@@ -460,13 +839,20 @@ static inline int64_t sg_guard_next_deadline(const sg_guard *guard) {
 /**
  * sg_guard_check - has a deadline passed at @now?
  *
- * Returns 0 while the attempt may go on, 1 when a clock has expired (then
- * *@outcome, when non-NULL, says which: connect_timeout, first_item_timeout,
- * idle_timeout, stream_timeout, attempt_timeout, or budget_exhausted when
- * the budget was the tighter limit), or SG_EINVAL / SG_ESTATE.
  * An expiry is latched: later checks and sg_guard_finish report the same
  * outcome.  When two limits fall on the same instant the clock's own name
  * wins over budget_exhausted (the clock alone would have fired).
+ * @outcome: may be NULL; set only when 1 is returned.
+ *
+ * Returns 0 while the attempt may go on; 1 when the guard has stopped: a
+ * clock expired by @now or earlier (then *@outcome says which:
+ * connect_timeout, first_item_timeout, idle_timeout, stream_timeout,
+ * attempt_timeout, or budget_exhausted when the budget was the tighter
+ * limit), or a cap was exceeded earlier (*@outcome is cap_exceeded); or one
+ * of the following negative error codes:
+ *   SG_EINVAL  @guard is NULL;
+ *   SG_ESTATE  the guard was never started or has finished.
+ * Thread-safety: touches only @guard.
  */
 SG_EXTERN int sg_guard_check(sg_guard *guard, int64_t now, sg_outcome *outcome);
 
@@ -477,10 +863,14 @@ SG_EXTERN int sg_guard_check(sg_guard *guard, int64_t now, sg_outcome *outcome);
  *
  * Outcome: a latched expiry or cap wins; else a deadline that passed by @now
  * (checked here); else ok when @clean, truncated otherwise.  partial =
- * items > 0 and outcome != ok.
+ * items > 0 and outcome != ok.  The guard is then finished.
+ * @result: receives the result; untouched on error.
  *
- * Returns 0 and fills *@result, or SG_EINVAL (NULL pointer) or SG_ESTATE
- * (never started or already finished).
+ * Returns 0 and fills *@result if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL  @guard or @result is NULL;
+ *   SG_ESTATE  the guard was never started or has already finished.
+ * Thread-safety: touches only @guard and @result.
  */
 SG_EXTERN int sg_guard_finish(sg_guard *guard, int64_t now, bool clean,
                               sg_guard_result *result);
@@ -488,21 +878,57 @@ SG_EXTERN int sg_guard_finish(sg_guard *guard, int64_t now, bool clean,
 /**
  * sg_guard_fail - the attempt ended at @now for a reason only the transport
  * knows: cancelled, http_error, transport_error, protocol_error,
- * connect_timeout (from the OS), truncated.  A clock expiry or cap latched
- * earlier wins (the first cause is the true one).  @outcome must not be ok.
+ * connect_timeout (from the OS), truncated.  The first cause is the true
+ * one: a clock expiry or cap latched earlier wins, and so does a deadline
+ * that passed by @now (checked here, as in sg_guard_finish).  The guard is
+ * then finished.
+ * @outcome: any outcome but ok.
+ * @result: receives the result; untouched on error.
  *
- * Returns 0 and fills *@result, or SG_EINVAL / SG_ESTATE as sg_guard_finish.
+ * Returns 0 and fills *@result if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL  @guard or @result is NULL, or @outcome is ok or out of range;
+ *   SG_ESTATE  the guard was never started or has already finished.
+ * Thread-safety: touches only @guard and @result.
  */
 SG_EXTERN int sg_guard_fail(sg_guard *guard, int64_t now, sg_outcome outcome,
                             sg_guard_result *result);
 
-/** The guard's current phase. */
+/**
+ * sg_guard_phase - the guard's current phase.
+ *
+ * Returns the phase; after the attempt ended, the phase it ended in.
+ * Returns SG_PHASE_CONNECT when @guard is NULL or was never started.
+ * Thread-safety: reads only @guard.
+ */
 SG_EXTERN sg_phase sg_guard_phase(const sg_guard *guard);
-/** Items accepted so far. */
+
+/**
+ * sg_guard_items - items accepted so far (a late or over-cap item is not
+ * counted).
+ *
+ * Returns the count, which is kept after the attempt ended; 0 when @guard
+ * is NULL or never started.
+ * Thread-safety: reads only @guard.
+ */
 SG_EXTERN uint64_t sg_guard_items(const sg_guard *guard);
-/** Bytes reported so far. */
+
+/**
+ * sg_guard_bytes - bytes reported through sg_guard_on_bytes so far.
+ *
+ * Returns the count (saturating at UINT64_MAX), which is kept after the
+ * attempt ended; 0 when @guard is NULL or never started.
+ * Thread-safety: reads only @guard.
+ */
 SG_EXTERN uint64_t sg_guard_bytes(const sg_guard *guard);
-/** true between sg_guard_start and the first expiry, cap or finish. */
+
+/**
+ * sg_guard_running - is the attempt still live?
+ *
+ * Returns true between sg_guard_start and the first expiry, cap, finish or
+ * fail; false when @guard is NULL or never started.
+ * Thread-safety: reads only @guard.
+ */
 SG_EXTERN bool sg_guard_running(const sg_guard *guard);
 
 #ifdef __cplusplus

@@ -46,7 +46,20 @@
 extern "C" {
 #endif
 
+/**
+ * sg_curl_op - one guarded streaming operation on a caller's easy handle:
+ * its policy (attempts leased from one budget), the framing of the body and
+ * the current attempt's guard.  Opaque; create it with sg_curl_op_new, run
+ * it once (sg_curl_perform, sg_curl_multi_add or sg_curl_op_attach), free
+ * it with sg_curl_op_free.  An operation cannot be restarted.
+ */
 typedef struct sg_curl_op sg_curl_op;
+
+/**
+ * sg_curl_multi - a managed libcurl multi handle: epoll plus one timerfd,
+ * running many sg_curl_op on one thread.  Opaque; create it with
+ * sg_curl_multi_new, free it with sg_curl_multi_free.
+ */
 typedef struct sg_curl_multi sg_curl_multi;
 
 /**
@@ -54,14 +67,19 @@ typedef struct sg_curl_multi sg_curl_multi;
  *
  * on_item:    one item, as it arrives.  Return 0 to go on; any other value
  *             cancels the operation (outcome cancelled, never retried).
+ *             Called from inside libcurl's write callback: do not free the
+ *             operation or call curl_multi_* / sg_curl_* functions that
+ *             drive it from here.
  * on_discard: attempt @attempt delivered items and then did not end cleanly
  *             (a partial stream, ended with @outcome): discard everything it
  *             delivered.  A partial stream is never retried.
- * on_attempt: an attempt ended; @rec is its record with the decision taken.
+ * on_attempt: an attempt ended; @rec is its record with the decision taken
+ *             (valid during the call).
  * on_done:    the operation ended (sg_curl_op_outcome() has the answer).
  *             Called from the loop, never from inside libcurl; the operation
  *             may be freed from here when it was driven by sg_curl_multi
  *             (it has already been removed from the multi).
+ * All four run on the thread that drives the operation.
  */
 typedef struct sg_curl_callbacks {
     int (*on_item)(sg_curl_op *op, const sg_item *item, void *user_data);
@@ -73,9 +91,10 @@ typedef struct sg_curl_callbacks {
 
 /**
  * sg_curl_options - framing and transport settings.  Zero-initialise it;
- * every zero field takes its default.  Strings and the header list are
- * read while the operation lives (not copied): keep them alive until it is
- * freed.
+ * every zero field takes its default.  The struct is copied, but what its
+ * pointers point to is borrowed, not copied: the strings, the skip_types
+ * list, the header list and the clock are read while the operation lives,
+ * so keep them alive (and unchanged) until it is freed.
  *
  * format:         SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
  * terminal_data:  SSE data that marks the clean end and is not delivered,
@@ -103,8 +122,9 @@ typedef struct sg_curl_callbacks {
  *                 body to end (so the connection can be reused) before the
  *                 transfer is dropped; the outcome is ok either way.
  *                 Default 200 ms.
- * clock:          the clock; NULL = CLOCK_MONOTONIC.  The managed multi
- *                 waits on real time, so inject a clock only for reads.
+ * clock:          the clock; NULL = CLOCK_MONOTONIC.  Borrowed: the
+ *                 operation keeps the pointer.  The managed multi waits on
+ *                 real time, so inject a clock only for reads.
  */
 typedef struct sg_curl_options {
     sg_format format;
@@ -134,11 +154,13 @@ typedef struct sg_curl_options {
  * @cbs: callbacks; NULL means none.  Copied.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
- * error codes:
- *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format or a
- *              negative drain_ns;
+ * error codes (then *@out, when @out is not NULL, is set to NULL):
+ *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format, a
+ *              negative drain_ns, or an empty ("") terminal_data or
+ *              terminal_type;
  *   SG_ERANGE  a framing limit in @opts is out of range;
  *   SG_ENOMEM  out of memory.
+ * Thread-safety: touches only the new operation; @easy is only stored.
  */
 SG_EXTERN int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
                              const sg_curl_options *opts, const sg_curl_callbacks *cbs,
@@ -146,44 +168,110 @@ SG_EXTERN int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *
 
 /**
  * sg_curl_op_free - free @op (NULL is fine).  A running operation is first
- * removed from its multi handle.  The easy handle is left to the caller.
+ * removed from its multi handle (and from its managed multi), without an
+ * outcome and without on_done.  The easy handle is left to the caller, with
+ * CURLOPT_HTTPHEADER and CURLOPT_ERRORBUFFER reset to NULL.  Never call it
+ * from on_item (inside a libcurl callback).
+ *
+ * Returns nothing.
+ * Thread-safety: only on the thread that owns @op (and its multi).
  */
 SG_EXTERN void sg_curl_op_free(sg_curl_op *op);
 
 /**
  * sg_curl_perform - run @op to its end, blocking the calling thread.
  *
+ * It runs @op on a private managed multi (sg_curl_multi_new with @op's
+ * clock) and frees that multi before returning.
+ *
  * Returns 0 when the operation ran to an outcome - which may be any
  * outcome, read it with sg_curl_op_outcome() - or one of the following
- * negative error codes (then it did not run):
+ * negative error codes:
  *   SG_EINVAL  @op is NULL;
  *   SG_ESTATE  @op was already started;
- *   SG_ESYS    epoll or timerfd could not be created (errno says why);
- *   SG_ECURL   libcurl refused the multi setup.
+ *   SG_ENOMEM  out of memory (it did not run);
+ *   SG_ESYS    epoll or timerfd could not be created (it did not run), or
+ *              epoll_wait failed mid-run (the transfer was removed and the
+ *              operation left unfinished: free it); errno says why;
+ *   SG_ECURL   curl_multi_init failed (it did not run).
+ * Thread-safety: blocks the calling thread, which must own @op.
  */
 SG_EXTERN int sg_curl_perform(sg_curl_op *op);
 
-/** The operation's outcome (meaningful once it has ended). */
+/**
+ * sg_curl_op_outcome - the operation's outcome; meaningful once it has
+ * ended (sg_curl_op_done).
+ *
+ * Returns sg_op_outcome() of its policy: once ended, the last attempt's
+ * outcome (or refused / budget_exhausted when no attempt ran); before that
+ * ok while never started or while an attempt runs, and during a backoff
+ * sleep the outcome of the attempt that failed.  Returns transport_error
+ * when @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN sg_outcome sg_curl_op_outcome(const sg_curl_op *op);
-/** true once the operation has ended. */
+
+/**
+ * sg_curl_op_done - has the operation ended?
+ *
+ * Returns true once it has ended (on_done has been called); false while it
+ * is new, running or sleeping before a retry, and when @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN bool sg_curl_op_done(const sg_curl_op *op);
-/** The policy state: attempts, records, decisions (sg_op_* readers). */
+
+/**
+ * sg_curl_op_policy - the policy state: attempts, records, decisions, for
+ * the sg_op_* readers.
+ *
+ * Returns a pointer into @op, valid until it is freed; NULL when @op is
+ * NULL.  Before the operation starts it points to an sg_op that was never
+ * started (the readers return their "never started" values).
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN const sg_op *sg_curl_op_policy(const sg_curl_op *op);
-/** The easy handle the operation runs on. */
+
+/**
+ * sg_curl_op_easy - the easy handle the operation runs on.
+ *
+ * Returns the @easy given to sg_curl_op_new (still the caller's), or NULL
+ * when @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN CURL *sg_curl_op_easy(const sg_curl_op *op);
-/** The user_data given to sg_curl_op_new. */
+
+/**
+ * sg_curl_op_user_data - the user_data given to sg_curl_op_new.
+ *
+ * Returns it, or NULL when @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
-/** libcurl's message for the last failed transfer ("" when none). */
+
+/**
+ * sg_curl_op_error - why the last attempt failed, in words.
+ *
+ * Returns a NUL-terminated string inside @op (rewritten when the next
+ * attempt starts, valid until @op is freed): libcurl's message when the
+ * attempt ended in transport_error or truncated ("could not start the
+ * transfer: ..." when it could not be added), the framing error's
+ * sg_strerror() text for protocol_error; otherwise normally "" (other
+ * outcomes, no attempt ended yet), and "" when @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
 SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
 
 /**
  * sg_curl_op_report - the execution report (JSON, docs/report.md) into
- * @buf; see sg_op_report_write for @needed.
+ * @buf, as of the operation clock's current time; see sg_op_report_write
+ * for @buf, @len and @needed.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL   @op is NULL or was never started, or @buf is NULL while
  *               @len > 0;
- *   SG_ENOBUFS  @len is too small.
+ *   SG_ENOBUFS  @len is too small (a truncated, NUL-terminated prefix is in
+ *               @buf when @len > 0).
+ * Thread-safety: only on the thread that owns @op; reads the clock.
  */
 SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
                                 size_t *needed);
@@ -195,13 +283,18 @@ SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
 /**
  * sg_curl_op_attach - start @op on the caller's @multi at @now: starts the
  * budget and adds the first attempt's transfer (or ends the operation at
- * once when nothing can be leased - then on_done has been called).
+ * once when nothing can be leased - then on_done has been called, and may
+ * have freed @op).
+ *
+ * A transfer that cannot be started (curl_multi_add_handle or building the
+ * request headers failed) is not an error of this call: the attempt is
+ * recorded as transport_error in phase connect, and the policy retries it
+ * after a backoff (sg_curl_op_next_deadline) or ends the operation.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op or @multi is NULL;
- *   SG_ESTATE  @op was already started;
- *   SG_ECURL   curl_multi_add_handle failed (the operation ended with
- *              transport_error).
+ *   SG_ESTATE  @op was already started.
+ * Thread-safety: only on the thread that owns @op and @multi.
  */
 SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
 
@@ -211,16 +304,26 @@ SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
  * and either schedules a retry (see sg_curl_op_next_deadline) or ends the
  * operation.
  *
+ * When the operation ends here on_done is called, and may free @op.
+ *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op is NULL;
- *   SG_ESTATE  no transfer of @op is running.
+ *   SG_ESTATE  no transfer of @op is in the multi (not started, sleeping
+ *              before a retry, removed by sg_curl_op_tick, or ended).
+ * Thread-safety: only on the thread that owns @op and its multi; never
+ * from inside a libcurl callback.
  */
 SG_EXTERN int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
 
 /**
- * sg_curl_op_next_deadline - when @op next needs sg_curl_op_tick: the
- * running attempt's earliest clock, the end of a backoff sleep, or
- * SG_TIME_NEVER (ended, or nothing armed).
+ * sg_curl_op_next_deadline - when @op next needs sg_curl_op_tick.
+ *
+ * Returns an absolute instant on the operation's clock: the running
+ * attempt's earliest guard deadline (sg_guard_next_deadline), the end of
+ * the drain after a terminal sentinel, or the end of a backoff sleep; or
+ * SG_TIME_NEVER when @op is NULL, not started, or ended.  The value moves
+ * as items arrive: read it again after each libcurl call.
+ * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
 
@@ -230,9 +333,13 @@ SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
  * start the next attempt when a backoff sleep is over.  Harmless when
  * nothing is due.  Never call it from inside a libcurl callback.
  *
+ * When the operation ends here on_done is called, and may free @op.  A
+ * retry whose transfer cannot be started is recorded as a transport_error
+ * attempt (as in sg_curl_op_attach), not returned.
+ *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @op is NULL;
- *   SG_ECURL   a retry's curl_multi_add_handle failed (the operation ended).
+ *   SG_EINVAL  @op is NULL.
+ * Thread-safety: only on the thread that owns @op and its multi.
  */
 SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
 
@@ -243,7 +350,9 @@ SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
 /**
  * sg_curl_multi_new - a libcurl multi handle driven by epoll and one
  * timerfd, armed for the earliest deadline among libcurl's own timer and
- * every operation's clocks and backoff sleeps.  @clock: NULL = monotonic.
+ * every operation's clocks and backoff sleeps.  @clock: NULL = monotonic;
+ * the struct is copied, its user_data is borrowed.  The timerfd runs on
+ * CLOCK_MONOTONIC, so an injected clock must read that time base.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes:
@@ -251,51 +360,85 @@ SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
  *   SG_ENOMEM  out of memory;
  *   SG_ESYS    epoll or timerfd could not be created (errno says why);
  *   SG_ECURL   curl_multi_init failed.
+ * Thread-safety: safe from any thread; the new multi belongs to the
+ * calling thread.
  */
 SG_EXTERN int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock);
 
-/** Frees @m (NULL is fine); operations still in it are detached, not freed. */
+/**
+ * sg_curl_multi_free - frees @m (NULL is fine).  Operations still in it are
+ * detached, not freed and not ended: their transfers are removed, on_done
+ * is not called, and they can only be freed (sg_curl_op_free).
+ *
+ * Returns nothing.
+ * Thread-safety: only on the thread that owns @m; never from a callback
+ * it runs.
+ */
 SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
 
 /**
- * sg_curl_multi_add - start @op in @m now.  on_done is called from
- * sg_curl_multi_step/run when it ends (possibly at once, from inside this
- * call, when nothing can be leased).
+ * sg_curl_multi_add - start @op in @m now (on @m's clock).  on_done is
+ * called from sg_curl_multi_step/run when it ends (possibly at once, from
+ * inside this call, when nothing can be leased).  A transfer libcurl
+ * refuses is not an error of this call: it is recorded as a transport_error
+ * attempt and retried or ended by the policy (as in sg_curl_op_attach).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @m or @op is NULL;
  *   SG_ESTATE  @op was already started;
- *   SG_ENOMEM  out of memory;
- *   SG_ECURL   libcurl refused the transfer (the operation ended).
+ *   SG_ENOMEM  out of memory (@op was not started).
+ * Thread-safety: only on the thread that owns @m and @op.
  */
 SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);
 
 /**
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
- * due; 0: do not wait) for sockets or the timer, then run what is due.
+ * due; 0: do not wait; rounded up to whole ms) for sockets or the timer,
+ * then run what is due.  The operations' callbacks run from inside this
+ * call.  With @max_wait_ns < 0 and nothing running it returns at once.
  *
  * Returns the number of operations still running (>= 0), or one of the
  * following negative error codes:
  *   SG_EINVAL  @m is NULL;
- *   SG_ESYS    epoll_wait failed (not EINTR).
+ *   SG_ESYS    epoll_wait failed (not EINTR; errno says why).
+ * Thread-safety: only on the thread that owns @m; never from a callback
+ * it runs.
  */
 SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
 
 /**
- * sg_curl_multi_run - step until no operation is running.
+ * sg_curl_multi_run - step until no operation is running; returns at once
+ * when none is.
  *
- * Returns 0 if it succeeds, or SG_EINVAL / SG_ESYS as sg_curl_multi_step.
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @m is NULL;
+ *   SG_ESYS    epoll_wait failed (not EINTR; errno says why): the
+ *              operations still running stay in @m.
+ * Thread-safety: only on the thread that owns @m; never from a callback
+ * it runs.
  */
 SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
 
 /**
  * sg_curl_multi_fd - a file descriptor that polls readable whenever
  * sg_curl_multi_step(m, 0) has work (an epoll fd), for embedding @m in
- * another event loop.  -1 when @m is NULL.
+ * another event loop.  The timer is armed by sg_curl_multi_step, so call
+ * it after each wake-up.
+ *
+ * Returns the epoll fd, owned by @m (do not close it; valid until
+ * sg_curl_multi_free), or -1 when @m is NULL.
+ * Thread-safety: only on the thread that owns @m.
  */
 SG_EXTERN int sg_curl_multi_fd(const sg_curl_multi *m);
 
-/** The number of operations @m is running. */
+/**
+ * sg_curl_multi_running - the number of operations @m is running.
+ *
+ * Returns how many operations were added and have not ended (sleeping
+ * before a retry included; freed or detached ones excluded), or 0 when @m
+ * is NULL.
+ * Thread-safety: only on the thread that owns @m.
+ */
 SG_EXTERN int sg_curl_multi_running(const sg_curl_multi *m);
 
 #ifdef __cplusplus

@@ -66,7 +66,13 @@ extern "C" {
 /** Bytes of a raw Retry-After value kept per attempt for the report. */
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
 
-/** Random source: returns 64 uniformly distributed bits per call. */
+/**
+ * sg_random_fn - a random source for backoff jitter (see
+ * sg_op_options_set_random).  Called with the user_data given there, on
+ * the thread that calls sg_op_attempt_done.
+ *
+ * Returns 64 uniformly distributed bits per call.
+ */
 typedef uint64_t (*sg_random_fn)(void *user_data);
 
 /* ------------------------------------------------------------------------
@@ -104,7 +110,13 @@ typedef struct sg_op_options {
     char label_[SG_OP_LABEL_MAX + 1];                     /* private */
 } sg_op_options;
 
-/** Resets @o to every default (the same as zero-initialising it). */
+/**
+ * sg_op_options_init - resets @o to every default (the same as
+ * zero-initialising it).
+ *
+ * Returns nothing; a NULL @o is ignored.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN void sg_op_options_init(sg_op_options *o);
 
 /**
@@ -114,6 +126,7 @@ SG_EXTERN void sg_op_options_init(sg_op_options *o);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @ns <= 0;
  *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_budget(sg_op_options *o, int64_t ns);
 
@@ -125,47 +138,138 @@ SG_EXTERN int sg_op_options_set_budget(sg_op_options *o, int64_t ns);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @ns < 0;
  *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_floor(sg_op_options *o, int64_t ns);
 
-/*
- * Per-attempt clocks.  Each takes a duration in nanoseconds, 1 ..
- * SG_DURATION_MAX, or 0 to turn the clock off.  Default: off for all five
- * (the budget, less the floor, still bounds every attempt).  Each attempt
- * gets min(configured, granted lease) for every clock that is on.
- * Each returns 0 if it succeeds, or one of the following negative error
- * codes:
+/**
+ * sg_op_options_set_connect_timeout - the connect timeout of each attempt:
+ * from the attempt's start until it is connected (phase leaves "connect").
+ * Default: 0 (off).
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds, or 0 to turn the clock off.  Each
+ *   attempt gets min(@ns, granted lease); when the lease is the shorter and
+ *   the clock fires at the lease's end, the attempt is recorded as
+ *   budget_exhausted (see sg_op_attempt_done).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @o is unchanged):
  *   SG_EINVAL  @o is NULL or @ns < 0;
  *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
-/** Connect timeout of each attempt. */
 SG_EXTERN int sg_op_options_set_connect_timeout(sg_op_options *o, int64_t ns);
-/** Per-attempt ceiling: what each attempt asks to lease. Off = all that is left. */
+
+/**
+ * sg_op_options_set_attempt_timeout - the per-attempt ceiling: what each
+ * attempt asks to lease.  Off: each attempt asks for all that may be
+ * leased (remaining budget less the floor).
+ * Default: 0 (off).
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds, or 0 to turn the clock off.  Each
+ *   attempt gets min(@ns, granted lease); when the lease is the shorter and
+ *   the clock fires at the lease's end, the attempt is recorded as
+ *   budget_exhausted (see sg_op_attempt_done).
+ *   Each retry gets a fresh ceiling.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN int sg_op_options_set_attempt_timeout(sg_op_options *o, int64_t ns);
-/** First-item deadline of each attempt. */
+
+/**
+ * sg_op_options_set_first_item_timeout - the first-item deadline of each
+ * attempt: from the attempt's start to its first item (time to first
+ * token).
+ * Default: 0 (off).
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds, or 0 to turn the clock off.  Each
+ *   attempt gets min(@ns, granted lease); when the lease is the shorter and
+ *   the clock fires at the lease's end, the attempt is recorded as
+ *   budget_exhausted (see sg_op_attempt_done).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN int sg_op_options_set_first_item_timeout(sg_op_options *o, int64_t ns);
-/** Idle timeout (item to next item) of each attempt. */
+
+/**
+ * sg_op_options_set_idle_timeout - the idle timeout of each attempt: from
+ * each item to the next, starting at the first item.  Keepalives never
+ * reset it.
+ * Default: 0 (off).
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds, or 0 to turn the clock off.  Each
+ *   attempt gets min(@ns, granted lease); when the lease is the shorter and
+ *   the clock fires at the lease's end, the attempt is recorded as
+ *   budget_exhausted (see sg_op_attempt_done).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN int sg_op_options_set_idle_timeout(sg_op_options *o, int64_t ns);
-/** Stream-total clock of each attempt. */
+
+/**
+ * sg_op_options_set_stream_timeout - the stream-total clock of each attempt:
+ * from the attempt's start to the end of its stream.
+ * Default: 0 (off).
+ *
+ * @ns: 1 .. SG_DURATION_MAX nanoseconds, or 0 to turn the clock off.  Each
+ *   attempt gets min(@ns, granted lease); when the lease is the shorter and
+ *   the clock fires at the lease's end, the attempt is recorded as
+ *   budget_exhausted (see sg_op_attempt_done).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns);
 
 /**
- * sg_op_options_set_max_items / _max_bytes - runaway caps handed to every
- * attempt's guard; 0 = off.  Default: off.
+ * sg_op_options_set_max_items - the runaway item cap handed to every
+ * attempt's guard (see sg_guard_config_set_max_items).  Default: 0 (off).
+ *
+ * @n: the cap; 0 turns it off.  Any value is valid.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_max_items(sg_op_options *o, uint64_t n);
+
+/**
+ * sg_op_options_set_max_bytes - the runaway byte cap handed to every
+ * attempt's guard (see sg_guard_config_set_max_bytes).  Default: 0 (off).
+ *
+ * @n: the cap; 0 turns it off.  Any value is valid.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
+ */
 SG_EXTERN int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n);
 
 /**
- * sg_op_options_set_max_attempts - attempts including the first, 1 ..
- * SG_OP_MAX_ATTEMPTS (1 = never retry).  Default: 3.
+ * sg_op_options_set_max_attempts - how many attempts an operation may
+ * make, the first included.  Default: 3.
+ *
+ * @n: 1 .. SG_OP_MAX_ATTEMPTS (1 = never retry).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @n == 0;
  *   SG_ERANGE  @n > SG_OP_MAX_ATTEMPTS.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n);
 
@@ -177,6 +281,7 @@ SG_EXTERN int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL, @base_ns <= 0 or @cap_ns < @base_ns;
  *   SG_ERANGE  @cap_ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns,
                                         int64_t cap_ns);
@@ -190,6 +295,7 @@ SG_EXTERN int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns,
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @ns < 0;
  *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns);
 
@@ -204,6 +310,7 @@ SG_EXTERN int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @ns < 0;
  *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns);
 
@@ -216,6 +323,7 @@ SG_EXTERN int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL, or @statuses is NULL while @n > 0;
  *   SG_ERANGE  a status is outside 100 .. 599 (nothing is changed).
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
                                                    size_t n);
@@ -231,6 +339,7 @@ SG_EXTERN int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable);
 
@@ -243,6 +352,7 @@ SG_EXTERN int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o or @method is NULL, @method is empty or not a token;
  *   SG_ERANGE  @method is longer than SG_OP_METHOD_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_method(sg_op_options *o, const char *method);
 
@@ -256,6 +366,7 @@ SG_EXTERN int sg_op_options_set_method(sg_op_options *o, const char *method);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL, or @key is empty or holds other characters;
  *   SG_ERANGE  @key is longer than SG_OP_IDEMPOTENCY_KEY_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key);
 
@@ -265,6 +376,7 @@ SG_EXTERN int sg_op_options_set_idempotency_key(sg_op_options *o, const char *ke
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent);
 
@@ -274,6 +386,7 @@ SG_EXTERN int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn,
                                        void *user_data);
@@ -285,6 +398,7 @@ SG_EXTERN int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn,
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_seed(sg_op_options *o, uint64_t seed);
 
@@ -296,6 +410,7 @@ SG_EXTERN int sg_op_options_set_seed(sg_op_options *o, uint64_t seed);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o or @name is NULL, @name is empty or not a token;
  *   SG_ERANGE  @name is longer than SG_OP_HEADER_NAME_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *name);
 
@@ -307,6 +422,7 @@ SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *na
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL;
  *   SG_ERANGE  @label is longer than SG_OP_LABEL_MAX.
+ * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
 
@@ -314,6 +430,10 @@ SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
  * Decisions and reasons.  Their names are a public contract (reports).
  * ------------------------------------------------------------------------ */
 
+/**
+ * SG_OP_DECISION_MAP - the decision table: XX(NAME, "name").  It generates
+ * enum sg_op_decision (SG_OP_<NAME>) and the names of sg_op_decision_name().
+ */
 #define SG_OP_DECISION_MAP(XX) \
     XX(NONE, "none")           \
     XX(DONE, "done")           \
@@ -321,10 +441,12 @@ SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
     XX(STOP, "stop")
 
 /**
- * sg_op_decision - what to do after an attempt.  DONE: the operation has
+ * sg_op_decision - what to do after an attempt.  NONE: no decision yet
+ * (the attempt or the operation is still running).  DONE: the operation has
  * its answer (ok, or a final HTTP status).  RETRY: sleep delay_ns (already
  * leased from the budget), then ask for the next attempt.  STOP: give up
  * now without a usable answer; the reason says why.
+ * SG_OP_DECISION_COUNT_ is the number of decisions, not a decision.
  */
 typedef enum sg_op_decision {
 #define SG__OP_DECISION_ENUM(name, text) SG_OP_##name,
@@ -333,6 +455,10 @@ typedef enum sg_op_decision {
         SG_OP_DECISION_COUNT_
 } sg_op_decision;
 
+/**
+ * SG_OP_REASON_MAP - the reason table: XX(NAME, "name").  It generates enum
+ * sg_op_reason (SG_OP_REASON_<NAME>) and the names of sg_op_reason_name().
+ */
 #define SG_OP_REASON_MAP(XX)                                     \
     XX(NONE, "none")                                             \
     XX(OK, "ok")                                                 \
@@ -350,7 +476,11 @@ typedef enum sg_op_decision {
     XX(RETRY_AFTER_EXCEEDS_BUDGET, "retry_after_exceeds_budget") \
     XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")
 
-/** Why a decision was made; see docs/report.md for each. */
+/**
+ * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
+ * reasons") explains each.  SG_OP_REASON_NONE: no decision yet.
+ * SG_OP_REASON_COUNT_ is the number of reasons, not a reason.
+ */
 typedef enum sg_op_reason {
 #define SG__OP_REASON_ENUM(name, text) SG_OP_REASON_##name,
     SG_OP_REASON_MAP(SG__OP_REASON_ENUM)
@@ -358,9 +488,21 @@ typedef enum sg_op_reason {
         SG_OP_REASON_COUNT_
 } sg_op_reason;
 
-/** The stable name of @d, or NULL when out of range. */
+/**
+ * sg_op_decision_name - the stable name of a decision, as in the report.
+ *
+ * Returns a static string such as "retry", or NULL when @d is out of range.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN const char *sg_op_decision_name(sg_op_decision d);
-/** The stable name of @r, or NULL when out of range. */
+
+/**
+ * sg_op_reason_name - the stable name of a reason, as in the report.
+ *
+ * Returns a static string such as "not_safe_to_retry", or NULL when @r is
+ * out of range.
+ * Thread-safety: pure function.
+ */
 SG_EXTERN const char *sg_op_reason_name(sg_op_reason r);
 
 /* ------------------------------------------------------------------------
@@ -372,33 +514,33 @@ SG_EXTERN const char *sg_op_reason_name(sg_op_reason r);
  * Durations are nanoseconds; a granted clock of 0 was off.
  */
 typedef struct sg_op_attempt {
-    uint32_t n;         /* 1-based attempt number */
-    sg_outcome outcome; /* after budget attribution (see _done) */
+    uint32_t n;         ///< 1-based attempt number
+    sg_outcome outcome; ///< after budget attribution (see sg_op_attempt_done)
     sg_phase phase;
-    sg_op_decision decision; /* NONE while the attempt runs */
+    sg_op_decision decision; ///< NONE while the attempt runs
     sg_op_reason reason;
-    int http_status; /* 0 when none */
-    bool running;    /* planned, no result yet */
+    int http_status; ///< 0 when none
+    bool running;    ///< planned, no result yet
     bool sent;
     bool headers_received;
     bool partial;
     bool retryable;
     bool outcome_unknown;
     bool retry_after_present;
-    bool retry_after_malformed; /* present but unusable: ignored */
-    int64_t started_at;         /* monotonic instant of the plan */
-    int64_t remaining_ns;       /* budget remaining at the start */
-    int64_t connect_ns;         /* granted clocks, 0 = off */
+    bool retry_after_malformed; ///< present but unusable: ignored
+    int64_t started_at;         ///< monotonic instant of the plan
+    int64_t remaining_ns;       ///< budget remaining at the start
+    int64_t connect_ns;         ///< granted clocks, 0 = off
     int64_t attempt_ns;
     int64_t first_item_ns;
     int64_t idle_ns;
     int64_t stream_total_ns;
-    int64_t elapsed_ns;            /* start -> result */
-    int64_t time_to_first_item_ns; /* -1 when no item arrived */
+    int64_t elapsed_ns;            ///< start -> result
+    int64_t time_to_first_item_ns; ///< -1 when no item arrived
     uint64_t items;
     uint64_t bytes;
-    int64_t retry_after_ns;       /* parsed Retry-After, -1 when none */
-    int64_t backoff_ns;           /* leased sleep after it, -1 when none */
+    int64_t retry_after_ns;       ///< parsed Retry-After, -1 when none
+    int64_t backoff_ns;           ///< leased sleep after it, -1 when none
     uint8_t budget_limited_;      /* private: clocks the lease clamped */
     uint8_t retry_after_raw_len_; /* private */
     bool retry_after_raw_given_;  /* private */
@@ -428,20 +570,36 @@ typedef struct sg_op {
 
 /**
  * sg_op_start - begin an operation at @now: copies @opts (NULL = all
- * defaults) and starts its budget.
+ * defaults) and starts its budget.  Any previous state of @op is
+ * discarded, so an sg_op may be started again for a new operation.
  *
  * A floor at or above the budget is allowed: the first sg_op_next_attempt
  * is then refused (outcome refused) without any request being made.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op is NULL.
+ * Thread-safety: touches only @op; reads @opts.
  */
 SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
 
-/** The operation's budget, for sg_guard_start(); NULL when @op is NULL. */
+/**
+ * sg_op_budget - the operation's budget, for sg_guard_start().
+ *
+ * Returns a pointer into @op, valid as long as @op; NULL when @op is NULL.
+ * For a zero-initialised @op that was never started the budget is not
+ * started either (sg_guard_start refuses it with SG_EINVAL).
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN const sg_budget *sg_op_budget(const sg_op *op);
 
-/** The idempotency key to send on every attempt, or NULL when none. */
+/**
+ * sg_op_idempotency_key - the idempotency key to send on every attempt.
+ *
+ * Returns the key (NUL-terminated, inside @op, valid until @op is started
+ * again or goes away), or NULL when @op is NULL or has no key (a
+ * zero-initialised @op has none).
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN const char *sg_op_idempotency_key(const sg_op *op);
 
 /**
@@ -449,14 +607,14 @@ SG_EXTERN const char *sg_op_idempotency_key(const sg_op *op);
  * and reason are meaningful.
  */
 typedef struct sg_op_plan {
-    uint32_t attempt;             /* 1-based attempt number */
-    sg_guard_config guard_config; /* leased clocks and caps for sg_guard_start */
-    int64_t attempt_ns;           /* the granted lease = the attempt ceiling */
-    int64_t remaining_ns;         /* budget remaining at @now */
-    int64_t deadline_ms;          /* attempt_ns in whole ms, rounded down */
-    const char *deadline_header;  /* header name for deadline_ms (in the op) */
-    sg_outcome outcome;           /* on refusal: refused or budget_exhausted */
-    sg_op_reason reason;          /* on refusal: why */
+    uint32_t attempt;             ///< 1-based attempt number
+    sg_guard_config guard_config; ///< leased clocks and caps for sg_guard_start
+    int64_t attempt_ns;           ///< the granted lease = the attempt ceiling
+    int64_t remaining_ns;         ///< budget remaining when it was planned
+    int64_t deadline_ms;          ///< attempt_ns in whole ms, rounded down
+    const char *deadline_header;  ///< header name for deadline_ms (in the op)
+    sg_outcome outcome;           ///< on refusal: refused or budget_exhausted
+    sg_op_reason reason;          ///< on refusal: why
 } sg_op_plan;
 
 /**
@@ -469,14 +627,17 @@ typedef struct sg_op_plan {
  *
  * When nothing (or less than the minimum attempt) can be leased the
  * operation ends: plan->outcome is budget_exhausted when nothing remains at
- * all, refused otherwise, and plan->reason says why.  The operation's own
- * outcome stays its last attempt's when one ran.
+ * all, refused otherwise, and plan->reason says why (budget_exhausted,
+ * budget_below_floor or lease_too_short).  The operation's own outcome
+ * stays its last attempt's when one ran.
+ * @plan: zeroed, then filled; written on every return but SG_EINVAL.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @op or @plan is NULL, or @op was never started;
  *   SG_ESTATE    an attempt is running, the operation has ended, or @now is
  *                before the end of the leased backoff sleep;
  *   SG_EREFUSED  no attempt could be leased (the operation has ended).
+ * Thread-safety: touches only @op and @plan.
  */
 SG_EXTERN int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan);
 
@@ -486,35 +647,43 @@ SG_EXTERN int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan);
  * the transport's own facts.
  */
 typedef struct sg_op_result {
-    sg_outcome outcome;
-    sg_phase phase;
-    bool sent;               /* any byte of the request may have been written */
-    bool headers_received;   /* a final response status line/HEADERS arrived */
-    bool partial;            /* OR-ed with items > 0 && outcome != ok */
-    int http_status;         /* 0 when no response */
-    const char *retry_after; /* raw Retry-After field value, NULL = none */
+    sg_outcome outcome;      ///< the attempt's outcome (from the guard)
+    sg_phase phase;          ///< the phase it ended in
+    bool sent;               ///< any byte of the request may have been written
+    bool headers_received;   ///< a final response status line/HEADERS arrived
+    bool partial;            ///< OR-ed with items > 0 && outcome != ok
+    int http_status;         ///< 0 when no response
+    const char *retry_after; ///< raw Retry-After field value, NULL = none
     size_t retry_after_len;
-    int64_t wall_now_s;      /* unix seconds, for an HTTP-date; <= 0 unknown */
-    bool has_retry_after_ns; /* already parsed (e.g. CURLINFO_RETRY_AFTER): */
-    int64_t retry_after_ns;  /* used when retry_after is NULL; 0 .. max */
+    int64_t wall_now_s;      ///< unix seconds, for an HTTP-date; <= 0 unknown
+    bool has_retry_after_ns; ///< retry_after_ns is set (e.g. CURLINFO_RETRY_AFTER)
+    int64_t retry_after_ns;  ///< parsed delay, 0 .. max; used when retry_after is NULL
     uint64_t items;
     uint64_t bytes;
-    int64_t first_item_ns; /* start -> first item; ignored when items == 0 */
+    int64_t first_item_ns; ///< start -> first item; ignored when items == 0
 } sg_op_result;
 
-/** Fills @r from a guard's result; every other field is zeroed. */
+/**
+ * sg_op_result_from_guard - fills @r from a guard's result.
+ *
+ * Copies outcome, phase, partial, items, bytes and first_item_ns from @g;
+ * every other field of @r is zeroed (set the transport's facts after).
+ * Returns nothing: a NULL @r is ignored; a NULL @g leaves @r all zero
+ * (outcome ok, phase connect).
+ * Thread-safety: touches only @r; reads @g.
+ */
 SG_EXTERN void sg_op_result_from_guard(sg_op_result *r, const sg_guard_result *g);
 
-/** What sg_op_attempt_done concludes. */
+/** sg_op_verdict - what sg_op_attempt_done concludes. */
 typedef struct sg_op_verdict {
-    sg_op_decision decision;
-    sg_op_reason reason;
-    sg_outcome outcome; /* the attempt's outcome as recorded */
-    int64_t delay_ns;   /* RETRY: the leased sleep; else 0 */
-    int64_t retry_at;   /* RETRY: @now + delay_ns; else SG_TIME_NEVER */
-    bool partial;
-    bool retryable;       /* the rules allow a retry (budget/attempts aside) */
-    bool outcome_unknown; /* may have taken effect; reconcile, never retried */
+    sg_op_decision decision; ///< DONE, RETRY or STOP
+    sg_op_reason reason;     ///< why (docs/report.md)
+    sg_outcome outcome;      ///< the attempt's outcome as recorded
+    int64_t delay_ns;        ///< RETRY: the leased sleep; else 0
+    int64_t retry_at;        ///< RETRY: @now + delay_ns; else SG_TIME_NEVER
+    bool partial;            ///< items > 0 and not ok: discard them
+    bool retryable;          ///< the rules allow a retry (budget/attempts aside)
+    bool outcome_unknown;    ///< may have taken effect; reconcile, never retried
 } sg_op_verdict;
 
 /**
@@ -533,32 +702,90 @@ typedef struct sg_op_verdict {
  *   budget_exhausted -> STOP.  Timeouts, truncated, transport_error and
  *   refused are retryable when safe.  A retryable status is retryable when
  *   safe, or for 429 / 503-with-Retry-After (see set_retry_rejections).
- * - attempt_timeout, or any clock the lease clamped, is recorded as
- *   budget_exhausted: the clock alone would not have fired (DESIGN.md).
- * - A retry sleeps a valid Retry-After (capped by max_retry_after: longer
- *   stops) or the jittered backoff, and is taken only when, after it, more
- *   than the minimum attempt is left above the floor; otherwise STOP now.
+ *   An http_error without a received status is treated like a transport
+ *   error (retryable when safe).
+ * - A clock timeout whose clock the lease clamped (the lease was shorter
+ *   than the configured clock; for attempt_timeout also when the attempt
+ *   timeout is off) and that fired at the lease's end (elapsed >= lease) is
+ *   recorded as budget_exhausted: the clock alone would not have fired
+ *   (DESIGN.md).
+ * - A Retry-After is used only when headers_received; it replaces the
+ *   backoff only for http_error.  A retry sleeps that Retry-After (longer
+ *   than max_retry_after: STOP) or the jittered backoff, and is taken only
+ *   when, after the sleep, at least the minimum attempt (and more than 0)
+ *   is left above the floor; otherwise STOP now.  With no attempts left:
+ *   STOP (attempts_exhausted).
+ * - RETRY leaves the operation sleeping until v->retry_at; DONE and STOP
+ *   end it.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  a NULL pointer, @op never started, or @r holds an outcome
  *              or phase out of range, a status outside 0 and 100 .. 599,
  *              or a parsed Retry-After outside 0 .. SG_DURATION_MAX;
  *   SG_ESTATE  no attempt is running.
+ * Thread-safety: touches only @op and @v; may call the random source of
+ * sg_op_options_set_random on the calling thread.
  */
 SG_EXTERN int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r,
                                  sg_op_verdict *v);
 
-/** true once the operation has ended (DONE, STOP or a refusal). */
+/**
+ * sg_op_finished - has the operation ended?
+ *
+ * Returns true once it has ended (DONE, STOP or a refusal); false while it
+ * runs or sleeps between attempts, and when @op is NULL or never started.
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN bool sg_op_finished(const sg_op *op);
-/** The operation's outcome: its last attempt's, or the refusal's. */
+
+/**
+ * sg_op_outcome - the operation's outcome.
+ *
+ * Returns, once it has ended, its last attempt's outcome (as recorded, see
+ * sg_op_attempt_done), or the refusal's (refused or budget_exhausted) when
+ * no attempt ran.  Before that: ok while an attempt runs or before the
+ * first one (and when @op is NULL or never started), and during a backoff
+ * sleep the outcome of the attempt that failed.
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN sg_outcome sg_op_outcome(const sg_op *op);
-/** The final decision (NONE while the operation runs). */
+
+/**
+ * sg_op_final_decision - the decision that ended the operation.
+ *
+ * Returns DONE or STOP once the operation has ended (STOP after a
+ * refusal); SG_OP_NONE while it runs, and when @op is NULL or never
+ * started.
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN sg_op_decision sg_op_final_decision(const sg_op *op);
-/** The reason of the final decision (NONE while the operation runs). */
+
+/**
+ * sg_op_final_reason - the reason of the decision that ended the operation.
+ *
+ * Returns the reason once the operation has ended; SG_OP_REASON_NONE while
+ * it runs, and when @op is NULL or never started.
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN sg_op_reason sg_op_final_reason(const sg_op *op);
-/** Attempts planned so far (0 .. SG_OP_MAX_ATTEMPTS). */
+
+/**
+ * sg_op_attempt_count - attempts planned so far, the running one included.
+ *
+ * Returns 0 .. SG_OP_MAX_ATTEMPTS; 0 when @op is NULL or never started.
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN uint32_t sg_op_attempt_count(const sg_op *op);
-/** The record of attempt @i (0-based), or NULL when out of range. */
+
+/**
+ * sg_op_attempt_at - the record of attempt @i (0-based).
+ *
+ * Returns a pointer into @op (valid until @op is started again or goes
+ * away; a running attempt's record has running = true and changes when its
+ * result is handed in), or NULL when @op is NULL, never started, or
+ * @i >= sg_op_attempt_count(@op).
+ * Thread-safety: reads only @op.
+ */
 SG_EXTERN const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i);
 
 /* ------------------------------------------------------------------------
@@ -576,6 +803,7 @@ SG_EXTERN const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i);
  *               @len > 0;
  *   SG_ENOBUFS  @len is smaller than the document (@buf holds a truncated,
  *               NUL-terminated prefix when @len > 0).
+ * Thread-safety: reads only @op; touches only @buf and *@needed.
  */
 SG_EXTERN int sg_op_report_write(const sg_op *op, int64_t now, char *buf, size_t len,
                                  size_t *needed);
@@ -586,7 +814,8 @@ SG_EXTERN int sg_op_report_write(const sg_op *op, int64_t now, char *buf, size_t
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op or @f is NULL, or @op was never started;
- *   SG_EIO     writing to @f failed.
+ *   SG_EIO     writing to @f failed (part of the report may be written).
+ * Thread-safety: reads only @op; as stdio's for @f.
  */
 SG_EXTERN int sg_op_report_fwrite(const sg_op *op, int64_t now, FILE *f);
 
@@ -594,7 +823,7 @@ SG_EXTERN int sg_op_report_fwrite(const sg_op *op, int64_t now, FILE *f);
  * sg_json_fwrite_string - writes @p[0..@len) to @f as a JSON string literal,
  * quotes included, escaped as the report escapes strings: '"', '\\' and
  * control characters escaped, valid UTF-8 passed through, each byte of an
- * invalid UTF-8 sequence written as \ufffd.  For programs that print items
+ * invalid UTF-8 sequence written as `\ufffd`.  For programs that print items
  * as JSON lines (sg-stream --output jsonl).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
@@ -624,6 +853,7 @@ SG_EXTERN int sg_json_fwrite_string(FILE *f, const char *p, size_t len);
  *   SG_EINVAL      @value or @unix_s is NULL, or an RFC 850 date is given
  *                  while @wall_now_s <= 0 (the century is unknown);
  *   SG_EMALFORMED  @value is not an HTTP-date.
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_http_date_parse(const char *value, size_t len, int64_t wall_now_s,
                                  int64_t *unix_s);
@@ -638,6 +868,7 @@ SG_EXTERN int sg_http_date_parse(const char *value, size_t len, int64_t wall_now
  *   SG_EINVAL      @value or @delay_ns is NULL, or the value is an HTTP-date
  *                  and @wall_now_s <= 0;
  *   SG_EMALFORMED  neither delta-seconds nor an HTTP-date.
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_retry_after_parse(const char *value, size_t len, int64_t wall_now_s,
                                    int64_t *delay_ns);
@@ -646,7 +877,8 @@ SG_EXTERN int sg_retry_after_parse(const char *value, size_t len, int64_t wall_n
  * Deadline propagation.  Pure functions.
  * ------------------------------------------------------------------------ */
 
-/** Room for any sg_deadline_ms_format or sg_grpc_timeout_format output. */
+/** Room for any sg_deadline_ms_format or sg_grpc_timeout_format output,
+ *  NUL included. */
 #define SG_DEADLINE_VALUE_MAX 24
 
 /**
@@ -657,6 +889,7 @@ SG_EXTERN int sg_retry_after_parse(const char *value, size_t len, int64_t wall_n
  * the following negative error codes:
  *   SG_EINVAL   @buf is NULL or @ns < 0;
  *   SG_ENOBUFS  @len is too small (SG_DEADLINE_VALUE_MAX always fits).
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_deadline_ms_format(int64_t ns, char *buf, size_t len);
 
@@ -669,6 +902,7 @@ SG_EXTERN int sg_deadline_ms_format(int64_t ns, char *buf, size_t len);
  *   SG_EINVAL      @value or @ns is NULL;
  *   SG_EMALFORMED  empty, a non-digit (sign, space, dot), or a number too
  *                  large for 64 bits.
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_deadline_ms_parse(const char *value, size_t len, int64_t *ns);
 
@@ -680,6 +914,7 @@ SG_EXTERN int sg_deadline_ms_parse(const char *value, size_t len, int64_t *ns);
  * the following negative error codes:
  *   SG_EINVAL   @buf is NULL or @ns < 0;
  *   SG_ENOBUFS  @len is too small (SG_DEADLINE_VALUE_MAX always fits).
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_grpc_timeout_format(int64_t ns, char *buf, size_t len);
 
@@ -693,6 +928,7 @@ SG_EXTERN int sg_grpc_timeout_format(int64_t ns, char *buf, size_t len);
  *   SG_EINVAL      @value or @ns is NULL;
  *   SG_EMALFORMED  empty, no digits, more than 8 digits, a sign or space,
  *                  or a missing or unknown unit.
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_grpc_timeout_parse(const char *value, size_t len, int64_t *ns);
 
@@ -704,6 +940,7 @@ SG_EXTERN int sg_grpc_timeout_parse(const char *value, size_t len, int64_t *ns);
  * Returns 0 and sets *@deadline if it succeeds, or one of the following
  * negative error codes:
  *   SG_EINVAL  @deadline is NULL, or @timeout_ns or @allowance_ns < 0.
+ * Thread-safety: pure function.
  */
 SG_EXTERN int sg_deadline_from_timeout(int64_t now, int64_t timeout_ns,
                                        int64_t allowance_ns, int64_t *deadline);

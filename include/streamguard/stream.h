@@ -27,8 +27,8 @@ extern "C" {
 
 /** How a response body is framed into items. */
 typedef enum sg_format {
-    SG_FORMAT_SSE = 0,    /* text/event-stream: one item per dispatched event */
-    SG_FORMAT_NDJSON = 1, /* one item per non-empty line */
+    SG_FORMAT_SSE = 0,    ///< text/event-stream: one item per dispatched event
+    SG_FORMAT_NDJSON = 1, ///< one item per non-empty line
 } sg_format;
 
 /**
@@ -36,19 +36,24 @@ typedef enum sg_format {
  * during the callback and are not NUL-terminated.
  */
 typedef struct sg_item {
-    const char *event; /* SSE event type ("message" by default); NDJSON: "" */
+    const char *event; ///< SSE event type ("message" by default); NDJSON: ""
     size_t event_len;
-    const char *data; /* SSE data (lines joined by LF); NDJSON: the line */
+    const char *data; ///< SSE data (lines joined by LF); NDJSON: the line
     size_t data_len;
-    const char *id; /* SSE last event id in effect; NDJSON: "" */
+    const char *id; ///< SSE last event id in effect; NDJSON: ""
     size_t id_len;
-    uint32_t attempt; /* 1-based attempt that delivered it */
-    uint64_t index;   /* 0-based item number within the attempt */
+    uint32_t attempt; ///< 1-based attempt that delivered it
+    uint64_t index;   ///< 0-based item number within the attempt
 } sg_item;
 
 /**
- * sg_item_cb - receives each item.  Return 0 to go on; any other value
- * stops the stream, and the attempt's outcome is cancelled.
+ * sg_item_cb - receives each item, from inside sg_stream_feed on the
+ * thread that calls it.  @item and its views are valid only during the
+ * call.  Do not call sg_stream_feed, sg_stream_begin or sg_stream_end on
+ * the same stream from here.
+ *
+ * Returns 0 to go on; any other value stops the stream: sg_stream_feed
+ * returns SG_ECANCELED and the attempt's outcome is cancelled.
  */
 typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
 
@@ -81,7 +86,11 @@ typedef struct sg_stream_config {
     const char *const *skip_types;
 } sg_stream_config;
 
-/** sg_stream - embed it; initialise with sg_stream_init(); fields private. */
+/**
+ * sg_stream - one attempt's body: a parser joined to a guard.  Embed it;
+ * initialise it with sg_stream_init() (a zero-initialised sg_stream is
+ * refused by every other call with SG_EINVAL).  Fields are private.
+ */
 typedef struct sg_stream {
     sg_guard guard_; /* private */
     union {
@@ -104,9 +113,15 @@ typedef struct sg_stream {
 } sg_stream;
 
 /**
- * sg_stream_buffer_size - the buffer sg_stream_init needs for @cfg (NULL =
- * defaults).  Returns the size in bytes, or 0 when a limit is out of range
- * or the format is unknown.
+ * sg_stream_buffer_size - the buffer sg_stream_init needs for @cfg.
+ *
+ * @cfg: the framing; NULL means defaults.  Only format, max_line and
+ *   max_event matter.
+ *
+ * Returns the size in bytes (SG_SSE_BUFFER_SIZE or SG_NDJSON_BUFFER_SIZE of
+ * the effective limits), or 0 when a limit is out of range or the format is
+ * unknown.
+ * Thread-safety: pure function.
  */
 SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
 
@@ -123,6 +138,8 @@ SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
  *               the empty string;
  *   SG_ERANGE   a limit in @cfg is out of range;
  *   SG_ENOBUFS  @buf_size is too small.
+ * On success @s is reset: no attempt runs until sg_stream_begin.
+ * Thread-safety: touches only @s and @buf.
  */
 SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
                              sg_item_cb on_item, void *user_data, void *buf,
@@ -134,13 +151,30 @@ SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
  * under @budget (NULL for none), in phase "connect".  Report later phases
  * with sg_guard_set_phase(sg_stream_guard(s), ...).
  *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @s not initialised, or sg_guard_start refused @gcfg/@budget.
+ * It may be called in any state of an initialised stream: an attempt that
+ * was not ended with sg_stream_end is abandoned without a result.
+ * @attempt: the 1-based number copied into each sg_item.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (and then @s is unchanged):
+ *   SG_EINVAL  @s not initialised, or sg_guard_start refused @gcfg/@budget
+ *              (@gcfg NULL or invalid, @budget never started).
+ * Thread-safety: touches only @s.
  */
 SG_EXTERN int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg,
                               const sg_budget *budget, uint32_t attempt, int64_t now);
 
-/** The attempt's guard: phases, next deadline, check. */
+/**
+ * sg_stream_guard - the attempt's guard, for sg_guard_set_phase,
+ * sg_guard_next_deadline, sg_guard_check and the getters.  End the attempt
+ * with sg_stream_end, not sg_guard_finish or sg_guard_fail (sg_stream_end
+ * would then fail with SG_ESTATE).
+ *
+ * Returns a pointer into @s, valid as long as @s; NULL when @s is NULL or
+ * not initialised.  Before the first sg_stream_begin the guard was never
+ * started (sg_guard_running is false).
+ * Thread-safety: reads only @s.
+ */
 SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
 
 /**
@@ -158,11 +192,20 @@ SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
  * with the transport's view, which reports the right outcome):
  *   SG_ETIMEDOUT         a clock or the budget had expired by @now;
  *   SG_ECAP              the item or byte cap is exceeded;
- *   SG_ECANCELED         the consumer returned non-zero;
+ *   SG_ECANCELED         the consumer returned non-zero (returned again
+ *                        by every later call of the attempt);
  *   SG_ELINE_TOO_LONG, SG_EEVENT_TOO_LARGE  the peer exceeded a limit
- *                        (outcome protocol_error);
- *   SG_ESTATE            the attempt already ended (or never began);
- *   SG_EINVAL            @s is not initialised, or @data is NULL with @len.
+ *                        (outcome protocol_error; returned again by every
+ *                        later call of the attempt);
+ *   SG_ESTATE            the attempt already ended (or never began), or an
+ *                        earlier call returned SG_ETIMEDOUT or SG_ECAP;
+ *   SG_EINVAL            @s is not initialised, or @data is NULL with @len
+ *                        > 0.  (A @len above PTRDIFF_MAX is refused by the
+ *                        parser: SG_EINVAL, kept as the attempt's framing
+ *                        error, so it ends as protocol_error.)
+ * NDJSON has no sentinel: it never returns 1.
+ * Thread-safety: touches only @s; the item callback runs on the calling
+ * thread, inside this call.
  */
 SG_EXTERN int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now);
 
@@ -173,22 +216,46 @@ SG_EXTERN int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t
  *   anything else         that outcome (http_error, transport_error,
  *                         connect_timeout from the OS...).
  *
- * The first cause wins: a terminal already seen → ok; a clock that expired,
- * a cap, the consumer's cancel, a framing error → that outcome.  Otherwise
- * @how decides; for SG_OUTCOME_OK the end is clean when the sentinel was
- * seen (or, with none configured, when no partial line or event remains).
+ * The first cause wins, in this order: a terminal already seen → ok (the
+ * result decided when it arrived; @how is ignored); a clock expiry or a cap
+ * latched while feeding → that outcome; a deadline that passed by @now →
+ * that clock's outcome (so call this at the instant the attempt ended: even
+ * a cancel or a framing error reported late loses to a deadline); the
+ * consumer's cancel → cancelled; a framing error → protocol_error.
+ * Otherwise @how decides; for SG_OUTCOME_OK the end is clean when the
+ * sentinel was seen (or, with none configured, when no partial line or
+ * event remains), else the outcome is truncated.
  *
- * Returns 0 and fills *@result, or one of the following negative error
- * codes:
+ * Returns 0 and fills *@result if it succeeds, or one of the following
+ * negative error codes:
  *   SG_EINVAL  @s not initialised, @result NULL or @how out of range;
- *   SG_ESTATE  the attempt already ended, or never began.
+ *   SG_ESTATE  the attempt already ended, or never began (or its guard was
+ *              finished directly).
+ * Thread-safety: touches only @s and @result.
  */
 SG_EXTERN int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how,
                             sg_guard_result *result);
 
-/** true once the terminal sentinel of the current attempt was seen. */
+/**
+ * sg_stream_terminal_seen - did the current attempt's terminal sentinel
+ * arrive?
+ *
+ * Returns true once it has (also after sg_stream_end, until the next
+ * sg_stream_begin); false before, always for NDJSON, and when @s is NULL,
+ * not initialised, or has never begun an attempt.
+ * Thread-safety: reads only @s.
+ */
 SG_EXTERN bool sg_stream_terminal_seen(const sg_stream *s);
-/** true while an attempt has begun and not ended. */
+
+/**
+ * sg_stream_active - is an attempt in progress?
+ *
+ * Returns true from sg_stream_begin until sg_stream_end (also after the
+ * sentinel or a feed error: the attempt still needs sg_stream_end); false
+ * before the first begin, after sg_stream_end, and when @s is NULL or not
+ * initialised.
+ * Thread-safety: reads only @s.
+ */
 SG_EXTERN bool sg_stream_active(const sg_stream *s);
 
 #ifdef __cplusplus
