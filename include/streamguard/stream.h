@@ -109,6 +109,7 @@ typedef struct sg_stream {
     bool cancelled_;                /* private: the consumer stopped */
     bool guard_stop_;               /* private: the guard refused an item or bytes */
     int error_;                     /* private: framing error, 0 none */
+    int64_t stop_at_;               /* private: instant of a cancel or framing error */
     sg_guard_result result_;        /* private: result at the terminal */
 } sg_stream;
 
@@ -218,12 +219,12 @@ SG_EXTERN int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t
  *
  * The first cause wins, in this order: a terminal already seen → ok (the
  * result decided when it arrived; @how is ignored); a clock expiry or a cap
- * latched while feeding → that outcome; a deadline that passed by @now →
- * that clock's outcome (so call this at the instant the attempt ended: even
- * a cancel or a framing error reported late loses to a deadline); the
- * consumer's cancel → cancelled; a framing error → protocol_error.
- * Otherwise @how decides; for SG_OUTCOME_OK the end is clean when the
- * sentinel was seen (or, with none configured, when no partial line or
+ * latched while feeding → that outcome; the consumer's cancel → cancelled,
+ * and a framing error → protocol_error, each judged at the instant it
+ * happened (a deadline passing between it and this call is not the cause);
+ * a deadline that passed by @now → that clock's outcome (so call this at
+ * the instant the attempt ended).  Otherwise @how decides; for SG_OUTCOME_OK the end is
+ * clean when the sentinel was seen (or, with none configured, when no partial line or
  * event remains), else the outcome is truncated.
  *
  * Returns 0 and fills *@result if it succeeds, or one of the following

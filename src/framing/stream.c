@@ -27,6 +27,7 @@ static int deliver(sg_stream *s, const sg_item *item) {
     }
     if (s->on_item_ != NULL && s->on_item_(item, s->user_data_) != 0) {
         s->cancelled_ = true;
+        s->stop_at_ = s->now_;
         return 1;
     }
     s->index_++;
@@ -174,6 +175,7 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
             return o == SG_OUTCOME_CAP_EXCEEDED ? SG_ECAP : SG_ETIMEDOUT;
         }
         s->error_ = (int)fed;
+        s->stop_at_ = now;
         return s->error_;
     }
     if (s->format_ == SG_FORMAT_SSE && sg_sse_terminal_seen(&s->parser_.sse)) {
@@ -198,11 +200,14 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
         return SG_ESTATE;
     }
     s->state_ = STREAM_ENDED;
+    /* A cancel or a framing error ended the attempt when it happened: judge
+     * the clocks at that instant, not when the transport got round to
+     * reporting the end (a deadline passing in between is not the cause). */
     if (s->cancelled_) {
-        return sg_guard_fail(&s->guard_, now, SG_OUTCOME_CANCELLED, result);
+        return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_CANCELLED, result);
     }
     if (s->error_ != 0) {
-        return sg_guard_fail(&s->guard_, now, SG_OUTCOME_PROTOCOL_ERROR, result);
+        return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_PROTOCOL_ERROR, result);
     }
     if (how == SG_OUTCOME_OK) {
         bool clean = false;

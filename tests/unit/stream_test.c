@@ -136,6 +136,19 @@ static void the_consumer_can_cancel(void **state) {
     assert_true(r.partial);
 }
 
+static void a_cancel_before_a_deadline_stays_a_cancel_when_reported_late(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_NDJSON, NULL, 0, SG_MS(50), 0);
+    f.cancel_at = 1;
+    assert_int_equal(feed(&f, "{}\n", T0 + SG_MS(10)), SG_ECANCELED);
+    /* the transport reports the end after the idle deadline has passed */
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(500), SG_OUTCOME_TRUNCATED, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_CANCELLED);
+    assert_int_equal(r.elapsed_ns, SG_MS(10));
+}
+
 static void an_oversize_line_is_a_protocol_error(void **state) {
     (void)state;
     fixture f;
@@ -233,6 +246,7 @@ int main(void) {
         cmocka_unit_test(an_item_split_across_reads_is_timed_when_it_completes),
         cmocka_unit_test(the_item_cap_stops_the_stream),
         cmocka_unit_test(the_consumer_can_cancel),
+        cmocka_unit_test(a_cancel_before_a_deadline_stays_a_cancel_when_reported_late),
         cmocka_unit_test(an_oversize_line_is_a_protocol_error),
         cmocka_unit_test(end_of_body_without_the_sentinel_is_truncated),
         cmocka_unit_test(without_a_sentinel_a_complete_body_is_ok),
