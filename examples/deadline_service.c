@@ -115,12 +115,13 @@ int main(int argc, char **argv) {
     sg_op_options_set_max_attempts(&policy, 2);
     sg_op_options_set_idempotency_key(&policy, key);
 
-    /* The budget starts when sg_curl_perform runs, so it is what is left of
-     * the local deadline at that instant (at least 1 ns: a budget must be
-     * positive; the floor then refuses it). */
+    /* The operation ends at the local deadline itself, an absolute instant:
+     * whatever time passes before sg_curl_perform starts is spent from it.
+     * A deadline already passed leaves nothing (budget_exhausted); what is
+     * left at or below the floor is refused without dialling out. */
+    sg_op_options_set_deadline(&policy, deadline);
     int64_t now = sg_clock_now(NULL);
-    int64_t budget = deadline > now ? deadline - now : 1;
-    sg_op_options_set_budget(&policy, budget);
+    int64_t budget = deadline > now ? deadline - now : 0;
     printf("inbound X-Deadline-Ms=%s: local budget %lld ms (allowance %lld ms, floor "
            "%lld ms)\n",
            header, (long long)(budget / SG_MS(1)),

@@ -429,6 +429,26 @@ SG_EXTERN int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns,
                               int64_t floor_ns);
 
 /**
+ * sg_budget_start_until - begin an operation's budget that ends at the
+ * absolute instant @deadline, e.g. an inbound deadline turned into a local
+ * one with sg_deadline_from_timeout().
+ *
+ * @now: the current monotonic instant.
+ * @deadline: the absolute monotonic deadline; at or before @now is allowed
+ *   and gives a budget with nothing left (every lease is refused, and a
+ *   guard started under it expires with budget_exhausted at once).
+ * @floor_ns: the reserve never leased, 0 .. SG_DURATION_MAX.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @budget is NULL or @floor_ns < 0;
+ *   SG_ERANGE  @deadline is more than SG_DURATION_MAX after @now, or
+ *              @floor_ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @budget.
+ */
+SG_EXTERN int sg_budget_start_until(sg_budget *budget, int64_t now, int64_t deadline,
+                                    int64_t floor_ns);
+
+/**
  * sg_budget_child - a budget whose deadline is min(parent's, now + limit).
  *
  * Use it for a fallback or a sub-operation that must not outlive its

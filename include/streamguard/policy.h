@@ -96,6 +96,7 @@ typedef struct sg_op_options {
     int64_t backoff_cap_ns_;            /* private */
     int64_t max_retry_after_ns_;        /* private */
     int64_t min_attempt_ns_;            /* private */
+    int64_t deadline_;                  /* private: absolute, when set */
     uint64_t max_items_;                /* private: 0 = off */
     uint64_t max_bytes_;                /* private: 0 = off */
     uint64_t seed_;                     /* private */
@@ -129,6 +130,22 @@ SG_EXTERN void sg_op_options_init(sg_op_options *o);
  * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_budget(sg_op_options *o, int64_t ns);
+
+/**
+ * sg_op_options_set_deadline - an absolute monotonic instant the operation
+ * must also end by, e.g. a caller's inbound deadline turned into a local one
+ * with sg_deadline_from_timeout().  The budget then ends at
+ * min(start + budget, @deadline); a deadline already passed when the
+ * operation starts leaves nothing, and the first attempt is refused with
+ * budget_exhausted without any request being made.  Default: none.
+ * @o: the options.
+ * @deadline: CLOCK_MONOTONIC nanoseconds (the same clock the transports read).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline);
 
 /**
  * sg_op_options_set_floor - the reserve that is never leased (see

@@ -16,6 +16,25 @@ int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns, int64_t fl
     return 0;
 }
 
+int sg_budget_start_until(sg_budget *budget, int64_t now, int64_t deadline,
+                          int64_t floor_ns) {
+    if (budget == NULL || floor_ns < 0) {
+        return SG_EINVAL;
+    }
+    if (floor_ns > SG_DURATION_MAX ||
+        (deadline > now && sg_time_add(now, SG_DURATION_MAX) < deadline)) {
+        return SG_ERANGE;
+    }
+    budget->start_ = now;
+    /* A deadline already passed is a budget with nothing left, not an
+     * error: an inbound deadline may be spent by the time it arrives. */
+    budget->deadline_ = deadline > now ? deadline : now;
+    budget->floor_ = floor_ns;
+    budget->magic_ = SG__BUDGET_MAGIC;
+    budget->pad_ = 0;
+    return 0;
+}
+
 int sg_budget_child(const sg_budget *parent, int64_t now, int64_t limit_ns,
                     sg_budget *child) {
     if (!sg__budget_started(parent) || child == NULL || limit_ns <= 0) {

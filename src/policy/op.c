@@ -143,6 +143,15 @@ int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
     return rc;
 }
 
+int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->deadline_ = deadline;
+    o->set_ |= SG__OPT_DEADLINE;
+    return 0;
+}
+
 int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
     if (o == NULL) {
         return SG_EINVAL;
@@ -472,7 +481,15 @@ int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
      * dialling out (an inbound deadline may leave less than the floor). */
     memset(op, 0, sizeof(*op));
     op->opts_ = *opts;
-    int rc = sg_budget_start(&op->budget_, now, budget, floor_ns);
+    int rc;
+    if (opts->set_ & SG__OPT_DEADLINE) {
+        /* min(start + budget, the caller's absolute deadline); a deadline
+         * already passed leaves nothing and the first lease is refused. */
+        int64_t end = sg_time_min(sg_time_add(now, budget), opts->deadline_);
+        rc = sg_budget_start_until(&op->budget_, now, end, floor_ns);
+    } else {
+        rc = sg_budget_start(&op->budget_, now, budget, floor_ns);
+    }
     if (rc != 0) {
         memset(op, 0, sizeof(*op));
         return rc;

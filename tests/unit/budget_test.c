@@ -108,6 +108,24 @@ static void a_budget_never_started_is_rejected_everywhere(void **state) {
     assert_int_equal(sg_budget_child(&b, T0, SG_MS(10), &child), SG_EINVAL);
 }
 
+static void a_budget_can_end_at_an_absolute_deadline(void **state) {
+    (void)state;
+    sg_budget b;
+    int64_t granted = 0;
+    assert_int_equal(sg_budget_start_until(&b, T0, T0 + SG_MS(250), SG_MS(10)), 0);
+    assert_int_equal(sg_budget_remaining(&b, T0), SG_MS(250));
+    assert_int_equal(sg_budget_lease(&b, T0, SG_SEC(1), &granted), 0);
+    assert_int_equal(granted, SG_MS(240));
+    /* spent before it arrived: nothing left, not an error */
+    assert_int_equal(sg_budget_start_until(&b, T0, T0 - SG_MS(5), 0), 0);
+    assert_int_equal(sg_budget_remaining(&b, T0), 0);
+    assert_int_equal(sg_budget_lease(&b, T0, SG_MS(1), &granted), SG_EREFUSED);
+    assert_int_equal(sg_budget_start_until(&b, T0, T0 + SG_DURATION_MAX + 1, 0),
+                     SG_ERANGE);
+    assert_int_equal(sg_budget_start_until(NULL, T0, T0 + 1, 0), SG_EINVAL);
+    assert_int_equal(sg_budget_start_until(&b, T0, T0 + 1, -1), SG_EINVAL);
+}
+
 static void child_deadline_is_the_minimum_of_parent_and_limit(void **state) {
     (void)state;
     sg_budget parent;
@@ -180,6 +198,7 @@ int main(void) {
         cmocka_unit_test(lease_with_too_little_left_is_refused),
         cmocka_unit_test(lease_rejects_zero_negative_and_absurd_wants),
         cmocka_unit_test(a_budget_never_started_is_rejected_everywhere),
+        cmocka_unit_test(a_budget_can_end_at_an_absolute_deadline),
         cmocka_unit_test(child_deadline_is_the_minimum_of_parent_and_limit),
         cmocka_unit_test(child_of_an_exhausted_parent_is_refused),
         cmocka_unit_test(child_floor_larger_than_the_child_is_dropped),

@@ -1136,6 +1136,36 @@ static void floor_at_or_above_the_budget_is_refused_without_an_attempt(void **st
     assert_int_equal(sg_op_start(NULL, &o, T0), SG_EINVAL);
 }
 
+static void
+an_absolute_deadline_tighter_than_the_budget_bounds_the_operation(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op op;
+    sg_op_plan plan;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_budget(&o, SG_SEC(60)), 0);
+    assert_int_equal(sg_op_options_set_deadline(&o, T0 + SG_MS(400)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_budget_deadline(sg_op_budget(&op)), T0 + SG_MS(400));
+    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_MS(100), &plan), 0);
+    assert_int_equal(plan.attempt_ns, SG_MS(300));
+    assert_int_equal(sg_op_options_set_deadline(NULL, T0), SG_EINVAL);
+}
+
+static void
+a_deadline_already_passed_is_budget_exhausted_without_an_attempt(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op op;
+    sg_op_plan plan;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_deadline(&o, T0 - SG_MS(1)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), SG_EREFUSED);
+    assert_int_equal(plan.outcome, SG_OUTCOME_BUDGET_EXHAUSTED);
+    assert_int_equal(sg_op_attempt_count(&op), 0);
+}
+
 static void names_are_stable(void **state) {
     (void)state;
     assert_string_equal(sg_op_decision_name(SG_OP_RETRY), "retry");
@@ -1203,6 +1233,10 @@ int main(void) {
         cmocka_unit_test(defaults_are_the_documented_values),
         cmocka_unit_test(option_setters_validate_their_values),
         cmocka_unit_test(floor_at_or_above_the_budget_is_refused_without_an_attempt),
+        cmocka_unit_test(
+            an_absolute_deadline_tighter_than_the_budget_bounds_the_operation),
+        cmocka_unit_test(
+            a_deadline_already_passed_is_budget_exhausted_without_an_attempt),
         cmocka_unit_test(names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
