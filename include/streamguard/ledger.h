@@ -1,0 +1,433 @@
+/*
+ * streamguard ledger: durable intent records and stable idempotency keys.
+ *
+ * A POST that timed out after it was sent may already have charged a card or
+ * created something.  The ledger lets the caller record the intent BEFORE the
+ * first attempt, each attempt's result, and how the operation ended (done,
+ * failed, or outcome unknown), in an append-only file inside a directory.
+ * Whatever was never resolved - because the outcome is unknown, or because
+ * the process died mid-operation - can be listed and reconciled later, by
+ * this process or by any other one on the same machine.
+ *
+ * How a transport uses it (docs/ledger.md has the full workflow):
+ *
+ *   sg_ledger *l;  sg_ledger_open(&l, "/var/lib/app/ledger", NULL);
+ *   char key[SG_LEDGER_KEY_SIZE];
+ *   sg_ledger_key_derive("POST", url, body, body_len, key);
+ *   if (sg_ledger_intent(l, key, "POST", url) != 0) -> do not send;
+ *   ... each attempt ends:  sg_ledger_attempt_record(l, key, rec);
+ *   ... the operation ends: sg_ledger_resolve(l, key,
+ *                               sg_ledger_resolution_of(op), sg_op_outcome(op));
+ *   sg_ledger_close(l);
+ *
+ * Durability: every record carries a CRC32C; when sg_ledger_intent returns 0
+ * its record has been written and fdatasync'ed (with the default fsync
+ * policy), so it survives a process crash and a power loss.  On open the file
+ * is replayed; a torn or corrupt record is never read as a valid one and
+ * never costs a valid record before or after it.
+ *
+ * Sharing: several processes on one machine may open the same directory.
+ * Appends, reads and compaction are serialised by flock(2) on a lock file in
+ * the directory; local file systems only (flock is not reliable over NFS).
+ * Several machines: see docs/ledger-multi-machine.md.
+ *
+ * Memory: the handle keeps an index of the unresolved operations only; it is
+ * bounded by their number (at most sg_ledger_options.max_live) and by the
+ * size caps below, never by the length of the file.
+ *
+ * Thread-safety: an sg_ledger has an internal mutex; any function may be
+ * called on one handle from several threads.  A handle must not be used in a
+ * child after fork().  Functions that take no sg_ledger are reentrant.
+ */
+#ifndef STREAMGUARD_LEDGER_H
+#define STREAMGUARD_LEDGER_H
+
+#include <streamguard/streamguard.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Bounds
+ * ------------------------------------------------------------------------ */
+
+/** Room for a derived key: "sg1-" + 64 hex digits + NUL. */
+#define SG_LEDGER_KEY_SIZE 69
+/** Longest key, not counting the NUL (the same as an idempotency key). */
+#define SG_LEDGER_KEY_MAX SG_OP_IDEMPOTENCY_KEY_MAX
+/** Longest method, not counting the NUL. */
+#define SG_LEDGER_METHOD_MAX SG_OP_METHOD_MAX
+/** Longest URL kept in a record, not counting the NUL. */
+#define SG_LEDGER_URL_MAX 8192
+/** Longest reconciliation note, not counting the NUL. */
+#define SG_LEDGER_NOTE_MAX 1024
+/** Room for any line sg_ledger_format_unresolved_line writes, NUL included. */
+#define SG_LEDGER_LINE_MAX \
+    (SG_LEDGER_KEY_MAX + SG_LEDGER_METHOD_MAX + SG_LEDGER_URL_MAX + 128)
+
+/* ------------------------------------------------------------------------
+ * Options
+ * ------------------------------------------------------------------------ */
+
+/** When records are flushed to stable storage with fdatasync(2). */
+typedef enum sg_ledger_fsync {
+    /** Intents, resolutions and reconciliations (default).  Attempt records
+     *  reach the file at once (a process crash cannot lose them) and the
+     *  disk with the next synced record. */
+    SG_LEDGER_FSYNC_DEFAULT = 0,
+    /** Every record. */
+    SG_LEDGER_FSYNC_ALWAYS,
+    /** Never, not even around compaction's rename: records survive a
+     *  process crash, not a power loss.  For tests and benchmarks. */
+    SG_LEDGER_FSYNC_NEVER
+} sg_ledger_fsync;
+
+/**
+ * sg_ledger_options - a ledger's configuration.  Zero-initialise it or call
+ * sg_ledger_options_init(); every zero field takes its default.
+ *
+ * fsync:           see sg_ledger_fsync.  Default SG_LEDGER_FSYNC_DEFAULT.
+ * wall_clock:      stamps records ("first seen"); must return unix time in
+ *                  nanoseconds.  Default NULL: clock_gettime(CLOCK_REALTIME).
+ *                  Wall time is only displayed, never used as a duration.
+ * max_live:        most unresolved operations the index holds; an intent
+ *                  beyond it is refused with SG_ETOOMANY.  Default 1048576.
+ * lock_timeout_ns: how long a call waits for another process's lock before
+ *                  failing with SG_ELOCKED.  Default 0: wait as long as it
+ *                  takes.  At most SG_DURATION_MAX.
+ */
+typedef struct sg_ledger_options {
+    sg_ledger_fsync fsync;
+    const sg_clock *wall_clock;
+    size_t max_live;
+    int64_t lock_timeout_ns;
+} sg_ledger_options;
+
+/** Resets @o to every default (the same as zero-initialising it). */
+SG_EXTERN void sg_ledger_options_init(sg_ledger_options *o);
+
+typedef struct sg_ledger sg_ledger;
+
+/**
+ * sg_ledger_open - open (creating when missing) the ledger in directory @dir.
+ *
+ * Creates @dir (one level, mode 0700) and its files (mode 0600: URLs may
+ * carry secrets), then replays the file under a shared lock to build the
+ * index of unresolved operations.  A torn tail (a record a crashed writer
+ * left half-written) is ignored, and cut off by the next append; a corrupt
+ * record in the middle is skipped and the valid records after it are kept
+ * (sg_ledger_get_stats counts both).  @opts is copied; NULL means defaults.
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes:
+ *   SG_EINVAL    @out or @dir is NULL, @dir is empty, or @opts has an
+ *                unknown fsync policy or a negative lock_timeout_ns;
+ *   SG_ERANGE    @dir is longer than PATH_MAX allows, or lock_timeout_ns >
+ *                SG_DURATION_MAX;
+ *   SG_ENOMEM    out of memory;
+ *   SG_ESYS      creating or opening the directory or a file failed (errno
+ *                says why, e.g. EACCES, ENOTDIR);
+ *   SG_EIO       reading the file failed, or syncing the directory entry of
+ *                a newly created file failed;
+ *   SG_ELOCKED   another process held the lock longer than lock_timeout_ns;
+ *   SG_ETOOMANY  the file holds more than max_live unresolved operations.
+ */
+SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
+                             const sg_ledger_options *opts);
+
+/**
+ * sg_ledger_close - close @l and free it (NULL is fine).  Every record an
+ * sg_ledger_* call acknowledged is already in the file; closing syncs
+ * nothing more.
+ */
+SG_EXTERN void sg_ledger_close(sg_ledger *l);
+
+/* ------------------------------------------------------------------------
+ * Keys
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ledger_key_derive - a stable idempotency key for a request: "sg1-"
+ * followed by the lowercase hex SHA-256 of the length-prefixed encoding
+ *   u64be(len(method)) method u64be(len(url)) url u64be(body_len) body
+ * so that no two different (method, URL, body) triples share an input.  The
+ * same request always gets the same key, on every machine; the key is a
+ * valid idempotency key (sg_op_options_set_idempotency_key).
+ *
+ * @body may be NULL when @body_len is 0.  @out receives 68 characters and
+ * a NUL.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL        @method, @url or @out is NULL, or @body is NULL while
+ *                    @body_len > 0;
+ *   SG_ENOMEM        OpenSSL could not allocate a digest context;
+ *   SG_EUNSUPPORTED  OpenSSL has no usable SHA-256 (e.g. a FIPS
+ *                    configuration without its provider).
+ * Thread-safety: reentrant.
+ */
+SG_EXTERN int sg_ledger_key_derive(const char *method, const char *url, const void *body,
+                                   size_t body_len, char out[SG_LEDGER_KEY_SIZE]);
+
+/**
+ * sg_ledger_key_check - is @key a usable caller-supplied key: 1 ..
+ * SG_LEDGER_KEY_MAX characters, each printable ASCII without space (0x21 ..
+ * 0x7E), exactly what sg_op_options_set_idempotency_key accepts?
+ *
+ * Returns 0 if it is, or one of the following negative error codes:
+ *   SG_EINVAL  @key is NULL, empty, or holds another character;
+ *   SG_ERANGE  @key is longer than SG_LEDGER_KEY_MAX.
+ * Thread-safety: reentrant.
+ */
+SG_EXTERN int sg_ledger_key_check(const char *key);
+
+/* ------------------------------------------------------------------------
+ * Records
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ledger_intent - record that the operation @key is about to send its
+ * first request: @method to @url.  Call it BEFORE the first attempt.  With
+ * the default fsync policy, when it returns 0 the record is on stable
+ * storage and survives a crash; when it fails, do not send the request.
+ *
+ * A key can be owned by one operation at a time on this ledger: an intent
+ * for a key that is still unresolved (here or in another process) fails
+ * with SG_EEXIST - the earlier operation may have taken effect, reconcile it
+ * first.  A key whose operation was resolved done or failed, or reconciled,
+ * may be used again.
+ *
+ * @method: a token of 1 .. SG_LEDGER_METHOD_MAX characters.
+ * @url: 1 .. SG_LEDGER_URL_MAX bytes, none of them a control character or
+ *   a space (0x00 .. 0x20, 0x7F); bytes from 0x80 are kept as they are.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    a NULL argument, a bad key (see sg_ledger_key_check), or
+ *                @method / @url empty or holding a forbidden character;
+ *   SG_ERANGE    @key, @method or @url is longer than its maximum;
+ *   SG_EEXIST    @key is unresolved in the ledger;
+ *   SG_ETOOMANY  max_live unresolved operations are already recorded (or
+ *                catching up with other processes' records found more);
+ *   SG_ENOMEM    out of memory;
+ *   SG_ELOCKED   another process held the lock longer than lock_timeout_ns;
+ *   SG_ESYS      a lock, stat, truncate or reopen call failed (errno says
+ *                why);
+ *   SG_EIO       reading or writing the file failed, or fdatasync failed:
+ *                the record is not known to be durable.
+ */
+SG_EXTERN int sg_ledger_intent(sg_ledger *l, const char *key, const char *method,
+                               const char *url);
+
+/**
+ * sg_ledger_attempt - record how attempt @n (1-based) of the unresolved
+ * operation @key ended: its outcome, the phase it ended in, whether any of
+ * the request may have been sent, the HTTP status (0 for none) and whether
+ * its outcome is unknown.  The operation's attempt count becomes the
+ * largest @n recorded; "last outcome" becomes @outcome.  Not synced with
+ * the default policy (a process crash still cannot lose it).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @l or @key is NULL, a bad key, @n == 0, @outcome or
+ *                @phase out of range, or @http_status outside 0 and
+ *                100 .. 599;
+ *   SG_ERANGE    @key is longer than SG_LEDGER_KEY_MAX;
+ *   SG_ENOTFOUND @key is not an unresolved operation;
+ *   SG_ESTATE    @key was already resolved as unknown;
+ *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO  as sg_ledger_intent;
+ *   SG_ETOOMANY  catching up with other processes' records found more than
+ *                max_live unresolved operations.
+ */
+SG_EXTERN int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n,
+                                sg_outcome outcome, sg_phase phase, bool sent,
+                                int http_status, bool outcome_unknown);
+
+/**
+ * sg_ledger_attempt_record - sg_ledger_attempt with the fields of a policy
+ * attempt record (the one sg_curl_callbacks.on_attempt receives).
+ *
+ * Returns 0 if it succeeds, or the negative error codes of
+ * sg_ledger_attempt (SG_EINVAL also when @rec is NULL).
+ */
+SG_EXTERN int sg_ledger_attempt_record(sg_ledger *l, const char *key,
+                                       const sg_op_attempt *rec);
+
+/** How an operation ended, as far as the ledger is concerned. */
+typedef enum sg_ledger_resolution {
+    /** It has its answer (outcome ok): nothing to reconcile. */
+    SG_LEDGER_DONE = 1,
+    /** It did not take effect, or the server said how it ended (an HTTP
+     *  error status, never sent, refused): nothing to reconcile. */
+    SG_LEDGER_FAILED = 2,
+    /** It may have taken effect (an attempt was outcome_unknown): it stays
+     *  listed until sg_ledger_reconcile. */
+    SG_LEDGER_UNKNOWN = 3
+} sg_ledger_resolution;
+
+/** "done", "failed", "unknown", or NULL when out of range. */
+SG_EXTERN const char *sg_ledger_resolution_name(sg_ledger_resolution r);
+
+/**
+ * sg_ledger_resolution_of - the resolution for a finished operation:
+ * SG_LEDGER_UNKNOWN when any of its attempts was outcome_unknown, else
+ * SG_LEDGER_DONE when its outcome is ok, else SG_LEDGER_FAILED.  Returns
+ * SG_LEDGER_UNKNOWN for NULL (the safe answer).  Thread-safety: reentrant.
+ */
+SG_EXTERN sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op);
+
+/**
+ * sg_ledger_resolve - record how the unresolved operation @key ended, with
+ * the operation's final @outcome.  DONE and FAILED remove it from the
+ * unresolved list; UNKNOWN keeps it there until sg_ledger_reconcile.
+ * Synced with the default policy.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @l or @key is NULL, a bad key, or @res or @outcome out of
+ *                range;
+ *   SG_ERANGE    @key is longer than SG_LEDGER_KEY_MAX;
+ *   SG_ENOTFOUND @key is not an unresolved operation (never recorded,
+ *                already resolved, or reconciled meanwhile by an operator);
+ *   SG_ESTATE    @key was already resolved as unknown;
+ *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO  as sg_ledger_intent;
+ *   SG_ETOOMANY  catching up with other processes' records found more than
+ *                max_live unresolved operations.
+ */
+SG_EXTERN int sg_ledger_resolve(sg_ledger *l, const char *key, sg_ledger_resolution res,
+                                sg_outcome outcome);
+
+/**
+ * sg_ledger_reconcile - an operator (or a reconciliation job) settled the
+ * unresolved operation @key - resolved as unknown, or never resolved because
+ * its process died: it is no longer listed.  @note (NULL for none) is kept
+ * in the record for the audit trail: at most SG_LEDGER_NOTE_MAX bytes, no
+ * control characters (spaces are fine).  Synced with the default policy.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @l or @key is NULL, a bad key, or @note holds a control
+ *                character;
+ *   SG_ERANGE    @key or @note is longer than its maximum;
+ *   SG_ENOTFOUND @key is not an unresolved operation;
+ *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO  as sg_ledger_intent;
+ *   SG_ETOOMANY  catching up with other processes' records found more than
+ *                max_live unresolved operations.
+ */
+SG_EXTERN int sg_ledger_reconcile(sg_ledger *l, const char *key, const char *note);
+
+/* ------------------------------------------------------------------------
+ * Listing
+ * ------------------------------------------------------------------------ */
+
+/** Why an operation is listed. */
+typedef enum sg_ledger_state {
+    /** Intent recorded, never resolved: still running, or its process died. */
+    SG_LEDGER_PENDING = 1,
+    /** Resolved as unknown: it may have taken effect. */
+    SG_LEDGER_UNRESOLVED_UNKNOWN = 2
+} sg_ledger_state;
+
+/** "pending", "unknown", or NULL when out of range. */
+SG_EXTERN const char *sg_ledger_state_name(sg_ledger_state s);
+
+/**
+ * sg_ledger_entry - one unresolved operation.  The strings are valid only
+ * during the callback that receives it.
+ */
+typedef struct sg_ledger_entry {
+    const char *key;
+    const char *method;
+    const char *url;
+    int64_t first_seen_ns;  /* wall clock of the intent, unix ns */
+    int64_t last_update_ns; /* wall clock of its latest record */
+    int32_t pid;            /* process that recorded the intent */
+    sg_ledger_state state;
+    uint32_t attempts;       /* largest attempt number recorded, 0 none */
+    bool has_last;           /* an attempt was recorded: last_* are set */
+    sg_outcome last_outcome; /* the latest attempt's outcome */
+    sg_phase last_phase;
+    int last_http_status; /* 0 when none */
+    bool last_sent;
+    bool last_outcome_unknown;
+    sg_outcome final_outcome; /* state UNKNOWN: the outcome resolved with */
+} sg_ledger_entry;
+
+/**
+ * sg_ledger_list_unresolved - call @cb once per unresolved operation (intent
+ * without resolution, or resolved unknown and not reconciled), oldest intent
+ * first.  It first catches up with what other processes appended, so the
+ * list is a consistent snapshot of the file at one instant.  @cb returns 0
+ * to go on, anything else to stop.  @cb must not call into @l (the handle's
+ * mutex is held).  When this returns an error other than SG_ECANCELED, @cb
+ * was never called.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @l or @cb is NULL;
+ *   SG_ECANCELED @cb returned non-zero;
+ *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO, SG_ETOOMANY  catching up failed
+ *                (as sg_ledger_open).
+ */
+SG_EXTERN int sg_ledger_list_unresolved(
+    sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data), void *user_data);
+
+/**
+ * sg_ledger_format_unresolved_line - the line `sg-stream --ledger DIR
+ * --unresolved` prints for @e, NUL-terminated, without a newline.  Fields
+ * are separated by one space and none contains a space:
+ *
+ *   KEY METHOD URL FIRST_SEEN ATTEMPTS LAST_OUTCOME STATE
+ *
+ * FIRST_SEEN is RFC 3339 UTC with milliseconds (2026-11-29T15:20:40.123Z);
+ * ATTEMPTS a decimal count; LAST_OUTCOME the latest attempt's outcome name,
+ * or "none" when no attempt was recorded; STATE "pending" or "unknown".
+ *
+ * Returns the length written (NUL not counted) if it succeeds, or one of
+ * the following negative error codes:
+ *   SG_EINVAL   @e or @buf is NULL;
+ *   SG_ENOBUFS  @len is too small (SG_LEDGER_LINE_MAX always fits); @buf
+ *               then holds a truncated, NUL-terminated prefix.
+ * Thread-safety: reentrant.
+ */
+SG_EXTERN int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf,
+                                               size_t len);
+
+/* ------------------------------------------------------------------------
+ * Maintenance
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ledger_compact - rewrite the file keeping only the unresolved
+ * operations (one intent, the latest attempt and an unknown resolution
+ * each), atomically: the new file is written beside the old one, synced,
+ * renamed over it, and the directory is synced.  Other processes notice
+ * the new file at their next call and replay it.  A crash at any point
+ * leaves the old file or the new one, never a mix.  Cost: O(live) writes,
+ * under the exclusive lock, so appends from every process wait for it.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @l is NULL;
+ *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO, SG_ETOOMANY  as sg_ledger_intent
+ *               (the old file is then left as it was).
+ */
+SG_EXTERN int sg_ledger_compact(sg_ledger *l);
+
+/** What replaying the file found, since open or the last compaction. */
+typedef struct sg_ledger_stats {
+    uint64_t records;         /* valid records read or written */
+    uint64_t corrupt_regions; /* runs of bytes skipped between valid records */
+    uint64_t corrupt_bytes;   /* their total size */
+    uint64_t tail_bytes;      /* torn or corrupt bytes at the end, ignored */
+    uint64_t file_bytes;      /* size of the file as last seen */
+    size_t live;              /* unresolved operations in the index */
+} sg_ledger_stats;
+
+/**
+ * sg_ledger_get_stats - what the handle has seen (it does not catch up).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @l or @out is NULL.
+ */
+SG_EXTERN int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_LEDGER_H */

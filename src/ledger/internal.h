@@ -1,0 +1,112 @@
+/* Private pieces of the ledger: the record codec and the file scanner,
+ * shared by the ledger, its unit tests, the crash test and the fuzz target.
+ * docs/ledger.md describes the format these implement. */
+#ifndef SG_LEDGER_INTERNAL_H
+#define SG_LEDGER_INTERNAL_H
+
+#include <streamguard/ledger.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Record header, 16 bytes, integers little-endian:
+ *   0  magic    1E 53 47 4C  ("\x1eSGL")
+ *   4  version  1
+ *   5  type     1 intent, 2 attempt, 3 resolve, 4 reconcile
+ *   6  reserved 0, 0
+ *   8  length   u32, payload bytes, at most SG__LEDGER_PAYLOAD_MAX
+ *  12  crc      u32, CRC32C (Castagnoli) of bytes 0..11 then the payload
+ * The magic starts with 0x1E, a control byte no string field may hold, so a
+ * record can never be forged from inside a URL, key or note. */
+#define SG__LEDGER_HDR 16
+#define SG__LEDGER_VERSION 1
+#define SG__LEDGER_PAYLOAD_MAX 16384
+#define SG__LEDGER_REC_MAX (SG__LEDGER_HDR + SG__LEDGER_PAYLOAD_MAX)
+#define SG__LEDGER_MAGIC0 0x1E
+
+enum sg__ledger_type {
+    SG__LREC_INTENT = 1,
+    SG__LREC_ATTEMPT = 2,
+    SG__LREC_RESOLVE = 3,
+    SG__LREC_RECONCILE = 4,
+};
+
+#define SG__LATT_SENT 0x01
+#define SG__LATT_UNKNOWN 0x02
+
+/* A decoded record: the strings point into the decoder's input and are not
+ * NUL-terminated. */
+typedef struct sg__ledger_rec {
+    uint8_t type;
+    int64_t wall_ns;
+    const char *key;
+    size_t key_len;
+    /* intent */
+    int32_t pid;
+    const char *method;
+    size_t method_len;
+    const char *url;
+    size_t url_len;
+    /* attempt */
+    uint32_t n;
+    uint8_t phase;
+    uint8_t flags;
+    uint16_t http_status;
+    /* attempt and resolve */
+    uint8_t outcome;
+    /* resolve */
+    uint8_t resolution;
+    /* reconcile */
+    const char *note;
+    size_t note_len;
+} sg__ledger_rec;
+
+uint32_t sg__crc32c(uint32_t crc, const void *p, size_t n);
+
+/* Field checks shared by the API and the decoder. */
+int sg__ledger_check_key(const char *s, size_t len);
+int sg__ledger_check_method(const char *s, size_t len);
+int sg__ledger_check_url(const char *s, size_t len);
+int sg__ledger_check_note(const char *s, size_t len);
+
+/* Encodes @rec into @buf (at least SG__LEDGER_REC_MAX bytes).  Returns the
+ * record size, or SG_EINVAL / SG_ERANGE when a field is invalid. */
+int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap);
+
+/* Decodes the record at @p.  Returns its size (> 0) when a whole valid
+ * record is there; 0 when @avail is too short to tell (fewer than 16 bytes,
+ * or a plausible header whose record runs past @avail); -1 when the bytes
+ * are not a valid record (bad magic, version, length, checksum or field).
+ * A record of an unknown type with a good checksum decodes with its type
+ * set and no other field. */
+int sg__ledger_decode(const uint8_t *p, size_t avail, sg__ledger_rec *rec);
+
+/* Called for each valid record with its offset and size.  A negative return
+ * stops the scan; that record counts as not consumed. */
+typedef int (*sg__ledger_rec_cb)(const sg__ledger_rec *rec, uint64_t off, size_t size,
+                                 void *user_data);
+
+typedef struct sg__ledger_scan {
+    uint64_t end;             /* offset after the last record consumed */
+    uint64_t records;         /* valid records passed to the callback */
+    uint64_t corrupt_regions; /* invalid runs followed by a valid record */
+    uint64_t corrupt_bytes;
+    uint64_t tail_bytes; /* invalid or incomplete bytes up to the end */
+} sg__ledger_scan;
+
+/* Scans [@from, @size) of @fd (or @buf[0..@len)): every valid record goes to
+ * @cb; an invalid run followed by a valid record is skipped (resync on the
+ * next magic whose record checks); an invalid or incomplete run reaching the
+ * end is the tail, left unconsumed.  Returns 0, the callback's negative
+ * code, or SG_EIO / SG_ENOMEM.  @out is filled in every case. */
+int sg__ledger_scan_fd(int fd, uint64_t from, uint64_t size, sg__ledger_rec_cb cb,
+                       void *user_data, sg__ledger_scan *out);
+int sg__ledger_scan_mem(const uint8_t *buf, size_t len, sg__ledger_rec_cb cb,
+                        void *user_data, sg__ledger_scan *out);
+
+/* File names inside the ledger directory. */
+#define SG__LEDGER_DATA "ledger.sgl"
+#define SG__LEDGER_LOCK "ledger.lock"
+#define SG__LEDGER_TMP "ledger.sgl.compact"
+
+#endif

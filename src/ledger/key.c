@@ -1,0 +1,144 @@
+/*
+ * Ledger helpers without a handle: stable idempotency keys (SHA-256 through
+ * OpenSSL's EVP interface), key checks, names, and the listing line.
+ */
+#include "ledger/internal.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include <openssl/evp.h>
+
+static void be64(uint64_t v, unsigned char out[8]) {
+    for (int i = 7; i >= 0; i--) {
+        out[i] = (unsigned char)(v & 0xFFu);
+        v >>= 8;
+    }
+}
+
+/* Length prefixes make the encoding injective: ("POST", "/ab", "c") and
+ * ("POST", "/a", "bc") must not collide, whatever bytes the fields hold. */
+static int digest_field(EVP_MD_CTX *ctx, const void *p, size_t len) {
+    unsigned char n[8];
+    be64((uint64_t)len, n);
+    if (EVP_DigestUpdate(ctx, n, sizeof(n)) != 1) {
+        return -1;
+    }
+    if (len > 0 && EVP_DigestUpdate(ctx, p, len) != 1) {
+        return -1;
+    }
+    return 0;
+}
+
+int sg_ledger_key_derive(const char *method, const char *url, const void *body,
+                         size_t body_len, char out[SG_LEDGER_KEY_SIZE]) {
+    static const char hex[] = "0123456789abcdef";
+    if (method == NULL || url == NULL || out == NULL || (body == NULL && body_len > 0)) {
+        return SG_EINVAL;
+    }
+    EVP_MD_CTX *ctx = EVP_MD_CTX_new();
+    if (ctx == NULL) {
+        return SG_ENOMEM;
+    }
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    int ok = EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) == 1 &&
+             digest_field(ctx, method, strlen(method)) == 0 &&
+             digest_field(ctx, url, strlen(url)) == 0 &&
+             digest_field(ctx, body, body_len) == 0 &&
+             EVP_DigestFinal_ex(ctx, md, &md_len) == 1 && md_len == 32;
+    EVP_MD_CTX_free(ctx);
+    if (!ok) {
+        return SG_EUNSUPPORTED;
+    }
+    memcpy(out, "sg1-", 4);
+    for (unsigned int i = 0; i < 32; i++) {
+        out[4 + 2 * i] = hex[md[i] >> 4];
+        out[5 + 2 * i] = hex[md[i] & 0x0F];
+    }
+    out[SG_LEDGER_KEY_SIZE - 1] = '\0';
+    return 0;
+}
+
+int sg_ledger_key_check(const char *key) {
+    if (key == NULL) {
+        return SG_EINVAL;
+    }
+    /* strnlen bounds the walk; one past the maximum is enough to say ERANGE. */
+    size_t len = strnlen(key, SG_LEDGER_KEY_MAX + 1);
+    return sg__ledger_check_key(key, len);
+}
+
+const char *sg_ledger_resolution_name(sg_ledger_resolution r) {
+    switch (r) {
+    case SG_LEDGER_DONE:
+        return "done";
+    case SG_LEDGER_FAILED:
+        return "failed";
+    case SG_LEDGER_UNKNOWN:
+        return "unknown";
+    default:
+        return NULL;
+    }
+}
+
+const char *sg_ledger_state_name(sg_ledger_state s) {
+    switch (s) {
+    case SG_LEDGER_PENDING:
+        return "pending";
+    case SG_LEDGER_UNRESOLVED_UNKNOWN:
+        return "unknown";
+    default:
+        return NULL;
+    }
+}
+
+sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
+    if (op == NULL) {
+        return SG_LEDGER_UNKNOWN;
+    }
+    /* Unknown first: an unsafe request that may have taken effect is never
+     * "failed", whatever came after it (DESIGN.md, retry rule 4). */
+    uint32_t n = sg_op_attempt_count(op);
+    for (uint32_t i = 0; i < n; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(op, i);
+        if (a != NULL && a->outcome_unknown) {
+            return SG_LEDGER_UNKNOWN;
+        }
+    }
+    return sg_op_outcome(op) == SG_OUTCOME_OK ? SG_LEDGER_DONE : SG_LEDGER_FAILED;
+}
+
+int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf, size_t len) {
+    if (e == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    char when[40];
+    int64_t s = e->first_seen_ns / SG_SEC(1);
+    int64_t ms = (e->first_seen_ns % SG_SEC(1)) / SG_MS(1);
+    if (ms < 0) {
+        s -= 1;
+        ms += 1000;
+    }
+    time_t t = (time_t)s;
+    struct tm tm;
+    if (gmtime_r(&t, &tm) == NULL ||
+        snprintf(when, sizeof(when), "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                 tm.tm_sec, (int)ms) >= (int)sizeof(when)) {
+        snprintf(when, sizeof(when), "@%lld", (long long)e->first_seen_ns);
+    }
+    const char *last = e->has_last ? sg_outcome_name(e->last_outcome) : "none";
+    const char *state = sg_ledger_state_name(e->state);
+    int n = snprintf(buf, len, "%s %s %s %s %u %s %s", e->key ? e->key : "-",
+                     e->method ? e->method : "-", e->url ? e->url : "-", when,
+                     (unsigned)e->attempts, last ? last : "?", state ? state : "?");
+    if (n < 0) {
+        return SG_EINVAL;
+    }
+    if ((size_t)n >= len) {
+        return SG_ENOBUFS;
+    }
+    return n;
+}
