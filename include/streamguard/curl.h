@@ -125,6 +125,22 @@ typedef struct sg_curl_callbacks {
  * clock:          the clock; NULL = CLOCK_MONOTONIC.  Borrowed: the
  *                 operation keeps the pointer.  The managed multi waits on
  *                 real time, so inject a clock only for reads.
+ * ledger:         an open intent ledger (<streamguard/ledger.h>), or NULL.
+ *                 When set, the operation records its intent before the
+ *                 first request (durably: if that fails, nothing is sent
+ *                 and starting the operation fails with the ledger's
+ *                 error, e.g. SG_EEXIST while the same key is unresolved),
+ *                 each attempt's result, and its resolution at the end:
+ *                 unknown when an attempt's outcome is unknown, done when
+ *                 ok, failed otherwise.  Errors after the intent are kept
+ *                 in sg_curl_op_error() and never change the outcome.
+ *                 Borrowed.  Default NULL.
+ * ledger_key:     the ledger key when the policy has no idempotency key
+ *                 (e.g. from sg_ledger_key_derive over method, URL and
+ *                 body).  With a ledger, one of the two is required.
+ * url:            the URL recorded in the ledger (libcurl does not reveal
+ *                 the easy handle's URL before the transfer).  Required
+ *                 with a ledger.
  */
 typedef struct sg_curl_options {
     sg_format format;
@@ -139,6 +155,9 @@ typedef struct sg_curl_options {
     bool grpc_timeout;
     int64_t drain_ns;
     const sg_clock *clock;
+    struct sg_ledger *ledger;
+    const char *ledger_key;
+    const char *url;
 } sg_curl_options;
 
 /**
@@ -156,8 +175,8 @@ typedef struct sg_curl_options {
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes (then *@out, when @out is not NULL, is set to NULL):
  *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format, a
- *              negative drain_ns, or an empty ("") terminal_data or
- *              terminal_type;
+ *              negative drain_ns, an empty ("") terminal_data or
+ *              terminal_type, or a ledger without a url;
  *   SG_ERANGE  a framing limit in @opts is out of range;
  *   SG_ENOMEM  out of memory.
  * Thread-safety: touches only the new operation; @easy is only stored.
@@ -193,7 +212,10 @@ SG_EXTERN void sg_curl_op_free(sg_curl_op *op);
  *   SG_ESYS    epoll or timerfd could not be created (it did not run), or
  *              epoll_wait failed mid-run (the transfer was removed and the
  *              operation left unfinished: free it); errno says why;
- *   SG_ECURL   curl_multi_init failed (it did not run).
+ *   SG_ECURL   curl_multi_init failed (it did not run);
+ *   any error of sg_ledger_intent() (it did not run; nothing was sent), e.g.
+ *              SG_EEXIST while the same key is unresolved in the ledger, or
+ *              SG_EINVAL when a ledger is set but there is no key.
  * Thread-safety: blocks the calling thread, which must own @op.
  */
 SG_EXTERN int sg_curl_perform(sg_curl_op *op);
@@ -293,7 +315,9 @@ SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op or @multi is NULL;
- *   SG_ESTATE  @op was already started.
+ *   SG_ESTATE  @op was already started;
+ *   any error of sg_ledger_intent() when a ledger is set: nothing was sent
+ *              and @op was not added (it stays unstarted).
  * Thread-safety: only on the thread that owns @op and @multi.
  */
 SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
@@ -386,7 +410,9 @@ SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @m or @op is NULL;
  *   SG_ESTATE  @op was already started;
- *   SG_ENOMEM  out of memory (@op was not started).
+ *   SG_ENOMEM  out of memory (@op was not started);
+ *   any error of sg_ledger_intent() when a ledger is set: nothing was sent
+ *              and @op was not added.
  * Thread-safety: only on the thread that owns @m and @op.
  */
 SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);

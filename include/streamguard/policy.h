@@ -610,6 +610,16 @@ SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
 SG_EXTERN const sg_budget *sg_op_budget(const sg_op *op);
 
 /**
+ * sg_op_method - the request method the operation was started with.
+ * @op: a started operation.
+ *
+ * Returns the method ("POST" by default), or NULL when @op is NULL or was
+ * never started.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN const char *sg_op_method(const sg_op *op);
+
+/**
  * sg_op_idempotency_key - the idempotency key to send on every attempt.
  *
  * Returns the key (NUL-terminated, inside @op, valid until @op is started

@@ -4,6 +4,8 @@
 
 #include <streamguard/curl.h>
 
+#include <streamguard/ledger.h>
+
 #include "core/dheap.h"
 
 enum sg__curl_state {
@@ -19,7 +21,7 @@ struct sg_curl_op {
     CURLM *multi;         /* where the transfers run */
     sg_curl_multi *owner; /* the managed multi driving this op, or NULL */
     sg__dheap_node node;  /* in owner's deadline heap */
-    bool in_multi; /* the easy handle is added to `multi` */
+    bool in_multi;        /* the easy handle is added to `multi` */
     int state;
 
     sg_op_options popts;
@@ -43,6 +45,8 @@ struct sg_curl_op {
     struct curl_slist *req_headers;
 
     void *parser_buf;
+    const char *ledger_key; /* the key the ledger records under */
+    bool intent_recorded;   /* the ledger holds this operation's intent */
     char errbuf[CURL_ERROR_SIZE];
 };
 

@@ -308,7 +308,13 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
         return SG_ENOMEM;
     }
     m->running++;
-    if (sg__curl_op_start(op, m->multi, multi_now(m)) == 0) {
+    int rv = sg__curl_op_start(op, m->multi, multi_now(m));
+    if (rv < 0) {
+        /* it never started (the ledger refused): nothing to drive */
+        sg__curl_multi_forget(m, op);
+        return rv;
+    }
+    if (rv == 0) {
         /* pushed with no deadline; now that an attempt runs, it has one */
         sg__curl_multi_reschedule(m, op);
     }

@@ -159,6 +159,9 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     if ((o.format != SG_FORMAT_SSE && o.format != SG_FORMAT_NDJSON) || o.drain_ns < 0) {
         return SG_EINVAL;
     }
+    if (o.ledger != NULL && o.url == NULL) {
+        return SG_EINVAL; /* the ledger must say what was asked for */
+    }
     if (o.drain_ns == 0) {
         o.drain_ns = SG__DEFAULT_DRAIN;
     }
@@ -225,8 +228,24 @@ void sg_curl_op_free(sg_curl_op *op) {
 
 /* The operation ended: leave the driver, then tell the consumer.  After
  * this returns the op may have been freed by on_done. */
+/* The ledger's view of the operation; its errors never change the outcome
+ * but are kept for sg_curl_op_error (only when no transfer error is). */
+static void ledger_note(sg_curl_op *op, int rv, const char *what) {
+    if (rv != 0 && op->errbuf[0] == '\0') {
+        snprintf(op->errbuf, sizeof(op->errbuf), "ledger %s: %s", what, sg_strerror(rv));
+    }
+}
+
 static int op_end(sg_curl_op *op) {
     op->state = SG__OP_DONE;
+    if (op->intent_recorded) {
+        ledger_note(op,
+                    sg_ledger_resolve(op->opts.ledger, op->ledger_key,
+                                      sg_ledger_resolution_of(&op->policy),
+                                      sg_op_outcome(&op->policy)),
+                    "resolve");
+        op->intent_recorded = false;
+    }
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
@@ -382,6 +401,12 @@ static void end_attempt(sg_curl_op *op, int64_t now, const sg_guard_result *gr) 
         op->state = SG__OP_DONE;
         return;
     }
+    if (op->intent_recorded) {
+        const sg_op_attempt *last =
+            sg_op_attempt_at(&op->policy, sg_op_attempt_count(&op->policy) - 1);
+        ledger_note(op, sg_ledger_attempt_record(op->opts.ledger, op->ledger_key, last),
+                    "attempt");
+    }
     if (v.partial && op->cbs.on_discard != NULL) {
         op->cbs.on_discard(op, op->attempt, v.outcome, op->user_data);
     }
@@ -432,10 +457,35 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now, sg_guard_resu
 
 /* ------------------------------------------------------- driver interface */
 
+/* Records the intent, durably, before anything is sent: if that fails (or
+ * the key is already unresolved), nothing goes out and the op stays new. */
+static int record_intent(sg_curl_op *op) {
+    /* The policy's idempotency key names the operation everywhere; without
+     * one, the caller's ledger key does. */
+    const char *key = sg_op_idempotency_key(&op->policy);
+    op->ledger_key = key != NULL ? key : op->opts.ledger_key;
+    int rv = op->ledger_key != NULL
+                 ? sg_ledger_intent(op->opts.ledger, op->ledger_key,
+                                    sg_op_method(&op->policy), op->opts.url)
+                 : SG_EINVAL;
+    if (rv != 0) {
+        snprintf(op->errbuf, sizeof(op->errbuf), "ledger intent: %s", sg_strerror(rv));
+        return rv;
+    }
+    op->intent_recorded = true;
+    return 0;
+}
+
 int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now) {
     op->multi = multi;
     if (sg_op_start(&op->policy, &op->popts, now) != 0) {
         return op_end(op);
+    }
+    if (op->opts.ledger != NULL) {
+        int rv = record_intent(op);
+        if (rv != 0) {
+            return rv;
+        }
     }
     int rv = begin_attempt(op, now);
     return rv == 1 ? 1 : 0;
@@ -502,8 +552,8 @@ int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now) {
     if (op->state != SG__OP_NEW) {
         return SG_ESTATE;
     }
-    sg__curl_op_start(op, multi, now);
-    return 0;
+    int rv = sg__curl_op_start(op, multi, now);
+    return rv < 0 ? rv : 0;
 }
 
 int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {

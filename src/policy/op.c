@@ -521,6 +521,13 @@ const char *sg_op_idempotency_key(const sg_op *op) {
     return op->opts_.idempotency_key_;
 }
 
+const char *sg_op_method(const sg_op *op) {
+    if (!sg__op_started(op)) {
+        return NULL;
+    }
+    return sg__opt_method(&op->opts_);
+}
+
 static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
                           sg_op_decision decision, sg_op_reason reason) {
     op->state_ = SG__OP_FINISHED;

@@ -175,6 +175,32 @@ has "$OUT" '"event":"content_block_delta"' "other events still are"
 expect 3 "-q" -- -q --idle 100ms "$CHAT?n=9&stall_after=1&stall=forever&_t=cli_quiet"
 if [ ! -s "$ERR" ]; then pass "-q prints nothing on stderr"; else fail "-q stderr: $(cat "$ERR")"; fi
 
+# ---- the intent ledger ----------------------------------------------------------
+LEDGER=$FM_DIR/ledger
+expect 3 "--ledger records an unsafe POST that times out" -- --ledger "$LEDGER" \
+    --first-item 200ms -d '{"charge":2}' "$CHAT?hang=1&_t=cli_ledger"
+expect 0 "--unresolved lists it" -- --ledger "$LEDGER" --unresolved
+has "$OUT" "POST $CHAT?hang=1&_t=cli_ledger" "the line names method and URL"
+has "$OUT" " 1 first_item_timeout unknown" "attempts, last outcome and state"
+KEY=$(cut -d' ' -f1 "$OUT")
+expect 4 "the same operation is refused while unresolved" -- --ledger "$LEDGER" \
+    --first-item 200ms -d '{"charge":2}' "$CHAT?hang=1&_t=cli_ledger"
+has "$ERR" "reconcile it first" "says why"
+if [ "$(fm_log "event=received" | grep -c "_t=cli_ledger")" -eq 1 ]; then
+    pass "the refused operation never dialled out"
+else
+    fail "the refused operation reached the server"
+fi
+expect 0 "--reconcile" -- --ledger "$LEDGER" --reconcile "$KEY"
+expect 0 "--unresolved after reconciling" -- --ledger "$LEDGER" --unresolved
+if [ ! -s "$OUT" ]; then pass "nothing left to reconcile"; else fail "still listed: $(cat "$OUT")"; fi
+expect 0 "a successful operation resolves done" -- --ledger "$LEDGER" --output none \
+    --idempotency-key cli-ledger-ok "$CHAT?n=1&_t=cli_ledger_ok"
+expect 0 "--unresolved" -- --ledger "$LEDGER" --unresolved
+if [ ! -s "$OUT" ]; then pass "a done operation is not listed"; else fail "done listed"; fi
+expect 2 "--reconcile an unknown key" -- --ledger "$LEDGER" --reconcile no-such-key
+expect 2 "--unresolved needs --ledger" -- --unresolved
+
 # ---- items are flushed one by one ----------------------------------------------
 "$SG" --no-done "$CHAT?n=3&gap=400&no_done=1&_t=cli_flush" >"$FM_DIR/flush" 2>/dev/null &
 SGPID=$!

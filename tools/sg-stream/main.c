@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <streamguard/curl.h>
+#include <streamguard/ledger.h>
 
 enum exit_code {
     EXIT_OK = 0,
@@ -346,6 +347,9 @@ enum {
     OPT_MAX_EVENT_BYTES,
     OPT_OUTPUT,
     OPT_REPORT,
+    OPT_LEDGER,
+    OPT_UNRESOLVED,
+    OPT_RECONCILE,
 };
 
 static const struct option long_opts[] = {
@@ -379,6 +383,9 @@ static const struct option long_opts[] = {
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
     {"output", required_argument, NULL, OPT_OUTPUT},
     {"report", required_argument, NULL, OPT_REPORT},
+    {"ledger", required_argument, NULL, OPT_LEDGER},
+    {"unresolved", no_argument, NULL, OPT_UNRESOLVED},
+    {"reconcile", required_argument, NULL, OPT_RECONCILE},
     {"write-out", required_argument, NULL, 'w'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -396,6 +403,10 @@ struct config {
     long http_version;
     const char *report;
     const char *write_out;
+    const char *ledger_dir;
+    const char *idem_key;
+    const char *reconcile;
+    bool unresolved;
     const char *url;
     int64_t backoff_base;
     int64_t backoff_max;
@@ -467,6 +478,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         rv = sg_op_options_set_max_attempts(&c->policy, (uint32_t)n);
         break;
     case OPT_IDEMPOTENCY_KEY:
+        c->idem_key = arg;
         rv = sg_op_options_set_idempotency_key(&c->policy, arg);
         if (rv != 0) {
             return usage_error("invalid idempotency key '%s' (printable ASCII, at most "
@@ -590,6 +602,15 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_REPORT:
         c->report = arg;
         break;
+    case OPT_LEDGER:
+        c->ledger_dir = arg;
+        break;
+    case OPT_UNRESOLVED:
+        c->unresolved = true;
+        break;
+    case OPT_RECONCILE:
+        c->reconcile = arg;
+        break;
     case 'w':
         c->write_out = arg;
         break;
@@ -605,6 +626,34 @@ static int apply(struct config *c, int opt, const char *arg) {
         return EXIT_USAGE;
     }
     return 0;
+}
+
+static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
+    (void)user_data;
+    char line[SG_LEDGER_LINE_MAX];
+    if (sg_ledger_format_unresolved_line(e, line, sizeof(line)) >= 0) {
+        puts(line);
+    }
+    return 0;
+}
+
+/* --ledger DIR --unresolved | --reconcile KEY: no request is made. */
+static int ledger_command(const struct config *c) {
+    sg_ledger *l = NULL;
+    int rv = sg_ledger_open(&l, c->ledger_dir, NULL);
+    if (rv == 0 && c->unresolved) {
+        rv = sg_ledger_list_unresolved(l, print_unresolved, NULL);
+    }
+    if (rv == 0 && c->reconcile != NULL) {
+        rv = sg_ledger_reconcile(l, c->reconcile, "sg-stream --reconcile");
+    }
+    sg_ledger_close(l);
+    fflush(stdout);
+    if (rv != 0) {
+        fprintf(stderr, "%s: ledger %s: %s\n", prog, c->ledger_dir, sg_strerror(rv));
+        return rv == SG_ENOTFOUND || rv == SG_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+    }
+    return EXIT_OK;
 }
 
 static int write_report(const struct config *c, const sg_curl_op *op) {
@@ -676,6 +725,18 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    if (code == 0 && (c.unresolved || c.reconcile != NULL)) {
+        if (c.ledger_dir == NULL) {
+            code = usage_error("--unresolved and --reconcile need --ledger DIR%s", "");
+        } else if (optind != argc) {
+            code = usage_error("unexpected argument '%s'", argv[optind]);
+        } else {
+            code = ledger_command(&c);
+            curl_slist_free_all(c.headers);
+            free(c.body);
+            return code;
+        }
+    }
     if (code == 0) {
         if (optind + 1 != argc) {
             code =
@@ -741,6 +802,29 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, c.http_version);
     c.copts.headers = c.headers;
 
+    /* The ledger: without an idempotency key, the operation is named by a
+     * key derived from method, URL and body (recorded, not sent). */
+    sg_ledger *ledger = NULL;
+    char derived[SG_LEDGER_KEY_SIZE];
+    if (c.ledger_dir != NULL) {
+        int lrv = sg_ledger_open(&ledger, c.ledger_dir, NULL);
+        if (lrv == 0) {
+            lrv = sg_ledger_key_derive(c.method, c.url, c.body, c.body_len, derived);
+        }
+        if (lrv != 0) {
+            fprintf(stderr, "%s: ledger %s: %s\n", prog, c.ledger_dir, sg_strerror(lrv));
+            sg_ledger_close(ledger);
+            curl_easy_cleanup(easy);
+            curl_slist_free_all(c.headers);
+            free(c.body);
+            curl_global_cleanup();
+            return EXIT_INTERNAL;
+        }
+        c.copts.ledger = ledger;
+        c.copts.ledger_key = derived;
+        c.copts.url = c.url;
+    }
+
     sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
     sg_curl_op *op = NULL;
     int rv = sg_curl_op_new(&op, easy, &c.policy, &c.copts, &cbs, &c.run);
@@ -770,11 +854,18 @@ int main(int argc, char **argv) {
             }
         }
     }
-    if (rv != 0) {
-        fprintf(stderr, "%s: %s\n", prog, sg_strerror(rv));
+    if (rv == SG_EEXIST && ledger != NULL) {
+        /* refused locally: the same operation is still unresolved */
+        fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
+                c.idem_key != NULL ? c.idem_key : derived, c.ledger_dir);
+        code = EXIT_BUDGET;
+    } else if (rv != 0) {
+        fprintf(stderr, "%s: %s%s%s\n", prog, sg_strerror(rv), op ? ": " : "",
+                op ? sg_curl_op_error(op) : "");
         code = rv == SG_ERANGE || rv == SG_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
     }
     sg_curl_op_free(op);
+    sg_ledger_close(ledger);
     curl_easy_cleanup(easy);
     curl_slist_free_all(c.headers);
     free(c.body);
