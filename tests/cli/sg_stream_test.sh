@@ -156,6 +156,22 @@ if [ "$(fm_field cli-h1 received proto)" = "h1" ]; then pass "HTTP/1.1"; else fa
 expect 0 "--http2 (h2c)" -- --http2 --idempotency-key cli-h2 "$CHAT?n=1&_t=cli_h2"
 if [ "$(fm_field cli-h2 received proto)" = "h2" ]; then pass "HTTP/2"; else fail "proto h2: $(fm_field cli-h2 received proto)"; fi
 
+# ---- --http2 on streamguard's own HTTP/2 transport ---------------------------------
+if "$SG" --version | grep -q nghttp2; then
+    expect 0 "--http2 over h2c" -- --http2 --idempotency-key cli-own-h2 -w '%{items}\n' \
+        --output none "$CHAT?n=3&_t=cli_own_h2"
+    has "$OUT" "3" "all items over HTTP/2"
+    expect 3 "--http2 over TLS: a stalled stream is reset alone" -- --http2 --cacert "$FM_CA" \
+        --idle 150ms --idempotency-key cli-own-h2-stall "$TLS/v1/chat/completions?n=9&stall_after=2&stall=forever&_t=cli_own_h2s"
+    if fm_wait_event cli-own-h2-stall client_gone &&
+        fm_log "key=cli-own-h2-stall&event=client_gone" | grep -q '"h2_error":"CANCEL"'; then
+        pass "the server saw RST_STREAM(CANCEL) for the expired stream"
+    else
+        fail "no RST_STREAM(CANCEL) in the server log"
+    fi
+    expect 8 "--http2 over TLS without the CA" -- --http2 "$TLS/v1/chat/completions?n=1&_t=cli_own_h2bad"
+fi
+
 # ---- framings -----------------------------------------------------------------
 expect 0 "--format ndjson" -- --format ndjson "$BASE/ndjson?n=3&_t=cli_nd"
 if [ "$(lines "$OUT")" -ge 3 ]; then pass "ndjson lines"; else fail "ndjson lines"; fi

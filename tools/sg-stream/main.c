@@ -19,6 +19,9 @@
 
 #include <streamguard/curl.h>
 #include <streamguard/ledger.h>
+#ifdef SG_HAVE_H2
+#    include <streamguard/h2.h>
+#endif
 
 enum exit_code {
     EXIT_OK = 0,
@@ -188,9 +191,7 @@ struct run {
     uint64_t printed;
 };
 
-static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
-    (void)op;
-    struct run *r = user_data;
+static int print_item(struct run *r, const sg_item *item) {
     if (r->output == OUT_DATA) {
         fwrite(item->data, 1, item->data_len, stdout);
         fputc('\n', stdout);
@@ -210,15 +211,23 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
     return 0;
 }
 
-static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
-                       void *user_data) {
-    (void)op;
-    struct run *r = user_data;
+static void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome) {
     if (!r->quiet) {
         fprintf(stderr,
                 "%s: attempt %" PRIu32 " ended partial (%s): discard its output\n", prog,
                 attempt, sg_outcome_name(outcome));
     }
+}
+
+static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
+    (void)op;
+    return print_item(user_data, item);
+}
+
+static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
+                       void *user_data) {
+    (void)op;
+    note_discard(user_data, attempt, outcome);
 }
 
 static int exit_code_for(sg_outcome o) {
@@ -405,6 +414,9 @@ struct config {
     const char *write_out;
     const char *ledger_dir;
     const char *idem_key;
+    bool http2;         /* --http2: streamguard's own HTTP/2 transport */
+    int64_t connect_ns; /* --connect-timeout, 0 when not given */
+    int64_t budget_ns;  /* --budget, 0 when not given */
     const char *reconcile;
     bool unresolved;
     const char *url;
@@ -445,6 +457,7 @@ static int apply(struct config *c, int opt, const char *arg) {
     }
     switch (opt) {
     case OPT_BUDGET:
+        c->budget_ns = d;
         rv = sg_op_options_set_budget(&c->policy, d);
         break;
     case OPT_FIRST_ITEM:
@@ -457,6 +470,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         rv = sg_op_options_set_stream_timeout(&c->policy, d);
         break;
     case OPT_CONNECT_TIMEOUT:
+        c->connect_ns = d;
         rv = sg_op_options_set_connect_timeout(&c->policy, d);
         break;
     case OPT_ATTEMPT_TIMEOUT:
@@ -529,6 +543,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_HTTP2:
         c->http_version = CURL_HTTP_VERSION_2_0;
+        c->http2 = true;
         break;
     case OPT_DEADLINE_HEADER:
         rv = sg_op_options_set_deadline_header(&c->policy, arg);
@@ -656,17 +671,18 @@ static int ledger_command(const struct config *c) {
     return EXIT_OK;
 }
 
-static int write_report(const struct config *c, const sg_curl_op *op) {
+static int write_report(const struct config *c, const sg_op *pol) {
     char stack[16384];
     size_t needed = 0;
     char *buf = stack;
-    int rv = sg_curl_op_report(op, buf, sizeof(stack), &needed);
+    int64_t now = sg_clock_now(NULL);
+    int rv = sg_op_report_write(pol, now, buf, sizeof(stack), &needed);
     if (rv == SG_ENOBUFS) {
         buf = malloc(needed);
         if (buf == NULL) {
             return -1;
         }
-        rv = sg_curl_op_report(op, buf, needed, NULL);
+        rv = sg_op_report_write(pol, now, buf, needed, NULL);
     }
     if (rv == 0) {
         FILE *f = strcmp(c->report, "-") == 0 ? stderr : fopen(c->report, "w");
@@ -688,6 +704,183 @@ static int write_report(const struct config *c, const sg_curl_op *op) {
     return rv;
 }
 
+/* The end of a run, whatever the transport: report, -w, diagnostics, and
+ * the exit status of the outcome's family. */
+static int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
+                    const char *error) {
+    sg_outcome o = sg_op_outcome(pol);
+    int code = exit_code_for(o);
+    if (c->report != NULL && write_report(c, pol) != 0) {
+        code = code == EXIT_OK ? EXIT_INTERNAL : code;
+    }
+    if (c->write_out != NULL) {
+        write_out(c->write_out, pol, elapsed);
+    }
+    if (strcmp(error, sg_outcome_name(o)) == 0) {
+        error = ""; /* says nothing the outcome does not */
+    }
+    if (!c->run.quiet && o != SG_OUTCOME_OK) {
+        uint32_t n = sg_op_attempt_count(pol);
+        const sg_op_attempt *last = n ? sg_op_attempt_at(pol, n - 1) : NULL;
+        fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s%s%s\n", prog,
+                sg_outcome_name(o), last ? sg_phase_name(last->phase) : "connect", n,
+                n == 1 ? "" : "s", sg_op_reason_name(sg_op_final_reason(pol)),
+                last && last->outcome_unknown ? "; outcome unknown: reconcile" : "",
+                error[0] ? ": " : "", error);
+    }
+    return code;
+}
+
+#ifdef SG_HAVE_H2
+/* --http2: the operation runs as one stream of streamguard's own HTTP/2
+ * connection (nghttp2): h2c with prior knowledge for http://, TLS with ALPN
+ * h2 for https://.  An expired clock resets only that stream. */
+
+static int h2_on_item(sg_h2_op *op, const sg_item *item, void *user_data) {
+    (void)op;
+    return print_item(user_data, item);
+}
+
+static void h2_on_discard(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
+                          void *user_data) {
+    (void)op;
+    note_discard(user_data, attempt, outcome);
+}
+
+/* Splits an http(s) URL into host, port and path (with its query). */
+static int split_url(const char *url, bool *tls, char *host, size_t host_len, int *port,
+                     const char **path) {
+    const char *p;
+    if (strncmp(url, "https://", 8) == 0) {
+        *tls = true;
+        p = url + 8;
+    } else if (strncmp(url, "http://", 7) == 0) {
+        *tls = false;
+        p = url + 7;
+    } else {
+        return -1;
+    }
+    const char *end = p + strcspn(p, "/?#");
+    const char *colon = NULL;
+    const char *h = p;
+    const char *he;
+    if (*p == '[') { /* [v6 address] */
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        if (close == NULL) {
+            return -1;
+        }
+        h = p + 1;
+        he = close;
+        colon = close[1] == ':' ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', (size_t)(end - p));
+        he = colon != NULL ? colon : end;
+    }
+    if (he == h || (size_t)(he - h) >= host_len) {
+        return -1;
+    }
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = '\0';
+    *port = *tls ? 443 : 80;
+    if (colon != NULL) {
+        char *pe;
+        long v = strtol(colon + 1, &pe, 10);
+        if (pe != end || v < 1 || v > 65535) {
+            return -1;
+        }
+        *port = (int)v;
+    }
+    *path = *end == '\0' ? "/" : end;
+    return (*path)[0] == '/' || (*path)[0] == '?' ? 0 : -1;
+}
+
+static int run_h2(struct config *c) {
+    char host[256];
+    char errbuf[SG_H2_ERROR_SIZE] = "";
+    bool tls = false;
+    int port = 0;
+    const char *path = NULL;
+    if (split_url(c->url, &tls, host, sizeof(host), &port, &path) != 0) {
+        return usage_error("--http2 needs an http:// or https:// URL, not '%s'", c->url);
+    }
+    if (c->ledger_dir != NULL) {
+        return usage_error("--ledger is not available with --http2 yet%s", "");
+    }
+    /* Request headers: "Name: value" -> lowercase name, trimmed value. */
+    sg_h2_header hdrs[64];
+    char names[64][128];
+    size_t nh = 0;
+    for (const struct curl_slist *h = c->headers; h != NULL; h = h->next) {
+        const char *colon = strchr(h->data, ':');
+        size_t nlen = (size_t)(colon - h->data);
+        if (nh == 64 || nlen == 0 || nlen >= sizeof(names[0])) {
+            return usage_error("header '%s' not usable over HTTP/2", h->data);
+        }
+        for (size_t k = 0; k < nlen; k++) {
+            char ch = h->data[k];
+            names[nh][k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+        }
+        names[nh][nlen] = '\0';
+        const char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') {
+            v++;
+        }
+        hdrs[nh].name = names[nh];
+        hdrs[nh].value = v;
+        nh++;
+    }
+    /* the connection is made before the operation starts: bound it by the
+     * connect timeout, else by the budget, else 10 s */
+    int64_t connect =
+        c->connect_ns ? c->connect_ns : (c->budget_ns ? c->budget_ns : SG_SEC(10));
+    if (connect > SG_SEC(10) && c->connect_ns == 0) {
+        connect = SG_SEC(10);
+    }
+    sg_h2_conn_options co = {.host = host,
+                             .port = port,
+                             .tls = tls,
+                             .cafile = c->copts.cafile,
+                             .connect_timeout = connect,
+                             .errbuf = errbuf};
+    int64_t t0 = sg_clock_now(NULL);
+    sg_h2_conn *conn = NULL;
+    int rv = sg_h2_conn_new(&conn, &co);
+    if (rv != 0) {
+        fprintf(stderr, "%s: transport_error in connect: %s\n", prog,
+                errbuf[0] ? errbuf : sg_strerror(rv));
+        return rv == SG_ETIMEDOUT ? EXIT_TIMEOUT : EXIT_TRANSPORT;
+    }
+    sg_h2_request req = {.method = c->method,
+                         .path = path,
+                         .headers = hdrs,
+                         .nheaders = nh,
+                         .body = c->body,
+                         .body_len = c->body_len,
+                         .deadline_header = c->copts.deadline_header,
+                         .grpc_timeout = c->copts.grpc_timeout};
+    sg_stream_config framing = {c->copts.format,        c->copts.terminal_data,
+                                c->copts.terminal_type, c->copts.max_line,
+                                c->copts.max_event,     c->copts.skip_types};
+    sg_h2_callbacks cbs = {h2_on_item, h2_on_discard, NULL, NULL};
+    sg_h2_op *op = NULL;
+    int code = EXIT_INTERNAL;
+    rv = sg_h2_stream_start(conn, &req, &c->policy, &framing, &cbs, &c->run, &op);
+    if (rv == 0) {
+        rv = sg_h2_conn_run(conn);
+    }
+    if (rv == 0 && op != NULL) {
+        code =
+            conclude(c, sg_h2_op_policy(op), sg_clock_now(NULL) - t0, sg_h2_op_error(op));
+    } else {
+        fprintf(stderr, "%s: %s\n", prog, sg_strerror(rv));
+        code = rv == SG_EINVAL || rv == SG_ERANGE ? EXIT_USAGE : EXIT_INTERNAL;
+    }
+    sg_h2_op_free(op);
+    sg_h2_conn_free(conn);
+    return code;
+}
+#endif
+
 int main(int argc, char **argv) {
     struct config c;
     memset(&c, 0, sizeof(c));
@@ -707,8 +900,14 @@ int main(int argc, char **argv) {
             break;
         }
         if (opt == 'V') {
-            printf("sg-stream %s (libcurl %s)\n", sg_version(),
-                   curl_version_info(CURLVERSION_NOW)->version);
+            printf("sg-stream %s (libcurl %s%s)\n", sg_version(),
+                   curl_version_info(CURLVERSION_NOW)->version,
+#ifdef SG_HAVE_H2
+                   "; --http2: nghttp2"
+#else
+                   ""
+#endif
+            );
             code = -1;
             break;
         }
@@ -776,6 +975,14 @@ int main(int argc, char **argv) {
         return code < 0 ? EXIT_OK : code;
     }
 
+#ifdef SG_HAVE_H2
+    if (c.http2) {
+        code = run_h2(&c);
+        curl_slist_free_all(c.headers);
+        free(c.body);
+        return code;
+    }
+#endif
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         fprintf(stderr, "%s: libcurl initialisation failed\n", prog);
         return EXIT_INTERNAL;
@@ -833,25 +1040,7 @@ int main(int argc, char **argv) {
         rv = sg_curl_perform(op);
         int64_t elapsed = sg_clock_now(NULL) - t0;
         if (rv == 0) {
-            const sg_op *pol = sg_curl_op_policy(op);
-            sg_outcome o = sg_curl_op_outcome(op);
-            code = exit_code_for(o);
-            if (c.report != NULL && write_report(&c, op) != 0) {
-                code = code == EXIT_OK ? EXIT_INTERNAL : code;
-            }
-            if (c.write_out != NULL) {
-                write_out(c.write_out, pol, elapsed);
-            }
-            if (!c.run.quiet && o != SG_OUTCOME_OK) {
-                uint32_t n = sg_op_attempt_count(pol);
-                const sg_op_attempt *last = n ? sg_op_attempt_at(pol, n - 1) : NULL;
-                fprintf(
-                    stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s%s%s\n", prog,
-                    sg_outcome_name(o), last ? sg_phase_name(last->phase) : "connect", n,
-                    n == 1 ? "" : "s", sg_op_reason_name(sg_op_final_reason(pol)),
-                    last && last->outcome_unknown ? "; outcome unknown: reconcile" : "",
-                    sg_curl_op_error(op)[0] ? ": " : "", sg_curl_op_error(op));
-            }
+            code = conclude(&c, sg_curl_op_policy(op), elapsed, sg_curl_op_error(op));
         }
     }
     if (rv == SG_EEXIST && ledger != NULL) {
