@@ -104,62 +104,48 @@ static size_t collect(char *p, size_t s, size_t n, void *ud) {
     return s * n;
 }
 
-/* The server's monotonic timestamp of the first `event` for the tag. */
-static int64_t server_event_ns(const char *tag, const char *event) {
+/* GET /_log?QUERY from the server: a malloc'ed body, or NULL. */
+static char *fetch_log(const char *query) {
     char url[256];
     struct buf b = {NULL, 0};
-    snprintf(url, sizeof(url), "%s/_log?event=%s", base, event);
+    snprintf(url, sizeof(url), "%s/_log?%s", base, query);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, url);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
     curl_easy_perform(e);
     curl_easy_cleanup(e);
-    int64_t t = -1;
-    char *line = b.p ? strstr(b.p, tag) : NULL;
-    /* the id of the request that carried the tag, then its event */
-    if (line != NULL) {
-        while (line > b.p && line[-1] != '\n') {
-            line--;
-        }
-        char *tn = strstr(line, "\"t_ns\":");
-        if (tn != NULL) {
-            t = atoll(tn + 7);
-        }
-    }
-    free(b.p);
-    return t;
+    return b.p;
 }
 
-/* Events carry the request id, not the tag: find the tag's id first. */
-static int64_t stall_started_ns(const char *tag) {
-    char url[256];
-    struct buf b = {NULL, 0};
-    snprintf(url, sizeof(url), "%s/_log?event=received", base);
-    CURL *e = curl_easy_init();
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, &b);
-    curl_easy_perform(e);
-    curl_easy_cleanup(e);
-    long id = -1;
-    char *line = b.p ? strstr(b.p, tag) : NULL;
-    if (line != NULL) {
-        while (line > b.p && line[-1] != '\n') {
-            line--;
-        }
-        char *idp = strstr(line, "\"id\":");
-        if (idp != NULL) {
-            id = atol(idp + 5);
-        }
+/* The numeric field `name` of the first log line holding `needle`, or -1. */
+static int64_t log_field(const char *log, const char *needle, const char *name) {
+    const char *line = log != NULL ? strstr(log, needle) : NULL;
+    if (line == NULL) {
+        return -1;
     }
-    free(b.p);
+    while (line > log && line[-1] != '\n') {
+        line--;
+    }
+    const char *f = strstr(line, name);
+    return f != NULL ? atoll(f + strlen(name)) : -1;
+}
+
+/* When the server started the stall of the request tagged `tag`, on its
+ * monotonic clock (the same as ours): events carry the request id. */
+static int64_t stall_started_ns(const char *tag) {
+    char *received = fetch_log("event=received");
+    int64_t id = log_field(received, tag, "\"id\":");
+    free(received);
     if (id < 0) {
         return -1;
     }
-    char q[64];
-    snprintf(q, sizeof(q), "\"id\":%ld,", id);
-    return server_event_ns(q, "stall_started");
+    char needle[64];
+    snprintf(needle, sizeof(needle), "\"id\":%lld,", (long long)id);
+    char *stalls = fetch_log("event=stall_started");
+    int64_t t = log_field(stalls, needle, "\"t_ns\":");
+    free(stalls);
+    return t;
 }
 
 /* ---- 1 and 2: stall detection ------------------------------------------ */
@@ -306,14 +292,15 @@ static void cpu_per_item(long events) {
     qsort(plain, 3, sizeof(double), cmpd);
     qsort(guarded, 3, sizeof(double), cmpd);
     qsort(framed_ns, 3, sizeof(double), cmpd);
-    printf("3. CPU per item over one %ld-event stream (median of 3, client process only):\n"
-           "   plain libcurl write callback counting bytes    %4.0f ns/item\n"
-           "   plain libcurl + the same SSE parser, no guard  %4.0f ns/item\n"
-           "   guarded operation (3 clocks, budget, policy)   %4.0f ns/item\n"
-           "   guarded vs parsed-unguarded: %+.1f%%; guarded vs bytes only: %+.1f%% "
-           "(items delivered: %llu)\n",
-           events, plain[1], framed_ns[1], guarded[1], (guarded[1] / framed_ns[1] - 1) * 100,
-           (guarded[1] / plain[1] - 1) * 100, (unsigned long long)items);
+    printf(
+        "3. CPU per item over one %ld-event stream (median of 3, client process only):\n"
+        "   plain libcurl write callback counting bytes    %4.0f ns/item\n"
+        "   plain libcurl + the same SSE parser, no guard  %4.0f ns/item\n"
+        "   guarded operation (3 clocks, budget, policy)   %4.0f ns/item\n"
+        "   guarded vs parsed-unguarded: %+.1f%%; guarded vs bytes only: %+.1f%% "
+        "(items delivered: %llu)\n",
+        events, plain[1], framed_ns[1], guarded[1], (guarded[1] / framed_ns[1] - 1) * 100,
+        (guarded[1] / plain[1] - 1) * 100, (unsigned long long)items);
 }
 
 /* ---- 4 and 5: concurrent streams and lateness ------------------------------- */
