@@ -149,6 +149,13 @@ expect 0 "-d @FILE, -X, -H" -- -X GET -H 'X-Custom: 1' -d @"$FM_DIR/body.json" \
     --idempotency-key cli-put "$CHAT?n=1&_t=cli_put"
 if [ "$(fm_field cli-put received method)" = "GET" ]; then pass "-X GET overrides -d's POST"; else fail "-X"; fi
 if [ "$(fm_field cli-put received body_bytes | tr -d '}')" = "15" ]; then pass "-d @FILE sends the file"; else fail "body bytes $(fm_field cli-put received body_bytes)"; fi
+expect 0 "-H reaches the server" -- -H 'X-SG-Scenario: n=2' --idempotency-key cli-hdr \
+    -w '%{items}\n' --output none "$CHAT?_t=cli_hdr"
+has "$OUT" "2" "the scenario header from -H was applied"
+if [ "$(fm_field cli-hdr received x_sg_scenario)" = "n=2" ]; then pass "-H logged by the server"; else fail "-H not seen"; fi
+expect 1 "an unwritable report is an internal error" -- --report /nonexistent-dir/r.json \
+    "$CHAT?n=1&_t=cli_badreport"
+has "$ERR" "cannot write report" "says why"
 expect 0 "--grpc-timeout" -- --grpc-timeout --idempotency-key cli-grpc "$CHAT?n=1&_t=cli_grpc"
 if [ -n "$(fm_field cli-grpc received grpc_timeout)" ]; then pass "grpc-timeout stamped"; else fail "no grpc-timeout"; fi
 expect 0 "--http1.1" -- --http1.1 --idempotency-key cli-h1 "$CHAT?n=1&_t=cli_h1"
