@@ -1,0 +1,355 @@
+/*
+ * streamguard over HTTP/2 (nghttp2 + OpenSSL): many guarded operations as
+ * streams of one connection, each cancelled alone when its clock expires.
+ *
+ * One sg_h2_conn is one TCP connection: TLS with ALPN "h2" (certificate and
+ * hostname verification on by default), or cleartext "h2c" with prior
+ * knowledge.  Each sg_h2_op is a full operation (<streamguard/policy.h>):
+ * its attempts run as streams on the connection, every attempt under its
+ * own sg_stream (framing + the three clocks) leased from the operation's
+ * budget.  When a clock expires, that stream alone is reset with
+ * RST_STREAM(CANCEL) - the server learns at once that nobody listens - and
+ * every other stream goes on.
+ *
+ * What the peer's signals become (docs/h2.md has the full table):
+ *   - RST_STREAM(REFUSED_STREAM), or a stream above GOAWAY's last stream
+ *     id: never processed.  The attempt is recorded as not sent
+ *     (transport_error, phase send), so the policy retries it when the
+ *     budget allows - even for a POST without an idempotency key.
+ *   - any other RST_STREAM: truncated after the response headers,
+ *     transport_error before them.
+ *   - connection lost (EOF, reset, TLS or HTTP/2 protocol failure): every
+ *     running stream ends the same way (truncated / transport_error, the
+ *     phase it was in, partial when items were delivered).
+ *   A retry that needs a stream after the connection was lost, or after a
+ *   GOAWAY once the old streams have drained, reconnects first (blocking, at
+ *   most the connect timeout, within the attempt's lease).  A reconnect that
+ *   fails ends that attempt in phase connect (never sent).
+ *
+ * Connecting is blocking: sg_h2_conn_new connects and completes the TLS
+ * handshake within the connect timeout.  Everything after that is
+ * non-blocking and sans-timer: the connection says which fd to watch, when
+ * it wants to write, and the one instant it next needs a call
+ * (sg_h2_conn_next_deadline); sg_h2_conn_step does the rest.
+ * sg_h2_conn_run is that loop on ppoll(2).
+ *
+ * Callbacks: on_item runs inside the step that read its bytes and must not
+ * free the operation or the connection (return non-zero to cancel).
+ * on_discard, on_attempt and on_done run from the step after nghttp2 has
+ * returned, never from inside an nghttp2 callback; on_done may free its
+ * own operation or start new ones.  No callback may free the connection.
+ *
+ * Memory: per operation, three allocations when it starts - the operation
+ * (about 5 KiB), its request copy, and its framing buffer (4 * max_line +
+ * max_event; untouched pages cost nothing) - plus nghttp2's stream state.
+ * Nothing is allocated per item.  About 9 KiB RSS per open stream.
+ *
+ * Thread-safety: a connection and its operations belong to one thread at a
+ * time; distinct connections may run on distinct threads.
+ */
+#ifndef STREAMGUARD_H2_H
+#define STREAMGUARD_H2_H
+
+#include <streamguard/streamguard.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sg_h2_conn sg_h2_conn;
+typedef struct sg_h2_op sg_h2_op;
+
+/** Room for the messages sg_h2_conn_error / sg_h2_op_error return. */
+#define SG_H2_ERROR_SIZE 256
+
+/**
+ * sg_h2_conn_options - how to reach the server.  Zero-initialise it; every
+ * zero field takes its default.  Strings are copied by sg_h2_conn_new.
+ *
+ * host:            name or address to connect to (required).  Also the TLS
+ *                  server name (SNI) and the name the certificate must
+ *                  carry, unless server_name is set.
+ * port:            TCP port (required, 1 .. 65535).
+ * tls:             true: TLS, ALPN "h2" required.  false (default): h2c
+ *                  with prior knowledge (cleartext, no Upgrade).
+ * cafile:          PEM file of CA certificates to trust (e.g. a test
+ *                  server's).  Default NULL: OpenSSL's default store.
+ * insecure:        true turns certificate and hostname verification off.
+ *                  Default false (verification on).
+ * server_name:     name for SNI and the hostname check.  Default: host.
+ * connect_timeout: nanoseconds for TCP connect + TLS handshake (also for a
+ *                  reconnect, then clamped by the attempt's lease).
+ *                  Default 10 s.
+ * stream_window:   receive window of each stream (SETTINGS_INITIAL_
+ *                  WINDOW_SIZE), 65535 .. 2^31-1.  Default 4 MiB: a long
+ *                  generation never waits for a WINDOW_UPDATE.
+ * conn_window:     receive window of the connection, 65535 .. 2^31-1.
+ *                  Default 16 MiB.
+ * max_header_list: the largest response header list accepted (advertised
+ *                  as SETTINGS_MAX_HEADER_LIST_SIZE and enforced per
+ *                  stream: the stream is reset with PROTOCOL_ERROR and the
+ *                  attempt is protocol_error).  Default 64 KiB.
+ * clock:           the clock; NULL = CLOCK_MONOTONIC.  sg_h2_conn_run waits
+ *                  on real time, so inject a clock only for reads.  Copied.
+ * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
+ *                  message when sg_h2_conn_new fails.
+ */
+typedef struct sg_h2_conn_options {
+    const char *host;
+    int port;
+    bool tls;
+    const char *cafile;
+    bool insecure;
+    const char *server_name;
+    int64_t connect_timeout;
+    uint32_t stream_window;
+    uint32_t conn_window;
+    uint32_t max_header_list;
+    const sg_clock *clock;
+    char *errbuf;
+} sg_h2_conn_options;
+
+/** One request header; both strings NUL-terminated, name lowercase. */
+typedef struct sg_h2_header {
+    const char *name;
+    const char *value;
+} sg_h2_header;
+
+/**
+ * sg_h2_request - what each attempt sends.  Everything is copied by
+ * sg_h2_stream_start, the body included.
+ *
+ * method:          default NULL: the policy's method (default "POST").  When
+ *                  set it also becomes the policy's method, so retry safety
+ *                  follows the method actually sent.
+ * path:            ":path", e.g. "/v1/chat/completions" (required).
+ * authority:       ":authority".  Default: host, or host:port when the
+ *                  port is not the scheme's default.
+ * headers, nheaders: extra request headers (lowercase names; no pseudo-
+ *                  headers).  Sent on every attempt together with
+ *                  idempotency-key (when the policy has a key) and the
+ *                  deadline header(s).
+ * body, body_len:  request body; NULL/0 for none.
+ * deadline_header: stamp the attempt's lease in whole milliseconds under
+ *                  the policy's deadline header name, fresh per attempt.
+ *                  Default false.
+ * grpc_timeout:    also stamp "grpc-timeout" with the lease.  Default false.
+ * drain_ns:        after the terminal sentinel, how long to wait for the
+ *                  stream's END_STREAM before resetting it with CANCEL; the
+ *                  outcome is ok either way.  Default 200 ms.
+ */
+typedef struct sg_h2_request {
+    const char *method;
+    const char *path;
+    const char *authority;
+    const sg_h2_header *headers;
+    size_t nheaders;
+    const void *body;
+    size_t body_len;
+    bool deadline_header;
+    bool grpc_timeout;
+    int64_t drain_ns;
+} sg_h2_request;
+
+/**
+ * sg_h2_callbacks - what an operation reports; mirrors sg_curl_callbacks.
+ * Every pointer may be NULL.
+ *
+ * on_item:    one item, as it arrives.  Return 0 to go on; any other value
+ *             cancels the operation (its stream is reset with CANCEL;
+ *             outcome cancelled, never retried).  Must not free anything.
+ * on_discard: attempt @attempt delivered items and then did not end cleanly
+ *             (a partial stream, ended with @outcome): discard everything it
+ *             delivered.  A partial stream is never retried.
+ * on_attempt: an attempt ended; @rec is its record with the decision taken.
+ * on_done:    the operation ended (sg_h2_op_outcome() has the answer).  The
+ *             operation may be freed from here.
+ */
+typedef struct sg_h2_callbacks {
+    int (*on_item)(sg_h2_op *op, const sg_item *item, void *user_data);
+    void (*on_discard)(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
+                       void *user_data);
+    void (*on_attempt)(sg_h2_op *op, const sg_op_attempt *rec, void *user_data);
+    void (*on_done)(sg_h2_op *op, void *user_data);
+} sg_h2_callbacks;
+
+/* ------------------------------------------------------------------------
+ * The connection
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_h2_conn_new - connect to @opts->host:@opts->port, blocking for at
+ * most the connect timeout: TCP connect, then (with tls) the TLS handshake
+ * with SNI, certificate and hostname verification and ALPN "h2".  The
+ * client preface and SETTINGS are queued; they go out on the first step.
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes (and *@out is NULL; @opts->errbuf says more):
+ *   SG_EINVAL       @out or @opts is NULL, no host, a port outside
+ *                   1 .. 65535, a negative connect timeout or a window or
+ *                   header-list size out of range;
+ *   SG_ENOMEM       out of memory;
+ *   SG_ECONNECT     the name did not resolve or no address accepted;
+ *   SG_ETIMEDOUT    connect or handshake did not finish in time;
+ *   SG_ETLS         the TLS handshake failed (or the CA file is unreadable);
+ *   SG_ETLS_VERIFY  the server's certificate or name did not verify;
+ *   SG_EH2          the server did not select ALPN "h2", or nghttp2 setup
+ *                   failed.
+ */
+SG_EXTERN int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts);
+
+/**
+ * sg_h2_conn_free - close the connection and free it with every operation
+ * still attached (NULL is fine).  Running operations are dropped without
+ * callbacks; their streams are reset with CANCEL and a GOAWAY is queued,
+ * and whatever the socket takes at once is sent (never blocks, never
+ * waits for the server).
+ */
+SG_EXTERN void sg_h2_conn_free(sg_h2_conn *conn);
+
+/**
+ * sg_h2_conn_fd - the socket to watch: readable always, writable when
+ * sg_h2_conn_want_write() says so.  -1 when @conn is NULL or has no socket
+ * (lost, not reconnected yet).
+ */
+SG_EXTERN int sg_h2_conn_fd(const sg_h2_conn *conn);
+
+/** true when the connection has bytes queued for the socket. */
+SG_EXTERN bool sg_h2_conn_want_write(const sg_h2_conn *conn);
+
+/**
+ * sg_h2_conn_next_deadline - the one instant at which sg_h2_conn_step must
+ * be called even if the socket stays quiet: the earliest clock of any
+ * running stream, end of a drain, or end of a backoff sleep (an instant in
+ * the past means "step now").  SG_TIME_NEVER when nothing is armed.
+ * Amortised O(1): keys are lazy, an item never touches the heap.
+ */
+SG_EXTERN int64_t sg_h2_conn_next_deadline(sg_h2_conn *conn);
+
+/**
+ * sg_h2_conn_step - do what is due at @now: read when @readable (until the
+ * socket would block, or at most 256 KiB per call so that a peer sending
+ * faster than we parse cannot starve the clocks - sg_h2_conn_next_deadline
+ * then says "now" and the next step reads on, even without @readable),
+ * hand bytes to nghttp2, expire clocks (RST_STREAM CANCEL per expired
+ * stream), start retries whose backoff is over, run the callbacks, and
+ * write what is queued (until the socket would block).  Never blocks,
+ * except to reconnect.  Passing true for a flag that is not ready is
+ * harmless.
+ *
+ * Returns the number of operations still running (>= 0), or one of the
+ * following negative error codes:
+ *   SG_EINVAL  @conn is NULL.
+ * A lost connection is not an error here: its streams end and are reported.
+ */
+SG_EXTERN int sg_h2_conn_step(sg_h2_conn *conn, int64_t now, bool readable,
+                              bool writable);
+
+/**
+ * sg_h2_conn_run - step until no operation is running, waiting with
+ * ppoll(2) on the socket and the next deadline (nanosecond timeout).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @conn is NULL;
+ *   SG_ESYS    ppoll failed (not EINTR);
+ *   SG_ESTATE  operations run, yet the connection is gone and none has a
+ *              deadline (cannot happen: every operation has a budget).
+ */
+SG_EXTERN int sg_h2_conn_run(sg_h2_conn *conn);
+
+/** The number of operations running on @conn (started, not ended). */
+SG_EXTERN int sg_h2_conn_running(const sg_h2_conn *conn);
+
+/** true while the connection is up and may open new streams. */
+SG_EXTERN bool sg_h2_conn_usable(const sg_h2_conn *conn);
+
+/** Why the connection was last lost or refused ("" when it never was). */
+SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
+
+/* ------------------------------------------------------------------------
+ * Operations
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_h2_stream_start - start an operation on @conn now: starts its budget
+ * and submits the first attempt's stream (it goes out on the next step).
+ *
+ * @req: the request, copied.
+ * @policy: budget, clocks, retries (see <streamguard/policy.h>); NULL means
+ *   the policy defaults.  Copied.
+ * @framing: SSE or NDJSON, sentinels and size limits (see
+ *   <streamguard/stream.h>); NULL means SSE with the default limits.
+ *   Copied, except what it points to (the sentinel strings, skip_types),
+ *   which must outlive the operation.
+ * @cbs: callbacks; NULL means none.  Copied.
+ * @user_data: handed to every callback.
+ * @out: receives the operation, owned by @conn until sg_h2_op_free or
+ *   sg_h2_conn_free.  NULL is allowed (fire and forget).
+ *
+ * The operation may end during this call (nothing could be leased, or the
+ * connection cannot open streams and reconnecting failed): on_done is then
+ * called before it returns.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (then no operation exists and no callback was called):
+ *   SG_EINVAL  @conn or @req is NULL, no path, a header without a name or
+ *              value, a negative drain_ns, an invalid method, or an unknown
+ *              format in @framing;
+ *   SG_ERANGE  a framing limit is out of range, or the policy's floor is not
+ *              below its budget;
+ *   SG_ENOMEM  out of memory.
+ */
+SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
+                                 const sg_op_options *policy,
+                                 const sg_stream_config *framing,
+                                 const sg_h2_callbacks *cbs, void *user_data,
+                                 sg_h2_op **out);
+
+/**
+ * sg_h2_op_cancel - the caller gives up on @op at the next step: a running
+ * stream is reset with CANCEL and the attempt is recorded as cancelled
+ * (never retried); a sleeping operation ends.  on_done follows from the
+ * step.  Harmless on an ended operation.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL.
+ */
+SG_EXTERN int sg_h2_op_cancel(sg_h2_op *op);
+
+/**
+ * sg_h2_op_free - free @op (NULL is fine).  A running stream is reset with
+ * CANCEL first and no callback is called.  May be called from @op's own
+ * on_done, never from on_item.
+ */
+SG_EXTERN void sg_h2_op_free(sg_h2_op *op);
+
+/** The operation's outcome (meaningful once it has ended). */
+SG_EXTERN sg_outcome sg_h2_op_outcome(const sg_h2_op *op);
+/** true once the operation has ended. */
+SG_EXTERN bool sg_h2_op_done(const sg_h2_op *op);
+/** The policy state: attempts, records, decisions (sg_op_* readers). */
+SG_EXTERN const sg_op *sg_h2_op_policy(const sg_h2_op *op);
+/** The user_data given to sg_h2_stream_start. */
+SG_EXTERN void *sg_h2_op_user_data(const sg_h2_op *op);
+/** The stream id of the running attempt, 0 when none. */
+SG_EXTERN int32_t sg_h2_op_stream_id(const sg_h2_op *op);
+/** The last attempt's HTTP status, 0 when none arrived. */
+SG_EXTERN int sg_h2_op_http_status(const sg_h2_op *op);
+/** What went wrong in the last failed attempt ("" when nothing did). */
+SG_EXTERN const char *sg_h2_op_error(const sg_h2_op *op);
+
+/**
+ * sg_h2_op_report - the execution report (JSON, docs/report.md) into @buf;
+ * see sg_op_report_write for @needed.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @op is NULL, or @buf is NULL while @len > 0;
+ *   SG_ENOBUFS  @len is too small.
+ */
+SG_EXTERN int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_H2_H */

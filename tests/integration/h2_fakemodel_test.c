@@ -1,0 +1,635 @@
+/*
+ * The HTTP/2 transport against the real sg-fakemodel, h2c and TLS, over
+ * loopback sockets: many guarded streams on one connection, each expired
+ * stream cancelled alone (the server's log shows RST_STREAM(CANCEL) for
+ * exactly those), refused streams retried, connection loss, TLS checks.
+ *
+ * Usage: h2_fakemodel_test PATH-TO-sg-fakemodel
+ */
+#include "h2_test_util.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <cmocka.h>
+
+static const char *g_fm_path;
+
+/* --------------------------------------------------------------- a run */
+
+typedef struct expect {
+    int tag;
+    sg_outcome want;
+    bool want_partial;
+    bool want_cancel_rst; /* the server must see RST_STREAM(CANCEL) */
+    uint64_t items;
+    bool discarded;
+    bool done;
+    sg_h2_op *op;
+} expect;
+
+static int count_item(sg_h2_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    expect *e = ud;
+    e->items++;
+    return 0;
+}
+
+static void on_discard(sg_h2_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
+    (void)op;
+    (void)attempt;
+    (void)outcome;
+    expect *e = ud;
+    e->discarded = true;
+}
+
+static void on_done(sg_h2_op *op, void *ud) {
+    (void)op;
+    expect *e = ud;
+    e->done = true;
+}
+
+static const sg_h2_callbacks g_cbs = {count_item, on_discard, NULL, on_done};
+static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
+                                       .terminal_data = "[DONE]"};
+
+/* One scenario kind of the mixed run: a query and the clocks it meets. */
+typedef struct kind {
+    const char *query;
+    int64_t first_item;
+    int64_t idle;
+    uint64_t max_items;
+    sg_outcome want;
+    bool partial;
+    bool cancel_rst;
+} kind;
+
+static const kind g_kinds[] = {
+    /* ok */
+    {"n=5&gap=5", SG_SEC(3), SG_SEC(3), 0, SG_OUTCOME_OK, false, false},
+    /* mid-stream stall: the idle clock fires */
+    {"n=10&gap=5&stall_after=2&stall=forever", SG_SEC(3), SG_MS(300), 0,
+     SG_OUTCOME_IDLE_TIMEOUT, true, true},
+    /* slow first item: the first-item clock fires */
+    {"n=3&first_delay=5000", SG_MS(300), SG_SEC(3), 0, SG_OUTCOME_FIRST_ITEM_TIMEOUT,
+     false, true},
+    /* keepalive comments do not keep a stalled generation alive */
+    {"n=10&gap=5&stall_after=1&stall=forever&keepalive=20", SG_SEC(3), SG_MS(300), 0,
+     SG_OUTCOME_IDLE_TIMEOUT, true, true},
+    /* runaway generation: the item cap stops it */
+    {"runaway=1&gap=1", SG_SEC(3), SG_SEC(3), 20, SG_OUTCOME_CAP_EXCEEDED, true, true},
+    /* the server resets the stream mid-body */
+    {"n=10&gap=5&drop_after=3&drop=rst", SG_SEC(3), SG_SEC(3), 0, SG_OUTCOME_TRUNCATED,
+     true, false},
+    /* slow but within its clock */
+    {"n=3&first_delay=100", SG_SEC(2), SG_SEC(3), 0, SG_OUTCOME_OK, false, false},
+};
+#define NKINDS (sizeof(g_kinds) / sizeof(g_kinds[0]))
+
+static void run_mixed(bool tls, int nstreams) {
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    int rv = h2t_connect(&s, tls, &c, err);
+    if (rv != 0) {
+        print_error("connect: %s: %s\n", sg_errname(rv), err);
+    }
+    assert_int_equal(rv, 0);
+
+    expect *ex = calloc((size_t)nstreams, sizeof(*ex));
+    assert_non_null(ex);
+    int64_t t0 = h2t_now();
+    for (int i = 0; i < nstreams; i++) {
+        const kind *k = &g_kinds[(size_t)i % NKINDS];
+        char path[256];
+        snprintf(path, sizeof(path), "/v1/chat/completions?%s&_tag=%d", k->query, i);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(10));
+        sg_op_options_set_max_attempts(&po, 1);
+        sg_op_options_set_first_item_timeout(&po, k->first_item);
+        sg_op_options_set_idle_timeout(&po, k->idle);
+        sg_op_options_set_max_items(&po, k->max_items);
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.method = "GET";
+        req.path = path;
+        req.deadline_header = true;
+        ex[i].tag = i;
+        ex[i].want = k->want;
+        ex[i].want_partial = k->partial;
+        ex[i].want_cancel_rst = k->cancel_rst;
+        assert_int_equal(
+            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+    }
+    assert_int_equal(sg_h2_conn_running(c), nstreams);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int64_t elapsed = h2t_now() - t0;
+    /* Every clock above is at most 3 s and the stalls are forever: nothing
+     * may have waited for the 10 s budget (slack for valgrind). */
+    assert_true(elapsed < SG_SEC(9));
+
+    /* Give the server a moment to process the last RST_STREAM frames. */
+    usleep(200 * 1000);
+    char *log = fm_fetch(&s, "/_log", 0);
+    assert_non_null(log);
+    for (int i = 0; i < nstreams; i++) {
+        expect *e = &ex[i];
+        assert_true(e->done);
+        sg_outcome got = sg_h2_op_outcome(e->op);
+        if (got != e->want) {
+            print_error("stream %d (%s): %s, want %s (%s)\n", i,
+                        g_kinds[(size_t)i % NKINDS].query, sg_outcome_name(got),
+                        sg_outcome_name(e->want), sg_h2_op_error(e->op));
+        }
+        assert_int_equal(got, e->want);
+        const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(e->op), 0);
+        assert_non_null(a);
+        assert_int_equal(a->partial, e->want_partial);
+        assert_int_equal(e->discarded, e->want_partial);
+        long id = h2t_log_id_of_tag(log, i);
+        assert_true(id > 0);
+        int code = h2t_log_gone_code(log, id);
+        if (e->want_cancel_rst) {
+            if (code != 8) {
+                print_error("stream %d: client_gone code %d, want 8\n", i, code);
+            }
+            assert_int_equal(code, 8); /* NGHTTP2_CANCEL */
+        } else {
+            assert_int_equal(code, -1); /* no client_gone at all */
+        }
+        sg_h2_op_free(e->op);
+    }
+    /* The deadline header was stamped. */
+    assert_null(strstr(log, "\"x_deadline_ms\":null"));
+    free(log);
+    free(ex);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+static void h2c_100_mixed_streams_each_classified_and_only_expired_reset(void **state) {
+    (void)state;
+    run_mixed(false, 100);
+}
+
+static void tls_100_mixed_streams_each_classified_and_only_expired_reset(void **state) {
+    (void)state;
+    run_mixed(true, 100);
+}
+
+/* ------------------------------------------------------- TLS and ALPN */
+
+static void tls_without_the_ca_fails_verification(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    char err[SG_H2_ERROR_SIZE] = "";
+    o.host = "localhost";
+    o.port = s.port;
+    o.tls = true;
+    o.errbuf = err;
+    sg_h2_conn *c = (sg_h2_conn *)&o; /* must be reset to NULL */
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_ETLS_VERIFY);
+    assert_null(c);
+    assert_non_null(strstr(err, "verification failed"));
+
+    /* The right CA but the wrong name. */
+    o.cafile = s.ca_path;
+    o.server_name = "not-the-server.example";
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_ETLS_VERIFY);
+
+    /* The right CA and name. */
+    o.server_name = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+static void tls_server_without_h2_is_refused_clearly(void **state) {
+    (void)state;
+    fm_server s;
+    const char *extra[] = {"--no-h2", NULL};
+    assert_int_equal(h2t_start(&s, g_fm_path, extra), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, true, &c, err), SG_EH2);
+    assert_non_null(strstr(err, "ALPN"));
+    h2t_stop(&s);
+}
+
+static void connect_to_a_closed_port_fails(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    int port = s.port;
+    h2t_stop(&s);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "127.0.0.1";
+    o.port = port;
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_ECONNECT);
+}
+
+/* ------------------------------------------------------ connection loss */
+
+static void losing_the_connection_ends_every_stream_in_its_phase(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    enum { N = 12 };
+    expect ex[N];
+    memset(ex, 0, sizeof(ex));
+    for (int i = 0; i < N; i++) {
+        char path[160];
+        /* Two thirds stream slowly; one third waits for headers. */
+        snprintf(path, sizeof(path), "/v1/chat/completions?n=1000&gap=20%s&_tag=%d",
+                 i % 3 == 2 ? "&headers_delay=10000" : "", i);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(10));
+        sg_op_options_set_max_attempts(&po, 1);
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = path;
+        req.body = "{}";
+        req.body_len = 2;
+        assert_int_equal(
+            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+    }
+    /* Drive it from our own loop (the embedding API) until items flow. */
+    int64_t until = h2t_now() + SG_MS(300);
+    while (h2t_now() < until) {
+        struct pollfd p = {sg_h2_conn_fd(c), POLLIN, 0};
+        if (sg_h2_conn_want_write(c)) {
+            p.events |= POLLOUT;
+        }
+        int64_t next = sg_h2_conn_next_deadline(c);
+        int64_t now = h2t_now();
+        int64_t wait = until - now;
+        if (next - now < wait) {
+            wait = next > now ? next - now : 0;
+        }
+        int n = poll(&p, 1, (int)(wait / SG_MS(1)) + 1);
+        assert_true(n >= 0);
+        sg_h2_conn_step(c, h2t_now(), n > 0 && (p.revents & (POLLIN | POLLHUP)),
+                        n > 0 && (p.revents & POLLOUT));
+    }
+    assert_int_equal(sg_h2_conn_running(c), N);
+    h2t_track(&s, false);
+    kill(s.pid, SIGKILL);
+    waitpid(s.pid, NULL, 0);
+    s.pid = 0;
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_false(sg_h2_conn_usable(c));
+    for (int i = 0; i < N; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(ex[i].op), 0);
+        assert_true(ex[i].done);
+        if (i % 3 == 2) {
+            assert_int_equal(sg_h2_op_outcome(ex[i].op), SG_OUTCOME_TRANSPORT_ERROR);
+            assert_int_equal(a->phase, SG_PHASE_WAIT_HEADERS);
+            assert_false(a->partial);
+            assert_true(a->sent);
+            /* POST without a key, sent, no answer: not safe to retry. */
+            assert_true(a->outcome_unknown);
+        } else {
+            assert_int_equal(sg_h2_op_outcome(ex[i].op), SG_OUTCOME_TRUNCATED);
+            assert_int_equal(a->phase, SG_PHASE_STREAMING);
+            assert_true(a->partial);
+            assert_true(ex[i].discarded);
+            assert_true(ex[i].items > 0);
+        }
+        assert_non_null(strstr(sg_h2_op_error(ex[i].op), "connection lost"));
+    }
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+static void a_retry_after_connection_loss_reconnects(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_backoff(&po, SG_MS(10), SG_MS(20));
+    sg_op_options_set_idempotency_key(&po, "key-reconnect-1");
+    sg_op_options_set_max_attempts(&po, 2);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    /* The server closes the whole connection after the response headers,
+     * before any item: truncated, not partial, safe with the key.  The
+     * retry reconnects (and meets the same fate). */
+    req.path = "/v1/chat/completions?n=4&gap=5&drop_after=0&drop=close";
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    const sg_op *pol = sg_h2_op_policy(e.op);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRUNCATED);
+    assert_int_equal(sg_op_attempt_count(pol), 2);
+    assert_int_equal(sg_op_attempt_at(pol, 0)->outcome, SG_OUTCOME_TRUNCATED);
+    assert_int_equal(sg_op_attempt_at(pol, 0)->decision, SG_OP_RETRY);
+    assert_false(sg_op_attempt_at(pol, 0)->partial);
+
+    /* A new operation on the same handle reconnects and succeeds. */
+    expect e2;
+    memset(&e2, 0, sizeof(e2));
+    req.path = "/v1/chat/completions?n=4&gap=5";
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e2, &e2.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e2.op), SG_OUTCOME_OK);
+    assert_int_equal(e2.items, 4);
+    char *log = fm_fetch(&s, "/_log", 0);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "\"conn\":3,")); /* three TCP connections */
+    free(log);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+/* ------------------------------------------------------- REFUSED_STREAM */
+
+/*
+ * sg-fakemodel has no knob that sends REFUSED_STREAM on demand, but nghttp2
+ * (its HTTP/2 engine) refuses streams above SETTINGS_MAX_CONCURRENT_STREAMS
+ * that arrive before the client acknowledged that setting.  Our first
+ * flight carries 20 requests (nghttp2 assumes 100 until the server's
+ * SETTINGS arrive) against a limit of 5: 15 are refused, never processed,
+ * and retried - POSTs without an idempotency key included.
+ */
+static void refused_streams_are_recorded_unsent_and_retried(void **state) {
+    (void)state;
+    fm_server s;
+    const char *extra[] = {"--h2-max-streams", "5", NULL};
+    assert_int_equal(h2t_start(&s, g_fm_path, extra), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    enum { N = 20 };
+    expect ex[N];
+    memset(ex, 0, sizeof(ex));
+    for (int i = 0; i < N; i++) {
+        char path[128];
+        snprintf(path, sizeof(path), "/v1/chat/completions?n=3&gap=5&_tag=%d", i);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(10));
+        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = path; /* POST, no key: only "never processed" is safe */
+        req.body = "{}";
+        req.body_len = 2;
+        assert_int_equal(
+            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+    }
+    /* Write the whole first flight before reading anything: once the
+     * server's SETTINGS are read, nghttp2 would respect its limit. */
+    sg_h2_conn_step(c, h2t_now(), false, true);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int refused = 0;
+    for (int i = 0; i < N; i++) {
+        const sg_op *pol = sg_h2_op_policy(ex[i].op);
+        assert_int_equal(sg_h2_op_outcome(ex[i].op), SG_OUTCOME_OK);
+        if (sg_op_attempt_count(pol) > 1) {
+            const sg_op_attempt *a = sg_op_attempt_at(pol, 0);
+            refused++;
+            assert_int_equal(a->outcome, SG_OUTCOME_TRANSPORT_ERROR);
+            assert_false(a->sent);
+            assert_false(a->outcome_unknown);
+            assert_int_equal(a->decision, SG_OP_RETRY);
+        }
+    }
+    print_message("refused and retried: %d of %d\n", refused, N);
+    assert_true(refused > 0);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+/* ----------------------------------------------------------- the rest */
+
+static void error_status_is_http_error_and_headers_are_stamped(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, true, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_idempotency_key(&po, "key-429");
+    sg_h2_header hdr[] = {{"Authorization", "Bearer test"}};
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?status=429&retry_after=1&_tag=1";
+    req.headers = hdr;
+    req.nheaders = 1;
+    req.deadline_header = true;
+    req.grpc_timeout = true;
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
+    assert_int_equal(sg_h2_op_http_status(e.op), 429);
+    const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(e.op), 0);
+    assert_true(a->retry_after_present);
+    char *log = fm_fetch(&s, "/_log", 0);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "\"idempotency_key\":\"key-429\""));
+    assert_null(strstr(log, "\"x_deadline_ms\":null"));
+    assert_null(strstr(log, "\"grpc_timeout\":null"));
+    free(log);
+    char report[8192];
+    assert_int_equal(sg_h2_op_report(e.op, report, sizeof(report), NULL), 0);
+    assert_non_null(strstr(report, "http_error"));
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+static void cancel_resets_only_that_stream(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    expect e[2];
+    memset(e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/chat/completions?n=30&gap=10&_tag=0";
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e[0], &e[0].op),
+                     0);
+    req.path = "/v1/chat/completions?n=10000&gap=10&_tag=1";
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e[1], &e[1].op),
+                     0);
+    int64_t until = h2t_now() + SG_MS(100);
+    while (h2t_now() < until) {
+        struct pollfd p = {sg_h2_conn_fd(c), POLLIN, 0};
+        poll(&p, 1, 5);
+        sg_h2_conn_step(c, h2t_now(), true, true);
+    }
+    assert_int_equal(sg_h2_op_cancel(e[1].op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e[0].op), SG_OUTCOME_OK);
+    assert_int_equal(sg_h2_op_outcome(e[1].op), SG_OUTCOME_CANCELLED);
+    usleep(100 * 1000);
+    char *log = fm_fetch(&s, "/_log", 0);
+    assert_int_equal(h2t_log_gone_code(log, h2t_log_id_of_tag(log, 1)), 8);
+    assert_int_equal(h2t_log_gone_code(log, h2t_log_id_of_tag(log, 0)), -1);
+    free(log);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+typedef struct flood {
+    sg_h2_op *flooder;
+    int64_t started;
+    int64_t ended;
+    uint64_t items;
+} flood;
+
+/* A slow consumer (20 us per item): the server always outruns it, so the
+ * socket never runs dry while the flood lasts. */
+static int flood_item(sg_h2_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((flood *)ud)->items++;
+    int64_t until = h2t_now() + SG_US(20);
+    while (h2t_now() < until) {
+    }
+    return 0;
+}
+
+static void quiet_done(sg_h2_op *op, void *ud) {
+    flood *f = ud;
+    f->ended = h2t_now();
+    /* The clock that had to fire has fired: stop the flood from here. */
+    sg_h2_op_cancel(f->flooder);
+    (void)op;
+}
+
+/*
+ * One stream floods the connection (the server writes as fast as it can);
+ * another stream's first-item clock must still fire on time: a step reads
+ * at most a bounded amount before it enforces the clocks.
+ */
+static void a_flooding_stream_does_not_delay_other_clocks(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, true, &c, err), 0);
+    flood f;
+    memset(&f, 0, sizeof(f));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/chat/completions?runaway=1&gap=0&line_bytes=2000";
+    sg_h2_callbacks flood_cbs = {flood_item, NULL, NULL, NULL};
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &flood_cbs, &f, &f.flooder),
+                     0);
+    sg_op_options_set_first_item_timeout(&po, SG_MS(300));
+    req.path = "/v1/chat/completions?n=3&first_delay=5000";
+    sg_h2_callbacks quiet_cbs = {NULL, NULL, NULL, quiet_done};
+    sg_h2_op *quiet = NULL;
+    f.started = h2t_now();
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &quiet_cbs, &f, &quiet), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(quiet), SG_OUTCOME_FIRST_ITEM_TIMEOUT);
+    assert_int_equal(sg_h2_op_outcome(f.flooder), SG_OUTCOME_CANCELLED);
+    int64_t late = f.ended - (f.started + SG_MS(300));
+    print_message(
+        "flood: %llu items; the quiet stream's clock was handled %.3f ms late\n",
+        (unsigned long long)f.items, (double)late / 1e6);
+    assert_true(f.items > 0);
+    /* One read budget of slow items (~3 ms natively, ~40 ms under
+     * valgrind), not the whole flood (seconds under valgrind before). */
+    assert_true(late < SG_MS(100));
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+static void oversized_event_is_protocol_error(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_stream_config small = g_sse;
+    small.max_line = 1024;
+    small.max_event = 4096;
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/chat/completions?n=5&gap=5&event_bytes=100000";
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, &small, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_PROTOCOL_ERROR);
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH-TO-sg-fakemodel\n", argv[0]);
+        return 2;
+    }
+    g_fm_path = argv[1];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(
+            h2c_100_mixed_streams_each_classified_and_only_expired_reset, h2t_teardown),
+        cmocka_unit_test_teardown(
+            tls_100_mixed_streams_each_classified_and_only_expired_reset, h2t_teardown),
+        cmocka_unit_test_teardown(tls_without_the_ca_fails_verification, h2t_teardown),
+        cmocka_unit_test_teardown(tls_server_without_h2_is_refused_clearly, h2t_teardown),
+        cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
+        cmocka_unit_test_teardown(losing_the_connection_ends_every_stream_in_its_phase,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(a_retry_after_connection_loss_reconnects, h2t_teardown),
+        cmocka_unit_test_teardown(refused_streams_are_recorded_unsent_and_retried,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(error_status_is_http_error_and_headers_are_stamped,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(cancel_resets_only_that_stream, h2t_teardown),
+        cmocka_unit_test_teardown(oversized_event_is_protocol_error, h2t_teardown),
+        cmocka_unit_test_teardown(a_flooding_stream_does_not_delay_other_clocks,
+                                  h2t_teardown),
+    };
+    int rv = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rv;
+}

@@ -1,0 +1,596 @@
+/*
+ * The HTTP/2 transport against peers other than sg-fakemodel:
+ *   - nghttpd (Debian package nghttp2-server), a real third-party server,
+ *     started by the test on a free loopback port, h2c and TLS;
+ *   - a scripted nghttp2 server in a child process, for what neither
+ *     sg-fakemodel nor nghttpd does on demand: GOAWAY with a last stream id
+ *     below streams in flight, and an oversized response header list.
+ *
+ * Usage: h2_peer_test [PATH-TO-nghttpd]   (nghttpd tests skip without it)
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <nghttp2/nghttp2.h>
+
+#include <streamguard/h2.h>
+
+extern char **environ;
+
+static const char *g_nghttpd;
+
+/* ---------------------------------------------------------------- common */
+
+typedef struct expect {
+    uint64_t items;
+    bool done;
+    sg_h2_op *op;
+} expect;
+
+static int count_item(sg_h2_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((expect *)ud)->items++;
+    return 0;
+}
+
+static void on_done(sg_h2_op *op, void *ud) {
+    (void)op;
+    ((expect *)ud)->done = true;
+}
+
+static const sg_h2_callbacks g_cbs = {count_item, NULL, NULL, on_done};
+
+static int free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    if (bind(fd, (struct sockaddr *)&a, sizeof(a)) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        close(fd);
+        return -1;
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static int connect_h2(int port, bool tls, const char *cafile, sg_h2_conn **c) {
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = tls ? "localhost" : "127.0.0.1";
+    o.port = port;
+    o.tls = tls;
+    o.cafile = cafile;
+    o.connect_timeout = SG_SEC(2);
+    o.errbuf = err;
+    int rv = sg_h2_conn_new(c, &o);
+    if (rv != 0) {
+        print_message("connect: %s: %s\n", sg_errname(rv), err);
+    }
+    return rv;
+}
+
+/* ------------------------------------------------------------- nghttpd */
+
+typedef struct nghttpd {
+    pid_t pid;
+    int port;
+    char dir[64];
+} nghttpd;
+
+/* A copy of the running nghttpd, stopped by the teardown if a test fails
+ * (the test's own variable is gone by then). */
+static nghttpd g_live_nghttpd;
+static bool g_nghttpd_running;
+
+static void write_file(const char *dir, const char *name, const char *text) {
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static int run_cmd(char *const argv[]) {
+    pid_t pid;
+    if (posix_spawnp(&pid, argv[0], NULL, NULL, argv, environ) != 0) {
+        return -1;
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Starts nghttpd on a free port serving a directory with an NDJSON and an
+ * SSE file; with @tls, on a self-signed certificate for localhost. */
+static int nghttpd_start(nghttpd *d, bool tls, const char *extra) {
+    memset(d, 0, sizeof(*d));
+    snprintf(d->dir, sizeof(d->dir), "/tmp/sg-h2-nghttpd-XXXXXX");
+    if (mkdtemp(d->dir) == NULL) {
+        return -1;
+    }
+    write_file(d->dir, "stream.ndjson",
+               "{\"tok\":0}\n{\"tok\":1}\n{\"tok\":2}\n{\"tok\":3}\n{\"done\":true}\n");
+    write_file(d->dir, "stream.sse",
+               "data: {\"tok\":0}\n\ndata: {\"tok\":1}\n\n: keepalive\n\n"
+               "data: {\"tok\":2}\n\ndata: [DONE]\n\n");
+    char key[96], cert[96];
+    snprintf(key, sizeof(key), "%s/key.pem", d->dir);
+    snprintf(cert, sizeof(cert), "%s/cert.pem", d->dir);
+    if (tls) {
+        char *argv[] = {"openssl",
+                        "req",
+                        "-x509",
+                        "-newkey",
+                        "ec",
+                        "-pkeyopt",
+                        "ec_paramgen_curve:prime256v1",
+                        "-nodes",
+                        "-keyout",
+                        key,
+                        "-out",
+                        cert,
+                        "-days",
+                        "2",
+                        "-subj",
+                        "/CN=localhost",
+                        "-addext",
+                        "subjectAltName=DNS:localhost",
+                        NULL};
+        int fd = open("/dev/null", O_WRONLY);
+        int saved = dup(STDERR_FILENO);
+        dup2(fd, STDERR_FILENO);
+        int rv = run_cmd(argv);
+        dup2(saved, STDERR_FILENO);
+        close(saved);
+        close(fd);
+        if (rv != 0) {
+            return -1;
+        }
+    }
+    for (int tries = 0; tries < 5; tries++) {
+        d->port = free_port();
+        char port[16];
+        snprintf(port, sizeof(port), "%d", d->port);
+        char docroot[96];
+        snprintf(docroot, sizeof(docroot), "--htdocs=%s", d->dir);
+        char *argv[12];
+        int n = 0;
+        argv[n++] = (char *)g_nghttpd;
+        argv[n++] = "--address=127.0.0.1";
+        argv[n++] = docroot;
+        if (extra != NULL) {
+            argv[n++] = (char *)extra;
+        }
+        if (!tls) {
+            argv[n++] = "--no-tls";
+            argv[n++] = port;
+        } else {
+            argv[n++] = port;
+            argv[n++] = key;
+            argv[n++] = cert;
+        }
+        argv[n] = NULL;
+        if (posix_spawn(&d->pid, g_nghttpd, NULL, NULL, argv, environ) != 0) {
+            return -1;
+        }
+        /* Wait until it listens (or died: the port was taken, try again). */
+        g_live_nghttpd = *d;
+        g_nghttpd_running = true;
+        for (int i = 0; i < 100; i++) {
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            struct sockaddr_in a;
+            memset(&a, 0, sizeof(a));
+            a.sin_family = AF_INET;
+            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+            a.sin_port = htons((uint16_t)d->port);
+            int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+            close(fd);
+            if (ok) {
+                return 0;
+            }
+            if (waitpid(d->pid, NULL, WNOHANG) == d->pid) {
+                break;
+            }
+            usleep(20 * 1000);
+        }
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+        g_nghttpd_running = false;
+    }
+    return -1;
+}
+
+static void nghttpd_stop(nghttpd *d) {
+    g_nghttpd_running = false;
+    if (d->pid > 0) {
+        kill(d->pid, SIGTERM);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+    }
+    char *argv[] = {"rm", "-rf", d->dir, NULL};
+    run_cmd(argv);
+}
+
+static sg_h2_op *get(sg_h2_conn *c, const char *path, const sg_stream_config *framing,
+                     expect *e, uint32_t attempts) {
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_first_item_timeout(&po, SG_SEC(2));
+    sg_op_options_set_idle_timeout(&po, SG_SEC(2));
+    sg_op_options_set_max_attempts(&po, attempts);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = path;
+    sg_h2_op *op = NULL;
+    assert_int_equal(sg_h2_stream_start(c, &req, &po, framing, &g_cbs, e, &op), 0);
+    e->op = op;
+    return op;
+}
+
+static const sg_stream_config g_nd = {.format = SG_FORMAT_NDJSON};
+static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
+                                       .terminal_data = "[DONE]"};
+
+static void nghttpd_case(bool tls) {
+    if (g_nghttpd == NULL || g_nghttpd[0] == '\0') {
+        skip();
+    }
+    nghttpd d;
+    assert_int_equal(nghttpd_start(&d, tls, NULL), 0);
+    char cafile[128];
+    snprintf(cafile, sizeof(cafile), "%s/cert.pem", d.dir);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(d.port, tls, tls ? cafile : NULL, &c), 0);
+    expect e[3];
+    memset(e, 0, sizeof(e));
+    get(c, "/stream.ndjson", &g_nd, &e[0], 1);
+    get(c, "/stream.sse", &g_sse, &e[1], 1);
+    get(c, "/absent.sse", &g_sse, &e[2], 1);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e[0].op), SG_OUTCOME_OK);
+    assert_int_equal(e[0].items, 5);
+    assert_int_equal(sg_h2_op_outcome(e[1].op), SG_OUTCOME_OK);
+    assert_int_equal(e[1].items, 3);
+    assert_int_equal(sg_h2_op_outcome(e[2].op), SG_OUTCOME_HTTP_ERROR);
+    assert_int_equal(sg_h2_op_http_status(e[2].op), 404);
+    assert_int_equal(e[2].items, 0);
+    sg_h2_conn_free(c);
+    nghttpd_stop(&d);
+}
+
+static void nghttpd_h2c_static_files_stream_ok_and_404_is_http_error(void **state) {
+    (void)state;
+    nghttpd_case(false);
+}
+
+static void nghttpd_tls_static_files_stream_ok_and_404_is_http_error(void **state) {
+    (void)state;
+    nghttpd_case(true);
+}
+
+/* nghttpd (nghttp2) refuses streams above its MAX_CONCURRENT_STREAMS that
+ * arrive before we acknowledged it: never processed, retried, all ok. */
+static void nghttpd_refused_streams_are_retried(void **state) {
+    (void)state;
+    if (g_nghttpd == NULL || g_nghttpd[0] == '\0') {
+        skip();
+    }
+    nghttpd d;
+    assert_int_equal(nghttpd_start(&d, false, "--max-concurrent-streams=3"), 0);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(d.port, false, NULL, &c), 0);
+    enum { N = 12 };
+    expect e[N];
+    memset(e, 0, sizeof(e));
+    for (int i = 0; i < N; i++) {
+        get(c, "/stream.ndjson", &g_nd, &e[i], 4);
+    }
+    /* Write the whole first flight before reading anything: once the
+     * server's SETTINGS are read, nghttp2 would respect its limit. */
+    sg_h2_conn_step(c, sg_clock_monotonic_now(NULL), false, true);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int retried = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(sg_h2_op_outcome(e[i].op), SG_OUTCOME_OK);
+        const sg_op *p = sg_h2_op_policy(e[i].op);
+        if (sg_op_attempt_count(p) > 1) {
+            retried++;
+            assert_false(sg_op_attempt_at(p, 0)->sent);
+        }
+    }
+    print_message("nghttpd refused and retried: %d of %d\n", retried, N);
+    assert_true(retried > 0);
+    sg_h2_conn_free(c);
+    nghttpd_stop(&d);
+}
+
+/* -------------------------------------------- the scripted nghttp2 peer */
+
+enum peer_mode {
+    PEER_GOAWAY,      /* 1st connection: GOAWAY(last=5) once 6 requests arrived */
+    PEER_BIG_HEADERS, /* every response carries a 16 KiB header list */
+};
+
+typedef struct peer {
+    int fd;
+    enum peer_mode mode;
+    int conn_no;
+    int requests;
+    int32_t ids[64];
+    bool goaway_sent;
+    nghttp2_session *s;
+} peer;
+
+static ssize_t peer_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                         uint32_t *flags, nghttp2_data_source *src, void *ud) {
+    (void)s;
+    (void)id;
+    (void)ud;
+    static const char body[] = "data: a\n\ndata: b\n\ndata: c\n\ndata: [DONE]\n\n";
+    size_t *off = src->ptr;
+    size_t left = sizeof(body) - 1 - *off;
+    size_t n = left < len ? left : len;
+    memcpy(buf, body + *off, n);
+    *off += n;
+    if (*off == sizeof(body) - 1) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+    }
+    return (ssize_t)n;
+}
+
+static size_t g_offsets[256];
+static pid_t g_peer_pid; /* killed even when an assertion fails */
+
+static void peer_respond(peer *p, int32_t id) {
+    static char big[1024];
+    memset(big, 'x', sizeof(big) - 1);
+    nghttp2_nv nva[20];
+    size_t n = 0;
+#define NV(nm, v)                                                                   \
+    nva[n++] = (nghttp2_nv){(uint8_t *)(nm), (uint8_t *)(v), strlen(nm), strlen(v), \
+                            NGHTTP2_NV_FLAG_NONE}
+    NV(":status", "200");
+    NV("content-type", "text/event-stream");
+    if (p->mode == PEER_BIG_HEADERS) {
+        for (int i = 0; i < 16; i++) {
+            NV("x-padding", big);
+        }
+    }
+#undef NV
+    g_offsets[id & 255] = 0;
+    nghttp2_data_provider prd;
+    prd.source.ptr = &g_offsets[id & 255];
+    prd.read_callback = peer_body;
+    nghttp2_submit_response(p->s, id, nva, n, &prd);
+}
+
+static int peer_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
+    (void)s;
+    peer *p = ud;
+    /* A request is complete at END_STREAM, on HEADERS or on its body. */
+    if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        return 0;
+    }
+    if (p->requests < 64) {
+        p->ids[p->requests++] = f->hd.stream_id;
+    }
+    if (p->mode == PEER_GOAWAY && p->conn_no == 1) {
+        if (p->requests == 6 && !p->goaway_sent) {
+            /* Streams 1, 3, 5 are processed; 7, 9, 11 never will be. */
+            nghttp2_submit_goaway(p->s, NGHTTP2_FLAG_NONE, 5, NGHTTP2_NO_ERROR, NULL, 0);
+            p->goaway_sent = true;
+            for (int i = 0; i < p->requests; i++) {
+                if (p->ids[i] <= 5) {
+                    peer_respond(p, p->ids[i]);
+                }
+            }
+        }
+        return 0;
+    }
+    peer_respond(p, f->hd.stream_id);
+    return 0;
+}
+
+static void peer_serve_conn(peer *p) {
+    nghttp2_session_callbacks *cb;
+    nghttp2_session_callbacks_new(&cb);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(cb, peer_on_frame);
+    nghttp2_session_server_new(&p->s, cb, p);
+    nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, NULL, 0);
+    uint8_t buf[16384];
+    for (;;) {
+        const uint8_t *out;
+        ssize_t n;
+        while ((n = nghttp2_session_mem_send(p->s, &out)) > 0) {
+            if (send(p->fd, out, (size_t)n, MSG_NOSIGNAL) != n) {
+                goto done;
+            }
+        }
+        if (!nghttp2_session_want_read(p->s) && !nghttp2_session_want_write(p->s)) {
+            break;
+        }
+        ssize_t r = recv(p->fd, buf, sizeof(buf), 0);
+        if (r <= 0 || nghttp2_session_mem_recv(p->s, buf, (size_t)r) < 0) {
+            break;
+        }
+    }
+done:
+    nghttp2_session_del(p->s);
+    nghttp2_session_callbacks_del(cb);
+    /* A graceful close: closing with unread input would send a TCP RST,
+     * which may destroy responses the client has not read yet. */
+    shutdown(p->fd, SHUT_WR);
+    struct pollfd pf = {p->fd, POLLIN, 0};
+    while (poll(&pf, 1, 10000) > 0 && recv(p->fd, buf, sizeof(buf), 0) > 0) {
+    }
+    close(p->fd);
+}
+
+/* Forks a server on a free port; returns its pid and sets *port. */
+static pid_t peer_start(enum peer_mode mode, int *port) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 8), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &len);
+    *port = ntohs(a.sin_port);
+    pid_t pid = fork();
+    if (pid == 0) {
+        for (int conn_no = 1; conn_no <= 4; conn_no++) {
+            int fd = accept(lfd, NULL, NULL);
+            if (fd < 0) {
+                _exit(1);
+            }
+            peer p;
+            memset(&p, 0, sizeof(p));
+            p.fd = fd;
+            p.mode = mode;
+            p.conn_no = conn_no;
+            peer_serve_conn(&p);
+        }
+        _exit(0);
+    }
+    close(lfd);
+    g_peer_pid = pid;
+    return pid;
+}
+
+static void peer_stop(pid_t pid) {
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    g_peer_pid = 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    peer_stop(g_peer_pid);
+    if (g_nghttpd_running) {
+        nghttpd_stop(&g_live_nghttpd);
+    }
+    return 0;
+}
+
+static void goaway_above_last_stream_id_is_never_processed_and_retried(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_GOAWAY, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    enum { N = 6 };
+    expect e[N];
+    memset(e, 0, sizeof(e));
+    for (int i = 0; i < N; i++) {
+        /* POST without a key: only "never processed" makes a retry safe. */
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(5));
+        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+        sg_op_options_set_max_attempts(&po, 4);
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = "/v1/chat/completions";
+        req.body = "{}";
+        req.body_len = 2;
+        assert_int_equal(
+            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e[i], &e[i].op), 0);
+        assert_int_equal(sg_h2_op_stream_id(e[i].op), 2 * i + 1);
+    }
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    for (int i = 0; i < N; i++) {
+        const sg_op *p = sg_h2_op_policy(e[i].op);
+        if (sg_h2_op_outcome(e[i].op) != SG_OUTCOME_OK) {
+            char rep[8192];
+            sg_h2_op_report(e[i].op, rep, sizeof(rep), NULL);
+            print_error("op %d: %s\n%s\n", i, sg_h2_op_error(e[i].op), rep);
+        }
+        assert_int_equal(sg_h2_op_outcome(e[i].op), SG_OUTCOME_OK);
+        assert_int_equal(e[i].items, 3);
+        if (i < 3) {
+            assert_int_equal(sg_op_attempt_count(p), 1);
+        } else {
+            /* Refused by GOAWAY, retried on a new connection. */
+            const sg_op_attempt *a = sg_op_attempt_at(p, 0);
+            assert_true(sg_op_attempt_count(p) >= 2);
+            assert_int_equal(a->outcome, SG_OUTCOME_TRANSPORT_ERROR);
+            assert_false(a->sent);
+            assert_false(a->outcome_unknown);
+            assert_int_equal(a->decision, SG_OP_RETRY);
+        }
+    }
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
+static void oversized_response_header_list_is_protocol_error(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_BIG_HEADERS, &port);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.max_header_list = 4096;
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    get(c, "/big", &g_sse, &e, 3);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_PROTOCOL_ERROR);
+    /* protocol_error stops: never retried. */
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);
+    assert_non_null(strstr(sg_h2_op_error(e.op), "max_header_list"));
+    /* The connection survives for other streams. */
+    assert_true(sg_h2_conn_usable(c));
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
+int main(int argc, char **argv) {
+    g_nghttpd = argc > 1 ? argv[1] : NULL;
+    signal(SIGPIPE, SIG_IGN); /* the scripted peer writes to closed sockets */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(
+            nghttpd_h2c_static_files_stream_ok_and_404_is_http_error, teardown),
+        cmocka_unit_test_teardown(
+            nghttpd_tls_static_files_stream_ok_and_404_is_http_error, teardown),
+        cmocka_unit_test_teardown(nghttpd_refused_streams_are_retried, teardown),
+        cmocka_unit_test_teardown(
+            goaway_above_last_stream_id_is_never_processed_and_retried, teardown),
+        cmocka_unit_test_teardown(oversized_response_header_list_is_protocol_error,
+                                  teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

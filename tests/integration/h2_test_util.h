@@ -1,0 +1,179 @@
+/*
+ * Helpers shared by the HTTP/2 transport's integration tests: start
+ * sg-fakemodel with extra arguments, drive a connection, read the server's
+ * log per request tag (each request carries "_tag=K" in its query, which
+ * the server ignores but logs).
+ */
+#ifndef SG_H2_TEST_UTIL_H
+#define SG_H2_TEST_UTIL_H
+
+#include "harness.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include <streamguard/h2.h>
+
+/* Servers started and not yet stopped, so that a test whose assertion
+ * failed (cmocka jumps out of it) still leaves nothing running. */
+static struct {
+    pid_t pid;
+    char ca_path[256];
+} h2t_live[16];
+
+static void h2t_track(const fm_server *s, bool on) {
+    for (size_t i = 0; i < sizeof(h2t_live) / sizeof(h2t_live[0]); i++) {
+        if (on ? h2t_live[i].pid == 0 : h2t_live[i].pid == s->pid) {
+            h2t_live[i].pid = on ? s->pid : 0;
+            snprintf(h2t_live[i].ca_path, sizeof(h2t_live[i].ca_path), "%s", s->ca_path);
+            return;
+        }
+    }
+}
+
+/* Stops @s (see fm_stop) and forgets it. */
+static void h2t_stop(fm_server *s) {
+    h2t_track(s, false);
+    fm_stop(s);
+}
+
+/* cmocka teardown: kills whatever a failed test left running. */
+static int h2t_teardown(void **state) {
+    (void)state;
+    for (size_t i = 0; i < sizeof(h2t_live) / sizeof(h2t_live[0]); i++) {
+        if (h2t_live[i].pid > 0) {
+            kill(h2t_live[i].pid, SIGKILL);
+            waitpid(h2t_live[i].pid, NULL, 0);
+            unlink(h2t_live[i].ca_path);
+            h2t_live[i].pid = 0;
+        }
+    }
+    return 0;
+}
+
+/* Like fm_start, with extra arguments (NULL-terminated, at most 8). */
+static int h2t_start(fm_server *s, const char *binary, const char *const *extra) {
+    int fds[2];
+    memset(s, 0, sizeof(*s));
+    snprintf(s->ca_path, sizeof(s->ca_path), "/tmp/sg-h2t-ca-%d-%ld.pem", (int)getpid(),
+             (long)random());
+    if (pipe(fds) != 0) {
+        return -1;
+    }
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)binary;
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--write-ca";
+    argv[n++] = s->ca_path;
+    argv[n++] = "--quiet";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
+        argv[n++] = (char *)extra[i];
+    }
+    argv[n] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    int rv = posix_spawn(&s->pid, binary, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    if (rv != 0) {
+        close(fds[0]);
+        return -1;
+    }
+    char line[32];
+    size_t len = 0;
+    while (len < sizeof(line) - 1) {
+        ssize_t got = read(fds[0], line + len, 1);
+        if (got <= 0 || line[len] == '\n') {
+            break;
+        }
+        len++;
+    }
+    line[len] = '\0';
+    close(fds[0]);
+    s->port = atoi(line);
+    if (s->port <= 0) {
+        kill(s->pid, SIGKILL);
+        waitpid(s->pid, NULL, 0);
+        return -1;
+    }
+    snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
+    snprintf(s->tls_base, sizeof(s->tls_base), "https://localhost:%d", s->port);
+    h2t_track(s, true);
+    return 0;
+}
+
+static int64_t h2t_now(void) {
+    return sg_clock_monotonic_now(NULL);
+}
+
+/* Opens a connection to the fake model, h2c or TLS (trusting its CA). */
+static int h2t_connect(const fm_server *s, bool tls, sg_h2_conn **out, char *err) {
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = tls ? "localhost" : "127.0.0.1";
+    o.port = s->port;
+    o.tls = tls;
+    o.cafile = tls ? s->ca_path : NULL;
+    o.connect_timeout = SG_SEC(5);
+    o.errbuf = err;
+    return sg_h2_conn_new(out, &o);
+}
+
+/*
+ * Scans the log for the request tagged _tag=@tag: its exchange id.  Returns
+ * -1 when absent.  Lines are one event each.
+ */
+static long h2t_log_id_of_tag(const char *log, int tag) {
+    char want[32];
+    snprintf(want, sizeof(want), "_tag=%d\"", tag);
+    char want2[32];
+    snprintf(want2, sizeof(want2), "_tag=%d&", tag);
+    for (const char *line = log; line != NULL && *line != '\0';) {
+        const char *end = strchr(line, '\n');
+        size_t len = end != NULL ? (size_t)(end - line) : strlen(line);
+        char buf[2048];
+        size_t n = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+        memcpy(buf, line, n);
+        buf[n] = '\0';
+        if (strstr(buf, "\"event\":\"received\"") != NULL &&
+            (strstr(buf, want) != NULL || strstr(buf, want2) != NULL)) {
+            const char *id = strstr(buf, "\"id\":");
+            if (id != NULL) {
+                return atol(id + 5);
+            }
+        }
+        line = end != NULL ? end + 1 : NULL;
+    }
+    return -1;
+}
+
+/* The h2_error_code of the client_gone event of exchange @id; -1 when the
+ * exchange has no client_gone event, -2 when it has one without a code. */
+static int h2t_log_gone_code(const char *log, long id) {
+    char want[48];
+    snprintf(want, sizeof(want), "\"id\":%ld,\"event\":\"client_gone\"", id);
+    const char *p = strstr(log, want);
+    if (p == NULL) {
+        return -1;
+    }
+    const char *end = strchr(p, '\n');
+    const char *code = strstr(p, "\"h2_error_code\":");
+    if (code == NULL || (end != NULL && code > end)) {
+        return -2;
+    }
+    return atoi(code + 16);
+}
+
+/* Whether exchange @id logged @event. */
+static bool h2t_log_has(const char *log, long id, const char *event) {
+    char want[96];
+    snprintf(want, sizeof(want), "\"id\":%ld,\"event\":\"%s\"", id, event);
+    return strstr(log, want) != NULL;
+}
+
+#endif
