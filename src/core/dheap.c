@@ -50,9 +50,7 @@ void sg__dheap_init(sg__dheap *h, sg__dheap_deadline_fn deadline) {
 }
 
 void sg__dheap_free(sg__dheap *h) {
-    for (size_t i = 0; i < h->len; i++) {
-        h->a[i]->in_heap = false;
-    }
+    /* The nodes are not touched: their objects may already be gone. */
     free(h->a);
     h->a = NULL;
     h->len = 0;

@@ -34,6 +34,7 @@ typedef struct sg__dheap {
 } sg__dheap;
 
 void sg__dheap_init(sg__dheap *h, sg__dheap_deadline_fn deadline);
+/* Frees the array; the nodes (possibly freed already) are not touched. */
 void sg__dheap_free(sg__dheap *h);
 /* Adds @n keyed by its real deadline.  0, or SG_ENOMEM. */
 int sg__dheap_push(sg__dheap *h, sg__dheap_node *n);

@@ -54,99 +54,21 @@ static int64_t op_next_deadline(const sg_h2_op *op) {
     }
 }
 
-static void heap_set(sg_h2_conn *c, size_t i, sg_h2_op *op) {
-    c->heap[i] = op;
-    op->heap_idx = i;
-}
+#define OP_OF(n) ((sg_h2_op *)((char *)(n)-offsetof(sg_h2_op, node)))
 
-static void sift_up(sg_h2_conn *c, size_t i) {
-    sg_h2_op *op = c->heap[i];
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (c->heap[parent]->heap_key <= op->heap_key) {
-            break;
-        }
-        heap_set(c, i, c->heap[parent]);
-        i = parent;
-    }
-    heap_set(c, i, op);
-}
-
-static void sift_down(sg_h2_conn *c, size_t i) {
-    sg_h2_op *op = c->heap[i];
-    for (;;) {
-        size_t ch = 2 * i + 1;
-        if (ch >= c->heap_len) {
-            break;
-        }
-        if (ch + 1 < c->heap_len && c->heap[ch + 1]->heap_key < c->heap[ch]->heap_key) {
-            ch++;
-        }
-        if (op->heap_key <= c->heap[ch]->heap_key) {
-            break;
-        }
-        heap_set(c, i, c->heap[ch]);
-        i = ch;
-    }
-    heap_set(c, i, op);
-}
-
-static int heap_push(sg_h2_conn *c, sg_h2_op *op) {
-    if (c->heap_len == c->heap_cap) {
-        size_t cap = c->heap_cap ? c->heap_cap * 2 : 64;
-        sg_h2_op **h = realloc(c->heap, cap * sizeof(*h));
-        if (h == NULL) {
-            return SG_ENOMEM;
-        }
-        c->heap = h;
-        c->heap_cap = cap;
-    }
-    op->heap_key = op_next_deadline(op);
-    op->in_heap = true;
-    heap_set(c, c->heap_len++, op);
-    sift_up(c, op->heap_idx);
-    return 0;
-}
-
-static void heap_remove(sg_h2_conn *c, sg_h2_op *op) {
-    if (!op->in_heap) {
-        return;
-    }
-    size_t i = op->heap_idx;
-    op->in_heap = false;
-    sg_h2_op *last = c->heap[--c->heap_len];
-    if (i == c->heap_len) {
-        return;
-    }
-    heap_set(c, i, last);
-    sift_down(c, i);
-    sift_up(c, last->heap_idx);
+static int64_t node_deadline(const sg__dheap_node *n) {
+    return op_next_deadline(
+        (const sg_h2_op *)((const char *)n - offsetof(sg_h2_op, node)));
 }
 
 /* The deadline moved: only an earlier one needs the heap (lazy keys). */
 static void reschedule(sg_h2_op *op) {
-    if (!op->in_heap) {
-        return;
-    }
-    int64_t actual = op_next_deadline(op);
-    if (actual < op->heap_key) {
-        op->heap_key = actual;
-        sift_up(op->conn, op->heap_idx);
-    }
+    sg__dheap_reschedule(&op->conn->heap, &op->node);
 }
 
 /* The earliest real deadline, correcting stale (too early) keys on top. */
 static int64_t heap_top_deadline(sg_h2_conn *c) {
-    while (c->heap_len > 0) {
-        sg_h2_op *top = c->heap[0];
-        int64_t actual = op_next_deadline(top);
-        if (actual <= top->heap_key) {
-            return actual;
-        }
-        top->heap_key = actual;
-        sift_down(c, 0);
-    }
-    return SG_TIME_NEVER;
+    return sg__dheap_earliest(&c->heap, NULL);
 }
 
 /* ----------------------------------------------------- attempt decisions */
@@ -543,8 +465,8 @@ static nghttp2_nv make_nv(const char *name, const char *value) {
 static void op_end(sg_h2_op *op) {
     sg_h2_conn *c = op->conn;
     op->state = SG__H2_DONE;
-    if (op->in_heap) {
-        heap_remove(c, op);
+    if (op->node.in_heap) {
+        sg__dheap_remove(&c->heap, &op->node);
         c->running--;
     }
     if (op->cbs.on_done != NULL) {
@@ -736,9 +658,7 @@ static void process_decided(sg_h2_conn *c) {
         if (op->state == SG__H2_DONE) {
             op_end(op);
         } else {
-            op->heap_key = op_next_deadline(op);
-            sift_down(c, op->heap_idx);
-            sift_up(c, op->heap_idx);
+            sg__dheap_rekey(&c->heap, &op->node);
         }
     }
 }
@@ -783,16 +703,17 @@ static void op_tick(sg_h2_op *op, int64_t now) {
 
 /* Everything due at @now. */
 static void run_due(sg_h2_conn *c, int64_t now) {
-    while (heap_top_deadline(c) <= now) {
-        sg_h2_op *op = c->heap[0];
+    sg__dheap_node *top;
+    while (sg__dheap_earliest(&c->heap, &top) <= now) {
+        sg_h2_op *op = OP_OF(top);
         op_tick(op, now);
         process_decided(c);
         /* op may be freed now; re-key whatever sits on top instead. */
-        if (c->heap_len > 0 && c->heap[0] == op && op_next_deadline(op) <= now) {
+        sg__dheap_node *again;
+        if (sg__dheap_earliest(&c->heap, &again) <= now && again == top) {
             /* due yet unchanged (nothing to do at this instant): look
              * again shortly rather than spin */
-            op->heap_key = sg_time_add(now, SG_MS(1));
-            sift_down(c, 0);
+            sg__dheap_set_key(&c->heap, top, sg_time_add(now, SG_MS(1)));
         }
     }
 }
@@ -935,6 +856,7 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
         conn_err_out(opts, "out of memory");
         return SG_ENOMEM;
     }
+    sg__dheap_init(&c->heap, node_deadline);
     c->fd = -1;
     c->host = dup_str(o.host);
     c->server_name = dup_str(o.server_name != NULL ? o.server_name : o.host);
@@ -1022,7 +944,7 @@ void sg_h2_conn_free(sg_h2_conn *c) {
     nghttp2_session_callbacks_del(c->cbs);
     nghttp2_option_del(c->h2opt);
     free(c->out);
-    free(c->heap);
+    sg__dheap_free(&c->heap);
     free(c->host);
     free(c->server_name);
     free(c->cafile);
@@ -1183,7 +1105,8 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
         rv = copy_request(op, c, req, sg__opt_method(&op->popts));
     }
     if (rv == 0) {
-        rv = heap_push(c, op);
+        op->conn = c;
+        rv = sg__dheap_push(&c->heap, &op->node);
     }
     if (rv != 0) {
         op_release(op);
@@ -1205,7 +1128,7 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     int64_t now = conn_now(c);
     rv = sg_op_start(&op->policy, &op->popts, now);
     if (rv != 0) {
-        heap_remove(c, op);
+        sg__dheap_remove(&c->heap, &op->node);
         sg_h2_op_free(op);
         return rv;
     }
@@ -1240,8 +1163,8 @@ void sg_h2_op_free(sg_h2_op *op) {
                                       NGHTTP2_CANCEL);
         }
         detach_stream(op);
-        if (op->in_heap) {
-            heap_remove(c, op);
+        if (op->node.in_heap) {
+            sg__dheap_remove(&c->heap, &op->node);
             c->running--;
         }
         if (op->queued) {

@@ -4,6 +4,8 @@
 
 #include <streamguard/h2.h>
 
+#include "core/dheap.h"
+
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 
@@ -20,11 +22,9 @@ struct sg_h2_op {
     sg_h2_conn *conn;
     sg_h2_op *prev, *next; /* the connection's list of operations */
     sg_h2_op *done_next;   /* the connection's queue of decided attempts */
-    size_t heap_idx;
-    int64_t heap_key; /* deadline the heap orders by (lazy: <= actual) */
-    bool in_heap;
-    bool queued; /* in the decided queue */
-    bool cancel; /* sg_h2_op_cancel was called */
+    sg__dheap_node node;   /* in the connection's deadline heap */
+    bool queued;           /* in the decided queue */
+    bool cancel;           /* sg_h2_op_cancel was called */
     bool ended_by_cancel;
     int state;
 
@@ -98,9 +98,7 @@ struct sg_h2_conn {
     sg_h2_op *ops; /* every operation not freed */
     sg_h2_op *done_head;
     sg_h2_op *done_tail;
-    sg_h2_op **heap;
-    size_t heap_len;
-    size_t heap_cap;
+    sg__dheap heap; /* every running operation, by next deadline */
     int running;
 
     char errbuf[SG_H2_ERROR_SIZE];
