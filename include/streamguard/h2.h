@@ -137,6 +137,16 @@ typedef struct sg_h2_header {
  * drain_ns:        after the terminal sentinel, how long to wait for the
  *                  stream's END_STREAM before resetting it with CANCEL; the
  *                  outcome is ok either way.  Default 200 ms.
+ * ledger:          an open intent ledger (<streamguard/ledger.h>), or NULL.
+ *                  As for sg_curl_options.ledger: the intent is recorded
+ *                  durably before the first stream is submitted (if that
+ *                  fails, sg_h2_stream_start fails with the ledger's error
+ *                  and nothing is sent), then each attempt and the
+ *                  resolution.  Borrowed.  Default NULL.
+ * ledger_key:      the ledger key when the policy has no idempotency key
+ *                  (with a ledger, one of the two is required).
+ * url:             the URL recorded in the ledger.  Default:
+ *                  scheme://authority + path.
  */
 typedef struct sg_h2_request {
     const char *method;
@@ -149,6 +159,9 @@ typedef struct sg_h2_request {
     bool deadline_header;
     bool grpc_timeout;
     int64_t drain_ns;
+    struct sg_ledger *ledger;
+    const char *ledger_key;
+    const char *url;
 } sg_h2_request;
 
 /**
@@ -297,7 +310,10 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *              format in @framing;
  *   SG_ERANGE  a framing limit is out of range, or the policy's floor is not
  *              below its budget;
- *   SG_ENOMEM  out of memory.
+ *   SG_ENOMEM  out of memory;
+ *   any error of sg_ledger_intent() when @req->ledger is set (e.g. SG_EEXIST
+ *              while the key is unresolved; SG_EINVAL without any key):
+ *              nothing was sent.
  */
 SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
                                  const sg_op_options *policy,

@@ -465,6 +465,17 @@ static nghttp2_nv make_nv(const char *name, const char *value) {
 static void op_end(sg_h2_op *op) {
     sg_h2_conn *c = op->conn;
     op->state = SG__H2_DONE;
+    if (op->intent_recorded) {
+        /* never changes the outcome; kept as the op's message when free */
+        int rv = sg_ledger_resolve(op->ledger, op->ledger_key,
+                                   sg_ledger_resolution_of(&op->policy),
+                                   sg_op_outcome(&op->policy));
+        if (rv != 0 && op->errbuf[0] == '\0') {
+            snprintf(op->errbuf, sizeof(op->errbuf), "ledger resolve: %s",
+                     sg_strerror(rv));
+        }
+        op->intent_recorded = false;
+    }
     if (op->node.in_heap) {
         sg__dheap_remove(&c->heap, &op->node);
         c->running--;
@@ -625,6 +636,15 @@ static void end_attempt(sg_h2_op *op, int64_t now) {
         if (sg_op_attempt_done(&op->policy, now, &r, &v) != 0) {
             op->state = SG__H2_DONE;
             return;
+        }
+    }
+    if (op->intent_recorded) {
+        const sg_op_attempt *last =
+            sg_op_attempt_at(&op->policy, sg_op_attempt_count(&op->policy) - 1);
+        int lrv = sg_ledger_attempt_record(op->ledger, op->ledger_key, last);
+        if (lrv != 0 && op->errbuf[0] == '\0') {
+            snprintf(op->errbuf, sizeof(op->errbuf), "ledger attempt: %s",
+                     sg_strerror(lrv));
         }
     }
     if (v.partial && op->cbs.on_discard != NULL) {
@@ -911,6 +931,7 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
 }
 
 static void op_release(sg_h2_op *op) {
+    free(op->ledger_key);
     free(op->block);
     free(op->parser_buf);
     free(op);
@@ -1047,6 +1068,36 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
     return 0;
 }
 
+/* The intent, durably, before the first stream is submitted: named by the
+ * policy's idempotency key, else the caller's ledger key; the URL defaults
+ * to scheme://authority + path. */
+static int record_intent(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *req) {
+    const char *key = sg_op_idempotency_key(&op->policy);
+    if (key == NULL) {
+        key = req->ledger_key;
+    }
+    if (key == NULL) {
+        return SG_EINVAL;
+    }
+    op->ledger_key = dup_str(key);
+    if (op->ledger_key == NULL) {
+        return SG_ENOMEM;
+    }
+    char url[2048];
+    const char *u = req->url;
+    if (u == NULL) {
+        snprintf(url, sizeof(url), "%s://%s%s", c->opts.tls ? "https" : "http",
+                 req->authority != NULL ? req->authority : c->authority, req->path);
+        u = url;
+    }
+    int rv = sg_ledger_intent(req->ledger, op->ledger_key, sg_op_method(&op->policy), u);
+    if (rv == 0) {
+        op->ledger = req->ledger;
+        op->intent_recorded = true;
+    }
+    return rv;
+}
+
 int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
                        const sg_op_options *policy, const sg_stream_config *framing,
                        const sg_h2_callbacks *cbs, void *user_data, sg_h2_op **out) {
@@ -1127,6 +1178,9 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     c->ops = op;
     int64_t now = conn_now(c);
     rv = sg_op_start(&op->policy, &op->popts, now);
+    if (rv == 0 && req->ledger != NULL) {
+        rv = record_intent(op, c, req);
+    }
     if (rv != 0) {
         sg__dheap_remove(&c->heap, &op->node);
         sg_h2_op_free(op);

@@ -3,6 +3,7 @@
 #define SG_H2_INTERNAL_H
 
 #include <streamguard/h2.h>
+#include <streamguard/ledger.h>
 
 #include "core/dheap.h"
 
@@ -64,6 +65,10 @@ struct sg_h2_op {
     size_t retry_after_len;
     void *parser_buf;
     char errbuf[SG_H2_ERROR_SIZE];
+
+    struct sg_ledger *ledger; /* borrowed; NULL when none */
+    char *ledger_key;         /* copied */
+    bool intent_recorded;
 };
 
 struct sg_h2_conn {

@@ -177,6 +177,14 @@ if "$SG" --version | grep -q nghttp2; then
         fail "no RST_STREAM(CANCEL) in the server log"
     fi
     expect 8 "--http2 over TLS without the CA" -- --http2 "$TLS/v1/chat/completions?n=1&_t=cli_own_h2bad"
+    H2LEDGER=$FM_DIR/h2ledger
+    expect 3 "--http2 --ledger records an unsafe POST that times out" -- --http2 \
+        --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"
+    expect 0 "--unresolved lists the HTTP/2 operation" -- --ledger "$H2LEDGER" --unresolved
+    has "$OUT" "POST $CHAT?hang=1&_t=cli_h2_ledger" "HTTP/2 intent recorded"
+    has "$OUT" " first_item_timeout unknown" "HTTP/2 resolution recorded"
+    expect 4 "--http2: the same operation is refused while unresolved" -- --http2 \
+        --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"
 fi
 
 # ---- framings -----------------------------------------------------------------

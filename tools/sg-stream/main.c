@@ -643,6 +643,33 @@ static int apply(struct config *c, int opt, const char *arg) {
     return 0;
 }
 
+/* --ledger DIR for a run: without an idempotency key, the operation is
+ * named by a key derived from method, URL and body (recorded, not sent). */
+static int open_ledger(struct config *c, sg_ledger **ledger,
+                       char derived[SG_LEDGER_KEY_SIZE]) {
+    int rv = sg_ledger_open(ledger, c->ledger_dir, NULL);
+    if (rv == 0) {
+        rv = sg_ledger_key_derive(c->method, c->url, c->body, c->body_len, derived);
+    }
+    if (rv != 0) {
+        fprintf(stderr, "%s: ledger %s: %s\n", prog, c->ledger_dir, sg_strerror(rv));
+        sg_ledger_close(*ledger);
+        *ledger = NULL;
+        return rv;
+    }
+    c->copts.ledger = *ledger;
+    c->copts.ledger_key = derived;
+    c->copts.url = c->url;
+    return 0;
+}
+
+/* The message for an operation the ledger refused to start. */
+static int ledger_refused(const struct config *c, const char *derived) {
+    fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
+            c->idem_key != NULL ? c->idem_key : derived, c->ledger_dir);
+    return EXIT_BUDGET;
+}
+
 static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
     (void)user_data;
     char line[SG_LEDGER_LINE_MAX];
@@ -803,9 +830,6 @@ static int run_h2(struct config *c) {
     if (split_url(c->url, &tls, host, sizeof(host), &port, &path) != 0) {
         return usage_error("--http2 needs an http:// or https:// URL, not '%s'", c->url);
     }
-    if (c->ledger_dir != NULL) {
-        return usage_error("--ledger is not available with --http2 yet%s", "");
-    }
     /* Request headers: "Name: value" -> lowercase name, trimmed value. */
     sg_h2_header hdrs[64];
     char names[64][128];
@@ -842,12 +866,18 @@ static int run_h2(struct config *c) {
                              .cafile = c->copts.cafile,
                              .connect_timeout = connect,
                              .errbuf = errbuf};
+    sg_ledger *ledger = NULL;
+    char derived[SG_LEDGER_KEY_SIZE];
+    if (c->ledger_dir != NULL && open_ledger(c, &ledger, derived) != 0) {
+        return EXIT_INTERNAL;
+    }
     int64_t t0 = sg_clock_now(NULL);
     sg_h2_conn *conn = NULL;
     int rv = sg_h2_conn_new(&conn, &co);
     if (rv != 0) {
         fprintf(stderr, "%s: transport_error in connect: %s\n", prog,
                 errbuf[0] ? errbuf : sg_strerror(rv));
+        sg_ledger_close(ledger);
         return rv == SG_ETIMEDOUT ? EXIT_TIMEOUT : EXIT_TRANSPORT;
     }
     sg_h2_request req = {.method = c->method,
@@ -857,7 +887,10 @@ static int run_h2(struct config *c) {
                          .body = c->body,
                          .body_len = c->body_len,
                          .deadline_header = c->copts.deadline_header,
-                         .grpc_timeout = c->copts.grpc_timeout};
+                         .grpc_timeout = c->copts.grpc_timeout,
+                         .ledger = ledger,
+                         .ledger_key = ledger != NULL ? derived : NULL,
+                         .url = c->url};
     sg_stream_config framing = {c->copts.format,        c->copts.terminal_data,
                                 c->copts.terminal_type, c->copts.max_line,
                                 c->copts.max_event,     c->copts.skip_types};
@@ -871,12 +904,15 @@ static int run_h2(struct config *c) {
     if (rv == 0 && op != NULL) {
         code =
             conclude(c, sg_h2_op_policy(op), sg_clock_now(NULL) - t0, sg_h2_op_error(op));
+    } else if (rv == SG_EEXIST && ledger != NULL) {
+        code = ledger_refused(c, derived); /* the same operation is unresolved */
     } else {
         fprintf(stderr, "%s: %s\n", prog, sg_strerror(rv));
         code = rv == SG_EINVAL || rv == SG_ERANGE ? EXIT_USAGE : EXIT_INTERNAL;
     }
     sg_h2_op_free(op);
     sg_h2_conn_free(conn);
+    sg_ledger_close(ledger);
     return code;
 }
 #endif
@@ -1009,27 +1045,14 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, c.http_version);
     c.copts.headers = c.headers;
 
-    /* The ledger: without an idempotency key, the operation is named by a
-     * key derived from method, URL and body (recorded, not sent). */
     sg_ledger *ledger = NULL;
     char derived[SG_LEDGER_KEY_SIZE];
-    if (c.ledger_dir != NULL) {
-        int lrv = sg_ledger_open(&ledger, c.ledger_dir, NULL);
-        if (lrv == 0) {
-            lrv = sg_ledger_key_derive(c.method, c.url, c.body, c.body_len, derived);
-        }
-        if (lrv != 0) {
-            fprintf(stderr, "%s: ledger %s: %s\n", prog, c.ledger_dir, sg_strerror(lrv));
-            sg_ledger_close(ledger);
-            curl_easy_cleanup(easy);
-            curl_slist_free_all(c.headers);
-            free(c.body);
-            curl_global_cleanup();
-            return EXIT_INTERNAL;
-        }
-        c.copts.ledger = ledger;
-        c.copts.ledger_key = derived;
-        c.copts.url = c.url;
+    if (c.ledger_dir != NULL && open_ledger(&c, &ledger, derived) != 0) {
+        curl_easy_cleanup(easy);
+        curl_slist_free_all(c.headers);
+        free(c.body);
+        curl_global_cleanup();
+        return EXIT_INTERNAL;
     }
 
     sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
@@ -1044,10 +1067,7 @@ int main(int argc, char **argv) {
         }
     }
     if (rv == SG_EEXIST && ledger != NULL) {
-        /* refused locally: the same operation is still unresolved */
-        fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
-                c.idem_key != NULL ? c.idem_key : derived, c.ledger_dir);
-        code = EXIT_BUDGET;
+        code = ledger_refused(&c, derived); /* the same operation is unresolved */
     } else if (rv != 0) {
         fprintf(stderr, "%s: %s%s%s\n", prog, sg_strerror(rv), op ? ": " : "",
                 op ? sg_curl_op_error(op) : "");
