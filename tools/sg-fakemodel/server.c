@@ -1732,12 +1732,22 @@ static void conn_after(conn *c) {
         }
         break;
     }
-    if (c->mode == M_H2 && c->h2 != NULL) {
-        h2_flush(c);
-    }
-    if (conn_write(c) != 0) {
-        conn_close(c, 0);
-        return;
+    /* HTTP/2: serialise and write until the socket pushes back or nghttp2
+     * has nothing left.  EPOLLOUT is armed only while bytes wait in out, so
+     * stopping at OUT_HIGH with a socket that took everything would leave
+     * the remaining frames with nobody to wake them. */
+    for (;;) {
+        if (c->mode == M_H2 && c->h2 != NULL) {
+            h2_flush(c);
+        }
+        if (conn_write(c) != 0) {
+            conn_close(c, 0);
+            return;
+        }
+        if (c->mode != M_H2 || c->h2 == NULL || c->out.len > 0 || c->abort_after_flush ||
+            !nghttp2_session_want_write(c->h2)) {
+            break;
+        }
     }
     if (c->out.len == 0 && (c->close_after_flush || c->abort_after_flush)) {
         conn_close(c, 1);
