@@ -28,6 +28,8 @@
 
 #include <streamguard/curl.h>
 
+#include "harness.h"
+
 extern char **environ;
 
 static char base[64];
@@ -60,30 +62,13 @@ static long rss_kib(void) {
 }
 
 static int start_server(const char *bin) {
-    int fds[2];
-    if (pipe(fds) != 0) {
+    static fm_server server;
+    if (fm_start(&server, bin) != 0) {
         return -1;
     }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char *argv[] = {(char *)bin, "--port", "0", "--quiet", NULL};
-    if (posix_spawn(&server_pid, bin, &fa, NULL, argv, environ) != 0) {
-        return -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    char line[32] = {0};
-    for (size_t n = 0; n < sizeof(line) - 1; n++) {
-        if (read(fds[0], line + n, 1) != 1 || line[n] == '\n') {
-            line[n] = '\0';
-            break;
-        }
-    }
-    close(fds[0]);
-    snprintf(base, sizeof(base), "http://127.0.0.1:%d", atoi(line));
-    return atoi(line) > 0 ? 0 : -1;
+    server_pid = server.pid;
+    snprintf(base, sizeof(base), "%s", server.base);
+    return 0;
 }
 
 struct buf {

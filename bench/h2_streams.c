@@ -28,6 +28,8 @@
 
 #include <streamguard/h2.h>
 
+#include "harness.h"
+
 extern char **environ;
 
 #define IDLE_NS SG_MS(200)
@@ -55,35 +57,18 @@ static long rss_kb(void) {
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* sg-fakemodel for the bench (used over h2c): a small log, room for 20,000
+ * concurrent streams. */
 static pid_t start_server(const char *path, int *port) {
-    int fds[2];
-    if (pipe(fds) != 0) {
+    static const char *const extra[] = {"--log-cap", "1000", "--h2-max-streams", "20000",
+                                        NULL};
+    static fm_server server;
+    if (fm_start_with(&server, path, extra) != 0) {
         return -1;
     }
-    char *argv[] = {(char *)path, "--port",    "0",    "--no-tls",
-                    "--quiet",    "--log-cap", "1000", "--h2-max-streams",
-                    "20000",      NULL};
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    pid_t pid;
-    int rv = posix_spawn(&pid, path, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rv != 0) {
-        close(fds[0]);
-        return -1;
-    }
-    char line[32];
-    size_t n = 0;
-    while (n < sizeof(line) - 1 && read(fds[0], line + n, 1) == 1 && line[n] != '\n') {
-        n++;
-    }
-    line[n] = '\0';
-    close(fds[0]);
-    *port = atoi(line);
-    return *port > 0 ? pid : -1;
+    unlink(server.ca_path);
+    *port = server.port;
+    return server.pid;
 }
 
 /* ------------------------------------------------------------- a run */

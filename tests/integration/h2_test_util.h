@@ -52,57 +52,11 @@ static int h2t_teardown(void **state) {
     return 0;
 }
 
-/* Like fm_start, with extra arguments (NULL-terminated, at most 8). */
+/* fm_start_with, tracked so a failed test's teardown still stops it. */
 static int h2t_start(fm_server *s, const char *binary, const char *const *extra) {
-    int fds[2];
-    memset(s, 0, sizeof(*s));
-    snprintf(s->ca_path, sizeof(s->ca_path), "/tmp/sg-h2t-ca-%d-%ld.pem", (int)getpid(),
-             (long)random());
-    if (pipe(fds) != 0) {
+    if (fm_start_with(s, binary, extra) != 0) {
         return -1;
     }
-    char *argv[16];
-    int n = 0;
-    argv[n++] = (char *)binary;
-    argv[n++] = "--port";
-    argv[n++] = "0";
-    argv[n++] = "--write-ca";
-    argv[n++] = s->ca_path;
-    argv[n++] = "--quiet";
-    for (int i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
-        argv[n++] = (char *)extra[i];
-    }
-    argv[n] = NULL;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    int rv = posix_spawn(&s->pid, binary, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    if (rv != 0) {
-        close(fds[0]);
-        return -1;
-    }
-    char line[32];
-    size_t len = 0;
-    while (len < sizeof(line) - 1) {
-        ssize_t got = read(fds[0], line + len, 1);
-        if (got <= 0 || line[len] == '\n') {
-            break;
-        }
-        len++;
-    }
-    line[len] = '\0';
-    close(fds[0]);
-    s->port = atoi(line);
-    if (s->port <= 0) {
-        kill(s->pid, SIGKILL);
-        waitpid(s->pid, NULL, 0);
-        return -1;
-    }
-    snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
-    snprintf(s->tls_base, sizeof(s->tls_base), "https://localhost:%d", s->port);
     h2t_track(s, true);
     return 0;
 }

@@ -27,21 +27,33 @@ typedef struct fm_server {
     char ca_path[256]; /* the CA certificate the server wrote */
 } fm_server;
 
-/* Starts `binary --port 0 --write-ca <tmp>`; returns 0 or -1. */
-static int fm_start(fm_server *s, const char *binary) {
+/* Starts `binary --port 0 --write-ca <tmp> --quiet [extra...]` (extra is
+ * NULL or NULL-terminated, at most 8 entries); returns 0 or -1. */
+static int fm_start_with(fm_server *s, const char *binary, const char *const *extra) {
+    static int started;
     int fds[2];
     memset(s, 0, sizeof(*s));
-    static int started;
     snprintf(s->ca_path, sizeof(s->ca_path), "/tmp/sg-fm-ca-%d-%d.pem", (int)getpid(),
              ++started);
     if (pipe(fds) != 0) {
         return -1;
     }
+    char *argv[16];
+    int n = 0;
+    argv[n++] = (char *)binary;
+    argv[n++] = "--port";
+    argv[n++] = "0";
+    argv[n++] = "--write-ca";
+    argv[n++] = s->ca_path;
+    argv[n++] = "--quiet";
+    for (int i = 0; extra != NULL && extra[i] != NULL && n < 15; i++) {
+        argv[n++] = (char *)extra[i];
+    }
+    argv[n] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
-    char *argv[] = {(char *)binary, "--port", "0", "--write-ca", s->ca_path, NULL};
     int rv = posix_spawn(&s->pid, binary, &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
@@ -50,15 +62,15 @@ static int fm_start(fm_server *s, const char *binary) {
         return -1;
     }
     char line[32];
-    size_t n = 0;
-    while (n < sizeof(line) - 1) {
-        ssize_t got = read(fds[0], line + n, 1);
-        if (got <= 0 || line[n] == '\n') {
+    size_t len = 0;
+    while (len < sizeof(line) - 1) {
+        ssize_t got = read(fds[0], line + len, 1);
+        if (got <= 0 || line[len] == '\n') {
             break;
         }
-        n++;
+        len++;
     }
-    line[n] = '\0';
+    line[len] = '\0';
     close(fds[0]); /* the server must not block on a full pipe later */
     s->port = atoi(line);
     if (s->port <= 0) {
@@ -69,6 +81,10 @@ static int fm_start(fm_server *s, const char *binary) {
     snprintf(s->base, sizeof(s->base), "http://127.0.0.1:%d", s->port);
     snprintf(s->tls_base, sizeof(s->tls_base), "https://localhost:%d", s->port);
     return 0;
+}
+
+static int fm_start(fm_server *s, const char *binary) {
+    return fm_start_with(s, binary, NULL);
 }
 
 static void fm_stop(fm_server *s) {
