@@ -177,6 +177,12 @@ if "$SG" --version | grep -q nghttp2; then
         fail "no RST_STREAM(CANCEL) in the server log"
     fi
     expect 8 "--http2 over TLS without the CA" -- --http2 "$TLS/v1/chat/completions?n=1&_t=cli_own_h2bad"
+    expect 0 "https:// negotiates h2 by itself" -- --cacert "$FM_CA" --idempotency-key cli-alpn \
+        --output none "$TLS/v1/chat/completions?n=1&_t=cli_alpn"
+    if [ "$(fm_field cli-alpn received proto)" = "h2" ]; then pass "https:// went over h2"; else fail "alpn proto"; fi
+    expect 0 "--http1.1 keeps https:// on HTTP/1.1" -- --http1.1 --cacert "$FM_CA" \
+        --idempotency-key cli-alpn1 --output none "$TLS/v1/chat/completions?n=1&_t=cli_alpn1"
+    if [ "$(fm_field cli-alpn1 received proto)" = "h1" ]; then pass "https:// over h1"; else fail "h1 proto"; fi
     H2LEDGER=$FM_DIR/h2ledger
     expect 3 "--http2 --ledger records an unsafe POST that times out" -- --http2 \
         --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"

@@ -415,6 +415,7 @@ struct config {
     const char *ledger_dir;
     const char *idem_key;
     bool http2;         /* --http2: streamguard's own HTTP/2 transport */
+    bool http11;        /* --http1.1: libcurl, HTTP/1.1 */
     int64_t connect_ns; /* --connect-timeout, 0 when not given */
     int64_t budget_ns;  /* --budget, 0 when not given */
     const char *reconcile;
@@ -540,6 +541,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_HTTP11:
         c->http_version = CURL_HTTP_VERSION_1_1;
+        c->http11 = true;
         break;
     case OPT_HTTP2:
         c->http_version = CURL_HTTP_VERSION_2_0;
@@ -821,7 +823,10 @@ static int split_url(const char *url, bool *tls, char *host, size_t host_len, in
     return (*path)[0] == '/' || (*path)[0] == '?' ? 0 : -1;
 }
 
-static int run_h2(struct config *c) {
+/* Runs the operation on streamguard's HTTP/2 transport.  With @probe (an
+ * https:// URL and no version flag), a server that does not negotiate h2,
+ * or any connect failure, returns -1 without a word: libcurl takes over. */
+static int run_h2(struct config *c, bool probe) {
     char host[256];
     char errbuf[SG_H2_ERROR_SIZE] = "";
     bool tls = false;
@@ -866,19 +871,22 @@ static int run_h2(struct config *c) {
                              .cafile = c->copts.cafile,
                              .connect_timeout = connect,
                              .errbuf = errbuf};
-    sg_ledger *ledger = NULL;
-    char derived[SG_LEDGER_KEY_SIZE];
-    if (c->ledger_dir != NULL && open_ledger(c, &ledger, derived) != 0) {
-        return EXIT_INTERNAL;
-    }
     int64_t t0 = sg_clock_now(NULL);
     sg_h2_conn *conn = NULL;
     int rv = sg_h2_conn_new(&conn, &co);
+    if (rv != 0 && probe) {
+        return -1;
+    }
     if (rv != 0) {
         fprintf(stderr, "%s: transport_error in connect: %s\n", prog,
                 errbuf[0] ? errbuf : sg_strerror(rv));
-        sg_ledger_close(ledger);
         return rv == SG_ETIMEDOUT ? EXIT_TIMEOUT : EXIT_TRANSPORT;
+    }
+    sg_ledger *ledger = NULL;
+    char derived[SG_LEDGER_KEY_SIZE];
+    if (c->ledger_dir != NULL && open_ledger(c, &ledger, derived) != 0) {
+        sg_h2_conn_free(conn);
+        return EXIT_INTERNAL;
     }
     sg_h2_request req = {.method = c->method,
                          .path = path,
@@ -1012,11 +1020,17 @@ int main(int argc, char **argv) {
     }
 
 #ifdef SG_HAVE_H2
-    if (c.http2) {
-        code = run_h2(&c);
-        curl_slist_free_all(c.headers);
-        free(c.body);
-        return code;
+    /* --http2, or https:// without a version flag and a server that
+     * negotiates h2: streamguard's own HTTP/2 transport. */
+    bool probe = !c.http2 && !c.http11 && strncmp(c.url, "https://", 8) == 0;
+    if (c.http2 || probe) {
+        code = run_h2(&c, probe);
+        if (code >= 0) {
+            curl_slist_free_all(c.headers);
+            free(c.body);
+            return code;
+        }
+        code = 0;
     }
 #endif
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
