@@ -239,10 +239,19 @@ expect 2 "--reconcile an unknown key" -- --ledger "$LEDGER" --reconcile no-such-
 expect 2 "--unresolved needs --ledger" -- --unresolved
 
 # ---- items are flushed one by one ----------------------------------------------
-"$SG" --no-done "$CHAT?n=3&gap=400&no_done=1&_t=cli_flush" >"$FM_DIR/flush" 2>/dev/null &
+# The second item comes 3 s after the first: the first must reach the pipe
+# while sg-stream is still waiting for it (polled, not slept on).
+"$SG" --no-done "$CHAT?n=2&gap=3000&no_done=1&_t=cli_flush" >"$FM_DIR/flush" 2>/dev/null &
 SGPID=$!
-sleep 0.3
-if [ "$(lines "$FM_DIR/flush")" -ge 1 ]; then pass "the first item is out before the stream ends"; else fail "items not flushed"; fi
+flushed=no
+for _ in $(seq 1 50); do
+    if [ "$(lines "$FM_DIR/flush")" -ge 1 ]; then
+        kill -0 "$SGPID" 2>/dev/null && flushed=yes
+        break
+    fi
+    sleep 0.05
+done
+if [ "$flushed" = yes ]; then pass "the first item is out before the stream ends"; else fail "items not flushed"; fi
 wait $SGPID
 
 fm_finish
