@@ -78,6 +78,22 @@ static int h2t_connect(const fm_server *s, bool tls, sg_h2_conn **out, char *err
     return sg_h2_conn_new(out, &o);
 }
 
+/* The server's log once it holds at least @count occurrences of @needle
+ * (polled for up to 5 s: the server handles our last frames on its own
+ * time), or the last log fetched. */
+static char *h2t_log_when(const fm_server *s, const char *needle, int count) {
+    char *log = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(log);
+        log = fm_fetch(s, "/_log", 0);
+        if (log != NULL && fm_count(log, needle) >= count) {
+            break;
+        }
+        usleep(50 * 1000);
+    }
+    return log;
+}
+
 /*
  * Scans the log for the request tagged _tag=@tag: its exchange id.  Returns
  * -1 when absent.  Lines are one event each.
