@@ -14,10 +14,9 @@
  *   sg_ledger *l;  sg_ledger_open(&l, "/var/lib/app/ledger", NULL);
  *   char key[SG_LEDGER_KEY_SIZE];
  *   sg_ledger_key_derive("POST", url, body, body_len, key);
- *   if (sg_ledger_intent(l, key, "POST", url) != 0) -> do not send;
- *   ... each attempt ends:  sg_ledger_attempt_record(l, key, rec);
- *   ... the operation ends: sg_ledger_resolve(l, key,
- *                               sg_ledger_resolution_of(op), sg_op_outcome(op));
+ *   if (sg_ledger_op_intent(l, key, op, url) != 0) -> do not send;
+ *   ... each attempt ends:  sg_ledger_op_attempt(l, key, op);
+ *   ... the operation ends: sg_ledger_op_resolve(l, key, op);
  *   sg_ledger_close(l);
  *
  * Durability: every record carries a CRC32C; when sg_ledger_intent returns 0
@@ -293,6 +292,57 @@ SG_EXTERN sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op);
  */
 SG_EXTERN int sg_ledger_resolve(sg_ledger *l, const char *key, sg_ledger_resolution res,
                                 sg_outcome outcome);
+
+/* ------------------------------------------------------------------------
+ * Recording an operation (what both transports call; for your own loop too)
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ledger_op_key - the key an operation is recorded under: its policy's
+ * idempotency key when it has one (it names the operation everywhere),
+ * else @fallback (e.g. from sg_ledger_key_derive).
+ *
+ * Returns the key, or NULL when @op has no idempotency key and @fallback is
+ * NULL (then sg_ledger_op_intent fails with SG_EINVAL).
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN const char *sg_ledger_op_key(const sg_op *op, const char *fallback);
+
+/**
+ * sg_ledger_op_intent - sg_ledger_intent for a started operation, with its
+ * method: call it before the first request; if it fails, send nothing.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op never started, or @key or @url is NULL;
+ *   any error of sg_ledger_intent() (e.g. SG_EEXIST while @key is
+ *              unresolved).
+ * Thread-safety: as sg_ledger_intent.
+ */
+SG_EXTERN int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op,
+                                  const char *url);
+
+/**
+ * sg_ledger_op_attempt - records @op's latest attempt (call it after
+ * sg_op_attempt_done).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL or has no attempt;
+ *   any error of sg_ledger_attempt_record().
+ * Thread-safety: as sg_ledger_attempt.
+ */
+SG_EXTERN int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op);
+
+/**
+ * sg_ledger_op_resolve - records how @op ended: unknown when any attempt's
+ * outcome was unknown, done when ok, failed otherwise
+ * (sg_ledger_resolution_of), with the operation's outcome.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL;
+ *   any error of sg_ledger_resolve().
+ * Thread-safety: as sg_ledger_resolve.
+ */
+SG_EXTERN int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *op);
 
 /**
  * sg_ledger_reconcile - an operator (or a reconciliation job) settled the

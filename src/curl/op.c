@@ -240,9 +240,7 @@ static int op_end(sg_curl_op *op) {
     op->state = SG__OP_DONE;
     if (op->intent_recorded) {
         ledger_note(op,
-                    sg_ledger_resolve(op->opts.ledger, op->ledger_key,
-                                      sg_ledger_resolution_of(&op->policy),
-                                      sg_op_outcome(&op->policy)),
+                    sg_ledger_op_resolve(op->opts.ledger, op->ledger_key, &op->policy),
                     "resolve");
         op->intent_recorded = false;
     }
@@ -402,9 +400,8 @@ static void end_attempt(sg_curl_op *op, int64_t now, const sg_guard_result *gr) 
         return;
     }
     if (op->intent_recorded) {
-        const sg_op_attempt *last =
-            sg_op_attempt_at(&op->policy, sg_op_attempt_count(&op->policy) - 1);
-        ledger_note(op, sg_ledger_attempt_record(op->opts.ledger, op->ledger_key, last),
+        ledger_note(op,
+                    sg_ledger_op_attempt(op->opts.ledger, op->ledger_key, &op->policy),
                     "attempt");
     }
     if (v.partial && op->cbs.on_discard != NULL) {
@@ -460,14 +457,9 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now, sg_guard_resu
 /* Records the intent, durably, before anything is sent: if that fails (or
  * the key is already unresolved), nothing goes out and the op stays new. */
 static int record_intent(sg_curl_op *op) {
-    /* The policy's idempotency key names the operation everywhere; without
-     * one, the caller's ledger key does. */
-    const char *key = sg_op_idempotency_key(&op->policy);
-    op->ledger_key = key != NULL ? key : op->opts.ledger_key;
-    int rv = op->ledger_key != NULL
-                 ? sg_ledger_intent(op->opts.ledger, op->ledger_key,
-                                    sg_op_method(&op->policy), op->opts.url)
-                 : SG_EINVAL;
+    op->ledger_key = sg_ledger_op_key(&op->policy, op->opts.ledger_key);
+    int rv =
+        sg_ledger_op_intent(op->opts.ledger, op->ledger_key, &op->policy, op->opts.url);
     if (rv != 0) {
         snprintf(op->errbuf, sizeof(op->errbuf), "ledger intent: %s", sg_strerror(rv));
         return rv;

@@ -467,9 +467,7 @@ static void op_end(sg_h2_op *op) {
     op->state = SG__H2_DONE;
     if (op->intent_recorded) {
         /* never changes the outcome; kept as the op's message when free */
-        int rv = sg_ledger_resolve(op->ledger, op->ledger_key,
-                                   sg_ledger_resolution_of(&op->policy),
-                                   sg_op_outcome(&op->policy));
+        int rv = sg_ledger_op_resolve(op->ledger, op->ledger_key, &op->policy);
         if (rv != 0 && op->errbuf[0] == '\0') {
             snprintf(op->errbuf, sizeof(op->errbuf), "ledger resolve: %s",
                      sg_strerror(rv));
@@ -639,9 +637,7 @@ static void end_attempt(sg_h2_op *op, int64_t now) {
         }
     }
     if (op->intent_recorded) {
-        const sg_op_attempt *last =
-            sg_op_attempt_at(&op->policy, sg_op_attempt_count(&op->policy) - 1);
-        int lrv = sg_ledger_attempt_record(op->ledger, op->ledger_key, last);
+        int lrv = sg_ledger_op_attempt(op->ledger, op->ledger_key, &op->policy);
         if (lrv != 0 && op->errbuf[0] == '\0') {
             snprintf(op->errbuf, sizeof(op->errbuf), "ledger attempt: %s",
                      sg_strerror(lrv));
@@ -1072,10 +1068,7 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
  * policy's idempotency key, else the caller's ledger key; the URL defaults
  * to scheme://authority + path. */
 static int record_intent(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *req) {
-    const char *key = sg_op_idempotency_key(&op->policy);
-    if (key == NULL) {
-        key = req->ledger_key;
-    }
+    const char *key = sg_ledger_op_key(&op->policy, req->ledger_key);
     if (key == NULL) {
         return SG_EINVAL;
     }
@@ -1090,7 +1083,7 @@ static int record_intent(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request 
                  req->authority != NULL ? req->authority : c->authority, req->path);
         u = url;
     }
-    int rv = sg_ledger_intent(req->ledger, op->ledger_key, sg_op_method(&op->policy), u);
+    int rv = sg_ledger_op_intent(req->ledger, op->ledger_key, &op->policy, u);
     if (rv == 0) {
         op->ledger = req->ledger;
         op->intent_recorded = true;

@@ -110,6 +110,34 @@ sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
     return sg_op_outcome(op) == SG_OUTCOME_OK ? SG_LEDGER_DONE : SG_LEDGER_FAILED;
 }
 
+const char *sg_ledger_op_key(const sg_op *op, const char *fallback) {
+    const char *key = sg_op_idempotency_key(op);
+    return key != NULL ? key : fallback;
+}
+
+int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op, const char *url) {
+    const char *method = sg_op_method(op);
+    if (method == NULL || key == NULL || url == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_intent(l, key, method, url);
+}
+
+int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op) {
+    uint32_t n = sg_op_attempt_count(op);
+    if (op == NULL || n == 0) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_attempt_record(l, key, sg_op_attempt_at(op, n - 1));
+}
+
+int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *op) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_resolve(l, key, sg_ledger_resolution_of(op), sg_op_outcome(op));
+}
+
 int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf, size_t len) {
     if (e == NULL || buf == NULL) {
         return SG_EINVAL;

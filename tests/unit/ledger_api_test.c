@@ -327,6 +327,44 @@ static void unknown_is_listed_until_reconciled(void **state) {
     sg_ledger_close(l);
 }
 
+static void an_operation_is_recorded_through_the_op_helpers(void **state) {
+    fixture *f = *state;
+    sg_ledger *l = open_ledger(f);
+    sg_op_options o;
+    sg_op op;
+    sg_op_plan plan;
+    sg_op_result r;
+    sg_op_verdict v;
+    sg_op_options_init(&o);
+    sg_op_options_set_max_attempts(&o, 3);
+    assert_int_equal(sg_op_start(&op, &o, SG_SEC(1)), 0);
+    /* no idempotency key: the fallback names it */
+    assert_null(sg_ledger_op_key(&op, NULL));
+    const char *key = sg_ledger_op_key(&op, "op-helpers");
+    assert_string_equal(key, "op-helpers");
+    assert_int_equal(sg_ledger_op_intent(l, NULL, &op, "https://h/pay"), SG_EINVAL);
+    assert_int_equal(sg_ledger_op_attempt(l, key, &op), SG_EINVAL); /* no attempt yet */
+    assert_int_equal(sg_ledger_op_intent(l, key, &op, "https://h/pay"), 0);
+    assert_int_equal(sg_ledger_op_intent(l, key, &op, "https://h/pay"), SG_EEXIST);
+    /* an unsafe POST sent, then timed out: outcome unknown */
+    assert_int_equal(sg_op_next_attempt(&op, SG_SEC(1), &plan), 0);
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_FIRST_ITEM_TIMEOUT;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    assert_int_equal(sg_op_attempt_done(&op, SG_SEC(2), &r, &v), 0);
+    assert_true(v.outcome_unknown);
+    assert_int_equal(sg_ledger_op_attempt(l, key, &op), 0);
+    assert_int_equal(sg_ledger_op_resolve(l, key, &op), 0);
+    listing *ls = list(l);
+    assert_int_equal(ls->n, 1);
+    assert_int_equal(ls->first.state, SG_LEDGER_UNRESOLVED_UNKNOWN);
+    assert_string_equal(ls->first.method, "POST");
+    assert_int_equal(ls->first.attempts, 1);
+    assert_int_equal(sg_ledger_op_resolve(l, key, NULL), SG_EINVAL);
+    sg_ledger_close(l);
+}
+
 static void pending_intent_of_a_dead_process_can_be_reconciled(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
@@ -942,6 +980,8 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(unknown_is_listed_until_reconciled, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(an_operation_is_recorded_through_the_op_helpers,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(
             pending_intent_of_a_dead_process_can_be_reconciled, setup, teardown),
         cmocka_unit_test_setup_teardown(intent_for_an_unresolved_key_is_refused, setup,
