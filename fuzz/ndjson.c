@@ -14,6 +14,8 @@
 
 #include <streamguard/framing.h>
 
+#include "split_feed.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct outcome {
@@ -26,10 +28,11 @@ typedef struct outcome {
 } outcome;
 
 static void check(int ok, const char *what) {
-    if (!ok) {
-        fprintf(stderr, "fuzz/ndjson invariant failed: %s\n", what);
-        abort();
-    }
+    fz_check("ndjson", ok, what);
+}
+
+static ptrdiff_t feed(void *parser, const void *data, size_t len) {
+    return sg_ndjson_feed(parser, data, len);
 }
 
 static int on_item(const char *line, size_t len, void *ud) {
@@ -56,26 +59,7 @@ static void run(size_t max_line, const uint8_t *body, size_t n, const uint8_t *s
     out->hash = 0xcbf29ce484222325ULL;
     out->max_line = max_line;
     check(sg_ndjson_init(&p, &cfg, on_item, out, buf, need) == 0, "init");
-    size_t off = 0;
-    size_t k = 0;
-    while (off < n && out->status == 0) {
-        size_t len = n - off;
-        if (sizes != NULL) {
-            size_t want = (size_t)(sizes[k++ % n_sizes] % 64) + 1;
-            len = want < len ? want : len;
-        }
-        char *piece = malloc(len);
-        check(piece != NULL, "malloc");
-        memcpy(piece, body + off, len);
-        ptrdiff_t rc = sg_ndjson_feed(&p, piece, len);
-        free(piece);
-        check(rc == (ptrdiff_t)len || rc < 0, "feed returns its length or an error");
-        if (rc < 0) {
-            out->status = rc;
-            check(sg_ndjson_feed(&p, "x", 1) == rc, "errors are sticky");
-        }
-        off += len;
-    }
+    out->status = fz_feed_split("ndjson", &p, feed, body, n, sizes, n_sizes);
     check(sg_ndjson_end(&p, &out->clean) == 0, "end");
     check(sg_ndjson_get_stats(&p, &out->stats) == 0, "stats");
     check(out->stats.items == out->items, "items counted");

@@ -20,6 +20,8 @@
 
 #include <streamguard/framing.h>
 
+#include "split_feed.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 typedef struct digest {
@@ -32,10 +34,11 @@ typedef struct digest {
 } digest;
 
 static void check(int ok, const char *what) {
-    if (!ok) {
-        fprintf(stderr, "fuzz/sse invariant failed: %s\n", what);
-        abort();
-    }
+    fz_check("sse", ok, what);
+}
+
+static ptrdiff_t feed(void *parser, const void *data, size_t len) {
+    return sg_sse_feed(parser, data, len);
 }
 
 static void mix(digest *d, const void *p, size_t n) {
@@ -103,27 +106,7 @@ static void run(const sg_sse_config *cfg, const uint8_t *body, size_t n,
     out->d.max_line = cfg->max_line;
     out->d.max_event = cfg->max_event;
     check(sg_sse_init(&p, cfg, &cbs, &out->d, buf, need) == 0, "init");
-    size_t off = 0;
-    size_t k = 0;
-    while (off < n && out->status == 0) {
-        size_t len = n - off;
-        if (sizes != NULL) {
-            size_t want = (size_t)(sizes[k++ % n_sizes] % 64) + 1;
-            len = want < len ? want : len;
-        }
-        /* Each read in its own exact-size block: an over-read is caught. */
-        char *piece = malloc(len);
-        check(piece != NULL, "malloc");
-        memcpy(piece, body + off, len);
-        ptrdiff_t rc = sg_sse_feed(&p, piece, len);
-        free(piece);
-        check(rc == (ptrdiff_t)len || rc < 0, "feed returns its length or an error");
-        if (rc < 0) {
-            out->status = rc;
-            check(sg_sse_feed(&p, "x", 1) == rc, "errors are sticky");
-        }
-        off += len;
-    }
+    out->status = fz_feed_split("sse", &p, feed, body, n, sizes, n_sizes);
     check(sg_sse_end(&p, &out->clean) == 0, "end");
     check(sg_sse_feed(&p, "x", 1) == (out->status != 0 ? out->status : SG_EDONE),
           "feed after end");
