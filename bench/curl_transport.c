@@ -220,6 +220,20 @@ static size_t framed_write(char *p, size_t s, size_t n, void *ud) {
     return sg_sse_feed(&f->p, p, s * n) < 0 ? 0 : s * n;
 }
 
+/* CPU ns per item of one plain libcurl transfer with this write callback. */
+static double plain_cpu_ns(const char *url, curl_write_callback write, void *data,
+                           long events) {
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, data);
+    double c0 = cpu_seconds();
+    curl_easy_perform(e);
+    double ns = (cpu_seconds() - c0) * 1e9 / (double)events;
+    curl_easy_cleanup(e);
+    return ns;
+}
+
 static void cpu_per_item(long events) {
     char url[256];
     snprintf(url, sizeof(url), "%s/v1/chat/completions?n=%ld&gap=0&_t=cpu", base, events);
@@ -231,27 +245,12 @@ static void cpu_per_item(long events) {
         sg_sse_callbacks scb = {framed_event, NULL, NULL};
         sg_sse_init(&fr.p, &sc, &scb, &fr, fr.buf, sizeof(fr.buf));
         fr.items = 0;
-        CURL *fe = curl_easy_init();
-        curl_easy_setopt(fe, CURLOPT_URL, url);
-        curl_easy_setopt(fe, CURLOPT_WRITEFUNCTION, framed_write);
-        curl_easy_setopt(fe, CURLOPT_WRITEDATA, &fr);
-        double f0 = cpu_seconds();
-        curl_easy_perform(fe);
-        framed_ns[r] = (cpu_seconds() - f0) * 1e9 / (double)events;
-        curl_easy_cleanup(fe);
-
+        framed_ns[r] = plain_cpu_ns(url, framed_write, &fr, events);
         uint64_t bytes = 0;
-        CURL *e = curl_easy_init();
-        curl_easy_setopt(e, CURLOPT_URL, url);
-        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, count_bytes);
-        curl_easy_setopt(e, CURLOPT_WRITEDATA, &bytes);
-        double c0 = cpu_seconds();
-        curl_easy_perform(e);
-        plain[r] = (cpu_seconds() - c0) * 1e9 / (double)events;
-        curl_easy_cleanup(e);
+        plain[r] = plain_cpu_ns(url, count_bytes, &bytes, events);
 
         items = 0;
-        e = curl_easy_init();
+        CURL *e = curl_easy_init();
         curl_easy_setopt(e, CURLOPT_URL, url);
         sg_op_options po;
         sg_op_options_init(&po);
@@ -265,7 +264,7 @@ static void cpu_per_item(long events) {
         sg_curl_callbacks cbs = {.on_item = count_items};
         sg_curl_op *op;
         sg_curl_op_new(&op, e, &po, &co, &cbs, &items);
-        c0 = cpu_seconds();
+        double c0 = cpu_seconds();
         sg_curl_perform(op);
         guarded[r] = (cpu_seconds() - c0) * 1e9 / (double)events;
         if (sg_curl_op_outcome(op) != SG_OUTCOME_OK) {
