@@ -171,7 +171,7 @@ static double guarded_idle(const char *tag, bool keepalive, int64_t idle) {
     sg_op_options_set_method(&po, "GET");
     sg_op_options_set_max_attempts(&po, 1);
     sg_op_options_set_idle_timeout(&po, idle);
-    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_op *op;
     sg_curl_op_new(&op, e, &po, &co, NULL, NULL);
     sg_curl_perform(op);
@@ -260,7 +260,7 @@ static void cpu_per_item(long events) {
         sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
         sg_op_options_set_idle_timeout(&po, SG_SEC(5));
         sg_op_options_set_stream_timeout(&po, SG_SEC(300));
-        sg_curl_options co = {.terminal_data = "[DONE]"};
+        sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
         sg_curl_callbacks cbs = {.on_item = count_items};
         sg_curl_op *op;
         sg_curl_op_new(&op, e, &po, &co, &cbs, &items);
@@ -329,7 +329,8 @@ static void concurrent(int n, int64_t idle, const char *label) {
     sg_op_options_set_max_attempts(&po, 1);
     sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
     sg_op_options_set_idle_timeout(&po, idle);
-    sg_curl_options co = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096};
+    sg_curl_options co = {
+        .framing = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096}};
     sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
     long rss0 = rss_kib();
     double c0 = cpu_seconds();
@@ -432,7 +433,7 @@ int main(int argc, char **argv) {
         sg_op_options_set_method(&po, "GET");
         sg_op_options_set_max_attempts(&po, 1);
         sg_op_options_set_idle_timeout(&po, SG_MS(50));
-        sg_curl_options co = {.terminal_data = "[DONE]"};
+        sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
         sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
         sg_curl_op *op;
         sg_curl_op_new(&op, e, &po, &co, &cbs, &c);

@@ -157,6 +157,7 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
     sg_stream_config framing;
     memset(&framing, 0, sizeof(framing));
     framing.terminal_data = "[DONE]";
+    req.framing = framing;
     sg_op_options po;
     sg_op_options_init(&po);
     sg_op_options_set_budget(&po, SG_SEC(120));
@@ -171,7 +172,7 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
     for (int i = 0; i < n; i++) {
         slots[i].r = r;
         slots[i].i = i;
-        rv = sg_h2_stream_start(c, &req, &po, &framing, &cbs, &slots[i], NULL);
+        rv = sg_h2_stream_start(c, &req, &po, &cbs, &slots[i], NULL);
         if (rv != 0) {
             fprintf(stderr, "stream_start: %s\n", sg_strerror(rv));
             return rv;

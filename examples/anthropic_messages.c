@@ -153,8 +153,8 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
     sg_curl_options opts = {0};
-    opts.format = SG_FORMAT_SSE;
-    opts.terminal_type = "message_stop"; /* the event that ends it cleanly */
+    opts.framing.format = SG_FORMAT_SSE;
+    opts.framing.terminal_type = "message_stop"; /* the event that ends it cleanly */
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
     struct app app = {0, 0};

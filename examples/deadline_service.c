@@ -96,8 +96,8 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "{\"stream\":true}");
 
     sg_curl_options opts = {0};
-    opts.format = SG_FORMAT_SSE;
-    opts.terminal_data = "[DONE]";
+    opts.framing.format = SG_FORMAT_SSE;
+    opts.framing.terminal_data = "[DONE]";
     opts.headers = headers;
     opts.deadline_header = true; /* X-Deadline-Ms: <lease>, fresh per attempt */
     sg_curl_callbacks cbs = {on_item, NULL, on_attempt, NULL};

@@ -118,13 +118,14 @@ int main(int argc, char **argv) {
         sg_op_options_set_idempotency_key(&policy, g->key);
 
         sg_h2_request req = {0};
+        req.framing = framing;
         req.path = g->path;
         req.headers = headers;
         req.nheaders = 1;
         req.body = body;
         req.body_len = sizeof(body) - 1;
         req.deadline_header = true;
-        rv = sg_h2_stream_start(conn, &req, &policy, &framing, &cbs, g, &g->op);
+        rv = sg_h2_stream_start(conn, &req, &policy, &cbs, g, &g->op);
         if (rv != 0) {
             fprintf(stderr, "h2_multiplex: %s: %s\n", g->name, sg_strerror(rv));
             sg_h2_conn_free(conn);

@@ -118,7 +118,7 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
     sg_curl_options opts = {0};
-    opts.format = SG_FORMAT_NDJSON; /* one item per non-empty line */
+    opts.framing.format = SG_FORMAT_NDJSON; /* one item per non-empty line */
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
     struct app app = {0, 0, 0};

@@ -185,8 +185,8 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
     sg_curl_options opts = {0};
-    opts.format = SG_FORMAT_SSE;
-    opts.terminal_data = "[DONE]"; /* the clean end; not delivered as an item */
+    opts.framing.format = SG_FORMAT_SSE;
+    opts.framing.terminal_data = "[DONE]"; /* the clean end; not delivered as an item */
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
     struct app app = {0, 0};

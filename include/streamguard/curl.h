@@ -40,7 +40,9 @@
 
 #include <curl/curl.h>
 
-#include <streamguard/streamguard.h>
+#include <streamguard/core.h>
+#include <streamguard/policy.h>
+#include <streamguard/stream.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,17 +98,14 @@ typedef struct sg_curl_callbacks {
  * list, the header list and the clock are read while the operation lives,
  * so keep them alive (and unchanged) until it is freed.
  *
- * format:         SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
- * terminal_data:  SSE data that marks the clean end and is not delivered,
- *                 e.g. "[DONE]".  Default NULL: none.
- * terminal_type:  SSE event type that marks the clean end and is delivered,
- *                 e.g. "message_stop".  Default NULL: none.
- * skip_types:     SSE event types that are not items, NULL-terminated,
- *                 e.g. {"ping", NULL}: never delivered, never reset the
- *                 idle clock (see sg_stream_config).  Default NULL.
- * max_line:       longest line accepted (default 64 KiB).
- * max_event:      largest SSE event accepted (default 1 MiB).  Exceeding
- *                 either is protocol_error.  Memory per operation is bounded
+ * framing:        how the body is cut into items: format (SSE by default,
+ *                 or NDJSON), the terminal sentinel (terminal_data such as
+ *                 "[DONE]", not delivered; or terminal_type such as
+ *                 "message_stop", delivered), skip_types (event types that
+ *                 are not items), and the size limits max_line (64 KiB) and
+ *                 max_event (1 MiB), exceeding either is protocol_error.
+ *                 The same sg_stream_config every transport embeds; see
+ *                 <streamguard/stream.h>.  Memory per operation is bounded
  *                 by 4 * max_line + max_event (allocated once, untouched
  *                 pages cost nothing).
  * headers:        request headers, sent on every attempt together with
@@ -125,39 +124,18 @@ typedef struct sg_curl_callbacks {
  * clock:          the clock; NULL = CLOCK_MONOTONIC.  Borrowed: the
  *                 operation keeps the pointer.  The managed multi waits on
  *                 real time, so inject a clock only for reads.
- * ledger:         an open intent ledger (<streamguard/ledger.h>), or NULL.
- *                 When set, the operation records its intent before the
- *                 first request (durably: if that fails, nothing is sent
- *                 and starting the operation fails with the ledger's
- *                 error, e.g. SG_EEXIST while the same key is unresolved),
- *                 each attempt's result, and its resolution at the end:
- *                 unknown when an attempt's outcome is unknown, done when
- *                 ok, failed otherwise.  Errors after the intent are kept
- *                 in sg_curl_op_error() and never change the outcome.
- *                 Borrowed.  Default NULL.
- * ledger_key:     the ledger key when the policy has no idempotency key
- *                 (e.g. from sg_ledger_key_derive over method, URL and
- *                 body).  With a ledger, one of the two is required.
- * url:            the URL recorded in the ledger (libcurl does not reveal
- *                 the easy handle's URL before the transfer).  Required
- *                 with a ledger.
+ *
+ * An intent ledger, or any other record of what the operation did, plugs
+ * into the policy as an observer (sg_op_options_set_observer), not here.
  */
 typedef struct sg_curl_options {
-    sg_format format;
-    const char *terminal_data;
-    const char *terminal_type;
-    const char *const *skip_types;
-    size_t max_line;
-    size_t max_event;
+    sg_stream_config framing;
     const struct curl_slist *headers;
     const char *cafile;
     bool deadline_header;
     bool grpc_timeout;
     int64_t drain_ns;
     const sg_clock *clock;
-    struct sg_ledger *ledger;
-    const char *ledger_key;
-    const char *url;
 } sg_curl_options;
 
 /**
@@ -175,8 +153,8 @@ typedef struct sg_curl_options {
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes (then *@out, when @out is not NULL, is set to NULL):
  *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format, a
- *              negative drain_ns, an empty ("") terminal_data or
- *              terminal_type, or a ledger without a url;
+ *              negative drain_ns, or an empty ("") terminal_data or
+ *              terminal_type;
  *   SG_ERANGE  a framing limit in @opts is out of range;
  *   SG_ENOMEM  out of memory.
  * Thread-safety: touches only the new operation; @easy is only stored.
@@ -213,9 +191,9 @@ SG_EXTERN void sg_curl_op_free(sg_curl_op *op);
  *              epoll_wait failed mid-run (the transfer was removed and the
  *              operation left unfinished: free it); errno says why;
  *   SG_ECURL   curl_multi_init failed (it did not run);
- *   any error of sg_ledger_intent() (it did not run; nothing was sent), e.g.
- *              SG_EEXIST while the same key is unresolved in the ledger, or
- *              SG_EINVAL when a ledger is set but there is no key.
+ *   the negative code of the policy observer's on_intent when it refused
+ *              the operation (it did not run; nothing was sent), e.g. the
+ *              intent ledger's SG_EEXIST while the same key is unresolved.
  * Thread-safety: blocks the calling thread, which must own @op.
  */
 SG_EXTERN int sg_curl_perform(sg_curl_op *op);
@@ -316,8 +294,8 @@ SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op or @multi is NULL;
  *   SG_ESTATE  @op was already started;
- *   any error of sg_ledger_intent() when a ledger is set: nothing was sent
- *              and @op was not added (it stays unstarted).
+ *   the observer's on_intent code when it refused the operation: nothing
+ *              was sent and @op was not added (it stays unstarted).
  * Thread-safety: only on the thread that owns @op and @multi.
  */
 SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
@@ -350,6 +328,22 @@ SG_EXTERN int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
  * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
+
+/**
+ * sg_curl_op_cancel - cancel @op: a running attempt's transfer is removed
+ * at the next tick (outcome cancelled, never retried); an operation
+ * sleeping before a retry ends there with outcome cancelled (reason
+ * cancelled).  The operation is due at once: on a managed multi the next
+ * sg_curl_multi_step ends it; on the caller's own multi,
+ * sg_curl_op_next_deadline() says INT64_MIN, so call sg_curl_op_tick.
+ * Harmless on an operation that is not running or has ended.  Never call
+ * it from on_item (return non-zero there instead).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
+SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
 
 /**
  * sg_curl_op_tick - enforce @op's deadlines at @now: abort the running
@@ -411,8 +405,8 @@ SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
  *   SG_EINVAL  @m or @op is NULL;
  *   SG_ESTATE  @op was already started;
  *   SG_ENOMEM  out of memory (@op was not started);
- *   any error of sg_ledger_intent() when a ledger is set: nothing was sent
- *              and @op was not added.
+ *   the observer's on_intent code when it refused the operation: nothing
+ *              was sent and @op was not added.
  * Thread-safety: only on the thread that owns @m and @op.
  */
 SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);

@@ -50,7 +50,9 @@
 #ifndef STREAMGUARD_H2_H
 #define STREAMGUARD_H2_H
 
-#include <streamguard/streamguard.h>
+#include <streamguard/core.h>
+#include <streamguard/policy.h>
+#include <streamguard/stream.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -116,9 +118,15 @@ typedef struct sg_h2_header {
 } sg_h2_header;
 
 /**
- * sg_h2_request - what each attempt sends.  Everything is copied by
- * sg_h2_stream_start, the body included.
+ * sg_h2_request - what each attempt sends, and how its body is framed.
+ * Everything is copied by sg_h2_stream_start, the body included, except
+ * what framing points to (the sentinel strings, skip_types), which must
+ * outlive the operation.
  *
+ * framing:         how the body is cut into items: SSE or NDJSON,
+ *                  sentinels, skip_types and size limits - the same
+ *                  sg_stream_config every transport embeds (see
+ *                  <streamguard/stream.h>).  Zero: SSE, default limits.
  * method:          default NULL: the policy's method (default "POST").  When
  *                  set it also becomes the policy's method, so retry safety
  *                  follows the method actually sent.
@@ -137,18 +145,14 @@ typedef struct sg_h2_header {
  * drain_ns:        after the terminal sentinel, how long to wait for the
  *                  stream's END_STREAM before resetting it with CANCEL; the
  *                  outcome is ok either way.  Default 200 ms.
- * ledger:          an open intent ledger (<streamguard/ledger.h>), or NULL.
- *                  As for sg_curl_options.ledger: the intent is recorded
- *                  durably before the first stream is submitted (if that
- *                  fails, sg_h2_stream_start fails with the ledger's error
- *                  and nothing is sent), then each attempt and the
- *                  resolution.  Borrowed.  Default NULL.
- * ledger_key:      the ledger key when the policy has no idempotency key
- *                  (with a ledger, one of the two is required).
- * url:             the URL recorded in the ledger.  Default:
- *                  scheme://authority + path.
+ *
+ * An intent ledger, or any other record of what the operation did, plugs
+ * into the policy as an observer (sg_op_options_set_observer).  Its intent
+ * names the policy's target, or, when the policy has none,
+ * scheme://authority + path.
  */
 typedef struct sg_h2_request {
+    sg_stream_config framing;
     const char *method;
     const char *path;
     const char *authority;
@@ -159,9 +163,6 @@ typedef struct sg_h2_request {
     bool deadline_header;
     bool grpc_timeout;
     int64_t drain_ns;
-    struct sg_ledger *ledger;
-    const char *ledger_key;
-    const char *url;
 } sg_h2_request;
 
 /**
@@ -287,13 +288,9 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * sg_h2_stream_start - start an operation on @conn now: starts its budget
  * and submits the first attempt's stream (it goes out on the next step).
  *
- * @req: the request, copied.
- * @policy: budget, clocks, retries (see <streamguard/policy.h>); NULL means
- *   the policy defaults.  Copied.
- * @framing: SSE or NDJSON, sentinels and size limits (see
- *   <streamguard/stream.h>); NULL means SSE with the default limits.
- *   Copied, except what it points to (the sentinel strings, skip_types),
- *   which must outlive the operation.
+ * @req: the request and its framing, copied (see sg_h2_request).
+ * @policy: budget, clocks, retries, observer (see <streamguard/policy.h>);
+ *   NULL means the policy defaults.  Copied.
  * @cbs: callbacks; NULL means none.  Copied.
  * @user_data: handed to every callback.
  * @out: receives the operation, owned by @conn until sg_h2_op_free or
@@ -307,19 +304,18 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * (then no operation exists and no callback was called):
  *   SG_EINVAL  @conn or @req is NULL, no path, a header without a name or
  *              value, a negative drain_ns, an invalid method, or an unknown
- *              format in @framing;
+ *              format in @req->framing;
  *   SG_ERANGE  a framing limit is out of range, or the policy's floor is not
  *              below its budget;
  *   SG_ENOMEM  out of memory;
- *   any error of sg_ledger_intent() when @req->ledger is set (e.g. SG_EEXIST
- *              while the key is unresolved; SG_EINVAL without any key):
- *              nothing was sent.
+ *   the negative code of the policy observer's on_intent when it refused
+ *              the operation (e.g. the intent ledger's SG_EEXIST while the
+ *              key is unresolved, SG_EINVAL without any key): nothing was
+ *              sent.
  */
 SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
-                                 const sg_op_options *policy,
-                                 const sg_stream_config *framing,
-                                 const sg_h2_callbacks *cbs, void *user_data,
-                                 sg_h2_op **out);
+                                 const sg_op_options *policy, const sg_h2_callbacks *cbs,
+                                 void *user_data, sg_h2_op **out);
 
 /**
  * sg_h2_op_cancel - the caller gives up on @op at the next step: a running

@@ -9,15 +9,21 @@
  * the process died mid-operation - can be listed and reconciled later, by
  * this process or by any other one on the same machine.
  *
- * How a transport uses it (docs/ledger.md has the full workflow):
+ * The ledger plugs into an operation as its policy observer (docs/ledger.md
+ * has the full workflow); no transport knows of it:
  *
  *   sg_ledger *l;  sg_ledger_open(&l, "/var/lib/app/ledger", NULL);
  *   char key[SG_LEDGER_KEY_SIZE];
  *   sg_ledger_key_derive("POST", url, body, body_len, key);
- *   if (sg_ledger_op_intent(l, key, op, url) != 0) -> do not send;
- *   ... each attempt ends:  sg_ledger_op_attempt(l, key, op);
- *   ... the operation ends: sg_ledger_op_resolve(l, key, op);
+ *   sg_ledger_binding b = {l, key};  // key: used without an idempotency key
+ *   sg_op_options_set_target(&policy, url);
+ *   sg_op_options_set_observer(&policy, sg_ledger_observer(), &b);
+ *   ... run the operation on any transport: the intent is recorded before
+ *   ... the first request (or the operation is refused), then each attempt
+ *   ... and the resolution.
  *   sg_ledger_close(l);
+ *
+ * Your own loop may call sg_ledger_op_intent / _attempt / _resolve instead.
  *
  * Durability: every record carries a CRC32C; when sg_ledger_intent returns 0
  * its record has been written and fdatasync'ed (with the default fsync
@@ -41,7 +47,8 @@
 #ifndef STREAMGUARD_LEDGER_H
 #define STREAMGUARD_LEDGER_H
 
-#include <streamguard/streamguard.h>
+#include <streamguard/core.h>
+#include <streamguard/policy.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -294,8 +301,40 @@ SG_EXTERN int sg_ledger_resolve(sg_ledger *l, const char *key, sg_ledger_resolut
                                 sg_outcome outcome);
 
 /* ------------------------------------------------------------------------
- * Recording an operation (what both transports call; for your own loop too)
+ * Recording an operation: the ledger as a policy observer, or by hand
  * ------------------------------------------------------------------------ */
+
+/**
+ * sg_ledger_binding - the user_data of sg_ledger_observer(): which ledger
+ * records the operation, and the key to record it under when its policy
+ * has no idempotency key (e.g. from sg_ledger_key_derive; NULL: none, and
+ * an operation without an idempotency key is then refused with SG_EINVAL).
+ * Borrowed by the operation: keep it, the ledger and the key alive until
+ * the operation has ended or been freed.  One binding per operation, or
+ * one for many when they all carry idempotency keys.
+ */
+typedef struct sg_ledger_binding {
+    sg_ledger *ledger;
+    const char *fallback_key;
+} sg_ledger_binding;
+
+/**
+ * sg_ledger_observer - the intent ledger as a policy observer
+ * (sg_op_options_set_observer with an sg_ledger_binding as user_data):
+ *   on_intent      sg_ledger_op_intent with the policy's target as the URL:
+ *                  the record is durable before anything is sent, and its
+ *                  error (SG_EEXIST while the key is unresolved, SG_EINVAL
+ *                  without a key or a target, any I/O error) refuses the
+ *                  operation;
+ *   on_attempt_end sg_ledger_op_attempt;
+ *   on_resolve     sg_ledger_op_resolve.
+ * Errors after the intent never change the outcome; the operation keeps
+ * the first (sg_op_observer_error) and its transport reports it.
+ *
+ * Returns a pointer to an immutable table with static storage.
+ * Thread-safety: reentrant; the calls it makes are as the ledger's.
+ */
+SG_EXTERN const sg_op_observer *sg_ledger_observer(void);
 
 /**
  * sg_ledger_op_key - the key an operation is recorded under: its policy's

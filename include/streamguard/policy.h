@@ -109,6 +109,9 @@ typedef struct sg_op_options {
     char deadline_header_[SG_OP_HEADER_NAME_MAX + 1];     /* private */
     char idempotency_key_[SG_OP_IDEMPOTENCY_KEY_MAX + 1]; /* private */
     char label_[SG_OP_LABEL_MAX + 1];                     /* private */
+    const struct sg_op_observer *observer_;               /* private: borrowed */
+    void *observer_ud_;                                   /* private */
+    const char *target_;                                  /* private: borrowed */
 } sg_op_options;
 
 /**
@@ -443,6 +446,39 @@ SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *na
  */
 SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
 
+/**
+ * sg_op_options_set_target - what the operation is about: the URL (or any
+ * name) of its request, as an observer's intent record shows it.  Never
+ * sent by the policy; the transports do not read it to decide where to
+ * connect.  Do not put credentials in it.  Borrowed, not copied: the
+ * string must outlive every operation started with @o.  NULL removes it.
+ * Default: none (the HTTP/2 transport fills in scheme://authority/path
+ * when it is unset).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_target(sg_op_options *o, const char *target);
+
+/**
+ * sg_op_options_method - the method operations started with @o will use:
+ * the one set with sg_op_options_set_method, else "POST".
+ *
+ * Returns a string inside @o (valid while @o is unchanged), or NULL when
+ * @o is NULL.
+ * Thread-safety: reads only @o.
+ */
+SG_EXTERN const char *sg_op_options_method(const sg_op_options *o);
+
+/**
+ * sg_op_options_target - the target set with sg_op_options_set_target.
+ *
+ * Returns the borrowed string, or NULL when none is set or @o is NULL.
+ * Thread-safety: reads only @o.
+ */
+SG_EXTERN const char *sg_op_options_target(const sg_op_options *o);
+
 /* ------------------------------------------------------------------------
  * Decisions and reasons.  Their names are a public contract (reports).
  * ------------------------------------------------------------------------ */
@@ -491,7 +527,8 @@ typedef enum sg_op_decision {
     XX(ATTEMPTS_EXHAUSTED, "attempts_exhausted")                 \
     XX(BACKOFF_EXCEEDS_BUDGET, "backoff_exceeds_budget")         \
     XX(RETRY_AFTER_EXCEEDS_BUDGET, "retry_after_exceeds_budget") \
-    XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")
+    XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")       \
+    XX(CANCELLED, "cancelled")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -581,9 +618,71 @@ typedef struct sg_op {
     uint8_t outcome_;                            /* private */
     uint8_t decision_;                           /* private */
     uint8_t reason_;                             /* private */
-    uint32_t pad_;                               /* private */
+    int32_t observer_error_;                     /* private: first failure, 0 none */
     sg_op_attempt attempts_[SG_OP_MAX_ATTEMPTS]; /* private */
 } sg_op;
+
+/* ------------------------------------------------------------------------
+ * Observers: what the policy calls as an operation forms its intent,
+ * starts and ends each attempt, and resolves (DESIGN: "observer").
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_intent - what an operation is about to do, as its observer sees it
+ * before anything is sent.  Every string is valid during the call only.
+ */
+typedef struct sg_op_intent {
+    const char *method;          ///< the request method ("POST" by default)
+    const char *target;          ///< sg_op_options_set_target, or NULL
+    const char *idempotency_key; ///< the key sent on every attempt, or NULL
+    const char *label;           ///< sg_op_options_set_label, or NULL
+} sg_op_intent;
+
+/**
+ * sg_op_observer - a table of functions the policy calls; every pointer
+ * may be NULL.  The table and its user_data are borrowed (see
+ * sg_op_options_set_observer).  Each function runs on the thread that
+ * drives the operation, synchronously, inside the policy call named below:
+ * keep it short, and never call back into the same sg_op.
+ *
+ * on_intent:        from sg_op_start, after the budget started and before
+ *                   any attempt can be planned.  Return 0 to let the
+ *                   operation go on, or a negative SG_E* code to refuse it:
+ *                   sg_op_start then fails with that code and the operation
+ *                   is not started (nothing is ever sent).  The intent
+ *                   ledger refuses this way while the same key is
+ *                   unresolved.
+ * on_attempt_start: from sg_op_next_attempt, once an attempt was leased
+ *                   (@rec->running is true; the clocks it was granted are
+ *                   set).
+ * on_attempt_end:   from sg_op_attempt_done, once the attempt's outcome and
+ *                   the decision are recorded in @rec.
+ * on_resolve:       once, when the operation ends, whatever ended it (a
+ *                   final attempt, a refused lease, sg_op_cancel): the
+ *                   outcome, decision and reason are final.
+ * The last three return 0, or a negative SG_E* code that never changes the
+ * operation: the first such code is kept for sg_op_observer_error().
+ */
+typedef struct sg_op_observer {
+    int (*on_intent)(const sg_op *op, const sg_op_intent *intent, void *user_data);
+    int (*on_attempt_start)(const sg_op *op, const sg_op_attempt *rec, void *user_data);
+    int (*on_attempt_end)(const sg_op *op, const sg_op_attempt *rec, void *user_data);
+    int (*on_resolve)(const sg_op *op, void *user_data);
+} sg_op_observer;
+
+/**
+ * sg_op_options_set_observer - the observer of every operation started
+ * with @o, called with @user_data.  Borrowed: @obs and what @user_data
+ * points to must outlive those operations.  NULL removes it.  Default:
+ * none.  One observer per operation; an observer that fans out to several
+ * (a ledger and a metrics sink) is the caller's to write.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
+                                         void *user_data);
 
 /**
  * sg_op_start - begin an operation at @now: copies @opts (NULL = all
@@ -755,6 +854,30 @@ typedef struct sg_op_verdict {
  */
 SG_EXTERN int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r,
                                  sg_op_verdict *v);
+
+/**
+ * sg_op_cancel - ends an operation that has no attempt running (before the
+ * first attempt, or sleeping between two) at @now: outcome cancelled,
+ * decision stop, reason cancelled.  The observer's on_resolve runs.  A
+ * running attempt is cancelled by its transport instead, which hands in
+ * its result with outcome cancelled.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL or was never started;
+ *   SG_ESTATE  an attempt is running, or the operation has ended.
+ * Thread-safety: touches only @op.
+ */
+SG_EXTERN int sg_op_cancel(sg_op *op, int64_t now);
+
+/**
+ * sg_op_observer_error - the first error an observer's on_attempt_start,
+ * on_attempt_end or on_resolve returned for @op.
+ *
+ * Returns 0 when there was none (or @op is NULL or never started), else
+ * that negative SG_E* code.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN int sg_op_observer_error(const sg_op *op);
 
 /**
  * sg_op_finished - has the operation ended?

@@ -299,7 +299,7 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
     if (m == NULL || op == NULL) {
         return SG_EINVAL;
     }
-    if (op->state != SG__OP_NEW) {
+    if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
     }
     op->owner = m;
@@ -333,7 +333,7 @@ int sg_curl_perform(sg_curl_op *op) {
     if (op == NULL) {
         return SG_EINVAL;
     }
-    if (op->state != SG__OP_NEW) {
+    if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
     }
     sg_curl_multi *m;

@@ -14,15 +14,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
+#include <stddef.h>
 
-#define SG__DEFAULT_DRAIN SG_MS(200)
 /* libcurl's own timeouts back ours up; they sit this far behind the lease
  * so the guard, which knows the phase, always fires first. */
 #define SG__CURL_MARGIN_MS 250
 
+#define OP_OF(l) ((sg_curl_op *)((char *)(l)-offsetof(sg_curl_op, lc)))
+
+_Static_assert(SG__LC_ERROR_SIZE >= CURL_ERROR_SIZE, "libcurl writes CURL_ERROR_SIZE");
+
 static int64_t op_now(const sg_curl_op *op) {
     return sg_clock_now(op->opts.clock);
+}
+
+static sg_guard *guard_of(sg_curl_op *op) {
+    return sg__lc_guard(&op->lc);
 }
 
 /* ------------------------------------------------------------------ items */
@@ -35,29 +42,14 @@ static int on_item(const sg_item *item, void *user_data) {
     return 0;
 }
 
-static sg_guard *guard_of(sg_curl_op *op) {
-    return sg_stream_guard(&op->stream);
-}
-
 /* ------------------------------------------------------- libcurl callbacks */
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nmemb;
-    if (op->state != SG__OP_RUNNING || !op->body_is_stream) {
-        return n; /* draining after the terminal, or a redirect's body */
-    }
-    int64_t now = op_now(op);
-    int rv = sg_stream_feed(&op->stream, ptr, n, now);
+    int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
     if (rv < 0) {
-        op->feed_rc = rv;
         return 0; /* expired, capped, cancelled or malformed: abort */
-    }
-    if (rv == 1) {
-        /* Decided at the instant the terminal arrived; the rest of the
-         * body is only drained so the connection can be reused. */
-        op->state = SG__OP_DRAINING;
-        op->drain_until = sg_time_add(now, op->opts.drain_ns);
     }
     if (op->owner != NULL) {
         sg__curl_multi_reschedule(op->owner, op);
@@ -85,30 +77,17 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
                 status = c >= '0' && c <= '9' ? status * 10 + (c - '0') : -1000;
             }
         }
-        op->http_status = status > 0 ? status : 0;
-        op->headers_done = false;
-        op->body_is_stream = false;
-        op->retry_after_len = 0;
-        if (sg_guard_phase(guard_of(op)) < SG_PHASE_WAIT_HEADERS) {
-            sg_guard_set_phase(guard_of(op), SG_PHASE_WAIT_HEADERS, now);
-        }
+        sg__lc_status(&op->lc, status > 0 ? status : 0, now);
         return n;
     }
     if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
         /* The end of a header block. */
-        if (op->http_status >= 100 && op->http_status < 200) {
-            return n; /* interim response */
-        }
-        op->headers_done = true;
-        if (op->http_status >= 200 && op->http_status < 300) {
-            op->body_is_stream = true;
-            sg_guard_set_phase(guard_of(op), SG_PHASE_WAIT_FIRST_ITEM, now);
-        } else if (op->http_status >= 400 || op->http_status == 0) {
+        if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
             /* The answer is in: no need to read an error body. */
             op->http_abort = true;
             return 0;
         }
-        return n;
+        return n; /* interim, a stream, or a redirect libcurl may follow */
     }
     if (header_is(buf, n, "retry-after")) {
         const char *v = buf + sizeof("retry-after:") - 1;
@@ -120,11 +99,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
                            end[-1] == '\t')) {
             end--;
         }
-        size_t len = (size_t)(end - v);
-        if (len < sizeof(op->retry_after)) {
-            memcpy(op->retry_after, v, len);
-            op->retry_after_len = len;
-        }
+        sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
     }
     return n;
 }
@@ -137,9 +112,142 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)local_port;
     sg_curl_op *op = clientp;
     /* Connected; the request is about to be written. */
+    op->lc.sent = true;
     sg_guard_set_phase(guard_of(op), SG_PHASE_SEND, op_now(op));
     return CURL_PREREQFUNC_OK;
 }
+
+/* ------------------------------------------------------ transport glue */
+
+static void detach_transfer(sg_curl_op *op) {
+    if (op->in_multi) {
+        curl_multi_remove_handle(op->multi, op->easy);
+        op->in_multi = false;
+    }
+}
+
+static int append_header(sg_curl_op *op, const char *line) {
+    struct curl_slist *l = curl_slist_append(op->req_headers, line);
+    if (l == NULL) {
+        return SG_ENOMEM;
+    }
+    op->req_headers = l;
+    return 0;
+}
+
+/* The request headers of one attempt: the caller's, then the lifecycle's
+ * stamp (idempotency key, the lease). */
+static int build_headers(sg_curl_op *op, const sg__lc_stamp *st) {
+    char line[256];
+    curl_slist_free_all(op->req_headers);
+    op->req_headers = NULL;
+    for (const struct curl_slist *h = op->opts.headers; h != NULL; h = h->next) {
+        if (append_header(op, h->data) != 0) {
+            return SG_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < st->n; i++) {
+        snprintf(line, sizeof(line), "%s: %s", st->h[i].name, st->h[i].value);
+        if (append_header(op, line) != 0) {
+            return SG_ENOMEM;
+        }
+    }
+    return 0;
+}
+
+static long ms_ceil(int64_t ns) {
+    return (long)((ns + SG_MS(1) - 1) / SG_MS(1));
+}
+
+static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
+                     int64_t *now, sg_outcome *fail) {
+    (void)now;
+    sg_curl_op *op = OP_OF(lc);
+    op->http_abort = false;
+    int rv = build_headers(op, st);
+    CURL *e = op->easy;
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, op);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, op);
+    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+    curl_easy_setopt(e, CURLOPT_PREREQDATA, op);
+    curl_easy_setopt(e, CURLOPT_HTTPHEADER, op->req_headers);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, op);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->lc.errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    int64_t connect_ns = sg_guard_config_connect(&plan->guard_config);
+    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                     ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_ns) +
+                         SG__CURL_MARGIN_MS);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                     ms_ceil(plan->attempt_ns) + SG__CURL_MARGIN_MS);
+    if (op->opts.cafile != NULL) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, op->opts.cafile);
+    }
+    if (rv == 0 && curl_multi_add_handle(op->multi, e) != CURLM_OK) {
+        rv = SG_ECURL;
+    }
+    if (rv != 0) {
+        *fail = SG_OUTCOME_TRANSPORT_ERROR;
+        sg__lc_error(lc, "could not start the transfer: %s", sg_strerror(rv));
+        return rv;
+    }
+    op->in_multi = true;
+    return 0;
+}
+
+static void tp_abort(sg__lifecycle *lc) {
+    detach_transfer(OP_OF(lc));
+}
+
+/* A request counts as sent once libcurl wrote all of it; until then the
+ * phase stays "send".  Worked out only when an attempt is judged. */
+static void tp_sync(sg__lifecycle *lc, int64_t now) {
+    sg_curl_op *op = OP_OF(lc);
+    if (sg_guard_phase(guard_of(op)) != SG_PHASE_SEND) {
+        return;
+    }
+    long request_size = 0;
+    curl_off_t uploaded = 0;
+    curl_off_t upload_len = -1;
+    curl_easy_getinfo(op->easy, CURLINFO_REQUEST_SIZE, &request_size);
+    curl_easy_getinfo(op->easy, CURLINFO_SIZE_UPLOAD_T, &uploaded);
+    curl_easy_getinfo(op->easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &upload_len);
+    if (request_size > 0 && (upload_len <= 0 || uploaded >= upload_len)) {
+        sg_guard_set_phase(guard_of(op), SG_PHASE_WAIT_HEADERS, now);
+    }
+}
+
+static void tp_discard(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome) {
+    sg_curl_op *op = OP_OF(lc);
+    if (op->cbs.on_discard != NULL) {
+        op->cbs.on_discard(op, attempt, outcome, op->user_data);
+    }
+}
+
+static void tp_attempt_ended(sg__lifecycle *lc, const sg_op_attempt *rec) {
+    sg_curl_op *op = OP_OF(lc);
+    if (op->cbs.on_attempt != NULL) {
+        op->cbs.on_attempt(op, rec, op->user_data);
+    }
+}
+
+/* The operation ended: leave the driver, then tell the consumer.  After
+ * this returns the op may have been freed by on_done. */
+static void tp_finished(sg__lifecycle *lc) {
+    sg_curl_op *op = OP_OF(lc);
+    if (op->owner != NULL) {
+        sg__curl_multi_forget(op->owner, op);
+    }
+    if (op->cbs.on_done != NULL) {
+        op->cbs.on_done(op, op->user_data);
+    }
+}
+
+static const sg__transport curl_transport = {
+    tp_launch, tp_abort, tp_sync, tp_discard, tp_attempt_ended, tp_finished,
+};
 
 /* ------------------------------------------------------------ life cycle */
 
@@ -156,58 +264,26 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     } else {
         memset(&o, 0, sizeof(o));
     }
-    if ((o.format != SG_FORMAT_SSE && o.format != SG_FORMAT_NDJSON) || o.drain_ns < 0) {
-        return SG_EINVAL;
-    }
-    if (o.ledger != NULL && o.url == NULL) {
-        return SG_EINVAL; /* the ledger must say what was asked for */
-    }
-    if (o.drain_ns == 0) {
-        o.drain_ns = SG__DEFAULT_DRAIN;
-    }
-    sg_stream_config scfg = {o.format,   o.terminal_data, o.terminal_type,
-                             o.max_line, o.max_event,     o.skip_types};
-    size_t buf_size = sg_stream_buffer_size(&scfg);
-    if (buf_size == 0) {
-        return SG_ERANGE;
-    }
-
     sg_curl_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    op->parser_buf = malloc(buf_size);
-    if (op->parser_buf == NULL) {
-        free(op);
-        return SG_ENOMEM;
-    }
-    int rv = sg_stream_init(&op->stream, &scfg, on_item, op, op->parser_buf, buf_size);
+    int rv = sg__lc_init(&op->lc, &curl_transport, policy, &o.framing, o.drain_ns,
+                         on_item, op);
     if (rv != 0) {
-        free(op->parser_buf);
         free(op);
         return rv;
     }
+    op->lc.deadline_header = o.deadline_header;
+    op->lc.grpc_timeout = o.grpc_timeout;
     op->easy = easy;
     op->opts = o;
-    if (policy != NULL) {
-        op->popts = *policy;
-    } else {
-        sg_op_options_init(&op->popts);
-    }
     if (cbs != NULL) {
         op->cbs = *cbs;
     }
     op->user_data = user_data;
-    op->state = SG__OP_NEW;
     *out = op;
     return 0;
-}
-
-static void detach_transfer(sg_curl_op *op) {
-    if (op->in_multi) {
-        curl_multi_remove_handle(op->multi, op->easy);
-        op->in_multi = false;
-    }
 }
 
 void sg_curl_op_free(sg_curl_op *op) {
@@ -222,317 +298,58 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(op->easy, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(op->req_headers);
-    free(op->parser_buf);
+    sg__lc_release(&op->lc);
     free(op);
 }
 
-/* The operation ended: leave the driver, then tell the consumer.  After
- * this returns the op may have been freed by on_done. */
-/* The ledger's view of the operation; its errors never change the outcome
- * but are kept for sg_curl_op_error (only when no transfer error is). */
-static void ledger_note(sg_curl_op *op, int rv, const char *what) {
-    if (rv != 0 && op->errbuf[0] == '\0') {
-        snprintf(op->errbuf, sizeof(op->errbuf), "ledger %s: %s", what, sg_strerror(rv));
-    }
-}
-
-static int op_end(sg_curl_op *op) {
-    op->state = SG__OP_DONE;
-    if (op->intent_recorded) {
-        ledger_note(op,
-                    sg_ledger_op_resolve(op->opts.ledger, op->ledger_key, &op->policy),
-                    "resolve");
-        op->intent_recorded = false;
-    }
-    if (op->owner != NULL) {
-        sg__curl_multi_forget(op->owner, op);
-    }
-    if (op->cbs.on_done != NULL) {
-        op->cbs.on_done(op, op->user_data);
-    }
-    return 1;
-}
-
-static int append_header(sg_curl_op *op, const char *line) {
-    struct curl_slist *l = curl_slist_append(op->req_headers, line);
-    if (l == NULL) {
-        return SG_ENOMEM;
-    }
-    op->req_headers = l;
-    return 0;
-}
-
-/* The request headers of one attempt: the caller's, then the idempotency
- * key (the same on every attempt) and the lease, stamped fresh. */
-static int build_headers(sg_curl_op *op, const sg_op_plan *plan) {
-    char line[256];
-    curl_slist_free_all(op->req_headers);
-    op->req_headers = NULL;
-    for (const struct curl_slist *h = op->opts.headers; h != NULL; h = h->next) {
-        if (append_header(op, h->data) != 0) {
-            return SG_ENOMEM;
-        }
-    }
-    const char *key = sg_op_idempotency_key(&op->policy);
-    if (key != NULL) {
-        snprintf(line, sizeof(line), "Idempotency-Key: %s", key);
-        if (append_header(op, line) != 0) {
-            return SG_ENOMEM;
-        }
-    }
-    if (op->opts.deadline_header) {
-        snprintf(line, sizeof(line), "%s: %lld", plan->deadline_header,
-                 (long long)plan->deadline_ms);
-        if (append_header(op, line) != 0) {
-            return SG_ENOMEM;
-        }
-    }
-    if (op->opts.grpc_timeout) {
-        char v[SG_DEADLINE_VALUE_MAX];
-        if (sg_grpc_timeout_format(plan->attempt_ns, v, sizeof(v)) > 0) {
-            snprintf(line, sizeof(line), "grpc-timeout: %s", v);
-            if (append_header(op, line) != 0) {
-                return SG_ENOMEM;
-            }
-        }
-    }
-    return 0;
-}
-
-static long ms_ceil(int64_t ns) {
-    return (long)((ns + SG_MS(1) - 1) / SG_MS(1));
-}
-
-static void end_attempt(sg_curl_op *op, int64_t now, const sg_guard_result *gr);
-
-/* Lease and launch the next attempt.  Returns 1 when the operation ended
- * (nothing could be leased), 0 when a transfer runs, or a negative code
- * after recording a failed launch. */
-static int begin_attempt(sg_curl_op *op, int64_t now) {
-    sg_op_plan plan;
-    if (sg_op_next_attempt(&op->policy, now, &plan) != 0) {
-        return op_end(op);
-    }
-    sg_stream_begin(&op->stream, &plan.guard_config, sg_op_budget(&op->policy),
-                    plan.attempt, now);
-    op->attempt = plan.attempt;
-    op->http_status = 0;
-    op->headers_done = false;
-    op->body_is_stream = false;
-    op->http_abort = false;
-    op->feed_rc = 0;
-    op->retry_after_len = 0;
-    op->errbuf[0] = '\0';
-
-    int rv = build_headers(op, &plan);
-    CURL *e = op->easy;
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, op);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, op);
-    curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
-    curl_easy_setopt(e, CURLOPT_PREREQDATA, op);
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, op->req_headers);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, op);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->errbuf);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    int64_t connect_ns = sg_guard_config_connect(&plan.guard_config);
-    curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     ms_ceil(connect_ns > 0 ? connect_ns : plan.attempt_ns) +
-                         SG__CURL_MARGIN_MS);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                     ms_ceil(plan.attempt_ns) + SG__CURL_MARGIN_MS);
-    if (op->opts.cafile != NULL) {
-        curl_easy_setopt(e, CURLOPT_CAINFO, op->opts.cafile);
-    }
-    if (rv == 0 && curl_multi_add_handle(op->multi, e) != CURLM_OK) {
-        rv = SG_ECURL;
-    }
-    if (rv != 0) {
-        /* Nothing was sent: record it as a transport failure, which the
-         * policy may retry. */
-        sg_guard_result gr;
-        snprintf(op->errbuf, sizeof(op->errbuf), "could not start the transfer: %s",
-                 sg_strerror(rv));
-        sg_stream_end(&op->stream, now, SG_OUTCOME_TRANSPORT_ERROR, &gr);
-        op->state = SG__OP_RUNNING;
-        end_attempt(op, now, &gr);
-        return op->state == SG__OP_DONE ? op_end(op) : rv;
-    }
-    op->in_multi = true;
-    op->state = SG__OP_RUNNING;
-    return 0;
-}
-
-/* A request counts as sent once libcurl wrote all of it; until then the
- * phase stays "send".  Worked out only when an attempt ends. */
-static void settle_send_phase(sg_curl_op *op, int64_t now) {
-    if (sg_guard_phase(guard_of(op)) != SG_PHASE_SEND) {
-        return;
-    }
-    long request_size = 0;
-    curl_off_t uploaded = 0;
-    curl_off_t upload_len = -1;
-    curl_easy_getinfo(op->easy, CURLINFO_REQUEST_SIZE, &request_size);
-    curl_easy_getinfo(op->easy, CURLINFO_SIZE_UPLOAD_T, &uploaded);
-    curl_easy_getinfo(op->easy, CURLINFO_CONTENT_LENGTH_UPLOAD_T, &upload_len);
-    if (request_size > 0 && (upload_len <= 0 || uploaded >= upload_len)) {
-        sg_guard_set_phase(guard_of(op), SG_PHASE_WAIT_HEADERS, now);
-    }
-}
-
-/* Hand the attempt to the policy.  Leaves the op SLEEPING (retry) or DONE
- * (without calling on_done: the caller does, outside any libcurl callback). */
-static void end_attempt(sg_curl_op *op, int64_t now, const sg_guard_result *gr) {
-    sg_op_result r;
-    sg_op_verdict v;
-    sg_op_result_from_guard(&r, gr);
-    r.sent = gr->phase >= SG_PHASE_SEND;
-    r.headers_received = op->headers_done;
-    r.http_status = op->headers_done ? op->http_status : 0;
-    if (op->retry_after_len > 0) {
-        r.retry_after = op->retry_after;
-        r.retry_after_len = op->retry_after_len;
-        r.wall_now_s = (int64_t)time(NULL);
-    }
-    if (sg_op_attempt_done(&op->policy, now, &r, &v) != 0) {
-        op->state = SG__OP_DONE;
-        return;
-    }
-    if (op->intent_recorded) {
-        ledger_note(op,
-                    sg_ledger_op_attempt(op->opts.ledger, op->ledger_key, &op->policy),
-                    "attempt");
-    }
-    if (v.partial && op->cbs.on_discard != NULL) {
-        op->cbs.on_discard(op, op->attempt, v.outcome, op->user_data);
-    }
-    if (op->cbs.on_attempt != NULL) {
-        const sg_op_attempt *rec =
-            sg_op_attempt_at(&op->policy, sg_op_attempt_count(&op->policy) - 1);
-        if (rec != NULL) {
-            op->cbs.on_attempt(op, rec, op->user_data);
-        }
-    }
-    if (v.decision == SG_OP_RETRY) {
-        op->state = SG__OP_SLEEPING;
-        op->wake_at = v.retry_at;
-    } else {
-        op->state = SG__OP_DONE;
-    }
-}
-
-/* Classify a finished transfer from what libcurl and our callbacks saw;
- * sg_stream_end lets a first cause (expiry, cap, cancel, bad framing) win. */
-static void classify(sg_curl_op *op, CURLcode result, int64_t now, sg_guard_result *gr) {
+/* What a finished transfer was, from what libcurl and our callbacks saw;
+ * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
+static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
-    settle_send_phase(op, now);
+    tp_sync(&op->lc, now);
     if (op->http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;
     } else if (result == CURLE_OK) {
         /* a final 3xx, or no status at all, is no stream */
-        how = op->body_is_stream ? SG_OUTCOME_OK : SG_OUTCOME_HTTP_ERROR;
+        how = op->lc.body_is_stream ? SG_OUTCOME_OK : SG_OUTCOME_HTTP_ERROR;
     } else if (result == CURLE_OPERATION_TIMEDOUT) {
         how = sg_guard_phase(guard_of(op)) == SG_PHASE_CONNECT
                   ? SG_OUTCOME_CONNECT_TIMEOUT
                   : SG_OUTCOME_ATTEMPT_TIMEOUT;
-    } else if (op->body_is_stream) {
+    } else if (op->lc.body_is_stream) {
         how = SG_OUTCOME_TRUNCATED; /* the connection ended mid-body */
     } else {
         how = SG_OUTCOME_TRANSPORT_ERROR;
     }
-    sg_stream_end(&op->stream, now, how, gr);
-    /* libcurl's message describes our own abort ("failure writing
-     * output"); say what really stopped the transfer instead. */
-    if (gr->outcome == SG_OUTCOME_PROTOCOL_ERROR && op->feed_rc != 0) {
-        snprintf(op->errbuf, sizeof(op->errbuf), "%s", sg_strerror(op->feed_rc));
-    } else if (gr->outcome != SG_OUTCOME_TRANSPORT_ERROR &&
-               gr->outcome != SG_OUTCOME_TRUNCATED) {
-        op->errbuf[0] = '\0';
+    sg__lc_decide(&op->lc, now, how);
+    sg_outcome o = op->lc.gr.outcome;
+    if (o != SG_OUTCOME_TRANSPORT_ERROR && o != SG_OUTCOME_TRUNCATED &&
+        !(o == SG_OUTCOME_PROTOCOL_ERROR && op->lc.feed_error != 0)) {
+        /* libcurl's message describes our own abort ("failure writing
+         * output"), not what stopped the transfer. */
+        op->lc.errbuf[0] = '\0';
     }
 }
 
 /* ------------------------------------------------------- driver interface */
 
-/* Records the intent, durably, before anything is sent: if that fails (or
- * the key is already unresolved), nothing goes out and the op stays new. */
-static int record_intent(sg_curl_op *op) {
-    op->ledger_key = sg_ledger_op_key(&op->policy, op->opts.ledger_key);
-    int rv =
-        sg_ledger_op_intent(op->opts.ledger, op->ledger_key, &op->policy, op->opts.url);
-    if (rv != 0) {
-        snprintf(op->errbuf, sizeof(op->errbuf), "ledger intent: %s", sg_strerror(rv));
-        return rv;
-    }
-    op->intent_recorded = true;
-    return 0;
-}
-
 int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now) {
     op->multi = multi;
-    if (sg_op_start(&op->policy, &op->popts, now) != 0) {
-        return op_end(op);
-    }
-    if (op->opts.ledger != NULL) {
-        int rv = record_intent(op);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    int rv = begin_attempt(op, now);
-    return rv == 1 ? 1 : 0;
+    return sg__lc_start(&op->lc, now);
 }
 
 int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {
     detach_transfer(op);
-    if (op->state == SG__OP_DRAINING) {
-        sg_guard_result gr;
-        sg_stream_end(&op->stream, now, SG_OUTCOME_OK, &gr);
-        end_attempt(op, now, &gr);
-    } else if (op->state == SG__OP_RUNNING) {
-        sg_guard_result gr;
-        classify(op, result, now, &gr);
-        end_attempt(op, now, &gr);
+    if (op->lc.state == SG__LC_DRAINING) {
+        sg__lc_decide(&op->lc, now, SG_OUTCOME_OK);
+    } else if (op->lc.state == SG__LC_RUNNING) {
+        classify(op, result, now);
     }
-    if (op->state == SG__OP_DONE) {
-        return op_end(op);
-    }
-    return 0;
+    return sg__lc_settle(&op->lc, now);
 }
 
 int sg__curl_op_tick(sg_curl_op *op, int64_t now) {
-    sg_guard_result gr;
-    switch (op->state) {
-    case SG__OP_RUNNING:
-        if (now < sg_guard_next_deadline(guard_of(op))) {
-            return 0;
-        }
-        settle_send_phase(op, now);
-        if (sg_guard_check(guard_of(op), now, NULL) != 1) {
-            return 0;
-        }
-        /* A clock expired: the transfer goes now, not at libcurl's pace. */
-        detach_transfer(op);
-        sg_stream_end(&op->stream, now, SG_OUTCOME_TRANSPORT_ERROR, &gr);
-        end_attempt(op, now, &gr);
-        break;
-    case SG__OP_DRAINING:
-        if (now < op->drain_until) {
-            return 0;
-        }
-        detach_transfer(op);
-        sg_stream_end(&op->stream, now, SG_OUTCOME_OK, &gr);
-        end_attempt(op, now, &gr);
-        break;
-    case SG__OP_SLEEPING:
-        if (now < op->wake_at) {
-            return 0;
-        }
-        return begin_attempt(op, now) == 1 ? 1 : 0;
-    default:
-        return 0;
-    }
-    return op->state == SG__OP_DONE ? op_end(op) : 0;
+    return sg__lc_tick(&op->lc, now);
 }
 
 /* ------------------------------------------------------------ public API */
@@ -541,7 +358,7 @@ int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now) {
     if (op == NULL || multi == NULL) {
         return SG_EINVAL;
     }
-    if (op->state != SG__OP_NEW) {
+    if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
     }
     int rv = sg__curl_op_start(op, multi, now);
@@ -568,31 +385,30 @@ int sg_curl_op_tick(sg_curl_op *op, int64_t now) {
 }
 
 int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {
+    return op != NULL ? sg__lc_next_deadline(&op->lc) : SG_TIME_NEVER;
+}
+
+int sg_curl_op_cancel(sg_curl_op *op) {
     if (op == NULL) {
-        return SG_TIME_NEVER;
+        return SG_EINVAL;
     }
-    switch (op->state) {
-    case SG__OP_RUNNING:
-        return sg_guard_next_deadline(&op->stream.guard_);
-    case SG__OP_DRAINING:
-        return op->drain_until;
-    case SG__OP_SLEEPING:
-        return op->wake_at;
-    default:
-        return SG_TIME_NEVER;
+    sg__lc_cancel(&op->lc);
+    if (op->owner != NULL) {
+        sg__curl_multi_reschedule(op->owner, op); /* due at once */
     }
+    return 0;
 }
 
 sg_outcome sg_curl_op_outcome(const sg_curl_op *op) {
-    return op != NULL ? sg_op_outcome(&op->policy) : SG_OUTCOME_TRANSPORT_ERROR;
+    return op != NULL ? sg_op_outcome(&op->lc.policy) : SG_OUTCOME_TRANSPORT_ERROR;
 }
 
 bool sg_curl_op_done(const sg_curl_op *op) {
-    return op != NULL && op->state == SG__OP_DONE;
+    return op != NULL && op->lc.state == SG__LC_DONE;
 }
 
 const sg_op *sg_curl_op_policy(const sg_curl_op *op) {
-    return op != NULL ? &op->policy : NULL;
+    return op != NULL ? &op->lc.policy : NULL;
 }
 
 CURL *sg_curl_op_easy(const sg_curl_op *op) {
@@ -604,12 +420,12 @@ void *sg_curl_op_user_data(const sg_curl_op *op) {
 }
 
 const char *sg_curl_op_error(const sg_curl_op *op) {
-    return op != NULL ? op->errbuf : "";
+    return op != NULL ? op->lc.errbuf : "";
 }
 
 int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len, size_t *needed) {
-    if (op == NULL || op->state == SG__OP_NEW) {
+    if (op == NULL || op->lc.state == SG__LC_NEW) {
         return SG_EINVAL;
     }
-    return sg_op_report_write(&op->policy, op_now(op), buf, len, needed);
+    return sg_op_report_write(&op->lc.policy, op_now(op), buf, len, needed);
 }

@@ -3,35 +3,20 @@
 #define SG_H2_INTERNAL_H
 
 #include <streamguard/h2.h>
-#include <streamguard/ledger.h>
 
-#include "core/dheap.h"
+#include "transport/dheap.h"
+#include "transport/lifecycle.h"
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 
-enum sg__h2_op_state {
-    SG__H2_NEW = 0,  /* created, not started */
-    SG__H2_RUNNING,  /* an attempt's stream is submitted or open */
-    SG__H2_DRAINING, /* terminal seen: decided ok, waiting for END_STREAM */
-    SG__H2_ENDING,   /* attempt decided inside a callback; the loop reports it */
-    SG__H2_SLEEPING, /* backoff before the next attempt */
-    SG__H2_DONE,
-};
-
 struct sg_h2_op {
+    sg__lifecycle lc; /* the operation: policy, body, attempt state */
     sg_h2_conn *conn;
     sg_h2_op *prev, *next; /* the connection's list of operations */
     sg_h2_op *done_next;   /* the connection's queue of decided attempts */
     sg__dheap_node node;   /* in the connection's deadline heap */
     bool queued;           /* in the decided queue */
-    bool cancel;           /* sg_h2_op_cancel was called */
-    bool ended_by_cancel;
-    int state;
-
-    sg_op_options popts;
-    sg_op policy;
-    sg_stream stream; /* the body: framing + the attempt's guard */
     sg_h2_callbacks cbs;
     void *user_data;
 
@@ -41,34 +26,13 @@ struct sg_h2_op {
     size_t nfixed;   /* entries of nva filled at start */
     const uint8_t *body;
     size_t body_len;
-    int64_t drain_ns;
-    bool deadline_header;
-    bool grpc_timeout;
-    char dl_name[SG_OP_HEADER_NAME_MAX + 1]; /* lowercased policy header name */
-    char dl_value[SG_DEADLINE_VALUE_MAX];
-    char grpc_value[SG_DEADLINE_VALUE_MAX];
+    char *target; /* scheme://authority/path, for the observer's intent */
+    char stamp_names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1]; /* lowercased */
 
-    /* the running attempt */
-    uint32_t attempt;
+    /* the running attempt's stream */
     int32_t stream_id; /* 0: no stream of ours is open on the session */
     size_t body_off;
-    int http_status;
-    bool headers_sent;   /* our HEADERS frame went out */
-    bool headers_done;   /* a final (non-1xx) response header block ended */
-    bool body_is_stream; /* 2xx: the body is parsed into items */
-    bool not_processed;  /* REFUSED_STREAM / above GOAWAY / never sent */
     size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
-    int64_t drain_until;
-    int64_t wake_at;
-    sg_guard_result gr; /* the decided attempt's result (ENDING) */
-    char retry_after[64];
-    size_t retry_after_len;
-    void *parser_buf;
-    char errbuf[SG_H2_ERROR_SIZE];
-
-    struct sg_ledger *ledger; /* borrowed; NULL when none */
-    char *ledger_key;         /* copied */
-    bool intent_recorded;
 };
 
 struct sg_h2_conn {
@@ -108,6 +72,38 @@ struct sg_h2_conn {
 
     char errbuf[SG_H2_ERROR_SIZE];
 };
+
+/* op.c: operations on the connection. */
+#define SG__H2_OP_OF(l) ((sg_h2_op *)((char *)(l)-offsetof(sg_h2_op, lc)))
+int64_t sg__h2_op_deadline(const sg__dheap_node *n);
+/* The op's deadline may have moved earlier. */
+void sg__h2_reschedule(sg_h2_op *op);
+/* Leaves the stream: no more callbacks of this session reach the op. */
+void sg__h2_detach_stream(sg_h2_op *op);
+/* Decides the running attempt at @now (see sg__lc_decide); a stream still
+ * open is reset with @rst_code (< 0: none).  The policy runs later, from
+ * sg__h2_process_decided, outside nghttp2's callbacks. */
+void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code);
+/* Runs the policy and the callbacks of every decided attempt. */
+void sg__h2_process_decided(sg_h2_conn *c);
+/* Everything due at @now. */
+void sg__h2_run_due(sg_h2_conn *c, int64_t now);
+/* Frees an op's memory only (it is unlinked already). */
+void sg__h2_op_release(sg_h2_op *op);
+
+/* callbacks.c: nghttp2's callbacks into the operations. */
+void sg__h2_set_callbacks(nghttp2_session_callbacks *cbs);
+/* The body of a request (nghttp2 data provider). */
+ssize_t sg__h2_body_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
+                         size_t length, uint32_t *data_flags, nghttp2_data_source *source,
+                         void *user_data);
+
+/* session.c: the session on the connection. */
+char *sg__h2_strdup(const char *s); /* NULL for NULL or out of memory */
+int sg__h2_session_open(sg_h2_conn *c);
+/* Needs a session that may open streams: reconnects when the old one is
+ * lost, or has drained after a GOAWAY.  Blocking, at most @timeout_ns. */
+int sg__h2_ensure_session(sg_h2_conn *c, int64_t timeout_ns, sg_outcome *fail);
 
 /* io.c: the socket and TLS under a session. */
 int64_t sg__h2_now(const sg_h2_conn *conn);

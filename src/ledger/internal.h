@@ -1,11 +1,14 @@
 /* Private pieces of the ledger: the record codec and the file scanner,
- * shared by the ledger, its unit tests, the crash test and the fuzz target.
+ * shared by the ledger, its unit tests, the crash test and the fuzz target;
+ * then the handle itself, shared by the files that implement it.
  * docs/ledger.md describes the format these implement. */
 #ifndef SG_LEDGER_INTERNAL_H
 #define SG_LEDGER_INTERNAL_H
 
 #include <streamguard/ledger.h>
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -108,5 +111,77 @@ int sg__ledger_scan_mem(const uint8_t *buf, size_t len, sg__ledger_rec_cb cb,
 #define SG__LEDGER_DATA "ledger.sgl"
 #define SG__LEDGER_LOCK "ledger.lock"
 #define SG__LEDGER_TMP "ledger.sgl.compact"
+
+/* ------------------------------------------------------------- the handle
+ * Split by concern: ledger.c opens and closes it and holds the operations,
+ * log.c the index and the file under the lock, compact.c the rewrite.
+ * Only those files touch these. */
+
+/* One unresolved operation in the handle's index. */
+typedef struct sg__ledger_ent {
+    struct sg__ledger_ent *hnext; /* hash chain */
+    struct sg__ledger_ent *prev;  /* insertion order, oldest first */
+    struct sg__ledger_ent *next;
+    uint32_t hash;
+    uint8_t state; /* SG_LEDGER_PENDING or SG_LEDGER_UNRESOLVED_UNKNOWN */
+    bool has_last;
+    uint8_t last_outcome;
+    uint8_t last_phase;
+    uint8_t last_flags;
+    uint8_t final_outcome;
+    uint16_t last_status;
+    uint32_t attempts;
+    int32_t pid;
+    int64_t first_seen_ns;
+    int64_t last_attempt_ns;
+    int64_t resolved_ns;
+    int64_t last_update_ns;
+    size_t key_len;
+    char key[SG_LEDGER_KEY_MAX + 1];
+    char method[SG_LEDGER_METHOD_MAX + 1];
+    char url[]; /* NUL-terminated */
+} sg__ledger_ent;
+
+struct sg_ledger {
+    pthread_mutex_t mu;
+    sg_ledger_options opts;
+    int dir_fd;
+    int lock_fd;
+    int data_fd;
+    uint64_t off;  /* end of the last record (or skipped run) consumed */
+    uint64_t size; /* file size as last seen; > off means a tail */
+    sg_ledger_stats stats;
+    sg__ledger_ent **buckets;
+    size_t nbuckets;
+    size_t live;
+    sg__ledger_ent *head;
+    sg__ledger_ent *tail;
+    sg__ledger_ent *spare; /* an intent's entry, allocated before its record is written */
+    size_t spare_url_cap;
+    uint8_t recbuf[SG__LEDGER_REC_MAX];
+};
+
+/* log.c: the index of the live operations. */
+sg__ledger_ent *sg__ledger_find(const sg_ledger *l, const char *key, size_t len);
+sg__ledger_ent *sg__ledger_new_ent(size_t url_len);
+void sg__ledger_clear_index(sg_ledger *l);
+
+/* log.c: the clock, the lock and the data file. */
+int64_t sg__ledger_wall_now(const sg_ledger *l);
+/* flock(@how) on the lock file, waiting at most opts.lock_timeout_ns. */
+int sg__ledger_lock(sg_ledger *l, int how);
+void sg__ledger_unlock(sg_ledger *l);
+int sg__ledger_fsync(int fd);
+int sg__ledger_open_data(sg_ledger *l, int *fd_out);
+/* Under the lock: catch up with the file (and its replacement). */
+int sg__ledger_refresh(sg_ledger *l);
+int sg__ledger_write_all(int fd, const uint8_t *p, size_t n);
+/* Under the exclusive lock, after a refresh: append @rec and apply it. */
+int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec, bool sync);
+/* Whether a record of @type is synced under opts.fsync. */
+bool sg__ledger_sync_for(const sg_ledger *l, uint8_t type);
+
+typedef int (*sg__ledger_locked_fn)(sg_ledger *l, void *arg);
+int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg);
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * Ledger helpers without a handle: stable idempotency keys (SHA-256 through
- * OpenSSL's EVP interface), key checks, names, and the listing line.
+ * OpenSSL's EVP interface), key checks, names, and the listing line.  What
+ * reads an operation (sg_op) is in observer.c.
  */
 #include "ledger/internal.h"
 
@@ -92,50 +93,6 @@ const char *sg_ledger_state_name(sg_ledger_state s) {
     default:
         return NULL;
     }
-}
-
-sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
-    if (op == NULL) {
-        return SG_LEDGER_UNKNOWN;
-    }
-    /* Unknown first: an unsafe request that may have taken effect is never
-     * "failed", whatever came after it (DESIGN.md, retry rule 4). */
-    uint32_t n = sg_op_attempt_count(op);
-    for (uint32_t i = 0; i < n; i++) {
-        const sg_op_attempt *a = sg_op_attempt_at(op, i);
-        if (a != NULL && a->outcome_unknown) {
-            return SG_LEDGER_UNKNOWN;
-        }
-    }
-    return sg_op_outcome(op) == SG_OUTCOME_OK ? SG_LEDGER_DONE : SG_LEDGER_FAILED;
-}
-
-const char *sg_ledger_op_key(const sg_op *op, const char *fallback) {
-    const char *key = sg_op_idempotency_key(op);
-    return key != NULL ? key : fallback;
-}
-
-int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op, const char *url) {
-    const char *method = sg_op_method(op);
-    if (method == NULL || key == NULL || url == NULL) {
-        return SG_EINVAL;
-    }
-    return sg_ledger_intent(l, key, method, url);
-}
-
-int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op) {
-    uint32_t n = sg_op_attempt_count(op);
-    if (op == NULL || n == 0) {
-        return SG_EINVAL;
-    }
-    return sg_ledger_attempt_record(l, key, sg_op_attempt_at(op, n - 1));
-}
-
-int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *op) {
-    if (op == NULL) {
-        return SG_EINVAL;
-    }
-    return sg_ledger_resolve(l, key, sg_ledger_resolution_of(op), sg_op_outcome(op));
 }
 
 int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf, size_t len) {

@@ -37,6 +37,9 @@ enum {
 int64_t sg__opt_budget(const sg_op_options *o);
 int64_t sg__opt_floor(const sg_op_options *o);
 int64_t sg__opt_min_attempt(const sg_op_options *o);
+int64_t sg__opt_backoff_base(const sg_op_options *o);
+int64_t sg__opt_backoff_cap(const sg_op_options *o);
+int64_t sg__opt_max_retry_after(const sg_op_options *o);
 uint32_t sg__opt_max_attempts(const sg_op_options *o);
 const char *sg__opt_method(const sg_op_options *o);
 const char *sg__opt_deadline_header(const sg_op_options *o);

@@ -88,377 +88,6 @@ int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp) {
     return v < cap ? v : cap;
 }
 
-/* ------------------------------------------------------------------ options */
-
-static bool sg__is_tchar(unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-/* Validates a token and copies it into @dst (room for max + NUL). */
-static int sg__copy_token(char *dst, size_t max, const char *src) {
-    if (src == NULL || src[0] == '\0') {
-        return SG_EINVAL;
-    }
-    size_t n = strlen(src);
-    for (size_t i = 0; i < n; i++) {
-        if (!sg__is_tchar((unsigned char)src[i])) {
-            return SG_EINVAL;
-        }
-    }
-    if (n > max) {
-        return SG_ERANGE;
-    }
-    memcpy(dst, src, n + 1);
-    return 0;
-}
-
-static int sg__check_duration(int64_t ns, bool zero_ok) {
-    if (ns < 0 || (ns == 0 && !zero_ok)) {
-        return SG_EINVAL;
-    }
-    if (ns > SG_DURATION_MAX) {
-        return SG_ERANGE;
-    }
-    return 0;
-}
-
-void sg_op_options_init(sg_op_options *o) {
-    if (o != NULL) {
-        memset(o, 0, sizeof(*o));
-    }
-}
-
-int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    int rc = sg__check_duration(ns, false);
-    if (rc == 0) {
-        o->budget_ns_ = ns;
-        o->set_ |= SG__OPT_BUDGET;
-    }
-    return rc;
-}
-
-int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->deadline_ = deadline;
-    o->set_ |= SG__OPT_DEADLINE;
-    return 0;
-}
-
-int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    int rc = sg__check_duration(ns, true);
-    if (rc == 0) {
-        o->floor_ns_ = ns;
-        o->set_ |= SG__OPT_FLOOR;
-    }
-    return rc;
-}
-
-static int sg__set_clock(sg_op_options *o, int64_t *field, int64_t ns) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    int rc = sg__check_duration(ns, true);
-    if (rc == 0) {
-        *field = ns;
-    }
-    return rc;
-}
-
-int sg_op_options_set_connect_timeout(sg_op_options *o, int64_t ns) {
-    return sg__set_clock(o, o != NULL ? &o->connect_ns_ : NULL, ns);
-}
-
-int sg_op_options_set_attempt_timeout(sg_op_options *o, int64_t ns) {
-    return sg__set_clock(o, o != NULL ? &o->attempt_ns_ : NULL, ns);
-}
-
-int sg_op_options_set_first_item_timeout(sg_op_options *o, int64_t ns) {
-    return sg__set_clock(o, o != NULL ? &o->first_item_ns_ : NULL, ns);
-}
-
-int sg_op_options_set_idle_timeout(sg_op_options *o, int64_t ns) {
-    return sg__set_clock(o, o != NULL ? &o->idle_ns_ : NULL, ns);
-}
-
-int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns) {
-    return sg__set_clock(o, o != NULL ? &o->stream_total_ns_ : NULL, ns);
-}
-
-int sg_op_options_set_max_items(sg_op_options *o, uint64_t n) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->max_items_ = n;
-    return 0;
-}
-
-int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->max_bytes_ = n;
-    return 0;
-}
-
-int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n) {
-    if (o == NULL || n == 0) {
-        return SG_EINVAL;
-    }
-    if (n > SG_OP_MAX_ATTEMPTS) {
-        return SG_ERANGE;
-    }
-    o->max_attempts_ = n;
-    o->set_ |= SG__OPT_MAX_ATTEMPTS;
-    return 0;
-}
-
-int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns, int64_t cap_ns) {
-    if (o == NULL || base_ns <= 0 || cap_ns < base_ns) {
-        return SG_EINVAL;
-    }
-    if (cap_ns > SG_DURATION_MAX) {
-        return SG_ERANGE;
-    }
-    o->backoff_base_ns_ = base_ns;
-    o->backoff_cap_ns_ = cap_ns;
-    o->set_ |= SG__OPT_BACKOFF;
-    return 0;
-}
-
-int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    int rc = sg__check_duration(ns, true);
-    if (rc == 0) {
-        o->max_retry_after_ns_ = ns;
-        o->set_ |= SG__OPT_MAX_RETRY_AFTER;
-    }
-    return rc;
-}
-
-int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    int rc = sg__check_duration(ns, true);
-    if (rc == 0) {
-        o->min_attempt_ns_ = ns;
-        o->set_ |= SG__OPT_MIN_ATTEMPT;
-    }
-    return rc;
-}
-
-int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
-                                         size_t n) {
-    if (o == NULL || (statuses == NULL && n > 0)) {
-        return SG_EINVAL;
-    }
-    uint64_t bits[8] = {0};
-    for (size_t i = 0; i < n; i++) {
-        if (statuses[i] < 100 || statuses[i] > 599) {
-            return SG_ERANGE;
-        }
-        const unsigned k = (unsigned)(statuses[i] - 100);
-        bits[k / 64u] |= UINT64_C(1) << (k % 64u);
-    }
-    memcpy(o->statuses_, bits, sizeof(bits));
-    o->set_ |= SG__OPT_STATUSES;
-    return 0;
-}
-
-int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    if (enable) {
-        o->set_ &= ~(uint32_t)SG__OPT_NO_REJECTION_RETRY;
-    } else {
-        o->set_ |= SG__OPT_NO_REJECTION_RETRY;
-    }
-    return 0;
-}
-
-int sg_op_options_set_method(sg_op_options *o, const char *method) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    return sg__copy_token(o->method_, SG_OP_METHOD_MAX, method);
-}
-
-int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    if (key == NULL) {
-        o->idempotency_key_[0] = '\0';
-        return 0;
-    }
-    size_t n = strlen(key);
-    if (n == 0) {
-        return SG_EINVAL;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (key[i] < 0x21 || key[i] > 0x7e) {
-            return SG_EINVAL;
-        }
-    }
-    if (n > SG_OP_IDEMPOTENCY_KEY_MAX) {
-        return SG_ERANGE;
-    }
-    memcpy(o->idempotency_key_, key, n + 1);
-    return 0;
-}
-
-int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    if (idempotent) {
-        o->set_ |= SG__OPT_IDEMPOTENT;
-    } else {
-        o->set_ &= ~(uint32_t)SG__OPT_IDEMPOTENT;
-    }
-    return 0;
-}
-
-int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn, void *user_data) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->random_ = fn;
-    o->random_ud_ = fn != NULL ? user_data : NULL;
-    return 0;
-}
-
-int sg_op_options_set_seed(sg_op_options *o, uint64_t seed) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->seed_ = seed;
-    o->set_ |= SG__OPT_SEED;
-    return 0;
-}
-
-int sg_op_options_set_deadline_header(sg_op_options *o, const char *name) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    return sg__copy_token(o->deadline_header_, SG_OP_HEADER_NAME_MAX, name);
-}
-
-int sg_op_options_set_label(sg_op_options *o, const char *label) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    if (label == NULL) {
-        o->label_[0] = '\0';
-        return 0;
-    }
-    size_t n = strlen(label);
-    if (n > SG_OP_LABEL_MAX) {
-        return SG_ERANGE;
-    }
-    memcpy(o->label_, label, n + 1);
-    return 0;
-}
-
-/* Resolved values. */
-
-int64_t sg__opt_budget(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_BUDGET) ? o->budget_ns_ : SG__DEFAULT_BUDGET_NS;
-}
-
-int64_t sg__opt_floor(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_FLOOR) ? o->floor_ns_ : 0;
-}
-
-static int64_t sg__opt_backoff_base(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_BACKOFF) ? o->backoff_base_ns_
-                                       : SG__DEFAULT_BACKOFF_BASE_NS;
-}
-
-static int64_t sg__opt_backoff_cap(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_BACKOFF) ? o->backoff_cap_ns_ : SG__DEFAULT_BACKOFF_CAP_NS;
-}
-
-static int64_t sg__opt_max_retry_after(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_MAX_RETRY_AFTER) ? o->max_retry_after_ns_
-                                               : SG__DEFAULT_MAX_RETRY_AFTER_NS;
-}
-
-int64_t sg__opt_min_attempt(const sg_op_options *o) {
-    int64_t m =
-        (o->set_ & SG__OPT_MIN_ATTEMPT) ? o->min_attempt_ns_ : SG__DEFAULT_MIN_ATTEMPT_NS;
-    /* An attempt timeout below the minimum must not refuse every attempt,
-     * nor may a budget smaller than the minimum refuse its first one. */
-    if (o->attempt_ns_ > 0 && o->attempt_ns_ < m) {
-        m = o->attempt_ns_;
-    }
-    const int64_t leasable = sg__opt_budget(o) - sg__opt_floor(o);
-    if (leasable > 0 && leasable < m) {
-        m = leasable;
-    }
-    return m;
-}
-
-uint32_t sg__opt_max_attempts(const sg_op_options *o) {
-    return (o->set_ & SG__OPT_MAX_ATTEMPTS) ? o->max_attempts_ : SG__DEFAULT_MAX_ATTEMPTS;
-}
-
-const char *sg__opt_method(const sg_op_options *o) {
-    return o->method_[0] != '\0' ? o->method_ : SG__DEFAULT_METHOD;
-}
-
-const char *sg__opt_deadline_header(const sg_op_options *o) {
-    return o->deadline_header_[0] != '\0' ? o->deadline_header_
-                                          : SG__DEFAULT_DEADLINE_HEADER;
-}
-
-bool sg__opt_status_retryable(const sg_op_options *o, int status) {
-    if (status < 100 || status > 599) {
-        return false;
-    }
-    if (!(o->set_ & SG__OPT_STATUSES)) {
-        switch (status) {
-        case 408:
-        case 429:
-        case 500:
-        case 502:
-        case 503:
-        case 504:
-            return true;
-        default:
-            return false;
-        }
-    }
-    const unsigned k = (unsigned)(status - 100);
-    return (o->statuses_[k / 64u] >> (k % 64u)) & 1u;
-}
-
-bool sg__method_idempotent(const char *method) {
-    /* RFC 9110 §9.2.2; method names are case-sensitive (§9.1). */
-    static const char *const idempotent[] = {"GET",   "HEAD", "OPTIONS",
-                                             "TRACE", "PUT",  "DELETE"};
-    for (size_t i = 0; i < sizeof(idempotent) / sizeof(idempotent[0]); i++) {
-        if (strcmp(method, idempotent[i]) == 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /* ------------------------------------------------------------------ the op */
 
 bool sg__op_started(const sg_op *op) {
@@ -507,6 +136,20 @@ int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
     op->finished_at_ = -1;
     op->state_ = SG__OP_READY;
     op->magic_ = SG__OP_MAGIC;
+    const sg_op_observer *obs = opts->observer_;
+    if (obs != NULL && obs->on_intent != NULL) {
+        /* Before any attempt can be planned: an observer that refuses
+         * (a ledger holding the same unresolved key) means nothing is
+         * ever sent. */
+        const char *label = opts->label_[0] != '\0' ? opts->label_ : NULL;
+        sg_op_intent intent = {sg__opt_method(opts), opts->target_,
+                               sg_op_idempotency_key(op), label};
+        int orc = obs->on_intent(op, &intent, opts->observer_ud_);
+        if (orc != 0) {
+            memset(op, 0, sizeof(*op));
+            return orc < 0 ? orc : SG_EREFUSED;
+        }
+    }
     return 0;
 }
 
@@ -528,6 +171,25 @@ const char *sg_op_method(const sg_op *op) {
     return sg__opt_method(&op->opts_);
 }
 
+/* An observer's failure never changes the operation; the first is kept. */
+static void sg__observed(sg_op *op, int rc) {
+    if (rc < 0 && op->observer_error_ == 0) {
+        op->observer_error_ = rc;
+    }
+}
+
+static void sg__observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
+    const sg_op_observer *obs = op->opts_.observer_;
+    if (obs == NULL) {
+        return;
+    }
+    int (*fn)(const sg_op *, const sg_op_attempt *, void *) =
+        end ? obs->on_attempt_end : obs->on_attempt_start;
+    if (fn != NULL) {
+        sg__observed(op, fn(op, a, op->opts_.observer_ud_));
+    }
+}
+
 static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
                           sg_op_decision decision, sg_op_reason reason) {
     op->state_ = SG__OP_FINISHED;
@@ -535,6 +197,10 @@ static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
     op->decision_ = (uint8_t)decision;
     op->reason_ = (uint8_t)reason;
     op->finished_at_ = now;
+    const sg_op_observer *obs = op->opts_.observer_;
+    if (obs != NULL && obs->on_resolve != NULL) {
+        sg__observed(op, obs->on_resolve(op, op->opts_.observer_ud_));
+    }
 }
 
 /* Clamps a configured clock (0 = off) to the grant; records the clamp. */
@@ -648,6 +314,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     plan->deadline_ms = granted / SG_MS(1);
     plan->deadline_header = sg__opt_deadline_header(o);
     op->state_ = SG__OP_RUNNING;
+    sg__observe_attempt(op, a, false);
     return 0;
 }
 
@@ -872,10 +539,27 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         v->retry_at = sg_time_add(now, delay);
         op->retry_at_ = v->retry_at;
         op->state_ = SG__OP_BACKOFF;
+        sg__observe_attempt(op, a, true);
     } else {
+        sg__observe_attempt(op, a, true);
         sg__op_finish(op, now, oc, decision, reason);
     }
     return 0;
+}
+
+int sg_op_cancel(sg_op *op, int64_t now) {
+    if (!sg__op_started(op)) {
+        return SG_EINVAL;
+    }
+    if (op->state_ == SG__OP_RUNNING || op->state_ == SG__OP_FINISHED) {
+        return SG_ESTATE;
+    }
+    sg__op_finish(op, now, SG_OUTCOME_CANCELLED, SG_OP_STOP, SG_OP_REASON_CANCELLED);
+    return 0;
+}
+
+int sg_op_observer_error(const sg_op *op) {
+    return sg__op_started(op) ? op->observer_error_ : 0;
 }
 
 bool sg_op_finished(const sg_op *op) {

@@ -1,6 +1,6 @@
 # The libcurl transport against the real sg-fakemodel (included by
 # tests/integration/CMakeLists.txt).
-if(SG_CURL_SOURCES AND TARGET sg-fakemodel)
+if(TARGET sg-fakemodel)
   add_executable(curl_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_transport_test.c)
   target_link_libraries(curl_transport_test PRIVATE streamguard_static PkgConfig::CMOCKA)
   target_compile_options(curl_transport_test PRIVATE -Wall -Wextra)

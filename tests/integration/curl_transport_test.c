@@ -137,13 +137,14 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
         sg_op_options_set_idempotent(po, true);
     }
     memset(co, 0, sizeof(*co));
-    co->format = s->format;
-    co->terminal_data = s->no_done || s->format == SG_FORMAT_NDJSON || s->terminal_type
-                            ? s->terminal_data
-                            : (s->terminal_data ? s->terminal_data : "[DONE]");
-    co->terminal_type = s->terminal_type;
-    co->max_event = s->max_event;
-    co->max_line = s->max_event;
+    co->framing.format = s->format;
+    co->framing.terminal_data =
+        s->no_done || s->format == SG_FORMAT_NDJSON || s->terminal_type
+            ? s->terminal_data
+            : (s->terminal_data ? s->terminal_data : "[DONE]");
+    co->framing.terminal_type = s->terminal_type;
+    co->framing.max_event = s->max_event;
+    co->framing.max_line = s->max_event;
     co->deadline_header = s->deadline_header;
     co->cafile = s->tls && !s->no_cafile ? server.ca_path : NULL;
     *easy_out = e;
@@ -658,7 +659,7 @@ static void many_operations_run_concurrently_on_one_thread(void **state) {
     sg_op_options_set_max_attempts(&po, 1);
     sg_op_options_set_first_item_timeout(&po, SG_MS(300));
     sg_op_options_set_idle_timeout(&po, SG_MS(200));
-    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     int64_t t0 = sg_clock_now(NULL);
     for (int i = 0; i < N; i++) {
@@ -697,7 +698,7 @@ static void a_caller_driven_multi_enforces_the_clocks(void **state) {
     sg_op_options_init(&po);
     sg_op_options_set_method(&po, "GET");
     sg_op_options_set_idle_timeout(&po, SG_MS(150));
-    sg_curl_options co = {.terminal_data = "[DONE]"};
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     for (int i = 0; i < 2; i++) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, c[i].path);

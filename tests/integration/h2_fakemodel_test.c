@@ -14,6 +14,13 @@
 
 #include <cmocka.h>
 
+/* The request with @f as its framing (NULL: the defaults). */
+static const sg_h2_request *with_framing(sg_h2_request *req, const sg_stream_config *f) {
+    static const sg_stream_config none;
+    req->framing = f != NULL ? *f : none;
+    return req;
+}
+
 static const char *g_fm_path;
 
 /* --------------------------------------------------------------- a run */
@@ -122,8 +129,9 @@ static void run_mixed(bool tls, int nstreams) {
         ex[i].want = k->want;
         ex[i].want_partial = k->partial;
         ex[i].want_cancel_rst = k->cancel_rst;
-        assert_int_equal(
-            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+                                            &ex[i], &ex[i].op),
+                         0);
     }
     assert_int_equal(sg_h2_conn_running(c), nstreams);
     assert_int_equal(sg_h2_conn_run(c), 0);
@@ -266,8 +274,9 @@ static void losing_the_connection_ends_every_stream_in_its_phase(void **state) {
         req.path = path;
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(
-            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+                                            &ex[i], &ex[i].op),
+                         0);
     }
     /* Drive it from our own loop (the embedding API) until items flow. */
     int64_t until = h2t_now() + SG_MS(300);
@@ -338,7 +347,8 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
      * before any item: truncated, not partial, safe with the key.  The
      * retry reconnects (and meets the same fate). */
     req.path = "/v1/chat/completions?n=4&gap=5&drop_after=0&drop=close";
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     const sg_op *pol = sg_h2_op_policy(e.op);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRUNCATED);
@@ -351,7 +361,8 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
     expect e2;
     memset(&e2, 0, sizeof(e2));
     req.path = "/v1/chat/completions?n=4&gap=5";
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e2, &e2.op), 0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e2, &e2.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e2.op), SG_OUTCOME_OK);
     assert_int_equal(e2.items, 4);
@@ -396,8 +407,9 @@ static void refused_streams_are_recorded_unsent_and_retried(void **state) {
         req.path = path; /* POST, no key: only "never processed" is safe */
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(
-            sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &ex[i], &ex[i].op), 0);
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+                                            &ex[i], &ex[i].op),
+                         0);
     }
     /* Write the whole first flight before reading anything: once the
      * server's SETTINGS are read, nghttp2 would respect its limit. */
@@ -446,7 +458,8 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     req.nheaders = 1;
     req.deadline_header = true;
     req.grpc_timeout = true;
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
     assert_int_equal(sg_h2_op_http_status(e.op), 429);
@@ -481,11 +494,13 @@ static void cancel_resets_only_that_stream(void **state) {
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=30&gap=10&_tag=0";
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e[0], &e[0].op),
-                     0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e[0], &e[0].op),
+        0);
     req.path = "/v1/chat/completions?n=10000&gap=10&_tag=1";
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &g_cbs, &e[1], &e[1].op),
-                     0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e[1], &e[1].op),
+        0);
     int64_t until = h2t_now() + SG_MS(100);
     while (h2t_now() < until) {
         struct pollfd p = {sg_h2_conn_fd(c), POLLIN, 0};
@@ -554,14 +569,17 @@ static void a_flooding_stream_does_not_delay_other_clocks(void **state) {
     req.method = "GET";
     req.path = "/v1/chat/completions?runaway=1&gap=0&line_bytes=2000";
     sg_h2_callbacks flood_cbs = {flood_item, NULL, NULL, NULL};
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &flood_cbs, &f, &f.flooder),
+    assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &flood_cbs,
+                                        &f, &f.flooder),
                      0);
     sg_op_options_set_first_item_timeout(&po, SG_MS(300));
     req.path = "/v1/chat/completions?n=3&first_delay=5000";
     sg_h2_callbacks quiet_cbs = {NULL, NULL, NULL, quiet_done};
     sg_h2_op *quiet = NULL;
     f.started = h2t_now();
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_sse, &quiet_cbs, &f, &quiet), 0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &quiet_cbs, &f, &quiet),
+        0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(quiet), SG_OUTCOME_FIRST_ITEM_TIMEOUT);
     assert_int_equal(sg_h2_op_outcome(f.flooder), SG_OUTCOME_CANCELLED);
@@ -596,7 +614,8 @@ static void oversized_event_is_protocol_error(void **state) {
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=5&gap=5&event_bytes=100000";
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &small, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &small), &po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_PROTOCOL_ERROR);
     assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);

@@ -1,7 +1,7 @@
 # The ledger's crash test and multi-process test (included by
 # tests/integration/CMakeLists.txt).  Plain C programs: no server, no
 # network; each works in its own directory under the build tree.
-if(SG_LEDGER_SOURCES)
+if(TARGET streamguard_static)
   foreach(t ledger_crash_test ledger_multiproc_test)
     add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     target_link_libraries(${t} PRIVATE streamguard_static)

@@ -9,7 +9,7 @@
 
 #include <streamguard/core.h>
 
-#include "core/dheap.h"
+#include "transport/dheap.h"
 
 typedef struct item {
     sg__dheap_node node;

@@ -415,6 +415,7 @@ struct config {
     const char *report;
     const char *write_out;
     const char *ledger_dir;
+    sg_ledger_binding binding; /* --ledger: the policy observer's user_data */
     const char *idem_key;
     bool http2;         /* --http2: streamguard's own HTTP/2 transport */
     bool http11;        /* --http1.1: libcurl, HTTP/1.1 */
@@ -561,9 +562,9 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_FORMAT:
         if (strcmp(arg, "sse") == 0) {
-            c->copts.format = SG_FORMAT_SSE;
+            c->copts.framing.format = SG_FORMAT_SSE;
         } else if (strcmp(arg, "ndjson") == 0) {
-            c->copts.format = SG_FORMAT_NDJSON;
+            c->copts.framing.format = SG_FORMAT_NDJSON;
         } else {
             return usage_error("--format takes sse or ndjson, not '%s'", arg);
         }
@@ -572,14 +573,14 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (*arg == '\0') {
             return usage_error("--done needs a non-empty sentinel%s", "");
         }
-        c->copts.terminal_data = arg;
+        c->copts.framing.terminal_data = arg;
         c->done_set = true;
         break;
     case OPT_DONE_EVENT:
         if (*arg == '\0') {
             return usage_error("--done-event needs a non-empty event type%s", "");
         }
-        c->copts.terminal_type = arg;
+        c->copts.framing.terminal_type = arg;
         break;
     case OPT_NO_DONE:
         c->no_done = true;
@@ -590,7 +591,7 @@ static int apply(struct config *c, int opt, const char *arg) {
                                "");
         }
         c->skip[c->nskip++] = arg;
-        c->copts.skip_types = c->skip;
+        c->copts.framing.skip_types = c->skip;
         break;
     case OPT_MAX_ITEMS:
     case OPT_MAX_BYTES:
@@ -604,8 +605,8 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n < 16) {
             return usage_error("--max-event-bytes takes 16 .. 1073741824, not '%s'", arg);
         }
-        c->copts.max_line = (size_t)n;
-        c->copts.max_event = (size_t)n;
+        c->copts.framing.max_line = (size_t)n;
+        c->copts.framing.max_event = (size_t)n;
         break;
     case OPT_OUTPUT:
         if (strcmp(arg, "data") == 0) {
@@ -661,9 +662,12 @@ static int open_ledger(struct config *c, sg_ledger **ledger,
         *ledger = NULL;
         return rv;
     }
-    c->copts.ledger = *ledger;
-    c->copts.ledger_key = derived;
-    c->copts.url = c->url;
+    /* The ledger is the operation's observer: it records the intent before
+     * anything is sent (or refuses the operation), each attempt, the end. */
+    c->binding.ledger = *ledger;
+    c->binding.fallback_key = derived;
+    sg_op_options_set_target(&c->policy, c->url);
+    sg_op_options_set_observer(&c->policy, sg_ledger_observer(), &c->binding);
     return 0;
 }
 
@@ -898,16 +902,11 @@ static int run_h2(struct config *c, bool probe) {
                          .body_len = c->body_len,
                          .deadline_header = c->copts.deadline_header,
                          .grpc_timeout = c->copts.grpc_timeout,
-                         .ledger = ledger,
-                         .ledger_key = ledger != NULL ? derived : NULL,
-                         .url = c->url};
-    sg_stream_config framing = {c->copts.format,        c->copts.terminal_data,
-                                c->copts.terminal_type, c->copts.max_line,
-                                c->copts.max_event,     c->copts.skip_types};
+                         .framing = c->copts.framing};
     sg_h2_callbacks cbs = {h2_on_item, h2_on_discard, NULL, NULL};
     sg_h2_op *op = NULL;
     int code = EXIT_INTERNAL;
-    rv = sg_h2_stream_start(conn, &req, &c->policy, &framing, &cbs, &c->run, &op);
+    rv = sg_h2_stream_start(conn, &req, &c->policy, &cbs, &c->run, &op);
     if (rv == 0) {
         rv = sg_h2_conn_run(conn);
     }
@@ -932,8 +931,8 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof(c));
     sg_op_options_init(&c.policy);
     sg_op_options_set_max_attempts(&c.policy, 1);
-    c.copts.max_line = DEFAULT_MAX_EVENT;
-    c.copts.max_event = DEFAULT_MAX_EVENT;
+    c.copts.framing.max_line = DEFAULT_MAX_EVENT;
+    c.copts.framing.max_event = DEFAULT_MAX_EVENT;
     c.http_version = CURL_HTTP_VERSION_NONE;
 
     int opt;
@@ -1007,13 +1006,13 @@ int main(int argc, char **argv) {
             c.method = method;
         }
     }
-    if (code == 0 && c.copts.format == SG_FORMAT_SSE && !c.no_done && !c.done_set &&
-        c.copts.terminal_type == NULL) {
-        c.copts.terminal_data = "[DONE]";
+    if (code == 0 && c.copts.framing.format == SG_FORMAT_SSE && !c.no_done &&
+        !c.done_set && c.copts.framing.terminal_type == NULL) {
+        c.copts.framing.terminal_data = "[DONE]";
     }
     if (code == 0 && c.no_done) {
-        c.copts.terminal_data = NULL;
-        c.copts.terminal_type = NULL;
+        c.copts.framing.terminal_data = NULL;
+        c.copts.framing.terminal_type = NULL;
     }
     if (code != 0) {
         curl_slist_free_all(c.headers);

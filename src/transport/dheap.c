@@ -1,5 +1,5 @@
 /* The lazy deadline heap (see dheap.h). */
-#include "core/dheap.h"
+#include "transport/dheap.h"
 
 #include <stdlib.h>
 

@@ -10,8 +10,8 @@
  * the node reaches the top.  A deadline that moves EARLIER must be reported
  * with sg__dheap_reschedule (O(log n)).
  */
-#ifndef SG_CORE_DHEAP_H
-#define SG_CORE_DHEAP_H
+#ifndef SG_TRANSPORT_DHEAP_H
+#define SG_TRANSPORT_DHEAP_H
 
 #include <stdbool.h>
 #include <stddef.h>

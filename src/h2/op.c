@@ -1,0 +1,479 @@
+/*
+ * Guarded operations as streams of one HTTP/2 connection: the HTTP/2 glue
+ * of the shared attempt lifecycle (src/transport/lifecycle.h).
+ *
+ * nghttp2 has no stream timers of its own: each stream's clocks live in its
+ * operation's lifecycle, and the connection keeps its operations in the
+ * lazy deadline heap (src/transport/dheap.h) keyed by their next deadline -
+ * the one instant sg_h2_conn_next_deadline reports.
+ *
+ * Decisions taken inside nghttp2 callbacks (a clock refused an item, a
+ * stream closed) put the operation on a queue; the policy and the user
+ * callbacks that may free things (on_discard, on_attempt, on_done) run
+ * from that queue after nghttp2 returned.
+ */
+#include "h2/internal.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ heap */
+
+#define OP_OF_NODE(n) ((sg_h2_op *)((char *)(n)-offsetof(sg_h2_op, node)))
+
+int64_t sg__h2_op_deadline(const sg__dheap_node *n) {
+    const sg_h2_op *op = (const sg_h2_op *)((const char *)n - offsetof(sg_h2_op, node));
+    return sg__lc_next_deadline(&op->lc);
+}
+
+/* The deadline moved: only an earlier one needs the heap (lazy keys). */
+void sg__h2_reschedule(sg_h2_op *op) {
+    sg__dheap_reschedule(&op->conn->heap, &op->node);
+}
+
+/* ----------------------------------------------------- attempt decisions */
+
+void sg__h2_detach_stream(sg_h2_op *op) {
+    sg_h2_conn *c = op->conn;
+    if (op->stream_id > 0) {
+        if (c->session != NULL) {
+            nghttp2_session_set_stream_user_data(c->session, op->stream_id, NULL);
+        }
+        op->stream_id = 0;
+        c->active--;
+    }
+}
+
+static void reset_stream(sg_h2_op *op, int rst_code) {
+    sg_h2_conn *c = op->conn;
+    if (op->stream_id > 0 && rst_code >= 0 && c->session != NULL) {
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, op->stream_id,
+                                  (uint32_t)rst_code);
+    }
+    sg__h2_detach_stream(op);
+}
+
+static void queue_decided(sg_h2_op *op) {
+    sg_h2_conn *c = op->conn;
+    if (op->queued) {
+        return;
+    }
+    op->queued = true;
+    op->done_next = NULL;
+    if (c->done_tail != NULL) {
+        c->done_tail->done_next = op;
+    } else {
+        c->done_head = op;
+    }
+    c->done_tail = op;
+}
+
+void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code) {
+    reset_stream(op, rst_code);
+    sg__lc_decide(&op->lc, now, how);
+    queue_decided(op);
+}
+
+/* After a settle that did not end the op: its deadline moved either way. */
+static void settled(sg_h2_op *op, int ended) {
+    if (!ended) {
+        sg__dheap_rekey(&op->conn->heap, &op->node);
+    }
+}
+
+void sg__h2_process_decided(sg_h2_conn *c) {
+    while (c->done_head != NULL) {
+        sg_h2_op *op = c->done_head;
+        c->done_head = op->done_next;
+        if (c->done_head == NULL) {
+            c->done_tail = NULL;
+        }
+        op->queued = false;
+        settled(op, sg__lc_settle(&op->lc, sg__h2_now(c)));
+    }
+}
+
+void sg__h2_run_due(sg_h2_conn *c, int64_t now) {
+    sg__dheap_node *top;
+    while (sg__dheap_earliest(&c->heap, &top) <= now) {
+        sg_h2_op *op = OP_OF_NODE(top);
+        settled(op, sg__lc_tick(&op->lc, now));
+        sg__h2_process_decided(c);
+        /* op may be freed now; re-key whatever sits on top instead. */
+        sg__dheap_node *again;
+        if (sg__dheap_earliest(&c->heap, &again) <= now && again == top) {
+            /* due yet unchanged (nothing to do at this instant): look
+             * again shortly rather than spin */
+            sg__dheap_set_key(&c->heap, top, sg_time_add(now, SG_MS(1)));
+        }
+    }
+}
+
+/* ------------------------------------------------------ transport glue */
+
+static nghttp2_nv make_nv(const char *name, const char *value) {
+    nghttp2_nv nv;
+    nv.name = (uint8_t *)(uintptr_t)name;
+    nv.value = (uint8_t *)(uintptr_t)value;
+    nv.namelen = strlen(name);
+    nv.valuelen = strlen(value);
+    nv.flags = NGHTTP2_NV_FLAG_NONE;
+    return nv;
+}
+
+static void lowercase(char *s) {
+    for (; *s != '\0'; s++) {
+        *s = (char)tolower((unsigned char)*s);
+    }
+}
+
+/* Reconnects when needed (blocking, within the lease), then submits the
+ * request with the lifecycle's stamp. */
+static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
+                     int64_t *now, sg_outcome *fail) {
+    sg_h2_op *op = SG__H2_OP_OF(lc);
+    sg_h2_conn *c = op->conn;
+    op->stream_id = 0;
+    op->body_off = 0;
+    op->header_bytes = 0;
+
+    int64_t ct = c->opts.connect_timeout;
+    int64_t lease_ct = sg_guard_config_connect(&plan->guard_config);
+    if (lease_ct > 0 && lease_ct < ct) {
+        ct = lease_ct;
+    }
+    if (plan->attempt_ns < ct) {
+        ct = plan->attempt_ns;
+    }
+    bool had_session = c->usable && c->session != NULL;
+    int rv = sg__h2_ensure_session(c, ct, fail);
+    if (!had_session) {
+        *now = sg__h2_now(c); /* connecting took real time */
+    }
+    if (rv != 0) {
+        sg__lc_error(lc, "%s",
+                     rv == SG_ESTATE ? "connection draining after GOAWAY" : c->errbuf);
+        return rv;
+    }
+    sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_SEND, *now);
+
+    nghttp2_nv *nva = op->nva;
+    size_t n = op->nfixed;
+    for (size_t i = 0; i < st->n; i++) {
+        snprintf(op->stamp_names[i], sizeof(op->stamp_names[i]), "%s", st->h[i].name);
+        lowercase(op->stamp_names[i]);
+        nva[n++] = make_nv(op->stamp_names[i], st->h[i].value);
+    }
+    nghttp2_data_provider prd;
+    prd.source.ptr = NULL;
+    prd.read_callback = sg__h2_body_read;
+    int32_t id = nghttp2_submit_request(c->session, NULL, nva, n,
+                                        op->body_len > 0 ? &prd : NULL, op);
+    if (id < 0) {
+        *fail = SG_OUTCOME_TRANSPORT_ERROR;
+        sg__lc_error(lc, "cannot submit the request: %s", nghttp2_strerror(id));
+        if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+            c->usable = false; /* ids exhausted: the next attempt reconnects */
+        }
+        return SG_EH2;
+    }
+    op->stream_id = id;
+    c->active++;
+    sg__h2_reschedule(op);
+    return 0;
+}
+
+static void tp_abort(sg__lifecycle *lc) {
+    /* this stream alone: the server learns at once that nobody listens */
+    reset_stream(SG__H2_OP_OF(lc), NGHTTP2_CANCEL);
+}
+
+static void tp_discard(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome) {
+    sg_h2_op *op = SG__H2_OP_OF(lc);
+    if (op->cbs.on_discard != NULL) {
+        op->cbs.on_discard(op, attempt, outcome, op->user_data);
+    }
+}
+
+static void tp_attempt_ended(sg__lifecycle *lc, const sg_op_attempt *rec) {
+    sg_h2_op *op = SG__H2_OP_OF(lc);
+    if (op->cbs.on_attempt != NULL) {
+        op->cbs.on_attempt(op, rec, op->user_data);
+    }
+}
+
+/* The operation ended: leave the heap, then tell the consumer.  After this
+ * returns the op may have been freed by on_done. */
+static void tp_finished(sg__lifecycle *lc) {
+    sg_h2_op *op = SG__H2_OP_OF(lc);
+    sg_h2_conn *c = op->conn;
+    if (op->node.in_heap) {
+        sg__dheap_remove(&c->heap, &op->node);
+        c->running--;
+    }
+    if (op->cbs.on_done != NULL) {
+        op->cbs.on_done(op, op->user_data);
+    }
+}
+
+static const sg__transport h2_transport = {
+    tp_launch, tp_abort, NULL, tp_discard, tp_attempt_ended, tp_finished,
+};
+
+static int on_item(const sg_item *item, void *user_data) {
+    sg_h2_op *op = user_data;
+    if (op->cbs.on_item != NULL) {
+        return op->cbs.on_item(op, item, op->user_data);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- operations */
+
+static bool token_char_ok(const char *s) {
+    for (; *s != '\0'; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Copies the request into one block: the nva array (with room for the
+ * headers stamped per attempt), then every string - the observer's target
+ * scheme://authority/path among them - then the body. */
+static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *req,
+                        const char *method) {
+    const char *authority = req->authority != NULL ? req->authority : c->authority;
+    const char *scheme = c->opts.tls ? "https" : "http";
+    size_t nva_n = 4 + req->nheaders + SG__LC_STAMP_MAX;
+    size_t size = nva_n * sizeof(nghttp2_nv);
+    size += strlen(method) + strlen(req->path) + strlen(authority) + 3;
+    size += strlen(scheme) + 3 + strlen(authority) + strlen(req->path) + 1;
+    for (size_t i = 0; i < req->nheaders; i++) {
+        size += strlen(req->headers[i].name) + strlen(req->headers[i].value) + 2;
+    }
+    size += req->body_len;
+    uint8_t *block = malloc(size);
+    if (block == NULL) {
+        return SG_ENOMEM;
+    }
+    op->block = block;
+    op->nva = (nghttp2_nv *)(void *)block;
+    char *p = (char *)(block + nva_n * sizeof(nghttp2_nv));
+#define SG__COPY(dst, src)           \
+    do {                             \
+        size_t l_ = strlen(src) + 1; \
+        memcpy(p, (src), l_);        \
+        (dst) = p;                   \
+        p += l_;                     \
+    } while (0)
+    const char *m, *pa, *au;
+    SG__COPY(m, method);
+    SG__COPY(pa, req->path);
+    SG__COPY(au, authority);
+    op->target = p;
+    p += sprintf(p, "%s://%s%s", scheme, authority, req->path) + 1;
+    size_t n = 0;
+    op->nva[n++] = make_nv(":method", m);
+    op->nva[n++] = make_nv(":scheme", scheme);
+    op->nva[n++] = make_nv(":authority", au);
+    op->nva[n++] = make_nv(":path", pa);
+    for (size_t i = 0; i < req->nheaders; i++) {
+        char *name;
+        const char *value;
+        SG__COPY(name, req->headers[i].name);
+        lowercase(name);
+        SG__COPY(value, req->headers[i].value);
+        op->nva[n++] = make_nv(name, value);
+    }
+#undef SG__COPY
+    op->nfixed = n;
+    op->body = (const uint8_t *)p;
+    op->body_len = req->body_len;
+    if (req->body_len > 0) {
+        memcpy(p, req->body, req->body_len);
+    }
+    return 0;
+}
+
+static int check_request(const sg_h2_request *req) {
+    if (req->path == NULL || req->path[0] == '\0' || req->drain_ns < 0 ||
+        (req->headers == NULL && req->nheaders > 0) ||
+        (req->body == NULL && req->body_len > 0) || !token_char_ok(req->path)) {
+        return SG_EINVAL;
+    }
+    for (size_t i = 0; i < req->nheaders; i++) {
+        const sg_h2_header *h = &req->headers[i];
+        if (h->name == NULL || h->value == NULL || h->name[0] == '\0' ||
+            h->name[0] == ':' || !token_char_ok(h->name) || !token_char_ok(h->value)) {
+            return SG_EINVAL;
+        }
+    }
+    return 0;
+}
+
+void sg__h2_op_release(sg_h2_op *op) {
+    free(op->block);
+    sg__lc_release(&op->lc);
+    free(op);
+}
+
+static void link_op(sg_h2_conn *c, sg_h2_op *op) {
+    op->next = c->ops;
+    if (c->ops != NULL) {
+        c->ops->prev = op;
+    }
+    c->ops = op;
+}
+
+int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
+                       const sg_op_options *policy, const sg_h2_callbacks *cbs,
+                       void *user_data, sg_h2_op **out) {
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (c == NULL || req == NULL || check_request(req) != 0) {
+        return SG_EINVAL;
+    }
+    sg_h2_op *op = calloc(1, sizeof(*op));
+    if (op == NULL) {
+        return SG_ENOMEM;
+    }
+    int rv = sg__lc_init(&op->lc, &h2_transport, policy, &req->framing, req->drain_ns,
+                         on_item, op);
+    if (rv != 0) {
+        free(op);
+        return rv;
+    }
+    sg_op_options *po = &op->lc.popts;
+    if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
+        sg__h2_op_release(op);
+        return SG_EINVAL;
+    }
+    /* Without a method of its own the request sends the policy's, so retry
+     * safety always follows what went on the wire. */
+    rv = copy_request(op, c, req, sg_op_options_method(po));
+    if (rv == 0) {
+        op->conn = c;
+        rv = sg__dheap_push(&c->heap, &op->node);
+    }
+    if (rv != 0) {
+        sg__h2_op_release(op);
+        return rv;
+    }
+    if (sg_op_options_target(po) == NULL) {
+        sg_op_options_set_target(po, op->target);
+    }
+    op->lc.deadline_header = req->deadline_header;
+    op->lc.grpc_timeout = req->grpc_timeout;
+    if (cbs != NULL) {
+        op->cbs = *cbs;
+    }
+    op->user_data = user_data;
+    link_op(c, op);
+    c->running++;
+    if (out != NULL) {
+        *out = op;
+    }
+    rv = sg__lc_start(&op->lc, sg__h2_now(c));
+    if (rv < 0) {
+        /* the observer refused: nothing was sent, nothing to drive */
+        if (out != NULL) {
+            *out = NULL;
+        }
+        sg_h2_op_free(op);
+        return rv;
+    }
+    sg__h2_process_decided(c);
+    return 0;
+}
+
+int sg_h2_op_cancel(sg_h2_op *op) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    sg__lc_cancel(&op->lc);
+    if (op->conn != NULL && op->node.in_heap) {
+        sg__h2_reschedule(op); /* due at once */
+    }
+    return 0;
+}
+
+static void unqueue(sg_h2_conn *c, sg_h2_op *op) {
+    sg_h2_op **pp = &c->done_head;
+    sg_h2_op *prev = NULL;
+    while (*pp != NULL && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->done_next;
+    }
+    if (*pp == op) {
+        *pp = op->done_next;
+        if (c->done_tail == op) {
+            c->done_tail = prev;
+        }
+    }
+}
+
+void sg_h2_op_free(sg_h2_op *op) {
+    if (op == NULL) {
+        return;
+    }
+    sg_h2_conn *c = op->conn;
+    if (c != NULL) {
+        reset_stream(op, NGHTTP2_CANCEL);
+        if (op->node.in_heap) {
+            sg__dheap_remove(&c->heap, &op->node);
+            c->running--;
+        }
+        if (op->queued) {
+            unqueue(c, op);
+        }
+        if (op->prev != NULL) {
+            op->prev->next = op->next;
+        } else if (c->ops == op) {
+            c->ops = op->next;
+        }
+        if (op->next != NULL) {
+            op->next->prev = op->prev;
+        }
+    }
+    sg__h2_op_release(op);
+}
+
+sg_outcome sg_h2_op_outcome(const sg_h2_op *op) {
+    return op != NULL ? sg_op_outcome(&op->lc.policy) : SG_OUTCOME_TRANSPORT_ERROR;
+}
+
+bool sg_h2_op_done(const sg_h2_op *op) {
+    return op != NULL && op->lc.state == SG__LC_DONE;
+}
+
+const sg_op *sg_h2_op_policy(const sg_h2_op *op) {
+    return op != NULL ? &op->lc.policy : NULL;
+}
+
+void *sg_h2_op_user_data(const sg_h2_op *op) {
+    return op != NULL ? op->user_data : NULL;
+}
+
+int32_t sg_h2_op_stream_id(const sg_h2_op *op) {
+    return op != NULL ? op->stream_id : 0;
+}
+
+int sg_h2_op_http_status(const sg_h2_op *op) {
+    return op != NULL && op->lc.http_status > 0 ? op->lc.http_status : 0;
+}
+
+const char *sg_h2_op_error(const sg_h2_op *op) {
+    return op != NULL ? op->lc.errbuf : "";
+}
+
+int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed) {
+    if (op == NULL || op->conn == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_op_report_write(&op->lc.policy, sg__h2_now(op->conn), buf, len, needed);
+}

@@ -1,0 +1,83 @@
+/*
+ * The ledger as a policy observer: what an operation's intent, attempts and
+ * resolution become in the ledger.  The only part of the ledger that reads
+ * an sg_op; the transports never see any of it.
+ */
+#include "ledger/internal.h"
+
+sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
+    if (op == NULL) {
+        return SG_LEDGER_UNKNOWN;
+    }
+    /* Unknown first: an unsafe request that may have taken effect is never
+     * "failed", whatever came after it (DESIGN.md, retry rule 4). */
+    uint32_t n = sg_op_attempt_count(op);
+    for (uint32_t i = 0; i < n; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(op, i);
+        if (a != NULL && a->outcome_unknown) {
+            return SG_LEDGER_UNKNOWN;
+        }
+    }
+    return sg_op_outcome(op) == SG_OUTCOME_OK ? SG_LEDGER_DONE : SG_LEDGER_FAILED;
+}
+
+const char *sg_ledger_op_key(const sg_op *op, const char *fallback) {
+    const char *key = sg_op_idempotency_key(op);
+    return key != NULL ? key : fallback;
+}
+
+int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op, const char *url) {
+    const char *method = sg_op_method(op);
+    if (method == NULL || key == NULL || url == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_intent(l, key, method, url);
+}
+
+int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op) {
+    uint32_t n = sg_op_attempt_count(op);
+    if (op == NULL || n == 0) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_attempt_record(l, key, sg_op_attempt_at(op, n - 1));
+}
+
+int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *op) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_resolve(l, key, sg_ledger_resolution_of(op), sg_op_outcome(op));
+}
+
+/* ------------------------------------------------------------ observer */
+
+static int obs_intent(const sg_op *op, const sg_op_intent *intent, void *user_data) {
+    const sg_ledger_binding *b = user_data;
+    if (b == NULL || b->ledger == NULL) {
+        return SG_EINVAL;
+    }
+    return sg_ledger_op_intent(b->ledger, sg_ledger_op_key(op, b->fallback_key), op,
+                               intent->target);
+}
+
+static int obs_attempt_end(const sg_op *op, const sg_op_attempt *rec, void *user_data) {
+    (void)rec;
+    const sg_ledger_binding *b = user_data;
+    return sg_ledger_op_attempt(b->ledger, sg_ledger_op_key(op, b->fallback_key), op);
+}
+
+static int obs_resolve(const sg_op *op, void *user_data) {
+    const sg_ledger_binding *b = user_data;
+    return sg_ledger_op_resolve(b->ledger, sg_ledger_op_key(op, b->fallback_key), op);
+}
+
+static const sg_op_observer ledger_observer = {
+    obs_intent,
+    NULL,
+    obs_attempt_end,
+    obs_resolve,
+};
+
+const sg_op_observer *sg_ledger_observer(void) {
+    return &ledger_observer;
+}

@@ -1,0 +1,332 @@
+/* The attempt lifecycle shared by every transport (see lifecycle.h). */
+#include "transport/lifecycle.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SG__LC_DEFAULT_DRAIN SG_MS(200)
+
+void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(lc->errbuf, sizeof(lc->errbuf), fmt, ap);
+    va_end(ap);
+}
+
+int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
+                const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
+                void *item_ud) {
+    sg_stream_config cfg;
+    if (framing != NULL) {
+        cfg = *framing;
+    } else {
+        memset(&cfg, 0, sizeof(cfg));
+    }
+    if ((cfg.format != SG_FORMAT_SSE && cfg.format != SG_FORMAT_NDJSON) || drain_ns < 0) {
+        return SG_EINVAL;
+    }
+    size_t buf_size = sg_stream_buffer_size(&cfg);
+    if (buf_size == 0) {
+        return SG_ERANGE;
+    }
+    memset(lc, 0, sizeof(*lc));
+    lc->parser_buf = malloc(buf_size);
+    if (lc->parser_buf == NULL) {
+        return SG_ENOMEM;
+    }
+    int rv =
+        sg_stream_init(&lc->stream, &cfg, on_item, item_ud, lc->parser_buf, buf_size);
+    if (rv != 0) {
+        sg__lc_release(lc);
+        return rv;
+    }
+    lc->tp = tp;
+    if (popts != NULL) {
+        lc->popts = *popts;
+    } else {
+        sg_op_options_init(&lc->popts);
+    }
+    lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
+    lc->state = SG__LC_NEW;
+    return 0;
+}
+
+void sg__lc_release(sg__lifecycle *lc) {
+    free(lc->parser_buf);
+    lc->parser_buf = NULL;
+}
+
+/* ------------------------------------------------------------ the end */
+
+/* The operation ended: the transport leaves its driver, then on_done.
+ * After this returns the lifecycle may have been freed. */
+static int finish(sg__lifecycle *lc) {
+    lc->state = SG__LC_DONE;
+    int orc = sg_op_observer_error(&lc->policy);
+    if (orc != 0 && lc->errbuf[0] == '\0') {
+        /* never changes the outcome; kept as the message when there is
+         * no other */
+        sg__lc_error(lc, "observer: %s", sg_strerror(orc));
+    }
+    lc->tp->finished(lc);
+    return 1;
+}
+
+/* ------------------------------------------------------------ attempts */
+
+static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stamp *st) {
+    st->n = 0;
+    const char *key = sg_op_idempotency_key(&lc->policy);
+    if (key != NULL) {
+        st->h[st->n++] = (sg__lc_header){"Idempotency-Key", key};
+    }
+    if (lc->deadline_header) {
+        snprintf(lc->dl_value, sizeof(lc->dl_value), "%lld",
+                 (long long)plan->deadline_ms);
+        st->h[st->n++] = (sg__lc_header){plan->deadline_header, lc->dl_value};
+    }
+    if (lc->grpc_timeout && sg_grpc_timeout_format(plan->attempt_ns, lc->grpc_value,
+                                                   sizeof(lc->grpc_value)) > 0) {
+        st->h[st->n++] = (sg__lc_header){"grpc-timeout", lc->grpc_value};
+    }
+}
+
+/* Lease and launch the next attempt.  Returns 1 when the operation ended
+ * (nothing could be leased, or the launch failed for good). */
+static int begin(sg__lifecycle *lc, int64_t now) {
+    sg_op_plan plan;
+    if (sg_op_next_attempt(&lc->policy, now, &plan) != 0) {
+        return finish(lc);
+    }
+    sg_stream_begin(&lc->stream, &plan.guard_config, sg_op_budget(&lc->policy),
+                    plan.attempt, now);
+    lc->attempt = plan.attempt;
+    lc->http_status = 0;
+    lc->sent = false;
+    lc->headers_done = false;
+    lc->body_is_stream = false;
+    lc->not_processed = false;
+    lc->feed_error = 0;
+    lc->retry_after_len = 0;
+    lc->errbuf[0] = '\0';
+    lc->state = SG__LC_RUNNING;
+
+    sg__lc_stamp st;
+    stamp_headers(lc, &plan, &st);
+    sg_outcome fail = SG_OUTCOME_TRANSPORT_ERROR;
+    if (lc->tp->launch(lc, &plan, &st, &now, &fail) != 0) {
+        /* Nothing was sent: the policy may retry it. */
+        lc->not_processed = true;
+        sg__lc_decide(lc, now, fail);
+        return sg__lc_settle(lc, now);
+    }
+    return 0;
+}
+
+int sg__lc_start(sg__lifecycle *lc, int64_t now) {
+    int rv = sg_op_start(&lc->policy, &lc->popts, now);
+    if (rv != 0) {
+        sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
+        return rv;
+    }
+    return begin(lc, now);
+}
+
+void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
+    if (lc->state == SG__LC_DRAINING) {
+        how = SG_OUTCOME_OK; /* the terminal already decided it */
+    }
+    if (sg_stream_active(&lc->stream)) {
+        sg_stream_end(&lc->stream, now, how, &lc->gr);
+    }
+    if (lc->gr.outcome == SG_OUTCOME_PROTOCOL_ERROR && lc->feed_error != 0) {
+        /* say what stopped the body, not how the transport noticed */
+        sg__lc_error(lc, "%s", sg_strerror(lc->feed_error));
+    }
+    lc->state = SG__LC_ENDING;
+}
+
+int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
+    if (lc->state != SG__LC_ENDING) {
+        return lc->state == SG__LC_DONE;
+    }
+    const sg_guard_result *gr = &lc->gr;
+    sg_op_result r;
+    sg_op_verdict v;
+    sg_op_result_from_guard(&r, gr);
+    r.sent = lc->sent;
+    r.headers_received = lc->headers_done;
+    r.http_status = lc->headers_done && lc->http_status > 0 ? lc->http_status : 0;
+    if (lc->not_processed) {
+        /* Never processed by the server: not sent, whatever the phase our
+         * side reached, so the policy may retry it. */
+        r.sent = false;
+        if (r.phase > SG_PHASE_SEND) {
+            r.phase = SG_PHASE_SEND;
+        }
+    }
+    if (lc->retry_after_len > 0 && lc->headers_done) {
+        r.retry_after = lc->retry_after;
+        r.retry_after_len = lc->retry_after_len;
+        r.wall_now_s = (int64_t)time(NULL);
+    }
+    if (gr->outcome == SG_OUTCOME_OK) {
+        lc->errbuf[0] = '\0';
+    } else if (gr->outcome != SG_OUTCOME_HTTP_ERROR && lc->errbuf[0] == '\0') {
+        sg__lc_error(lc, "%s", sg_outcome_name(gr->outcome));
+    }
+    if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
+        /* Cannot happen with the checks above; still, the policy must
+         * record an end, so hand it a result it always accepts. */
+        r.http_status = 0;
+        r.retry_after = NULL;
+        r.outcome = SG_OUTCOME_PROTOCOL_ERROR;
+        if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
+            return finish(lc);
+        }
+    }
+    if (v.partial) {
+        lc->tp->discard(lc, lc->attempt, v.outcome);
+    }
+    const sg_op_attempt *rec =
+        sg_op_attempt_at(&lc->policy, sg_op_attempt_count(&lc->policy) - 1);
+    if (rec != NULL) {
+        lc->tp->attempt_ended(lc, rec);
+    }
+    if (v.decision == SG_OP_RETRY) {
+        lc->state = SG__LC_SLEEPING;
+        lc->wake_at = v.retry_at;
+        if (lc->cancel) {
+            /* cancelled while this attempt ended: no further attempt */
+            sg_op_cancel(&lc->policy, now);
+            return finish(lc);
+        }
+        return 0;
+    }
+    return finish(lc);
+}
+
+/* ------------------------------------------------------------ the loop */
+
+int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
+    switch (lc->state) {
+    case SG__LC_RUNNING:
+        return lc->cancel ? INT64_MIN : sg_guard_next_deadline(&lc->stream.guard_);
+    case SG__LC_DRAINING:
+        return lc->drain_until;
+    case SG__LC_SLEEPING:
+        return lc->cancel ? INT64_MIN : lc->wake_at;
+    default:
+        return SG_TIME_NEVER;
+    }
+}
+
+void sg__lc_cancel(sg__lifecycle *lc) {
+    if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_SLEEPING) {
+        lc->cancel = true;
+    }
+}
+
+int sg__lc_tick(sg__lifecycle *lc, int64_t now) {
+    switch (lc->state) {
+    case SG__LC_RUNNING:
+        if (lc->cancel) {
+            lc->tp->abort(lc);
+            sg__lc_decide(lc, now, SG_OUTCOME_CANCELLED);
+            return sg__lc_settle(lc, now);
+        }
+        if (now < sg_guard_next_deadline(sg__lc_guard(lc))) {
+            return 0;
+        }
+        if (lc->tp->sync != NULL) {
+            lc->tp->sync(lc, now);
+        }
+        if (sg_guard_check(sg__lc_guard(lc), now, NULL) != 1) {
+            return 0;
+        }
+        /* A clock expired: the request goes now, not at the transport's
+         * pace; the latched expiry is the outcome. */
+        lc->tp->abort(lc);
+        sg__lc_decide(lc, now, SG_OUTCOME_TRANSPORT_ERROR);
+        return sg__lc_settle(lc, now);
+    case SG__LC_DRAINING:
+        if (now < lc->drain_until) {
+            return 0;
+        }
+        lc->tp->abort(lc);
+        sg__lc_decide(lc, now, SG_OUTCOME_OK);
+        return sg__lc_settle(lc, now);
+    case SG__LC_SLEEPING:
+        if (lc->cancel) {
+            sg_op_cancel(&lc->policy, now);
+            return finish(lc);
+        }
+        if (now < lc->wake_at) {
+            return 0;
+        }
+        return begin(lc, now);
+    default:
+        return 0;
+    }
+}
+
+/* ------------------------------------------------------ response facts */
+
+void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
+    lc->http_status = status;
+    lc->headers_done = false;
+    lc->body_is_stream = false;
+    lc->retry_after_len = 0;
+    sg_guard *g = sg__lc_guard(lc);
+    if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
+        /* a status line: the request reached the server */
+        sg_guard_set_phase(g, SG_PHASE_WAIT_HEADERS, now);
+    }
+}
+
+void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
+    if (len < sizeof(lc->retry_after)) {
+        memcpy(lc->retry_after, value, len);
+        lc->retry_after_len = len;
+    }
+}
+
+int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
+    int st = lc->http_status;
+    if (st >= 100 && st < 200) {
+        return SG__LC_INTERIM;
+    }
+    lc->headers_done = true;
+    if (st >= 200 && st < 300) {
+        lc->body_is_stream = true;
+        sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_WAIT_FIRST_ITEM, now);
+        return SG__LC_STREAM;
+    }
+    if (st >= 300 && st < 400) {
+        return SG__LC_OTHER;
+    }
+    return SG__LC_ERROR;
+}
+
+int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
+    if (lc->state != SG__LC_RUNNING || !lc->body_is_stream) {
+        return 0; /* draining after the terminal, or a body that is no stream */
+    }
+    int rv = sg_stream_feed(&lc->stream, data, len, now);
+    if (rv < 0) {
+        if (rv != SG_ETIMEDOUT && rv != SG_ECAP && rv != SG_ECANCELED) {
+            lc->feed_error = rv;
+        }
+        return rv;
+    }
+    if (rv == 1) {
+        /* Decided at the instant the terminal arrived; the rest of the body
+         * is only drained so the connection can be reused. */
+        lc->state = SG__LC_DRAINING;
+        lc->drain_until = sg_time_add(now, lc->drain_ns);
+    }
+    return rv;
+}

@@ -1,0 +1,172 @@
+/*
+ * The attempt lifecycle every transport shares: one state machine for one
+ * guarded operation, from its intent to its resolution.
+ *
+ * It owns what is the same whatever carries the bytes: the policy (sg_op:
+ * leases, retry decisions, the observer), the body (sg_stream: framing and
+ * the attempt's three clocks), the request headers stamped on every
+ * attempt (Idempotency-Key, the deadline header, grpc-timeout), what the
+ * response said so far (status, Retry-After, sent or not), and the hand-off
+ * of a finished attempt to the policy with its callbacks.
+ *
+ * A transport keeps only its I/O and says so through sg__transport:
+ * launch one attempt's request, abort it, and hear of discards, attempt
+ * records and the end.  It reports what it sees (status, header end, body
+ * bytes, the instant a request was written) through the sg__lc_* calls
+ * below, decides an attempt with sg__lc_decide when its stream ends, and
+ * hands the decided attempt to the policy with sg__lc_settle from a place
+ * where user callbacks may free things (never inside a library callback).
+ *
+ * Nothing here waits, arms a timer or reads the clock, with one exception:
+ * the wall clock (time(2)) turns a Retry-After HTTP-date into a delay.
+ */
+#ifndef SG_TRANSPORT_LIFECYCLE_H
+#define SG_TRANSPORT_LIFECYCLE_H
+
+#include <streamguard/policy.h>
+#include <streamguard/stream.h>
+
+/** Room for an operation's message (libcurl's CURL_ERROR_SIZE fits). */
+#define SG__LC_ERROR_SIZE 256
+/** Headers stamped on every attempt: idempotency key, deadline, grpc. */
+#define SG__LC_STAMP_MAX 3
+
+/* One state enum for every transport. */
+enum sg__lc_state {
+    SG__LC_NEW = 0,  /* created, not started */
+    SG__LC_RUNNING,  /* an attempt's request is in flight */
+    SG__LC_DRAINING, /* terminal seen: decided ok, waiting for the body end */
+    SG__LC_ENDING,   /* attempt decided; sg__lc_settle hands it over */
+    SG__LC_SLEEPING, /* backoff before the next attempt */
+    SG__LC_DONE,
+};
+
+/* How a final header block classifies the response. */
+enum sg__lc_headers {
+    SG__LC_INTERIM = 0, /* 1xx: the final block follows */
+    SG__LC_STREAM,      /* 2xx: the body is parsed into items */
+    SG__LC_OTHER,       /* 3xx: no stream; the transport may follow it */
+    SG__LC_ERROR,       /* 4xx, 5xx, or no status: the answer is in */
+};
+
+/* One request header to add to an attempt; both strings NUL-terminated
+ * and valid until the next attempt begins.  Names in canonical case
+ * (HTTP/2 lowercases them). */
+typedef struct sg__lc_header {
+    const char *name;
+    const char *value;
+} sg__lc_header;
+
+typedef struct sg__lc_stamp {
+    sg__lc_header h[SG__LC_STAMP_MAX];
+    size_t n;
+} sg__lc_stamp;
+
+typedef struct sg__lifecycle sg__lifecycle;
+
+/* What a transport provides.  Every function receives the lifecycle it
+ * embeds; container-of gives the transport's own operation. */
+typedef struct sg__transport {
+    /* Send the attempt's request with @stamp's headers added to the
+     * caller's.  Returns 0 when it is in flight; otherwise a negative code
+     * with *@fail the outcome (connect_timeout or transport_error) and the
+     * message in lc->errbuf: the request was never sent.  May move *@now
+     * forward (a blocking reconnect took real time). */
+    int (*launch)(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *stamp,
+                  int64_t *now, sg_outcome *fail);
+    /* Drop the running attempt's request at once (an expired clock, a
+     * cancel, the drain ran out): no more bytes of it reach the lifecycle. */
+    void (*abort)(sg__lifecycle *lc);
+    /* Optional: bring the phase up to date before a clock is judged (the
+     * curl transport learns only on demand that the request was written). */
+    void (*sync)(sg__lifecycle *lc, int64_t now);
+    /* The user's callbacks, with the transport's operation type. */
+    void (*discard)(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome);
+    void (*attempt_ended)(sg__lifecycle *lc, const sg_op_attempt *rec);
+    /* The operation ended: leave the driver's structures, then call the
+     * user's on_done (which may free the operation). */
+    void (*finished)(sg__lifecycle *lc);
+} sg__transport;
+
+struct sg__lifecycle {
+    const sg__transport *tp;
+    sg_op_options popts;
+    sg_op policy;
+    sg_stream stream; /* the body: framing + the attempt's guard */
+    void *parser_buf;
+    int state;
+    bool cancel;      /* cancelled: due at once */
+    int64_t drain_ns; /* after the terminal, how long the body may go on */
+
+    /* the running attempt */
+    uint32_t attempt;
+    int64_t drain_until;  /* DRAINING: drop the request at this instant */
+    int64_t wake_at;      /* SLEEPING: begin the next attempt at this instant */
+    int http_status;      /* last status seen, 0 none, -1 malformed */
+    bool sent;            /* the request may have reached the server */
+    bool headers_done;    /* a final (non-1xx) header block ended */
+    bool body_is_stream;  /* 2xx: the body is parsed into items */
+    bool not_processed;   /* the server did no processing: never sent */
+    int feed_error;       /* framing error that stopped the body, 0 none */
+    sg_guard_result gr;   /* the decided attempt (ENDING) */
+    char retry_after[64]; /* raw Retry-After of the final response */
+    size_t retry_after_len;
+    char dl_value[SG_DEADLINE_VALUE_MAX];
+    char grpc_value[SG_DEADLINE_VALUE_MAX];
+    bool deadline_header; /* stamp the policy's deadline header */
+    bool grpc_timeout;    /* stamp grpc-timeout */
+    char errbuf[SG__LC_ERROR_SIZE];
+};
+
+/* Sets @lc up: validates @framing (NULL: defaults), allocates its buffer.
+ * @on_item gets @item_ud.  0, SG_EINVAL, SG_ERANGE or SG_ENOMEM. */
+int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
+                const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
+                void *item_ud);
+/* Frees what sg__lc_init allocated (the lifecycle itself is the caller's). */
+void sg__lc_release(sg__lifecycle *lc);
+
+/* Starts the operation at @now: its budget, the observer's intent, then
+ * the first attempt.  Returns 1 when the operation ended during the call
+ * (finished ran: it may be freed), 0 when an attempt runs, or the
+ * observer's negative code when it refused (nothing sent; still NEW). */
+int sg__lc_start(sg__lifecycle *lc, int64_t now);
+
+/* The next instant the lifecycle must be ticked (INT64_MIN: at once). */
+int64_t sg__lc_next_deadline(const sg__lifecycle *lc);
+/* What is due at @now: an expired clock or a cancel aborts and settles
+ * the attempt, the end of the drain settles it ok, the end of a sleep
+ * begins the next attempt.  Returns 1 when the operation ended. */
+int sg__lc_tick(sg__lifecycle *lc, int64_t now);
+/* Cancels a running or sleeping operation; it is due at once. */
+void sg__lc_cancel(sg__lifecycle *lc);
+
+/* Response facts, as the transport reads them.  A status begins a header
+ * block (interim or final) and moves the phase to wait_headers. */
+void sg__lc_status(sg__lifecycle *lc, int status, int64_t now);
+void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len);
+/* The header block ended: its class (and for 2xx, phase wait_first_item). */
+int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
+/* Body bytes at @now.  Returns 0 when taken (or ignored: not a stream,
+ * draining), 1 when the terminal arrived (draining now), or the negative
+ * code of sg_stream_feed (the attempt must stop: abort and decide). */
+int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now);
+
+/* The attempt is decided at @now: @how is what the transport saw; a cause
+ * latched in the stream (expiry, cap, cancel, framing) wins, and an
+ * attempt that was draining is ok.  Leaves the lifecycle ENDING. */
+void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how);
+/* Hands the ENDING attempt to the policy at @now and runs the callbacks:
+ * leaves SLEEPING (a retry) or ends the operation.  Returns 1 when it
+ * ended (finished ran: it may be freed), 0 otherwise. */
+int sg__lc_settle(sg__lifecycle *lc, int64_t now);
+
+static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
+    return sg_stream_guard(&lc->stream);
+}
+
+/* Formats into lc->errbuf. */
+void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+#endif
