@@ -225,7 +225,9 @@ int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
 }
 
 void sg__lc_cancel(sg__lifecycle *lc) {
-    if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_SLEEPING) {
+    /* ENDING too: a cancel from on_attempt stops the retry it announces */
+    if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_ENDING ||
+        lc->state == SG__LC_SLEEPING) {
         lc->cancel = true;
     }
 }

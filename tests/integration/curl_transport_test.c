@@ -625,6 +625,127 @@ struct multi_case {
     bool done;
 };
 
+/* ------------------------------------------------------------ observers */
+
+/* A caller's own observer: one letter per call (Intent, Start, End,
+ * Resolve); on_intent answers intent_rc. */
+typedef struct watch {
+    char log[32];
+    int intent_rc;
+    char target[256];
+} watch;
+
+static void watch_put(watch *w, char c) {
+    size_t n = strlen(w->log);
+    if (n + 1 < sizeof(w->log)) {
+        w->log[n] = c;
+        w->log[n + 1] = '\0';
+    }
+}
+
+static int w_intent(const sg_op *op, const sg_op_intent *in, void *ud) {
+    (void)op;
+    watch *w = ud;
+    watch_put(w, 'I');
+    snprintf(w->target, sizeof(w->target), "%s", in->target ? in->target : "");
+    return w->intent_rc;
+}
+static int w_start(const sg_op *op, const sg_op_attempt *a, void *ud) {
+    (void)op;
+    (void)a;
+    watch_put(ud, 'S');
+    return 0;
+}
+static int w_end(const sg_op *op, const sg_op_attempt *a, void *ud) {
+    (void)op;
+    (void)a;
+    watch_put(ud, 'E');
+    return 0;
+}
+static int w_resolve(const sg_op *op, void *ud) {
+    (void)op;
+    watch_put(ud, 'R');
+    return 0;
+}
+static const sg_op_observer watcher = {w_intent, w_start, w_end, w_resolve};
+
+/* Runs @path as a GET under @po with the watcher; returns the op's
+ * outcome, and the error of sg_curl_perform in *@rv. */
+static sg_outcome watched_run(const char *path, sg_op_options *po, watch *w,
+                              const sg_curl_callbacks *cbs, int *rv) {
+    char url[256];
+    snprintf(url, sizeof(url), "%s%s", server.base, path);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_backoff(po, SG_MS(10), SG_MS(20));
+    sg_op_options_set_target(po, url);
+    sg_op_options_set_observer(po, &watcher, w);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, cbs, NULL), 0);
+    *rv = sg_curl_perform(op);
+    sg_outcome o = sg_curl_op_outcome(op);
+    if (*rv != 0) {
+        char buf[64];
+        assert_int_equal(sg_curl_op_report(op, buf, sizeof(buf), NULL), SG_EINVAL);
+    }
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    return o;
+}
+
+static void a_callers_observer_sees_every_attempt_of_a_retried_operation(void **state) {
+    (void)state;
+    watch w = {0};
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_idempotency_key(&po, "obs1-key"); /* its own fail_first count */
+    int rv;
+    sg_outcome o = watched_run(
+        "/v1/chat/completions?status=503&fail_first=1&n=2&_t=obs1.", &po, &w, NULL, &rv);
+    assert_int_equal(rv, 0);
+    assert_string_equal(sg_outcome_name(o), "ok");
+    assert_string_equal(w.log, "ISESER");
+    assert_non_null(strstr(w.target, "_t=obs1."));
+    assert_int_equal(received("_t=obs1."), 2);
+}
+
+static void an_observer_that_refuses_sends_nothing(void **state) {
+    (void)state;
+    watch w = {.intent_rc = SG_EEXIST};
+    sg_op_options po;
+    sg_op_options_init(&po);
+    int rv;
+    watched_run("/v1/chat/completions?n=2&_t=obs_refused.", &po, &w, NULL, &rv);
+    assert_int_equal(rv, SG_EEXIST);
+    assert_string_equal(w.log, "I");
+    assert_int_equal(received("_t=obs_refused."), 0);
+}
+
+static void cancel_on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *ud) {
+    (void)rec;
+    (void)ud;
+    assert_int_equal(sg_curl_op_cancel(op), 0);
+}
+
+static void a_cancel_before_the_retry_ends_the_operation_cancelled(void **state) {
+    (void)state;
+    watch w = {0};
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_idempotency_key(&po, "obs-cancel-key");
+    sg_curl_callbacks cbs = {.on_attempt = cancel_on_attempt};
+    int rv;
+    sg_outcome o =
+        watched_run("/v1/chat/completions?status=503&fail_first=5&n=2&_t=obs_cancel.",
+                    &po, &w, &cbs, &rv);
+    assert_int_equal(rv, 0);
+    assert_string_equal(sg_outcome_name(o), "cancelled");
+    assert_string_equal(w.log, "ISER"); /* one attempt, resolved once */
+    assert_int_equal(received("_t=obs_cancel."), 1);
+}
+
 static int count_item(sg_curl_op *op, const sg_item *item, void *ud) {
     (void)op;
     (void)item;
@@ -785,6 +906,9 @@ int main(int argc, char **argv) {
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
+        cmocka_unit_test(a_callers_observer_sees_every_attempt_of_a_retried_operation),
+        cmocka_unit_test(an_observer_that_refuses_sends_nothing),
+        cmocka_unit_test(a_cancel_before_the_retry_ends_the_operation_cancelled),
         cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
         cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),
         cmocka_unit_test(an_anthropic_stream_ends_cleanly_at_message_stop),

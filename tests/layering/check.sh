@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The layering is enforced, not only described (docs/design.md, "Layers"):
+#  1. no layer's sources include a third-party header that is not its own;
+#  2. the public headers outside curl.h include no third-party header;
+#  3. each layer's include view (build/layers/<layer>) lets it include what
+#     it may and refuses what points up or sideways: a compile against the
+#     view fails for every forbidden header.
+# Usage: check.sh SOURCE_DIR BUILD_DIR C_COMPILER
+set -euo pipefail
+src=$1
+build=$2
+cc=$3
+fail=0
+say() { echo "layering: $*" >&2; fail=1; }
+
+# 1. third-party headers per layer (an allow-list: anything else is a leak)
+third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka'
+allowed() {
+  case $1 in
+    curl) echo 'curl/' ;;
+    h2) echo 'nghttp2/|openssl/' ;;
+    ledger) echo 'openssl/' ;;
+    *) echo '' ;;
+  esac
+}
+for dir in "$src"/src/*/; do
+  layer=$(basename "$dir")
+  ok=$(allowed "$layer")
+  while IFS= read -r line; do
+    hdr=$(sed -E 's/.*#include[[:space:]]*<([^>]+)>.*/\1/' <<<"${line#*:}")
+    if [[ $hdr =~ ^($third_party) ]] && { [ -z "$ok" ] || ! [[ $hdr =~ ^($ok) ]]; }; then
+      say "src/$layer: ${line%%:*} includes <$hdr>, which is not this layer's"
+    fi
+  done < <(grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<' "$dir"*.[ch] || true)
+done
+
+# 2. public headers: only curl.h may name a third-party header
+for h in "$src"/include/streamguard/*.h; do
+  name=$(basename "$h")
+  [ "$name" = curl.h ] && continue
+  if grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*<($third_party)" "$h"; then
+    say "include/streamguard/$name includes a third-party header"
+  fi
+done
+
+# 3. each view admits its own and refuses the rest
+probe() { # layer header want(ok|fail)
+  local tmp
+  tmp=$(mktemp -d)
+  printf '#include %s\nint sg_probe_(void);\nint sg_probe_(void) { return 0; }\n' "$2" \
+    >"$tmp/probe.c"
+  if "$cc" -std=c11 -D_POSIX_C_SOURCE=200809L -fsyntax-only -I "$build/layers/$1" \
+       "$tmp/probe.c" 2>/dev/null; then got=ok; else got=fail; fi
+  rm -rf "$tmp"
+  if [ "$got" != "$3" ]; then
+    say "layer $1 including $2: expected $3, got $got"
+  fi
+}
+probe core '<streamguard/core.h>' ok
+probe core '<streamguard/policy.h>' fail
+probe core '"policy/internal.h"' fail
+probe framing '<streamguard/stream.h>' ok
+probe framing '<streamguard/policy.h>' fail
+probe policy '"core/internal.h"' ok
+probe policy '<streamguard/stream.h>' fail
+probe policy '"transport/lifecycle.h"' fail
+probe transport '"transport/lifecycle.h"' ok
+probe transport '<streamguard/ledger.h>' fail
+probe transport '"ledger/internal.h"' fail
+probe transport '<streamguard/curl.h>' fail
+probe curl '"transport/lifecycle.h"' ok
+probe curl '<streamguard/ledger.h>' fail
+probe curl '<streamguard/h2.h>' fail
+probe curl '"h2/internal.h"' fail
+probe h2 '<streamguard/ledger.h>' fail
+probe h2 '"curl/internal.h"' fail
+probe ledger '<streamguard/policy.h>' ok
+probe ledger '"transport/lifecycle.h"' fail
+probe ledger '<streamguard/curl.h>' fail
+
+if [ "$fail" -ne 0 ]; then
+  echo "1 failed, 0 passed: layering"
+  exit 1
+fi
+echo "layering: every layer includes only what it may"

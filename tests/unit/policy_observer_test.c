@@ -1,0 +1,253 @@
+/*
+ * The operation observer: what the policy calls, in which order, with
+ * what, and what an observer's refusal or failure does.  Time is driven by
+ * hand.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <streamguard/policy.h>
+
+#define T0 SG_SEC(1000)
+
+/* Records every call as one letter (I intent, S start, E end, R resolve)
+ * and what the calls saw. */
+typedef struct rec {
+    char log[64];
+    size_t n;
+    int intent_rc; /* what on_intent returns */
+    int later_rc;  /* what the other three return */
+    char method[16];
+    char target[64];
+    char key[32];
+    char label[32];
+    sg_outcome resolved_outcome;
+    sg_op_reason resolved_reason;
+    uint32_t last_end_attempt;
+    bool end_saw_decision;
+} rec;
+
+static void put(rec *r, char c) {
+    if (r->n + 1 < sizeof(r->log)) {
+        r->log[r->n++] = c;
+        r->log[r->n] = '\0';
+    }
+}
+
+static int on_intent(const sg_op *op, const sg_op_intent *in, void *ud) {
+    (void)op;
+    rec *r = ud;
+    put(r, 'I');
+    snprintf(r->method, sizeof(r->method), "%s", in->method ? in->method : "-");
+    snprintf(r->target, sizeof(r->target), "%s", in->target ? in->target : "-");
+    snprintf(r->key, sizeof(r->key), "%s",
+             in->idempotency_key ? in->idempotency_key : "-");
+    snprintf(r->label, sizeof(r->label), "%s", in->label ? in->label : "-");
+    return r->intent_rc;
+}
+
+static int on_start(const sg_op *op, const sg_op_attempt *a, void *ud) {
+    (void)op;
+    rec *r = ud;
+    assert_true(a->running);
+    assert_true(a->attempt_ns > 0);
+    put(r, 'S');
+    return r->later_rc;
+}
+
+static int on_end(const sg_op *op, const sg_op_attempt *a, void *ud) {
+    (void)op;
+    rec *r = ud;
+    put(r, 'E');
+    r->last_end_attempt = a->n;
+    r->end_saw_decision = !a->running && a->decision != SG_OP_NONE;
+    return r->later_rc;
+}
+
+static int on_resolve(const sg_op *op, void *ud) {
+    rec *r = ud;
+    put(r, 'R');
+    assert_true(sg_op_finished(op));
+    r->resolved_outcome = sg_op_outcome(op);
+    r->resolved_reason = sg_op_final_reason(op);
+    return r->later_rc;
+}
+
+static const sg_op_observer recorder = {on_intent, on_start, on_end, on_resolve};
+
+static void opts_with(sg_op_options *o, rec *r, int64_t budget) {
+    sg_op_options_init(o);
+    assert_int_equal(sg_op_options_set_budget(o, budget), 0);
+    assert_int_equal(sg_op_options_set_seed(o, 7), 0);
+    assert_int_equal(sg_op_options_set_backoff(o, SG_MS(10), SG_MS(10)), 0);
+    assert_int_equal(sg_op_options_set_observer(o, &recorder, r), 0);
+}
+
+static sg_op_verdict fail_attempt(sg_op *op, int64_t now, sg_outcome oc) {
+    sg_op_result res;
+    memset(&res, 0, sizeof(res));
+    res.outcome = oc;
+    res.phase = SG_PHASE_CONNECT;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(op, now, &res, &v), 0);
+    return v;
+}
+
+static void observer_sees_intent_each_attempt_and_one_resolution_in_order(void **state) {
+    (void)state;
+    rec r = {0};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    sg_op_options_set_idempotency_key(&o, "order-7");
+    sg_op_options_set_label(&o, "chat");
+    sg_op_options_set_target(&o, "https://api.example/v1/chat");
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_string_equal(r.log, "I");
+    assert_string_equal(r.method, "POST");
+    assert_string_equal(r.target, "https://api.example/v1/chat");
+    assert_string_equal(r.key, "order-7");
+    assert_string_equal(r.label, "chat");
+
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    sg_op_verdict v = fail_attempt(&op, T0 + SG_MS(5), SG_OUTCOME_TRANSPORT_ERROR);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_string_equal(r.log, "ISE");
+    assert_int_equal(r.last_end_attempt, 1);
+    assert_true(r.end_saw_decision);
+
+    assert_int_equal(sg_op_next_attempt(&op, v.retry_at, &plan), 0);
+    sg_op_result ok;
+    memset(&ok, 0, sizeof(ok));
+    ok.outcome = SG_OUTCOME_OK;
+    ok.phase = SG_PHASE_STREAMING;
+    ok.sent = true;
+    ok.headers_received = true;
+    ok.http_status = 200;
+    assert_int_equal(sg_op_attempt_done(&op, v.retry_at + SG_MS(1), &ok, &v), 0);
+    assert_string_equal(r.log, "ISESER");
+    assert_int_equal(r.resolved_outcome, SG_OUTCOME_OK);
+    assert_int_equal(sg_op_observer_error(&op), 0);
+}
+
+static void observer_refusal_leaves_the_operation_unstarted(void **state) {
+    (void)state;
+    rec r = {.intent_rc = SG_EEXIST};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), SG_EEXIST);
+    sg_op_plan plan;
+    /* nothing can be planned, so nothing can be sent */
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), SG_EINVAL);
+    assert_false(sg_op_finished(&op));
+    assert_string_equal(r.log, "I");
+}
+
+static void observer_refusal_with_a_positive_value_is_refused(void **state) {
+    (void)state;
+    rec r = {.intent_rc = 1};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), SG_EREFUSED);
+}
+
+static void
+observer_failures_never_change_the_outcome_and_the_first_is_kept(void **state) {
+    (void)state;
+    rec r = {.later_rc = SG_EIO};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    r.later_rc = SG_ENOMEM; /* a later, different failure is not kept */
+    sg_op_verdict v = fail_attempt(&op, T0 + SG_MS(1), SG_OUTCOME_PROTOCOL_ERROR);
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_PROTOCOL_ERROR);
+    assert_int_equal(sg_op_observer_error(&op), SG_EIO);
+    assert_string_equal(r.log, "ISER");
+}
+
+static void a_refused_lease_resolves_once_without_an_attempt(void **state) {
+    (void)state;
+    rec r = {0};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(1));
+    sg_op_options_set_floor(&o, SG_SEC(1));
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), SG_EREFUSED);
+    assert_string_equal(r.log, "IR");
+    assert_int_equal(r.resolved_outcome, SG_OUTCOME_REFUSED);
+}
+
+static void cancel_while_sleeping_ends_cancelled_and_resolves(void **state) {
+    (void)state;
+    rec r = {0};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    /* a running attempt is cancelled by its transport, not here */
+    assert_int_equal(sg_op_cancel(&op, T0), SG_ESTATE);
+    sg_op_verdict v = fail_attempt(&op, T0 + SG_MS(1), SG_OUTCOME_CONNECT_TIMEOUT);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(sg_op_cancel(&op, T0 + SG_MS(2)), 0);
+    assert_true(sg_op_finished(&op));
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_CANCELLED);
+    assert_int_equal(sg_op_final_decision(&op), SG_OP_STOP);
+    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_CANCELLED);
+    assert_string_equal(sg_op_reason_name(SG_OP_REASON_CANCELLED), "cancelled");
+    assert_string_equal(r.log, "ISER");
+    assert_int_equal(r.resolved_reason, SG_OP_REASON_CANCELLED);
+    /* ended: no further attempt, no second resolution */
+    assert_int_equal(sg_op_next_attempt(&op, v.retry_at, &plan), SG_ESTATE);
+    assert_int_equal(sg_op_cancel(&op, T0 + SG_MS(3)), SG_ESTATE);
+    assert_string_equal(r.log, "ISER");
+    assert_int_equal(sg_op_cancel(NULL, T0), SG_EINVAL);
+}
+
+static void removing_the_observer_stops_the_calls(void **state) {
+    (void)state;
+    rec r = {0};
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(10));
+    assert_int_equal(sg_op_options_set_observer(&o, NULL, &r), 0);
+    assert_int_equal(sg_op_options_set_observer(NULL, &recorder, &r), SG_EINVAL);
+    assert_int_equal(sg_op_options_set_target(NULL, "x"), SG_EINVAL);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    fail_attempt(&op, T0 + SG_MS(1), SG_OUTCOME_PROTOCOL_ERROR);
+    assert_string_equal(r.log, "");
+    assert_string_equal(sg_op_options_method(&o), "POST");
+    assert_null(sg_op_options_target(&o));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(observer_sees_intent_each_attempt_and_one_resolution_in_order),
+        cmocka_unit_test(observer_refusal_leaves_the_operation_unstarted),
+        cmocka_unit_test(observer_refusal_with_a_positive_value_is_refused),
+        cmocka_unit_test(
+            observer_failures_never_change_the_outcome_and_the_first_is_kept),
+        cmocka_unit_test(a_refused_lease_resolves_once_without_an_attempt),
+        cmocka_unit_test(cancel_while_sleeping_ends_cancelled_and_resolves),
+        cmocka_unit_test(removing_the_observer_stops_the_calls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
