@@ -624,7 +624,7 @@ typedef struct sg_op {
 
 /* ------------------------------------------------------------------------
  * Observers: what the policy calls as an operation forms its intent,
- * starts and ends each attempt, and resolves (DESIGN: "observer").
+ * starts and ends each attempt, and resolves (docs/design.md, "observer").
  * ------------------------------------------------------------------------ */
 
 /**
@@ -834,7 +834,7 @@ typedef struct sg_op_verdict {
  *   than the configured clock; for attempt_timeout also when the attempt
  *   timeout is off) and that fired at the lease's end (elapsed >= lease) is
  *   recorded as budget_exhausted: the clock alone would not have fired
- *   (DESIGN.md).
+ *   (docs/design.md).
  * - A Retry-After is used only when headers_received; it replaces the
  *   backoff only for http_error.  A retry sleeps that Retry-After (longer
  *   than max_retry_after: STOP) or the jittered backoff, and is taken only

@@ -10,7 +10,7 @@ sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
         return SG_LEDGER_UNKNOWN;
     }
     /* Unknown first: an unsafe request that may have taken effect is never
-     * "failed", whatever came after it (DESIGN.md, retry rule 4). */
+     * "failed", whatever came after it (docs/design.md, retry rule 4). */
     uint32_t n = sg_op_attempt_count(op);
     for (uint32_t i = 0; i < n; i++) {
         const sg_op_attempt *a = sg_op_attempt_at(op, i);

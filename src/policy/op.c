@@ -251,7 +251,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     }
     if (rc == SG_EREFUSED) {
         plan->outcome = remaining == 0 ? SG_OUTCOME_BUDGET_EXHAUSTED : SG_OUTCOME_REFUSED;
-        /* DESIGN.md: the operation ends with its last attempt's outcome, or
+        /* docs/design.md: the operation ends with its last attempt's outcome, or
          * the refusal's when no attempt could run. */
         sg_outcome final = plan->outcome;
         if (op->count_ > 0) {
@@ -391,7 +391,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
     a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
 
-    /* DESIGN.md, Clock semantics: a clock the budget clamped that fires at
+    /* docs/design.md, Clock semantics: a clock the budget clamped that fires at
      * the lease's end is the budget running out, not the clock. */
     sg_outcome oc = r->outcome;
     uint8_t bit = 0;
