@@ -219,19 +219,7 @@ static void tp_sync(sg__lifecycle *lc, int64_t now) {
     }
 }
 
-static void tp_discard(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome) {
-    sg_curl_op *op = OP_OF(lc);
-    if (op->cbs.on_discard != NULL) {
-        op->cbs.on_discard(op, attempt, outcome, op->user_data);
-    }
-}
-
-static void tp_attempt_ended(sg__lifecycle *lc, const sg_op_attempt *rec) {
-    sg_curl_op *op = OP_OF(lc);
-    if (op->cbs.on_attempt != NULL) {
-        op->cbs.on_attempt(op, rec, op->user_data);
-    }
-}
+SG__LC_CALLBACK_SHIMS(sg_curl_op, OP_OF)
 
 /* The operation ended: leave the driver, then tell the consumer.  After
  * this returns the op may have been freed by on_done. */
@@ -246,7 +234,7 @@ static void tp_finished(sg__lifecycle *lc) {
 }
 
 static const sg__transport curl_transport = {
-    tp_launch, tp_abort, tp_sync, tp_discard, tp_attempt_ended, tp_finished,
+    tp_launch, tp_abort, tp_sync, sg__lc_shim_discard, sg__lc_shim_attempt, tp_finished,
 };
 
 /* ------------------------------------------------------------ life cycle */

@@ -190,19 +190,7 @@ static void tp_abort(sg__lifecycle *lc) {
     reset_stream(SG__H2_OP_OF(lc), NGHTTP2_CANCEL);
 }
 
-static void tp_discard(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome) {
-    sg_h2_op *op = SG__H2_OP_OF(lc);
-    if (op->cbs.on_discard != NULL) {
-        op->cbs.on_discard(op, attempt, outcome, op->user_data);
-    }
-}
-
-static void tp_attempt_ended(sg__lifecycle *lc, const sg_op_attempt *rec) {
-    sg_h2_op *op = SG__H2_OP_OF(lc);
-    if (op->cbs.on_attempt != NULL) {
-        op->cbs.on_attempt(op, rec, op->user_data);
-    }
-}
+SG__LC_CALLBACK_SHIMS(sg_h2_op, SG__H2_OP_OF)
 
 /* The operation ended: leave the heap, then tell the consumer.  After this
  * returns the op may have been freed by on_done. */
@@ -219,7 +207,7 @@ static void tp_finished(sg__lifecycle *lc) {
 }
 
 static const sg__transport h2_transport = {
-    tp_launch, tp_abort, NULL, tp_discard, tp_attempt_ended, tp_finished,
+    tp_launch, tp_abort, NULL, sg__lc_shim_discard, sg__lc_shim_attempt, tp_finished,
 };
 
 static int on_item(const sg_item *item, void *user_data) {

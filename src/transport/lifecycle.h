@@ -165,6 +165,28 @@ static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
     return sg_stream_guard(&lc->stream);
 }
 
+/*
+ * The shims from the lifecycle's discard / attempt_ended to the user's
+ * typed callbacks, written once for every transport: @type is the
+ * transport's operation (fields `cbs.on_discard`, `cbs.on_attempt`,
+ * `user_data`), @of(lc) maps the lifecycle to it.  Defines the static
+ * functions sg__lc_shim_discard and sg__lc_shim_attempt.
+ */
+#define SG__LC_CALLBACK_SHIMS(type, of)                                            \
+    static void sg__lc_shim_discard(sg__lifecycle *lc, uint32_t attempt,           \
+                                    sg_outcome outcome) {                          \
+        type *op_ = of(lc);                                                        \
+        if (op_->cbs.on_discard != NULL) {                                         \
+            op_->cbs.on_discard(op_, attempt, outcome, op_->user_data);            \
+        }                                                                          \
+    }                                                                              \
+    static void sg__lc_shim_attempt(sg__lifecycle *lc, const sg_op_attempt *rec) { \
+        type *op_ = of(lc);                                                        \
+        if (op_->cbs.on_attempt != NULL) {                                         \
+            op_->cbs.on_attempt(op_, rec, op_->user_data);                         \
+        }                                                                          \
+    }
+
 /* Formats into lc->errbuf. */
 void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
