@@ -1,0 +1,84 @@
+/*
+ * ledger_cmd.c - everything sg-stream does with --ledger DIR.
+ *
+ * Two uses.  With --unresolved or --reconcile KEY, no request is made: the
+ * ledger is listed (one line an unresolved operation) or one operation is
+ * marked reconciled.  For a run, the ledger is opened before the operation
+ * and becomes its policy observer, so the intent is recorded before anything
+ * is sent, each attempt after it, and the end; an operation that is still
+ * unresolved from an earlier run is refused, and ledger_refused() says so.
+ */
+#include <stdio.h>
+
+#include "sg_stream.h"
+
+/* The one wording of a ledger failure. */
+static void ledger_error(const struct config *c, int rv) {
+    fprintf(stderr, "%s: ledger %s: %s\n", prog, c->ledger_dir, sg_strerror(rv));
+}
+
+static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
+    (void)user_data;
+    char line[SG_LEDGER_LINE_MAX];
+    if (sg_ledger_format_unresolved_line(e, line, sizeof(line)) >= 0) {
+        puts(line);
+    }
+    return 0;
+}
+
+/* --ledger DIR --unresolved | --reconcile KEY: no request is made. */
+int ledger_command(const struct config *c) {
+    sg_ledger *l = NULL;
+    int rv = sg_ledger_open(&l, c->ledger_dir, NULL);
+    if (rv == 0 && c->unresolved) {
+        rv = sg_ledger_list_unresolved(l, print_unresolved, NULL);
+    }
+    if (rv == 0 && c->reconcile != NULL) {
+        rv = sg_ledger_reconcile(l, c->reconcile, "sg-stream --reconcile");
+    }
+    sg_ledger_close(l);
+    fflush(stdout);
+    if (rv != 0) {
+        ledger_error(c, rv);
+        return rv == SG_ENOTFOUND || rv == SG_EINVAL ? EXIT_USAGE : EXIT_INTERNAL;
+    }
+    return EXIT_OK;
+}
+
+/* --ledger DIR for a run (a no-op without it): without an idempotency key,
+ * the operation is named by a key derived from method, URL and body
+ * (recorded, not sent).  Returns 0, or EXIT_INTERNAL having said why. */
+int ledger_open_for_run(struct config *c) {
+    if (c->ledger_dir == NULL) {
+        return 0;
+    }
+    int rv = sg_ledger_open(&c->ledger, c->ledger_dir, NULL);
+    if (rv == 0) {
+        rv = sg_ledger_key_derive(c->method, c->url, c->body, c->body_len, c->derived);
+    }
+    if (rv != 0) {
+        ledger_error(c, rv);
+        ledger_close_for_run(c);
+        return EXIT_INTERNAL;
+    }
+    /* The ledger is the operation's observer: it records the intent before
+     * anything is sent (or refuses the operation), each attempt, the end. */
+    c->binding.ledger = c->ledger;
+    c->binding.fallback_key = c->derived;
+    sg_op_options_set_target(&c->policy, c->url);
+    sg_op_options_set_observer(&c->policy, sg_ledger_observer(), &c->binding);
+    return 0;
+}
+
+/* After the operation is freed: nothing observes through the ledger now. */
+void ledger_close_for_run(struct config *c) {
+    sg_ledger_close(c->ledger);
+    c->ledger = NULL;
+}
+
+/* The message for an operation the ledger refused to start. */
+int ledger_refused(const struct config *c) {
+    fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
+            c->idem_key != NULL ? c->idem_key : c->derived, c->ledger_dir);
+    return EXIT_BUDGET;
+}

@@ -1,0 +1,397 @@
+/*
+ * options.c - the command line, into a struct config.
+ *
+ * getopt_long over the option table; apply() checks and applies one option
+ * (policy setters for the clocks, retries and caps, the request and framing
+ * settings for the transports), and config_parse() then checks what only
+ * the whole line can tell: a ledger subcommand has no URL, a run has exactly
+ * one, the backoff range, the method (POST when -d is given), and the
+ * default terminal sentinel ([DONE] for sse unless --done-event, --done or
+ * --no-done says otherwise).  Every mistake is one usage_error() line.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_stream.h"
+
+#define DEFAULT_MAX_EVENT ((size_t)1024 * 1024)
+
+enum {
+    OPT_BUDGET = 256,
+    OPT_FIRST_ITEM,
+    OPT_IDLE,
+    OPT_STREAM_TOTAL,
+    OPT_CONNECT_TIMEOUT,
+    OPT_ATTEMPT_TIMEOUT,
+    OPT_FLOOR,
+    OPT_ATTEMPTS,
+    OPT_BACKOFF_BASE,
+    OPT_BACKOFF_MAX,
+    OPT_IDEMPOTENCY_KEY,
+    OPT_IDEMPOTENT,
+    OPT_CACERT,
+    OPT_HTTP11,
+    OPT_HTTP2,
+    OPT_DEADLINE_HEADER,
+    OPT_GRPC_TIMEOUT,
+    OPT_FORMAT,
+    OPT_DONE,
+    OPT_DONE_EVENT,
+    OPT_NO_DONE,
+    OPT_SKIP_EVENT,
+    OPT_MAX_ITEMS,
+    OPT_MAX_BYTES,
+    OPT_MAX_EVENT_BYTES,
+    OPT_OUTPUT,
+    OPT_REPORT,
+    OPT_LEDGER,
+    OPT_UNRESOLVED,
+    OPT_RECONCILE,
+};
+
+static const struct option long_opts[] = {
+    {"budget", required_argument, NULL, OPT_BUDGET},
+    {"first-item", required_argument, NULL, OPT_FIRST_ITEM},
+    {"idle", required_argument, NULL, OPT_IDLE},
+    {"stream-total", required_argument, NULL, OPT_STREAM_TOTAL},
+    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
+    {"attempt-timeout", required_argument, NULL, OPT_ATTEMPT_TIMEOUT},
+    {"floor", required_argument, NULL, OPT_FLOOR},
+    {"attempts", required_argument, NULL, OPT_ATTEMPTS},
+    {"backoff-base", required_argument, NULL, OPT_BACKOFF_BASE},
+    {"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
+    {"idempotency-key", required_argument, NULL, OPT_IDEMPOTENCY_KEY},
+    {"idempotent", no_argument, NULL, OPT_IDEMPOTENT},
+    {"request", required_argument, NULL, 'X'},
+    {"header", required_argument, NULL, 'H'},
+    {"data", required_argument, NULL, 'd'},
+    {"cacert", required_argument, NULL, OPT_CACERT},
+    {"http1.1", no_argument, NULL, OPT_HTTP11},
+    {"http2", no_argument, NULL, OPT_HTTP2},
+    {"deadline-header", required_argument, NULL, OPT_DEADLINE_HEADER},
+    {"grpc-timeout", no_argument, NULL, OPT_GRPC_TIMEOUT},
+    {"format", required_argument, NULL, OPT_FORMAT},
+    {"done", required_argument, NULL, OPT_DONE},
+    {"done-event", required_argument, NULL, OPT_DONE_EVENT},
+    {"no-done", no_argument, NULL, OPT_NO_DONE},
+    {"skip-event", required_argument, NULL, OPT_SKIP_EVENT},
+    {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
+    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
+    {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"report", required_argument, NULL, OPT_REPORT},
+    {"ledger", required_argument, NULL, OPT_LEDGER},
+    {"unresolved", no_argument, NULL, OPT_UNRESOLVED},
+    {"reconcile", required_argument, NULL, OPT_RECONCILE},
+    {"write-out", required_argument, NULL, 'w'},
+    {"quiet", no_argument, NULL, 'q'},
+    {"help", no_argument, NULL, 'h'},
+    {"version", no_argument, NULL, 'V'},
+    {NULL, 0, NULL, 0},
+};
+
+static bool takes_duration(int opt) {
+    switch (opt) {
+    case OPT_BUDGET:
+    case OPT_FIRST_ITEM:
+    case OPT_IDLE:
+    case OPT_STREAM_TOTAL:
+    case OPT_CONNECT_TIMEOUT:
+    case OPT_ATTEMPT_TIMEOUT:
+    case OPT_FLOOR:
+    case OPT_BACKOFF_BASE:
+    case OPT_BACKOFF_MAX:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Applies one option; returns 0 or an exit code. */
+static int apply(struct config *c, int opt, const char *arg) {
+    int64_t d = 0;
+    uint64_t n = 0;
+    int rv = 0;
+    /* the floor alone may be 0: it is a reserve, not a clock */
+    bool zero_floor = opt == OPT_FLOOR && strcmp(arg, "0") == 0;
+    if (takes_duration(opt) && !zero_floor && parse_duration(arg, &d) != 0) {
+        return usage_error("invalid duration '%s'", arg);
+    }
+    switch (opt) {
+    case OPT_BUDGET:
+        c->budget_ns = d;
+        rv = sg_op_options_set_budget(&c->policy, d);
+        break;
+    case OPT_FIRST_ITEM:
+        rv = sg_op_options_set_first_item_timeout(&c->policy, d);
+        break;
+    case OPT_IDLE:
+        rv = sg_op_options_set_idle_timeout(&c->policy, d);
+        break;
+    case OPT_STREAM_TOTAL:
+        rv = sg_op_options_set_stream_timeout(&c->policy, d);
+        break;
+    case OPT_CONNECT_TIMEOUT:
+        c->connect_ns = d;
+        rv = sg_op_options_set_connect_timeout(&c->policy, d);
+        break;
+    case OPT_ATTEMPT_TIMEOUT:
+        rv = sg_op_options_set_attempt_timeout(&c->policy, d);
+        break;
+    case OPT_FLOOR:
+        rv = sg_op_options_set_floor(&c->policy, d);
+        break;
+    case OPT_BACKOFF_BASE:
+        c->backoff_base = d;
+        break;
+    case OPT_BACKOFF_MAX:
+        c->backoff_max = d;
+        break;
+    case OPT_ATTEMPTS:
+        if (parse_count(arg, SG_OP_MAX_ATTEMPTS, &n) != 0 || n == 0) {
+            return usage_error("--attempts takes a number from 1 to 16, not '%s'", arg);
+        }
+        rv = sg_op_options_set_max_attempts(&c->policy, (uint32_t)n);
+        break;
+    case OPT_IDEMPOTENCY_KEY:
+        c->idem_key = arg;
+        rv = sg_op_options_set_idempotency_key(&c->policy, arg);
+        if (rv != 0) {
+            return usage_error("invalid idempotency key '%s' (printable ASCII, at most "
+                               "127 characters)",
+                               arg);
+        }
+        break;
+    case OPT_IDEMPOTENT:
+        rv = sg_op_options_set_idempotent(&c->policy, true);
+        break;
+    case 'X':
+        c->method = arg;
+        break;
+    case 'H': {
+        if (strchr(arg, ':') == NULL || strpbrk(arg, "\r\n") != NULL) {
+            return usage_error("invalid header '%s' (expected 'Name: value')", arg);
+        }
+        struct curl_slist *l = curl_slist_append(c->headers, arg);
+        if (l == NULL) {
+            return EXIT_INTERNAL;
+        }
+        c->headers = l;
+        break;
+    }
+    case 'd':
+        free(c->body);
+        if (arg[0] == '@') {
+            c->body = read_file(arg + 1, &c->body_len);
+            if (c->body == NULL) {
+                fprintf(stderr, "%s: cannot read '%s': %s\n", prog, arg + 1,
+                        strerror(errno));
+                return EXIT_USAGE;
+            }
+        } else {
+            c->body_len = strlen(arg);
+            c->body = malloc(c->body_len + 1);
+            if (c->body == NULL) {
+                return EXIT_INTERNAL;
+            }
+            memcpy(c->body, arg, c->body_len + 1);
+        }
+        break;
+    case OPT_CACERT:
+        c->copts.cafile = arg;
+        break;
+    case OPT_HTTP11:
+        c->http_version = CURL_HTTP_VERSION_1_1;
+        c->http11 = true;
+        break;
+    case OPT_HTTP2:
+        c->http_version = CURL_HTTP_VERSION_2_0;
+        c->http2 = true;
+        break;
+    case OPT_DEADLINE_HEADER:
+        rv = sg_op_options_set_deadline_header(&c->policy, arg);
+        if (rv != 0) {
+            return usage_error("invalid header name '%s'", arg);
+        }
+        c->copts.deadline_header = true;
+        break;
+    case OPT_GRPC_TIMEOUT:
+        c->copts.grpc_timeout = true;
+        break;
+    case OPT_FORMAT:
+        if (strcmp(arg, "sse") == 0) {
+            c->copts.framing.format = SG_FORMAT_SSE;
+        } else if (strcmp(arg, "ndjson") == 0) {
+            c->copts.framing.format = SG_FORMAT_NDJSON;
+        } else {
+            return usage_error("--format takes sse or ndjson, not '%s'", arg);
+        }
+        break;
+    case OPT_DONE:
+        if (*arg == '\0') {
+            return usage_error("--done needs a non-empty sentinel%s", "");
+        }
+        c->copts.framing.terminal_data = arg;
+        c->done_set = true;
+        break;
+    case OPT_DONE_EVENT:
+        if (*arg == '\0') {
+            return usage_error("--done-event needs a non-empty event type%s", "");
+        }
+        c->copts.framing.terminal_type = arg;
+        break;
+    case OPT_NO_DONE:
+        c->no_done = true;
+        break;
+    case OPT_SKIP_EVENT:
+        if (*arg == '\0' || c->nskip == 16) {
+            return usage_error("--skip-event takes a non-empty type, at most 16 times%s",
+                               "");
+        }
+        c->skip[c->nskip++] = arg;
+        c->copts.framing.skip_types = c->skip;
+        break;
+    case OPT_MAX_ITEMS:
+    case OPT_MAX_BYTES:
+        if (parse_count(arg, UINT64_MAX, &n) != 0 || n == 0) {
+            return usage_error("expected a positive count, not '%s'", arg);
+        }
+        rv = opt == OPT_MAX_ITEMS ? sg_op_options_set_max_items(&c->policy, n)
+                                  : sg_op_options_set_max_bytes(&c->policy, n);
+        break;
+    case OPT_MAX_EVENT_BYTES:
+        if (parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n < 16) {
+            return usage_error("--max-event-bytes takes 16 .. 1073741824, not '%s'", arg);
+        }
+        c->copts.framing.max_line = (size_t)n;
+        c->copts.framing.max_event = (size_t)n;
+        break;
+    case OPT_OUTPUT:
+        if (strcmp(arg, "data") == 0) {
+            c->run.output = OUT_DATA;
+        } else if (strcmp(arg, "jsonl") == 0) {
+            c->run.output = OUT_JSONL;
+        } else if (strcmp(arg, "none") == 0) {
+            c->run.output = OUT_NONE;
+        } else {
+            return usage_error("--output takes data, jsonl or none, not '%s'", arg);
+        }
+        break;
+    case OPT_REPORT:
+        c->report = arg;
+        break;
+    case OPT_LEDGER:
+        c->ledger_dir = arg;
+        break;
+    case OPT_UNRESOLVED:
+        c->unresolved = true;
+        break;
+    case OPT_RECONCILE:
+        c->reconcile = arg;
+        break;
+    case 'w':
+        c->write_out = arg;
+        break;
+    case 'q':
+        c->run.quiet = true;
+        break;
+    default:
+        return EXIT_USAGE;
+    }
+    if (rv != 0) {
+        fprintf(stderr, "%s: %s for option near '%s' (see --help)\n", prog,
+                sg_strerror(rv), arg ? arg : "");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* After the options: the checks only the whole command line can make. */
+static int finish(struct config *c, int argc, char **argv) {
+    if (config_is_ledger_command(c)) {
+        if (c->ledger_dir == NULL) {
+            return usage_error("--unresolved and --reconcile need --ledger DIR%s", "");
+        }
+        if (optind != argc) {
+            return usage_error("unexpected argument '%s'", argv[optind]);
+        }
+        return 0; /* no request: nothing else applies */
+    }
+    if (optind + 1 != argc) {
+        return usage_error(optind == argc ? "missing URL%s" : "unexpected argument '%s'",
+                           optind == argc ? "" : argv[optind + 1]);
+    }
+    c->url = argv[optind];
+    if (c->backoff_base || c->backoff_max) {
+        int64_t base = c->backoff_base ? c->backoff_base : SG_MS(100);
+        int64_t cap =
+            c->backoff_max ? c->backoff_max : (base > SG_SEC(10) ? base : SG_SEC(10));
+        if (sg_op_options_set_backoff(&c->policy, base, cap) != 0) {
+            return usage_error("--backoff-max must not be below --backoff-base%s", "");
+        }
+    }
+    const char *method = c->method ? c->method : (c->body ? "POST" : "GET");
+    if (sg_op_options_set_method(&c->policy, method) != 0) {
+        return usage_error("invalid method '%s'", method);
+    }
+    c->method = method;
+    if (c->copts.framing.format == SG_FORMAT_SSE && !c->no_done && !c->done_set &&
+        c->copts.framing.terminal_type == NULL) {
+        c->copts.framing.terminal_data = "[DONE]";
+    }
+    if (c->no_done) {
+        c->copts.framing.terminal_data = NULL;
+        c->copts.framing.terminal_type = NULL;
+    }
+    return 0;
+}
+
+int config_parse(struct config *c, int argc, char **argv) {
+    memset(c, 0, sizeof(*c));
+    sg_op_options_init(&c->policy);
+    sg_op_options_set_max_attempts(&c->policy, 1);
+    c->copts.framing.max_line = DEFAULT_MAX_EVENT;
+    c->copts.framing.max_event = DEFAULT_MAX_EVENT;
+    c->http_version = CURL_HTTP_VERSION_NONE;
+
+    int opt;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":X:H:d:w:qhV", long_opts, NULL)) != -1) {
+        int code;
+        switch (opt) {
+        case 'h':
+            usage(stdout);
+            return -1;
+        case 'V':
+            print_version();
+            return -1;
+        case '?':
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        case ':':
+            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        default:
+            code = apply(c, opt, optarg);
+            if (code != 0) {
+                return code;
+            }
+            break;
+        }
+    }
+    return finish(c, argc, argv);
+}
+
+/* --unresolved or --reconcile: a ledger subcommand, not a run. */
+bool config_is_ledger_command(const struct config *c) {
+    return c->unresolved || c->reconcile != NULL;
+}
+
+void config_free(struct config *c) {
+    curl_slist_free_all(c->headers);
+    c->headers = NULL;
+    free(c->body);
+    c->body = NULL;
+}

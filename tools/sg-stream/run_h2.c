@@ -1,0 +1,183 @@
+/*
+ * run_h2.c - the operation on streamguard's own HTTP/2 transport.
+ *
+ * With --http2, or for an https:// URL without a version flag, the operation
+ * runs as one stream of streamguard's HTTP/2 connection (nghttp2): h2c with
+ * prior knowledge for http://, TLS with ALPN h2 for https://.  An expired
+ * clock resets only that stream.  The URL is split here and the -H headers
+ * are lowercased for HTTP/2; the connection is made before the operation
+ * starts, so it has its own bound (see connect_bound()).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_stream.h"
+
+#define MAX_HEADERS 64
+
+static int h2_on_item(sg_h2_op *op, const sg_item *item, void *user_data) {
+    (void)op;
+    return print_item(user_data, item);
+}
+
+static void h2_on_discard(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
+                          void *user_data) {
+    (void)op;
+    note_discard(user_data, attempt, outcome);
+}
+
+/* Splits an http(s) URL into host, port and path (with its query). */
+static int split_url(const char *url, bool *tls, char *host, size_t host_len, int *port,
+                     const char **path) {
+    const char *p;
+    if (strncmp(url, "https://", 8) == 0) {
+        *tls = true;
+        p = url + 8;
+    } else if (strncmp(url, "http://", 7) == 0) {
+        *tls = false;
+        p = url + 7;
+    } else {
+        return -1;
+    }
+    const char *end = p + strcspn(p, "/?#");
+    const char *colon = NULL;
+    const char *h = p;
+    const char *he;
+    if (*p == '[') { /* [v6 address] */
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        if (close == NULL) {
+            return -1;
+        }
+        h = p + 1;
+        he = close;
+        colon = close[1] == ':' ? close + 1 : NULL;
+    } else {
+        colon = memchr(p, ':', (size_t)(end - p));
+        he = colon != NULL ? colon : end;
+    }
+    if (he == h || (size_t)(he - h) >= host_len) {
+        return -1;
+    }
+    memcpy(host, h, (size_t)(he - h));
+    host[he - h] = '\0';
+    *port = *tls ? 443 : 80;
+    if (colon != NULL) {
+        char *pe;
+        long v = strtol(colon + 1, &pe, 10);
+        if (pe != end || v < 1 || v > 65535) {
+            return -1;
+        }
+        *port = (int)v;
+    }
+    *path = *end == '\0' ? "/" : end;
+    return (*path)[0] == '/' || (*path)[0] == '?' ? 0 : -1;
+}
+
+/* Request headers: "Name: value" -> lowercase name, trimmed value.  The
+ * names are copied into @names; the values point into c->headers. */
+static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
+                      char names[MAX_HEADERS][128], size_t *count) {
+    size_t nh = 0;
+    for (const struct curl_slist *h = c->headers; h != NULL; h = h->next) {
+        const char *colon = strchr(h->data, ':');
+        size_t nlen = (size_t)(colon - h->data);
+        if (nh == MAX_HEADERS || nlen == 0 || nlen >= sizeof(names[0])) {
+            return usage_error("header '%s' not usable over HTTP/2", h->data);
+        }
+        for (size_t k = 0; k < nlen; k++) {
+            char ch = h->data[k];
+            names[nh][k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
+        }
+        names[nh][nlen] = '\0';
+        const char *v = colon + 1;
+        while (*v == ' ' || *v == '\t') {
+            v++;
+        }
+        hdrs[nh].name = names[nh];
+        hdrs[nh].value = v;
+        nh++;
+    }
+    *count = nh;
+    return 0;
+}
+
+/* The connection is made before the operation starts: bound it by the
+ * connect timeout, else by the budget, else 10 s (and a budget by 10 s at
+ * the most). */
+static int64_t connect_bound(const struct config *c) {
+    int64_t connect =
+        c->connect_ns ? c->connect_ns : (c->budget_ns ? c->budget_ns : SG_SEC(10));
+    if (connect > SG_SEC(10) && c->connect_ns == 0) {
+        connect = SG_SEC(10);
+    }
+    return connect;
+}
+
+/* Runs the operation on streamguard's HTTP/2 transport.  With @probe (an
+ * https:// URL and no version flag), a server that does not negotiate h2,
+ * or any connect failure, returns -1 without a word: libcurl takes over. */
+int run_h2(struct config *c, bool probe) {
+    char host[256];
+    char errbuf[SG_H2_ERROR_SIZE] = "";
+    bool tls = false;
+    int port = 0;
+    const char *path = NULL;
+    if (split_url(c->url, &tls, host, sizeof(host), &port, &path) != 0) {
+        return usage_error("--http2 needs an http:// or https:// URL, not '%s'", c->url);
+    }
+    sg_h2_header hdrs[MAX_HEADERS];
+    char names[MAX_HEADERS][128];
+    size_t nh = 0;
+    int code = h2_headers(c, hdrs, names, &nh);
+    if (code != 0) {
+        return code;
+    }
+    sg_h2_request req = {.method = c->method,
+                         .path = path,
+                         .headers = hdrs,
+                         .nheaders = nh,
+                         .body = c->body,
+                         .body_len = c->body_len,
+                         .deadline_header = c->copts.deadline_header,
+                         .grpc_timeout = c->copts.grpc_timeout,
+                         .framing = c->copts.framing};
+    sg_h2_callbacks cbs = {h2_on_item, h2_on_discard, NULL, NULL};
+    sg_h2_conn_options co = {.host = host,
+                             .port = port,
+                             .tls = tls,
+                             .cafile = c->copts.cafile,
+                             .connect_timeout = connect_bound(c),
+                             .errbuf = errbuf};
+    int64_t t0 = sg_clock_now(NULL);
+    sg_h2_conn *conn = NULL;
+    int rv = sg_h2_conn_new(&conn, &co);
+    if (rv != 0 && probe) {
+        return -1;
+    }
+    if (rv != 0) {
+        fprintf(stderr, "%s: transport_error in connect: %s\n", prog,
+                errbuf[0] ? errbuf : sg_strerror(rv));
+        return rv == SG_ETIMEDOUT ? EXIT_TIMEOUT : EXIT_TRANSPORT;
+    }
+    sg_h2_op *op = NULL;
+    code = ledger_open_for_run(c);
+    if (code != 0) {
+        goto out;
+    }
+    rv = sg_h2_stream_start(conn, &req, &c->policy, &cbs, &c->run, &op);
+    if (rv == 0) {
+        rv = sg_h2_conn_run(conn);
+    }
+    if (rv == 0 && op != NULL) {
+        code =
+            conclude(c, sg_h2_op_policy(op), sg_clock_now(NULL) - t0, sg_h2_op_error(op));
+    } else {
+        code = run_failed(c, rv, NULL);
+    }
+out:
+    sg_h2_op_free(op);
+    sg_h2_conn_free(conn);
+    ledger_close_for_run(c);
+    return code;
+}

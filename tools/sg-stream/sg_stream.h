@@ -1,0 +1,115 @@
+/*
+ * sg_stream.h - what the files of sg-stream share, and nothing else.
+ *
+ * sg-stream is one program split by concern: options.c turns argv into a
+ * struct config (with usage.c for the help text and the usage errors and
+ * values.c for durations, counts and @FILE bodies), run_curl.c and run_h2.c
+ * run the operation over libcurl or streamguard's own HTTP/2 transport,
+ * writeout.c writes what a run prints (items, -w, the report, the closing
+ * diagnostic) and ledger_cmd.c holds everything about --ledger.  main.c only
+ * parses, dispatches and returns the exit status.  Like the whole program,
+ * this header uses the public streamguard API only.
+ */
+#ifndef SG_STREAM_H
+#define SG_STREAM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <streamguard/curl.h>
+#include <streamguard/h2.h>
+#include <streamguard/ledger.h>
+
+/* The exit status says which family of outcomes ended the run. */
+enum exit_code {
+    EXIT_OK = 0,
+    EXIT_INTERNAL = 1,  /* could not run at all (setup failure) */
+    EXIT_USAGE = 2,     /* bad arguments */
+    EXIT_TIMEOUT = 3,   /* connect/first-item/idle/stream/attempt timeout */
+    EXIT_BUDGET = 4,    /* budget_exhausted or refused */
+    EXIT_STOPPED = 5,   /* cancelled or cap_exceeded */
+    EXIT_TRUNCATED = 6, /* truncated */
+    EXIT_HTTP = 7,      /* http_error */
+    EXIT_TRANSPORT = 8, /* transport_error or protocol_error */
+};
+
+/* The prefix of every diagnostic. */
+extern const char *const prog;
+
+enum output { OUT_DATA, OUT_JSONL, OUT_NONE };
+
+/* The item callbacks' user_data, whatever the transport. */
+struct run {
+    enum output output;
+    bool quiet;
+    uint64_t printed;
+};
+
+struct config {
+    sg_op_options policy;
+    sg_curl_options copts;
+    struct curl_slist *headers;
+    const char *method;
+    char *body;
+    size_t body_len;
+    long http_version;
+    const char *report;
+    const char *write_out;
+    const char *ledger_dir;
+    sg_ledger_binding binding;        /* --ledger: the policy observer's user_data */
+    sg_ledger *ledger;                /* --ledger, for a run: open while it runs */
+    char derived[SG_LEDGER_KEY_SIZE]; /* the key named without --idempotency-key */
+    const char *idem_key;
+    bool http2;         /* --http2: streamguard's own HTTP/2 transport */
+    bool http11;        /* --http1.1: libcurl, HTTP/1.1 */
+    int64_t connect_ns; /* --connect-timeout, 0 when not given */
+    int64_t budget_ns;  /* --budget, 0 when not given */
+    const char *reconcile;
+    bool unresolved;
+    const char *url;
+    int64_t backoff_base;
+    int64_t backoff_max;
+    bool no_done;
+    bool done_set;
+    const char *skip[17]; /* NULL-terminated */
+    size_t nskip;
+    struct run run;
+};
+
+/* usage.c */
+void usage(FILE *f);
+void print_version(void);
+__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
+
+/* values.c */
+int parse_duration(const char *s, int64_t *out);
+int parse_count(const char *s, uint64_t max, uint64_t *out);
+char *read_file(const char *path, size_t *len);
+
+/* options.c: 0 to go on, < 0 when done without error (--help, --version),
+ * else the exit status.  Call config_free() after it, whatever it returns. */
+int config_parse(struct config *c, int argc, char **argv);
+bool config_is_ledger_command(const struct config *c);
+void config_free(struct config *c);
+
+/* writeout.c */
+int print_item(struct run *r, const sg_item *item);
+void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome);
+int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
+             const char *error);
+int run_failed(const struct config *c, int rv, const char *detail);
+
+/* ledger_cmd.c */
+int ledger_command(const struct config *c);
+int ledger_open_for_run(struct config *c);
+void ledger_close_for_run(struct config *c);
+int ledger_refused(const struct config *c);
+
+/* run_h2.c, run_curl.c: the exit status; run_h2() with @probe returns -1
+ * when libcurl should take over. */
+int run_h2(struct config *c, bool probe);
+int run_curl(struct config *c);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * usage.c - what sg-stream says about its own use.
+ *
+ * The --help text (the one place the flags and the exit statuses are listed
+ * for the user; docs/sg-stream.md is the long form), the --version line, and
+ * usage_error(), which gives every bad argument the same one-line shape
+ * "sg-stream: ... (see --help)" and the usage exit status, so a script can
+ * tell a mistake in the command line from a failed operation.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "sg_stream.h"
+
+const char *const prog = "sg-stream";
+
+void usage(FILE *f) {
+    fprintf(
+        f,
+        "Usage: sg-stream [options] URL\n"
+        "Stream one guarded operation and print its items.\n"
+        "\n"
+        "Clocks (durations like 250ms, 2s, 1.5s, 1m, 1h; a bare number is seconds;\n"
+        "absent = off):\n"
+        "  --budget D            operation budget for all attempts and sleeps (60s)\n"
+        "  --first-item D        attempt start -> first item\n"
+        "  --idle D              item -> next item (keepalives do not count)\n"
+        "  --stream-total D      attempt start -> end of stream\n"
+        "  --connect-timeout D   connection establishment\n"
+        "  --attempt-timeout D   per-attempt ceiling\n"
+        "  --floor D             budget reserve never leased (0)\n"
+        "Retries:\n"
+        "  --attempts N          attempts including the first, 1..16 (1)\n"
+        "  --backoff-base D      backoff base (100ms)   --backoff-max D  cap (10s)\n"
+        "  --idempotency-key KEY sent as Idempotency-Key on every attempt\n"
+        "  --idempotent          declare the request safe to repeat\n"
+        "Request:\n"
+        "  -X, --request METHOD  method (GET; POST when -d is given)\n"
+        "  -H, --header 'N: v'   request header (repeatable)\n"
+        "  -d, --data DATA|@FILE request body (implies POST)\n"
+        "  --cacert FILE         trust the CA certificates in FILE\n"
+        "  --http1.1             HTTP/1.1 through libcurl\n"
+        "  --http2               streamguard's own HTTP/2 transport (h2c for http://);\n"
+        "                        https:// uses it whenever the server negotiates h2\n"
+        "Propagation:\n"
+        "  --deadline-header NAME  stamp the remaining budget in whole ms\n"
+        "  --grpc-timeout        also stamp grpc-timeout\n"
+        "Stream:\n"
+        "  --format sse|ndjson   framing (sse)\n"
+        "  --done DATA           terminal sentinel ([DONE] for sse)\n"
+        "  --done-event TYPE     terminal event type (e.g. message_stop)\n"
+        "  --no-done             no sentinel: a complete body is a clean end\n"
+        "  --max-items N         cap on items (runaway guard)\n"
+        "  --max-bytes N         cap on body bytes\n"
+        "  --max-event-bytes N   largest line or event accepted (1048576);\n"
+        "                        exceeding it is protocol_error\n"
+        "Output:\n"
+        "  --output data|jsonl|none  items as data lines, JSON lines, or not at all\n"
+        "  --report FILE         the JSON execution report (- for stderr)\n"
+        "  -w, --write-out FMT   print FMT at the end; %%{outcome} %%{phase}\n"
+        "                        %%{attempts} %%{first_item_ms} %%{elapsed_ms}\n"
+        "                        %%{items} %%{http_status} %%{partial}\n"
+        "                        %%{outcome_unknown} %%{reason} %%{remaining_ms}, \\n\n"
+        "  -q, --quiet           no diagnostics on stderr\n"
+        "  -h, --help            this help    -V, --version  the version\n"
+        "\n"
+        "Exit status: 0 ok; 1 internal error; 2 usage error; 3 a stream clock\n"
+        "timed out (connect, first item, idle, stream, attempt); 4 budget exhausted\n"
+        "or refused; 5 cancelled or cap exceeded; 6 truncated; 7 HTTP error;\n"
+        "8 transport or protocol error.\n");
+}
+
+int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see --help)\n");
+    va_end(ap);
+    return EXIT_USAGE;
+}
+
+void print_version(void) {
+    /* the HTTP/2 transport is always built: --http2 is always available */
+    printf("sg-stream %s (libcurl %s; --http2: nghttp2)\n", sg_version(),
+           curl_version_info(CURLVERSION_NOW)->version);
+}

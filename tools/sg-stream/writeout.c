@@ -1,0 +1,221 @@
+/*
+ * writeout.c - everything a run writes.
+ *
+ * Items go to stdout as they arrive, flushed one by one so a pipe sees each
+ * at once; a partial attempt is flagged on stderr so its output can be
+ * discarded.  At the end, whatever the transport, conclude() writes the JSON
+ * execution report (--report), the curl-style -w line and the one-line
+ * diagnostic, and maps the outcome to the exit status of its family;
+ * run_failed() is the end of a run that never reached an outcome.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sg_stream.h"
+
+int print_item(struct run *r, const sg_item *item) {
+    if (r->output == OUT_DATA) {
+        fwrite(item->data, 1, item->data_len, stdout);
+        fputc('\n', stdout);
+    } else if (r->output == OUT_JSONL) {
+        fputs("{\"event\":", stdout);
+        sg_json_fwrite_string(stdout, item->event, item->event_len);
+        fputs(",\"data\":", stdout);
+        sg_json_fwrite_string(stdout, item->data, item->data_len);
+        fputs(",\"id\":", stdout);
+        sg_json_fwrite_string(stdout, item->id, item->id_len);
+        fputs("}\n", stdout);
+    }
+    if (r->output != OUT_NONE) {
+        fflush(stdout); /* one by one: a pipe sees each item as it arrives */
+    }
+    r->printed++;
+    return 0;
+}
+
+void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome) {
+    if (!r->quiet) {
+        fprintf(stderr,
+                "%s: attempt %" PRIu32 " ended partial (%s): discard its output\n", prog,
+                attempt, sg_outcome_name(outcome));
+    }
+}
+
+/* ------------------------------------------------------------ the end */
+
+/* The attempt the -w variables and the diagnostic speak of, if any. */
+static const sg_op_attempt *last_attempt(const sg_op *op) {
+    uint32_t n = sg_op_attempt_count(op);
+    return n > 0 ? sg_op_attempt_at(op, n - 1) : NULL;
+}
+
+static int exit_code_for(sg_outcome o) {
+    switch (o) {
+    case SG_OUTCOME_OK:
+        return EXIT_OK;
+    case SG_OUTCOME_CONNECT_TIMEOUT:
+    case SG_OUTCOME_FIRST_ITEM_TIMEOUT:
+    case SG_OUTCOME_IDLE_TIMEOUT:
+    case SG_OUTCOME_STREAM_TIMEOUT:
+    case SG_OUTCOME_ATTEMPT_TIMEOUT:
+        return EXIT_TIMEOUT;
+    case SG_OUTCOME_BUDGET_EXHAUSTED:
+    case SG_OUTCOME_REFUSED:
+        return EXIT_BUDGET;
+    case SG_OUTCOME_CANCELLED:
+    case SG_OUTCOME_CAP_EXCEEDED:
+        return EXIT_STOPPED;
+    case SG_OUTCOME_TRUNCATED:
+        return EXIT_TRUNCATED;
+    case SG_OUTCOME_HTTP_ERROR:
+        return EXIT_HTTP;
+    case SG_OUTCOME_TRANSPORT_ERROR:
+    case SG_OUTCOME_PROTOCOL_ERROR:
+        return EXIT_TRANSPORT;
+    default:
+        return EXIT_INTERNAL;
+    }
+}
+
+static int64_t ms(int64_t ns) {
+    return ns / SG_MS(1);
+}
+
+/* curl-style -w: %{name} variables and \n escapes. */
+static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
+    uint32_t n = sg_op_attempt_count(op);
+    const sg_op_attempt *last = last_attempt(op);
+    for (const char *p = fmt; *p != '\0'; p++) {
+        if (p[0] == '\\' && p[1] == 'n') {
+            fputc('\n', stdout);
+            p++;
+            continue;
+        }
+        if (p[0] == '\\' && p[1] == 't') {
+            fputc('\t', stdout);
+            p++;
+            continue;
+        }
+        if (p[0] != '%' || p[1] != '{') {
+            fputc(*p, stdout);
+            continue;
+        }
+        const char *close = strchr(p, '}');
+        if (close == NULL) {
+            fputs(p, stdout);
+            break;
+        }
+        size_t len = (size_t)(close - p - 2);
+        const char *name = p + 2;
+#define IS(s) (len == sizeof(s) - 1 && memcmp(name, s, len) == 0)
+        if (IS("outcome")) {
+            fputs(sg_outcome_name(sg_op_outcome(op)), stdout);
+        } else if (IS("phase")) {
+            fputs(last ? sg_phase_name(last->phase) : "connect", stdout);
+        } else if (IS("attempts")) {
+            printf("%" PRIu32, n);
+        } else if (IS("first_item_ms")) {
+            if (last != NULL && last->time_to_first_item_ns >= 0) {
+                printf("%" PRId64, ms(last->time_to_first_item_ns));
+            } else {
+                fputc('-', stdout);
+            }
+        } else if (IS("elapsed_ms")) {
+            printf("%" PRId64, ms(elapsed_ns));
+        } else if (IS("items")) {
+            printf("%" PRIu64, last ? last->items : 0);
+        } else if (IS("http_status")) {
+            printf("%d", last ? last->http_status : 0);
+        } else if (IS("partial")) {
+            fputs(last && last->partial ? "true" : "false", stdout);
+        } else if (IS("outcome_unknown")) {
+            fputs(last && last->outcome_unknown ? "true" : "false", stdout);
+        } else if (IS("reason")) {
+            fputs(sg_op_reason_name(sg_op_final_reason(op)), stdout);
+        } else if (IS("remaining_ms")) {
+            const sg_budget *b = sg_op_budget(op);
+            int64_t end = sg_budget_started_at(b) + elapsed_ns;
+            printf("%" PRId64, ms(sg_budget_remaining(b, end)));
+        } else {
+            fwrite(p, 1, (size_t)(close - p + 1), stdout);
+        }
+#undef IS
+        p = close;
+    }
+    fflush(stdout);
+}
+
+static int write_report(const struct config *c, const sg_op *pol) {
+    char stack[16384];
+    size_t needed = 0;
+    char *buf = stack;
+    int64_t now = sg_clock_now(NULL);
+    int rv = sg_op_report_write(pol, now, buf, sizeof(stack), &needed);
+    if (rv == SG_ENOBUFS) {
+        buf = malloc(needed);
+        if (buf == NULL) {
+            return -1;
+        }
+        rv = sg_op_report_write(pol, now, buf, needed, NULL);
+    }
+    if (rv == 0) {
+        FILE *f = strcmp(c->report, "-") == 0 ? stderr : fopen(c->report, "w");
+        if (f == NULL) {
+            fprintf(stderr, "%s: cannot write report '%s': %s\n", prog, c->report,
+                    strerror(errno));
+            rv = -1;
+        } else {
+            fputs(buf, f);
+            fputc('\n', f);
+            if (f != stderr && fclose(f) != 0) {
+                rv = -1;
+            }
+        }
+    }
+    if (buf != stack) {
+        free(buf);
+    }
+    return rv;
+}
+
+/* The end of a run, whatever the transport: report, -w, diagnostics, and
+ * the exit status of the outcome's family. */
+int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
+             const char *error) {
+    sg_outcome o = sg_op_outcome(pol);
+    int code = exit_code_for(o);
+    if (c->report != NULL && write_report(c, pol) != 0) {
+        code = code == EXIT_OK ? EXIT_INTERNAL : code;
+    }
+    if (c->write_out != NULL) {
+        write_out(c->write_out, pol, elapsed);
+    }
+    if (strcmp(error, sg_outcome_name(o)) == 0) {
+        error = ""; /* says nothing the outcome does not */
+    }
+    if (!c->run.quiet && o != SG_OUTCOME_OK) {
+        uint32_t n = sg_op_attempt_count(pol);
+        const sg_op_attempt *last = last_attempt(pol);
+        fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s%s%s\n", prog,
+                sg_outcome_name(o), last ? sg_phase_name(last->phase) : "connect", n,
+                n == 1 ? "" : "s", sg_op_reason_name(sg_op_final_reason(pol)),
+                last && last->outcome_unknown ? "; outcome unknown: reconcile" : "",
+                error[0] ? ": " : "", error);
+    }
+    return code;
+}
+
+/* The end of a run that never reached an outcome: the ledger refused it (the
+ * same operation is unresolved), or it could not be set up.  @detail, when
+ * not NULL, is the transport's own word on it. */
+int run_failed(const struct config *c, int rv, const char *detail) {
+    if (rv == SG_EEXIST && c->ledger != NULL) {
+        return ledger_refused(c);
+    }
+    fprintf(stderr, "%s: %s%s%s\n", prog, sg_strerror(rv), detail != NULL ? ": " : "",
+            detail != NULL ? detail : "");
+    return rv == SG_EINVAL || rv == SG_ERANGE ? EXIT_USAGE : EXIT_INTERNAL;
+}
