@@ -41,6 +41,8 @@ int sg_fm_buf_json_str(sg_fm_buf *b, const char *s, size_t len);
 
 /* ------------------------------------------------------------ timers */
 
+#define SG_FM_NS_PER_MS 1000000LL
+
 /*
  * A timer node lives inside its owner, so arming never allocates.  The heap
  * orders by (due, seq): equal deadlines fire in the order they were armed.
@@ -52,10 +54,26 @@ typedef struct sg_fm_timer {
     void (*cb)(struct sg_fm_timer *t);
 } sg_fm_timer;
 
+/* The min-heap of armed timers (timers.c).  All zeroes is an empty heap. */
+typedef struct {
+    sg_fm_timer **heap;
+    size_t len;
+    size_t cap;
+    uint64_t seq; /* given to the next timer armed */
+} sg_fm_timers;
+
 int64_t sg_fm_now(void); /* CLOCK_MONOTONIC ns */
+/* t plus ms milliseconds; SG_FM_FOREVER for "forever" and on overflow. */
+int64_t sg_fm_add_ms(int64_t t, int64_t ms);
 void sg_fm_timer_init(sg_fm_timer *t, void (*cb)(sg_fm_timer *t));
-int sg_fm_timer_arm(sg_fm_timer *t, int64_t due);
-void sg_fm_timer_disarm(sg_fm_timer *t);
+/* Arming at SG_FM_FOREVER only disarms.  Returns -1 when out of memory. */
+int sg_fm_timer_arm(sg_fm_timers *ts, sg_fm_timer *t, int64_t due);
+void sg_fm_timer_disarm(sg_fm_timers *ts, sg_fm_timer *t);
+/* Fires the timers due now (see timers.c for which ones). */
+void sg_fm_timers_run(sg_fm_timers *ts);
+/* The epoll_wait timeout until the earliest timer: -1 for none. */
+int sg_fm_timers_timeout_ms(const sg_fm_timers *ts);
+void sg_fm_timers_free(sg_fm_timers *ts);
 
 /* ------------------------------------------------------------ the log */
 

@@ -17,6 +17,11 @@ typedef struct {
     char *json; /* the whole event object */
 } log_entry;
 
+/*
+ * File-static rather than part of the server context: there is one log per
+ * process (sg_fm_serve() runs once), and every file that records an event
+ * can then call sg_fm_log_event() without carrying the server along.
+ */
 static struct {
     log_entry *ring;
     size_t cap;
@@ -242,6 +247,7 @@ typedef struct key_node {
     char key[];
 } key_node;
 
+/* File-static like the log ring, and reset with it (POST /_log/reset). */
 static key_node *g_keys[KEY_BUCKETS];
 static size_t g_nkeys;
 

@@ -1,6 +1,6 @@
 /*
  * sg-fakemodel: a scripted streaming server that plays the faults
- * streamguard exists for.  Options here; the loop is in server.c.  The
+ * streamguard exists for.  Options here; the loop is in loop.c.  The
  * manual is docs/sg-fakemodel.md.
  */
 #include "fakemodel.h"

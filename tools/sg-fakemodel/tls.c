@@ -131,6 +131,8 @@ static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outle
     return SSL_TLSEXT_ERR_NOACK;
 }
 
+/* The ALPN callback's argument must outlive the SSL_CTX; the options are the
+ * caller's and const, so the one flag it needs is kept here. */
 static int g_no_h2;
 
 SSL_CTX *sg_fm_tls_new(const sg_fm_tls_options *o) {

@@ -1,0 +1,287 @@
+/*
+ * The body of a streamed response: items in the three wire formats, their
+ * padding (line_bytes, event_bytes), keepalive comments and the end
+ * sentinel, and the pacing that decides when each is due.  Generation runs
+ * only while the exchange's backlog is below its high-water mark, so a
+ * client that stops reading stops its own generation and nobody else's.
+ */
+#include "server.h"
+
+/* Bytes one exchange may generate per timer callback before yielding. */
+#define STEP_BUDGET (64 * 1024)
+
+void pend_add(exchange *ex, const char *s, size_t n) {
+    sg_fm_buf_append(&ex->pend, s, n);
+    ex->bytes += n;
+}
+
+static void pend_count_since(exchange *ex, size_t before) {
+    ex->bytes += ex->pend.len - before;
+}
+
+/* Pads the line begun at line_start with 'x' so that, with a suffix of
+ * suffix_len still to come, it is `target` bytes long (see docs: line_bytes). */
+static void pad_line(exchange *ex, size_t line_start, size_t suffix_len, int64_t target) {
+    if (target <= 0) {
+        return;
+    }
+    size_t have = ex->pend.off + ex->pend.len - line_start + suffix_len;
+    if ((size_t)target > have) {
+        sg_fm_buf_fill(&ex->pend, 'x', (size_t)target - have);
+    }
+}
+
+/*
+ * Extra `data:` lines, each a JSON member on its own line, so the joined data
+ * of the event stays one valid JSON object however large it gets.
+ */
+static void pad_event(exchange *ex, size_t event_start) {
+    if (ex->sc.event_bytes <= 0) {
+        sg_fm_buf_append(&ex->pend, "}\n\n", 3);
+        return;
+    }
+    const size_t tail = 10; /* "\ndata: }\n\n" */
+    unsigned k = 0;
+    for (;;) {
+        size_t have = ex->pend.off + ex->pend.len - event_start;
+        char head[40];
+        int hl = snprintf(head, sizeof(head), "\ndata: ,\"pad%u\":\"", k);
+        size_t overhead = (size_t)hl + 1;
+        if ((size_t)ex->sc.event_bytes <= have + tail + overhead) {
+            break;
+        }
+        size_t x = (size_t)ex->sc.event_bytes - have - tail - overhead;
+        if (x > 4000) {
+            x = 4000;
+        }
+        sg_fm_buf_append(&ex->pend, head, (size_t)hl);
+        sg_fm_buf_fill(&ex->pend, 'x', x);
+        sg_fm_buf_append(&ex->pend, "\"", 1);
+        k++;
+    }
+    sg_fm_buf_append(&ex->pend, "\ndata: }\n\n", tail);
+}
+
+static void emit_item(exchange *ex) {
+    size_t before = ex->pend.len;
+    unsigned long long id = (unsigned long long)ex->id;
+    long long i = (long long)ex->items;
+    size_t start;
+    switch (ex->sc.format) {
+    case SG_FM_FMT_NDJSON: {
+        static const char suffix[] = "\",\"done\":false}";
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(&ex->pend,
+                         "{\"id\":\"gen-%llu\",\"index\":%lld,\"content\":\"tok%lld", id,
+                         i, i);
+        /* An NDJSON item is one line: event_bytes means the same. */
+        pad_line(ex, start, sizeof(suffix) - 1,
+                 ex->sc.line_bytes > ex->sc.event_bytes ? ex->sc.line_bytes
+                                                        : ex->sc.event_bytes);
+        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
+        sg_fm_buf_append(&ex->pend, "\n", 1);
+        break;
+    }
+    case SG_FM_FMT_ANTHROPIC: {
+        static const char suffix[] = "\"}";
+        sg_fm_buf_append(&ex->pend, "event: content_block_delta\n", 27);
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(&ex->pend,
+                         "data: {\"type\":\"content_block_delta\",\"index\":0,"
+                         "\"delta\":{\"type\":\"text_delta\",\"text\":\"tok%lld",
+                         i);
+        pad_line(ex, start, sizeof(suffix) - 1 + (ex->sc.event_bytes > 0 ? 0 : 1),
+                 ex->sc.line_bytes);
+        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
+        pad_event(ex, start - 27);
+        break;
+    }
+    case SG_FM_FMT_SSE:
+    default: {
+        static const char suffix[] = "\"},\"finish_reason\":null}]";
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(
+            &ex->pend,
+            "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion.chunk\","
+            "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
+            "\"index\":0,\"delta\":{\"content\":\"tok%lld",
+            id, i);
+        pad_line(ex, start, sizeof(suffix) - 1 + (ex->sc.event_bytes > 0 ? 0 : 1),
+                 ex->sc.line_bytes);
+        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
+        pad_event(ex, start);
+        break;
+    }
+    }
+    pend_count_since(ex, before);
+}
+
+void emit_prelude(exchange *ex) {
+    if (ex->sc.format != SG_FM_FMT_ANTHROPIC) {
+        return;
+    }
+    size_t before = ex->pend.len;
+    sg_fm_buf_printf(
+        &ex->pend,
+        "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
+        "\"id\":\"msg_%llu\",\"type\":\"message\",\"role\":\"assistant\","
+        "\"model\":\"sg-fakemodel\",\"content\":[],\"stop_reason\":null,"
+        "\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n"
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\","
+        "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        (unsigned long long)ex->id);
+    pend_count_since(ex, before);
+}
+
+static void emit_end(exchange *ex) {
+    if (ex->sc.no_done) {
+        return;
+    }
+    size_t before = ex->pend.len;
+    switch (ex->sc.format) {
+    case SG_FM_FMT_NDJSON:
+        sg_fm_buf_printf(&ex->pend, "{\"id\":\"gen-%llu\",\"done\":true}\n",
+                         (unsigned long long)ex->id);
+        break;
+    case SG_FM_FMT_ANTHROPIC:
+        sg_fm_buf_printf(
+            &ex->pend,
+            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
+            "\"index\":0}\n\n"
+            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"
+            "\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{"
+            "\"output_tokens\":%lld}}\n\n"
+            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            (long long)ex->items);
+        break;
+    case SG_FM_FMT_SSE:
+    default:
+        sg_fm_buf_append(&ex->pend, "data: [DONE]\n\n", 14);
+        break;
+    }
+    pend_count_since(ex, before);
+}
+
+static void emit_keepalive(exchange *ex) {
+    if (ex->sc.format == SG_FM_FMT_NDJSON) {
+        /* NDJSON has no comments; an empty line is what parsers skip. */
+        pend_add(ex, "\n", 1);
+    } else {
+        pend_add(ex, ": keepalive\n\n", 13);
+    }
+}
+
+/* When the wait after item `ex->items` is the stall, log it and use it. */
+void schedule_next(exchange *ex, int64_t now, int64_t normal_ms) {
+    if (ex->sc.stall_after >= 0 && ex->items == ex->sc.stall_after) {
+        char f[64];
+        snprintf(f, sizeof(f), "\"items\":%lld,\"stall_ms\":%lld", (long long)ex->items,
+                 ex->sc.stall_ms == SG_FM_FOREVER ? -1LL : (long long)ex->sc.stall_ms);
+        log_ex(ex, SG_FM_EV_STALL_STARTED, f);
+        ex->next_item_at = sg_fm_add_ms(now, ex->sc.stall_ms);
+    } else {
+        ex->next_item_at = sg_fm_add_ms(now, normal_ms);
+    }
+}
+
+static void ex_arm_next(exchange *ex) {
+    int64_t due = ex->next_item_at;
+    if (ex->sc.keepalive_ms > 0) {
+        int64_t ka = sg_fm_add_ms(ex->last_emit_at, ex->sc.keepalive_ms);
+        if (ka < due) {
+            due = ka;
+        }
+    }
+    ex_arm(ex, due);
+}
+
+/*
+ * bytes_per_write: lets the next piece of pend go and, while more waits,
+ * arms the timer for the piece after it.  Returns 1 if more waits.
+ */
+static int release_piece(exchange *ex, int64_t now) {
+    ex->allow = (size_t)ex->sc.bytes_per_write;
+    ex_pump(ex);
+    if (ex->pend.len > 0) {
+        ex_arm(ex, sg_fm_add_ms(now, ex->sc.write_gap_ms));
+        return 1;
+    }
+    return 0;
+}
+
+/* Generates whatever is due, as far as the client's reading allows. */
+void ex_step(exchange *ex) {
+    if (ex->st != X_STREAMING || ex->finished) {
+        return;
+    }
+    int64_t now = sg_fm_now();
+    if (ex->sc.bytes_per_write > 0 && ex->pend.len > 0 && release_piece(ex, now)) {
+        return;
+    }
+    if (ex->eof_pending || ex->drop_pending) {
+        ex_pump(ex);
+        return;
+    }
+    size_t budget_start = ex->bytes;
+    for (;;) {
+        if (ex_backlog(ex) >= ex_backlog_high(ex)) {
+            ex->blocked = 1;
+            ex_pump(ex);
+            return;
+        }
+        if (now >= ex->next_item_at) {
+            if (ex->sc.drop_after >= 0 && ex->items == ex->sc.drop_after) {
+                ex->drop_pending = 1;
+                ex_pump(ex);
+                return;
+            }
+            emit_item(ex);
+            ex->items++;
+            ex->last_emit_at = now;
+            if (ex->items == 1) {
+                log_ex(ex, SG_FM_EV_FIRST_ITEM_SENT, "\"items\":1");
+            }
+            if (!ex->sc.runaway && ex->items >= ex->sc.n) {
+                emit_end(ex);
+                ex->reason = ex->sc.no_done ? "no_done" : "done";
+                ex->eof_pending = 1;
+                if (ex->sc.bytes_per_write > 0) {
+                    release_piece(ex, now);
+                    return;
+                }
+                ex_pump(ex);
+                return;
+            }
+            /* Count the gap from when this item was due, not from when the
+             * timer fired: epoll's millisecond rounding must not accumulate
+             * over a long stream.  A writer far behind (a slow reader) starts
+             * afresh instead of bursting to catch up. */
+            int64_t due = ex->next_item_at;
+            int64_t base =
+                (due <= now && now - due < sg_fm_add_ms(0, ex->sc.gap_ms)) ? due : now;
+            schedule_next(ex, base, ex->sc.gap_ms);
+            if (ex->sc.bytes_per_write > 0) {
+                if (release_piece(ex, now)) {
+                    return;
+                }
+                continue;
+            }
+            if (ex->bytes - budget_start >= STEP_BUDGET) {
+                /* Yield to the other connections; come back next turn. */
+                ex_pump(ex);
+                ex_arm(ex, now);
+                return;
+            }
+            continue;
+        }
+        if (ex->sc.keepalive_ms > 0 &&
+            now >= sg_fm_add_ms(ex->last_emit_at, ex->sc.keepalive_ms)) {
+            emit_keepalive(ex);
+            ex->last_emit_at = now;
+            continue;
+        }
+        break;
+    }
+    ex_pump(ex);
+    ex_arm_next(ex);
+}

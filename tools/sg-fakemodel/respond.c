@@ -1,0 +1,332 @@
+/*
+ * What a complete request gets: routing by path (the model endpoints, the
+ * reserved /_log, /_stats and /_health), the scenario's verdict (hang,
+ * refuse, a scripted status, a stream), response headers on either
+ * protocol, and complete non-streamed responses.  The streamed body itself
+ * is generate.c's.
+ */
+#include "server.h"
+
+#include <string.h>
+
+static const char *status_text(int status) {
+    switch (status) {
+    case 100:
+        return "Continue";
+    case 200:
+        return "OK";
+    case 400:
+        return "Bad Request";
+    case 404:
+        return "Not Found";
+    case 405:
+        return "Method Not Allowed";
+    case 408:
+        return "Request Timeout";
+    case 413:
+        return "Content Too Large";
+    case 429:
+        return "Too Many Requests";
+    case 431:
+        return "Request Header Fields Too Large";
+    case 500:
+        return "Internal Server Error";
+    case 501:
+        return "Not Implemented";
+    case 502:
+        return "Bad Gateway";
+    case 503:
+        return "Service Unavailable";
+    case 504:
+        return "Gateway Timeout";
+    case 505:
+        return "HTTP Version Not Supported";
+    case 529:
+        return "Overloaded";
+    default:
+        return "Status";
+    }
+}
+
+/* Submits (HTTP/2) or writes (HTTP/1.1) response headers. */
+static void send_headers(exchange *ex, int status, const char *ctype,
+                         int64_t content_length, const char *retry_after) {
+    conn *c = ex->c;
+    ex->status = status;
+    char idbuf[24];
+    snprintf(idbuf, sizeof(idbuf), "%llu", (unsigned long long)ex->id);
+    if (c->mode == M_H2) {
+        char st[8];
+        char cl[24];
+        snprintf(st, sizeof(st), "%d", status);
+        snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
+        nghttp2_nv nva[6];
+        size_t n = 0;
+#define NV(NAME, VALUE)                               \
+    do {                                              \
+        nva[n].name = (uint8_t *)(uintptr_t)(NAME);   \
+        nva[n].namelen = strlen(NAME);                \
+        nva[n].value = (uint8_t *)(uintptr_t)(VALUE); \
+        nva[n].valuelen = strlen(VALUE);              \
+        nva[n].flags = NGHTTP2_NV_FLAG_NONE;          \
+        n++;                                          \
+    } while (0)
+        NV(":status", st);
+        NV("content-type", ctype);
+        NV("cache-control", "no-cache");
+        NV("x-sg-request-id", idbuf);
+        if (content_length >= 0) {
+            NV("content-length", cl);
+        }
+        if (retry_after != NULL) {
+            NV("retry-after", retry_after);
+        }
+#undef NV
+        nghttp2_data_provider prd;
+        prd.source.ptr = ex;
+        prd.read_callback = h2_read;
+        nghttp2_submit_response(c->h2, ex->stream_id, nva, n, &prd);
+    } else {
+        int want_close = !ex->keep_alive || ex->h10;
+        sg_fm_buf_printf(
+            &c->out,
+            "HTTP/1.%d %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+            "X-SG-Request-Id: %s\r\n",
+            ex->h10 ? 0 : 1, status, status_text(status), ctype, idbuf);
+        if (retry_after != NULL) {
+            sg_fm_buf_printf(&c->out, "Retry-After: %s\r\n", retry_after);
+        }
+        if (content_length >= 0) {
+            sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",
+                             (long long)content_length);
+        } else if (!ex->h10) {
+            sg_fm_buf_append(&c->out, "Transfer-Encoding: chunked\r\n", 28);
+        }
+        if (want_close) {
+            sg_fm_buf_append(&c->out, "Connection: close\r\n", 19);
+            ex->keep_alive = 0;
+        }
+        sg_fm_buf_append(&c->out, "\r\n", 2);
+    }
+    char f[64];
+    snprintf(f, sizeof(f), "\"status\":%d", status);
+    log_ex(ex, SG_FM_EV_HEADERS_SENT, f);
+}
+
+/* A complete, non-streamed response (errors, /_log, /_stats). */
+static void ex_respond(exchange *ex, int status, const char *ctype, const char *body,
+                       size_t len, const char *reason) {
+    ex->st = X_STREAMING;
+    ex->reason = reason;
+    send_headers(ex, status, ctype, (int64_t)len, NULL);
+    ex->allow = SIZE_MAX;
+    sg_fm_buf_append(&ex->pend, body, len);
+    ex->eof_pending = 1;
+    if (ex->c->mode == M_H1) {
+        sg_fm_buf_append(&ex->c->out, sg_fm_buf_data(&ex->pend), ex->pend.len);
+        sg_fm_buf_consume(&ex->pend, ex->pend.len);
+        ex_finish(ex, NULL);
+    }
+}
+
+void ex_respond_json_error(exchange *ex, int status, const char *msg,
+                           const char *reason) {
+    sg_fm_buf b = {0};
+    sg_fm_buf_printf(&b, "{\"error\":{\"message\":\"");
+    sg_fm_buf_json_str(&b, msg, strlen(msg));
+    sg_fm_buf_printf(&b, "\",\"type\":\"%s\",\"code\":%d}}\n", reason, status);
+    ex_respond(ex, status, "application/json", sg_fm_buf_data(&b), b.len, reason);
+    sg_fm_buf_free(&b);
+}
+
+static void start_stream_response(exchange *ex) {
+    int64_t now = sg_fm_now();
+    const char *ctype =
+        ex->sc.format == SG_FM_FMT_NDJSON ? "application/x-ndjson" : "text/event-stream";
+    if (ex->status > 0 && ex->status != 200) {
+        /* The scripted failure: status, Retry-After, a JSON error body. */
+        sg_fm_buf b = {0};
+        sg_fm_buf_printf(&b,
+                         "{\"error\":{\"message\":\"sg-fakemodel scripted status %d\","
+                         "\"type\":\"scripted\",\"code\":%d}}\n",
+                         ex->status, ex->status);
+        int st = ex->status;
+        ex->st = X_STREAMING;
+        send_headers(ex, st, "application/json", (int64_t)b.len,
+                     ex->sc.retry_after[0] ? ex->sc.retry_after : NULL);
+        ex->reason = "status";
+        pend_add(ex, sg_fm_buf_data(&b), b.len);
+        sg_fm_buf_free(&b);
+        ex->eof_pending = 1;
+        if (ex->c->mode == M_H1) {
+            sg_fm_buf_append(&ex->c->out, sg_fm_buf_data(&ex->pend), ex->pend.len);
+            sg_fm_buf_consume(&ex->pend, ex->pend.len);
+            ex_finish(ex, NULL);
+        }
+        return;
+    }
+    ex->st = X_STREAMING;
+    send_headers(ex, 200, ctype, -1, NULL);
+    emit_prelude(ex);
+    ex->last_emit_at = now;
+    if (ex->sc.keepalive_only) {
+        if (ex->sc.keepalive_ms == 0) {
+            ex->sc.keepalive_ms = 1000;
+        }
+        ex->next_item_at = SG_FM_FOREVER;
+    } else {
+        schedule_next(ex, now, ex->sc.first_delay_ms);
+    }
+    ex_step(ex);
+}
+
+void ex_on_timer(sg_fm_timer *t) {
+    exchange *ex = (exchange *)t;
+    conn *c = ex->c;
+    switch (ex->st) {
+    case X_WAIT_HEADERS:
+        start_stream_response(ex);
+        break;
+    case X_STREAMING:
+        ex->blocked = 0;
+        ex_step(ex);
+        break;
+    case X_READING:
+    case X_HANG:
+    case X_DONE:
+    default:
+        break;
+    }
+    conn_after(c);
+}
+
+static sg_fm_format path_format(const char *path, size_t len) {
+    static const struct {
+        const char *path;
+        sg_fm_format fmt;
+    } routes[] = {
+        {"/stream", SG_FM_FMT_SSE},          {"/v1/chat/completions", SG_FM_FMT_SSE},
+        {"/v1/completions", SG_FM_FMT_SSE},  {"/v1/messages", SG_FM_FMT_ANTHROPIC},
+        {"/ndjson", SG_FM_FMT_NDJSON},       {"/api/chat", SG_FM_FMT_NDJSON},
+        {"/api/generate", SG_FM_FMT_NDJSON},
+    };
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        if (strlen(routes[i].path) == len && memcmp(routes[i].path, path, len) == 0) {
+            return routes[i].fmt;
+        }
+    }
+    return (sg_fm_format)-1;
+}
+
+static int path_is(const exchange *ex, const char *p) {
+    return ex->target != NULL && strlen(p) == ex->path_len &&
+           memcmp(ex->target, p, ex->path_len) == 0;
+}
+
+static void serve_stats(exchange *ex) {
+    const sg_fm_server *srv = ex->c->srv;
+    char body[512];
+    int n = snprintf(body, sizeof(body),
+                     "{\"connections\":%zu,\"exchanges\":%zu,\"connections_total\":%llu,"
+                     "\"requests_total\":%llu,\"timers\":%zu,\"log_events\":%zu,"
+                     "\"log_dropped\":%llu}\n",
+                     srv->n_conns, srv->n_exchanges, (unsigned long long)srv->conns_total,
+                     (unsigned long long)srv->requests_total, srv->timers.len,
+                     sg_fm_log_count(), (unsigned long long)sg_fm_log_dropped());
+    ex_respond(ex, 200, "application/json", body, (size_t)n, "stats");
+}
+
+/* The request is complete: log it and decide what to play. */
+void ex_begin(exchange *ex) {
+    ex->t_received = sg_fm_now();
+    const char *q = NULL;
+    size_t qlen = 0;
+    if (ex->target != NULL && ex->target[ex->path_len] == '?') {
+        q = ex->target + ex->path_len + 1;
+        qlen = strlen(q);
+    }
+    int is_get = strcmp(ex->method, "GET") == 0;
+    int is_post = strcmp(ex->method, "POST") == 0;
+    /* Reserved paths: served, never logged. */
+    if (ex->target != NULL && ex->path_len >= 2 && memcmp(ex->target, "/_", 2) == 0) {
+        ex->nolog = 1;
+        ex->received_logged = 1;
+        if (path_is(ex, "/_log") && is_get) {
+            sg_fm_buf b = {0};
+            if (sg_fm_log_render(&b, q != NULL ? q : "", qlen) != 0) {
+                ex_respond_json_error(ex, 400,
+                                      "bad /_log query (key, id, since, event, limit)",
+                                      "bad_request");
+            } else {
+                ex_respond(ex, 200, "application/json", sg_fm_buf_data(&b), b.len, "log");
+            }
+            sg_fm_buf_free(&b);
+        } else if ((path_is(ex, "/_log/reset") && is_post) ||
+                   (path_is(ex, "/_log") && strcmp(ex->method, "DELETE") == 0)) {
+            sg_fm_log_reset();
+            sg_fm_keys_reset();
+            ex_respond(ex, 200, "application/json", "{\"ok\":true}\n", 12, "log_reset");
+        } else if (path_is(ex, "/_stats") && is_get) {
+            serve_stats(ex);
+        } else if (path_is(ex, "/_health") && is_get) {
+            ex_respond(ex, 200, "text/plain", "ok\n", 3, "health");
+        } else {
+            ex_respond_json_error(ex, 404, "no such reserved path", "not_found");
+        }
+        return;
+    }
+    log_received(ex, NULL);
+    if (ex->body_bytes > ex->c->srv->o->max_body) {
+        ex_respond_json_error(ex, 413, "request body too large", "body_too_large");
+        return;
+    }
+    sg_fm_format fmt =
+        ex->target != NULL ? path_format(ex->target, ex->path_len) : (sg_fm_format)-1;
+    if ((int)fmt < 0) {
+        ex_respond_json_error(ex, 404, "unknown path; see docs/sg-fakemodel.md",
+                              "not_found");
+        return;
+    }
+    if (!is_get && !is_post) {
+        ex_respond_json_error(ex, 405, "use GET or POST", "method_not_allowed");
+        return;
+    }
+    sg_fm_scenario_init(&ex->sc, fmt);
+    char err[128];
+    if ((q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
+        (ex->scenario_hdr != NULL &&
+         sg_fm_scenario_parse(&ex->sc, ex->scenario_hdr, strlen(ex->scenario_hdr), err,
+                              sizeof(err)) != 0)) {
+        ex_respond_json_error(ex, 400, err, "bad_scenario");
+        return;
+    }
+    if (ex->sc.status > 0 && ex->sc.status != 200) {
+        uint64_t count = sg_fm_key_count(ex->key);
+        if (ex->sc.fail_first < 0 || count <= (uint64_t)ex->sc.fail_first) {
+            ex->status = ex->sc.status;
+        }
+    }
+    if (ex->sc.hang) {
+        ex->st = X_HANG;
+        return;
+    }
+    if (ex->sc.refuse) {
+        /* What an overloaded server does before any work: HTTP/2 refuses the
+         * stream (safe to retry, RFC 9113 §8.7); HTTP/1.1 can only close. */
+        ex->st = X_STREAMING;
+        if (ex->c->mode == M_H2) {
+            nghttp2_submit_rst_stream(ex->c->h2, NGHTTP2_FLAG_NONE, ex->stream_id,
+                                      NGHTTP2_REFUSED_STREAM);
+        } else {
+            ex->c->abort_after_flush = 1;
+        }
+        ex_finish(ex, "refused");
+        return;
+    }
+    ex->st = X_WAIT_HEADERS;
+    if (ex->sc.headers_delay_ms > 0) {
+        ex_arm(ex, sg_fm_add_ms(ex->t_received, ex->sc.headers_delay_ms));
+    } else {
+        start_stream_response(ex);
+    }
+}

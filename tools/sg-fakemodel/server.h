@@ -1,0 +1,201 @@
+/*
+ * The server core's shared types and entry points: the server context,
+ * connections and exchanges, used by loop.c, conn.c, h1conn.c, h2.c,
+ * respond.c, generate.c and exchange.c.  The rest of sg-fakemodel (log,
+ * TLS, buffers, parsers) needs only fakemodel.h.
+ *
+ * There is no global server state: the server owns its connections, a
+ * connection owns its exchanges (one at a time on HTTP/1.1, one a stream on
+ * HTTP/2), and every connection points back at its server, so anything
+ * holding a connection or an exchange reaches the context through c->srv.
+ */
+#ifndef SG_FAKEMODEL_SERVER_H
+#define SG_FAKEMODEL_SERVER_H
+
+#include "fakemodel.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Memory per connection is bounded: output is generated only while the
+ * connection's output buffer (HTTP/1.1) or the stream's pending buffer
+ * (HTTP/2, behind nghttp2's flow control) is below a high-water mark.
+ */
+/* Per-connection output buffer: stop generating above HIGH, resume below LOW. */
+#define OUT_HIGH (256 * 1024)
+#define OUT_LOW (64 * 1024)
+/* Per-HTTP/2-stream pending bytes, same idea. */
+#define PEND_HIGH (64 * 1024)
+#define PEND_LOW (16 * 1024)
+/* Request strings kept for the log are cut to this. */
+#define FIELD_MAX 256
+
+/* ------------------------------------------------------------ types */
+
+/* What an epoll event's data.ptr points at: the first member of its owner. */
+typedef enum { TAG_LISTENER = 1, TAG_SIGNAL, TAG_CONN } ep_tag;
+
+typedef struct {
+    ep_tag tag;
+    int fd;
+} ep_item;
+
+/* M_DETECT: the first bytes have not chosen the protocol yet. */
+typedef enum { M_DETECT, M_TLS_HS, M_H1, M_H2 } conn_mode;
+typedef enum { H1_HEAD, H1_BODY, H1_RESPONDING, H1_CLOSING } h1_state;
+typedef enum { X_READING, X_WAIT_HEADERS, X_STREAMING, X_HANG, X_DONE } ex_state;
+
+typedef struct sg_fm_server sg_fm_server;
+typedef struct conn conn;
+typedef struct exchange exchange;
+
+/* One request and its response: an HTTP/1.1 exchange or an HTTP/2 stream. */
+struct exchange {
+    sg_fm_timer timer; /* first: the timer callback casts back */
+    conn *c;
+    exchange *prev;
+    exchange *next;
+    uint64_t id;
+    int32_t stream_id; /* HTTP/2 only */
+    ex_state st;
+    int h10;        /* HTTP/1.0 request: no chunked, close at the end */
+    int keep_alive; /* HTTP/1.x */
+    int nolog;      /* /_log and friends are not logged */
+    int received_logged;
+    /* The request, as much as the log and the routing need. */
+    char method[16];
+    char *target; /* path and query */
+    size_t path_len;
+    char *key;
+    char *deadline_ms;
+    char *grpc_timeout;
+    char *scenario_hdr;
+    int expect_continue;
+    uint64_t body_bytes;
+    int64_t t_received;
+    /* The response. */
+    sg_fm_scenario sc;
+    int status;
+    int64_t items;
+    uint64_t bytes;
+    int64_t next_item_at;
+    int64_t last_emit_at;
+    sg_fm_buf pend;
+    size_t allow; /* bytes that may leave pend now; SIZE_MAX: no limit */
+    int eof_pending;
+    int drop_pending;
+    int blocked;  /* waiting for its output to drain */
+    int deferred; /* HTTP/2 data provider returned NGHTTP2_ERR_DEFERRED */
+    int finished;
+    const char *reason;
+};
+
+struct conn {
+    ep_item ep; /* first: epoll data points here */
+    sg_fm_server *srv;
+    uint64_t id;
+    conn_mode mode;
+    SSL *ssl;
+    int ssl_wants_write;
+    sg_fm_buf in;
+    sg_fm_buf out;
+    uint32_t events;
+    int read_eof;
+    int close_after_flush;
+    int abort_after_flush; /* drop: no TLS close_notify, no final chunk */
+    int dead;
+    sg_fm_timer kick; /* re-runs reading when TLS holds decrypted bytes */
+    /* HTTP/1.1 */
+    h1_state h1;
+    size_t head_scanned;
+    exchange *cur;
+    int64_t body_left;
+    int body_chunked;
+    sg_fm_h1_chunked chunk;
+    /* HTTP/2 */
+    nghttp2_session *h2;
+    exchange *exs;
+    conn *prev;
+    conn *next;
+    conn *dead_next;
+};
+
+/* Everything one sg_fm_serve() call runs on; it lives on that call's stack. */
+struct sg_fm_server {
+    const sg_fm_options *o;
+    int epfd;
+    ep_item sig;
+    ep_item listeners[2];
+    int nlisteners;
+    SSL_CTX *ssl_ctx;
+    sg_fm_timers timers;
+    sg_fm_timer accept_timer;
+    conn *conns;
+    conn *dead; /* closed this loop turn, freed at its end */
+    uint64_t next_conn_id;
+    uint64_t next_req_id;
+    size_t n_conns;
+    size_t n_exchanges;
+    uint64_t conns_total;
+    uint64_t requests_total;
+    int stop;
+    nghttp2_session_callbacks *h2cb;
+    nghttp2_option *h2opt;
+};
+
+/* ------------------------------------------------------------ exchange.c */
+
+/* A NUL-terminated copy of at most max bytes of s, or NULL. */
+char *dup_cut(const char *s, size_t len, size_t max);
+exchange *ex_new(conn *c, int32_t stream_id);
+void ex_free(exchange *ex);
+/* Arms the exchange's timer on its server's heap. */
+void ex_arm(exchange *ex, int64_t due);
+void ex_finish(exchange *ex, const char *reason);
+/* The peer went away; h2_code is the RST_STREAM code, or -1. */
+void ex_gone(exchange *ex, const char *reason, int h2_code);
+size_t ex_backlog(const exchange *ex);
+size_t ex_backlog_high(const exchange *ex);
+void ex_pump(exchange *ex);
+void log_ex(exchange *ex, sg_fm_event_type type, const char *fields);
+void log_received(exchange *ex, const char *error);
+
+/* ------------------------------------------------------------ generate.c */
+
+void pend_add(exchange *ex, const char *s, size_t n);
+void emit_prelude(exchange *ex);
+void schedule_next(exchange *ex, int64_t now, int64_t normal_ms);
+void ex_step(exchange *ex);
+
+/* ------------------------------------------------------------ respond.c */
+
+void ex_begin(exchange *ex);
+void ex_on_timer(sg_fm_timer *t);
+void ex_respond_json_error(exchange *ex, int status, const char *msg, const char *reason);
+
+/* ------------------------------------------------------------ h2.c */
+
+int h2_init_callbacks(sg_fm_server *srv);
+void h2_free_callbacks(sg_fm_server *srv);
+int h2_start(conn *c);
+int h2_feed(conn *c, const char *data, size_t len);
+void h2_flush(conn *c);
+ssize_t h2_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
+                uint32_t *data_flags, nghttp2_data_source *source, void *user_data);
+
+/* ------------------------------------------------------------ h1conn.c */
+
+int h1_process(conn *c);
+
+/* ------------------------------------------------------------ conn.c */
+
+/* Takes over an accepted socket; NULL (and fd closed) on failure. */
+conn *conn_open(sg_fm_server *srv, int fd);
+void conn_on_event(conn *c, uint32_t events);
+void conn_after(conn *c);
+void conn_close(conn *c, int by_server);
+void conn_free_dead(sg_fm_server *srv);
+void conn_error(conn *c, const char *proto, const char *detail);
+
+#endif
