@@ -27,7 +27,7 @@
  *   }
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *
- * Memory: an sg_op is plain data the caller embeds (3376 bytes on LP64); it records
+ * Memory: an sg_op is plain data the caller embeds (3408 bytes on LP64); it records
  * at most SG_OP_MAX_ATTEMPTS attempts, and the attempt count is bounded by
  * the same constant, so every attempt is recorded.
  *
