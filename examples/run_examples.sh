@@ -108,6 +108,15 @@ own_loop:idle_timeout)
     wait_log "event=client_gone" '"event":"client_gone"'
     expect_log "event=client_gone" '"reason":"connection_closed"'
     ;;
+curl_poll_loop:one_stalls)
+    # Two streams in a loop that polls only the multi's fd and its own 1 s
+    # ticker: the stalled one is cut by the idle clock (300 ms), on time,
+    # while the other finishes.
+    run 1 "$base/v1/chat/completions?n=5&gap=20" \
+        "$base/v1/chat/completions?n=20&gap=10&stall_after=3&stall=forever"
+    expect "n=5&gap=20: outcome=ok items=5"
+    expect "stall=forever: outcome=idle_timeout items=3 cut 30"
+    ;;
 openai_chat:ok)
     run 0 "$base/v1/chat/completions?n=5&gap=10"
     expect "tok0tok1tok2tok3tok4"

@@ -302,7 +302,9 @@ SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
 
 /**
  * sg_curl_op_complete - the caller saw CURLMSG_DONE for sg_curl_op_easy(op)
- * with @result.  Removes the transfer from the multi, classifies the attempt
+ * with @result; @now is read after the curl_multi_* call that finished it
+ * (an attempt that a clock stopped inside that call is never judged
+ * before the clock's instant).  Removes the transfer from the multi, classifies the attempt
  * and either schedules a retry (see sg_curl_op_next_deadline) or ends the
  * operation.
  *
@@ -442,8 +444,13 @@ SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
 /**
  * sg_curl_multi_fd - a file descriptor that polls readable whenever
  * sg_curl_multi_step(m, 0) has work (an epoll fd), for embedding @m in
- * another event loop.  The timer is armed by sg_curl_multi_step, so call
- * it after each wake-up.
+ * another event loop: poll it with no timeout of your own and call
+ * sg_curl_multi_step(m, 0) after each wake-up.  @m keeps its one timer
+ * (a timerfd inside the epoll set) armed for the earliest deadline of
+ * libcurl and of every operation - after each step, each add, and each
+ * deadline that moves earlier - so the fd also wakes the loop when a clock
+ * is due (examples/curl_poll_loop.c).  It may wake a little early, after a
+ * deadline moved later; the step then finds nothing due and re-arms.
  *
  * Returns the epoll fd, owned by @m (do not close it; valid until
  * sg_curl_multi_free), or -1 when @m is NULL.

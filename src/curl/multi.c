@@ -37,6 +37,8 @@ static int64_t multi_now(const sg_curl_multi *m) {
     return sg_clock_now(m->has_clock ? &m->clock : NULL);
 }
 
+static void rearm(sg_curl_multi *m);
+
 /* ------------------------------------------------------------------ heap */
 
 #define OP_OF(n) ((sg_curl_op *)((char *)(n)-offsetof(sg_curl_op, node)))
@@ -48,6 +50,12 @@ static int64_t node_deadline(const sg__dheap_node *n) {
 
 void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op) {
     sg__dheap_reschedule(&m->heap, &op->node);
+    if (op->node.in_heap && op->node.key < m->armed_at) {
+        /* An earlier deadline must wake a caller's loop too.  The key is
+         * never later than the real deadline, so at worst this wakes early
+         * and the step re-arms; a deadline that moved later costs nothing. */
+        rearm(m);
+    }
 }
 
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
@@ -56,6 +64,33 @@ void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
         m->running--;
     }
     op->owner = NULL;
+}
+
+/* Arms the one timer for `at` unless it is already armed no later: a
+ * deadline that moved later (every item moves the idle deadline) costs no
+ * syscall; the early wake-up finds nothing due and re-arms once. */
+static void arm_timer(sg_curl_multi *m, int64_t at) {
+    if (at >= m->armed_at) {
+        return;
+    }
+    struct itimerspec its;
+    memset(&its, 0, sizeof(its));
+    if (at != SG_TIME_NEVER) {
+        int64_t t = at > 0 ? at : 1; /* 0 would disarm */
+        its.it_value.tv_sec = (time_t)(t / SG_SEC(1));
+        its.it_value.tv_nsec = (long)(t % SG_SEC(1));
+    }
+    timerfd_settime(m->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+    m->armed_at = at;
+}
+
+/* The one timer, for the earliest of libcurl's timeout and every
+ * operation's deadline.  Cheap when nothing moved earlier (no syscall). */
+static void rearm(sg_curl_multi *m) {
+    if (m->tfd < 0) {
+        return;
+    }
+    arm_timer(m, sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL)));
 }
 
 /* ------------------------------------------------------ libcurl callbacks */
@@ -91,6 +126,7 @@ static int on_timer(CURLM *multi, long timeout_ms, void *userp) {
     sg_curl_multi *m = userp;
     m->curl_timer_at =
         timeout_ms < 0 ? SG_TIME_NEVER : sg_time_add(multi_now(m), SG_MS(timeout_ms));
+    rearm(m);
     return 0;
 }
 
@@ -166,7 +202,11 @@ void sg_curl_multi_free(sg_curl_multi *m) {
 
 /* ----------------------------------------------------------------- loop */
 
-static void drain_messages(sg_curl_multi *m, int64_t now) {
+/* Finished transfers, judged at the instant they are read: the clock is
+ * read here, after the libcurl call that finished them, so an attempt
+ * that a clock stopped inside that call is never judged before it. */
+static void drain_messages(sg_curl_multi *m) {
+    int64_t now = multi_now(m);
     CURLMsg *msg;
     int left;
     while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
@@ -192,7 +232,7 @@ static void run_due(sg_curl_multi *m, int64_t now) {
     if (m->curl_timer_at <= now) {
         m->curl_timer_at = SG_TIME_NEVER;
         curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
-        drain_messages(m, now);
+        drain_messages(m);
     }
     sg__dheap_node *top;
     while (sg__dheap_earliest(&m->heap, &top) <= now) {
@@ -205,26 +245,8 @@ static void run_due(sg_curl_multi *m, int64_t now) {
             sg__dheap_set_key(&m->heap, &op->node,
                               next > now ? next : sg_time_add(now, SG_MS(1)));
         }
-        drain_messages(m, now);
+        drain_messages(m);
     }
-}
-
-/* Arms the one timer for `at` unless it is already armed no later: a
- * deadline that moved later (every item moves the idle deadline) costs no
- * syscall; the early wake-up finds nothing due and re-arms once. */
-static void arm_timer(sg_curl_multi *m, int64_t at) {
-    if (at >= m->armed_at) {
-        return;
-    }
-    struct itimerspec its;
-    memset(&its, 0, sizeof(its));
-    if (at != SG_TIME_NEVER) {
-        int64_t t = at > 0 ? at : 1; /* 0 would disarm */
-        its.it_value.tv_sec = (time_t)(t / SG_SEC(1));
-        its.it_value.tv_nsec = (long)(t % SG_SEC(1));
-    }
-    timerfd_settime(m->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-    m->armed_at = at;
 }
 
 int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
@@ -276,9 +298,11 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
         }
         curl_multi_socket_action(m->multi, fd, flags, &still);
     }
-    now = multi_now(m);
-    drain_messages(m, now);
-    run_due(m, now);
+    drain_messages(m);
+    run_due(m, multi_now(m));
+    /* Armed for what is due next, whatever this step changed: a caller's
+     * loop waiting on sg_curl_multi_fd has nothing else to wake it. */
+    rearm(m);
     return m->running;
 }
 
@@ -318,6 +342,7 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
         /* pushed with no deadline; now that an attempt runs, it has one */
         sg__curl_multi_reschedule(m, op);
     }
+    rearm(m);
     return 0;
 }
 

@@ -11,7 +11,10 @@
 
 enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED };
 
-/* Bits of sg_op_attempt.budget_limited_: clocks the lease clamped. */
+/* Bits of sg_op_attempt.budget_limited_: clocks the lease clamped.
+ * SG__CLAMP_ATTEMPT also says who set the lease: set, the budget did (the
+ * attempt timeout is off or longer than what remained); clear, the
+ * caller's attempt timeout did. */
 enum {
     SG__CLAMP_CONNECT = 1u << 0,
     SG__CLAMP_ATTEMPT = 1u << 1,
@@ -391,13 +394,18 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
     a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
 
-    /* docs/design.md, Clock semantics: a clock the budget clamped that fires at
-     * the lease's end is the budget running out, not the clock. */
+    /* docs/design.md, "Who set the limit": a clock the lease shortened fires
+     * at the lease's end, and is named after whoever set the lease - the
+     * operation budget (budget_exhausted) or the caller's per-attempt
+     * ceiling (attempt_timeout, retryable while budget remains).  A clock
+     * that fired before the lease's end (a transport's own connect
+     * timeout) keeps its name. */
     sg_outcome oc = r->outcome;
     uint8_t bit = 0;
     if (sg__clock_timeout(oc, &bit) && (a->budget_limited_ & bit) &&
         a->elapsed_ns >= a->attempt_ns) {
-        oc = SG_OUTCOME_BUDGET_EXHAUSTED;
+        oc = (a->budget_limited_ & SG__CLAMP_ATTEMPT) ? SG_OUTCOME_BUDGET_EXHAUSTED
+                                                      : SG_OUTCOME_ATTEMPT_TIMEOUT;
     }
     a->outcome = oc;
 

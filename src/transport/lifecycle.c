@@ -173,11 +173,6 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         r.retry_after_len = lc->retry_after_len;
         r.wall_now_s = (int64_t)time(NULL);
     }
-    if (gr->outcome == SG_OUTCOME_OK) {
-        lc->errbuf[0] = '\0';
-    } else if (gr->outcome != SG_OUTCOME_HTTP_ERROR && lc->errbuf[0] == '\0') {
-        sg__lc_error(lc, "%s", sg_outcome_name(gr->outcome));
-    }
     if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
         /* Cannot happen with the checks above; still, the policy must
          * record an end, so hand it a result it always accepts. */
@@ -187,6 +182,13 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
             return finish(lc);
         }
+    }
+    /* The message names the outcome as recorded (after the policy said who
+     * set the limit), never the guard's raw verdict. */
+    if (v.outcome == SG_OUTCOME_OK) {
+        lc->errbuf[0] = '\0';
+    } else if (v.outcome != SG_OUTCOME_HTTP_ERROR && lc->errbuf[0] == '\0') {
+        sg__lc_error(lc, "%s", sg_outcome_name(v.outcome));
     }
     if (v.partial) {
         lc->tp->discard(lc, lc->attempt, v.outcome);

@@ -7,6 +7,7 @@
  *
  * Usage: curl_transport_test PATH/TO/sg-fakemodel
  */
+#include <poll.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -759,6 +760,84 @@ static void mark_done(sg_curl_op *op, void *ud) {
     c->got = sg_curl_op_outcome(op);
 }
 
+/* The managed multi inside the caller's own poll() loop: the loop sleeps
+ * on sg_curl_multi_fd() alone (no timeout of its own) and steps only when
+ * it wakes.  Each stream sends items, then stalls; the idle clock must cut
+ * it, which only the multi's timer can wake the loop for. */
+struct embedded_case {
+    int64_t last_item;
+    int64_t done_at;
+    sg_outcome got;
+    bool done;
+};
+
+static int embedded_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((struct embedded_case *)ud)->last_item = sg_clock_now(NULL);
+    return 0;
+}
+
+static void embedded_done(sg_curl_op *op, void *ud) {
+    struct embedded_case *c = ud;
+    c->done = true;
+    c->done_at = sg_clock_now(NULL);
+    c->got = sg_curl_op_outcome(op);
+}
+
+static void a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut(void **state) {
+    (void)state;
+    /* A 10 s first-item clock that the first item swaps for a 200 ms idle
+     * clock: the timer must move earlier, then fire after the last item. */
+    const char *paths[2] = {
+        "/v1/chat/completions?n=50&gap=10&stall_after=3&stall=forever&_t=emb1.",
+        "/v1/chat/completions?n=50&gap=30&stall_after=5&stall=forever&_t=emb2.",
+    };
+    struct embedded_case c[2];
+    memset(c, 0, sizeof(c));
+    CURL *easy[2];
+    sg_curl_op *ops[2];
+    char urls[2][256];
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
+    sg_op_options_set_idle_timeout(&po, SG_MS(200));
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
+    sg_curl_callbacks cbs = {.on_item = embedded_item, .on_done = embedded_done};
+    for (int i = 0; i < 2; i++) {
+        snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, paths[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    struct pollfd p = {sg_curl_multi_fd(m), POLLIN, 0};
+    while (!(c[0].done && c[1].done)) {
+        /* No timeout of our own: only the multi's fd may wake us (the 5 s
+         * is a safety net, and reaching it is the failure). */
+        int n = poll(&p, 1, 5000);
+        if (n == 0) {
+            fail_msg("nothing woke the caller's loop in 5 s");
+        }
+        assert_true(sg_curl_multi_step(m, 0) >= 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        assert_string_equal(sg_outcome_name(c[i].got), "idle_timeout");
+        int64_t late = c[i].done_at - c[i].last_item - SG_MS(200);
+        if (late < 0 || late > SG_MS(50)) {
+            fail_msg("stream %d cut %lld us after its idle clock", i,
+                     (long long)(late / SG_US(1)));
+        }
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+}
+
 static void many_operations_run_concurrently_on_one_thread(void **state) {
     (void)state;
     enum { N = 60 };
@@ -915,6 +994,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(tls_is_verified_against_the_given_ca),
         cmocka_unit_test(http2_through_libcurl_works_over_h2c_and_tls),
         cmocka_unit_test(many_operations_run_concurrently_on_one_thread),
+        cmocka_unit_test(a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut),
         cmocka_unit_test(a_caller_driven_multi_enforces_the_clocks),
     };
     return cmocka_run_group_tests_name("curl_transport", tests, setup, teardown);
