@@ -30,6 +30,15 @@
  * sg_curl_options.cafile is set.  TLS verification is libcurl's default
  * (on); nothing here turns it off.
  *
+ * One method for retry safety, the report and the ledger: the one on the
+ * wire.  The easy handle decides what libcurl sends (POSTFIELDS makes a
+ * POST, CUSTOMREQUEST, NOBODY...); the policy's method
+ * (sg_op_options_set_method, default POST) must be the same.  Each
+ * attempt's first request is checked just before it is written
+ * (CURLINFO_EFFECTIVE_METHOD): when they differ, nothing is sent and the
+ * attempt ends refused, not retried, with both methods in
+ * sg_curl_op_error().
+ *
  * Call curl_global_init() once before creating operations (libcurl's rule).
  *
  * Thread-safety: an operation or a multi belongs to one thread at a time;

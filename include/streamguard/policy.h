@@ -822,9 +822,11 @@ typedef struct sg_op_verdict {
  *   or the caller declared it idempotent.
  * - partial = items > 0 and not ok: never retried.
  * - outcome_unknown = sent, not safe, not ok and no complete answer (an
- *   http_error with headers is a complete answer): never retried.
+ *   http_error with headers is a complete answer, except a gateway's 502
+ *   or 504): never retried.
  * - ok -> DONE.  http_error whose status is not retryable -> DONE
- *   (final_status).  cancelled, cap_exceeded, protocol_error -> STOP.
+ *   (final_status).  cancelled, cap_exceeded, protocol_error, refused (the
+ *   transport refused to send the attempt) -> STOP.
  *   budget_exhausted -> STOP.  Timeouts, truncated, transport_error and
  *   refused are retryable when safe.  A retryable status is retryable when
  *   safe, or for 429 / 503-with-Retry-After (see set_retry_rejections).

@@ -15,6 +15,8 @@ struct sg_curl_op {
     sg__dheap_node node;  /* in owner's deadline heap */
     bool in_multi;        /* the easy handle is added to `multi` */
     bool http_abort;      /* aborted on an error status */
+    bool method_checked;  /* this attempt's first request was checked */
+    bool method_mismatch; /* the wire method differs from the policy's */
     sg_curl_options opts;
     sg_curl_callbacks cbs;
     void *user_data;

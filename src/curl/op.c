@@ -111,6 +111,20 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
+    if (!op->method_checked) {
+        /* One method for safety, the report and the ledger: the one on the
+         * wire.  The easy handle decides what libcurl sends (POSTFIELDS,
+         * CUSTOMREQUEST, NOBODY...); the policy judged retry safety by its
+         * own.  When they differ, nothing is sent. */
+        op->method_checked = true;
+        const char *wire = NULL;
+        const char *declared = sg_op_method(&op->lc.policy);
+        if (curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire) == CURLE_OK &&
+            wire != NULL && declared != NULL && strcmp(wire, declared) != 0) {
+            op->method_mismatch = true; /* the message is written in classify */
+            return CURL_PREREQFUNC_ABORT;
+        }
+    }
     /* Connected; the request is about to be written. */
     op->lc.sent = true;
     sg_guard_set_phase(guard_of(op), SG_PHASE_SEND, op_now(op));
@@ -164,6 +178,8 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     (void)now;
     sg_curl_op *op = OP_OF(lc);
     op->http_abort = false;
+    op->method_checked = false;
+    op->method_mismatch = false;
     int rv = build_headers(op, st);
     CURL *e = op->easy;
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -295,7 +311,9 @@ void sg_curl_op_free(sg_curl_op *op) {
 static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
-    if (op->http_abort) {
+    if (op->method_mismatch) {
+        how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
+    } else if (op->http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;
     } else if (result == CURLE_OK) {
         /* a final 3xx, or no status at all, is no stream */
@@ -310,9 +328,20 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
         how = SG_OUTCOME_TRANSPORT_ERROR;
     }
     sg__lc_decide(&op->lc, now, how);
+    if (op->method_mismatch) {
+        /* written after libcurl's own message ("aborted by pre-request
+         * callback") into the same buffer */
+        const char *wire = NULL;
+        curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire);
+        sg__lc_error(&op->lc,
+                     "the easy handle sends %s but the policy's method is %s: set the "
+                     "same method on both (sg_op_options_set_method); nothing was sent",
+                     wire != NULL ? wire : "?", sg_op_method(&op->lc.policy));
+    }
     sg_outcome o = op->lc.gr.outcome;
     if (o != SG_OUTCOME_TRANSPORT_ERROR && o != SG_OUTCOME_TRUNCATED &&
-        !(o == SG_OUTCOME_PROTOCOL_ERROR && op->lc.feed_error != 0)) {
+        !(o == SG_OUTCOME_PROTOCOL_ERROR && op->lc.feed_error != 0) &&
+        !op->method_mismatch) {
         /* libcurl's message describes our own abort ("failure writing
          * output"), not what stopped the transfer. */
         op->lc.errbuf[0] = '\0';

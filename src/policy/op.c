@@ -415,8 +415,13 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
                       r->phase >= SG_PHASE_WAIT_HEADERS;
     const bool safe = !sent || sg__method_idempotent(sg__opt_method(o)) ||
                       o->idempotency_key_[0] != '\0' || (o->set_ & SG__OPT_IDEMPOTENT);
-    const bool complete =
-        oc == SG_OUTCOME_OK || (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received);
+    /* A 502 or 504 is a gateway's answer, not the upstream's: the request
+     * may have reached it and taken effect before it failed or timed out,
+     * so it says nothing about the effect (docs/design.md, "outcome
+     * unknown"). */
+    const bool gateway = r->http_status == 502 || r->http_status == 504;
+    const bool complete = oc == SG_OUTCOME_OK || (oc == SG_OUTCOME_HTTP_ERROR &&
+                                                  r->headers_received && !gateway);
     a->sent = sent;
     a->partial = r->partial || (r->items > 0 && oc != SG_OUTCOME_OK);
     a->outcome_unknown = sent && !safe && !complete;
@@ -465,8 +470,10 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         case SG_OUTCOME_CANCELLED:
         case SG_OUTCOME_CAP_EXCEEDED:
         case SG_OUTCOME_PROTOCOL_ERROR:
-            /* The caller gave up, or the peer ran away or broke the
-             * protocol: the same request would do the same again. */
+        case SG_OUTCOME_REFUSED:
+            /* The caller gave up, the peer ran away or broke the protocol,
+             * or the library refused to send what it could not describe
+             * truly: the same request would do the same again. */
             reason = SG_OP_REASON_OUTCOME_NOT_RETRYABLE;
             break;
         case SG_OUTCOME_HTTP_ERROR:
@@ -489,7 +496,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             }
             break;
         default:
-            /* Timeouts, truncated, transport_error, refused: safe here,
+            /* Timeouts, truncated, transport_error: safe here,
              * since a sent unsafe request was caught as outcome_unknown. */
             retryable = safe;
             if (!retryable) {

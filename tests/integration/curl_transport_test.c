@@ -432,6 +432,49 @@ static void unsafe_post_that_times_out_after_send_is_outcome_unknown(void **stat
     assert_non_null(strstr(r.report, "\"outcome_unknown\":true"));
 }
 
+static void unsafe_post_answered_502_by_a_gateway_is_outcome_unknown(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?status=502&_t=gw502.",
+              .method = "POST",
+              .body = "{\"charge\":1}",
+              .attempts = 3};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_int_equal(r.http_status, 502);
+    assert_true(r.unknown);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(sg_op_reason_name(r.reason), "outcome_unknown");
+    assert_int_equal(received("_t=gw502."), 1);
+}
+
+static void a_method_the_easy_handle_would_not_send_is_refused_unsent(void **state) {
+    (void)state;
+    /* Declared GET (safe to retry), but POSTFIELDS makes libcurl send a
+     * POST: retrying it as a GET would repeat an unsafe request. */
+    spec s = {.path = "/v1/chat/completions?n=2&_t=method.",
+              .method = "GET",
+              .body = "{\"charge\":1}",
+              .attempts = 3};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "refused");
+    const sg_op *pol = sg_curl_op_policy(op);
+    assert_int_equal(sg_op_attempt_count(pol), 1);
+    assert_false(sg_op_attempt_at(pol, 0)->sent);
+    assert_non_null(
+        strstr(sg_curl_op_error(op), "sends POST but the policy's method is GET"));
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    assert_int_equal(received("_t=method."), 0);
+}
+
 static void keyed_post_that_times_out_is_retried_with_the_same_key(void **state) {
     (void)state;
     spec s = {.path = "/v1/chat/completions?hang=1&_t=keyed.",
@@ -980,6 +1023,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(
             a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers),
         cmocka_unit_test(unsafe_post_that_times_out_after_send_is_outcome_unknown),
+        cmocka_unit_test(unsafe_post_answered_502_by_a_gateway_is_outcome_unknown),
+        cmocka_unit_test(a_method_the_easy_handle_would_not_send_is_refused_unsent),
         cmocka_unit_test(keyed_post_that_times_out_is_retried_with_the_same_key),
         cmocka_unit_test(no_request_starts_after_the_budget),
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),

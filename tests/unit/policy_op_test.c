@@ -502,7 +502,7 @@ static void non_retryable_status_is_a_final_answer(void **state) {
 
 static void unsafe_post_answered_500_is_not_retried_nor_unknown(void **state) {
     (void)state;
-    static const int statuses[] = {408, 500, 502, 504};
+    static const int statuses[] = {408, 500};
     for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
         sg_op op;
         sg_op_plan p;
@@ -515,6 +515,60 @@ static void unsafe_post_answered_500_is_not_retried_nor_unknown(void **state) {
         assert_false(v.retryable);
         assert_false(v.outcome_unknown);
     }
+}
+
+/* A gateway's 502 or 504 says nothing about what the upstream did with
+ * the request: an unsafe one may have taken effect. */
+static void unsafe_post_answered_by_a_gateway_is_outcome_unknown(void **state) {
+    (void)state;
+    static const int statuses[] = {502, 504};
+    for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
+        sg_op op;
+        sg_op_plan p;
+        assert_int_equal(sg_op_start(&op, NULL, T0), 0);
+        plan_ok(&op, T0, &p);
+        sg_op_verdict v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR,
+                                      SG_PHASE_WAIT_HEADERS, true, statuses[i], NULL);
+        assert_int_equal(v.decision, SG_OP_STOP);
+        assert_int_equal(v.reason, SG_OP_REASON_OUTCOME_UNKNOWN);
+        assert_true(v.outcome_unknown);
+        assert_true(sg_op_attempt_at(&op, 0)->outcome_unknown);
+        assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_HTTP_ERROR);
+    }
+}
+
+/* The same statuses on a request safe to repeat are retried as before. */
+static void keyed_post_answered_by_a_gateway_is_retried(void **state) {
+    (void)state;
+    sg_op_options o;
+    opts_init(&o, SG_SEC(10), 0);
+    assert_int_equal(sg_op_options_set_idempotency_key(&o, "gw-key"), 0);
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    plan_ok(&op, T0, &p);
+    sg_op_verdict v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR,
+                                  SG_PHASE_WAIT_HEADERS, true, 504, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_false(v.outcome_unknown);
+}
+
+/* An attempt the library refused to send (e.g. a method it could not
+ * describe truly) would be refused again: stop. */
+static void an_attempt_refused_by_the_transport_is_not_retried(void **state) {
+    (void)state;
+    sg_op_options o;
+    opts_init(&o, SG_SEC(10), 0);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    plan_ok(&op, T0, &p);
+    sg_op_verdict v = end_attempt(&op, T0 + SG_MS(1), SG_OUTCOME_REFUSED,
+                                  SG_PHASE_CONNECT, false, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_OUTCOME_NOT_RETRYABLE);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_REFUSED);
 }
 
 static void unsafe_post_answered_429_is_retried_as_a_rejection(void **state) {
@@ -1206,6 +1260,9 @@ int main(void) {
         cmocka_unit_test(retryable_status_on_a_safe_request_is_retried),
         cmocka_unit_test(non_retryable_status_is_a_final_answer),
         cmocka_unit_test(unsafe_post_answered_500_is_not_retried_nor_unknown),
+        cmocka_unit_test(unsafe_post_answered_by_a_gateway_is_outcome_unknown),
+        cmocka_unit_test(keyed_post_answered_by_a_gateway_is_retried),
+        cmocka_unit_test(an_attempt_refused_by_the_transport_is_not_retried),
         cmocka_unit_test(unsafe_post_answered_429_is_retried_as_a_rejection),
         cmocka_unit_test(unsafe_post_answered_503_is_retried_only_with_retry_after),
         cmocka_unit_test(rejection_retries_can_be_turned_off),
