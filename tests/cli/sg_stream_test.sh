@@ -149,6 +149,8 @@ expect 0 "-d @FILE, -X, -H" -- -X GET -H 'X-Custom: 1' -d @"$FM_DIR/body.json" \
     --idempotency-key cli-put "$CHAT?n=1&_t=cli_put"
 if [ "$(fm_field cli-put received method)" = "GET" ]; then pass "-X GET overrides -d's POST"; else fail "-X"; fi
 if [ "$(fm_field cli-put received body_bytes | tr -d '}')" = "15" ]; then pass "-d @FILE sends the file"; else fail "body bytes $(fm_field cli-put received body_bytes)"; fi
+expect 0 "-X POST without -d" -- -X POST --idempotency-key cli-post-nobody "$CHAT?n=1&_t=cli_post"
+if [ "$(fm_field cli-post-nobody received method)" = "POST" ]; then pass "-X POST without a body is sent as POST"; else fail "-X POST sent as $(fm_field cli-post-nobody received method)"; fi
 expect 0 "-H reaches the server" -- -H 'X-SG-Scenario: n=2' --idempotency-key cli-hdr \
     -w '%{items}\n' --output none "$CHAT?_t=cli_hdr"
 has "$OUT" "2" "the scenario header from -H was applied"
