@@ -63,8 +63,12 @@ typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
  * outlive the stream.
  *
  * format:        SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
- * terminal_data: SSE data marking the clean end, not delivered ("[DONE]").
- *                Default NULL: none.
+ * terminal_data: the clean end, not delivered: for SSE an event whose data
+ *                equals it ("[DONE]"); for NDJSON a line equal to it, byte
+ *                for byte (after the line end and a CR before it are
+ *                cut).  With it set, a stream that ends without it is
+ *                truncated; what follows it is ignored.  Default NULL:
+ *                none.
  * terminal_type: SSE event type marking the clean end, delivered
  *                ("message_stop").  Default NULL: none.
  * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE).
@@ -110,6 +114,8 @@ typedef struct sg_stream {
     bool guard_stop_;               /* private: the guard refused an item or bytes */
     int error_;                     /* private: framing error, 0 none */
     int64_t stop_at_;               /* private: instant of a cancel or framing error */
+    const char *nd_terminal_;       /* private: NDJSON terminal line, NULL none */
+    bool nd_terminal_seen_;         /* private */
     sg_guard_result result_;        /* private: result at the terminal */
 } sg_stream;
 

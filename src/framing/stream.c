@@ -56,6 +56,13 @@ static int on_sse_event(const sg_sse_event *ev, void *user_data) {
 
 static int on_ndjson_line(const char *line, size_t len, void *user_data) {
     sg_stream *s = user_data;
+    const char *t = s->nd_terminal_;
+    if (t != NULL && strlen(t) == len && memcmp(t, line, len) == 0) {
+        /* The terminal line: the clean end, not delivered (as SSE's
+         * terminal_data).  Stop here: what follows is ignored. */
+        s->nd_terminal_seen_ = true;
+        return 1;
+    }
     sg_item item = {"", 0, line, len, "", 0, s->attempt_, s->index_};
     return deliver(s, &item);
 }
@@ -104,6 +111,7 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
         return rv;
     }
     s->format_ = (uint8_t)c.format;
+    s->nd_terminal_ = c.format == SG_FORMAT_NDJSON ? c.terminal_data : NULL;
     s->on_item_ = on_item;
     s->skip_types_ = c.skip_types;
     s->user_data_ = user_data;
@@ -130,6 +138,7 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->index_ = 0;
     s->cancelled_ = false;
     s->guard_stop_ = false;
+    s->nd_terminal_seen_ = false;
     s->error_ = 0;
     s->now_ = now;
     s->state_ = STREAM_RUNNING;
@@ -165,6 +174,12 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
     ptrdiff_t fed = s->format_ == SG_FORMAT_SSE
                         ? sg_sse_feed(&s->parser_.sse, data, len)
                         : sg_ndjson_feed(&s->parser_.nd, data, len);
+    if (fed < 0 && s->nd_terminal_seen_) {
+        /* Decided at the instant the terminal line arrived. */
+        sg_guard_finish(&s->guard_, now, true, &s->result_);
+        s->state_ = STREAM_TERMINAL;
+        return 1;
+    }
     if (fed < 0) {
         if (s->cancelled_) {
             return SG_ECANCELED;
@@ -215,6 +230,8 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
             sg_sse_end(&s->parser_.sse, &clean);
         } else {
             sg_ndjson_end(&s->parser_.nd, &clean);
+            /* with a terminal line configured, only it is a clean end */
+            clean = clean && s->nd_terminal_ == NULL;
         }
         return sg_guard_finish(&s->guard_, now, clean, result);
     }

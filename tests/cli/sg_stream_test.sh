@@ -198,6 +198,10 @@ fi
 # ---- framings -----------------------------------------------------------------
 expect 0 "--format ndjson" -- --format ndjson "$BASE/ndjson?n=3&_t=cli_nd"
 if [ "$(lines "$OUT")" -ge 3 ]; then pass "ndjson lines"; else fail "ndjson lines"; fi
+# --done with NDJSON: a line equal to it is the clean end; without it, truncated
+expect 6 "--format ndjson --done, the line never comes" -- --format ndjson \
+    --done '{"end":true}' -w '%{outcome}\n' "$BASE/ndjson?n=3&_t=cli_nd_done"
+has "$OUT" "truncated" "an NDJSON stream without its --done line is truncated"
 expect 0 "--done-event message_stop" -- --done-event message_stop --output jsonl \
     "$BASE/v1/messages?n=2&_t=cli_anth"
 has "$OUT" '"event":"message_stop"' "the terminal event is delivered"

@@ -72,6 +72,38 @@ static void items_are_delivered_and_the_sentinel_ends_cleanly(void **state) {
     assert_int_equal(f.items, 2);
 }
 
+static void an_ndjson_terminal_line_is_the_clean_end_and_not_delivered(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_NDJSON, "{\"done\":true}", 0, SG_MS(50), 0);
+    /* split across reads, CRLF, and a look-alike with a space */
+    assert_int_equal(feed(&f, "{\"t\":1}\r\n{\"done\": true}\n{\"do", T0 + SG_MS(1)), 0);
+    assert_int_equal(f.items, 2);
+    assert_int_equal(feed(&f, "ne\":true}\r\n{\"after\":1}\n", T0 + SG_MS(2)), 1);
+    assert_int_equal(f.items, 2); /* the terminal and what follows are not items */
+    assert_true(sg_stream_terminal_seen(&f.s));
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_SEC(1), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.elapsed_ns, SG_MS(2));
+}
+
+static void an_ndjson_stream_without_its_terminal_line_is_truncated(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_NDJSON, "{\"done\":true}", 0, 0, 0);
+    assert_int_equal(feed(&f, "{\"t\":1}\n{\"t\":2}\n", T0 + SG_MS(1)), 0);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(5), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+    assert_true(r.partial);
+    /* without a terminal line configured, the same body ends ok */
+    begin(&f, SG_FORMAT_NDJSON, NULL, 0, 0, 0);
+    assert_int_equal(feed(&f, "{\"t\":1}\n{\"t\":2}\n", T0 + SG_MS(1)), 0);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(5), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+}
+
 static void keepalive_comments_never_reset_the_idle_clock(void **state) {
     (void)state;
     fixture f;
@@ -242,6 +274,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(items_are_delivered_and_the_sentinel_ends_cleanly),
         cmocka_unit_test(keepalive_comments_never_reset_the_idle_clock),
+        cmocka_unit_test(an_ndjson_terminal_line_is_the_clean_end_and_not_delivered),
+        cmocka_unit_test(an_ndjson_stream_without_its_terminal_line_is_truncated),
         cmocka_unit_test(an_item_arriving_late_is_not_delivered),
         cmocka_unit_test(an_item_split_across_reads_is_timed_when_it_completes),
         cmocka_unit_test(the_item_cap_stops_the_stream),

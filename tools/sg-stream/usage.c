@@ -47,7 +47,7 @@ void usage(FILE *f) {
         "  --grpc-timeout        also stamp grpc-timeout\n"
         "Stream:\n"
         "  --format sse|ndjson   framing (sse)\n"
-        "  --done DATA           terminal sentinel ([DONE] for sse)\n"
+        "  --done DATA           terminal sentinel: SSE data, or an NDJSON line ([DONE] for sse)\n"
         "  --done-event TYPE     terminal event type (e.g. message_stop)\n"
         "  --no-done             no sentinel: a complete body is a clean end\n"
         "  --max-items N         cap on items (runaway guard)\n"
