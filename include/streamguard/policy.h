@@ -781,7 +781,7 @@ typedef struct sg_op_result {
     int http_status;         ///< 0 when no response
     const char *retry_after; ///< raw Retry-After field value, NULL = none
     size_t retry_after_len;
-    int64_t wall_now_s;      ///< unix seconds, for an HTTP-date; <= 0 unknown
+    int64_t wall_now_s;      ///< unix seconds an HTTP-date is measured from (the response's Date when valid); <= 0 unknown
     bool has_retry_after_ns; ///< retry_after_ns is set (e.g. CURLINFO_RETRY_AFTER)
     int64_t retry_after_ns;  ///< parsed delay, 0 .. max; used when retry_after is NULL
     uint64_t items;

@@ -89,8 +89,9 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         }
         return n; /* interim, a stream, or a redirect libcurl may follow */
     }
-    if (header_is(buf, n, "retry-after")) {
-        const char *v = buf + sizeof("retry-after:") - 1;
+    bool ra = header_is(buf, n, "retry-after");
+    if (ra || header_is(buf, n, "date")) {
+        const char *v = (const char *)memchr(buf, ':', n) + 1;
         const char *end = buf + n;
         while (v < end && (*v == ' ' || *v == '\t')) {
             v++;
@@ -99,7 +100,11 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
                            end[-1] == '\t')) {
             end--;
         }
-        sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
+        if (ra) {
+            sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
+        } else {
+            sg__lc_date(&op->lc, v, (size_t)(end - v));
+        }
     }
     return n;
 }

@@ -72,6 +72,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
                       c->recv_now);
     } else if (namelen == 11 && memcmp(name, "retry-after", 11) == 0) {
         sg__lc_retry_after(&op->lc, (const char *)value, valuelen);
+    } else if (namelen == 4 && memcmp(name, "date", 4) == 0) {
+        sg__lc_date(&op->lc, (const char *)value, valuelen);
     }
     return 0;
 }

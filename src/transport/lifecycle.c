@@ -111,6 +111,7 @@ static int begin(sg__lifecycle *lc, int64_t now) {
     lc->not_processed = false;
     lc->feed_error = 0;
     lc->retry_after_len = 0;
+    lc->date_len = 0;
     lc->errbuf[0] = '\0';
     lc->state = SG__LC_RUNNING;
 
@@ -149,6 +150,20 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
     lc->state = SG__LC_ENDING;
 }
 
+/* What a Retry-After HTTP-date is measured from: the response's own Date
+ * when it has a valid one (the server's clock, so a skewed local clock
+ * neither hammers the server nor gives up early), else the local wall
+ * clock. */
+static int64_t wall_origin(const sg__lifecycle *lc) {
+    int64_t local = (int64_t)time(NULL);
+    int64_t date = 0;
+    if (lc->date_len > 0 &&
+        sg_http_date_parse(lc->date, lc->date_len, local, &date) == 0 && date > 0) {
+        return date;
+    }
+    return local;
+}
+
 int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (lc->state != SG__LC_ENDING) {
         return lc->state == SG__LC_DONE;
@@ -171,7 +186,7 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (lc->retry_after_len > 0 && lc->headers_done) {
         r.retry_after = lc->retry_after;
         r.retry_after_len = lc->retry_after_len;
-        r.wall_now_s = (int64_t)time(NULL);
+        r.wall_now_s = wall_origin(lc);
     }
     if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
         /* Cannot happen with the checks above; still, the policy must
@@ -284,6 +299,7 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->headers_done = false;
     lc->body_is_stream = false;
     lc->retry_after_len = 0;
+    lc->date_len = 0;
     sg_guard *g = sg__lc_guard(lc);
     if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
         /* a status line: the request reached the server */
@@ -292,9 +308,27 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
 }
 
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
-    if (len < sizeof(lc->retry_after)) {
+    const size_t keep = sizeof(lc->retry_after) - 1; /* 64 */
+    if (len < keep) {
         memcpy(lc->retry_after, value, len);
         lc->retry_after_len = len;
+        return;
+    }
+    /* No valid Retry-After is this long (an HTTP-date is 29 bytes): keep
+     * it as present and malformed - its first bytes for the report, then a
+     * byte no field value may hold, so the policy's parse must fail -
+     * rather than drop it and report no Retry-After at all. */
+    memcpy(lc->retry_after, value, keep - 1);
+    lc->retry_after[keep - 1] = '\x7f';
+    lc->retry_after_len = keep;
+}
+
+void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {
+    if (len < sizeof(lc->date)) {
+        memcpy(lc->date, value, len);
+        lc->date_len = len;
+    } else {
+        lc->date_len = 0; /* not an HTTP-date: the local clock instead */
     }
 }
 

@@ -109,8 +109,10 @@ struct sg__lifecycle {
     bool not_processed;   /* the server did no processing: never sent */
     int feed_error;       /* framing error that stopped the body, 0 none */
     sg_guard_result gr;   /* the decided attempt (ENDING) */
-    char retry_after[64]; /* raw Retry-After of the final response */
+    char retry_after[65]; /* raw Retry-After of the final response */
     size_t retry_after_len;
+    char date[64]; /* raw Date of the final response: Retry-After's origin */
+    size_t date_len;
     char dl_value[SG_DEADLINE_VALUE_MAX];
     char grpc_value[SG_DEADLINE_VALUE_MAX];
     bool deadline_header; /* stamp the policy's deadline header */
@@ -145,6 +147,9 @@ void sg__lc_cancel(sg__lifecycle *lc);
  * block (interim or final) and moves the phase to wait_headers. */
 void sg__lc_status(sg__lifecycle *lc, int status, int64_t now);
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len);
+/* The response's Date (RFC 9110 §6.6.1): a Retry-After HTTP-date is
+ * measured from it, not from the local wall clock. */
+void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len);
 /* The header block ended: its class (and for 2xx, phase wait_first_item). */
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
 /* Body bytes at @now.  Returns 0 when taken (or ignored: not a stream,

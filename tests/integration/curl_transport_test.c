@@ -375,6 +375,46 @@ status_429_then_success_retries_with_one_key_and_a_shrinking_deadline(void **sta
     free(log);
 }
 
+/* A server whose clock is an hour off says "come back at HH:MM:SS" by its
+ * own clock, and its Date says what that clock reads: the delay is
+ * Retry-After minus Date, whatever the local wall clock says. */
+static void retry_after_date_is_measured_from_the_servers_date(void **state) {
+    (void)state;
+    static const char *paths[2] = {
+        "/v1/chat/completions?status=503&retry_after_date=1&date_offset=-3600&"
+        "fail_first=1&n=2&_t=radate_behind.",
+        "/v1/chat/completions?status=503&retry_after_date=1&date_offset=3600&"
+        "fail_first=1&n=2&_t=radate_ahead.",
+    };
+    static const char *keys[2] = {"radate-behind", "radate-ahead"};
+    for (int i = 0; i < 2; i++) {
+        spec s = {.path = paths[i], .key = keys[i], .attempts = 2, .budget = SG_SEC(10)};
+        result r;
+        run(&s, &r);
+        assert_string_equal(sg_outcome_name(r.outcome), "ok");
+        assert_int_equal(r.attempts, 2);
+        /* one second by the server's clock (the local one would say 0 s,
+         * or an hour) */
+        if (strstr(r.report, "\"retry_after_ms\":1000") == NULL) {
+            fail_msg("case %d: %s", i, r.report);
+        }
+    }
+}
+
+static void a_retry_after_of_64_bytes_is_reported_malformed(void **state) {
+    (void)state;
+    spec s = {.path =
+                  "/v1/chat/completions?status=503&retry_after="
+                  "1111111111111111111111111111111111111111111111111111111111111111111"
+                  "&_t=ra_long.",
+              .attempts = 1};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_non_null(strstr(r.report, "\"retry_after_malformed\":true"));
+    assert_null(strstr(r.report, "\"retry_after\":null"));
+}
+
 static void retry_after_beyond_the_budget_stops_at_once(void **state) {
     (void)state;
     spec s = {.path =
@@ -1019,6 +1059,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test(
             status_429_then_success_retries_with_one_key_and_a_shrinking_deadline),
         cmocka_unit_test(retry_after_beyond_the_budget_stops_at_once),
+        cmocka_unit_test(retry_after_date_is_measured_from_the_servers_date),
+        cmocka_unit_test(a_retry_after_of_64_bytes_is_reported_malformed),
         cmocka_unit_test(a_final_error_status_is_not_retried),
         cmocka_unit_test(
             a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers),

@@ -436,6 +436,37 @@ static void refused_streams_are_recorded_unsent_and_retried(void **state) {
 
 /* ----------------------------------------------------------- the rest */
 
+/* Retry-After as an HTTP-date is measured from the response's Date (the
+ * server's clock, an hour behind the local one here). */
+static void retry_after_date_is_measured_from_the_date_header(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, true, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options_set_method(&po, "GET");
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path =
+        "/v1/chat/completions?status=503&retry_after_date=2&date_offset=-3600&_tag=1";
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(e.op), 0);
+    assert_true(a->retry_after_present);
+    assert_false(a->retry_after_malformed);
+    assert_int_equal(a->retry_after_ns, SG_SEC(2));
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     (void)state;
     fm_server s;
@@ -644,6 +675,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(refused_streams_are_recorded_unsent_and_retried,
                                   h2t_teardown),
         cmocka_unit_test_teardown(error_status_is_http_error_and_headers_are_stamped,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(retry_after_date_is_measured_from_the_date_header,
                                   h2t_teardown),
         cmocka_unit_test_teardown(cancel_resets_only_that_stream, h2t_teardown),
         cmocka_unit_test_teardown(oversized_event_is_protocol_error, h2t_teardown),

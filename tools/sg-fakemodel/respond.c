@@ -8,6 +8,7 @@
 #include "server.h"
 
 #include <string.h>
+#include <time.h>
 
 static const char *status_text(int status) {
     switch (status) {
@@ -48,11 +49,39 @@ static const char *status_text(int status) {
     }
 }
 
+/* An IMF-fixdate (RFC 9110 §5.6.7) for unix time @t. */
+static void http_date(int64_t t, char *out, size_t len) {
+    time_t tt = (time_t)t;
+    struct tm tm;
+    static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    if (gmtime_r(&tt, &tm) == NULL) {
+        snprintf(out, len, "%s", "Thu, 01 Jan 1970 00:00:00 GMT");
+        return;
+    }
+    snprintf(out, len, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday],
+             tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min,
+             tm.tm_sec);
+}
+
 /* Submits (HTTP/2) or writes (HTTP/1.1) response headers. */
 static void send_headers(exchange *ex, int status, const char *ctype,
                          int64_t content_length, const char *retry_after) {
     conn *c = ex->c;
     ex->status = status;
+    /* date_offset / retry_after_date: a server whose clock differs from
+     * the client's, saying when to come back by its own clock. */
+    char date[40] = "";
+    char ra_date[40];
+    if (ex->sc.has_date) {
+        int64_t server_now = (int64_t)time(NULL) + ex->sc.date_offset_s;
+        http_date(server_now, date, sizeof(date));
+        if (ex->sc.has_retry_after_date) {
+            http_date(server_now + ex->sc.retry_after_date_s, ra_date, sizeof(ra_date));
+            retry_after = ra_date;
+        }
+    }
     char idbuf[24];
     snprintf(idbuf, sizeof(idbuf), "%llu", (unsigned long long)ex->id);
     if (c->mode == M_H2) {
@@ -60,7 +89,7 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         char cl[24];
         snprintf(st, sizeof(st), "%d", status);
         snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
-        nghttp2_nv nva[6];
+        nghttp2_nv nva[7];
         size_t n = 0;
 #define NV(NAME, VALUE)                               \
     do {                                              \
@@ -81,6 +110,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         if (retry_after != NULL) {
             NV("retry-after", retry_after);
         }
+        if (date[0] != '\0') {
+            NV("date", date);
+        }
 #undef NV
         nghttp2_data_provider prd;
         prd.source.ptr = ex;
@@ -95,6 +127,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
             ex->h10 ? 0 : 1, status, status_text(status), ctype, idbuf);
         if (retry_after != NULL) {
             sg_fm_buf_printf(&c->out, "Retry-After: %s\r\n", retry_after);
+        }
+        if (date[0] != '\0') {
+            sg_fm_buf_printf(&c->out, "Date: %s\r\n", date);
         }
         if (content_length >= 0) {
             sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",

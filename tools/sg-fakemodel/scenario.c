@@ -215,6 +215,16 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             if (rc == 0) {
                 memcpy(s->retry_after, v, vn + 1);
             }
+        } else if (name_is(n, nn, "date_offset")) {
+            /* signed seconds: the server's clock, as its Date header says */
+            size_t neg = vn > 0 && v[0] == '-' ? 1 : 0;
+            rc = parse_int(v + neg, vn - neg, 10LL * 365 * 86400, 0, &s->date_offset_s);
+            s->date_offset_s = neg ? -s->date_offset_s : s->date_offset_s;
+            s->has_date = 1;
+        } else if (name_is(n, nn, "retry_after_date")) {
+            rc = parse_int(v, vn, 86400, 0, &s->retry_after_date_s);
+            s->has_retry_after_date = 1;
+            s->has_date = 1;
         } else if (name_is(n, nn, "fail_first")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->fail_first);
         } else if (name_is(n, nn, "hang")) {

@@ -37,7 +37,11 @@ typedef struct {
     int refuse;           /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
     int no_done;          /* end cleanly but without the terminal sentinel */
     int status;           /* 0: none; else the scripted error status */
-    char retry_after[64]; /* Retry-After value, "" for none */
+    char retry_after[128]; /* Retry-After value, "" for none */
+    int has_date;         /* send a Date header: server time + date_offset_s */
+    int64_t date_offset_s;
+    int has_retry_after_date; /* Retry-After as the HTTP-date Date + this */
+    int64_t retry_after_date_s;
     int64_t fail_first;   /* -1: every request fails; K: first K per key */
     int hang;             /* never answer */
     sg_fm_format format;
