@@ -57,8 +57,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
         return 0;
     }
     if (frame->headers.cat != NGHTTP2_HCAT_RESPONSE &&
-        frame->headers.cat != NGHTTP2_HCAT_HEADERS) {
-        return 0;
+        (frame->headers.cat != NGHTTP2_HCAT_HEADERS || op->lc.headers_done)) {
+        return 0; /* trailers */
     }
     if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
         int status = 0;
@@ -92,12 +92,18 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
                  (int)frame->goaway.last_stream_id);
         return 0;
     }
-    if (frame->hd.type != NGHTTP2_HEADERS ||
-        frame->headers.cat != NGHTTP2_HCAT_RESPONSE) {
+    if (frame->hd.type != NGHTTP2_HEADERS) {
         return 0;
     }
     sg_h2_op *op = op_of(session, frame->hd.stream_id);
     if (op == NULL || op->lc.state != SG__LC_RUNNING) {
+        return 0;
+    }
+    /* The first block is RESPONSE; after an interim (1xx) one, nghttp2
+     * files the next - the real response - under HEADERS, as it files
+     * trailers: only a block before the final response is a response. */
+    if (frame->headers.cat != NGHTTP2_HCAT_RESPONSE &&
+        (frame->headers.cat != NGHTTP2_HCAT_HEADERS || op->lc.headers_done)) {
         return 0;
     }
     if (op->lc.http_status <= 0) {

@@ -641,6 +641,16 @@ static void an_event_over_the_limit_is_a_protocol_error(void **state) {
     assert_string_equal(sg_outcome_name(r.outcome), "protocol_error");
 }
 
+static void an_interim_response_before_the_stream_is_skipped(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=3&gap=5&early_hints=1&_t=hints."};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_int_equal(r.items, 3);
+    assert_int_equal(r.http_status, 200);
+}
+
 static void an_ndjson_stream_is_one_item_per_line(void **state) {
     (void)state;
     spec s = {.path = "/ndjson?n=4&gap=5&_t=nd.", .format = SG_FORMAT_NDJSON};
@@ -1077,6 +1087,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_cancel_before_the_retry_ends_the_operation_cancelled),
         cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
         cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),
+        cmocka_unit_test(an_interim_response_before_the_stream_is_skipped),
         cmocka_unit_test(an_anthropic_stream_ends_cleanly_at_message_stop),
         cmocka_unit_test(tls_is_verified_against_the_given_ca),
         cmocka_unit_test(http2_through_libcurl_works_over_h2c_and_tls),

@@ -467,6 +467,38 @@ static void retry_after_date_is_measured_from_the_date_header(void **state) {
     h2t_stop(&s);
 }
 
+/* A 103 Early Hints before the response: the real response behind it is
+ * the answer, its stream the items. */
+static void an_interim_response_is_followed_by_the_real_one(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?n=4&gap=5&early_hints=1&_tag=1";
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    if (sg_h2_op_outcome(e.op) != SG_OUTCOME_OK) {
+        fail_msg("outcome %s: %s", sg_outcome_name(sg_h2_op_outcome(e.op)),
+                 sg_h2_op_error(e.op));
+    }
+    assert_int_equal(sg_h2_op_http_status(e.op), 200);
+    assert_int_equal(e.items, 4);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     (void)state;
     fm_server s;
@@ -677,6 +709,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(error_status_is_http_error_and_headers_are_stamped,
                                   h2t_teardown),
         cmocka_unit_test_teardown(retry_after_date_is_measured_from_the_date_header,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(an_interim_response_is_followed_by_the_real_one,
                                   h2t_teardown),
         cmocka_unit_test_teardown(cancel_resets_only_that_stream, h2t_teardown),
         cmocka_unit_test_teardown(oversized_event_is_protocol_error, h2t_teardown),

@@ -74,6 +74,22 @@ static void send_headers(exchange *ex, int status, const char *ctype,
      * the client's, saying when to come back by its own clock. */
     char date[40] = "";
     char ra_date[40];
+    if (ex->sc.early_hints) {
+        /* An interim response first (RFC 8297): a client must wait for the
+         * final one behind it. */
+        if (c->mode == M_H2) {
+            nghttp2_nv hints[2] = {
+                {(uint8_t *)":status", (uint8_t *)"103", 7, 3, NGHTTP2_NV_FLAG_NONE},
+                {(uint8_t *)"link", (uint8_t *)"</hint.css>; rel=preload", 4, 24,
+                 NGHTTP2_NV_FLAG_NONE},
+            };
+            nghttp2_submit_headers(c->h2, NGHTTP2_FLAG_NONE, ex->stream_id, NULL, hints,
+                                   2, NULL);
+        } else if (!ex->h10) {
+            sg_fm_buf_printf(&c->out, "HTTP/1.1 103 Early Hints\r\n"
+                                      "Link: </hint.css>; rel=preload\r\n\r\n");
+        }
+    }
     if (ex->sc.has_date) {
         int64_t server_now = (int64_t)time(NULL) + ex->sc.date_offset_s;
         http_date(server_now, date, sizeof(date));

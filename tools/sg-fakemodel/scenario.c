@@ -215,6 +215,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             if (rc == 0) {
                 memcpy(s->retry_after, v, vn + 1);
             }
+        } else if (name_is(n, nn, "early_hints")) {
+            rc = parse_bool(v, vn, &s->early_hints);
         } else if (name_is(n, nn, "date_offset")) {
             /* signed seconds: the server's clock, as its Date header says */
             size_t neg = vn > 0 && v[0] == '-' ? 1 : 0;
