@@ -95,6 +95,13 @@ typedef struct sg_h2_op sg_h2_op;
  *                  on real time, so inject a clock only for reads.  Copied.
  * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
  *                  message when sg_h2_conn_new fails.
+ * connect_on_demand: true: sg_h2_conn_new does not connect; the first
+ *                  operation's attempt does, inside its lease (phase
+ *                  connect: bounded by the lease and connect_timeout,
+ *                  reported, retried when the policy allows - a connection
+ *                  that cannot be made is an attempt like any other, never
+ *                  a failure outside the operation).  Default false:
+ *                  connect now.
  */
 typedef struct sg_h2_conn_options {
     const char *host;
@@ -109,6 +116,7 @@ typedef struct sg_h2_conn_options {
     uint32_t max_header_list;
     const sg_clock *clock;
     char *errbuf;
+    bool connect_on_demand;
 } sg_h2_conn_options;
 
 /** One request header; both strings NUL-terminated, name lowercase. */
@@ -196,6 +204,8 @@ typedef struct sg_h2_callbacks {
  * most the connect timeout: TCP connect, then (with tls) the TLS handshake
  * with SNI, certificate and hostname verification and ALPN "h2".  The
  * client preface and SETTINGS are queued; they go out on the first step.
+ * With @opts->connect_on_demand nothing is dialled here (only the options
+ * are checked): the first attempt that needs the connection makes it.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes (and *@out is NULL; @opts->errbuf says more):

@@ -283,9 +283,12 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
     /* Response headers are bounded by our own max_header_list check. */
     nghttp2_option_set_max_send_header_block_length(c->h2opt, 1u << 20);
 
-    int rv = sg__h2_connect(c, o.connect_timeout);
-    if (rv == 0) {
-        rv = sg__h2_session_open(c);
+    int rv = 0;
+    if (!o.connect_on_demand) {
+        rv = sg__h2_connect(c, o.connect_timeout);
+        if (rv == 0) {
+            rv = sg__h2_session_open(c);
+        }
     }
     if (rv != 0) {
         conn_err_out(opts, c->errbuf);

@@ -185,6 +185,20 @@ if "$SG" --version | grep -q nghttp2; then
     expect 0 "--http1.1 keeps https:// on HTTP/1.1" -- --http1.1 --cacert "$FM_CA" \
         --idempotency-key cli-alpn1 --output none "$TLS/v1/chat/completions?n=1&_t=cli_alpn1"
     if [ "$(fm_field cli-alpn1 received proto)" = "h1" ]; then pass "https:// over h1"; else fail "h1 proto"; fi
+    # The HTTP/2 connection is part of each attempt: leased, reported, retried.
+    expect 8 "--http2 to a closed port: three attempts" -- --http2 --attempts 3 \
+        --backoff-base 10ms --report "$FM_DIR/h2closed.json" -w '%{outcome} %{attempts}\n' \
+        http://127.0.0.1:1/
+    has "$OUT" "transport_error 3" "each attempt dialled, each in phase connect"
+    has "$FM_DIR/h2closed.json" '"phase":"connect"' "the report is written"
+    # Nothing can be leased: no probe, no handshake, no dialling at all.
+    before=$(curl -s "$BASE/_stats" | sed 's/.*"connections_total":\([0-9]*\).*/\1/')
+    expect 4 "--budget 1s --floor 1s on https:// is refused" -- --budget 1s --floor 1s \
+        --cacert "$FM_CA" -w '%{outcome}\n' "$TLS/v1/chat/completions?n=1&_t=cli_refused_tls"
+    has "$OUT" "refused" "refused"
+    after=$(curl -s "$BASE/_stats" | sed 's/.*"connections_total":\([0-9]*\).*/\1/')
+    # the two /_stats requests themselves are one connection each
+    if [ "$after" -eq $((before + 1)) ]; then pass "a refusal dials nothing"; else fail "connections $before -> $after"; fi
     H2LEDGER=$FM_DIR/h2ledger
     expect 3 "--http2 --ledger records an unsafe POST that times out" -- --http2 \
         --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"

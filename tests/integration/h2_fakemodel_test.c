@@ -248,6 +248,62 @@ static void connect_to_a_closed_port_fails(void **state) {
     assert_int_equal(sg_h2_conn_new(&c, &o), SG_ECONNECT);
 }
 
+/* With connect_on_demand the connection is part of each attempt: a port
+ * nobody listens on is three attempts in phase connect, never sent, each
+ * leased and reported; a server that is there is an ordinary stream. */
+static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    int closed_port = 0;
+    {
+        fm_server gone;
+        assert_int_equal(h2t_start(&gone, g_fm_path, NULL), 0);
+        closed_port = gone.port;
+        h2t_stop(&gone);
+    }
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 3);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(10));
+    for (int i = 0; i < 2; i++) {
+        sg_h2_conn_options o;
+        memset(&o, 0, sizeof(o));
+        o.host = "127.0.0.1";
+        o.port = i == 0 ? closed_port : s.port;
+        o.connect_on_demand = true;
+        sg_h2_conn *c = NULL;
+        assert_int_equal(sg_h2_conn_new(&c, &o), 0); /* nothing dialled yet */
+        assert_false(sg_h2_conn_usable(c));
+        expect e;
+        memset(&e, 0, sizeof(e));
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = "/v1/chat/completions?n=3&gap=5&_tag=1";
+        assert_int_equal(
+            sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        assert_int_equal(sg_h2_conn_run(c), 0);
+        const sg_op *pol = sg_h2_op_policy(e.op);
+        if (i == 0) {
+            assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRANSPORT_ERROR);
+            assert_int_equal(sg_op_attempt_count(pol), 3);
+            for (uint32_t k = 0; k < 3; k++) {
+                const sg_op_attempt *a = sg_op_attempt_at(pol, k);
+                assert_int_equal(a->phase, SG_PHASE_CONNECT);
+                assert_false(a->sent);
+            }
+            assert_true(sg_op_finished(pol));
+        } else {
+            assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
+            assert_int_equal(e.items, 3);
+        }
+        sg_h2_conn_free(c);
+    }
+    h2t_stop(&s);
+}
+
 /* ------------------------------------------------------ connection loss */
 
 static void losing_the_connection_ends_every_stream_in_its_phase(void **state) {
@@ -701,6 +757,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(tls_without_the_ca_fails_verification, h2t_teardown),
         cmocka_unit_test_teardown(tls_server_without_h2_is_refused_clearly, h2t_teardown),
         cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
+        cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
+                                  h2t_teardown),
         cmocka_unit_test_teardown(losing_the_connection_ends_every_stream_in_its_phase,
                                   h2t_teardown),
         cmocka_unit_test_teardown(a_retry_after_connection_loss_reconnects, h2t_teardown),

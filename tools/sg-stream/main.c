@@ -17,6 +17,11 @@
 /* --http2, or https:// without a version flag and a server that negotiates
  * h2: streamguard's own HTTP/2 transport; every other run, libcurl. */
 static int run(struct config *c) {
+    /* The budget starts when the command does: whatever runs before the
+     * operation (the HTTP/2 probe of an https:// URL) is spent from it. */
+    c->deadline =
+        sg_time_add(sg_clock_now(NULL), c->budget_ns ? c->budget_ns : SG_SEC(60));
+    sg_op_options_set_deadline(&c->policy, c->deadline);
     bool probe = !c->http2 && !c->http11 && strncmp(c->url, "https://", 8) == 0;
     if (c->http2 || probe) {
         int code = run_h2(c, probe);

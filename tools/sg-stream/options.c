@@ -143,6 +143,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         rv = sg_op_options_set_attempt_timeout(&c->policy, d);
         break;
     case OPT_FLOOR:
+        c->floor_ns = d;
         rv = sg_op_options_set_floor(&c->policy, d);
         break;
     case OPT_BACKOFF_BASE:

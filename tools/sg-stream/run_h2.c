@@ -5,8 +5,9 @@
  * runs as one stream of streamguard's HTTP/2 connection (nghttp2): h2c with
  * prior knowledge for http://, TLS with ALPN h2 for https://.  An expired
  * clock resets only that stream.  The URL is split here and the -H headers
- * are lowercased for HTTP/2; the connection is made before the operation
- * starts, so it has its own bound (see connect_bound()).
+ * are lowercased for HTTP/2.  With --http2 the connection is made by the
+ * first attempt, inside its lease; the probe of an https:// URL connects
+ * first, within what the budget could lease (probe_bound()).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,16 +103,17 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
     return 0;
 }
 
-/* The connection is made before the operation starts: bound it by the
- * connect timeout, else by the budget, else 10 s (and a budget by 10 s at
- * the most). */
-static int64_t connect_bound(const struct config *c) {
-    int64_t connect =
-        c->connect_ns ? c->connect_ns : (c->budget_ns ? c->budget_ns : SG_SEC(10));
-    if (connect > SG_SEC(10) && c->connect_ns == 0) {
-        connect = SG_SEC(10);
+/* The probe of an https:// URL connects before the operation starts: it
+ * may spend only what the budget could lease (its end less the floor), and
+ * at most the connect timeout (10 s when not given).  0: nothing can be
+ * leased - no probe, no dialling. */
+static int64_t probe_bound(const struct config *c) {
+    int64_t connect = c->connect_ns ? c->connect_ns : SG_SEC(10);
+    int64_t leasable = c->deadline - sg_clock_now(NULL) - c->floor_ns;
+    if (leasable <= 0) {
+        return 0;
     }
-    return connect;
+    return connect < leasable ? connect : leasable;
 }
 
 /* Runs the operation on streamguard's HTTP/2 transport.  With @probe (an
@@ -143,22 +145,28 @@ int run_h2(struct config *c, bool probe) {
                          .grpc_timeout = c->copts.grpc_timeout,
                          .framing = c->copts.framing};
     sg_h2_callbacks cbs = {h2_on_item, h2_on_discard, NULL, NULL};
+    /* With --http2 the connection is part of each attempt (leased from the
+     * budget, reported, retried when safe); the probe must connect first to
+     * learn whether the server speaks h2 at all. */
+    int64_t bound = probe ? probe_bound(c) : (c->connect_ns ? c->connect_ns : SG_SEC(10));
+    if (probe && bound == 0) {
+        return -1; /* libcurl refuses it without dialling */
+    }
     sg_h2_conn_options co = {.host = host,
                              .port = port,
                              .tls = tls,
                              .cafile = c->copts.cafile,
-                             .connect_timeout = connect_bound(c),
-                             .errbuf = errbuf};
+                             .connect_timeout = bound,
+                             .errbuf = errbuf,
+                             .connect_on_demand = !probe};
     int64_t t0 = sg_clock_now(NULL);
     sg_h2_conn *conn = NULL;
     int rv = sg_h2_conn_new(&conn, &co);
     if (rv != 0 && probe) {
-        return -1;
+        return -1; /* no h2 here: libcurl runs with what is left */
     }
     if (rv != 0) {
-        fprintf(stderr, "%s: transport_error in connect: %s\n", prog,
-                errbuf[0] ? errbuf : sg_strerror(rv));
-        return rv == SG_ETIMEDOUT ? EXIT_TIMEOUT : EXIT_TRANSPORT;
+        return run_failed(c, rv, errbuf);
     }
     sg_h2_op *op = NULL;
     code = ledger_open_for_run(c);

@@ -66,6 +66,8 @@ struct config {
     bool http11;        /* --http1.1: libcurl, HTTP/1.1 */
     int64_t connect_ns; /* --connect-timeout, 0 when not given */
     int64_t budget_ns;  /* --budget, 0 when not given */
+    int64_t floor_ns;   /* --floor, 0 when not given */
+    int64_t deadline;   /* the budget's end, fixed when the command starts */
     const char *reconcile;
     bool unresolved;
     const char *url;
