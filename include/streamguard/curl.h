@@ -366,7 +366,10 @@ SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
  * retry whose transfer cannot be started is recorded as a transport_error
  * attempt (as in sg_curl_op_attach), not returned.
  *
- * Returns 0 if it succeeds, or one of the following negative error codes:
+ * Returns 1 when the operation ended during this call (on_done has run:
+ * do not touch @op again unless you know on_done kept it), 0 when it goes
+ * on (nothing was due, or the next attempt started), or one of the
+ * following negative error codes:
  *   SG_EINVAL  @op is NULL.
  * Thread-safety: only on the thread that owns @op and its multi.
  */

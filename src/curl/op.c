@@ -402,8 +402,7 @@ int sg_curl_op_tick(sg_curl_op *op, int64_t now) {
     if (op == NULL) {
         return SG_EINVAL;
     }
-    sg__curl_op_tick(op, now);
-    return 0;
+    return sg__curl_op_tick(op, now);
 }
 
 int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {

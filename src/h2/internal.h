@@ -56,7 +56,8 @@ struct sg_h2_conn {
     bool goaway; /* the peer sent GOAWAY on the current session */
     int active;  /* operations with a stream on the current session */
 
-    uint8_t *out; /* bytes for the socket not written yet */
+    uint8_t *rbuf; /* read buffers (ciphertext, plaintext), allocated once */
+    uint8_t *out;  /* bytes for the socket not written yet */
     size_t out_len;
     size_t out_off;
     size_t out_cap;

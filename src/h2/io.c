@@ -288,7 +288,7 @@ static int tls_handshake(sg_h2_conn *conn, int64_t deadline) {
             snprintf(conn->errbuf, sizeof(conn->errbuf), "TLS handshake timed out");
             return rv;
         }
-        ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
+        ssize_t n = recv(conn->fd, buf, SG__H2_READ_CHUNK, 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             snprintf(conn->errbuf, sizeof(conn->errbuf),
                      "TLS handshake failed: connection closed by the server");
@@ -342,7 +342,18 @@ int sg__h2_connect(sg_h2_conn *conn, int64_t timeout_ns) {
 }
 
 int sg__h2_read(sg_h2_conn *conn, int (*deliver)(sg_h2_conn *, const uint8_t *, size_t)) {
-    uint8_t buf[SG__H2_READ_CHUNK];
+    if (conn->rbuf == NULL) {
+        /* Ciphertext and plaintext, 64 KiB each: once per connection, on
+         * the heap - never 128 KiB on a caller's (perhaps small) stack. */
+        conn->rbuf = malloc(2 * SG__H2_READ_CHUNK);
+        if (conn->rbuf == NULL) {
+            snprintf(conn->errbuf, sizeof(conn->errbuf),
+                     "connection lost: out of memory");
+            return -1;
+        }
+    }
+    uint8_t *buf = conn->rbuf;
+    uint8_t *plain = conn->rbuf + SG__H2_READ_CHUNK;
     size_t budget = SG__H2_READ_BUDGET;
     conn->more_to_read = false;
     for (;;) {
@@ -382,10 +393,9 @@ int sg__h2_read(sg_h2_conn *conn, int (*deliver)(sg_h2_conn *, const uint8_t *, 
             continue;
         }
         BIO_write(conn->rbio, buf, (int)n);
-        uint8_t plain[SG__H2_READ_CHUNK];
         for (;;) {
             ERR_clear_error();
-            int r = SSL_read(conn->ssl, plain, (int)sizeof(plain));
+            int r = SSL_read(conn->ssl, plain, SG__H2_READ_CHUNK);
             if (r > 0) {
                 if (deliver(conn, plain, (size_t)r) != 0) {
                     return -1;

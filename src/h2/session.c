@@ -327,6 +327,7 @@ void sg_h2_conn_free(sg_h2_conn *c) {
     nghttp2_session_callbacks_del(c->cbs);
     nghttp2_option_del(c->h2opt);
     free(c->out);
+    free(c->rbuf);
     sg__dheap_free(&c->heap);
     free(c->host);
     free(c->server_name);

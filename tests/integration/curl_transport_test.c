@@ -1024,7 +1024,11 @@ static void a_caller_driven_multi_enforces_the_clocks(void **state) {
             }
         }
         for (int i = 0; i < 2; i++) {
-            sg_curl_op_tick(ops[i], now);
+            bool was_done = c[i].done;
+            int ended = sg_curl_op_tick(ops[i], now);
+            assert_true(ended == 0 || ended == 1);
+            /* 1 exactly when this tick ended it */
+            assert_int_equal(ended, !was_done && c[i].done);
         }
     }
     for (int i = 0; i < 2; i++) {

@@ -555,6 +555,52 @@ static void an_interim_response_is_followed_by_the_real_one(void **state) {
     h2t_stop(&s);
 }
 
+static void cancel_on_attempt(sg_h2_op *op, const sg_op_attempt *rec, void *ud) {
+    (void)rec;
+    (void)ud;
+    assert_int_equal(sg_h2_op_cancel(op), 0);
+}
+
+/* Cancelled as it goes to sleep before a retry: the operation ends there,
+ * cancelled, and its policy is finished (the report says so). */
+static void cancel_during_the_backoff_finishes_the_operation(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    expect e;
+    memset(&e, 0, sizeof(e));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 3);
+    sg_op_options_set_backoff(&po, SG_SEC(2), SG_SEC(2));
+    sg_h2_callbacks cbs = g_cbs;
+    cbs.on_attempt = cancel_on_attempt;
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?status=503&fail_first=5&_tag=1";
+    int64_t t0 = h2t_now();
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_true(h2t_now() - t0 < SG_SEC(1)); /* it did not sleep the backoff */
+    assert_true(e.done);
+    const sg_op *pol = sg_h2_op_policy(e.op);
+    assert_true(sg_op_finished(pol));
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_CANCELLED);
+    assert_int_equal(sg_op_final_reason(pol), SG_OP_REASON_CANCELLED);
+    assert_int_equal(sg_op_attempt_count(pol), 1);
+    char report[8192];
+    assert_int_equal(sg_h2_op_report(e.op, report, sizeof(report), NULL), 0);
+    assert_non_null(strstr(report, "\"finished\":true"));
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     (void)state;
     fm_server s;
@@ -769,6 +815,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(retry_after_date_is_measured_from_the_date_header,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_interim_response_is_followed_by_the_real_one,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(cancel_during_the_backoff_finishes_the_operation,
                                   h2t_teardown),
         cmocka_unit_test_teardown(cancel_resets_only_that_stream, h2t_teardown),
         cmocka_unit_test_teardown(oversized_event_is_protocol_error, h2t_teardown),
