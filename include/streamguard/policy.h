@@ -27,7 +27,7 @@
  *   }
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *
- * Memory: an sg_op is plain data the caller embeds (3408 bytes on LP64); it records
+ * Memory: an sg_op is plain data the caller embeds (5456 bytes on LP64); it records
  * at most SG_OP_MAX_ATTEMPTS attempts, and the attempt count is bounded by
  * the same constant, so every attempt is recorded.
  *
@@ -65,6 +65,8 @@ extern "C" {
 #define SG_OP_LABEL_MAX 63
 /** Bytes of a raw Retry-After value kept per attempt for the report. */
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
+/** Bytes of a transport's own error message kept per attempt. */
+#define SG_OP_ERROR_MAX 127
 
 /**
  * sg_random_fn - a random source for backoff jitter (see
@@ -599,6 +601,12 @@ typedef struct sg_op_attempt {
     uint8_t retry_after_raw_len_; /* private */
     bool retry_after_raw_given_;  /* private */
     char retry_after_raw_[SG_OP_RETRY_AFTER_RAW_MAX + 1]; /* private */
+    /** The transport's own error for this attempt, beside the outcome:
+     *  what libcurl, nghttp2, TLS or the system said ("curl 7 Couldn't
+     *  connect to server: ...", "stream reset by the server: CANCEL").
+     *  NUL-terminated, at most SG_OP_ERROR_MAX bytes (longer ones are cut),
+     *  any bytes (the report escapes them); "" when there was none. */
+    char error[SG_OP_ERROR_MAX + 1];
 } sg_op_attempt;
 
 /**
@@ -781,12 +789,14 @@ typedef struct sg_op_result {
     int http_status;         ///< 0 when no response
     const char *retry_after; ///< raw Retry-After field value, NULL = none
     size_t retry_after_len;
-    int64_t wall_now_s;      ///< unix seconds an HTTP-date is measured from (the response's Date when valid); <= 0 unknown
+    int64_t wall_now_s; ///< unix seconds an HTTP-date is measured from (the response's
+                        ///< Date when valid); <= 0 unknown
     bool has_retry_after_ns; ///< retry_after_ns is set (e.g. CURLINFO_RETRY_AFTER)
     int64_t retry_after_ns;  ///< parsed delay, 0 .. max; used when retry_after is NULL
     uint64_t items;
     uint64_t bytes;
     int64_t first_item_ns; ///< start -> first item; ignored when items == 0
+    const char *error;     ///< the transport's own message (NUL-terminated), NULL = none
 } sg_op_result;
 
 /**

@@ -17,6 +17,7 @@ struct sg_curl_op {
     bool http_abort;      /* aborted on an error status */
     bool method_checked;  /* this attempt's first request was checked */
     bool method_mismatch; /* the wire method differs from the policy's */
+    bool write_abort;     /* our write callback stopped the transfer */
     sg_curl_options opts;
     sg_curl_callbacks cbs;
     void *user_data;

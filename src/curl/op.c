@@ -49,6 +49,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     size_t n = size * nmemb;
     int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
     if (rv < 0) {
+        op->write_abort = true;
         return 0; /* expired, capped, cancelled or malformed: abort */
     }
     if (op->owner != NULL) {
@@ -185,6 +186,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     op->http_abort = false;
     op->method_checked = false;
     op->method_mismatch = false;
+    op->write_abort = false;
     int rv = build_headers(op, st);
     CURL *e = op->easy;
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -332,6 +334,26 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     } else {
         how = SG_OUTCOME_TRANSPORT_ERROR;
     }
+    /* libcurl's own words, unless it only describes an abort of ours
+     * ("failure writing output"): kept beside the outcome, with the
+     * CURLcode, before anything of ours is written into the same buffer. */
+    char native[SG__LC_ERROR_SIZE] = "";
+    bool ours = op->http_abort || op->method_mismatch || op->write_abort;
+    if (result != CURLE_OK && !ours) {
+        /* cut to the buffer: the report keeps SG_OP_ERROR_MAX bytes anyway */
+        int w = snprintf(native, sizeof(native), "curl %d %s", (int)result,
+                         curl_easy_strerror(result));
+        size_t used =
+            w > 0 && (size_t)w < sizeof(native) ? (size_t)w : sizeof(native) - 1;
+        if (op->lc.errbuf[0] != '\0' && used + 3 < sizeof(native)) {
+            size_t room = sizeof(native) - used - 3;
+            size_t n = strnlen(op->lc.errbuf, room);
+            memcpy(native + used, ": ", 2);
+            memcpy(native + used + 2, op->lc.errbuf, n);
+            native[used + 2 + n] = '\0';
+        }
+    }
+    op->lc.errbuf[0] = '\0';
     sg__lc_decide(&op->lc, now, how);
     if (op->method_mismatch) {
         /* written after libcurl's own message ("aborted by pre-request
@@ -343,13 +365,8 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
                      "same method on both (sg_op_options_set_method); nothing was sent",
                      wire != NULL ? wire : "?", sg_op_method(&op->lc.policy));
     }
-    sg_outcome o = op->lc.gr.outcome;
-    if (o != SG_OUTCOME_TRANSPORT_ERROR && o != SG_OUTCOME_TRUNCATED &&
-        !(o == SG_OUTCOME_PROTOCOL_ERROR && op->lc.feed_error != 0) &&
-        !op->method_mismatch) {
-        /* libcurl's message describes our own abort ("failure writing
-         * output"), not what stopped the transfer. */
-        op->lc.errbuf[0] = '\0';
+    if (op->lc.errbuf[0] == '\0' && native[0] != '\0') {
+        memcpy(op->lc.errbuf, native, sizeof(native));
     }
 }
 

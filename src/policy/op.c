@@ -393,6 +393,12 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     a->time_to_first_item_ns =
         (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
     a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
+    if (r->error != NULL) {
+        /* bounded: the transport's words, cut to fit, never trusted */
+        size_t n = strnlen(r->error, SG_OP_ERROR_MAX);
+        memcpy(a->error, r->error, n);
+        a->error[n] = '\0';
+    }
 
     /* docs/design.md, "Who set the limit": a clock the lease shortened fires
      * at the lease's end, and is named after whoever set the lease - the

@@ -213,6 +213,12 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_name(s, "decision", sg_op_decision_name(a->decision), &first);
     sg__f_name(s, "reason", sg_op_reason_name(a->reason), &first);
     sg__f_ms(s, "backoff_ms", a->backoff_ns, false, &first);
+    sg__key(s, "error", &first);
+    if (a->error[0] != '\0') {
+        sg__sink_json_string(s, a->error, strlen(a->error));
+    } else {
+        sg__sink_puts(s, "null");
+    }
     sg__sink_put(s, "}", 1);
 }
 

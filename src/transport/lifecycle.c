@@ -183,6 +183,9 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
             r.phase = SG_PHASE_SEND;
         }
     }
+    if (gr->outcome != SG_OUTCOME_OK && lc->errbuf[0] != '\0') {
+        r.error = lc->errbuf; /* the transport's own words, beside the outcome */
+    }
     if (lc->retry_after_len > 0 && lc->headers_done) {
         r.retry_after = lc->retry_after;
         r.retry_after_len = lc->retry_after_len;

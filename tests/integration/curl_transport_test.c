@@ -587,6 +587,8 @@ static void refused_connection_is_a_transport_error_in_connect_and_retried(void 
     assert_string_equal(sg_phase_name(r.phase), "connect");
     assert_false(r.unknown);
     assert_int_equal(r.attempts, 3); /* never sent: safe even for a POST */
+    /* beside the outcome, libcurl's own words for each attempt */
+    assert_int_equal(fm_count(r.report, "\"error\":\"curl 7 "), 3);
 }
 
 static void a_connect_that_never_completes_is_a_connect_timeout(void **state) {

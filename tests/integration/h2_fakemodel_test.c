@@ -293,6 +293,7 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
                 const sg_op_attempt *a = sg_op_attempt_at(pol, k);
                 assert_int_equal(a->phase, SG_PHASE_CONNECT);
                 assert_false(a->sent);
+                assert_non_null(strstr(a->error, "Connection refused"));
             }
             assert_true(sg_op_finished(pol));
         } else {

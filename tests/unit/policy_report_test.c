@@ -382,6 +382,37 @@ static void report_escapes_whatever_the_server_sent_as_retry_after(void **state)
     assert_true(a->retry_after_malformed);
 }
 
+static void
+each_attempt_keeps_the_transports_own_error_bounded_and_escaped(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_seed(&o, 3), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    char longer[400];
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    memcpy(longer, "curl 7 \"quoted\"\n", 16);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_TRANSPORT_ERROR;
+    r.phase = SG_PHASE_CONNECT;
+    r.error = longer;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(1), &r, &v), 0);
+    const sg_op_attempt *a = sg_op_attempt_at(&op, 0);
+    assert_int_equal(strlen(a->error), SG_OP_ERROR_MAX);
+    assert_int_equal(sg_op_next_attempt(&op, v.retry_at, &p), 0);
+    end(&op, v.retry_at + SG_MS(5), SG_OUTCOME_OK, SG_PHASE_STREAMING, 200, NULL, 0, 3);
+    const char *doc = write_report(&op, v.retry_at + SG_MS(5));
+    has(doc, "\"error\":\"curl 7 \\\"quoted\\\"\\nxx");
+    has(doc, "\"error\":null}]"); /* the clean attempt has none */
+}
+
 static void every_byte_value_escapes_to_valid_json(void **state) {
     (void)state;
     char in[256];
@@ -520,6 +551,7 @@ int main(void) {
         cmocka_unit_test(report_never_contains_the_idempotency_key),
         cmocka_unit_test(report_escapes_quotes_controls_and_invalid_utf8_in_the_label),
         cmocka_unit_test(report_escapes_whatever_the_server_sent_as_retry_after),
+        cmocka_unit_test(each_attempt_keeps_the_transports_own_error_bounded_and_escaped),
         cmocka_unit_test(every_byte_value_escapes_to_valid_json),
         cmocka_unit_test(small_buffer_returns_the_needed_size),
         cmocka_unit_test(file_output_matches_the_buffer),
