@@ -26,7 +26,8 @@
  * caller must not touch while it runs: CURLOPT_WRITEFUNCTION, WRITEDATA,
  * HEADERFUNCTION, HEADERDATA, PREREQFUNCTION, PREREQDATA, HTTPHEADER (pass
  * request headers in sg_curl_options.headers instead), CONNECTTIMEOUT_MS,
- * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, and CAINFO when
+ * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
+ * proxy's CONNECT response is not the server's answer), and CAINFO when
  * sg_curl_options.cafile is set.  TLS verification is libcurl's default
  * (on); nothing here turns it off.
  *

@@ -199,6 +199,11 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_PRIVATE, op);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->lc.errbuf);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    /* Through a CONNECT proxy (https_proxy, which libcurl honours by
+     * default) the proxy's "200 Connection established" is not the
+     * server's answer: keep it out of the header callback, or the phase
+     * would jump to wait_first_item before the request is even sent. */
+    curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
     int64_t connect_ns = sg_guard_config_connect(&plan->guard_config);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_ns) +

@@ -19,6 +19,9 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
 
 #include <streamguard/curl.h>
 
@@ -591,6 +594,111 @@ static void refused_connection_is_a_transport_error_in_connect_and_retried(void 
     assert_int_equal(fm_count(r.report, "\"error\":\"curl 7 "), 3);
 }
 
+/* A CONNECT proxy on loopback, in a child process: it accepts one
+ * connection, answers "200 Connection established" to a CONNECT for
+ * 127.0.0.1, and relays bytes both ways until either side closes.
+ * Returns its port; *pid is the child's. */
+static int tunnel_proxy_start(pid_t *pid) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &len);
+    *pid = fork();
+    assert_true(*pid >= 0);
+    if (*pid > 0) {
+        close(lfd);
+        return ntohs(a.sin_port);
+    }
+    alarm(20); /* never outlive the test */
+    int c = accept(lfd, NULL, NULL);
+    char req[4096];
+    size_t got = 0;
+    while (got < sizeof(req) - 1) {
+        ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
+        if (n <= 0) {
+            _exit(1);
+        }
+        got += (size_t)n;
+        req[got] = '\0';
+        if (strstr(req, "\r\n\r\n") != NULL) {
+            break;
+        }
+    }
+    int port = 0;
+    if (sscanf(req, "CONNECT 127.0.0.1:%d", &port) != 1) {
+        _exit(2);
+    }
+    int up = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in t = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(0x7f000001)};
+    if (connect(up, (struct sockaddr *)&t, sizeof(t)) != 0) {
+        _exit(3);
+    }
+    static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (write(c, ok, sizeof(ok) - 1) < 0) {
+        _exit(4);
+    }
+    struct pollfd p[2] = {{c, POLLIN, 0}, {up, POLLIN, 0}};
+    char buf[16384];
+    for (;;) {
+        if (poll(p, 2, -1) < 0) {
+            _exit(5);
+        }
+        for (int i = 0; i < 2; i++) {
+            if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) {
+                ssize_t n = read(p[i].fd, buf, sizeof(buf));
+                if (n <= 0 || write(p[1 - i].fd, buf, (size_t)n) != n) {
+                    _exit(0);
+                }
+            }
+        }
+    }
+}
+
+/* Through a CONNECT tunnel the proxy's "200 Connection established" is not
+ * the server's answer: a server that never answers leaves the attempt in
+ * wait_headers, not wait_first_item. */
+static void phases_stay_true_through_a_connect_proxy(void **state) {
+    (void)state;
+    for (int hang = 0; hang < 2; hang++) {
+        pid_t pid;
+        int pport = tunnel_proxy_start(&pid);
+        spec s = {.path = hang ? "/v1/chat/completions?hang=1&_t=proxy_hang."
+                               : "/v1/chat/completions?n=3&gap=5&_t=proxy_ok.",
+                  .first_item = SG_MS(300)};
+        CURL *e;
+        sg_op_options po;
+        sg_curl_options co;
+        char url[1024];
+        char proxy[64];
+        snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", pport);
+        configure(&s, &e, &po, &co, url, sizeof(url));
+        curl_easy_setopt(e, CURLOPT_PROXY, proxy);
+        curl_easy_setopt(e, CURLOPT_HTTPPROXYTUNNEL, 1L);
+        sg_curl_op *op;
+        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_perform(op), 0);
+        const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
+        if (hang) {
+            assert_string_equal(sg_outcome_name(a->outcome), "first_item_timeout");
+            assert_string_equal(sg_phase_name(a->phase), "wait_headers");
+            assert_false(a->headers_received);
+            assert_int_equal(a->http_status, 0);
+        } else {
+            assert_string_equal(sg_outcome_name(a->outcome), "ok");
+            assert_int_equal(a->http_status, 200);
+            assert_int_equal(a->items, 3);
+        }
+        sg_curl_op_free(op);
+        curl_easy_cleanup(e);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+}
+
 static void a_connect_that_never_completes_is_a_connect_timeout(void **state) {
     (void)state;
     /* A listener that never accepts, its backlog filled: the kernel drops
@@ -1087,6 +1195,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(no_request_starts_after_the_budget),
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
+        cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
         cmocka_unit_test(a_callers_observer_sees_every_attempt_of_a_retried_operation),
         cmocka_unit_test(an_observer_that_refuses_sends_nothing),
