@@ -28,8 +28,11 @@
  * request headers in sg_curl_options.headers instead), CONNECTTIMEOUT_MS,
  * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
  * proxy's CONNECT response is not the server's answer), and CAINFO when
- * sg_curl_options.cafile is set.  TLS verification is libcurl's default
- * (on); nothing here turns it off.
+ * sg_curl_options.cafile is set, and SSL_CTX_FUNCTION / SSL_CTX_DATA.  TLS
+ * verification is libcurl's default (on); nothing here turns it off, and
+ * the server is identified by its certificate's subject alternative names
+ * only (RFC 9525): a certificate that names it only in the subject's CN is
+ * refused, as the HTTP/2 transport refuses it.
  *
  * One method for retry safety, the report and the ledger: the one on the
  * wire.  The easy handle decides what libcurl sends (POSTFIELDS makes a

@@ -235,6 +235,10 @@ static int tls_setup(sg_h2_conn *conn) {
         SSL_set_tlsext_host_name(conn->ssl, conn->server_name);
     }
     if (!conn->opts.insecure) {
+        /* RFC 9525 §6.3: the subject alternative names only, never the
+         * subject's CN - the same policy as the libcurl transport. */
+        X509_VERIFY_PARAM_set_hostflags(SSL_get0_param(conn->ssl),
+                                        X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
         int ok = ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(conn->ssl), name)
                     : SSL_set1_host(conn->ssl, name);
         if (ok != 1) {

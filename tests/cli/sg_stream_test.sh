@@ -258,6 +258,28 @@ if [ ! -s "$OUT" ]; then pass "a done operation is not listed"; else fail "done 
 expect 2 "--reconcile an unknown key" -- --ledger "$LEDGER" --reconcile no-such-key
 expect 2 "--unresolved needs --ledger" -- --unresolved
 
+# ---- one TLS name policy for both transports: subject alternative names only --
+# A second server whose certificate names localhost only in its CN (RFC 9525
+# allows no CN fallback): both transports refuse it, and never send.
+CNDIR=$FM_DIR/cn
+mkdir -p "$CNDIR"
+"$FM" --port 0 --quiet --cert-cn-only localhost --write-ca "$CNDIR/ca.pem" >"$CNDIR/out" 2>"$CNDIR/err" &
+CNPID=$!
+for _ in $(seq 1 200); do [ -s "$CNDIR/out" ] && break; sleep 0.02; done
+CNPORT=$(head -n 1 "$CNDIR/out")
+for v in --http1.1 --http2; do
+    expect 8 "$v refuses a CN-only certificate" -- "$v" --cacert "$CNDIR/ca.pem" \
+        --output none "https://localhost:$CNPORT/v1/chat/completions?n=1&_t=cli_cn"
+    has "$ERR" "hostname mismatch" "$v says the name does not match"
+done
+if [ "$(curl -s "http://127.0.0.1:$CNPORT/_log?event=received" | grep -c '"received"')" -eq 0 ]; then
+    pass "no request reached the CN-only server"
+else
+    fail "a request reached the CN-only server"
+fi
+kill -TERM "$CNPID"
+wait "$CNPID" 2>/dev/null
+
 # ---- items are flushed one by one ----------------------------------------------
 # The second item comes 3 s after the first: the first must reach the pipe
 # while sg-stream is still waiting for it (polled, not slept on).

@@ -17,7 +17,7 @@ say() { echo "layering: $*" >&2; fail=1; }
 third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka'
 allowed() {
   case $1 in
-    curl) echo 'curl/' ;;
+    curl) echo 'curl/|openssl/' ;;
     h2) echo 'nghttp2/|openssl/' ;;
     ledger) echo 'openssl/' ;;
     *) echo '' ;;

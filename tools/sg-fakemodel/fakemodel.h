@@ -112,6 +112,7 @@ typedef struct {
     const char *cert_file; /* NULL: generate */
     const char *key_file;
     const char *write_ca; /* NULL: don't */
+    const char *cn_only;  /* generated leaf: CN only, no SAN (NULL: SANs) */
     int no_h2;
 } sg_fm_tls_options;
 

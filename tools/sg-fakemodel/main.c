@@ -29,6 +29,8 @@ static const char usage[] =
     "      --cert FILE         PEM certificate chain instead of a generated one\n"
     "      --key FILE          PEM private key for --cert\n"
     "      --write-ca FILE     write the certificate clients should trust\n"
+    "      --cert-cn-only NAME the generated certificate names NAME in its CN\n"
+    "                          only, with no subject alternative name\n"
     "      --log-cap N         events kept in the log ring (default 100000)\n"
     "      --log-file FILE     also append every event as a JSON line to FILE\n"
     "      --h2-max-streams N  SETTINGS_MAX_CONCURRENT_STREAMS (default 10000)\n"
@@ -43,6 +45,7 @@ enum {
     OPT_CERT,
     OPT_KEY,
     OPT_WRITE_CA,
+    OPT_CERT_CN_ONLY,
     OPT_LOG_CAP,
     OPT_LOG_FILE,
     OPT_H2_MAX_STREAMS,
@@ -87,6 +90,7 @@ int main(int argc, char **argv) {
         {"cert", required_argument, NULL, OPT_CERT},
         {"key", required_argument, NULL, OPT_KEY},
         {"write-ca", required_argument, NULL, OPT_WRITE_CA},
+        {"cert-cn-only", required_argument, NULL, OPT_CERT_CN_ONLY},
         {"log-cap", required_argument, NULL, OPT_LOG_CAP},
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"h2-max-streams", required_argument, NULL, OPT_H2_MAX_STREAMS},
@@ -125,6 +129,9 @@ int main(int argc, char **argv) {
             break;
         case OPT_WRITE_CA:
             o.tls_opts.write_ca = optarg;
+            break;
+        case OPT_CERT_CN_ONLY:
+            o.tls_opts.cn_only = optarg;
             break;
         case OPT_LOG_CAP:
             if (parse_num("--log-cap", optarg, 1, 100000000, &x) != 0) {

@@ -33,18 +33,18 @@ typedef struct {
     int runaway;              /* items forever; n is ignored */
     int64_t drop_after;       /* -1: never; K: abort when item K+1 is due */
     sg_fm_drop_mode drop_mode;
-    int64_t rst_code;     /* HTTP/2 drop=rst error code; -1: INTERNAL_ERROR */
-    int refuse;           /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
-    int no_done;          /* end cleanly but without the terminal sentinel */
-    int status;           /* 0: none; else the scripted error status */
+    int64_t rst_code;      /* HTTP/2 drop=rst error code; -1: INTERNAL_ERROR */
+    int refuse;            /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
+    int no_done;           /* end cleanly but without the terminal sentinel */
+    int status;            /* 0: none; else the scripted error status */
     char retry_after[128]; /* Retry-After value, "" for none */
-    int early_hints;      /* a 103 Early Hints before the real response */
-    int has_date;         /* send a Date header: server time + date_offset_s */
+    int early_hints;       /* a 103 Early Hints before the real response */
+    int has_date;          /* send a Date header: server time + date_offset_s */
     int64_t date_offset_s;
     int has_retry_after_date; /* Retry-After as the HTTP-date Date + this */
     int64_t retry_after_date_s;
-    int64_t fail_first;   /* -1: every request fails; K: first K per key */
-    int hang;             /* never answer */
+    int64_t fail_first; /* -1: every request fails; K: first K per key */
+    int hang;           /* never answer */
     sg_fm_format format;
     int64_t event_bytes;     /* pad each SSE event (extra data: lines) to N */
     int64_t line_bytes;      /* pad each item's data line to N bytes */

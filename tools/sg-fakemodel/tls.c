@@ -7,6 +7,7 @@
  */
 #include "fakemodel.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 #include <openssl/bn.h>
@@ -38,9 +39,12 @@ static int add_ext(X509 *cert, X509 *issuer, int nid, const char *value) {
     return ok ? 0 : -1;
 }
 
-/* A certificate for key, named cn, signed by (issuer, issuer_key) or self. */
-static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer,
-                       EVP_PKEY *issuer_key) {
+/* A certificate for key, named cn, signed by (issuer, issuer_key) or self;
+ * a leaf names localhost, 127.0.0.1 and ::1 in its subject alternative
+ * names unless @san is false (a CN-only certificate, for clients that must
+ * refuse it: RFC 9525 has no CN fallback). */
+static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer, EVP_PKEY *issuer_key,
+                       bool san) {
     X509 *c = X509_new();
     BIGNUM *bn = BN_new();
     if (c == NULL || bn == NULL || !X509_set_version(c, 2) || !BN_rand(bn, 63, 0, 0) ||
@@ -77,8 +81,8 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, X509 *issuer,
             add_ext(c, iss, NID_key_usage, "critical,digitalSignature,keyEncipherment") !=
                 0 ||
             add_ext(c, iss, NID_ext_key_usage, "serverAuth") != 0 ||
-            add_ext(c, iss, NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1,IP:::1") !=
-                0) {
+            (san && add_ext(c, iss, NID_subject_alt_name,
+                            "DNS:localhost,IP:127.0.0.1,IP:::1") != 0)) {
             goto fail;
         }
     }
@@ -190,8 +194,10 @@ SSL_CTX *sg_fm_tls_new(const sg_fm_tls_options *o) {
             tls_error("key generation");
             goto fail;
         }
-        ca = make_cert(ca_key, "sg-fakemodel test CA", NULL, NULL);
-        leaf = ca != NULL ? make_cert(leaf_key, "localhost", ca, ca_key) : NULL;
+        ca = make_cert(ca_key, "sg-fakemodel test CA", NULL, NULL, false);
+        leaf = ca != NULL ? make_cert(leaf_key, o->cn_only ? o->cn_only : "localhost", ca,
+                                      ca_key, o->cn_only == NULL)
+                          : NULL;
         if (leaf == NULL) {
             tls_error("certificate generation");
             goto fail;
