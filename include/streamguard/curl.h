@@ -27,7 +27,8 @@
  * HEADERFUNCTION, HEADERDATA, PREREQFUNCTION, PREREQDATA, HTTPHEADER (pass
  * request headers in sg_curl_options.headers instead), CONNECTTIMEOUT_MS,
  * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
- * proxy's CONNECT response is not the server's answer), and CAINFO when
+ * proxy's CONNECT response is not the server's answer), QUICK_EXIT (an
+ * aborted transfer never waits for the threaded resolver), and CAINFO when
  * sg_curl_options.cafile is set, and SSL_CTX_FUNCTION / SSL_CTX_DATA.  TLS
  * verification is libcurl's default (on); nothing here turns it off, and
  * the server is identified by its certificate's subject alternative names

@@ -350,6 +350,10 @@ SG_EXTERN const char *sg_ledger_op_key(const sg_op *op, const char *fallback);
 /**
  * sg_ledger_op_intent - sg_ledger_intent for a started operation, with its
  * method: call it before the first request; if it fails, send nothing.
+ * Waiting for another process's lock ends when the operation's budget
+ * could lease nothing more (its deadline less its floor, on
+ * CLOCK_MONOTONIC), or after lock_timeout_ns, whichever is first: then
+ * SG_ELOCKED, and the operation is refused rather than late.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op never started, or @key or @url is NULL;

@@ -244,6 +244,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
      * server's answer: keep it out of the header callback, or the phase
      * would jump to wait_first_item before the request is even sent. */
     curl_easy_setopt(e, CURLOPT_SUPPRESS_CONNECT_HEADERS, 1L);
+    /* An expired clock removes the transfer at once, even while libcurl's
+     * threaded resolver is still busy: let it leave that thread behind
+     * instead of joining it (which would wait out the DNS query). */
+    curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     /* OpenSSL backends only (libcurl answers NOT_BUILT_IN elsewhere) */
     curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
     curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, op);
@@ -304,8 +308,13 @@ static void tp_finished(sg__lifecycle *lc) {
     }
 }
 
+static int64_t tp_now(sg__lifecycle *lc) {
+    return op_now(OP_OF(lc));
+}
+
 static const sg__transport curl_transport = {
-    tp_launch, tp_abort, tp_sync, sg__lc_shim_discard, sg__lc_shim_attempt, tp_finished,
+    tp_launch,           tp_abort,    tp_sync, sg__lc_shim_discard,
+    sg__lc_shim_attempt, tp_finished, tp_now,
 };
 
 /* ------------------------------------------------------------ life cycle */

@@ -292,7 +292,7 @@ static int tls_handshake(sg_h2_conn *conn, int64_t deadline) {
             snprintf(conn->errbuf, sizeof(conn->errbuf), "TLS handshake timed out");
             return rv;
         }
-        ssize_t n = recv(conn->fd, buf, SG__H2_READ_CHUNK, 0);
+        ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
             snprintf(conn->errbuf, sizeof(conn->errbuf),
                      "TLS handshake failed: connection closed by the server");
@@ -371,7 +371,7 @@ int sg__h2_read(sg_h2_conn *conn, int (*deliver)(sg_h2_conn *, const uint8_t *, 
             conn->more_to_read = true;
             return 0;
         }
-        ssize_t n = recv(conn->fd, buf, sizeof(buf), 0);
+        ssize_t n = recv(conn->fd, buf, SG__H2_READ_CHUNK, 0);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;

@@ -206,8 +206,13 @@ static void tp_finished(sg__lifecycle *lc) {
     }
 }
 
+static int64_t tp_now(sg__lifecycle *lc) {
+    return sg__h2_now(SG__H2_OP_OF(lc)->conn);
+}
+
 static const sg__transport h2_transport = {
-    tp_launch, tp_abort, NULL, sg__lc_shim_discard, sg__lc_shim_attempt, tp_finished,
+    tp_launch,           tp_abort,    NULL,   sg__lc_shim_discard,
+    sg__lc_shim_attempt, tp_finished, tp_now,
 };
 
 static int on_item(const sg_item *item, void *user_data) {

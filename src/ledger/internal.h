@@ -170,6 +170,9 @@ void sg__ledger_clear_index(sg_ledger *l);
 int64_t sg__ledger_wall_now(const sg_ledger *l);
 /* flock(@how) on the lock file, waiting at most opts.lock_timeout_ns. */
 int sg__ledger_lock(sg_ledger *l, int how);
+/* The same, waiting for the file lock no later than @until (monotonic;
+ * SG_TIME_NEVER: only lock_timeout_ns bounds it): SG_ELOCKED after. */
+int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until);
 void sg__ledger_unlock(sg_ledger *l);
 int sg__ledger_fsync(int fd);
 int sg__ledger_open_data(sg_ledger *l, int *fd_out);
@@ -183,5 +186,10 @@ bool sg__ledger_sync_for(const sg_ledger *l, uint8_t type);
 
 typedef int (*sg__ledger_locked_fn)(sg_ledger *l, void *arg);
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg);
+int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg,
+                               int64_t until);
+/* sg_ledger_intent whose lock wait ends at @until (see sg__ledger_lock_until). */
+int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
+                            const char *url, int64_t until);
 
 #endif

@@ -191,6 +191,11 @@ static int do_intent(sg_ledger *l, void *arg) {
 }
 
 int sg_ledger_intent(sg_ledger *l, const char *key, const char *method, const char *url) {
+    return sg__ledger_intent_until(l, key, method, url, SG_TIME_NEVER);
+}
+
+int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
+                            const char *url, int64_t until) {
     if (l == NULL || method == NULL || url == NULL) {
         return SG_EINVAL;
     }
@@ -208,7 +213,7 @@ int sg_ledger_intent(sg_ledger *l, const char *key, const char *method, const ch
         return rv;
     }
     r.pid = (int32_t)getpid();
-    return sg__ledger_with_lock(l, LOCK_EX, do_intent, &r);
+    return sg__ledger_with_lock_until(l, LOCK_EX, do_intent, &r, until);
 }
 
 /* Attempt, resolve: the key must be live and still pending. */

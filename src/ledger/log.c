@@ -213,7 +213,11 @@ static int64_t mono_now(void) {
  * one process would not exclude each other, and closing any descriptor of
  * the file would drop them. */
 int sg__ledger_lock(sg_ledger *l, int how) {
-    if (l->opts.lock_timeout_ns == 0) {
+    return sg__ledger_lock_until(l, how, SG_TIME_NEVER);
+}
+
+int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until) {
+    if (l->opts.lock_timeout_ns == 0 && until == SG_TIME_NEVER) {
         while (flock(l->lock_fd, how) != 0) {
             if (errno != EINTR) {
                 return SG_ESYS;
@@ -221,7 +225,10 @@ int sg__ledger_lock(sg_ledger *l, int how) {
         }
         return 0;
     }
-    int64_t deadline = sg_time_add(mono_now(), l->opts.lock_timeout_ns);
+    int64_t deadline =
+        l->opts.lock_timeout_ns == 0
+            ? until
+            : sg_time_min(sg_time_add(mono_now(), l->opts.lock_timeout_ns), until);
     for (;;) {
         if (flock(l->lock_fd, how | LOCK_NB) == 0) {
             return 0;
@@ -404,8 +411,13 @@ bool sg__ledger_sync_for(const sg_ledger *l, uint8_t type) {
 /* Runs @fn under the handle's mutex and the file lock (@how), after a
  * refresh.  Every public entry point goes through here. */
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg) {
+    return sg__ledger_with_lock_until(l, how, fn, arg, SG_TIME_NEVER);
+}
+
+int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg,
+                               int64_t until) {
     pthread_mutex_lock(&l->mu);
-    int rv = sg__ledger_lock(l, how);
+    int rv = sg__ledger_lock_until(l, how, until);
     if (rv == 0) {
         rv = sg__ledger_refresh(l);
         if (rv == 0) {

@@ -31,7 +31,13 @@ int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op, const ch
     if (method == NULL || key == NULL || url == NULL) {
         return SG_EINVAL;
     }
-    return sg_ledger_intent(l, key, method, url);
+    /* The intent comes out of the operation's budget: waiting for another
+     * process's lock past what could be leased would only end in a
+     * refusal, later.  (The budget is on CLOCK_MONOTONIC, the default
+     * clock of every transport, as the lock wait is.) */
+    const sg_budget *b = sg_op_budget(op);
+    int64_t until = sg_budget_deadline(b) - sg_budget_floor(b);
+    return sg__ledger_intent_until(l, key, method, url, until);
 }
 
 int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op) {

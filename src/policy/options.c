@@ -293,6 +293,10 @@ const char *sg_op_options_target(const sg_op_options *o) {
     return o != NULL ? o->target_ : NULL;
 }
 
+bool sg_op_options_has_observer(const sg_op_options *o) {
+    return o != NULL && o->observer_ != NULL;
+}
+
 int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
                                void *user_data) {
     if (o == NULL) {

@@ -133,6 +133,13 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
     }
+    if (sg_op_options_has_observer(&lc->popts)) {
+        /* The intent may have waited for a lock and a disk: that time was
+         * spent from the budget (it started at @now), and the first lease
+         * must not claim it again. */
+        int64_t after = lc->tp->now(lc);
+        now = after > now ? after : now;
+    }
     return begin(lc, now);
 }
 

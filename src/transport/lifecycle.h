@@ -86,6 +86,10 @@ typedef struct sg__transport {
     /* The operation ended: leave the driver's structures, then call the
      * user's on_done (which may free the operation). */
     void (*finished)(sg__lifecycle *lc);
+    /* The transport's clock, read again after work that may have blocked
+     * (an observer's durable intent: an fsync), so the first lease and its
+     * deadline header are measured from when the request really goes. */
+    int64_t (*now)(sg__lifecycle *lc);
 } sg__transport;
 
 struct sg__lifecycle {

@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -899,6 +900,51 @@ static sg_outcome watched_run(const char *path, sg_op_options *po, watch *w,
     return o;
 }
 
+/* An observer whose intent takes 300 ms (a slow disk under the ledger's
+ * fsync): that time is spent from the budget, and the first attempt's
+ * deadline header says what is left, not the whole budget. */
+static int slow_intent(const sg_op *op, const sg_op_intent *in, void *ud) {
+    (void)op;
+    (void)in;
+    (void)ud;
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the blocking work itself, not a wait for a timeout */
+    return 0;
+}
+
+static void the_first_lease_is_measured_after_a_blocking_intent(void **state) {
+    (void)state;
+    static const sg_op_observer slow = {slow_intent, NULL, NULL, NULL};
+    spec s = {.path = "/v1/chat/completions?n=1&_t=slow_intent.",
+              .budget = SG_SEC(2),
+              .deadline_header = true};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    sg_op_options_set_observer(&po, &slow, NULL);
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
+    const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
+    assert_true(a->remaining_ns <= SG_MS(1700));
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    char *log = fm_fetch(&server, "/_log?event=received", 0);
+    assert_non_null(log);
+    const char *p = strstr(log, "_t=slow_intent.");
+    assert_non_null(p);
+    p = strstr(p, "\"x_deadline_ms\":\"");
+    assert_non_null(p);
+    long ms = strtol(p + strlen("\"x_deadline_ms\":\""), NULL, 10);
+    free(log);
+    if (ms > 1700) {
+        fail_msg("X-Deadline-Ms: %ld, but 300 of the 2000 ms went to the intent", ms);
+    }
+}
+
 static void a_callers_observer_sees_every_attempt_of_a_retried_operation(void **state) {
     (void)state;
     watch w = {0};
@@ -1199,6 +1245,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
         cmocka_unit_test(a_callers_observer_sees_every_attempt_of_a_retried_operation),
         cmocka_unit_test(an_observer_that_refuses_sends_nothing),
+        cmocka_unit_test(the_first_lease_is_measured_after_a_blocking_intent),
         cmocka_unit_test(a_cancel_before_the_retry_ends_the_operation_cancelled),
         cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
         cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),

@@ -365,6 +365,37 @@ static void an_operation_is_recorded_through_the_op_helpers(void **state) {
     sg_ledger_close(l);
 }
 
+/* Another process holds the file lock (a second open file description's
+ * flock conflicts like one): the intent of an operation with a 200 ms
+ * budget waits no longer than its budget, then refuses - it never waits
+ * out the other process with the default unlimited lock_timeout_ns. */
+static void an_intent_waits_for_the_lock_no_longer_than_the_budget(void **state) {
+    fixture *f = *state;
+    sg_ledger *l = open_ledger(f);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/ledger.lock", f->ledger);
+    int other = open(path, O_RDWR | O_CLOEXEC);
+    assert_true(other >= 0);
+    assert_int_equal(flock(other, LOCK_EX), 0);
+    sg_op_options o;
+    sg_op_options_init(&o);
+    sg_op_options_set_budget(&o, SG_MS(200));
+    sg_op op;
+    int64_t t0 = sg_clock_now(NULL);
+    assert_int_equal(sg_op_start(&op, &o, t0), 0);
+    int rv = sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy");
+    int64_t waited = sg_clock_now(NULL) - t0;
+    assert_int_equal(rv, SG_ELOCKED);
+    assert_true(waited >= SG_MS(200));
+    assert_true(waited < SG_MS(200) + SG_MS(500));
+    /* once the other process lets go, the same intent goes through */
+    flock(other, LOCK_UN);
+    close(other);
+    assert_int_equal(sg_op_start(&op, &o, sg_clock_now(NULL)), 0);
+    assert_int_equal(sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy"), 0);
+    sg_ledger_close(l);
+}
+
 static void pending_intent_of_a_dead_process_can_be_reconciled(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
@@ -980,6 +1011,8 @@ int main(void) {
                                         teardown),
         cmocka_unit_test_setup_teardown(unknown_is_listed_until_reconciled, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            an_intent_waits_for_the_lock_no_longer_than_the_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(an_operation_is_recorded_through_the_op_helpers,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
