@@ -18,6 +18,8 @@ struct sg_curl_op {
     bool method_checked;  /* this attempt's first request was checked */
     bool method_mismatch; /* the wire method differs from the policy's */
     bool write_abort;     /* our write callback stopped the transfer */
+    bool header_overflow; /* the response head exceeded our bound */
+    size_t header_bytes;  /* of the current response head */
     sg_curl_options opts;
     sg_curl_callbacks cbs;
     void *user_data;

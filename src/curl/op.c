@@ -19,6 +19,10 @@
 #include <strings.h>
 #include <stddef.h>
 
+/* The largest response head accepted, as the HTTP/2 transport's default
+ * max_header_list (RFC 9113 §6.5.2 counts alike, near enough). */
+#define SG__CURL_MAX_HEADER_BYTES (64u << 10)
+
 /* libcurl's own timeouts back ours up; they sit this far behind the lease
  * so the guard, which knows the phase, always fires first. */
 #define SG__CURL_MARGIN_MS 250
@@ -71,8 +75,18 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
     size_t n = size * nitems;
     int64_t now = op_now(op);
 
+    /* The same bound as the HTTP/2 transport's max_header_list, over the
+     * whole response head: a server that sends more breaks the protocol. */
+    op->header_bytes += n;
+    if (op->header_bytes > SG__CURL_MAX_HEADER_BYTES) {
+        op->header_overflow = true;
+        return 0;
+    }
+
     if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
-        /* A status line: the request reached the server. */
+        /* A status line: the request reached the server.  Each response
+         * head (an interim one, a redirect's) has its own bound. */
+        op->header_bytes = n;
         const char *sp = memchr(buf, ' ', n);
         int status = 0;
         if (sp != NULL && (size_t)(sp - buf) + 4 <= n) {
@@ -227,6 +241,8 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     op->method_checked = false;
     op->method_mismatch = false;
     op->write_abort = false;
+    op->header_bytes = 0;
+    op->header_overflow = false;
     int rv = build_headers(op, st);
     CURL *e = op->easy;
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -372,13 +388,35 @@ void sg_curl_op_free(sg_curl_op *op) {
 
 /* What a finished transfer was, from what libcurl and our callbacks saw;
  * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
+/* A transfer libcurl gave up on because the server broke HTTP: never
+ * retried (the same server would break it again), whatever libcurl's code.
+ * libcurl says a chunk size was malformed only in its message, and that a
+ * header line was over its limit only as CURLE_OUT_OF_MEMORY while the
+ * head is being read. */
+static bool broke_http(const sg_curl_op *op, CURLcode result) {
+    switch (result) {
+    case CURLE_WEIRD_SERVER_REPLY:
+    case CURLE_BAD_CONTENT_ENCODING:
+        return true;
+    case CURLE_RECV_ERROR:
+        return strstr(op->lc.errbuf, "chunked-encoding") != NULL;
+    case CURLE_OUT_OF_MEMORY:
+        return op->lc.http_status != 0 && !op->lc.headers_done;
+    default:
+        return false;
+    }
+}
+
 static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
+    bool broken = op->header_overflow || broke_http(op, result);
     if (op->method_mismatch) {
         how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
     } else if (op->http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;
+    } else if (broken) {
+        how = SG_OUTCOME_PROTOCOL_ERROR;
     } else if (result == CURLE_OK) {
         /* a final 3xx, or no status at all, is no stream */
         how = op->lc.body_is_stream ? SG_OUTCOME_OK : SG_OUTCOME_HTTP_ERROR;
@@ -395,7 +433,8 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
      * ("failure writing output"): kept beside the outcome, with the
      * CURLcode, before anything of ours is written into the same buffer. */
     char native[SG__LC_ERROR_SIZE] = "";
-    bool ours = op->http_abort || op->method_mismatch || op->write_abort;
+    bool ours =
+        op->http_abort || op->method_mismatch || op->write_abort || op->header_overflow;
     if (result != CURLE_OK && !ours) {
         /* cut to the buffer: the report keeps SG_OP_ERROR_MAX bytes anyway */
         int w = snprintf(native, sizeof(native), "curl %d %s", (int)result,
@@ -421,6 +460,12 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
                      "the easy handle sends %s but the policy's method is %s: set the "
                      "same method on both (sg_op_options_set_method); nothing was sent",
                      wire != NULL ? wire : "?", sg_op_method(&op->lc.policy));
+    }
+    if (op->header_overflow) {
+        sg__lc_error(&op->lc, "response header exceeds %u bytes",
+                     (unsigned)SG__CURL_MAX_HEADER_BYTES);
+    } else if (broken && result == CURLE_OUT_OF_MEMORY) {
+        sg__lc_error(&op->lc, "%s: a response header line over libcurl's limit", native);
     }
     if (op->lc.errbuf[0] == '\0' && native[0] != '\0') {
         memcpy(op->lc.errbuf, native, sizeof(native));

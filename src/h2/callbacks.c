@@ -133,11 +133,31 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame,
                          void *user_data) {
     sg_h2_conn *c = user_data;
     if (frame->hd.type == NGHTTP2_GOAWAY && !c->goaway) {
-        /* nghttp2 ends the session itself when the server breaks the
-         * protocol; say so rather than "closed". */
-        snprintf(c->errbuf, sizeof(c->errbuf),
-                 "connection lost: HTTP/2 error by the server (GOAWAY %s sent)",
-                 nghttp2_http2_strerror(frame->goaway.error_code));
+        if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
+            /* nghttp2 ends the session itself when the server breaks the
+             * protocol: every stream on it ends protocol_error. */
+            c->peer_broke = true;
+            snprintf(c->errbuf, sizeof(c->errbuf),
+                     "the server broke the HTTP/2 protocol: this client sent GOAWAY %s",
+                     nghttp2_http2_strerror(frame->goaway.error_code));
+        } else {
+            snprintf(c->errbuf, sizeof(c->errbuf),
+                     "connection closed by this client (GOAWAY NO_ERROR)");
+        }
+        return 0;
+    }
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+        /* Our own resets detach the stream first; one still attached was
+         * reset by nghttp2 for the server's violation on that stream. */
+        sg_h2_op *op = op_of(session, frame->hd.stream_id);
+        if (op != NULL && op->lc.state == SG__LC_RUNNING &&
+            frame->rst_stream.error_code != NGHTTP2_CANCEL &&
+            frame->rst_stream.error_code != NGHTTP2_NO_ERROR) {
+            sg__lc_error(&op->lc,
+                         "the server broke the HTTP/2 protocol on this stream: %s",
+                         nghttp2_http2_strerror(frame->rst_stream.error_code));
+            sg__h2_decide(op, sg__h2_now(c), SG_OUTCOME_PROTOCOL_ERROR, -1);
+        }
         return 0;
     }
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) {

@@ -52,9 +52,10 @@ struct sg_h2_conn {
     nghttp2_session *session;
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
-    bool usable; /* may open new streams */
-    bool goaway; /* the peer sent GOAWAY on the current session */
-    int active;  /* operations with a stream on the current session */
+    bool usable;     /* may open new streams */
+    bool goaway;     /* the peer sent GOAWAY on the current session */
+    bool peer_broke; /* the peer broke HTTP/2 on the current session */
+    int active;      /* operations with a stream on the current session */
 
     uint8_t *rbuf; /* read buffers (ciphertext, plaintext), allocated once */
     uint8_t *out;  /* bytes for the socket not written yet */

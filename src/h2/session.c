@@ -49,6 +49,7 @@ int sg__h2_session_open(sg_h2_conn *c) {
     }
     c->usable = true;
     c->goaway = false;
+    c->peer_broke = false;
     c->active = 0;
     return 0;
 }
@@ -70,8 +71,9 @@ static void conn_lose(sg_h2_conn *c) {
         op->lc.not_processed = !op->lc.sent;
         sg__lc_error(&op->lc, "%s", c->errbuf);
         sg__h2_decide(op, now,
-                      op->lc.body_is_stream ? SG_OUTCOME_TRUNCATED
-                                            : SG_OUTCOME_TRANSPORT_ERROR,
+                      c->peer_broke           ? SG_OUTCOME_PROTOCOL_ERROR
+                      : op->lc.body_is_stream ? SG_OUTCOME_TRUNCATED
+                                              : SG_OUTCOME_TRANSPORT_ERROR,
                       -1);
     }
     if (c->session != NULL) {
@@ -114,7 +116,14 @@ int sg__h2_ensure_session(sg_h2_conn *c, int64_t timeout_ns, sg_outcome *fail) {
 static int deliver(sg_h2_conn *c, const uint8_t *data, size_t len) {
     ssize_t r = nghttp2_session_mem_recv(c->session, data, len);
     if (r < 0) {
-        snprintf(c->errbuf, sizeof(c->errbuf), "connection lost: HTTP/2 error: %s",
+        /* Out of memory, or a callback of ours, is not the server's doing;
+         * anything else nghttp2 refuses (a flood, bad framing) is. */
+        if (r != NGHTTP2_ERR_NOMEM && r != NGHTTP2_ERR_CALLBACK_FAILURE) {
+            c->peer_broke = true;
+        }
+        snprintf(c->errbuf, sizeof(c->errbuf), "%s: %s",
+                 c->peer_broke ? "the server broke the HTTP/2 protocol"
+                               : "connection lost: HTTP/2 error",
                  nghttp2_strerror((int)r));
         /* nghttp2 may have queued a GOAWAY; give it a chance to leave. */
         sg__h2_flush(c);

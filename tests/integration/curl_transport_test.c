@@ -700,6 +700,100 @@ static void phases_stay_true_through_a_connect_proxy(void **state) {
     }
 }
 
+/* A hostile HTTP/1.1 server in a child process: for each of up to 4
+ * connections it reads the request head, writes @resp (@len bytes), then
+ * waits for the client to close.  Returns its port. */
+static int raw_server_start(const char *resp, size_t len, pid_t *pid) {
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x7f000001)};
+    socklen_t alen = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    getsockname(lfd, (struct sockaddr *)&a, &alen);
+    *pid = fork();
+    assert_true(*pid >= 0);
+    if (*pid > 0) {
+        close(lfd);
+        return ntohs(a.sin_port);
+    }
+    alarm(20);
+    for (int i = 0; i < 4; i++) {
+        int c = accept(lfd, NULL, NULL);
+        char req[8192];
+        size_t got = 0;
+        while (got < sizeof(req) - 1) {
+            ssize_t n = read(c, req + got, sizeof(req) - 1 - got);
+            if (n <= 0) {
+                break;
+            }
+            got += (size_t)n;
+            req[got] = '\0';
+            if (strstr(req, "\r\n\r\n") != NULL) {
+                break;
+            }
+        }
+        for (size_t off = 0; off < len;) {
+            ssize_t n = write(c, resp + off, len - off);
+            if (n <= 0) {
+                break;
+            }
+            off += (size_t)n;
+        }
+        while (read(c, req, sizeof(req)) > 0) {
+        }
+        close(c);
+    }
+    _exit(0);
+}
+
+/* What a server that breaks HTTP/1.1 gets: protocol_error, never retried
+ * (the same server would break it again), with libcurl's words kept. */
+static void a_server_that_breaks_http_is_a_protocol_error_not_retried(void **state) {
+    (void)state;
+    static const char chunk[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                                "Transfer-Encoding: chunked\r\n\r\n"
+                                "9\r\ndata: a\n\n\r\nZZ\r\n";
+    size_t big_len = 10u << 20;
+    char *big = malloc(big_len + 64);
+    assert_non_null(big);
+    int n = snprintf(big, 64, "HTTP/1.1 200 OK\r\nX-Big: ");
+    memset(big + n, 'a', big_len);
+    memcpy(big + n + big_len, "\r\n\r\n", 4);
+    size_t many_len = 0;
+    char *many = malloc(1u << 20);
+    assert_non_null(many);
+    many_len += (size_t)sprintf(many, "HTTP/1.1 200 OK\r\n");
+    for (int i = 0; i < 2000; i++) { /* 2000 lines of ~45 bytes: 90 KB */
+        many_len += (size_t)sprintf(many + many_len, "X-Pad-%04d: %032d\r\n", i, i);
+    }
+    many_len += (size_t)sprintf(many + many_len, "\r\n");
+    struct {
+        const char *resp;
+        size_t len;
+        const char *says;
+    } cases[] = {
+        {chunk, sizeof(chunk) - 1, "chunked-encoding"},
+        {big, (size_t)n + big_len + 4, "header line over libcurl's limit"},
+        {many, many_len, "response header exceeds 65536 bytes"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        pid_t pid;
+        int port = raw_server_start(cases[i].resp, cases[i].len, &pid);
+        spec s = {.path = "/v1/chat/completions", .port = port, .attempts = 3};
+        result r;
+        run(&s, &r);
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        if (r.outcome != SG_OUTCOME_PROTOCOL_ERROR || r.attempts != 1 ||
+            strstr(r.report, cases[i].says) == NULL) {
+            fail_msg("case %zu: %s after %u attempts: %.600s", i,
+                     sg_outcome_name(r.outcome), r.attempts, r.report);
+        }
+    }
+    free(big);
+    free(many);
+}
+
 static void a_connect_that_never_completes_is_a_connect_timeout(void **state) {
     (void)state;
     /* A listener that never accepts, its backlog filled: the kernel drops
@@ -1242,6 +1336,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
+        cmocka_unit_test(a_server_that_breaks_http_is_a_protocol_error_not_retried),
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
         cmocka_unit_test(a_callers_observer_sees_every_attempt_of_a_retried_operation),
         cmocka_unit_test(an_observer_that_refuses_sends_nothing),

@@ -342,6 +342,8 @@ static void nghttpd_refused_streams_are_retried(void **state) {
 enum peer_mode {
     PEER_GOAWAY,      /* 1st connection: GOAWAY(last=5) once 6 requests arrived */
     PEER_BIG_HEADERS, /* every response carries a 16 KiB header list */
+    PEER_PING_FLOOD,  /* headers, then 30,000 PINGs written as fast as it can */
+    PEER_HUGE_FIELD,  /* a response with one 1 MiB header field */
 };
 
 typedef struct peer {
@@ -389,7 +391,17 @@ static void peer_respond(peer *p, int32_t id) {
             NV("x-padding", big);
         }
     }
+    static char huge[1u << 20];
+    if (p->mode == PEER_HUGE_FIELD) {
+        memset(huge, 'h', sizeof(huge) - 1);
+        NV("x-huge", huge);
+    }
 #undef NV
+    if (p->mode == PEER_PING_FLOOD) {
+        /* headers only: the stream stays open under the flood */
+        nghttp2_submit_headers(p->s, NGHTTP2_FLAG_NONE, id, NULL, nva, n, NULL);
+        return;
+    }
     g_offsets[id & 255] = 0;
     nghttp2_data_provider prd;
     prd.source.ptr = &g_offsets[id & 255];
@@ -429,7 +441,11 @@ static void peer_serve_conn(peer *p) {
     nghttp2_session_callbacks *cb;
     nghttp2_session_callbacks_new(&cb);
     nghttp2_session_callbacks_set_on_frame_recv_callback(cb, peer_on_frame);
-    nghttp2_session_server_new(&p->s, cb, p);
+    nghttp2_option *opt;
+    nghttp2_option_new(&opt);
+    nghttp2_option_set_max_send_header_block_length(opt, 4u << 20);
+    nghttp2_session_server_new2(&p->s, cb, p, opt);
+    nghttp2_option_del(opt);
     nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, NULL, 0);
     uint8_t buf[16384];
     for (;;) {
@@ -439,6 +455,25 @@ static void peer_serve_conn(peer *p) {
             if (send(p->fd, out, (size_t)n, MSG_NOSIGNAL) != n) {
                 goto done;
             }
+        }
+        if (p->mode == PEER_PING_FLOOD && p->requests > 0) {
+            /* Raw PING frames (length 8, type 6, stream 0), each wanting
+             * an ACK, far faster than any client may answer them. */
+            static uint8_t pings[30000 * 17];
+            for (size_t i = 0; i < 30000; i++) {
+                uint8_t *f = pings + i * 17;
+                memset(f, 0, 17);
+                f[2] = 8;
+                f[3] = NGHTTP2_PING;
+            }
+            for (size_t off = 0; off < sizeof(pings);) {
+                ssize_t w = send(p->fd, pings + off, sizeof(pings) - off, MSG_NOSIGNAL);
+                if (w <= 0) {
+                    goto done;
+                }
+                off += (size_t)w;
+            }
+            goto done;
         }
         if (!nghttp2_session_want_read(p->s) && !nghttp2_session_want_write(p->s)) {
             break;
@@ -587,6 +622,32 @@ static void oversized_response_header_list_is_protocol_error(void **state) {
     peer_stop(pid);
 }
 
+/* A server that breaks HTTP/2 - a PING flood, a header field nghttp2 will
+ * not inflate - gets protocol_error on the streams it broke, never a
+ * retryable transport_error that would make the client come back. */
+static void a_server_that_breaks_http2_is_a_protocol_error(void **state) {
+    (void)state;
+    enum peer_mode modes[2] = {PEER_PING_FLOOD, PEER_HUGE_FIELD};
+    for (int i = 0; i < 2; i++) {
+        int port;
+        pid_t pid = peer_start(modes[i], &port);
+        sg_h2_conn *c = NULL;
+        assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+        expect e;
+        memset(&e, 0, sizeof(e));
+        get(c, "/hostile", &g_sse, &e, 3);
+        assert_int_equal(sg_h2_conn_run(c), 0);
+        if (sg_h2_op_outcome(e.op) != SG_OUTCOME_PROTOCOL_ERROR) {
+            fail_msg("mode %d: %s: %s", i, sg_outcome_name(sg_h2_op_outcome(e.op)),
+                     sg_h2_op_error(e.op));
+        }
+        assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);
+        assert_non_null(strstr(sg_h2_op_error(e.op), "broke"));
+        sg_h2_conn_free(c);
+        peer_stop(pid);
+    }
+}
+
 int main(int argc, char **argv) {
     g_nghttpd = argc > 1 ? argv[1] : NULL;
     signal(SIGPIPE, SIG_IGN); /* the scripted peer writes to closed sockets */
@@ -599,6 +660,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(
             goaway_above_last_stream_id_is_never_processed_and_retried, teardown),
         cmocka_unit_test_teardown(oversized_response_header_list_is_protocol_error,
+                                  teardown),
+        cmocka_unit_test_teardown(a_server_that_breaks_http2_is_a_protocol_error,
                                   teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
