@@ -19,6 +19,7 @@
 #include <curl/curl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include <streamguard/curl.h>
+#include <streamguard/ledger.h>
 
 #include "harness.h"
 
@@ -375,6 +377,125 @@ static void concurrent(int n, int64_t idle, const char *label) {
     free(ops);
 }
 
+/* ---- 6: stall lateness side by side: managed / embedded, ledger or not ---- */
+
+/* Lateness samples (ms) of @n concurrent streams that stall under a 200 ms
+ * idle clock, over @runs runs, appended to @out (room for n * runs).  The
+ * loop is sg_curl_multi_run's own (@embedded false) or a caller's poll()
+ * on sg_curl_multi_fd with no timeout of its own, stepping with 0
+ * (@embedded true).  With @ledger every operation has the file ledger as
+ * its observer (default fsync: the intent and the resolution are
+ * fdatasync'ed on the loop). */
+static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double *out) {
+    size_t k = 0;
+    struct conc *cs = calloc((size_t)n, sizeof(*cs));
+    CURL **easy = calloc((size_t)n, sizeof(*easy));
+    sg_curl_op **ops = calloc((size_t)n, sizeof(*ops));
+    sg_op_options *pos = calloc((size_t)n, sizeof(*pos));
+    sg_ledger_binding binding = {ledger, NULL};
+    char url[256];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?n=10&gap=20&stall_after=2&stall=forever&_t=lat",
+             base);
+    static unsigned long serial;
+    for (int r = 0; r < runs; r++) {
+        sg_curl_multi *m;
+        sg_curl_multi_new(&m, NULL);
+        sg_curl_options co = {
+            .framing = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096}};
+        sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+        for (int i = 0; i < n; i++) {
+            memset(&cs[i], 0, sizeof(cs[i]));
+            sg_op_options *po = &pos[i];
+            sg_op_options_init(po);
+            sg_op_options_set_method(po, "GET");
+            sg_op_options_set_max_attempts(po, 1);
+            sg_op_options_set_first_item_timeout(po, SG_SEC(10));
+            sg_op_options_set_idle_timeout(po, SG_MS(200));
+            if (ledger != NULL) {
+                char key[64];
+                snprintf(key, sizeof(key), "lat-%d-%lu", (int)getpid(), serial++);
+                sg_op_options_set_idempotency_key(po, key);
+                sg_op_options_set_target(po, url);
+                sg_op_options_set_observer(po, sg_ledger_observer(), &binding);
+            }
+            easy[i] = curl_easy_init();
+            curl_easy_setopt(easy[i], CURLOPT_URL, url);
+            sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cs[i]);
+            sg_curl_multi_add(m, ops[i]);
+        }
+        if (embedded) {
+            struct pollfd p = {sg_curl_multi_fd(m), POLLIN, 0};
+            while (sg_curl_multi_running(m) > 0) {
+                poll(&p, 1, -1);
+                sg_curl_multi_step(m, 0);
+            }
+        } else {
+            sg_curl_multi_run(m);
+        }
+        for (int i = 0; i < n; i++) {
+            if (cs[i].outcome == SG_OUTCOME_IDLE_TIMEOUT) {
+                out[k++] = (double)(cs[i].done_at - (cs[i].last_item + SG_MS(200))) / 1e6;
+            }
+            sg_curl_op_free(ops[i]);
+            curl_easy_cleanup(easy[i]);
+        }
+        sg_curl_multi_free(m);
+    }
+    free(cs);
+    free(easy);
+    free(ops);
+    free(pos);
+    qsort(out, k, sizeof(double), cmpd);
+    return k;
+}
+
+static void lateness_table(void) {
+    char dir[] = "/tmp/sg-bench-lateness-XXXXXX";
+    sg_ledger *ledger = NULL;
+    if (mkdtemp(dir) == NULL || sg_ledger_open(&ledger, dir, NULL) != 0) {
+        printf("6. (no ledger directory: skipped)\n");
+        return;
+    }
+    printf("6. Stall lateness under a 200 ms idle clock (ms after the clock; p50 / p99 / "
+           "max):\n   %-34s %-26s %-26s\n",
+           "", "no ledger", "file ledger (fdatasync)");
+    static const struct {
+        int n, runs;
+        bool embedded;
+        const char *label;
+    } rows[] = {
+        {1, 50, false, "1 stream x 50, managed multi"},
+        {1, 50, true, "1 stream x 50, caller's poll loop"},
+        {1000, 1, false, "1000 streams, managed multi"},
+        {1000, 1, true, "1000 streams, caller's poll loop"},
+    };
+    double *a = calloc(1000, sizeof(double));
+    double *b = calloc(1000, sizeof(double));
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        size_t na = lateness(rows[i].n, rows[i].runs, rows[i].embedded, NULL, a);
+        size_t nb = lateness(rows[i].n, rows[i].runs, rows[i].embedded, ledger, b);
+        char sa[64] = "-", sb[64] = "-";
+        if (na > 0) {
+            snprintf(sa, sizeof(sa), "%.3f / %.3f / %.3f", a[na / 2], a[na * 99 / 100],
+                     a[na - 1]);
+        }
+        if (nb > 0) {
+            snprintf(sb, sizeof(sb), "%.3f / %.3f / %.3f", b[nb / 2], b[nb * 99 / 100],
+                     b[nb - 1]);
+        }
+        printf("   %-34s %-26s %-26s\n", rows[i].label, sa, sb);
+    }
+    free(a);
+    free(b);
+    sg_ledger_close(ledger);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", dir);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel [events]\n", argv[0]);
@@ -447,6 +568,8 @@ int main(int argc, char **argv) {
         "5. Single stream, idle=50ms, %d runs: expiry lateness p50 %.3f ms, p99 %.3f ms, "
         "max %.3f ms\n",
         RUNS, late[RUNS / 2], late[RUNS * 99 / 100], late[RUNS - 1]);
+
+    lateness_table();
 
     kill(server_pid, SIGTERM);
     waitpid(server_pid, NULL, 0);
