@@ -493,67 +493,75 @@ static void refused_streams_are_recorded_unsent_and_retried(void **state) {
 
 /* ----------------------------------------------------------- the rest */
 
+/* One server, one connection, one expectation, default policy: the setup
+ * most single-stream tests share. */
+typedef struct single {
+    fm_server s;
+    sg_h2_conn *c;
+    expect e;
+    sg_op_options po;
+} single;
+
+static void single_begin(single *t, bool tls) {
+    memset(t, 0, sizeof(*t));
+    assert_int_equal(h2t_start(&t->s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    assert_int_equal(h2t_connect(&t->s, tls, &t->c, err), 0);
+    sg_op_options_init(&t->po);
+}
+
+static void single_end(single *t) {
+    sg_h2_conn_free(t->c);
+    h2t_stop(&t->s);
+}
+
 /* Retry-After as an HTTP-date is measured from the response's Date (the
  * server's clock, an hour behind the local one here). */
 static void retry_after_date_is_measured_from_the_date_header(void **state) {
     (void)state;
-    fm_server s;
-    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
-    char err[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn *c = NULL;
-    assert_int_equal(h2t_connect(&s, true, &c, err), 0);
-    expect e;
-    memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_method(&po, "GET");
+    single t;
+    single_begin(&t, true);
+    sg_op_options_set_budget(&t.po, SG_SEC(5));
+    sg_op_options_set_max_attempts(&t.po, 1);
+    sg_op_options_set_method(&t.po, "GET");
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path =
         "/v1/chat/completions?status=503&retry_after_date=2&date_offset=-3600&_tag=1";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
-    assert_int_equal(sg_h2_conn_run(c), 0);
-    const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(e.op), 0);
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &g_cbs, &t.e, &t.e.op),
+        0);
+    assert_int_equal(sg_h2_conn_run(t.c), 0);
+    const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(t.e.op), 0);
     assert_true(a->retry_after_present);
     assert_false(a->retry_after_malformed);
     assert_int_equal(a->retry_after_ns, SG_SEC(2));
-    sg_h2_conn_free(c);
-    h2t_stop(&s);
+    single_end(&t);
 }
 
 /* A 103 Early Hints before the response: the real response behind it is
  * the answer, its stream the items. */
 static void an_interim_response_is_followed_by_the_real_one(void **state) {
     (void)state;
-    fm_server s;
-    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
-    char err[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn *c = NULL;
-    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
-    expect e;
-    memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 1);
+    single t;
+    single_begin(&t, false);
+    sg_op_options_set_budget(&t.po, SG_SEC(5));
+    sg_op_options_set_method(&t.po, "GET");
+    sg_op_options_set_max_attempts(&t.po, 1);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=4&gap=5&early_hints=1&_tag=1";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
-    assert_int_equal(sg_h2_conn_run(c), 0);
-    if (sg_h2_op_outcome(e.op) != SG_OUTCOME_OK) {
-        fail_msg("outcome %s: %s", sg_outcome_name(sg_h2_op_outcome(e.op)),
-                 sg_h2_op_error(e.op));
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &g_cbs, &t.e, &t.e.op),
+        0);
+    assert_int_equal(sg_h2_conn_run(t.c), 0);
+    if (sg_h2_op_outcome(t.e.op) != SG_OUTCOME_OK) {
+        fail_msg("outcome %s: %s", sg_outcome_name(sg_h2_op_outcome(t.e.op)),
+                 sg_h2_op_error(t.e.op));
     }
-    assert_int_equal(sg_h2_op_http_status(e.op), 200);
-    assert_int_equal(e.items, 4);
-    sg_h2_conn_free(c);
-    h2t_stop(&s);
+    assert_int_equal(sg_h2_op_http_status(t.e.op), 200);
+    assert_int_equal(t.e.items, 4);
+    single_end(&t);
 }
 
 static void cancel_on_attempt(sg_h2_op *op, const sg_op_attempt *rec, void *ud) {
@@ -566,19 +574,12 @@ static void cancel_on_attempt(sg_h2_op *op, const sg_op_attempt *rec, void *ud) 
  * cancelled, and its policy is finished (the report says so). */
 static void cancel_during_the_backoff_finishes_the_operation(void **state) {
     (void)state;
-    fm_server s;
-    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
-    char err[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn *c = NULL;
-    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
-    expect e;
-    memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 3);
-    sg_op_options_set_backoff(&po, SG_SEC(2), SG_SEC(2));
+    single t;
+    single_begin(&t, false);
+    sg_op_options_set_budget(&t.po, SG_SEC(10));
+    sg_op_options_set_method(&t.po, "GET");
+    sg_op_options_set_max_attempts(&t.po, 3);
+    sg_op_options_set_backoff(&t.po, SG_SEC(2), SG_SEC(2));
     sg_h2_callbacks cbs = g_cbs;
     cbs.on_attempt = cancel_on_attempt;
     sg_h2_request req;
@@ -586,20 +587,20 @@ static void cancel_during_the_backoff_finishes_the_operation(void **state) {
     req.path = "/v1/chat/completions?status=503&fail_first=5&_tag=1";
     int64_t t0 = h2t_now();
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &cbs, &e, &e.op), 0);
-    assert_int_equal(sg_h2_conn_run(c), 0);
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &cbs, &t.e, &t.e.op),
+        0);
+    assert_int_equal(sg_h2_conn_run(t.c), 0);
     assert_true(h2t_now() - t0 < SG_SEC(1)); /* it did not sleep the backoff */
-    assert_true(e.done);
-    const sg_op *pol = sg_h2_op_policy(e.op);
+    assert_true(t.e.done);
+    const sg_op *pol = sg_h2_op_policy(t.e.op);
     assert_true(sg_op_finished(pol));
-    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_CANCELLED);
+    assert_int_equal(sg_h2_op_outcome(t.e.op), SG_OUTCOME_CANCELLED);
     assert_int_equal(sg_op_final_reason(pol), SG_OP_REASON_CANCELLED);
     assert_int_equal(sg_op_attempt_count(pol), 1);
     char report[8192];
-    assert_int_equal(sg_h2_op_report(e.op, report, sizeof(report), NULL), 0);
+    assert_int_equal(sg_h2_op_report(t.e.op, report, sizeof(report), NULL), 0);
     assert_non_null(strstr(report, "\"finished\":true"));
-    sg_h2_conn_free(c);
-    h2t_stop(&s);
+    single_end(&t);
 }
 
 static void error_status_is_http_error_and_headers_are_stamped(void **state) {
