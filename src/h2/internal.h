@@ -9,6 +9,7 @@
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 struct sg_h2_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
@@ -108,6 +109,13 @@ int sg__h2_session_open(sg_h2_conn *c);
 int sg__h2_ensure_session(sg_h2_conn *c, int64_t timeout_ns, sg_outcome *fail);
 
 /* io.c: the socket and TLS under a session. */
+/* Races non-blocking connects over @n addresses in order (Happy Eyeballs,
+ * RFC 8305 §5): the next starts 250 ms after the last, or at once when an
+ * attempt fails; the first to connect wins, the rest are closed.  0 and
+ * *@fd_out, or SG_ETIMEDOUT at @deadline, or SG_ECONNECT when every
+ * address failed (*@last_err: the last errno). */
+int sg__h2_race(const struct sockaddr *const *addrs, const socklen_t *lens, size_t n,
+                int64_t deadline, int *fd_out, int *last_err);
 int64_t sg__h2_now(const sg_h2_conn *conn);
 int sg__h2_connect(sg_h2_conn *conn, int64_t timeout_ns);
 void sg__h2_close_transport(sg_h2_conn *conn);

@@ -55,6 +55,115 @@ static int wait_fd(int fd, short events, int64_t deadline) {
     }
 }
 
+/* RFC 8305 §5: the "Connection Attempt Delay" before the next address is
+ * tried beside a connect still in progress. */
+#define SG__H2_ATTEMPT_DELAY SG_MS(250)
+/* Connects raced at once, at most. */
+#define SG__H2_MAX_RACE 8
+
+/* Addresses in the order to try them: the resolver's first, then the
+ * families alternating (RFC 8305 §4), so one unreachable family costs one
+ * attempt delay, not every address of it. */
+static size_t order_addresses(struct addrinfo *res, struct addrinfo **out, size_t max) {
+    struct addrinfo *v6[SG__H2_MAX_RACE * 2], *v4[SG__H2_MAX_RACE * 2];
+    size_t n6 = 0, n4 = 0;
+    int first = res != NULL ? res->ai_family : AF_INET6;
+    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET6 && n6 < SG__H2_MAX_RACE * 2) {
+            v6[n6++] = ai;
+        } else if (ai->ai_family == AF_INET && n4 < SG__H2_MAX_RACE * 2) {
+            v4[n4++] = ai;
+        }
+    }
+    size_t n = 0, i6 = 0, i4 = 0;
+    bool six = first == AF_INET6;
+    while (n < max && (i6 < n6 || i4 < n4)) {
+        if (six ? i6 < n6 : i4 >= n4) {
+            out[n++] = v6[i6++];
+        } else {
+            out[n++] = v4[i4++];
+        }
+        six = !six;
+    }
+    return n;
+}
+
+int sg__h2_race(const struct sockaddr *const *addrs, const socklen_t *lens, size_t n,
+                int64_t deadline, int *fd_out, int *last_err) {
+    struct pollfd pf[SG__H2_MAX_RACE];
+    size_t npf = 0;  /* attempts in flight, packed */
+    size_t next = 0; /* the next address to try */
+    int64_t next_start = sg_clock_monotonic_now(NULL);
+    int winner = -1;
+    *last_err = 0;
+    n = n < SG__H2_MAX_RACE ? n : SG__H2_MAX_RACE;
+    while (winner < 0) {
+        int64_t now = sg_clock_monotonic_now(NULL);
+        if (now >= deadline) {
+            break;
+        }
+        if (next < n && (now >= next_start || npf == 0)) {
+            const struct sockaddr *sa = addrs[next];
+            socklen_t len = lens[next++];
+            int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+            if (fd < 0) {
+                *last_err = errno;
+                continue;
+            }
+            if (connect(fd, sa, len) == 0) {
+                winner = fd;
+                break;
+            }
+            if (errno != EINPROGRESS) {
+                *last_err = errno;
+                close(fd);
+                continue; /* failed at once: the next address now */
+            }
+            pf[npf++] = (struct pollfd){fd, POLLOUT, 0};
+            next_start = sg_time_add(now, SG__H2_ATTEMPT_DELAY);
+        }
+        if (npf == 0) {
+            break; /* every address failed */
+        }
+        int64_t until = next < n ? sg_time_min(next_start, deadline) : deadline;
+        int ms = until > now ? (int)((until - now + SG_MS(1) - 1) / SG_MS(1)) : 0;
+        int got = poll(pf, (nfds_t)npf, ms);
+        if (got < 0 && errno != EINTR) {
+            *last_err = errno;
+            break;
+        }
+        for (size_t i = 0; got > 0 && i < npf;) {
+            if (pf[i].revents == 0) {
+                i++;
+                continue;
+            }
+            int err = 0;
+            socklen_t elen = sizeof(err);
+            if (getsockopt(pf[i].fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0) {
+                err = errno;
+            }
+            if (err == 0) {
+                winner = pf[i].fd;
+                pf[i] = pf[--npf];
+                break;
+            }
+            *last_err = err;
+            close(pf[i].fd);
+            pf[i] = pf[--npf];
+            next_start = now; /* a failure starts the next address at once */
+        }
+    }
+    for (size_t i = 0; i < npf; i++) {
+        close(pf[i].fd);
+    }
+    if (winner < 0) {
+        return sg_clock_monotonic_now(NULL) >= deadline ? SG_ETIMEDOUT : SG_ECONNECT;
+    }
+    *fd_out = winner;
+    return 0;
+}
+
+/* Resolves the host, then races connects over its addresses. */
 static int tcp_connect(sg_h2_conn *conn, int64_t deadline) {
     char port[16];
     snprintf(port, sizeof(port), "%d", conn->opts.port);
@@ -69,49 +178,35 @@ static int tcp_connect(sg_h2_conn *conn, int64_t deadline) {
                  gai_strerror(gai));
         return SG_ECONNECT;
     }
-    int rv = SG_ECONNECT;
-    snprintf(conn->errbuf, sizeof(conn->errbuf), "cannot connect to %s:%d", conn->host,
-             conn->opts.port);
-    for (struct addrinfo *ai = res; ai != NULL; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        ai->ai_protocol);
-        if (fd < 0) {
-            continue;
-        }
-        int err = 0;
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            err = errno;
-            if (err == EINPROGRESS) {
-                int w = wait_fd(fd, POLLOUT, deadline);
-                if (w == SG_ETIMEDOUT) {
-                    close(fd);
-                    rv = SG_ETIMEDOUT;
-                    snprintf(conn->errbuf, sizeof(conn->errbuf),
-                             "connect to %s:%d timed out", conn->host, conn->opts.port);
-                    break;
-                }
-                socklen_t len = sizeof(err);
-                if (w != 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) {
-                    err = errno;
-                }
-            }
-        }
-        if (err != 0) {
-            snprintf(conn->errbuf, sizeof(conn->errbuf), "cannot connect to %s:%d: %s",
-                     conn->host, conn->opts.port, strerror(err));
-            close(fd);
-            continue;
-        }
-        int one = 1;
-        /* Small frames (RST_STREAM, WINDOW_UPDATE) must not wait for Nagle. */
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-        conn->fd = fd;
-        conn->errbuf[0] = '\0';
-        rv = 0;
-        break;
+    struct addrinfo *ordered[SG__H2_MAX_RACE];
+    size_t n = order_addresses(res, ordered, SG__H2_MAX_RACE);
+    const struct sockaddr *addrs[SG__H2_MAX_RACE];
+    socklen_t lens[SG__H2_MAX_RACE];
+    for (size_t i = 0; i < n; i++) {
+        addrs[i] = ordered[i]->ai_addr;
+        lens[i] = ordered[i]->ai_addrlen;
     }
+    int fd = -1;
+    int last_err = 0;
+    int rv = sg__h2_race(addrs, lens, n, deadline, &fd, &last_err);
     freeaddrinfo(res);
-    return rv;
+    if (rv == SG_ETIMEDOUT) {
+        snprintf(conn->errbuf, sizeof(conn->errbuf), "connect to %s:%d timed out",
+                 conn->host, conn->opts.port);
+        return rv;
+    }
+    if (rv != 0) {
+        snprintf(conn->errbuf, sizeof(conn->errbuf), "cannot connect to %s:%d: %s",
+                 conn->host, conn->opts.port,
+                 last_err ? strerror(last_err) : "no usable address");
+        return rv;
+    }
+    int one = 1;
+    /* Small frames (RST_STREAM, WINDOW_UPDATE) must not wait for Nagle. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    conn->fd = fd;
+    conn->errbuf[0] = '\0';
+    return 0;
 }
 
 /* Appends @len bytes to conn->out, the bytes waiting for the socket. */

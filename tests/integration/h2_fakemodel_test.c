@@ -8,6 +8,10 @@
  */
 #include "h2_test_util.h"
 
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -302,6 +306,68 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
         }
         sg_h2_conn_free(c);
     }
+    h2t_stop(&s);
+}
+
+/* Happy Eyeballs (RFC 8305): "localhost" resolves to ::1 first here, and
+ * [::1] on the server's port is a listener whose backlog is full (the
+ * kernel drops the SYN: the connect hangs).  The IPv4 address must be
+ * tried after the attempt delay, not after the whole connect timeout. */
+static void an_unreachable_first_address_costs_one_attempt_delay(void **state) {
+    (void)state;
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo("localhost", "80", &hints, &res) != 0 || res == NULL ||
+        res->ai_family != AF_INET6 || res->ai_next == NULL) {
+        print_message("skipped: localhost does not resolve to ::1 first, then more\n");
+        if (res != NULL) {
+            freeaddrinfo(res);
+        }
+        return;
+    }
+    freeaddrinfo(res);
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    int lfd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 a6;
+    memset(&a6, 0, sizeof(a6));
+    a6.sin6_family = AF_INET6;
+    a6.sin6_addr = in6addr_loopback;
+    a6.sin6_port = htons((uint16_t)s.port);
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&a6, sizeof(a6)) != 0 ||
+        listen(lfd, 0) != 0) {
+        print_message("skipped: cannot listen on [::1]:%d\n", s.port);
+        if (lfd >= 0) {
+            close(lfd);
+        }
+        h2t_stop(&s);
+        return;
+    }
+    int fillers[8];
+    for (int i = 0; i < 8; i++) {
+        fillers[i] = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        connect(fillers[i], (struct sockaddr *)&a6, sizeof(a6));
+    }
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "localhost";
+    o.port = s.port;
+    o.connect_timeout = SG_SEC(3);
+    sg_h2_conn *c = NULL;
+    int64_t t0 = h2t_now();
+    int rv = sg_h2_conn_new(&c, &o);
+    int64_t took = h2t_now() - t0;
+    for (int i = 0; i < 8; i++) {
+        close(fillers[i]);
+    }
+    close(lfd);
+    assert_int_equal(rv, 0);
+    print_message("connected over IPv4 after %.1f ms\n", (double)took / 1e6);
+    assert_true(took >= SG_MS(240));
+    assert_true(took < SG_MS(1500));
+    sg_h2_conn_free(c);
     h2t_stop(&s);
 }
 
@@ -806,6 +872,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(tls_server_without_h2_is_refused_clearly, h2t_teardown),
         cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(an_unreachable_first_address_costs_one_attempt_delay,
                                   h2t_teardown),
         cmocka_unit_test_teardown(losing_the_connection_ends_every_stream_in_its_phase,
                                   h2t_teardown),
