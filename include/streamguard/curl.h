@@ -29,7 +29,7 @@
  * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
  * proxy's CONNECT response is not the server's answer), QUICK_EXIT (an
  * aborted transfer never waits for the threaded resolver), and CAINFO when
- * sg_curl_options.cafile is set, and SSL_CTX_FUNCTION / SSL_CTX_DATA.  TLS
+ * sg_curl_options.cafile is set, and SSL_CTX_FUNCTION.  TLS
  * verification is libcurl's default (on); nothing here turns it off, and
  * the server is identified by its certificate's subject alternative names
  * only (RFC 9525): a certificate that names it only in the subject's CN is
@@ -318,8 +318,8 @@ SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
  * sg_curl_op_complete - the caller saw CURLMSG_DONE for sg_curl_op_easy(op)
  * with @result; @now is read after the curl_multi_* call that finished it
  * (an attempt that a clock stopped inside that call is never judged
- * before the clock's instant).  Removes the transfer from the multi, classifies the attempt
- * and either schedules a retry (see sg_curl_op_next_deadline) or ends the
+ * before the clock's instant).  Removes the transfer from the multi, classifies the
+ * attempt and either schedules a retry (see sg_curl_op_next_deadline) or ends the
  * operation.
  *
  * When the operation ends here on_done is called, and may free @op.

@@ -10,16 +10,18 @@
 struct sg_curl_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
     CURL *easy;
-    CURLM *multi;         /* where the transfers run */
-    sg_curl_multi *owner; /* the managed multi driving this op, or NULL */
-    sg__dheap_node node;  /* in owner's deadline heap */
-    bool in_multi;        /* the easy handle is added to `multi` */
-    bool http_abort;      /* aborted on an error status */
-    bool method_checked;  /* this attempt's first request was checked */
-    bool method_mismatch; /* the wire method differs from the policy's */
-    bool write_abort;     /* our write callback stopped the transfer */
-    bool header_overflow; /* the response head exceeded our bound */
-    size_t header_bytes;  /* of the current response head */
+    CURLM *multi;             /* where the transfers run */
+    sg_curl_multi *owner;     /* the managed multi driving this op, or NULL */
+    sg__dheap_node node;      /* in owner's deadline heap */
+    bool in_multi;            /* the easy handle is added to `multi` */
+    struct {                  /* the running attempt, as libcurl ran it */
+        bool http_abort;      /* aborted on an error status */
+        bool method_checked;  /* this attempt's first request was checked */
+        bool method_mismatch; /* the wire method differs from the policy's */
+        bool write_abort;     /* our write callback stopped the transfer */
+        bool header_overflow; /* the response head exceeded our bound */
+        size_t header_bytes;  /* of the current response head */
+    } at;
     sg_curl_options opts;
     sg_curl_callbacks cbs;
     void *user_data;

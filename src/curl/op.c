@@ -56,7 +56,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     size_t n = size * nmemb;
     int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
     if (rv < 0) {
-        op->write_abort = true;
+        op->at.write_abort = true;
         return 0; /* expired, capped, cancelled or malformed: abort */
     }
     if (op->owner != NULL) {
@@ -73,20 +73,19 @@ static bool header_is(const char *line, size_t len, const char *name) {
 static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nitems;
-    int64_t now = op_now(op);
 
     /* The same bound as the HTTP/2 transport's max_header_list, over the
      * whole response head: a server that sends more breaks the protocol. */
-    op->header_bytes += n;
-    if (op->header_bytes > SG__CURL_MAX_HEADER_BYTES) {
-        op->header_overflow = true;
+    op->at.header_bytes += n;
+    if (op->at.header_bytes > SG__CURL_MAX_HEADER_BYTES) {
+        op->at.header_overflow = true;
         return 0;
     }
 
     if (n >= 5 && memcmp(buf, "HTTP/", 5) == 0) {
         /* A status line: the request reached the server.  Each response
          * head (an interim one, a redirect's) has its own bound. */
-        op->header_bytes = n;
+        op->at.header_bytes = n;
         const char *sp = memchr(buf, ' ', n);
         int status = 0;
         if (sp != NULL && (size_t)(sp - buf) + 4 <= n) {
@@ -95,14 +94,14 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
                 status = c >= '0' && c <= '9' ? status * 10 + (c - '0') : -1000;
             }
         }
-        sg__lc_status(&op->lc, status > 0 ? status : 0, now);
+        sg__lc_status(&op->lc, status > 0 ? status : 0, op_now(op));
         return n;
     }
     if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
         /* The end of a header block. */
-        if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
+        if (sg__lc_headers_end(&op->lc, op_now(op)) == SG__LC_ERROR) {
             /* The answer is in: no need to read an error body. */
-            op->http_abort = true;
+            op->at.http_abort = true;
             return 0;
         }
         return n; /* interim, a stream, or a redirect libcurl may follow */
@@ -134,17 +133,17 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
-    if (!op->method_checked) {
+    if (!op->at.method_checked) {
         /* One method for safety, the report and the ledger: the one on the
          * wire.  The easy handle decides what libcurl sends (POSTFIELDS,
          * CUSTOMREQUEST, NOBODY...); the policy judged retry safety by its
          * own.  When they differ, nothing is sent. */
-        op->method_checked = true;
+        op->at.method_checked = true;
         const char *wire = NULL;
         const char *declared = sg_op_method(&op->lc.policy);
         if (curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire) == CURLE_OK &&
             wire != NULL && declared != NULL && strcmp(wire, declared) != 0) {
-            op->method_mismatch = true; /* the message is written in classify */
+            op->at.method_mismatch = true; /* the message is written in classify */
             return CURL_PREREQFUNC_ABORT;
         }
     }
@@ -237,12 +236,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
                      int64_t *now, sg_outcome *fail) {
     (void)now;
     sg_curl_op *op = OP_OF(lc);
-    op->http_abort = false;
-    op->method_checked = false;
-    op->method_mismatch = false;
-    op->write_abort = false;
-    op->header_bytes = 0;
-    op->header_overflow = false;
+    memset(&op->at, 0, sizeof(op->at));
     int rv = build_headers(op, st);
     CURL *e = op->easy;
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
@@ -266,7 +260,6 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     /* OpenSSL backends only (libcurl answers NOT_BUILT_IN elsewhere) */
     curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
-    curl_easy_setopt(e, CURLOPT_SSL_CTX_DATA, op);
     int64_t connect_ns = sg_guard_config_connect(&plan->guard_config);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_ns) +
@@ -386,8 +379,6 @@ void sg_curl_op_free(sg_curl_op *op) {
     free(op);
 }
 
-/* What a finished transfer was, from what libcurl and our callbacks saw;
- * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
 /* A transfer libcurl gave up on because the server broke HTTP: never
  * retried (the same server would break it again), whatever libcurl's code.
  * libcurl says a chunk size was malformed only in its message, and that a
@@ -407,13 +398,15 @@ static bool broke_http(const sg_curl_op *op, CURLcode result) {
     }
 }
 
+/* What a finished transfer was, from what libcurl and our callbacks saw;
+ * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
 static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
-    bool broken = op->header_overflow || broke_http(op, result);
-    if (op->method_mismatch) {
+    bool broken = op->at.header_overflow || broke_http(op, result);
+    if (op->at.method_mismatch) {
         how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
-    } else if (op->http_abort) {
+    } else if (op->at.http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;
     } else if (broken) {
         how = SG_OUTCOME_PROTOCOL_ERROR;
@@ -433,25 +426,16 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
      * ("failure writing output"): kept beside the outcome, with the
      * CURLcode, before anything of ours is written into the same buffer. */
     char native[SG__LC_ERROR_SIZE] = "";
-    bool ours =
-        op->http_abort || op->method_mismatch || op->write_abort || op->header_overflow;
+    bool ours = op->at.http_abort || op->at.method_mismatch || op->at.write_abort ||
+                op->at.header_overflow;
     if (result != CURLE_OK && !ours) {
-        /* cut to the buffer: the report keeps SG_OP_ERROR_MAX bytes anyway */
-        int w = snprintf(native, sizeof(native), "curl %d %s", (int)result,
-                         curl_easy_strerror(result));
-        size_t used =
-            w > 0 && (size_t)w < sizeof(native) ? (size_t)w : sizeof(native) - 1;
-        if (op->lc.errbuf[0] != '\0' && used + 3 < sizeof(native)) {
-            size_t room = sizeof(native) - used - 3;
-            size_t n = strnlen(op->lc.errbuf, room);
-            memcpy(native + used, ": ", 2);
-            memcpy(native + used + 2, op->lc.errbuf, n);
-            native[used + 2 + n] = '\0';
-        }
+        /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
+        snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
+                 curl_easy_strerror(result), op->lc.errbuf[0] ? ": " : "", op->lc.errbuf);
     }
     op->lc.errbuf[0] = '\0';
     sg__lc_decide(&op->lc, now, how);
-    if (op->method_mismatch) {
+    if (op->at.method_mismatch) {
         /* written after libcurl's own message ("aborted by pre-request
          * callback") into the same buffer */
         const char *wire = NULL;
@@ -461,7 +445,7 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
                      "same method on both (sg_op_options_set_method); nothing was sent",
                      wire != NULL ? wire : "?", sg_op_method(&op->lc.policy));
     }
-    if (op->header_overflow) {
+    if (op->at.header_overflow) {
         sg__lc_error(&op->lc, "response header exceeds %u bytes",
                      (unsigned)SG__CURL_MAX_HEADER_BYTES);
     } else if (broken && result == CURLE_OUT_OF_MEMORY) {

@@ -16,6 +16,15 @@ static sg_h2_op *op_of(nghttp2_session *session, int32_t stream_id) {
     return nghttp2_session_get_stream_user_data(session, stream_id);
 }
 
+/* Whether a HEADERS block is a response.  The first block is RESPONSE;
+ * after an interim (1xx) one, nghttp2 files the next - the real response -
+ * under HEADERS, as it files trailers: only a block before the final
+ * response is a response. */
+static bool response_block(const nghttp2_frame *frame, const sg_h2_op *op) {
+    return frame->headers.cat == NGHTTP2_HCAT_RESPONSE ||
+           (frame->headers.cat == NGHTTP2_HCAT_HEADERS && !op->lc.headers_done);
+}
+
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
                          const uint8_t *data, size_t len, void *user_data) {
     (void)flags;
@@ -56,8 +65,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
         sg__h2_decide(op, c->recv_now, SG_OUTCOME_PROTOCOL_ERROR, NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
-    if (frame->headers.cat != NGHTTP2_HCAT_RESPONSE &&
-        (frame->headers.cat != NGHTTP2_HCAT_HEADERS || op->lc.headers_done)) {
+    if (!response_block(frame, op)) {
         return 0; /* trailers */
     }
     if (namelen == 7 && memcmp(name, ":status", 7) == 0) {
@@ -99,11 +107,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
     if (op == NULL || op->lc.state != SG__LC_RUNNING) {
         return 0;
     }
-    /* The first block is RESPONSE; after an interim (1xx) one, nghttp2
-     * files the next - the real response - under HEADERS, as it files
-     * trailers: only a block before the final response is a response. */
-    if (frame->headers.cat != NGHTTP2_HCAT_RESPONSE &&
-        (frame->headers.cat != NGHTTP2_HCAT_HEADERS || op->lc.headers_done)) {
+    if (!response_block(frame, op)) {
         return 0;
     }
     if (op->lc.http_status <= 0) {

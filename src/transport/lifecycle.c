@@ -318,7 +318,7 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
 }
 
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
-    const size_t keep = sizeof(lc->retry_after) - 1; /* 64 */
+    const size_t keep = sizeof(lc->retry_after);
     if (len < keep) {
         memcpy(lc->retry_after, value, len);
         lc->retry_after_len = len;

@@ -113,7 +113,7 @@ struct sg__lifecycle {
     bool not_processed;   /* the server did no processing: never sent */
     int feed_error;       /* framing error that stopped the body, 0 none */
     sg_guard_result gr;   /* the decided attempt (ENDING) */
-    char retry_after[65]; /* raw Retry-After of the final response */
+    char retry_after[64]; /* raw Retry-After of the final response */
     size_t retry_after_len;
     char date[64]; /* raw Date of the final response: Retry-After's origin */
     size_t date_len;

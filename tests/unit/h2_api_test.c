@@ -65,8 +65,7 @@ static void stream_start_rejects_bad_arguments(void **state) {
     memset(&req, 0, sizeof(req));
     req.path = "/x";
     sg_h2_op *op = (sg_h2_op *)state;
-    assert_int_equal(sg_h2_stream_start(NULL, &req, NULL, NULL, NULL, &op),
-                     SG_EINVAL);
+    assert_int_equal(sg_h2_stream_start(NULL, &req, NULL, NULL, NULL, &op), SG_EINVAL);
     assert_null(op);
 }
 
