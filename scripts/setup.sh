@@ -8,7 +8,7 @@ packages=(
   # build
   gcc clang cmake make pkg-config
   # library dependencies
-  libcurl4-openssl-dev libnghttp2-dev libssl-dev
+  libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,
   # clang's sanitizer and libFuzzer runtimes
   libcmocka-dev curl nghttp2-server nghttp2-client valgrind libclang-rt-14-dev

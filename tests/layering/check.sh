@@ -18,7 +18,7 @@ third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka'
 allowed() {
   case $1 in
     curl) echo 'curl/|openssl/' ;;
-    h2) echo 'nghttp2/|openssl/' ;;
+    h2) echo 'nghttp2/|openssl/|ares' ;;
     ledger) echo 'openssl/' ;;
     *) echo '' ;;
   esac
