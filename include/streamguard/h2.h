@@ -21,16 +21,19 @@
  *   - connection lost (EOF, reset, TLS or HTTP/2 protocol failure): every
  *     running stream ends the same way (truncated / transport_error, the
  *     phase it was in, partial when items were delivered).
- *   A retry that needs a stream after the connection was lost, or after a
- *   GOAWAY once the old streams have drained, reconnects first (blocking, at
- *   most the connect timeout, within the attempt's lease).  A reconnect that
- *   fails ends that attempt in phase connect (never sent).
+ *   A retry that needs a stream after the connection was lost opens a new
+ *   connection; after a GOAWAY new streams go on a new connection at once
+ *   while the old one drains its streams.  A connection that cannot be made
+ *   ends the attempts waiting for it in phase connect (never sent).
  *
- * Connecting is blocking: sg_h2_conn_new connects and completes the TLS
- * handshake within the connect timeout.  Everything after that is
- * non-blocking and sans-timer: the connection says which fd to watch, when
- * it wants to write, and the one instant it next needs a call
- * (sg_h2_conn_next_deadline); sg_h2_conn_step does the rest.
+ * Connecting: sg_h2_conn_new connects and completes the TLS handshake
+ * within the connect timeout, blocking (unless connect_on_demand).  Every
+ * later connection is made inside the loop without blocking it: DNS with
+ * c-ares, the connect race over the addresses (Happy Eyeballs, RFC 8305),
+ * the TLS handshake, each moved on by the step.  Everything is
+ * non-blocking and sans-timer: the connection gives one fd to watch (an
+ * epoll instance over all of its sockets) and the one instant it next
+ * needs a call (sg_h2_conn_next_deadline); sg_h2_conn_step does the rest.
  * sg_h2_conn_run is that loop on ppoll(2).
  *
  * Callbacks: on_item runs inside the step that read its bytes and must not
@@ -79,9 +82,9 @@ typedef struct sg_h2_op sg_h2_op;
  * insecure:        true turns certificate and hostname verification off.
  *                  Default false (verification on).
  * server_name:     name for SNI and the hostname check.  Default: host.
- * connect_timeout: nanoseconds for TCP connect + TLS handshake (also for a
- *                  reconnect, then clamped by the attempt's lease).
- *                  Default 10 s.
+ * connect_timeout: nanoseconds for DNS + TCP connect + TLS handshake, for
+ *                  each connection made (the attempts waiting for one are
+ *                  also bounded by their own clocks).  Default 10 s.
  * stream_window:   receive window of each stream (SETTINGS_INITIAL_
  *                  WINDOW_SIZE), 65535 .. 2^31-1.  Default 4 MiB: a long
  *                  generation never waits for a WINDOW_UPDATE.
@@ -95,6 +98,9 @@ typedef struct sg_h2_op sg_h2_op;
  *                  on real time, so inject a clock only for reads.  Copied.
  * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
  *                  message when sg_h2_conn_new fails.
+ * dns_servers:     the DNS servers to ask, "addr[:port],..." as c-ares reads
+ *                  them (IPv6 in brackets with a port).  Default NULL:
+ *                  /etc/resolv.conf.  An IP literal host asks no one.
  * connect_on_demand: true: sg_h2_conn_new does not connect; the first
  *                  operation's attempt does, inside its lease (phase
  *                  connect: bounded by the lease and connect_timeout,
@@ -117,6 +123,7 @@ typedef struct sg_h2_conn_options {
     const sg_clock *clock;
     char *errbuf;
     bool connect_on_demand;
+    const char *dns_servers;
 } sg_h2_conn_options;
 
 /** One request header; both strings NUL-terminated, name lowercase. */
@@ -232,21 +239,24 @@ SG_EXTERN int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts);
 SG_EXTERN void sg_h2_conn_free(sg_h2_conn *conn);
 
 /**
- * sg_h2_conn_fd - the socket to watch: readable always, writable when
- * sg_h2_conn_want_write() says so.  -1 when @conn is NULL or has no socket
- * (lost, not reconnected yet).
+ * sg_h2_conn_fd - the fd to watch for readability: an epoll instance over
+ * every socket of the connection (its TCP connections - the current one
+ * and any draining after GOAWAY - and the resolver's), readable whenever
+ * one of them needs a step; writability is watched inside it.  The same fd
+ * for the connection's life.  -1 when @conn is NULL.
  */
 SG_EXTERN int sg_h2_conn_fd(const sg_h2_conn *conn);
 
-/** true when the connection has bytes queued for the socket. */
+/** true when bytes wait for a socket (informational: sg_h2_conn_fd
+ *  already becomes readable when the socket can take them). */
 SG_EXTERN bool sg_h2_conn_want_write(const sg_h2_conn *conn);
 
 /**
  * sg_h2_conn_next_deadline - the one instant at which sg_h2_conn_step must
- * be called even if the socket stays quiet: the earliest clock of any
- * running stream, end of a drain, or end of a backoff sleep (an instant in
- * the past means "step now").  SG_TIME_NEVER when nothing is armed.
- * Amortised O(1): keys are lazy, an item never touches the heap.
+ * be called even if the fd stays quiet: the earliest clock of any running
+ * stream, end of a drain, end of a backoff sleep, or what a connection
+ * being made waits for (an instant in the past means "step now").  SG_TIME_NEVER when
+ * nothing is armed. Amortised O(1): keys are lazy, an item never touches the heap.
  */
 SG_EXTERN int64_t sg_h2_conn_next_deadline(sg_h2_conn *conn);
 
@@ -257,9 +267,11 @@ SG_EXTERN int64_t sg_h2_conn_next_deadline(sg_h2_conn *conn);
  * then says "now" and the next step reads on, even without @readable),
  * hand bytes to nghttp2, expire clocks (RST_STREAM CANCEL per expired
  * stream), start retries whose backoff is over, run the callbacks, and
- * write what is queued (until the socket would block).  Never blocks,
- * except to reconnect.  Passing true for a flag that is not ready is
- * harmless.
+ * write what is queued (until the socket would block), and move a
+ * connection being made on.  Never blocks.  The fd's epoll instance says
+ * which socket is ready: pass true for @readable (false skips reading this
+ * time - e.g. to write a first flight before the server's SETTINGS are
+ * read); @writable is ignored.
  *
  * Returns the number of operations still running (>= 0), or one of the
  * following negative error codes:
@@ -271,12 +283,12 @@ SG_EXTERN int sg_h2_conn_step(sg_h2_conn *conn, int64_t now, bool readable,
 
 /**
  * sg_h2_conn_run - step until no operation is running, waiting with
- * ppoll(2) on the socket and the next deadline (nanosecond timeout).
+ * ppoll(2) on sg_h2_conn_fd and the next deadline (nanosecond timeout).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @conn is NULL;
  *   SG_ESYS    ppoll failed (not EINTR);
- *   SG_ESTATE  operations run, yet the connection is gone and none has a
+ *   SG_ESTATE  operations run, yet nothing is connecting and none has a
  *              deadline (cannot happen: every operation has a budget).
  */
 SG_EXTERN int sg_h2_conn_run(sg_h2_conn *conn);
@@ -284,7 +296,8 @@ SG_EXTERN int sg_h2_conn_run(sg_h2_conn *conn);
 /** The number of operations running on @conn (started, not ended). */
 SG_EXTERN int sg_h2_conn_running(const sg_h2_conn *conn);
 
-/** true while the connection is up and may open new streams. */
+/** true while the current connection is up and may open new streams
+ *  (false after a GOAWAY until the next stream makes a new one). */
 SG_EXTERN bool sg_h2_conn_usable(const sg_h2_conn *conn);
 
 /** Why the connection was last lost or refused ("" when it never was). */
@@ -306,9 +319,9 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * @out: receives the operation, owned by @conn until sg_h2_op_free or
  *   sg_h2_conn_free.  NULL is allowed (fire and forget).
  *
- * The operation may end during this call (nothing could be leased, or the
- * connection cannot open streams and reconnecting failed): on_done is then
- * called before it returns.
+ * The operation may end during this call (nothing could be leased): on_done
+ * is then called before it returns.  When the connection is still being
+ * made the attempt waits for it (phase connect) and is sent once it is.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes
  * (then no operation exists and no callback was called):

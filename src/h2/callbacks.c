@@ -28,12 +28,12 @@ static bool response_block(const nghttp2_frame *frame, const sg_h2_op *op) {
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
                          const uint8_t *data, size_t len, void *user_data) {
     (void)flags;
-    sg_h2_conn *c = user_data;
+    sg__h2_link *l = user_data;
     sg_h2_op *op = op_of(session, stream_id);
     if (op == NULL) {
         return 0; /* a reset stream's tail */
     }
-    int64_t now = c->recv_now;
+    int64_t now = l->recv_now;
     int rv = sg__lc_feed(&op->lc, data, len, now);
     if (rv < 0) {
         /* Expired, capped, cancelled by the consumer or badly framed: we
@@ -49,7 +49,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
                      const uint8_t *name, size_t namelen, const uint8_t *value,
                      size_t valuelen, uint8_t flags, void *user_data) {
     (void)flags;
-    sg_h2_conn *c = user_data;
+    sg__h2_link *l = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) {
         return 0;
     }
@@ -59,10 +59,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
     }
     /* RFC 9113 §6.5.2: name + value + 32 per field, over every block. */
     op->header_bytes += namelen + valuelen + 32;
-    if (op->header_bytes > c->opts.max_header_list) {
+    if (op->header_bytes > l->conn->opts.max_header_list) {
         sg__lc_error(&op->lc, "response header list exceeds %u bytes (max_header_list)",
-                     (unsigned)c->opts.max_header_list);
-        sg__h2_decide(op, c->recv_now, SG_OUTCOME_PROTOCOL_ERROR, NGHTTP2_PROTOCOL_ERROR);
+                     (unsigned)l->conn->opts.max_header_list);
+        sg__h2_decide(op, l->recv_now, SG_OUTCOME_PROTOCOL_ERROR, NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
     if (!response_block(frame, op)) {
@@ -77,7 +77,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
          * malformed response (-1), never a status the policy must judge. */
         sg__lc_status(&op->lc,
                       valuelen == 3 && status >= 100 && status <= 599 ? status : -1,
-                      c->recv_now);
+                      l->recv_now);
     } else if (namelen == 11 && memcmp(name, "retry-after", 11) == 0) {
         sg__lc_retry_after(&op->lc, (const char *)value, valuelen);
     } else if (namelen == 4 && memcmp(name, "date", 4) == 0) {
@@ -88,13 +88,13 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
                          void *user_data) {
-    sg_h2_conn *c = user_data;
+    sg__h2_link *l = user_data;
     if (frame->hd.type == NGHTTP2_GOAWAY) {
         /* nghttp2 closes the streams above last_stream_id with
          * REFUSED_STREAM (on_stream_close); no new stream may open. */
-        c->goaway = true;
-        c->usable = false;
-        snprintf(c->errbuf, sizeof(c->errbuf),
+        l->goaway = true;
+        l->usable = false; /* new streams go on a new link */
+        snprintf(l->errbuf, sizeof(l->errbuf),
                  "GOAWAY from the server (%s, last stream %d)",
                  nghttp2_http2_strerror(frame->goaway.error_code),
                  (int)frame->goaway.last_stream_id);
@@ -113,10 +113,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
     if (op->lc.http_status <= 0) {
         op->lc.http_status = 0;
         sg__lc_error(&op->lc, "malformed response: no valid :status");
-        sg__h2_decide(op, c->recv_now, SG_OUTCOME_PROTOCOL_ERROR, NGHTTP2_PROTOCOL_ERROR);
+        sg__h2_decide(op, l->recv_now, SG_OUTCOME_PROTOCOL_ERROR, NGHTTP2_PROTOCOL_ERROR);
         return 0;
     }
-    int64_t now = c->recv_now;
+    int64_t now = l->recv_now;
     switch (sg__lc_headers_end(&op->lc, now)) {
     case SG__LC_INTERIM:
         return 0; /* the final response follows */
@@ -135,17 +135,17 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
 
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame,
                          void *user_data) {
-    sg_h2_conn *c = user_data;
-    if (frame->hd.type == NGHTTP2_GOAWAY && !c->goaway) {
+    sg__h2_link *l = user_data;
+    if (frame->hd.type == NGHTTP2_GOAWAY && !l->goaway) {
         if (frame->goaway.error_code != NGHTTP2_NO_ERROR) {
             /* nghttp2 ends the session itself when the server breaks the
              * protocol: every stream on it ends protocol_error. */
-            c->peer_broke = true;
-            snprintf(c->errbuf, sizeof(c->errbuf),
+            l->peer_broke = true;
+            snprintf(l->errbuf, sizeof(l->errbuf),
                      "the server broke the HTTP/2 protocol: this client sent GOAWAY %s",
                      nghttp2_http2_strerror(frame->goaway.error_code));
         } else {
-            snprintf(c->errbuf, sizeof(c->errbuf),
+            snprintf(l->errbuf, sizeof(l->errbuf),
                      "connection closed by this client (GOAWAY NO_ERROR)");
         }
         return 0;
@@ -160,7 +160,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame,
             sg__lc_error(&op->lc,
                          "the server broke the HTTP/2 protocol on this stream: %s",
                          nghttp2_http2_strerror(frame->rst_stream.error_code));
-            sg__h2_decide(op, sg__h2_now(c), SG_OUTCOME_PROTOCOL_ERROR, -1);
+            sg__h2_decide(op, sg__h2_now(l->conn), SG_OUTCOME_PROTOCOL_ERROR, -1);
         }
         return 0;
     }
@@ -177,7 +177,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame,
     if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
         sg_guard *g = sg__lc_guard(&op->lc);
         if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
-            sg_guard_set_phase(g, SG_PHASE_WAIT_HEADERS, sg__h2_now(c));
+            sg_guard_set_phase(g, SG_PHASE_WAIT_HEADERS, sg__h2_now(l->conn));
         }
     }
     return 0;
@@ -186,18 +186,19 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame,
 static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *frame,
                              int lib_error_code, void *user_data) {
     (void)session;
-    sg_h2_conn *c = user_data;
+    sg__h2_link *l = user_data;
     if (frame->hd.type != NGHTTP2_HEADERS) {
         return 0;
     }
     /* The stream never opened (after GOAWAY, or the id space ran out), so
      * nghttp2 holds no user data for it: find the op by id. */
-    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
-        if (op->stream_id == frame->hd.stream_id && op->lc.state == SG__LC_RUNNING) {
+    for (sg_h2_op *op = l->conn->ops; op != NULL; op = op->next) {
+        if (op->link == l && op->stream_id == frame->hd.stream_id &&
+            op->lc.state == SG__LC_RUNNING) {
             op->lc.not_processed = true;
             sg__lc_error(&op->lc, "stream not opened: %s",
                          nghttp2_strerror(lib_error_code));
-            sg__h2_decide(op, sg__h2_now(c), SG_OUTCOME_TRANSPORT_ERROR, -1);
+            sg__h2_decide(op, sg__h2_now(l->conn), SG_OUTCOME_TRANSPORT_ERROR, -1);
             break;
         }
     }
@@ -206,12 +207,12 @@ static int on_frame_not_send(nghttp2_session *session, const nghttp2_frame *fram
 
 static int on_stream_close(nghttp2_session *session, int32_t stream_id,
                            uint32_t error_code, void *user_data) {
-    sg_h2_conn *c = user_data;
+    sg__h2_link *l = user_data;
     sg_h2_op *op = op_of(session, stream_id);
     if (op == NULL || op->stream_id != stream_id) {
         return 0;
     }
-    int64_t now = sg__h2_now(c);
+    int64_t now = sg__h2_now(l->conn);
     if (op->lc.state == SG__LC_DRAINING) {
         sg__h2_decide(op, now, SG_OUTCOME_OK, -1);
         return 0;
@@ -233,7 +234,7 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id,
         op->lc.not_processed = true;
         how = SG_OUTCOME_TRANSPORT_ERROR;
         sg__lc_error(&op->lc, "%s",
-                     c->goaway ? "stream above GOAWAY's last stream id: never processed"
+                     l->goaway ? "stream above GOAWAY's last stream id: never processed"
                                : "REFUSED_STREAM: never processed");
     } else {
         how = op->lc.headers_done ? SG_OUTCOME_TRUNCATED : SG_OUTCOME_TRANSPORT_ERROR;

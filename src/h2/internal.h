@@ -9,7 +9,10 @@
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
+
+typedef struct sg__h2_link sg__h2_link;
 
 struct sg_h2_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
@@ -30,42 +33,102 @@ struct sg_h2_op {
     char *target; /* scheme://authority/path, for the observer's intent */
     char stamp_names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1]; /* lowercased */
 
-    /* the running attempt's stream */
-    int32_t stream_id; /* 0: no stream of ours is open on the session */
+    /* the running attempt */
+    sg__h2_link *link;  /* the link its stream is on, or that it waits for */
+    bool waiting;       /* launched while the link was still connecting */
+    sg__lc_stamp stamp; /* the headers to stamp when it is submitted */
+    int32_t stream_id;  /* 0: no stream of ours is open on the session */
     size_t body_off;
     size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
 };
+
+/* Addresses to connect to, at most this many. */
+#define SG__H2_MAX_RACE 8
+
+/* A non-blocking connect race over addresses (Happy Eyeballs, RFC 8305
+ * §5): the next address starts 250 ms after the last, or at once when an
+ * attempt fails; the first to connect wins, the rest are closed. */
+typedef struct sg__h2_racer {
+    struct sockaddr_storage addr[SG__H2_MAX_RACE];
+    socklen_t len[SG__H2_MAX_RACE];
+    size_t n, next;          /* addresses; the next one to try */
+    int fd[SG__H2_MAX_RACE]; /* attempts in flight */
+    size_t nfd;
+    int64_t next_start; /* when the next address starts */
+    int last_err;       /* errno of the last failed attempt */
+    int epfd;           /* sockets are watched here (-1: none) */
+} sg__h2_racer;
+
+/* The states of a link: one TCP connection and its session. */
+enum sg__h2_link_state {
+    SG__H2L_RESOLVING = 0, /* DNS (c-ares), non-blocking */
+    SG__H2L_CONNECTING,    /* the connect race */
+    SG__H2L_HANDSHAKING,   /* TLS */
+    SG__H2L_READY,         /* the session runs */
+    SG__H2L_CLOSED,        /* failed or lost; freed once nothing refers to it */
+};
+
+/* Room for the sockets c-ares uses at once (ARES_GETSOCK_MAXNUM). */
+#define SG__H2_ARES_FDS 16
+
+struct sg__h2_link {
+    sg_h2_conn *conn;
+    sg__h2_link *next; /* the connection's links, newest first */
+    int state;
+    int64_t connect_deadline; /* until READY: the connect timeout's end */
+    int fail_rv;              /* CLOSED before READY: why (SG_E*) */
+    bool started;             /* RESOLVING: the lookup was started */
+
+    void *ares; /* RESOLVING: the c-ares channel (ares_channel) */
+    int ares_fd[SG__H2_ARES_FDS];
+    size_t nares;
+    bool resolved;
+    sg__h2_racer race; /* CONNECTING */
+
+    int fd;             /* the connected socket, -1 before and after */
+    uint32_t fd_events; /* what epoll watches on it */
+    SSL *ssl;
+    BIO *rbio; /* TLS: ciphertext in (memory BIO; we own the socket) */
+    BIO *wbio; /* TLS: ciphertext out */
+    nghttp2_session *session;
+    bool usable;     /* may open new streams */
+    bool goaway;     /* the peer sent GOAWAY */
+    bool peer_broke; /* the peer broke HTTP/2 */
+    int active;      /* operations with a stream on the session */
+    int waiting;     /* operations waiting for the link to be READY */
+
+    uint8_t *out; /* bytes for the socket not written yet */
+    size_t out_len;
+    size_t out_off;
+    size_t out_cap;
+    int64_t recv_now;  /* instant of the bytes being handed to nghttp2 */
+    bool more_to_read; /* the last read stopped at its budget, not EAGAIN */
+
+    char errbuf[SG_H2_ERROR_SIZE];
+};
+
+/* Readiness reported by epoll in one step, at most. */
+#define SG__H2_MAX_EVENTS 32
 
 struct sg_h2_conn {
     sg_h2_conn_options opts; /* strings point into the copies below */
     char *host;
     char *server_name;
     char *cafile;
+    char *dns_servers;
     char *authority; /* default :authority */
     sg_clock clock;
     bool has_clock;
 
-    int fd;
+    int epfd; /* every socket of every link: the fd the caller polls */
     SSL_CTX *ssl_ctx;
-    SSL *ssl;
-    BIO *rbio; /* TLS: ciphertext in (memory BIO; we own the socket) */
-    BIO *wbio; /* TLS: ciphertext out */
-    nghttp2_session *session;
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
-    bool usable;     /* may open new streams */
-    bool goaway;     /* the peer sent GOAWAY on the current session */
-    bool peer_broke; /* the peer broke HTTP/2 on the current session */
-    int active;      /* operations with a stream on the current session */
-
-    uint8_t *rbuf; /* read buffers (ciphertext, plaintext), allocated once */
-    uint8_t *out;  /* bytes for the socket not written yet */
-    size_t out_len;
-    size_t out_off;
-    size_t out_cap;
-
-    int64_t recv_now;  /* instant of the bytes being handed to nghttp2 */
-    bool more_to_read; /* the last read stopped at its budget, not EAGAIN */
+    sg__h2_link *links; /* newest first */
+    sg__h2_link *cur;   /* where new streams go (NULL: make a link) */
+    uint8_t *rbuf;      /* read buffers (ciphertext, plaintext), allocated once */
+    struct epoll_event ev[SG__H2_MAX_EVENTS]; /* this step's readiness */
+    int nev;
 
     sg_h2_op *ops; /* every operation not freed */
     sg_h2_op *done_head;
@@ -81,12 +144,14 @@ struct sg_h2_conn {
 int64_t sg__h2_op_deadline(const sg__dheap_node *n);
 /* The op's deadline may have moved earlier. */
 void sg__h2_reschedule(sg_h2_op *op);
-/* Leaves the stream: no more callbacks of this session reach the op. */
+/* Leaves the link: no more callbacks of its session reach the op. */
 void sg__h2_detach_stream(sg_h2_op *op);
 /* Decides the running attempt at @now (see sg__lc_decide); a stream still
  * open is reset with @rst_code (< 0: none).  The policy runs later, from
  * sg__h2_process_decided, outside nghttp2's callbacks. */
 void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code);
+/* Sends the request of an op that waited for its link, now READY. */
+void sg__h2_submit_waiting(sg_h2_op *op, int64_t now);
 /* Runs the policy and the callbacks of every decided attempt. */
 void sg__h2_process_decided(sg_h2_conn *c);
 /* Everything due at @now. */
@@ -94,38 +159,65 @@ void sg__h2_run_due(sg_h2_conn *c, int64_t now);
 /* Frees an op's memory only (it is unlinked already). */
 void sg__h2_op_release(sg_h2_op *op);
 
-/* callbacks.c: nghttp2's callbacks into the operations. */
+/* callbacks.c: nghttp2's callbacks into the operations (user_data: the
+ * link). */
 void sg__h2_set_callbacks(nghttp2_session_callbacks *cbs);
 /* The body of a request (nghttp2 data provider). */
 ssize_t sg__h2_body_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
                          size_t length, uint32_t *data_flags, nghttp2_data_source *source,
                          void *user_data);
 
-/* session.c: the session on the connection. */
+/* link.c: the links under the connection. */
 char *sg__h2_strdup(const char *s); /* NULL for NULL or out of memory */
-int sg__h2_session_open(sg_h2_conn *c);
-/* Needs a session that may open streams: reconnects when the old one is
- * lost, or has drained after a GOAWAY.  Blocking, at most @timeout_ns. */
-int sg__h2_ensure_session(sg_h2_conn *c, int64_t timeout_ns, sg_outcome *fail);
+/* The link new streams go on: the current one when it is READY and usable
+ * or still connecting, else a new one (the old one, if streams still run
+ * on it after a GOAWAY, drains beside it).  NULL when out of memory (then
+ * c->errbuf says so). */
+sg__h2_link *sg__h2_link_for_streams(sg_h2_conn *c, int64_t now);
+/* Moves every link on at @now: DNS, connect, handshake, and with @read
+ * the reads (using this step's readiness in c->ev). */
+void sg__h2_links_step(sg_h2_conn *c, int64_t now, bool read);
+/* Writes what every READY link has queued; ends links whose session is
+ * over; frees closed links nothing refers to; updates what epoll watches. */
+void sg__h2_links_flush(sg_h2_conn *c);
+/* The earliest instant a link must be stepped (SG_TIME_NEVER: none). */
+int64_t sg__h2_links_deadline(const sg_h2_conn *c, int64_t now);
+/* Whether a link stopped reading at its per-step budget. */
+bool sg__h2_links_more_to_read(const sg_h2_conn *c);
+void sg__h2_link_free(sg__h2_link *l);
 
-/* io.c: the socket and TLS under a session. */
-/* Races non-blocking connects over @n addresses in order (Happy Eyeballs,
- * RFC 8305 §5): the next starts 250 ms after the last, or at once when an
- * attempt fails; the first to connect wins, the rest are closed.  0 and
- * *@fd_out, or SG_ETIMEDOUT at @deadline, or SG_ECONNECT when every
- * address failed (*@last_err: the last errno). */
+/* io.c: the socket and TLS under a link. */
+int64_t sg__h2_now(const sg_h2_conn *conn);
+void sg__h2_racer_init(sg__h2_racer *r, const struct sockaddr *const *addrs,
+                       const socklen_t *lens, size_t n, int64_t now, int epfd);
+/* Moves the race on at @now: starts what is due, collects what finished.
+ * Returns 0 with the connected socket in *@fd_out (the race holds nothing
+ * more), 1 while it runs (*@next: when to call again at the latest), or
+ * SG_ECONNECT when every address failed (r->last_err: the last errno). */
+int sg__h2_racer_step(sg__h2_racer *r, int64_t now, int *fd_out, int64_t *next);
+void sg__h2_racer_close(sg__h2_racer *r);
+/* The race, blocking until @deadline (real time): 0 and *@fd_out, or
+ * SG_ETIMEDOUT, or SG_ECONNECT (*@last_err: the last errno). */
 int sg__h2_race(const struct sockaddr *const *addrs, const socklen_t *lens, size_t n,
                 int64_t deadline, int *fd_out, int *last_err);
-int64_t sg__h2_now(const sg_h2_conn *conn);
-int sg__h2_connect(sg_h2_conn *conn, int64_t timeout_ns);
-void sg__h2_close_transport(sg_h2_conn *conn);
+/* Orders resolved addresses for the race (RFC 8305 §4: the resolver's
+ * first family, then alternating).  Returns how many of @n went to @out. */
+size_t sg__h2_order_addresses(const struct sockaddr *const *in, const socklen_t *in_len,
+                              size_t n, const struct sockaddr **out, socklen_t *out_len,
+                              size_t max);
+/* TLS on the connected socket: setup, then one non-blocking step of the
+ * handshake.  0 when done (ALPN h2 checked), 1 while it runs, or a
+ * negative code (l->errbuf says why). */
+int sg__h2_tls_setup(sg__h2_link *l);
+int sg__h2_tls_step(sg__h2_link *l);
+void sg__h2_close_transport(sg__h2_link *l);
 /* Reads until the socket would block or the per-step budget is spent
  * (then more_to_read is set), handing plaintext to @deliver.
  * Returns 0, or -1 when the connection is gone (errbuf says why). */
-int sg__h2_read(sg_h2_conn *conn, int (*deliver)(sg_h2_conn *, const uint8_t *, size_t));
+int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, size_t));
 /* Writes what nghttp2 and TLS have queued until the socket would block.
  * Returns 0, or -1 when the connection is gone. */
-int sg__h2_flush(sg_h2_conn *conn);
-bool sg__h2_want_write(const sg_h2_conn *conn);
+int sg__h2_flush(sg__h2_link *l);
+bool sg__h2_want_write(const sg__h2_link *l);
 
 #endif

@@ -36,20 +36,28 @@ void sg__h2_reschedule(sg_h2_op *op) {
 /* ----------------------------------------------------- attempt decisions */
 
 void sg__h2_detach_stream(sg_h2_op *op) {
-    sg_h2_conn *c = op->conn;
+    sg__h2_link *l = op->link;
+    if (l == NULL) {
+        return;
+    }
+    if (op->waiting) {
+        op->waiting = false;
+        l->waiting--;
+    }
     if (op->stream_id > 0) {
-        if (c->session != NULL) {
-            nghttp2_session_set_stream_user_data(c->session, op->stream_id, NULL);
+        if (l->session != NULL) {
+            nghttp2_session_set_stream_user_data(l->session, op->stream_id, NULL);
         }
         op->stream_id = 0;
-        c->active--;
+        l->active--;
     }
+    op->link = NULL;
 }
 
 static void reset_stream(sg_h2_op *op, int rst_code) {
-    sg_h2_conn *c = op->conn;
-    if (op->stream_id > 0 && rst_code >= 0 && c->session != NULL) {
-        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, op->stream_id,
+    sg__h2_link *l = op->link;
+    if (l != NULL && op->stream_id > 0 && rst_code >= 0 && l->session != NULL) {
+        nghttp2_submit_rst_stream(l->session, NGHTTP2_FLAG_NONE, op->stream_id,
                                   (uint32_t)rst_code);
     }
     sg__h2_detach_stream(op);
@@ -129,60 +137,79 @@ static void lowercase(char *s) {
     }
 }
 
-/* Reconnects when needed (blocking, within the lease), then submits the
- * request with the lifecycle's stamp. */
+/* Submits the request on the op's READY link with the lifecycle's stamp.
+ * 0, or a negative code (the message in lc->errbuf; never sent). */
+static int submit(sg_h2_op *op, int64_t now) {
+    sg__h2_link *l = op->link;
+    sg__lifecycle *lc = &op->lc;
+    sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_SEND, now);
+    nghttp2_nv *nva = op->nva;
+    size_t n = op->nfixed;
+    for (size_t i = 0; i < op->stamp.n; i++) {
+        snprintf(op->stamp_names[i], sizeof(op->stamp_names[i]), "%s",
+                 op->stamp.h[i].name);
+        lowercase(op->stamp_names[i]);
+        nva[n++] = make_nv(op->stamp_names[i], op->stamp.h[i].value);
+    }
+    nghttp2_data_provider prd;
+    prd.source.ptr = NULL;
+    prd.read_callback = sg__h2_body_read;
+    int32_t id = nghttp2_submit_request(l->session, NULL, nva, n,
+                                        op->body_len > 0 ? &prd : NULL, op);
+    if (id < 0) {
+        sg__lc_error(lc, "cannot submit the request: %s", nghttp2_strerror(id));
+        if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
+            l->usable = false; /* ids exhausted: the next attempt takes a new link */
+        }
+        return SG_EH2;
+    }
+    op->stream_id = id;
+    l->active++;
+    sg__h2_reschedule(op);
+    return 0;
+}
+
+/* Takes the link new streams go on: a READY one gets the request now;
+ * one still connecting makes the op wait (phase connect, under the
+ * attempt's own clocks) until link.c sends it or fails it. */
 static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
                      int64_t *now, sg_outcome *fail) {
+    (void)plan;
     sg_h2_op *op = SG__H2_OP_OF(lc);
     sg_h2_conn *c = op->conn;
     op->stream_id = 0;
     op->body_off = 0;
     op->header_bytes = 0;
-
-    int64_t ct = c->opts.connect_timeout;
-    int64_t lease_ct = sg_guard_config_connect(&plan->guard_config);
-    if (lease_ct > 0 && lease_ct < ct) {
-        ct = lease_ct;
+    op->stamp = *st; /* values live in the lifecycle and the policy */
+    *fail = SG_OUTCOME_TRANSPORT_ERROR;
+    sg__h2_link *l = sg__h2_link_for_streams(c, *now);
+    if (l == NULL) {
+        sg__lc_error(lc, "%s", c->errbuf);
+        return SG_ENOMEM;
     }
-    if (plan->attempt_ns < ct) {
-        ct = plan->attempt_ns;
+    op->link = l;
+    if (l->state != SG__H2L_READY) {
+        op->waiting = true;
+        l->waiting++;
+        sg__h2_reschedule(op);
+        return 0;
     }
-    bool had_session = c->usable && c->session != NULL;
-    int rv = sg__h2_ensure_session(c, ct, fail);
-    if (!had_session) {
-        *now = sg__h2_now(c); /* connecting took real time */
-    }
+    int rv = submit(op, *now);
     if (rv != 0) {
-        sg__lc_error(lc, "%s",
-                     rv == SG_ESTATE ? "connection draining after GOAWAY" : c->errbuf);
-        return rv;
+        op->link = NULL;
     }
-    sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_SEND, *now);
+    return rv;
+}
 
-    nghttp2_nv *nva = op->nva;
-    size_t n = op->nfixed;
-    for (size_t i = 0; i < st->n; i++) {
-        snprintf(op->stamp_names[i], sizeof(op->stamp_names[i]), "%s", st->h[i].name);
-        lowercase(op->stamp_names[i]);
-        nva[n++] = make_nv(op->stamp_names[i], st->h[i].value);
+void sg__h2_submit_waiting(sg_h2_op *op, int64_t now) {
+    op->waiting = false;
+    op->link->waiting--;
+    /* the connection took time: the stamp says what is left now */
+    sg__lc_restamp(&op->lc, now);
+    if (submit(op, now) != 0) {
+        op->lc.not_processed = true;
+        sg__h2_decide(op, now, SG_OUTCOME_TRANSPORT_ERROR, -1);
     }
-    nghttp2_data_provider prd;
-    prd.source.ptr = NULL;
-    prd.read_callback = sg__h2_body_read;
-    int32_t id = nghttp2_submit_request(c->session, NULL, nva, n,
-                                        op->body_len > 0 ? &prd : NULL, op);
-    if (id < 0) {
-        *fail = SG_OUTCOME_TRANSPORT_ERROR;
-        sg__lc_error(lc, "cannot submit the request: %s", nghttp2_strerror(id));
-        if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
-            c->usable = false; /* ids exhausted: the next attempt reconnects */
-        }
-        return SG_EH2;
-    }
-    op->stream_id = id;
-    c->active++;
-    sg__h2_reschedule(op);
-    return 0;
 }
 
 static void tp_abort(sg__lifecycle *lc) {

@@ -77,21 +77,31 @@ static int finish(sg__lifecycle *lc) {
 
 /* ------------------------------------------------------------ attempts */
 
+/* The deadline values for @left nanoseconds of lease (whole ms, rounded
+ * down, as sg_op_plan.deadline_ms).  false when grpc-timeout cannot say it. */
+static bool format_deadlines(sg__lifecycle *lc, int64_t left) {
+    left = left > 0 ? left : 0;
+    snprintf(lc->dl_value, sizeof(lc->dl_value), "%lld", (long long)(left / SG_MS(1)));
+    return sg_grpc_timeout_format(left, lc->grpc_value, sizeof(lc->grpc_value)) > 0;
+}
+
 static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stamp *st) {
     st->n = 0;
     const char *key = sg_op_idempotency_key(&lc->policy);
     if (key != NULL) {
         st->h[st->n++] = (sg__lc_header){"Idempotency-Key", key};
     }
+    bool grpc_ok = format_deadlines(lc, plan->attempt_ns);
     if (lc->deadline_header) {
-        snprintf(lc->dl_value, sizeof(lc->dl_value), "%lld",
-                 (long long)plan->deadline_ms);
         st->h[st->n++] = (sg__lc_header){plan->deadline_header, lc->dl_value};
     }
-    if (lc->grpc_timeout && sg_grpc_timeout_format(plan->attempt_ns, lc->grpc_value,
-                                                   sizeof(lc->grpc_value)) > 0) {
+    if (lc->grpc_timeout && grpc_ok) {
         st->h[st->n++] = (sg__lc_header){"grpc-timeout", lc->grpc_value};
     }
+}
+
+void sg__lc_restamp(sg__lifecycle *lc, int64_t now) {
+    format_deadlines(lc, lc->attempt_end - now);
 }
 
 /* Lease and launch the next attempt.  Returns 1 when the operation ended
@@ -104,6 +114,7 @@ static int begin(sg__lifecycle *lc, int64_t now) {
     sg_stream_begin(&lc->stream, &plan.guard_config, sg_op_budget(&lc->policy),
                     plan.attempt, now);
     lc->attempt = plan.attempt;
+    lc->attempt_end = sg_time_add(now, plan.attempt_ns);
     lc->http_status = 0;
     lc->sent = false;
     lc->headers_done = false;

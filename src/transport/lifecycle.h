@@ -104,6 +104,7 @@ struct sg__lifecycle {
 
     /* the running attempt */
     uint32_t attempt;
+    int64_t attempt_end;  /* the end of the attempt's lease */
     int64_t drain_until;  /* DRAINING: drop the request at this instant */
     int64_t wake_at;      /* SLEEPING: begin the next attempt at this instant */
     int http_status;      /* last status seen, 0 none, -1 malformed */
@@ -137,6 +138,11 @@ void sg__lc_release(sg__lifecycle *lc);
  * (finished ran: it may be freed), 0 when an attempt runs, or the
  * observer's negative code when it refused (nothing sent; still NEW). */
 int sg__lc_start(sg__lifecycle *lc, int64_t now);
+
+/* The stamped deadline values (lc->dl_value, lc->grpc_value) say what is
+ * left of the attempt's lease at @now: for a transport that sends the
+ * request later than it launched it (after a connection was made). */
+void sg__lc_restamp(sg__lifecycle *lc, int64_t now);
 
 /* The next instant the lifecycle must be ticked (INT64_MIN: at once). */
 int64_t sg__lc_next_deadline(const sg__lifecycle *lc);

@@ -4,7 +4,12 @@
  *     started by the test on a free loopback port, h2c and TLS;
  *   - a scripted nghttp2 server in a child process, for what neither
  *     sg-fakemodel nor nghttpd does on demand: GOAWAY with a last stream id
- *     below streams in flight, and an oversized response header list.
+ *     below streams in flight, GOAWAY while a long stream still runs, and
+ *     an oversized response header list;
+ *   - a scripted DNS server on a loopback UDP port, served from the test's
+ *     own loop: silent (the resolver must not block the loop, and the
+ *     connect timeout ends the wait) or answering (the name resolves
+ *     through c-ares and the stream runs).
  *
  * Usage: h2_peer_test [PATH-TO-nghttpd]   (nghttpd tests skip without it)
  */
@@ -48,18 +53,28 @@ typedef struct expect {
     uint64_t items;
     bool done;
     sg_h2_op *op;
+    int64_t last_item; /* when the last item arrived */
+    int64_t max_gap;   /* the longest wait between two items */
+    int64_t done_at;
 } expect;
 
 static int count_item(sg_h2_op *op, const sg_item *item, void *ud) {
     (void)op;
     (void)item;
-    ((expect *)ud)->items++;
+    expect *e = ud;
+    int64_t now = sg_clock_monotonic_now(NULL);
+    if (e->items++ > 0 && now - e->last_item > e->max_gap) {
+        e->max_gap = now - e->last_item;
+    }
+    e->last_item = now;
     return 0;
 }
 
 static void on_done(sg_h2_op *op, void *ud) {
     (void)op;
-    ((expect *)ud)->done = true;
+    expect *e = ud;
+    e->done = true;
+    e->done_at = sg_clock_monotonic_now(NULL);
 }
 
 static const sg_h2_callbacks g_cbs = {count_item, NULL, NULL, on_done};
@@ -264,6 +279,23 @@ static const sg_stream_config g_nd = {.format = SG_FORMAT_NDJSON};
 static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
                                        .terminal_data = "[DONE]"};
 
+/* A POST without an idempotency key: unsafe to repeat once sent. */
+static sg_h2_op *post(sg_h2_conn *c, expect *e, uint32_t attempts, int64_t budget) {
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, budget);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    sg_op_options_set_max_attempts(&po, attempts);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions";
+    req.body = "{}";
+    req.body_len = 2;
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, e, &e->op), 0);
+    return e->op;
+}
+
 static void nghttpd_case(bool tls) {
     if (g_nghttpd == NULL || g_nghttpd[0] == '\0') {
         skip();
@@ -340,11 +372,18 @@ static void nghttpd_refused_streams_are_retried(void **state) {
 /* -------------------------------------------- the scripted nghttp2 peer */
 
 enum peer_mode {
-    PEER_GOAWAY,      /* 1st connection: GOAWAY(last=5) once 6 requests arrived */
-    PEER_BIG_HEADERS, /* every response carries a 16 KiB header list */
-    PEER_PING_FLOOD,  /* headers, then 30,000 PINGs written as fast as it can */
-    PEER_HUGE_FIELD,  /* a response with one 1 MiB header field */
+    PEER_GOAWAY,       /* 1st connection: GOAWAY(last=5) once 6 requests arrived */
+    PEER_BIG_HEADERS,  /* every response carries a 16 KiB header list */
+    PEER_PING_FLOOD,   /* headers, then 30,000 PINGs written as fast as it can */
+    PEER_HUGE_FIELD,   /* a response with one 1 MiB header field */
+    PEER_PLAIN,        /* every request: three items and [DONE] */
+    PEER_SLOW,         /* every request: SLOW_ITEMS items, one per SLOW_GAP_MS */
+    PEER_GOAWAY_DRAIN, /* 1st connection: GOAWAY(last=1) right after the
+                          response headers of stream 1, which then runs on
+                          as PEER_SLOW; later connections: PEER_PLAIN */
 };
+
+enum { SLOW_ITEMS = 8, SLOW_GAP_MS = 50 };
 
 typedef struct peer {
     int fd;
@@ -354,7 +393,34 @@ typedef struct peer {
     int32_t ids[64];
     bool goaway_sent;
     nghttp2_session *s;
+    int32_t slow_id; /* the slow stream, 0: none */
+    int slow_ready;  /* items it may send so far */
+    int slow_sent;
 } peer;
+
+/* The slow stream's body: one item per tick, deferred in between. */
+static ssize_t peer_slow_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                              uint32_t *flags, nghttp2_data_source *src, void *ud) {
+    (void)s;
+    (void)id;
+    (void)ud;
+    peer *p = src->ptr;
+    if (p->slow_sent == p->slow_ready) {
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    int n = p->slow_sent < SLOW_ITEMS
+                ? snprintf((char *)buf, len, "data: t%d\n\n", p->slow_sent)
+                : snprintf((char *)buf, len, "data: [DONE]\n\n");
+    if (++p->slow_sent == SLOW_ITEMS + 1) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        p->slow_id = 0;
+    }
+    return n;
+}
+
+static bool slow_mode(const peer *p) {
+    return p->mode == PEER_SLOW || (p->mode == PEER_GOAWAY_DRAIN && p->conn_no == 1);
+}
 
 static ssize_t peer_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
                          uint32_t *flags, nghttp2_data_source *src, void *ud) {
@@ -397,6 +463,19 @@ static void peer_respond(peer *p, int32_t id) {
         NV("x-huge", huge);
     }
 #undef NV
+    if (slow_mode(p) && p->slow_id == 0) {
+        p->slow_id = id;
+        p->slow_ready = p->slow_sent = 0;
+        nghttp2_data_provider prd;
+        prd.source.ptr = p;
+        prd.read_callback = peer_slow_body;
+        nghttp2_submit_response(p->s, id, nva, n, &prd);
+        if (p->mode == PEER_GOAWAY_DRAIN) {
+            /* stream 1 is processed; the client must open new ones elsewhere */
+            nghttp2_submit_goaway(p->s, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL, 0);
+        }
+        return;
+    }
     if (p->mode == PEER_PING_FLOOD) {
         /* headers only: the stream stays open under the flood */
         nghttp2_submit_headers(p->s, NGHTTP2_FLAG_NONE, id, NULL, nva, n, NULL);
@@ -478,6 +557,15 @@ static void peer_serve_conn(peer *p) {
         if (!nghttp2_session_want_read(p->s) && !nghttp2_session_want_write(p->s)) {
             break;
         }
+        if (p->slow_id != 0) {
+            /* the next item of the slow stream is due every SLOW_GAP_MS */
+            struct pollfd pf = {p->fd, POLLIN, 0};
+            if (poll(&pf, 1, SLOW_GAP_MS) == 0) {
+                p->slow_ready++;
+                nghttp2_session_resume_data(p->s, p->slow_id);
+                continue;
+            }
+        }
         ssize_t r = recv(p->fd, buf, sizeof(buf), 0);
         if (r <= 0 || nghttp2_session_mem_recv(p->s, buf, (size_t)r) < 0) {
             break;
@@ -509,20 +597,31 @@ static pid_t peer_start(enum peer_mode mode, int *port) {
     *port = ntohs(a.sin_port);
     pid_t pid = fork();
     if (pid == 0) {
+        /* One process per connection, so connections run side by side;
+         * one process group, so peer_stop ends them all. */
+        setpgid(0, 0);
         for (int conn_no = 1; conn_no <= 4; conn_no++) {
             int fd = accept(lfd, NULL, NULL);
             if (fd < 0) {
                 _exit(1);
             }
-            peer p;
-            memset(&p, 0, sizeof(p));
-            p.fd = fd;
-            p.mode = mode;
-            p.conn_no = conn_no;
-            peer_serve_conn(&p);
+            if (fork() == 0) {
+                close(lfd);
+                peer p;
+                memset(&p, 0, sizeof(p));
+                p.fd = fd;
+                p.mode = mode;
+                p.conn_no = conn_no;
+                peer_serve_conn(&p);
+                _exit(0);
+            }
+            close(fd);
+        }
+        while (wait(NULL) > 0) {
         }
         _exit(0);
     }
+    setpgid(pid, pid); /* also here: no race with the child's own call */
     close(lfd);
     g_peer_pid = pid;
     return pid;
@@ -530,7 +629,7 @@ static pid_t peer_start(enum peer_mode mode, int *port) {
 
 static void peer_stop(pid_t pid) {
     if (pid > 0) {
-        kill(pid, SIGKILL);
+        kill(-pid, SIGKILL);
         waitpid(pid, NULL, 0);
     }
     g_peer_pid = 0;
@@ -556,19 +655,7 @@ static void goaway_above_last_stream_id_is_never_processed_and_retried(void **st
     memset(e, 0, sizeof(e));
     for (int i = 0; i < N; i++) {
         /* POST without a key: only "never processed" makes a retry safe. */
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(5));
-        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
-        sg_op_options_set_max_attempts(&po, 4);
-        sg_h2_request req;
-        memset(&req, 0, sizeof(req));
-        req.path = "/v1/chat/completions";
-        req.body = "{}";
-        req.body_len = 2;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
-                                            &e[i], &e[i].op),
-                         0);
+        post(c, &e[i], 4, SG_SEC(5));
         assert_int_equal(sg_h2_op_stream_id(e[i].op), 2 * i + 1);
     }
     assert_int_equal(sg_h2_conn_run(c), 0);
@@ -648,6 +735,228 @@ static void a_server_that_breaks_http2_is_a_protocol_error(void **state) {
     }
 }
 
+/* --------------------------------------------- the scripted DNS server */
+
+typedef struct dns_server {
+    int fd;
+    int port;
+    bool answer; /* false: read every query, answer none */
+    int queries;
+} dns_server;
+
+static void dns_open(dns_server *d, bool answer) {
+    memset(d, 0, sizeof(*d));
+    d->answer = answer;
+    d->fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(a);
+    assert_int_equal(bind(d->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    getsockname(d->fd, (struct sockaddr *)&a, &len);
+    d->port = ntohs(a.sin_port);
+}
+
+/* Reads the queries waiting; when answering, A queries get 127.0.0.1 and
+ * every other type an empty NOERROR answer (RFC 1035 §4.1). */
+static void dns_serve(dns_server *d) {
+    uint8_t q[512], r[600];
+    struct sockaddr_in from;
+    socklen_t flen = sizeof(from);
+    ssize_t n;
+    while ((n = recvfrom(d->fd, q, sizeof(q), 0, (struct sockaddr *)&from, &flen)) > 12) {
+        d->queries++;
+        size_t pos = 12;
+        while (pos < (size_t)n && q[pos] != 0) {
+            pos += (size_t)q[pos] + 1;
+        }
+        if (!d->answer || pos + 5 > (size_t)n) {
+            continue;
+        }
+        size_t qend = pos + 5;
+        bool type_a = q[pos + 1] == 0 && q[pos + 2] == 1;
+        memcpy(r, q, qend);
+        r[2] = 0x81; /* response, recursion desired */
+        r[3] = 0x80; /* recursion available, NOERROR */
+        r[4] = 0, r[5] = 1;
+        r[6] = 0, r[7] = type_a ? 1 : 0;
+        memset(r + 8, 0, 4); /* no authority, no additional (EDNS dropped) */
+        size_t len = qend;
+        if (type_a) {
+            static const uint8_t rr[] = {0xc0, 0x0c, 0, 1, 0,   1, 0, 0,
+                                         0,    60,   0, 4, 127, 0, 0, 1};
+            memcpy(r + len, rr, sizeof(rr));
+            len += sizeof(rr);
+        }
+        sendto(d->fd, r, len, 0, (struct sockaddr *)&from, flen);
+    }
+}
+
+/* Drives @n connections (and the DNS server) from one poll loop, as an
+ * application's loop would, until every expectation is done or 5 s. */
+static void drive(sg_h2_conn **cs, size_t n, dns_server *d, expect *const *es,
+                  size_t ne) {
+    int64_t give_up = sg_clock_monotonic_now(NULL) + SG_SEC(5);
+    for (;;) {
+        bool all = true;
+        for (size_t i = 0; i < ne; i++) {
+            all = all && es[i]->done;
+        }
+        int64_t now = sg_clock_monotonic_now(NULL);
+        if (all || now >= give_up) {
+            return;
+        }
+        struct pollfd pf[4];
+        int64_t next = give_up;
+        for (size_t i = 0; i < n; i++) {
+            pf[i] = (struct pollfd){sg_h2_conn_fd(cs[i]), POLLIN, 0};
+            next = sg_time_min(next, sg_h2_conn_next_deadline(cs[i]));
+        }
+        size_t np = n;
+        if (d != NULL) {
+            pf[np++] = (struct pollfd){d->fd, POLLIN, 0};
+        }
+        int ms = next > now ? (int)((next - now + SG_MS(1) - 1) / SG_MS(1)) : 0;
+        poll(pf, (nfds_t)np, ms);
+        if (d != NULL) {
+            dns_serve(d);
+        }
+        for (size_t i = 0; i < n; i++) {
+            sg_h2_conn_step(cs[i], sg_clock_monotonic_now(NULL), true, true);
+        }
+    }
+}
+
+static sg_h2_conn *on_demand(const char *host, int port, const char *dns,
+                             int64_t connect_timeout) {
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = host;
+    o.port = port;
+    o.connect_on_demand = true;
+    o.dns_servers = dns;
+    o.connect_timeout = connect_timeout;
+    o.errbuf = err;
+    sg_h2_conn *c = NULL;
+    if (sg_h2_conn_new(&c, &o) != 0) {
+        fail_msg("sg_h2_conn_new: %s", err);
+    }
+    return c;
+}
+
+/* A server sends GOAWAY while a long stream runs: that stream finishes on
+ * the old connection while a new operation opens a new one, at once - not
+ * after the old stream ends, and never as a failure. */
+static void
+after_goaway_new_streams_open_a_new_connection_while_the_old_drains(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_GOAWAY_DRAIN, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    expect a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    get(c, "/slow", &g_sse, &a, 1);
+    int64_t give_up = sg_clock_monotonic_now(NULL) + SG_SEC(3);
+    while (a.items == 0 && !a.done && sg_clock_monotonic_now(NULL) < give_up) {
+        struct pollfd pf = {sg_h2_conn_fd(c), POLLIN, 0};
+        poll(&pf, 1, 10);
+        sg_h2_conn_step(c, sg_clock_monotonic_now(NULL), true, true);
+    }
+    assert_int_equal(a.items, 1);
+    assert_false(sg_h2_conn_usable(c)); /* the GOAWAY came with the headers */
+
+    /* a POST without a key, one attempt: no retry could hide a failure */
+    post(c, &b, 1, SG_SEC(3));
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    if (sg_h2_op_outcome(b.op) != SG_OUTCOME_OK) {
+        fail_msg("new op after GOAWAY: %s: %s", sg_outcome_name(sg_h2_op_outcome(b.op)),
+                 sg_h2_op_error(b.op));
+    }
+    assert_int_equal(b.items, 3);
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(b.op)), 1);
+    assert_int_equal(sg_h2_op_outcome(a.op), SG_OUTCOME_OK);
+    assert_int_equal(a.items, SLOW_ITEMS);
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(a.op)), 1);
+    /* side by side: the new one ended while the old one still streamed */
+    assert_true(b.done_at < a.done_at);
+    assert_true(sg_h2_conn_usable(c)); /* the new connection */
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
+/* DNS that never answers: the lookup runs inside the loop (c-ares), other
+ * streams on the same loop keep their pace, and the connect timeout ends
+ * the wait - an attempt in phase connect, never sent. */
+static void a_silent_dns_server_does_not_block_the_loop(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_SLOW, &port);
+    sg_h2_conn *cs[2] = {NULL, NULL};
+    assert_int_equal(connect_h2(port, false, NULL, &cs[0]), 0);
+    dns_server d;
+    dns_open(&d, false);
+    char servers[32];
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", d.port);
+    cs[1] = on_demand("model.test", port, servers, SG_MS(400));
+    expect a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    get(cs[0], "/slow", &g_sse, &a, 1);
+    int64_t t0 = sg_clock_monotonic_now(NULL);
+    get(cs[1], "/v1/x", &g_sse, &b, 1);
+    expect *es[2] = {&a, &b};
+    drive(cs, 2, &d, es, 2);
+
+    assert_true(d.queries >= 1); /* asked our server, through c-ares */
+    assert_int_equal(sg_h2_op_outcome(b.op), SG_OUTCOME_CONNECT_TIMEOUT);
+    const sg_op_attempt *at = sg_op_attempt_at(sg_h2_op_policy(b.op), 0);
+    assert_int_equal(at->phase, SG_PHASE_CONNECT);
+    assert_false(at->sent);
+    assert_non_null(strstr(sg_h2_op_error(b.op), "resolving"));
+    int64_t took = b.done_at - t0;
+    print_message("connect timeout 400 ms ended after %.1f ms; other stream's longest "
+                  "gap %.1f ms (items every %d ms)\n",
+                  (double)took / 1e6, (double)a.max_gap / 1e6, SLOW_GAP_MS);
+    assert_true(took >= SG_MS(400));
+    assert_true(took < SG_MS(500));
+    assert_int_equal(sg_h2_op_outcome(a.op), SG_OUTCOME_OK);
+    assert_int_equal(a.items, SLOW_ITEMS);
+    assert_true(a.max_gap < SG_MS(SLOW_GAP_MS + 60));
+    sg_h2_conn_free(cs[0]);
+    sg_h2_conn_free(cs[1]);
+    close(d.fd);
+    peer_stop(pid);
+}
+
+static void a_name_resolves_through_the_dns_servers_given(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_PLAIN, &port);
+    dns_server d;
+    dns_open(&d, true);
+    char servers[32];
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", d.port);
+    sg_h2_conn *c = on_demand("model.test", port, servers, SG_SEC(2));
+    expect e;
+    memset(&e, 0, sizeof(e));
+    get(c, "/v1/x", &g_sse, &e, 1);
+    expect *es[1] = {&e};
+    drive(&c, 1, &d, es, 1);
+    assert_true(d.queries >= 1);
+    if (sg_h2_op_outcome(e.op) != SG_OUTCOME_OK) {
+        fail_msg("%s: %s", sg_outcome_name(sg_h2_op_outcome(e.op)), sg_h2_op_error(e.op));
+    }
+    assert_int_equal(e.items, 3);
+    assert_true(sg_h2_conn_usable(c));
+    sg_h2_conn_free(c);
+    close(d.fd);
+    peer_stop(pid);
+}
+
 int main(int argc, char **argv) {
     g_nghttpd = argc > 1 ? argv[1] : NULL;
     signal(SIGPIPE, SIG_IGN); /* the scripted peer writes to closed sockets */
@@ -659,6 +968,12 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(nghttpd_refused_streams_are_retried, teardown),
         cmocka_unit_test_teardown(
             goaway_above_last_stream_id_is_never_processed_and_retried, teardown),
+        cmocka_unit_test_teardown(
+            after_goaway_new_streams_open_a_new_connection_while_the_old_drains,
+            teardown),
+        cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
+        cmocka_unit_test_teardown(a_name_resolves_through_the_dns_servers_given,
+                                  teardown),
         cmocka_unit_test_teardown(oversized_response_header_list_is_protocol_error,
                                   teardown),
         cmocka_unit_test_teardown(a_server_that_breaks_http2_is_a_protocol_error,
