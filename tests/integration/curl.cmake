@@ -8,3 +8,11 @@ if(TARGET sg-fakemodel)
            COMMAND curl_transport_test $<TARGET_FILE:sg-fakemodel>)
   set_tests_properties(integration.curl_transport PROPERTIES LABELS integration TIMEOUT 300)
 endif()
+
+# libcurl's threaded resolver busy when the budget ends (needs unshare(2):
+# a private network namespace; skipped elsewhere).
+add_executable(curl_resolver_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_resolver_test.c)
+target_link_libraries(curl_resolver_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+target_compile_options(curl_resolver_test PRIVATE -Wall -Wextra)
+add_test(NAME integration.curl_resolver COMMAND curl_resolver_test)
+set_tests_properties(integration.curl_resolver PROPERTIES LABELS integration TIMEOUT 60)
