@@ -109,6 +109,8 @@ struct sg__h2_link {
 
 /* Readiness reported by epoll in one step, at most. */
 #define SG__H2_MAX_EVENTS 32
+/* c->nev when the step did not ask epoll (one READY link): try it. */
+#define SG__H2_ALL_READY (-1)
 
 struct sg_h2_conn {
     sg_h2_conn_options opts; /* strings point into the copies below */
@@ -128,7 +130,7 @@ struct sg_h2_conn {
     sg__h2_link *cur;   /* where new streams go (NULL: make a link) */
     uint8_t *rbuf;      /* read buffers (ciphertext, plaintext), allocated once */
     struct epoll_event ev[SG__H2_MAX_EVENTS]; /* this step's readiness */
-    int nev;
+    int nev;                                  /* entries of ev, or SG__H2_ALL_READY */
 
     sg_h2_op *ops; /* every operation not freed */
     sg_h2_op *done_head;

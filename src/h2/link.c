@@ -53,6 +53,9 @@ static void watch(sg_h2_conn *c, int fd, uint32_t events) {
 
 /* What epoll reported for @fd in this step (0: nothing). */
 static uint32_t readiness(const sg_h2_conn *c, int fd) {
+    if (c->nev == SG__H2_ALL_READY) {
+        return EPOLLIN | EPOLLOUT;
+    }
     for (int i = 0; i < c->nev; i++) {
         if (c->ev[i].data.fd == fd) {
             return c->ev[i].events;

@@ -20,14 +20,23 @@
 #define SG__H2_DEFAULT_CONN_WINDOW (16u << 20)
 #define SG__H2_DEFAULT_MAX_HEADER_LIST (64u << 10)
 
+/* The one READY link, when it is the only one (the common case). */
+static const sg__h2_link *only_link(const sg_h2_conn *c) {
+    const sg__h2_link *l = c->links;
+    return l != NULL && l->next == NULL && l->state == SG__H2L_READY ? l : NULL;
+}
+
 int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
     (void)writable; /* the epoll instance says which socket is ready */
     if (c == NULL) {
         return SG_EINVAL;
     }
-    c->nev = epoll_wait(c->epfd, c->ev, SG__H2_MAX_EVENTS, 0);
-    if (c->nev < 0) {
-        c->nev = 0;
+    if (only_link(c) != NULL) {
+        /* One socket (the common case): no need to ask which is ready. */
+        c->nev = SG__H2_ALL_READY;
+    } else {
+        c->nev = epoll_wait(c->epfd, c->ev, SG__H2_MAX_EVENTS, 0);
+        c->nev = c->nev < 0 ? 0 : c->nev;
     }
     sg__h2_links_step(c, now, readable);
     c->nev = 0;
@@ -41,9 +50,17 @@ int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
     return c->running;
 }
 
-/* Waits on the epoll instance until @until (SG_TIME_NEVER: no limit). */
+/* Waits until @until (SG_TIME_NEVER: no limit) on the epoll instance - or,
+ * with one READY link, on its socket itself, which spares the kernel a
+ * level of wake-ups.  Returns 1 when ready, 0 when the time is up, or
+ * SG_ESYS. */
 static int wait_until(sg_h2_conn *c, int64_t now, int64_t until) {
+    const sg__h2_link *l = only_link(c);
     struct pollfd p = {c->epfd, POLLIN, 0};
+    if (l != NULL) {
+        p.fd = l->fd;
+        p.events = POLLIN | (sg__h2_want_write(l) ? POLLOUT : 0);
+    }
     struct timespec ts;
     struct timespec *tsp = NULL;
     if (until != SG_TIME_NEVER) {
@@ -52,10 +69,11 @@ static int wait_until(sg_h2_conn *c, int64_t now, int64_t until) {
         ts.tv_nsec = (long)(wait % SG_SEC(1));
         tsp = &ts;
     }
-    if (ppoll(&p, 1, tsp, NULL) < 0 && errno != EINTR) {
+    int n = ppoll(&p, 1, tsp, NULL);
+    if (n < 0 && errno != EINTR) {
         return SG_ESYS;
     }
-    return 0;
+    return n > 0;
 }
 
 int sg_h2_conn_run(sg_h2_conn *c) {
@@ -69,10 +87,11 @@ int sg_h2_conn_run(sg_h2_conn *c) {
              * Guard against a hang all the same. */
             return SG_ESTATE;
         }
-        if (wait_until(c, sg__h2_now(c), next) != 0) {
+        int ready = wait_until(c, sg__h2_now(c), next);
+        if (ready < 0) {
             return SG_ESYS;
         }
-        sg_h2_conn_step(c, sg__h2_now(c), true, true);
+        sg_h2_conn_step(c, sg__h2_now(c), ready > 0, true);
     }
     return 0;
 }
@@ -114,7 +133,7 @@ static int connect_now(sg_h2_conn *c) {
         }
         int64_t until =
             sg_time_min(sg__h2_links_deadline(c, now), sg_time_add(now, left));
-        if (wait_until(c, now, until) != 0) {
+        if (wait_until(c, now, until) < 0) {
             return SG_ESYS;
         }
     }
