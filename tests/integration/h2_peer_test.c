@@ -932,6 +932,40 @@ static void a_silent_dns_server_does_not_block_the_loop(void **state) {
     peer_stop(pid);
 }
 
+/* A connect timeout longer than what is left of the budget: the budget
+ * ends the wait, and says so (budget_exhausted, phase connect). */
+static void the_budget_bounds_a_connection_being_made(void **state) {
+    (void)state;
+    dns_server d;
+    dns_open(&d, false);
+    char servers[32];
+    snprintf(servers, sizeof(servers), "127.0.0.1:%d", d.port);
+    sg_h2_conn *c = on_demand("model.test", 443, servers, SG_MS(4500));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_MS(300));
+    sg_op_options_set_max_attempts(&po, 3);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/x";
+    expect e;
+    memset(&e, 0, sizeof(e));
+    int64_t t0 = sg_clock_monotonic_now(NULL);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    expect *es[1] = {&e};
+    drive(&c, 1, &d, es, 1);
+    int64_t took = e.done_at - t0;
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_BUDGET_EXHAUSTED);
+    const sg_op *p = sg_h2_op_policy(e.op);
+    assert_int_equal(sg_op_attempt_count(p), 1);
+    assert_int_equal(sg_op_attempt_at(p, 0)->phase, SG_PHASE_CONNECT);
+    assert_true(took >= SG_MS(300) && took < SG_MS(400));
+    sg_h2_conn_free(c);
+    close(d.fd);
+}
+
 static void a_name_resolves_through_the_dns_servers_given(void **state) {
     (void)state;
     int port;
@@ -972,6 +1006,7 @@ int main(int argc, char **argv) {
             after_goaway_new_streams_open_a_new_connection_while_the_old_drains,
             teardown),
         cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
+        cmocka_unit_test_teardown(the_budget_bounds_a_connection_being_made, teardown),
         cmocka_unit_test_teardown(a_name_resolves_through_the_dns_servers_given,
                                   teardown),
         cmocka_unit_test_teardown(oversized_response_header_list_is_protocol_error,
