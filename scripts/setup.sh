@@ -12,8 +12,8 @@ packages=(
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,
   # clang's sanitizer and libFuzzer runtimes
   libcmocka-dev curl nghttp2-server nghttp2-client valgrind libclang-rt-14-dev
-  # clang-format for the house style
-  clang-format
+  # clang-format for the house style; groff to check sg-stream's man page
+  clang-format groff-base
 )
 
 missing=()

@@ -2,13 +2,20 @@
  * usage.c - what sg-stream says about its own use.
  *
  * The --help text (the one place the flags and the exit statuses are listed
- * for the user; docs/sg-stream.md is the long form), the --version line, and
+ * for the user; docs/sg-stream.md is the long form), the --version lines, and
  * usage_error(), which gives every bad argument the same one-line shape
  * "sg-stream: ... (see --help)" and the usage exit status, so a script can
  * tell a mistake in the command line from a failed operation.
  */
 #include <stdarg.h>
 #include <stdio.h>
+
+/* ares.h counts on <sys/types.h> for fd_set, which strict POSIX keeps out */
+#include <sys/select.h>
+
+#include <ares.h>
+#include <nghttp2/nghttp2.h>
+#include <openssl/crypto.h>
 
 #include "sg_stream.h"
 
@@ -53,10 +60,16 @@ void usage(FILE *f) {
         "for sse)\n"
         "  --done-event TYPE     terminal event type (e.g. message_stop)\n"
         "  --no-done             no sentinel: a complete body is a clean end\n"
+        "  --skip-event TYPE     SSE event type that is not an item (repeatable, 16)\n"
         "  --max-items N         cap on items (runaway guard)\n"
         "  --max-bytes N         cap on body bytes\n"
         "  --max-event-bytes N   largest line or event accepted (1048576);\n"
         "                        exceeding it is protocol_error\n"
+        "Intent ledger (docs/ledger.md):\n"
+        "  --ledger DIR          record intent, attempts and resolution; refuse a run\n"
+        "                        while the same operation is unresolved\n"
+        "  --unresolved          with --ledger, no URL: list what needs reconciling\n"
+        "  --reconcile KEY       with --ledger, no URL: mark KEY reconciled\n"
         "Output:\n"
         "  --output data|jsonl|none  items as data lines, JSON lines, or not at all\n"
         "  --report FILE         the JSON execution report (- for stderr)\n"
@@ -65,7 +78,7 @@ void usage(FILE *f) {
         "                        %%{items} %%{http_status} %%{partial}\n"
         "                        %%{outcome_unknown} %%{reason} %%{remaining_ms}, \\n\n"
         "  -q, --quiet           no diagnostics on stderr\n"
-        "  -h, --help            this help    -V, --version  the version\n"
+        "  -h, --help            this help    -V, --version  the versions\n"
         "\n"
         "Exit status: 0 ok; 1 internal error; 2 usage error; 3 a stream clock\n"
         "timed out (connect, first item, idle, stream, attempt); 4 budget exhausted\n"
@@ -84,7 +97,13 @@ int usage_error(const char *fmt, ...) {
 }
 
 void print_version(void) {
-    /* the HTTP/2 transport is always built: --http2 is always available */
-    printf("sg-stream %s (libcurl %s; --http2: nghttp2)\n", sg_version(),
-           curl_version_info(CURLVERSION_NOW)->version);
+    /* The first line is what sg-stream was built as; the others are asked of
+     * each library at run time, so a shared library swapped under the program
+     * shows here. */
+    printf("sg-stream %s\n", SG_VERSION_STRING);
+    printf("streamguard %s\n", sg_version());
+    printf("libcurl %s\n", curl_version_info(CURLVERSION_NOW)->version);
+    printf("nghttp2 %s\n", nghttp2_version(0)->version_str);
+    printf("%s\n", OpenSSL_version(OPENSSL_VERSION));
+    printf("c-ares %s\n", ares_version(NULL));
 }
