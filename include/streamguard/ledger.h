@@ -25,11 +25,20 @@
  *
  * Your own loop may call sg_ledger_op_intent / _attempt / _resolve instead.
  *
- * Durability: every record carries a CRC32C; when sg_ledger_intent returns 0
- * its record has been written and fdatasync'ed (with the default fsync
- * policy), so it survives a process crash and a power loss.  On open the file
- * is replayed; a torn or corrupt record is never read as a valid one and
- * never costs a valid record before or after it.
+ * Durability: every record carries a CRC32C and is in the file when its
+ * call returns 0, so a process crash cannot lose it.  When sg_ledger_intent
+ * returns 0 its record has also been fdatasync'ed on the caller's thread
+ * (with the default fsync policy), so it survives a power loss too.  The
+ * other records (attempts, resolutions, reconciliations) are fdatasync'ed by
+ * the handle's sync thread soon after, one fdatasync for all the records
+ * written before it (group commit), so an event loop never waits for the
+ * disk to end an operation.  A resolution written but not yet synced when the
+ * power is lost is gone after the restart: its operation is listed as
+ * pending again and is reconciled - the conservative side, never a lost
+ * intent.  sg_ledger_sync waits until every written record is durable;
+ * sg_ledger_close does so before it returns.  On open the file is replayed;
+ * a torn or corrupt record is never read as a valid one and never costs a
+ * valid record before or after it.
  *
  * Sharing: several processes on one machine may open the same directory.
  * Appends, reads and compaction are serialised by flock(2) on a lock file in
@@ -41,8 +50,13 @@
  * size caps below, never by the length of the file.
  *
  * Thread-safety: an sg_ledger has an internal mutex; any function may be
- * called on one handle from several threads.  A handle must not be used in a
- * child after fork().  Functions that take no sg_ledger are reentrant.
+ * called on one handle from several threads.  With the default fsync policy
+ * a handle starts one thread of its own, with every signal blocked, at its
+ * first record other than an intent (when it cannot, records are synced on
+ * the caller's thread instead); sg_ledger_close joins it.  A handle
+ * must not be used, not even closed, in a child after fork(): the child has
+ * no such thread and shares the parent's lock.  Functions that take no
+ * sg_ledger are reentrant.
  */
 #ifndef STREAMGUARD_LEDGER_H
 #define STREAMGUARD_LEDGER_H
@@ -76,13 +90,17 @@ extern "C" {
  * Options
  * ------------------------------------------------------------------------ */
 
-/** When records are flushed to stable storage with fdatasync(2). */
+/** When records are flushed to stable storage with fdatasync(2).  Whatever
+ *  the policy, a record is in the file (safe from a process crash) when its
+ *  call returns. */
 typedef enum sg_ledger_fsync {
-    /** Intents, resolutions and reconciliations (default).  Attempt records
-     *  reach the file at once (a process crash cannot lose them) and the
-     *  disk with the next synced record. */
+    /** Intents on the caller's thread, before sg_ledger_intent returns;
+     *  attempts, resolutions and reconciliations by the handle's sync
+     *  thread, soon after they return (default). */
     SG_LEDGER_FSYNC_DEFAULT = 0,
-    /** Every record. */
+    /** Every record on the caller's thread, before its call returns: an
+     *  acknowledged resolution survives a power loss too, and every
+     *  record costs the caller an fdatasync.  No thread. */
     SG_LEDGER_FSYNC_ALWAYS,
     /** Never, not even around compaction's rename: records survive a
      *  process crash, not a power loss.  For tests and benchmarks. */
@@ -144,8 +162,11 @@ SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
 
 /**
  * sg_ledger_close - close @l and free it (NULL is fine).  Every record an
- * sg_ledger_* call acknowledged is already in the file; closing syncs
- * nothing more.
+ * sg_ledger_* call acknowledged is already in the file; with the default
+ * policy closing first waits for the sync thread to fdatasync the ones not
+ * yet synced (one fdatasync at most, usually), then joins it.  Whether that
+ * last fdatasync worked is not returned: call sg_ledger_sync first to know.
+ * No other call on @l may run or follow.
  */
 SG_EXTERN void sg_ledger_close(sg_ledger *l);
 
@@ -196,6 +217,8 @@ SG_EXTERN int sg_ledger_key_check(const char *key);
  * first request: @method to @url.  Call it BEFORE the first attempt.  With
  * the default fsync policy, when it returns 0 the record is on stable
  * storage and survives a crash; when it fails, do not send the request.
+ * Its fdatasync runs on the caller's thread and also makes durable every
+ * record written before it.
  *
  * A key can be owned by one operation at a time on this ledger: an intent
  * for a key that is still unresolved (here or in another process) fails
@@ -219,7 +242,10 @@ SG_EXTERN int sg_ledger_key_check(const char *key);
  *   SG_ESYS      a lock, stat, truncate or reopen call failed (errno says
  *                why);
  *   SG_EIO       reading or writing the file failed, or fdatasync failed:
- *                the record is not known to be durable.
+ *                the record is not known to be durable; or the sync
+ *                thread's fdatasync failed since the last intent (nothing
+ *                was written: the disk may be failing; the next intent
+ *                tries again).
  */
 SG_EXTERN int sg_ledger_intent(sg_ledger *l, const char *key, const char *method,
                                const char *url);
@@ -229,8 +255,9 @@ SG_EXTERN int sg_ledger_intent(sg_ledger *l, const char *key, const char *method
  * operation @key ended: its outcome, the phase it ended in, whether any of
  * the request may have been sent, the HTTP status (0 for none) and whether
  * its outcome is unknown.  The operation's attempt count becomes the
- * largest @n recorded; "last outcome" becomes @outcome.  Not synced with
- * the default policy (a process crash still cannot lose it).
+ * largest @n recorded; "last outcome" becomes @outcome.  With the default
+ * policy it is synced by the sync thread, after it returns (a process crash
+ * cannot lose it once it returned; a power loss before that sync can).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @l or @key is NULL, a bad key, @n == 0, @outcome or
@@ -284,7 +311,10 @@ SG_EXTERN sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op);
  * sg_ledger_resolve - record how the unresolved operation @key ended, with
  * the operation's final @outcome.  DONE and FAILED remove it from the
  * unresolved list; UNKNOWN keeps it there until sg_ledger_reconcile.
- * Synced with the default policy.
+ * With the default policy it is synced by the sync thread, after it
+ * returns, so an event loop never waits for the disk here; should the power
+ * fail before that sync, the operation is listed again as pending after the
+ * restart (and reconciled), never lost.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @l or @key is NULL, a bad key, or @res or @outcome out of
@@ -392,7 +422,8 @@ SG_EXTERN int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *o
  * unresolved operation @key - resolved as unknown, or never resolved because
  * its process died: it is no longer listed.  @note (NULL for none) is kept
  * in the record for the audit trail: at most SG_LEDGER_NOTE_MAX bytes, no
- * control characters (spaces are fine).  Synced with the default policy.
+ * control characters (spaces are fine).  With the default policy synced by
+ * the sync thread, after it returns (as sg_ledger_resolve).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @l or @key is NULL, a bad key, or @note holds a control
@@ -492,7 +523,9 @@ SG_EXTERN int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *b
  * renamed over it, and the directory is synced.  Other processes notice
  * the new file at their next call and replay it.  A crash at any point
  * leaves the old file or the new one, never a mix.  Cost: O(live) writes,
- * under the exclusive lock, so appends from every process wait for it.
+ * under the exclusive lock, so appends from every process wait for it (and
+ * it waits for an fdatasync the sync thread is running).  Once it succeeds
+ * every record this handle wrote before it is durable.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL   @l is NULL;
@@ -501,7 +534,8 @@ SG_EXTERN int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *b
  */
 SG_EXTERN int sg_ledger_compact(sg_ledger *l);
 
-/** What replaying the file found, since open or the last compaction. */
+/** What replaying the file found, since open or the last compaction; and
+ *  how this handle's own records reached the disk, since open. */
 typedef struct sg_ledger_stats {
     uint64_t records;         /* valid records read or written */
     uint64_t corrupt_regions; /* runs of bytes skipped between valid records */
@@ -509,7 +543,35 @@ typedef struct sg_ledger_stats {
     uint64_t tail_bytes;      /* torn or corrupt bytes at the end, ignored */
     uint64_t file_bytes;      /* size of the file as last seen */
     size_t live;              /* unresolved operations in the index */
+    uint64_t unsynced;        /* records written, their fdatasync not done yet */
+    uint64_t sync_failures;   /* fdatasyncs of records that failed, since open */
 } sg_ledger_stats;
+
+/**
+ * sg_ledger_sync - wait until every record @l had written when it was
+ * called is on stable storage, for at most @max_wait_ns (< 0: as long as
+ * it takes; 0: do not wait, only tell).  With the default policy that is
+ * the sync thread's next fdatasync (or the one it is running, when it
+ * started after the last record); with SG_LEDGER_FSYNC_ALWAYS every record
+ * is durable when its call returns, and with SG_LEDGER_FSYNC_NEVER nothing
+ * is ever synced: both return at once.  It never syncs on its own, nor
+ * takes the handle's mutex, nor the file lock: a graceful shutdown, a test
+ * or a health check calls it, and an event loop never needs to.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL     @l is NULL;
+ *   SG_ETIMEDOUT  @max_wait_ns passed first: some records are still being
+ *                 synced (sg_ledger_get_stats counts them);
+ *   SG_EIO        an fdatasync of this handle's records failed since the
+ *                 last sg_ledger_sync that said so: the records written
+ *                 before it are not known to be durable, and never will be
+ *                 (a failed fdatasync is not retried: the kernel may have
+ *                 dropped what it could not write).  Each failure is
+ *                 reported once here, and once to the next intent.  It
+ *                 comes before SG_ETIMEDOUT when both apply.
+ * Thread-safety: may run while other threads use @l.
+ */
+SG_EXTERN int sg_ledger_sync(sg_ledger *l, int64_t max_wait_ns);
 
 /**
  * sg_ledger_get_stats - what the handle has seen (it does not catch up).

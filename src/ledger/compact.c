@@ -132,8 +132,9 @@ static int do_compact(sg_ledger *l, void *arg) {
         /* The next call sees the old descriptor unlinked and reopens. */
         return rv != 0 ? rv : SG_ESYS;
     }
-    close(l->data_fd);
-    l->data_fd = fd;
+    /* Synced, the new file makes every record written before it durable:
+     * the live ones are in it, the settled ones are gone for good. */
+    sg__ledger_sync_swap_fd(l, fd, sync && rv == 0);
     if ((uint64_t)fs.st_size == c.total) {
         l->off = l->size = c.total;
         memset(&l->stats, 0, sizeof(l->stats));

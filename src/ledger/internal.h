@@ -114,8 +114,9 @@ int sg__ledger_scan_mem(const uint8_t *buf, size_t len, sg__ledger_rec_cb cb,
 
 /* ------------------------------------------------------------- the handle
  * Split by concern: ledger.c opens and closes it and holds the operations,
- * log.c the index and the file under the lock, compact.c the rewrite.
- * Only those files touch these. */
+ * log.c the index and the file under the lock, compact.c the rewrite,
+ * sync.c the group commit and its thread.  Only those files (and the unit
+ * tests) touch these. */
 
 /* One unresolved operation in the handle's index. */
 typedef struct sg__ledger_ent {
@@ -142,6 +143,39 @@ typedef struct sg__ledger_ent {
     char url[]; /* NUL-terminated */
 } sg__ledger_ent;
 
+/* How a record reaches stable storage, from opts.fsync and its type. */
+typedef enum sg__ledger_sync_mode {
+    SG__LSYNC_NONE,     /* FSYNC_NEVER: never */
+    SG__LSYNC_INLINE,   /* fdatasync on the caller's thread, before it returns */
+    SG__LSYNC_DEFERRED, /* by the sync thread, soon after (group commit) */
+} sg__ledger_sync_mode;
+
+/* The group commit (sync.c).  Records are counted as they are written; a
+ * fdatasync that starts after the first N were written makes those N
+ * durable, whichever thread runs it.  Everything here is under @mu, which
+ * is taken after the handle's mutex, never before it.  data_fd changes
+ * only with both held (sg__ledger_sync_swap_fd), so the thread reads it
+ * under this one alone. */
+typedef struct sg__ledger_syncer {
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* the thread waits here for records or stop */
+    pthread_cond_t done; /* synced moved, or the thread put its fd down */
+    pthread_t thread;
+    bool started;         /* the thread runs (started by the first deferred record) */
+    bool stop;            /* sg_ledger_close: sync what is left, then exit */
+    bool busy;            /* the thread is in an fdatasync of data_fd */
+    uint64_t written;     /* records written under a syncing policy */
+    uint64_t wanted;      /* the thread is to sync through this one */
+    uint64_t synced;      /* records settled: durable, or their sync failed */
+    uint64_t failures;    /* fdatasyncs that failed, since open */
+    uint64_t told_intent; /* failures an intent (or a record's caller) saw */
+    uint64_t told_sync;   /* failures sg_ledger_sync reported */
+    /* The fdatasync itself: sg__ledger_datasync unless a unit test puts its
+     * own here before the first record.  Returns 0 or SG_EIO. */
+    int (*datasync)(int fd, void *user_data);
+    void *datasync_ud;
+} sg__ledger_syncer;
+
 struct sg_ledger {
     pthread_mutex_t mu;
     sg_ledger_options opts;
@@ -158,6 +192,7 @@ struct sg_ledger {
     sg__ledger_ent *tail;
     sg__ledger_ent *spare; /* an intent's entry, allocated before its record is written */
     size_t spare_url_cap;
+    sg__ledger_syncer sync;
     uint8_t recbuf[SG__LEDGER_REC_MAX];
 };
 
@@ -179,10 +214,31 @@ int sg__ledger_open_data(sg_ledger *l, int *fd_out);
 /* Under the lock: catch up with the file (and its replacement). */
 int sg__ledger_refresh(sg_ledger *l);
 int sg__ledger_write_all(int fd, const uint8_t *p, size_t n);
-/* Under the exclusive lock, after a refresh: append @rec and apply it. */
-int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec, bool sync);
-/* Whether a record of @type is synced under opts.fsync. */
-bool sg__ledger_sync_for(const sg_ledger *l, uint8_t type);
+/* Under the exclusive lock, after a refresh: append @rec, apply it, and
+ * sync it as @mode says. */
+int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec, sg__ledger_sync_mode mode);
+/* How a record of @type is synced under opts.fsync. */
+sg__ledger_sync_mode sg__ledger_sync_for(const sg_ledger *l, uint8_t type);
+
+/* sync.c: the group commit.  Init and close bracket the handle's life
+ * (close syncs what is pending and joins the thread). */
+int sg__ledger_sync_init(sg_ledger *l);
+void sg__ledger_sync_close(sg_ledger *l);
+/* fdatasync(@fd), retried on EINTR: 0 or SG_EIO.  The default datasync. */
+int sg__ledger_datasync(int fd, void *user_data);
+/* Under the handle's mutex, right after a record was written: count it and
+ * make it durable as @mode says.  Returns 0, or SG_EIO when an inline
+ * fdatasync failed. */
+int sg__ledger_sync_written(sg_ledger *l, sg__ledger_sync_mode mode);
+/* Under the handle's mutex: close data_fd and put @fd in its place once the
+ * thread is not syncing it.  @covered: every record written so far is
+ * durable in @fd's file already (a synced compaction). */
+void sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered);
+/* Before an intent is written: SG_EIO when a background sync failed since
+ * an intent last heard of it (then it has), else 0. */
+int sg__ledger_sync_take_failure(sg_ledger *l);
+/* The sync fields of sg_ledger_stats. */
+void sg__ledger_sync_stats(sg_ledger *l, sg_ledger_stats *out);
 
 typedef int (*sg__ledger_locked_fn)(sg_ledger *l, void *arg);
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg);

@@ -63,6 +63,8 @@ void sg_ledger_close(sg_ledger *l) {
     if (l == NULL) {
         return;
     }
+    /* First: the thread's last fdatasync needs the data file open. */
+    sg__ledger_sync_close(l);
     sg__ledger_clear_index(l);
     free(l->buckets);
     free(l->spare);
@@ -114,6 +116,12 @@ int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *op
     l->nbuckets = INITIAL_BUCKETS;
     l->buckets = calloc(l->nbuckets, sizeof(*l->buckets));
     if (l->buckets == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l->buckets);
+        free(l);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_sync_init(l) != 0) {
+        pthread_mutex_destroy(&l->mu);
         free(l->buckets);
         free(l);
         return SG_ENOMEM;
@@ -170,6 +178,13 @@ static int rec_start(sg__ledger_rec *r, uint8_t type, const char *key) {
 
 static int do_intent(sg_ledger *l, void *arg) {
     sg__ledger_rec *r = arg;
+    /* A record the sync thread could not make durable says the disk is
+     * failing: refuse this intent (nothing written, so nothing is sent)
+     * rather than promise. */
+    int rv = sg__ledger_sync_take_failure(l);
+    if (rv != 0) {
+        return rv;
+    }
     if (sg__ledger_find(l, r->key, r->key_len) != NULL) {
         return SG_EEXIST;
     }
@@ -183,7 +198,7 @@ static int do_intent(sg_ledger *l, void *arg) {
     }
     l->spare_url_cap = r->url_len;
     r->wall_ns = sg__ledger_wall_now(l);
-    int rv = sg__ledger_append(l, r, sg__ledger_sync_for(l, r->type));
+    rv = sg__ledger_append(l, r, sg__ledger_sync_for(l, r->type));
     /* Unused when the write failed; never left for another record. */
     free(l->spare);
     l->spare = NULL;
@@ -343,6 +358,7 @@ int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out) {
     pthread_mutex_lock(&l->mu);
     *out = l->stats;
     out->live = l->live;
+    sg__ledger_sync_stats(l, out);
     pthread_mutex_unlock(&l->mu);
     return 0;
 }

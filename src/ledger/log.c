@@ -259,15 +259,6 @@ int sg__ledger_fsync(int fd) {
     return 0;
 }
 
-static int datasync_fd(int fd) {
-    while (fdatasync(fd) != 0) {
-        if (errno != EINTR) {
-            return SG_EIO;
-        }
-    }
-    return 0;
-}
-
 /* Opens the data file, creating it (and making its name durable) when it
  * does not exist yet. */
 int sg__ledger_open_data(sg_ledger *l, int *fd_out) {
@@ -314,8 +305,7 @@ int sg__ledger_refresh(sg_ledger *l) {
             if (rv != 0) {
                 return rv;
             }
-            close(l->data_fd);
-            l->data_fd = fd;
+            sg__ledger_sync_swap_fd(l, fd, false);
             if (fstat(fd, &fs) != 0) {
                 return SG_ESYS;
             }
@@ -361,7 +351,8 @@ int sg__ledger_write_all(int fd, const uint8_t *p, size_t n) {
 /* Under the exclusive lock, after refresh: append one record and apply it.
  * Once the record is in the file it is applied even when the sync fails:
  * other processes will read it, so must we. */
-int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec, bool sync) {
+int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec,
+                      sg__ledger_sync_mode mode) {
     int n = sg__ledger_encode(rec, l->recbuf, sizeof(l->recbuf));
     if (n < 0) {
         return n;
@@ -390,21 +381,21 @@ int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec, bool sync) {
     l->stats.records++;
     l->stats.file_bytes = l->size;
     int arv = apply(rec, l->off - (uint64_t)n, (size_t)n, l);
-    if (sync) {
-        rv = datasync_fd(l->data_fd);
-    }
+    rv = sg__ledger_sync_written(l, mode);
     return rv != 0 ? rv : arv;
 }
 
-bool sg__ledger_sync_for(const sg_ledger *l, uint8_t type) {
+sg__ledger_sync_mode sg__ledger_sync_for(const sg_ledger *l, uint8_t type) {
     switch (l->opts.fsync) {
     case SG_LEDGER_FSYNC_ALWAYS:
-        return true;
+        return SG__LSYNC_INLINE;
     case SG_LEDGER_FSYNC_NEVER:
-        return false;
+        return SG__LSYNC_NONE;
     case SG_LEDGER_FSYNC_DEFAULT:
     default:
-        return type != SG__LREC_ATTEMPT;
+        /* Nothing may be sent before its intent is durable; everything
+         * else may reach the disk a moment later (sync.c). */
+        return type == SG__LREC_INTENT ? SG__LSYNC_INLINE : SG__LSYNC_DEFERRED;
     }
 }
 

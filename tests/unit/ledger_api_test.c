@@ -7,7 +7,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,32 +24,23 @@
 #include <streamguard/ledger.h>
 
 #include "ledger/internal.h"
+#include "ledger_test_dir.h"
 
 /* ------------------------------------------------------------------ helpers */
 
 typedef struct fixture {
-    char dir[256];
-    char ledger[300];
+    ledger_test_dir d;
     sg_manual_clock clock;
     sg_clock wall;
     sg_ledger_options opts;
 } fixture;
 
-static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
-}
-
 static int setup(void **state) {
     fixture *f = calloc(1, sizeof(*f));
-    const char *tmp = getenv("TMPDIR");
-    snprintf(f->dir, sizeof(f->dir), "%s/sg-ledger-XXXXXX", tmp ? tmp : "/tmp");
-    if (mkdtemp(f->dir) == NULL) {
+    if (f == NULL || ledger_test_dir_make(&f->d) != 0) {
+        free(f);
         return -1;
     }
-    snprintf(f->ledger, sizeof(f->ledger), "%s/l", f->dir);
     /* 2026-11-29T15:20:40.123Z */
     f->clock.now_ns = INT64_C(1795965640123000000);
     f->wall = sg_manual_clock_as(&f->clock);
@@ -63,14 +53,14 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     fixture *f = *state;
-    nftw(f->dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    ledger_test_dir_remove(&f->d);
     free(f);
     return 0;
 }
 
 static sg_ledger *open_ledger(fixture *f) {
     sg_ledger *l = NULL;
-    assert_int_equal(sg_ledger_open(&l, f->ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &f->opts), 0);
     assert_non_null(l);
     return l;
 }
@@ -110,11 +100,7 @@ static size_t count_unresolved(sg_ledger *l) {
 }
 
 static off_t file_size(const fixture *f) {
-    char path[400];
-    struct stat st;
-    snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_DATA);
-    assert_int_equal(stat(path, &st), 0);
-    return st.st_size;
+    return ledger_test_data_stat(&f->d).st_size;
 }
 
 /* --------------------------------------------------------------------- keys */
@@ -197,33 +183,33 @@ static void key_check_accepts_what_the_policy_accepts(void **state) {
 static void open_creates_the_directory_and_rejects_bad_arguments(void **state) {
     fixture *f = *state;
     sg_ledger *l = NULL;
-    assert_int_equal(sg_ledger_open(NULL, f->ledger, NULL), SG_EINVAL);
+    assert_int_equal(sg_ledger_open(NULL, f->d.ledger, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_open(&l, NULL, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_open(&l, "", NULL), SG_EINVAL);
     sg_ledger_options o = f->opts;
     o.fsync = (sg_ledger_fsync)7;
-    assert_int_equal(sg_ledger_open(&l, f->ledger, &o), SG_EINVAL);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_EINVAL);
     o = f->opts;
     o.lock_timeout_ns = -1;
-    assert_int_equal(sg_ledger_open(&l, f->ledger, &o), SG_EINVAL);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_EINVAL);
     o.lock_timeout_ns = SG_DURATION_MAX + 1;
-    assert_int_equal(sg_ledger_open(&l, f->ledger, &o), SG_ERANGE);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_ERANGE);
     assert_null(l);
 
     /* a regular file where the directory should be */
     char path[400];
-    snprintf(path, sizeof(path), "%s/file", f->dir);
+    snprintf(path, sizeof(path), "%s/file", f->d.dir);
     int fd = open(path, O_CREAT | O_WRONLY, 0600);
     assert_true(fd >= 0);
     close(fd);
     assert_int_equal(sg_ledger_open(&l, path, NULL), SG_ESYS);
-    snprintf(path, sizeof(path), "%s/missing/deeper", f->dir);
+    snprintf(path, sizeof(path), "%s/missing/deeper", f->d.dir);
     assert_int_equal(sg_ledger_open(&l, path, NULL), SG_ESYS);
     assert_int_equal(errno, ENOENT);
 
     l = open_ledger(f);
     struct stat st;
-    assert_int_equal(stat(f->ledger, &st), 0);
+    assert_int_equal(stat(f->d.ledger, &st), 0);
     assert_true(S_ISDIR(st.st_mode));
     assert_int_equal(st.st_mode & 0777, 0700);
     assert_int_equal(file_size(f), 0);
@@ -373,7 +359,7 @@ static void an_intent_waits_for_the_lock_no_longer_than_the_budget(void **state)
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
     char path[512];
-    snprintf(path, sizeof(path), "%s/ledger.lock", f->ledger);
+    snprintf(path, sizeof(path), "%s/ledger.lock", f->d.ledger);
     int other = open(path, O_RDWR | O_CLOEXEC);
     assert_true(other >= 0);
     assert_int_equal(flock(other, LOCK_EX), 0);
@@ -560,7 +546,7 @@ static void max_live_bounds_the_index(void **state) {
     /* a file holding more than the cap cannot be opened with it */
     f->opts.max_live = 2;
     sg_ledger *l2 = NULL;
-    assert_int_equal(sg_ledger_open(&l2, f->ledger, &f->opts), SG_ETOOMANY);
+    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, &f->opts), SG_ETOOMANY);
     assert_null(l2);
 }
 
@@ -619,7 +605,7 @@ static int collect_records(const sg__ledger_rec *r, uint64_t off, size_t size, v
 
 static void scan_file(const fixture *f, key_set *ks, sg__ledger_scan *sc) {
     char path[400];
-    snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_DATA);
+    snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_DATA);
     int fd = open(path, O_RDONLY);
     assert_true(fd >= 0);
     struct stat st;
@@ -721,7 +707,7 @@ static void compaction_of_an_empty_ledger_leaves_an_empty_file(void **state) {
 
 static void write_at(const fixture *f, off_t off, const void *p, size_t n) {
     char path[400];
-    snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_DATA);
+    snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_DATA);
     int fd = open(path, O_WRONLY);
     assert_true(fd >= 0);
     assert_int_equal(pwrite(fd, p, n, off), (ssize_t)n);
@@ -730,7 +716,7 @@ static void write_at(const fixture *f, off_t off, const void *p, size_t n) {
 
 static void truncate_to(const fixture *f, off_t len) {
     char path[400];
-    snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_DATA);
+    snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_DATA);
     assert_int_equal(truncate(path, len), 0);
 }
 
@@ -779,7 +765,7 @@ static void corrupt_middle_record_is_skipped_and_later_ones_kept(void **state) {
     /* one flipped byte anywhere in the middle record, header or payload */
     for (off_t at = mid; at < end2; at++) {
         char path[400];
-        snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_DATA);
+        snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_DATA);
         int fd = open(path, O_RDWR);
         unsigned char b;
         assert_int_equal(pread(fd, &b, 1, at), 1);
@@ -828,7 +814,7 @@ static void lock_held_elsewhere_times_out_with_elocked(void **state) {
     f->opts.lock_timeout_ns = SG_MS(30);
     sg_ledger *l = open_ledger(f);
     char path[400];
-    snprintf(path, sizeof(path), "%s/%s", f->ledger, SG__LEDGER_LOCK);
+    snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_LOCK);
     int fd = open(path, O_RDWR);
     assert_true(fd >= 0);
     assert_int_equal(flock(fd, LOCK_EX), 0);
@@ -837,7 +823,7 @@ static void lock_held_elsewhere_times_out_with_elocked(void **state) {
     assert_int_equal(sg_ledger_list_unresolved(l, collect, &ls), SG_ELOCKED);
     assert_int_equal(ls.n, 0);
     sg_ledger *l2 = NULL;
-    assert_int_equal(sg_ledger_open(&l2, f->ledger, &f->opts), SG_ELOCKED);
+    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, &f->opts), SG_ELOCKED);
     /* a shared lock held elsewhere still lets readers in */
     assert_int_equal(flock(fd, LOCK_SH), 0);
     assert_int_equal(count_unresolved(l), 0);
@@ -896,24 +882,33 @@ static void *thread_main(void *p) {
     return NULL;
 }
 
+/* Without syncs, then with the default policy: the handle's sync thread
+ * runs beside the four, across their compactions. */
 static void one_handle_is_shared_by_threads(void **state) {
     fixture *f = *state;
-    sg_ledger *l = open_ledger(f);
-    pthread_t th[4];
-    thread_arg args[4];
-    for (int t = 0; t < 4; t++) {
-        args[t] = (thread_arg){l, t, 0};
-        assert_int_equal(pthread_create(&th[t], NULL, thread_main, &args[t]), 0);
+    for (int policy = 0; policy < 2; policy++) {
+        f->opts.fsync = policy == 0 ? SG_LEDGER_FSYNC_NEVER : SG_LEDGER_FSYNC_DEFAULT;
+        sg_ledger *l = open_ledger(f);
+        pthread_t th[4];
+        thread_arg args[4];
+        for (int t = 0; t < 4; t++) {
+            args[t] = (thread_arg){l, t + 4 * policy, 0};
+            assert_int_equal(pthread_create(&th[t], NULL, thread_main, &args[t]), 0);
+        }
+        for (int t = 0; t < 4; t++) {
+            pthread_join(th[t], NULL);
+            assert_int_equal(args[t].failures, 0);
+        }
+        assert_int_equal(sg_ledger_sync(l, -1), 0);
+        sg_ledger_stats st;
+        assert_int_equal(sg_ledger_get_stats(l, &st), 0);
+        assert_int_equal(st.unsynced + st.sync_failures, 0);
+        assert_int_equal(count_unresolved(l), 400 * (policy + 1));
+        sg_ledger_close(l);
+        l = open_ledger(f);
+        assert_int_equal(count_unresolved(l), 400 * (policy + 1));
+        sg_ledger_close(l);
     }
-    for (int t = 0; t < 4; t++) {
-        pthread_join(th[t], NULL);
-        assert_int_equal(args[t].failures, 0);
-    }
-    assert_int_equal(count_unresolved(l), 400);
-    sg_ledger_close(l);
-    l = open_ledger(f);
-    assert_int_equal(count_unresolved(l), 400);
-    sg_ledger_close(l);
 }
 
 /* ----------------------------------------------------- names and resolution */
