@@ -4,12 +4,14 @@
  * A curl-like client built on the public streamguard API only: it sets up
  * the policy (budget, clocks, retries), runs the operation over libcurl or
  * streamguard's own HTTP/2 transport, prints each item as it arrives
- * (flushed one by one, so a pipe sees it at once), and writes the execution
- * report.  The exit status says which family of outcomes ended it (see
- * usage()).  This file only parses, dispatches and returns that status;
- * sg_stream.h says which file does what.  docs/sg-stream.md is the manual.
+ * (batched per transport read, written before the next wait), and writes
+ * the execution report; Ctrl-C cancels and still reports.  The exit status says which
+ * family of outcomes ended it (see usage()).  This file only parses, dispatches and
+ * returns that status; sg_stream.h says which file does what.  docs/sg-stream.md is the
+ * manual.
  */
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "sg_stream.h"
@@ -22,14 +24,21 @@ static int run(struct config *c) {
     c->deadline =
         sg_time_add(sg_clock_now(NULL), c->budget_ns ? c->budget_ns : SG_SEC(60));
     sg_op_options_set_deadline(&c->policy, c->deadline);
-    bool probe = !c->http2 && !c->http11 && strncmp(c->url, "https://", 8) == 0;
-    if (c->http2 || probe) {
-        int code = run_h2(c, probe);
-        if (code >= 0) {
-            return code;
-        }
+    if (signals_install() != 0) {
+        fprintf(stderr, "%s: cannot handle SIGINT/SIGTERM: Ctrl-C will not report\n",
+                prog);
     }
-    return run_curl(c);
+    out_init(&c->run.out);
+    bool probe = !c->http2 && !c->http11 && strncmp(c->url, "https://", 8) == 0;
+    int code = -1;
+    if (c->http2 || probe) {
+        code = run_h2(c, probe);
+    }
+    if (code < 0) {
+        code = run_curl(c);
+    }
+    out_free(&c->run.out);
+    return code;
 }
 
 int main(int argc, char **argv) {

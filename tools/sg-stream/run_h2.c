@@ -7,7 +7,9 @@
  * clock resets only that stream.  The URL is split here and the -H headers
  * are lowercased for HTTP/2.  With --http2 the connection is made by the
  * first attempt, inside its lease; the probe of an https:// URL connects
- * first, within what the budget could lease (probe_bound()).
+ * first, within what the budget could lease (probe_bound()).  The loop is
+ * ours: items leave in one write per step, and a signal or a broken stdout
+ * cancels the operation.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,10 +176,21 @@ int run_h2(struct config *c, bool probe) {
         goto out;
     }
     rv = sg_h2_stream_start(conn, &req, &c->policy, &cbs, &c->run, &op);
-    if (rv == 0) {
-        rv = sg_h2_conn_run(conn);
+    for (bool readable = false; rv == 0;) {
+        int running = sg_h2_conn_step(conn, sg_clock_now(NULL), readable, true);
+        out_flush(&c->run.out);
+        if (running <= 0) {
+            break;
+        }
+        if (run_interrupted(&c->run)) {
+            sg_h2_op_cancel(op); /* RST_STREAM(CANCEL) at the next step */
+            readable = false;
+            continue;
+        }
+        readable = run_wait(&c->run, sg_h2_conn_fd(conn), sg_h2_conn_next_deadline(conn));
     }
     if (rv == 0 && op != NULL) {
+        output_end(c);
         code =
             conclude(c, sg_h2_op_policy(op), sg_clock_now(NULL) - t0, sg_h2_op_error(op));
     } else {

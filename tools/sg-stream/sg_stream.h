@@ -4,9 +4,11 @@
  * sg-stream is one program split by concern: options.c turns argv into a
  * struct config (with usage.c for the help text and the usage errors and
  * values.c for durations, counts and @FILE bodies), run_curl.c and run_h2.c
- * run the operation over libcurl or streamguard's own HTTP/2 transport,
- * writeout.c writes what a run prints (items, -w, the report, the closing
- * diagnostic) and ledger_cmd.c holds everything about --ledger.  main.c only
+ * run the operation over libcurl or streamguard's own HTTP/2 transport, each
+ * in its own loop, writeout.c writes what a run prints (items, -w, the
+ * report, the closing diagnostic) through output.c (stdout, batched and
+ * never blocking), signals.c turns Ctrl-C into a cancel and holds the loops'
+ * wait, and ledger_cmd.c holds everything about --ledger.  main.c only
  * parses, dispatches and returns the exit status.  Like the whole program,
  * this header uses the public streamguard API only.
  */
@@ -40,11 +42,32 @@ extern const char *const prog;
 
 enum output { OUT_DATA, OUT_JSONL, OUT_NONE };
 
+/* The most bytes of items held for a stdout that does not take them (a
+ * pipe whose reader is slow or stopped): beyond it the run is cancelled. */
+#define OUT_MAX (8u << 20)
+/* A batch this large goes out at once, without waiting for the step's end
+ * (one step of libcurl may read many times). */
+#define OUT_BATCH (256u << 10)
+
+/* stdout, batched: items wait here until the run's next wait. */
+struct out {
+    char *buf;
+    size_t len, cap;
+    size_t max;    /* OUT_MAX */
+    bool nonblock; /* stdout is a pipe or socket, made non-blocking */
+    int flags;     /* its file status flags before, restored by out_free */
+    bool broken;   /* EPIPE (or another write error): nobody reads */
+    bool overflow; /* the reader fell max bytes behind */
+    bool lost;     /* bytes were dropped at the end (output_end) */
+};
+
 /* The item callbacks' user_data, whatever the transport. */
 struct run {
     enum output output;
     bool quiet;
     uint64_t printed;
+    struct out out;
+    bool interrupted; /* a signal or stdout ended the operation */
 };
 
 struct config {
@@ -99,9 +122,37 @@ void config_free(struct config *c);
 /* writeout.c */
 int print_item(struct run *r, const sg_item *item);
 void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome);
+/* Writes the items still waiting (until the budget's end at most) and puts
+ * stdout back as it was; before conclude(). */
+void output_end(struct config *c);
 int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
              const char *error);
 int run_failed(const struct config *c, int rv, const char *detail);
+
+/* output.c */
+void out_init(struct out *o);
+void out_free(struct out *o);
+/* Room for @n more bytes at the end of the buffer (commit with o->len +=),
+ * or NULL when stdout is broken or too far behind. */
+char *out_reserve(struct out *o, size_t n);
+int out_put(struct out *o, const void *p, size_t n);
+/* Writes what stdout takes now, never blocking on a pipe or socket. */
+void out_flush(struct out *o);
+/* Bytes wait for a non-blocking stdout. */
+bool out_waiting(const struct out *o);
+/* Writes everything, waiting until @deadline at most: 0, or -1. */
+int out_drain(struct out *o, int64_t deadline);
+
+/* signals.c */
+int signals_install(void);
+/* The first SIGINT/SIGTERM received, 0 when none. */
+int signals_first(void);
+/* true once when the operation must be cancelled: a signal arrived, or
+ * stdout broke or fell too far behind. */
+bool run_interrupted(struct run *r);
+/* Waits for @fd to be readable, a signal, stdout to take bytes, or
+ * @until (SG_TIME_NEVER: no limit).  true when @fd is readable. */
+bool run_wait(struct run *r, int fd, int64_t until);
 
 /* ledger_cmd.c */
 int ledger_command(const struct config *c);

@@ -1,9 +1,9 @@
 /*
  * writeout.c - everything a run writes.
  *
- * Items go to stdout as they arrive, flushed one by one so a pipe sees each
- * at once; a partial attempt is flagged on stderr so its output can be
- * discarded.  At the end, whatever the transport, conclude() writes the JSON
+ * Items join stdout's batch as they arrive (output.c), written before the
+ * run waits again; a partial attempt is flagged on stderr so its output can
+ * be discarded.  At the end, whatever the transport, conclude() writes the JSON
  * execution report (--report), the curl-style -w line and the one-line
  * diagnostic, and maps the outcome to the exit status of its family;
  * run_failed() is the end of a run that never reached an outcome.
@@ -16,28 +16,49 @@
 
 #include "sg_stream.h"
 
-int print_item(struct run *r, const sg_item *item) {
-    if (r->output == OUT_DATA) {
-        fwrite(item->data, 1, item->data_len, stdout);
-        fputc('\n', stdout);
-    } else if (r->output == OUT_JSONL) {
-        fputs("{\"event\":", stdout);
-        sg_json_fwrite_string(stdout, item->event, item->event_len);
-        fputs(",\"data\":", stdout);
-        sg_json_fwrite_string(stdout, item->data, item->data_len);
-        fputs(",\"id\":", stdout);
-        sg_json_fwrite_string(stdout, item->id, item->id_len);
-        fputs("}\n", stdout);
+/* Appends @p[0..@n) as a JSON string literal. */
+static int put_json(struct out *o, const char *p, size_t n) {
+    char *dst = out_reserve(o, SG_JSON_ESCAPE_MAX(n));
+    if (dst == NULL) {
+        return -1;
     }
-    if (r->output != OUT_NONE) {
-        fflush(stdout); /* one by one: a pipe sees each item as it arrives */
-    }
-    r->printed++;
+    o->len += sg_json_escape(dst, SG_JSON_ESCAPE_MAX(n), p, n);
     return 0;
 }
 
+/* The item joins stdout's batch (output.c): it goes out before the run
+ * waits again.  Non-zero (stdout broke, or fell too far behind) cancels the
+ * operation. */
+int print_item(struct run *r, const sg_item *item) {
+    struct out *o = &r->out;
+    int rv = 0;
+    if (r->output == OUT_DATA) {
+        char *dst = out_reserve(o, item->data_len + 1);
+        if (dst == NULL) {
+            return 1;
+        }
+        memcpy(dst, item->data, item->data_len);
+        dst[item->data_len] = '\n';
+        o->len += item->data_len + 1;
+    } else if (r->output == OUT_JSONL) {
+        rv |= out_put(o, "{\"event\":", 9);
+        rv |= put_json(o, item->event, item->event_len);
+        rv |= out_put(o, ",\"data\":", 8);
+        rv |= put_json(o, item->data, item->data_len);
+        rv |= out_put(o, ",\"id\":", 6);
+        rv |= put_json(o, item->id, item->id_len);
+        rv |= out_put(o, "}\n", 2);
+    }
+    r->printed++;
+    if (o->len >= OUT_BATCH) {
+        /* one step may read many times: do not wait for its end */
+        out_flush(o);
+    }
+    return rv != 0;
+}
+
 void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome) {
-    if (!r->quiet) {
+    if (!r->quiet && !r->out.broken) { /* | head: the reader has gone */
         fprintf(stderr,
                 "%s: attempt %" PRIu32 " ended partial (%s): discard its output\n", prog,
                 attempt, sg_outcome_name(outcome));
@@ -181,17 +202,42 @@ static int write_report(const struct config *c, const sg_op *pol) {
     return rv;
 }
 
+void output_end(struct config *c) {
+    struct out *o = &c->run.out;
+    if (o->overflow) {
+        fprintf(stderr, "%s: stdout fell %zu MiB behind the stream: cancelled\n", prog,
+                o->max >> 20);
+    }
+    size_t left = o->len;
+    if (out_drain(o, c->deadline) != 0 && !o->broken) {
+        fprintf(stderr,
+                "%s: stdout did not take %zu bytes of items by the budget's end: "
+                "dropped\n",
+                prog, left);
+        o->broken = true;
+        o->lost = true;
+    }
+    out_free(o); /* blocking again, for the -w line */
+}
+
 /* The end of a run, whatever the transport: report, -w, diagnostics, and
  * the exit status of the outcome's family. */
 int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
              const char *error) {
     sg_outcome o = sg_op_outcome(pol);
     int code = exit_code_for(o);
+    const struct out *out = &c->run.out;
     if (c->report != NULL && write_report(c, pol) != 0) {
         code = code == EXIT_OK ? EXIT_INTERNAL : code;
     }
-    if (c->write_out != NULL) {
+    if (out->lost && code == EXIT_OK) {
+        code = EXIT_INTERNAL; /* the stream was fine; its output did not arrive */
+    }
+    if (c->write_out != NULL && !out->broken) {
         write_out(c->write_out, pol, elapsed);
+    }
+    if (out->broken && !out->lost && o == SG_OUTCOME_CANCELLED) {
+        return code; /* the reader went away (| head): nothing to say */
     }
     if (strcmp(error, sg_outcome_name(o)) == 0) {
         error = ""; /* says nothing the outcome does not */

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Client CPU per item: sg-stream in its three output modes next to
+# `curl -sN`, on the same stream from the same loopback sg-fakemodel, run
+# side by side (interleaved, RUNS rounds) so the machine's load hits every
+# client alike.  Prints the median user+system CPU of each client's process
+# per item and its ratio to curl.
+#
+# Usage: bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
+#   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~122 bytes of SSE)
+#   RUNS  default 5
+set -euo pipefail
+SG=$1
+FM=$2
+ITEMS=${3:-1000000}
+RUNS=${4:-5}
+dir=$(mktemp -d)
+trap 'kill "$fm" 2>/dev/null; rm -rf "$dir"' EXIT
+"$FM" --port 0 --quiet >"$dir/port" &
+fm=$!
+for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.05; done
+port=$(head -n 1 "$dir/port")
+url="http://127.0.0.1:$port/v1/chat/completions?n=$ITEMS&gap=0"
+
+# cpu CMD...: the command's user+system CPU in ms (its own process tree).
+cpu() {
+    local TIMEFORMAT='%3U %3S'
+    { time "$@" >/dev/null 2>&1; } 2>"$dir/t"
+    awk '{ printf "%d\n", ($1 + $2) * 1000 }' "$dir/t"
+}
+
+clients=(curl data jsonl none)
+declare -A samples
+for r in $(seq 1 "$RUNS"); do
+    for c in "${clients[@]}"; do
+        case $c in
+        curl) ms=$(cpu curl -sN -o /dev/null "$url") ;;
+        *) ms=$(cpu "$SG" --budget 10m --output "$c" "$url") ;;
+        esac
+        samples[$c]="${samples[$c]:-} $ms"
+    done
+done
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+base=$(echo "${samples[curl]}" | median)
+printf '%-22s %12s %12s %8s   %s\n' client "CPU ms" "ns/item" "x curl" "samples (ms)"
+for c in "${clients[@]}"; do
+    m=$(echo "${samples[$c]}" | median)
+    name=$c
+    [ "$c" = curl ] && name="curl -sN" || name="sg-stream --output $c"
+    awk -v n="$name" -v m="$m" -v b="$base" -v items="$ITEMS" -v s="${samples[$c]}" \
+        'BEGIN { printf "%-22s %12d %12.1f %8.2f  %s\n", n, m, m * 1e6 / items, m / b, s }'
+done
