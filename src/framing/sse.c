@@ -217,7 +217,20 @@ static int sse_line(void *ctx, const char *line, size_t n) {
         }
         return 0;
     }
-    const char *colon = memchr(line, ':', n);
+    /* Every field this parser knows is at most 5 bytes long ("data",
+     * "event", "retry", "id"): a colon is looked for in the first 6 bytes
+     * only, and a line without one there names a field to ignore - no scan
+     * of the whole line for it. */
+    const char *colon = NULL;
+    for (size_t i = 0; i < n && i < 6; i++) {
+        if (line[i] == ':') {
+            colon = line + i;
+            break;
+        }
+    }
+    if (colon == NULL && n > 5) {
+        return 0; /* an unknown field (its name has 6 bytes or more) */
+    }
     size_t flen = colon != NULL ? (size_t)(colon - line) : n;
     const char *v = colon != NULL ? colon + 1 : line + n;
     size_t vlen = n - (size_t)(v - line);

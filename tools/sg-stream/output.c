@@ -82,6 +82,9 @@ int out_put(struct out *o, const void *p, size_t n) {
 }
 
 void out_flush(struct out *o) {
+    if (o->len == 0) {
+        return; /* (and o->buf may be NULL) */
+    }
     size_t off = 0;
     while (off < o->len) {
         ssize_t w = write(STDOUT_FILENO, o->buf + off, o->len - off);
