@@ -4,9 +4,11 @@
  * deadline propagation headers; and the execution report (JSON).
  *
  * Sans-I/O and libc only, on top of <streamguard/core.h>.  No function here
- * reads a clock, sleeps or allocates: every instant is a CLOCK_MONOTONIC
- * nanosecond value the caller passes in, and the only wall-clock input is
- * the unix time in seconds needed to turn an HTTP-date into a delay.
+ * reads a clock or sleeps: every instant is a CLOCK_MONOTONIC nanosecond
+ * value the caller passes in, and the only wall-clock input is the unix
+ * time in seconds needed to turn an HTTP-date into a delay.  The only
+ * allocation is an operation's attempt records past the first
+ * SG_OP_INLINE_ATTEMPTS (see "Memory" below).
  *
  * How a transport drives an operation:
  *
@@ -26,10 +28,22 @@
  *       ... arm a timer for v.retry_at, then loop ...
  *   }
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
+ *   sg_op_release(&op);
  *
- * Memory: an sg_op is plain data the caller embeds (5456 bytes on LP64); it records
- * at most SG_OP_MAX_ATTEMPTS attempts, and the attempt count is bounded by
- * the same constant, so every attempt is recorded.
+ * Memory: an sg_op is data the caller embeds (1288 bytes on LP64) and
+ * every attempt it plans is recorded, up to the max_attempts the caller
+ * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 304
+ * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
+ * sg_op, so an operation that retries at most once never allocates; the
+ * rest are allocated with malloc() in blocks that double (2, 4, 8, ...
+ * records), each allocated when a retry first needs it and cut to
+ * max_attempts, and never moved, so a record's address stays valid.  An
+ * operation therefore holds at most (max_attempts - SG_OP_INLINE_ATTEMPTS)
+ * * sizeof(sg_op_attempt) bytes of heap (about 296 KiB at 1000 attempts)
+ * in at most 9 blocks, and only while it is retrying that far.  When a
+ * block cannot be allocated the retry is not taken: the operation stops
+ * with reason out_of_memory and the attempt that could not be recorded is
+ * never planned (sg_op_attempt_done).  sg_op_release() frees the blocks.
  *
  * Thread-safety: every function is reentrant and there is no global state
  * (the default random source lives in the sg_op).  An sg_op or sg_op_options
@@ -53,8 +67,16 @@ extern "C" {
  * Bounds
  * ------------------------------------------------------------------------ */
 
-/** Most attempts one operation may make (and records); gRPC caps at 5. */
-#define SG_OP_MAX_ATTEMPTS 16
+/** Most attempts one operation may make (and records); gRPC caps at 5.
+ *  With a budget and backoff the budget is the real bound: this only keeps
+ *  an operation's records (see "Memory") finite. */
+#define SG_OP_MAX_ATTEMPTS 1000
+/** Attempt records held inside the sg_op; the rest are allocated. */
+#define SG_OP_INLINE_ATTEMPTS 2
+/* Heap blocks of records past the inline ones: block k holds records
+ * SG_OP_INLINE_ATTEMPTS << k up to twice that (0-based), so 9 blocks reach
+ * SG_OP_MAX_ATTEMPTS.  Private. */
+#define SG__OP_BLOCKS 9
 /** Longest method token, not counting the NUL. */
 #define SG_OP_METHOD_MAX 31
 /** Longest deadline header name, not counting the NUL. */
@@ -286,7 +308,12 @@ SG_EXTERN int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n);
  * sg_op_options_set_max_attempts - how many attempts an operation may
  * make, the first included.  Default: 3.
  *
- * @n: 1 .. SG_OP_MAX_ATTEMPTS (1 = never retry).
+ * @n: 1 .. SG_OP_MAX_ATTEMPTS (1 = never retry).  Every attempt is
+ *   recorded: past SG_OP_INLINE_ATTEMPTS an operation that retries holds up
+ *   to (@n - SG_OP_INLINE_ATTEMPTS) * sizeof(sg_op_attempt) bytes of heap
+ *   until sg_op_release() (see "Memory" at the top of this header).  A
+ *   budget with backoff bounds the retries in time; @n bounds them in
+ *   count and memory.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL or @n == 0;
@@ -539,7 +566,8 @@ typedef enum sg_op_decision {
     XX(BACKOFF_EXCEEDS_BUDGET, "backoff_exceeds_budget")         \
     XX(RETRY_AFTER_EXCEEDS_BUDGET, "retry_after_exceeds_budget") \
     XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")       \
-    XX(CANCELLED, "cancelled")
+    XX(CANCELLED, "cancelled")                                   \
+    XX(OUT_OF_MEMORY, "out_of_memory")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -619,24 +647,35 @@ typedef struct sg_op_attempt {
 } sg_op_attempt;
 
 /**
- * sg_op - one operation.  Plain data the caller embeds; start it with
- * sg_op_start() (a zero-initialised sg_op is valid only for that call).
- * Fields are private.
+ * sg_op - one operation.  Data the caller embeds; start it with
+ * sg_op_start() (a zero-initialised sg_op is valid only for that call and
+ * for sg_op_release()), and release it with sg_op_release() when it is
+ * discarded: once it retries after its SG_OP_INLINE_ATTEMPTS-th attempt it
+ * holds heap blocks of attempt records (see "Memory" at the top of this
+ * header).  Fields are private.
+ *
+ * Never copy an sg_op by value (struct assignment, memcpy): the copy
+ * would share the original's heap blocks, and releasing either leaves the
+ * other pointing at freed memory.  Keep it in one place and pass pointers.
  */
 typedef struct sg_op {
-    sg_op_options opts_;                         /* private */
-    sg_budget budget_;                           /* private */
-    uint64_t rng_;                               /* private: xorshift64* state */
-    int64_t retry_at_;                           /* private */
-    int64_t finished_at_;                        /* private */
-    uint32_t count_;                             /* private: attempts planned */
-    uint32_t magic_;                             /* private */
-    uint8_t state_;                              /* private */
-    uint8_t outcome_;                            /* private */
-    uint8_t decision_;                           /* private */
-    uint8_t reason_;                             /* private */
-    int32_t observer_error_;                     /* private: first failure, 0 none */
-    sg_op_attempt attempts_[SG_OP_MAX_ATTEMPTS]; /* private */
+    sg_op_options opts_;     /* private */
+    sg_budget budget_;       /* private */
+    uint64_t rng_;           /* private: xorshift64* state */
+    int64_t retry_at_;       /* private */
+    int64_t finished_at_;    /* private */
+    uint32_t count_;         /* private: attempts planned */
+    uint32_t magic_;         /* private */
+    uint8_t state_;          /* private */
+    uint8_t outcome_;        /* private */
+    uint8_t decision_;       /* private */
+    uint8_t reason_;         /* private */
+    int32_t observer_error_; /* private: first failure, 0 none */
+    /* private: the allocator of the blocks; NULL = malloc/free */
+    void *(*alloc_)(void *ud, void *p, size_t size);
+    void *alloc_ud_;                              /* private */
+    sg_op_attempt inline_[SG_OP_INLINE_ATTEMPTS]; /* private */
+    sg_op_attempt *blocks_[SG__OP_BLOCKS];        /* private: NULL = none */
 } sg_op;
 
 /* ------------------------------------------------------------------------
@@ -703,8 +742,10 @@ SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer 
 
 /**
  * sg_op_start - begin an operation at @now: copies @opts (NULL = all
- * defaults) and starts its budget.  Any previous state of @op is
- * discarded, so an sg_op may be started again for a new operation.
+ * defaults) and starts its budget.  @op may be uninitialised: it is never
+ * read, so any previous state is discarded without being freed.  To start
+ * an sg_op again for a new operation, sg_op_release() it first, or the
+ * blocks of its old records (if it grew any) leak.
  *
  * A floor at or above the budget is allowed: the first sg_op_next_attempt
  * is then refused (outcome refused) without any request being made.
@@ -714,6 +755,26 @@ SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer 
  * Thread-safety: touches only @op; reads @opts.
  */
 SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
+
+/**
+ * sg_op_release - frees the heap blocks of @op's attempt records and
+ * leaves @op as if zero-initialised: every reader then answers as for an
+ * operation never started, and sg_op_start() may start it again.  Call it
+ * whenever an sg_op that may have retried is discarded (or before starting
+ * it again); without it an operation that retried after its
+ * SG_OP_INLINE_ATTEMPTS-th attempt leaks its blocks, up to
+ * (max_attempts - SG_OP_INLINE_ATTEMPTS) * sizeof(sg_op_attempt) bytes.
+ * The transports release the sg_op they hold when their operation is
+ * freed (sg_curl_op_free, sg_h2_op_free, sg_h2_conn_free).  Harmless on an
+ * operation that never grew a block, and idempotent: calling it twice is
+ * the same as once.  Records from sg_op_attempt_at() are gone afterwards.
+ * @op: a started, released or zero-initialised sg_op (never uninitialised
+ *   memory), or NULL (ignored).
+ *
+ * Returns nothing.
+ * Thread-safety: touches only @op.
+ */
+SG_EXTERN void sg_op_release(sg_op *op);
 
 /**
  * sg_op_budget - the operation's budget, for sg_guard_start().
@@ -862,6 +923,10 @@ typedef struct sg_op_verdict {
  *   when, after the sleep, at least the minimum attempt (and more than 0)
  *   is left above the floor; otherwise STOP now.  With no attempts left:
  *   STOP (attempts_exhausted).
+ * - A retry past the first SG_OP_INLINE_ATTEMPTS attempts may need a new
+ *   block of records; when it cannot be allocated: STOP (out_of_memory,
+ *   the attempt stays retryable), so the attempt that could not be
+ *   recorded is never planned nor sent.
  * - RETRY leaves the operation sleeping until v->retry_at; DONE and STOP
  *   end it.
  *
@@ -943,7 +1008,8 @@ SG_EXTERN sg_op_reason sg_op_final_reason(const sg_op *op);
 /**
  * sg_op_attempt_count - attempts planned so far, the running one included.
  *
- * Returns 0 .. SG_OP_MAX_ATTEMPTS; 0 when @op is NULL or never started.
+ * Returns 0 .. max_attempts (sg_op_options_set_max_attempts); 0 when @op
+ * is NULL or never started.
  * Thread-safety: reads only @op.
  */
 SG_EXTERN uint32_t sg_op_attempt_count(const sg_op *op);
@@ -951,9 +1017,10 @@ SG_EXTERN uint32_t sg_op_attempt_count(const sg_op *op);
 /**
  * sg_op_attempt_at - the record of attempt @i (0-based).
  *
- * Returns a pointer into @op (valid until @op is started again or goes
- * away; a running attempt's record has running = true and changes when its
- * result is handed in), or NULL when @op is NULL, never started, or
+ * Returns a pointer into @op or one of its heap blocks (valid until @op is
+ * released, started again or goes away; later attempts never move it; a
+ * running attempt's record has running = true and changes when its result
+ * is handed in), or NULL when @op is NULL, never started, or
  * @i >= sg_op_attempt_count(@op).
  * Thread-safety: reads only @op.
  */

@@ -48,6 +48,14 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status);
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);
 
+/*
+ * The allocator of @op's record blocks (a seam for tests that make an
+ * allocation fail): @fn(ud, NULL, size) allocates, @fn(ud, p, 0) frees p.
+ * NULL restores malloc/free.  Call it after sg_op_start(), which clears it,
+ * and before the first block is allocated.
+ */
+void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), void *ud);
+
 /* RFC 9110 §9.2.2 idempotent methods, case-sensitive. */
 bool sg__method_idempotent(const char *method);
 

@@ -1,10 +1,12 @@
 /*
  * The operation state machine: attempts leased from one budget, retry
- * safety, backoff and Retry-After.  No allocation, no clock reads, no
- * global state: everything lives in the caller's sg_op.
+ * safety, backoff and Retry-After.  No clock reads, no global state:
+ * everything lives in the caller's sg_op.  The only allocation is the
+ * blocks of attempt records past the inline ones (the records section).
  */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define SG__OP_MAGIC 0x5347504fu /* "SGPO" */
@@ -89,6 +91,90 @@ int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp) {
         v *= 2;
     }
     return v < cap ? v : cap;
+}
+
+/* ------------------------------------------------------------------ records */
+
+/* Records past the inline ones live in blocks that double: block k holds
+ * the 0-based records [I << k, I << (k + 1)), I = SG_OP_INLINE_ATTEMPTS,
+ * cut to max_attempts.  A block is never moved, so a record's address
+ * holds for the operation's life, and finding one costs at most
+ * SG__OP_BLOCKS steps. */
+_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >= SG_OP_MAX_ATTEMPTS,
+               "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS");
+
+/* The block of record @i (>= SG_OP_INLINE_ATTEMPTS) and its first record. */
+static unsigned sg__block_of(uint32_t i, uint32_t *first) {
+    unsigned k = 0;
+    uint32_t lo = SG_OP_INLINE_ATTEMPTS;
+    while (k + 1 < SG__OP_BLOCKS && i >= 2 * lo) {
+        lo *= 2;
+        k++;
+    }
+    *first = lo;
+    return k;
+}
+
+/* Record @i (>= SG_OP_INLINE_ATTEMPTS) in its block; NULL when the block
+ * was not allocated. */
+static sg_op_attempt *sg__in_block(const sg_op *op, uint32_t i) {
+    uint32_t first = 0;
+    unsigned k = sg__block_of(i, &first);
+    return op->blocks_[k] != NULL ? op->blocks_[k] + (i - first) : NULL;
+}
+
+static const sg_op_attempt *sg__record(const sg_op *op, uint32_t i) {
+    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+}
+
+static sg_op_attempt *sg__record_w(sg_op *op, uint32_t i) {
+    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+}
+
+static void *sg__op_alloc(const sg_op *op, void *p, size_t size) {
+    if (op->alloc_ != NULL) {
+        return op->alloc_(op->alloc_ud_, p, size);
+    }
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    return malloc(size);
+}
+
+void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), void *ud) {
+    op->alloc_ = fn;
+    op->alloc_ud_ = ud;
+}
+
+/* Gives record @i storage: 0, or SG_ENOMEM when its block cannot be had
+ * (nothing changes then). */
+static int sg__reserve(sg_op *op, uint32_t i) {
+    if (sg__record(op, i) != NULL) {
+        return 0;
+    }
+    uint32_t first = 0;
+    unsigned k = sg__block_of(i, &first);
+    const uint32_t max = sg__opt_max_attempts(&op->opts_);
+    const uint32_t n = max - first < first ? max - first : first; /* i < max */
+    sg_op_attempt *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
+    if (b == NULL) {
+        return SG_ENOMEM;
+    }
+    op->blocks_[k] = b;
+    return 0;
+}
+
+void sg_op_release(sg_op *op) {
+    if (op == NULL) {
+        return;
+    }
+    for (unsigned k = 0; k < SG__OP_BLOCKS; k++) {
+        if (op->blocks_[k] != NULL) {
+            (void)sg__op_alloc(op, op->blocks_[k], 0);
+        }
+    }
+    memset(op, 0, sizeof(*op));
 }
 
 /* ------------------------------------------------------------------ the op */
@@ -258,13 +344,15 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
          * the refusal's when no attempt could run. */
         sg_outcome final = plan->outcome;
         if (op->count_ > 0) {
-            final = op->attempts_[op->count_ - 1].outcome;
+            final = sg__record(op, op->count_ - 1)->outcome;
         }
         sg__op_finish(op, now, final, SG_OP_STOP, plan->reason);
         return SG_EREFUSED;
     }
 
-    sg_op_attempt *a = &op->attempts_[op->count_];
+    /* Storage was reserved when the retry was decided (sg_op_attempt_done);
+     * the first SG_OP_INLINE_ATTEMPTS are inline. */
+    sg_op_attempt *a = sg__record_w(op, op->count_);
     memset(a, 0, sizeof(*a));
     a->n = ++op->count_;
     a->outcome = SG_OUTCOME_OK;
@@ -382,7 +470,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         return SG_ESTATE;
     }
     const sg_op_options *o = &op->opts_;
-    sg_op_attempt *a = &op->attempts_[op->count_ - 1];
+    sg_op_attempt *a = sg__record_w(op, op->count_ - 1);
 
     a->running = false;
     a->phase = r->phase;
@@ -537,6 +625,10 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
                 reason = SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
             } else if (after <= 0 || after < sg__opt_min_attempt(o)) {
                 reason = too_long;
+            } else if (sg__reserve(op, op->count_) != 0) {
+                /* The next attempt could not be recorded: it is not sent,
+                 * since the report and the observer must see every one. */
+                reason = SG_OP_REASON_OUT_OF_MEMORY;
             } else {
                 decision = SG_OP_RETRY;
                 reason = SG_OP_REASON_RETRYABLE;
@@ -594,7 +686,7 @@ sg_outcome sg_op_outcome(const sg_op *op) {
     if (op->state_ == SG__OP_FINISHED) {
         return (sg_outcome)op->outcome_;
     }
-    return op->count_ > 0 ? op->attempts_[op->count_ - 1].outcome : SG_OUTCOME_OK;
+    return op->count_ > 0 ? sg__record(op, op->count_ - 1)->outcome : SG_OUTCOME_OK;
 }
 
 sg_op_decision sg_op_final_decision(const sg_op *op) {
@@ -619,5 +711,5 @@ const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i) {
     if (!sg__op_started(op) || i >= op->count_) {
         return NULL;
     }
-    return &op->attempts_[i];
+    return sg__record(op, i);
 }

@@ -227,7 +227,8 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     const bool finished = sg_op_finished(op);
     const int64_t end = finished ? op->finished_at_ : now;
     const int64_t start = sg_budget_started_at(&op->budget_);
-    const sg_op_attempt *last = op->count_ > 0 ? &op->attempts_[op->count_ - 1] : NULL;
+    const sg_op_attempt *last =
+        op->count_ > 0 ? sg_op_attempt_at(op, op->count_ - 1) : NULL;
     bool first = true;
 
     sg__sink_put(s, "{", 1);
@@ -264,7 +265,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         if (i > 0) {
             sg__sink_put(s, ",", 1);
         }
-        sg__write_attempt(s, op, &op->attempts_[i]);
+        sg__write_attempt(s, op, sg_op_attempt_at(op, i));
     }
     sg__sink_put(s, "]}", 2);
 }

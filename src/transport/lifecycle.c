@@ -57,6 +57,7 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
 void sg__lc_release(sg__lifecycle *lc) {
     free(lc->parser_buf);
     lc->parser_buf = NULL;
+    sg_op_release(&lc->policy); /* the records of attempts past the inline ones */
 }
 
 /* ------------------------------------------------------------ the end */

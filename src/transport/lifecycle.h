@@ -130,7 +130,8 @@ struct sg__lifecycle {
 int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
                 const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
                 void *item_ud);
-/* Frees what sg__lc_init allocated (the lifecycle itself is the caller's). */
+/* Frees what sg__lc_init allocated and the policy's attempt records
+ * (sg_op_release; the lifecycle itself is the caller's). */
 void sg__lc_release(sg__lifecycle *lc);
 
 /* Starts the operation at @now: its budget, the observer's intent, then

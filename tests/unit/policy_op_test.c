@@ -280,6 +280,7 @@ static void never_sent_post_is_always_safe_to_retry(void **state) {
     v = end_attempt(&op, v.retry_at + 5, SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_SEND, false,
                     0, NULL);
     assert_int_equal(v.decision, SG_OP_RETRY);
+    sg_op_release(&op); /* the third attempt's record was allocated */
 }
 
 static void unsafe_post_sent_without_answer_is_outcome_unknown(void **state) {
@@ -736,6 +737,7 @@ static void backoff_is_full_jitter_under_a_doubling_capped_ceiling(void **state)
     }
     plan_ok(&op, now, &p);
     (void)end_attempt(&op, now, SG_OUTCOME_OK, SG_PHASE_STREAMING, true, 200, NULL);
+    sg_op_release(&op);
 
     /* One past each ceiling wraps to 0: the ceilings are exactly these. */
     assert_int_equal(sg_op_start(&op, &o, T0), 0);
@@ -749,6 +751,7 @@ static void backoff_is_full_jitter_under_a_doubling_capped_ceiling(void **state)
         assert_int_equal(v.delay_ns, 0);
         now = v.retry_at;
     }
+    sg_op_release(&op);
 }
 
 static void jitter_can_draw_zero(void **state) {
@@ -793,6 +796,7 @@ static void seeded_backoff_is_reproducible_and_within_the_ceiling(void **state) 
             }
             now = v.retry_at;
         }
+        sg_op_release(&op);
     }
 }
 
@@ -828,6 +832,7 @@ static void backoff_never_sleeps_past_the_deadline(void **state) {
             assert_true(v.retry_at + SG_MS(25) <= deadline - SG_MS(40));
             now = v.retry_at;
         }
+        sg_op_release(&op);
     }
 }
 
@@ -1121,6 +1126,7 @@ static void defaults_are_the_documented_values(void **state) {
     /* Default backoff: base 100 ms, so the first sleep is <= 100 ms. */
     assert_true(sg_op_attempt_at(&op, 0)->backoff_ns <= SG_MS(100));
     assert_true(sg_op_attempt_at(&op, 1)->backoff_ns <= SG_MS(200));
+    sg_op_release(&op);
 }
 
 static void option_setters_validate_their_values(void **state) {
