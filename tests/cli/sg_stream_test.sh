@@ -41,7 +41,7 @@ expect 0 "--version" -- --version
 has "$OUT" "sg-stream" "--version names the program"
 
 for bad in "--idle 3x $CHAT" "--budget 0 $CHAT" "--budget -1s $CHAT" "--attempts 0 $CHAT" \
-    "--attempts 17 $CHAT" "--format xml $CHAT" "--output html $CHAT" "-H nocolon $CHAT" \
+    "--attempts 1001 $CHAT" "--format xml $CHAT" "--output html $CHAT" "-H nocolon $CHAT" \
     "--max-event-bytes 3 $CHAT" "--bogus $CHAT" "" "$CHAT extra" "--idle" \
     "--first-item 400d $CHAT" "--budget 999999h $CHAT" "--idempotency-key $(printf 'a%.0s' $(seq 1 200)) $CHAT"; do
     # shellcheck disable=SC2086
@@ -129,6 +129,21 @@ expect 7 "retry-after beyond the budget stops at once" -- --attempts 3 --idempot
 if [ "$(fm_count cli-ra received)" -eq 1 ]; then pass "one request, no sleep into the deadline"; else fail "ra count"; fi
 expect 0 "backoff flags" -- --attempts 3 --idempotent --backoff-base 5ms --backoff-max 20ms \
     -X GET "$CHAT?status=503&fail_first=1&n=1&_t=cli_backoff"
+# The budget bounds retries, not a fixed count: 50 attempts run and are all reported.
+expect 7 "--attempts 50: every attempt runs" -- --attempts 50 --backoff-base 1ms \
+    --backoff-max 2ms --idempotency-key cli-a50 --report "$FM_DIR/a50.json" -w '%{attempts} %{reason}\n' \
+    "$CHAT?status=503&fail_first=999&_t=cli_a50"
+has "$OUT" "50 attempts_exhausted" "50 attempts, then the count stops it"
+if [ "$(fm_count cli-a50 received)" -eq 50 ]; then pass "the server saw 50 requests"; else fail "a50 count"; fi
+if [ "$(grep -o '{"n":' "$FM_DIR/a50.json" | wc -l)" -eq 50 ]; then pass "the report lists 50 attempts"; else fail "a50 report"; fi
+expect 7 "--attempts 50 within --budget 1s: the budget stops it" -- --attempts 50 --budget 1s \
+    --backoff-base 50ms --backoff-max 200ms --idempotency-key cli-a50b --report "$FM_DIR/a50b.json" \
+    -w '%{attempts} %{reason}\n' "$CHAT?status=503&fail_first=999&_t=cli_a50b"
+if grep -qE '^[0-9]+ (backoff_exceeds_budget|lease_too_short)$' "$OUT"; then
+    pass "the budget, not the count, ended it"; else fail "a50b: $(cat "$OUT")"; fi
+n50=$(cut -d' ' -f1 "$OUT")
+if [ "$(grep -o '{"n":' "$FM_DIR/a50b.json" | wc -l)" -eq "$n50" ] && [ "$(fm_count cli-a50b received)" -eq "$n50" ]; then
+    pass "the report lists each of the $n50 attempts the server saw"; else fail "a50b report"; fi
 
 # ---- exit 8: transport and protocol -----------------------------------------
 expect 8 "connection refused" -- --attempts 2 --backoff-base 5ms "http://127.0.0.1:1/"

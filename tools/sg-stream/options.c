@@ -154,7 +154,8 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_ATTEMPTS:
         if (parse_count(arg, SG_OP_MAX_ATTEMPTS, &n) != 0 || n == 0) {
-            return usage_error("--attempts takes a number from 1 to 16, not '%s'", arg);
+            return usage_error("--attempts takes a number from 1 to %d, not '%s'",
+                               SG_OP_MAX_ATTEMPTS, arg);
         }
         rv = sg_op_options_set_max_attempts(&c->policy, (uint32_t)n);
         break;
