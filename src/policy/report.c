@@ -4,6 +4,7 @@
  */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 void sg__sink_put(sg__sink *s, const char *p, size_t n) {
@@ -43,85 +44,32 @@ void sg__sink_i64(sg__sink *s, int64_t v) {
     sg__sink_u64(s, (uint64_t)v);
 }
 
-/* Length of the valid UTF-8 sequence at @p (1..4), or 0 when invalid
- * (overlong forms, surrogates and code points above U+10FFFF included). */
-static size_t sg__utf8_len(const unsigned char *p, size_t n) {
-    const unsigned char c = p[0];
-    size_t len = 0;
-    unsigned char lo = 0x80;
-    unsigned char hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        lo = c == 0xE0 ? 0xA0 : 0x80;
-        hi = c == 0xED ? 0x9F : 0xBF;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        lo = c == 0xF0 ? 0x90 : 0x80;
-        hi = c == 0xF4 ? 0x8F : 0xBF;
-    } else {
-        return 0;
-    }
-    if (n < len || p[1] < lo || p[1] > hi) {
-        return 0;
-    }
-    for (size_t i = 2; i < len; i++) {
-        if (p[i] < 0x80 || p[i] > 0xBF) {
-            return 0;
-        }
-    }
-    return len;
-}
-
+/* A JSON string literal (core's sg_json_escape, the one escaping every
+ * writer shares): straight into the caller's buffer, or through a buffer
+ * of its own to a FILE - on the stack for the report's short strings. */
 void sg__sink_json_string(sg__sink *s, const char *p, size_t n) {
-    static const char hex[] = "0123456789abcdef";
-    const unsigned char *u = (const unsigned char *)p;
-    sg__sink_put(s, "\"", 1);
-    size_t i = 0;
-    while (i < n) {
-        const unsigned char c = u[i];
-        if (c >= 0x80) {
-            size_t len = sg__utf8_len(u + i, n - i);
-            if (len == 0) {
-                /* Invalid UTF-8 cannot go into a JSON text; U+FFFD keeps
-                 * the position of the damage visible. */
-                sg__sink_puts(s, "\\ufffd");
-                i++;
-            } else {
-                sg__sink_put(s, p + i, len);
-                i += len;
-            }
-            continue;
-        }
-        switch (c) {
-        case '"':
-            sg__sink_puts(s, "\\\"");
-            break;
-        case '\\':
-            sg__sink_puts(s, "\\\\");
-            break;
-        case '\n':
-            sg__sink_puts(s, "\\n");
-            break;
-        case '\r':
-            sg__sink_puts(s, "\\r");
-            break;
-        case '\t':
-            sg__sink_puts(s, "\\t");
-            break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                char esc[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
-                sg__sink_put(s, esc, sizeof(esc));
-            } else {
-                sg__sink_put(s, p + i, 1);
-            }
-            break;
-        }
-        i++;
+    if (s->f == NULL) {
+        /* Keep one byte for the NUL; count what does not fit. */
+        size_t room = s->buf != NULL && s->pos + 1 < s->cap ? s->cap - 1 - s->pos : 0;
+        size_t len = sg_json_escape(room > 0 ? s->buf + s->pos : NULL, room, p, n);
+        s->pos = s->pos > SIZE_MAX - len ? SIZE_MAX : s->pos + len;
+        return;
     }
-    sg__sink_put(s, "\"", 1);
+    char stack[1024];
+    if (n > (SIZE_MAX - 2) / 6) {
+        s->failed = true;
+        return;
+    }
+    size_t need = SG_JSON_ESCAPE_MAX(n);
+    char *b = need <= sizeof(stack) ? stack : malloc(need);
+    if (b == NULL) {
+        s->failed = true;
+        return;
+    }
+    sg__sink_put(s, b, sg_json_escape(b, need, p, n));
+    if (b != stack) {
+        free(b);
+    }
 }
 
 /* ------------------------------------------------------------------ fields */

@@ -37,7 +37,7 @@ void usage(FILE *f) {
         "  --attempt-timeout D   per-attempt ceiling\n"
         "  --floor D             budget reserve never leased (0)\n"
         "Retries:\n"
-        "  --attempts N          attempts including the first, 1..16 (1)\n"
+        "  --attempts N          attempts including the first, 1..1000 (1)\n"
         "  --backoff-base D      backoff base (100ms)   --backoff-max D  cap (10s)\n"
         "  --idempotency-key KEY sent as Idempotency-Key on every attempt\n"
         "  --idempotent          declare the request safe to repeat\n"
