@@ -46,6 +46,23 @@ static inline const char *sg__lines_find_lf(const char *p, const char *end) {
 #ifdef SG__LINES_SSE2
     const __m128i vlf = _mm_set1_epi8('\n');
     const char *stop = end - p > 512 ? p + 512 : end;
+    while (stop - p >= 64) {
+        /* four blocks, one branch: most of a line has no LF */
+        const __m128i *q = (const __m128i *)(const void *)p;
+        __m128i m0 = _mm_cmpeq_epi8(_mm_loadu_si128(q), vlf);
+        __m128i m1 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 1), vlf);
+        __m128i m2 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 2), vlf);
+        __m128i m3 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 3), vlf);
+        if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(m0, m1), _mm_or_si128(m2, m3))) !=
+            0) {
+            uint64_t mask = (uint64_t)(unsigned)_mm_movemask_epi8(m0) |
+                            (uint64_t)(unsigned)_mm_movemask_epi8(m1) << 16 |
+                            (uint64_t)(unsigned)_mm_movemask_epi8(m2) << 32 |
+                            (uint64_t)(unsigned)_mm_movemask_epi8(m3) << 48;
+            return p + __builtin_ctzll(mask);
+        }
+        p += 64;
+    }
     while (stop - p >= 16) {
         unsigned mask = (unsigned)_mm_movemask_epi8(
             _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), vlf));
