@@ -963,11 +963,16 @@ SG_EXTERN bool sg_guard_running(const sg_guard *guard);
  * quotes included, into @dst - as the execution report escapes strings:
  * '"', '\\' and control characters (and DEL) escaped, valid UTF-8 passed
  * through, each byte of an invalid UTF-8 sequence (overlong forms,
- * surrogates, code points above U+10FFFF) written as `\ufffd`.  Runs of
- * bytes that need no escape are copied at once.  Not NUL-terminated.
+ * surrogates, code points above U+10FFFF) written as `\ufffd`.  Not
+ * NUL-terminated.
  *
- * @dst: at most @cap bytes are written; SG_JSON_ESCAPE_MAX(@len) always
- *   suffices.  @p may be NULL when @len is 0.
+ * @dst: at most @cap bytes are written, and never a byte past the literal;
+ *   SG_JSON_ESCAPE_MAX(@len) always suffices.  @p may be NULL when @len
+ *   is 0.
+ *
+ * With room for the worst case it escapes straight into @dst, 8 bytes at a
+ * time where the CPU has SSSE3 (chosen at run time), else 16 bytes at a
+ * time for runs that need no escape.
  *
  * Returns the length of the whole literal.  When it is larger than @cap
  * the literal was cut at @cap bytes (call again with more room).

@@ -3,8 +3,10 @@
  * RFC 8259 §7 and RFC 3629 §4 (the UTF-8 syntax): every length from 0 to
  * 200 (so the 16-byte blocks meet every alignment and tail), inputs dense
  * in quotes (JSON inside JSON), control characters, DEL, valid and invalid
- * UTF-8 - written whole and into every smaller buffer, and into the report
- * through sg_json_fwrite_string.
+ * UTF-8 - written whole (and nothing past the literal, though the room
+ * allows more) and into every smaller buffer, and into the report through
+ * sg_json_fwrite_string.  The run takes the SSSE3 path where the CPU has
+ * it, the SSE2 one inside it, and the bounded one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -134,6 +136,9 @@ static void check_one(const unsigned char *in, size_t n) {
     size_t gl = sg_json_escape(got, SG_JSON_ESCAPE_MAX(n), (const char *)in, n);
     assert_int_equal(gl, wl);
     assert_memory_equal(got, want, wl);
+    for (size_t k = wl; k < sizeof(got); k++) {
+        assert_int_equal((unsigned char)got[k], 0x55); /* nothing past the literal */
+    }
     /* a bounded buffer: the same bytes as far as they fit, the full length */
     for (size_t cap = 0; cap < wl; cap += 1 + cap / 4) {
         memset(got, 0x55, sizeof(got));
