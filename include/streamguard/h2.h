@@ -293,6 +293,25 @@ SG_EXTERN int sg_h2_conn_step(sg_h2_conn *conn, int64_t now, bool readable,
  */
 SG_EXTERN int sg_h2_conn_run(sg_h2_conn *conn);
 
+/**
+ * sg_h2_conn_connect - start making the connection now, without an
+ * operation and without blocking (for a connection made with
+ * connect_on_demand, e.g. to learn whether a server speaks h2 before
+ * committing an operation to it).  sg_h2_conn_step moves it on, under the
+ * connect timeout; sg_h2_conn_connecting() is true until it is made
+ * (sg_h2_conn_usable()) or has failed (sg_h2_conn_error() says why).
+ * Operations started meanwhile wait for it.  Harmless when a connection is
+ * up or being made already.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @conn is NULL;
+ *   SG_ENOMEM  out of memory.
+ */
+SG_EXTERN int sg_h2_conn_connect(sg_h2_conn *conn);
+
+/** true while the connection new streams go on is being made. */
+SG_EXTERN bool sg_h2_conn_connecting(const sg_h2_conn *conn);
+
 /** The number of operations running on @conn (started, not ended). */
 SG_EXTERN int sg_h2_conn_running(const sg_h2_conn *conn);
 

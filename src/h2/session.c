@@ -104,6 +104,17 @@ static void conn_err_out(const sg_h2_conn_options *opts, const char *msg) {
     }
 }
 
+int sg_h2_conn_connect(sg_h2_conn *c) {
+    if (c == NULL) {
+        return SG_EINVAL;
+    }
+    return sg__h2_link_for_streams(c, sg__h2_now(c)) != NULL ? 0 : SG_ENOMEM;
+}
+
+bool sg_h2_conn_connecting(const sg_h2_conn *c) {
+    return c != NULL && c->cur != NULL && c->cur->state < SG__H2L_READY;
+}
+
 /* sg_h2_conn_new without connect_on_demand: the first link, made now
  * (the loop is ours until it is READY or failed). */
 static int connect_now(sg_h2_conn *c) {

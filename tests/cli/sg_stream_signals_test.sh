@@ -51,6 +51,26 @@ else
     fail "Ctrl-C on HTTP/2: no RST_STREAM(CANCEL) in the server log"
 fi
 
+# Ctrl-C while the probe of an https:// URL is still in its TLS handshake
+# (a server stopped with SIGSTOP: the kernel accepts, nobody answers): heard
+# at once, the operation cancelled in phase connect, never sent.
+"$FM" --port 0 --quiet >"$FM_DIR/stopped.port" 2>/dev/null &
+stopped=$!
+for _ in $(seq 1 100); do [ -s "$FM_DIR/stopped.port" ] && break; sleep 0.02; done
+kill -STOP "$stopped"
+rm -f "$REP"
+"$SG" --report "$REP" -w '%{outcome} %{phase}\n' --cacert "$FM_CA" \
+    "https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions" >"$OUT" 2>"$ERR" &
+pid=$!
+sleep 0.4
+t0=$(now_ms)
+kill -INT "$pid"
+wait "$pid"
+rc=$? took=$(($(now_ms) - t0))
+kill -KILL "$stopped"
+if [ "$rc" -eq 5 ] && [ "$took" -lt 200 ]; then pass "SIGINT during the https probe: exit 5 after ${took} ms"; else fail "SIGINT during the probe: exit $rc after ${took} ms; $(head -c 300 "$ERR")"; fi
+if grep -q '^cancelled connect$' "$OUT"; then pass "the probe's run: cancelled in phase connect"; else fail "probe -w: $(head -c 200 "$OUT")"; fi
+
 # Ctrl-C during a backoff sleep: the operation ends there, reported.
 rm -f "$REP"
 "$SG" --report "$REP" --attempts 3 --backoff-base 5s --backoff-max 5s \

@@ -7,7 +7,8 @@
  * clock resets only that stream.  The URL is split here and the -H headers
  * are lowercased for HTTP/2.  With --http2 the connection is made by the
  * first attempt, inside its lease; the probe of an https:// URL connects
- * first, within what the budget could lease (probe_bound()).  The loop is
+ * first (in the loop, so a signal is heard), within what the budget could
+ * lease (probe_bound()).  The loop is
  * ours: items leave in one write per step, and a signal or a broken stdout
  * cancels the operation.
  */
@@ -118,6 +119,27 @@ static int64_t probe_bound(const struct config *c) {
     return connect < leasable ? connect : leasable;
 }
 
+/* The probe, in the run's own loop (a signal is heard at once): 0 when the
+ * connection speaks h2, -1 when it failed (libcurl takes over).  A signal
+ * during the probe commits the run to HTTP/2: the operation then starts
+ * and is cancelled at once, in phase connect, never sent. */
+static int probe_h2(struct config *c, sg_h2_conn *conn) {
+    if (sg_h2_conn_connect(conn) != 0) {
+        return -1;
+    }
+    bool readable = false;
+    for (;;) {
+        sg_h2_conn_step(conn, sg_clock_now(NULL), readable, true);
+        if (!sg_h2_conn_connecting(conn)) {
+            return sg_h2_conn_usable(conn) ? 0 : -1;
+        }
+        if (signals_first() != 0) {
+            return 0;
+        }
+        readable = run_wait(&c->run, sg_h2_conn_fd(conn), sg_h2_conn_next_deadline(conn));
+    }
+}
+
 /* Runs the operation on streamguard's HTTP/2 transport.  With @probe (an
  * https:// URL and no version flag), a server that does not negotiate h2,
  * or any connect failure, returns -1 without a word: libcurl takes over. */
@@ -160,11 +182,15 @@ int run_h2(struct config *c, bool probe) {
                              .cafile = c->copts.cafile,
                              .connect_timeout = bound,
                              .errbuf = errbuf,
-                             .connect_on_demand = !probe};
+                             .connect_on_demand = true};
     int64_t t0 = sg_clock_now(NULL);
     sg_h2_conn *conn = NULL;
     int rv = sg_h2_conn_new(&conn, &co);
+    if (rv == 0 && probe) {
+        rv = probe_h2(c, conn);
+    }
     if (rv != 0 && probe) {
+        sg_h2_conn_free(conn);
         return -1; /* no h2 here: libcurl runs with what is left */
     }
     if (rv != 0) {
