@@ -1,0 +1,117 @@
+/*
+ * Fuzz target: the JSON path scanner (src/framing/jscan.h) that provider
+ * profiles run over every item.
+ *
+ * Input: one byte choosing a path, then the JSON text.  Invariants (abort
+ * on violation):
+ *   - a value found lies inside the input, and is what its type says: a
+ *     string is followed by its closing quote, a container starts with its
+ *     bracket, a literal is spelled out;
+ *   - the answer is the same twice (no state), and the same when the text
+ *     is followed by more bytes only if the value ended before them;
+ *   - a value found at "k" is also found when the text is looked at as the
+ *     value of a wrapping object {"w": TEXT} with the path w.k.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "framing/jscan.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(int ok) {
+    if (!ok) {
+        abort();
+    }
+}
+
+static const char *const g_paths[] = {
+    "error",
+    "error.type",
+    "choices[].delta.content",
+    "candidates[].content.parts[].text",
+    "done",
+    "message.content",
+    "type",
+    "[]",
+    "[].a",
+    "a.b.c",
+};
+static const char *const g_wrapped[] = {
+    "w.error",
+    "w.error.type",
+    "w.choices[].delta.content",
+    "w.candidates[].content.parts[].text",
+    "w.done",
+    "w.message.content",
+    "w.type",
+    "w[]",
+    "w[].a",
+    "w.a.b.c",
+};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1 || size > 65536) {
+        return 0;
+    }
+    size_t which = data[0] % (sizeof(g_paths) / sizeof(g_paths[0]));
+    const char *text = (const char *)data + 1;
+    size_t n = size - 1;
+    char *copy = malloc(n + 1); /* exactly the bytes: ASan sees an over-read */
+    check(copy != NULL);
+    memcpy(copy, text, n);
+    sg__jpath path;
+    check(sg__jpath_parse(&path, g_paths[which]) == 0);
+    sg__jval v, again;
+    bool found = sg__jscan_find(copy, n, &path, &v);
+    check(sg__jscan_find(copy, n, &path, &again) == found);
+    if (found) {
+        check(v.p >= copy && v.n <= n && v.p + v.n <= copy + n);
+        check(again.p == v.p && again.n == v.n && again.type == v.type);
+        switch (v.type) {
+        case SG__JSTRING:
+            check(v.p + v.n < copy + n && v.p[v.n] == '"' && v.p > copy &&
+                  v.p[-1] == '"');
+            break;
+        case SG__JOBJECT:
+            check(v.n >= 1 && v.p[0] == '{');
+            break;
+        case SG__JARRAY:
+            check(v.n >= 1 && v.p[0] == '[');
+            break;
+        case SG__JTRUE:
+            check(v.n == 4 && memcmp(v.p, "true", 4) == 0);
+            break;
+        case SG__JNULL:
+            check(v.n == 4 && memcmp(v.p, "null", 4) == 0);
+            break;
+        case SG__JFALSE:
+            check(v.n == 5 && memcmp(v.p, "false", 5) == 0);
+            break;
+        case SG__JNUMBER:
+            check(v.n >= 1);
+            break;
+        default:
+            check(0);
+        }
+    }
+    /* the same text as the value of {"w": ...} */
+    char *wrap = malloc(n + 8);
+    check(wrap != NULL);
+    memcpy(wrap, "{\"w\":", 5);
+    memcpy(wrap + 5, text, n);
+    wrap[n + 5] = '}';
+    sg__jpath wp;
+    check(sg__jpath_parse(&wp, g_wrapped[which]) == 0);
+    sg__jval w;
+    bool wfound = sg__jscan_find(wrap, n + 6, &wp, &w);
+    if (found && v.type != SG__JOBJECT && v.type != SG__JARRAY && v.type != SG__JNUMBER) {
+        /* a closed value found in the text is found the same way inside */
+        check(wfound && w.type == v.type && w.n == v.n &&
+              (size_t)(w.p - wrap) == (size_t)(v.p - copy) + 5);
+    }
+    free(wrap);
+    free(copy);
+    return 0;
+}

@@ -1,0 +1,308 @@
+/*
+ * The JSON path scanner against documents this test builds as trees and
+ * writes out itself (random nesting, keys, escapes, whitespace), so the
+ * answer for every path is known from the tree; and against the shapes the
+ * providers' streams carry (OpenAI, Anthropic, Gemini, Ollama).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "framing/jscan.h"
+
+static uint64_t g_rng = 0x2545f4914f6cdd1du;
+static unsigned rnd(unsigned n) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (unsigned)(g_rng >> 33) % n;
+}
+
+static const char *const g_keys[] = {"a",       "b",     "content", "delta",
+                                     "choices", "error", "type"};
+#define NKEYS 7
+
+typedef struct node {
+    int type; /* sg__jtype */
+    int nkids;
+    int key[6]; /* objects: index into g_keys */
+    struct node *kid[6];
+    size_t start, end; /* where it was written (strings: between quotes) */
+} node;
+
+static node *gen(int depth) {
+    node *n = calloc(1, sizeof(*n));
+    unsigned r = rnd(depth > 4 ? 5 : 8);
+    n->type = r == 0   ? SG__JSTRING
+              : r == 1 ? SG__JNUMBER
+              : r == 2 ? SG__JTRUE
+              : r == 3 ? SG__JNULL
+              : r == 4 ? SG__JFALSE
+              : r < 7  ? SG__JOBJECT
+                       : SG__JARRAY;
+    if (n->type == SG__JOBJECT || n->type == SG__JARRAY) {
+        n->nkids = (int)rnd(6);
+        for (int i = 0; i < n->nkids; i++) {
+            n->key[i] = (int)rnd(NKEYS);
+            n->kid[i] = gen(depth + 1);
+        }
+    }
+    return n;
+}
+
+static void drop(node *n) {
+    for (int i = 0; i < n->nkids; i++) {
+        drop(n->kid[i]);
+    }
+    free(n);
+}
+
+static void ws(char *b, size_t *o) {
+    static const char w[] = " \n\t\r";
+    for (unsigned k = rnd(3); k > 0; k--) {
+        b[(*o)++] = w[rnd(4)];
+    }
+}
+
+static void put(char *b, size_t *o, const char *s) {
+    size_t l = strlen(s);
+    memcpy(b + *o, s, l);
+    *o += l;
+}
+
+/* Strings that look like JSON inside: quotes, brackets, backslashes. */
+static void put_string(char *b, size_t *o, node *n) {
+    static const char *const bits[] = {"x",    "{", "}", "[",   "]",   "\\\"",
+                                       "\\\\", ":", ",", "tok", "\\n", "\\u00e9"};
+    b[(*o)++] = '"';
+    n->start = *o;
+    for (unsigned k = rnd(20); k > 0; k--) {
+        put(b, o, bits[rnd(12)]);
+    }
+    n->end = *o;
+    b[(*o)++] = '"';
+}
+
+static void write_node(char *b, size_t *o, node *n) {
+    ws(b, o);
+    switch (n->type) {
+    case SG__JSTRING:
+        put_string(b, o, n);
+        break;
+    case SG__JNUMBER:
+        n->start = *o;
+        put(b, o, rnd(2) ? "-12.5e3" : "7");
+        n->end = *o;
+        break;
+    case SG__JTRUE:
+    case SG__JFALSE:
+    case SG__JNULL:
+        n->start = *o;
+        put(b, o,
+            n->type == SG__JTRUE    ? "true"
+            : n->type == SG__JFALSE ? "false"
+                                    : "null");
+        n->end = *o;
+        break;
+    default:
+        n->start = *o;
+        b[(*o)++] = n->type == SG__JOBJECT ? '{' : '[';
+        for (int i = 0; i < n->nkids; i++) {
+            if (i > 0) {
+                ws(b, o);
+                b[(*o)++] = ',';
+            }
+            if (n->type == SG__JOBJECT) {
+                ws(b, o);
+                b[(*o)++] = '"';
+                put(b, o, g_keys[n->key[i]]);
+                b[(*o)++] = '"';
+                ws(b, o);
+                b[(*o)++] = ':';
+            }
+            write_node(b, o, n->kid[i]);
+        }
+        ws(b, o);
+        b[(*o)++] = n->type == SG__JOBJECT ? '}' : ']';
+        n->end = *o;
+        break;
+    }
+    ws(b, o);
+}
+
+/* The tree's answer: the first node at path[k..] in document order. */
+static node *lookup(node *n, const int *path, int len, int k) {
+    if (k == len) {
+        return n;
+    }
+    bool any = path[k] < 0;
+    if (n->type != (any ? SG__JARRAY : SG__JOBJECT)) {
+        return NULL;
+    }
+    for (int i = 0; i < n->nkids; i++) {
+        if (any || n->key[i] == path[k]) {
+            node *r = lookup(n->kid[i], path, len, k + 1);
+            if (r != NULL) {
+                return r;
+            }
+        }
+    }
+    return NULL;
+}
+
+static void random_documents_agree_with_their_trees(void **state) {
+    (void)state;
+    static char buf[1 << 20];
+    int checked = 0, hits = 0;
+    for (int doc = 0; doc < 3000; doc++) {
+        node *root = gen(0);
+        while (root->nkids == 0) { /* a container with something inside */
+            drop(root);
+            root = gen(0);
+        }
+        size_t len = 0;
+        write_node(buf, &len, root);
+        for (int q = 0; q < 20; q++) {
+            int path[4];
+            int plen = 1 + (int)rnd(4);
+            char text[128] = "";
+            node *at = root;
+            for (int k = 0; k < plen; k++) {
+                if (q % 2 == 0 && at != NULL && at->nkids > 0) {
+                    /* half the paths walk the tree: they exist */
+                    int i = (int)rnd((unsigned)at->nkids);
+                    path[k] = at->type == SG__JARRAY ? -1 : at->key[i];
+                    at = at->kid[i];
+                } else {
+                    path[k] = rnd(4) == 0 ? -1 : (int)rnd(NKEYS);
+                    at = NULL;
+                }
+                if (k > 0 && path[k] >= 0) {
+                    strcat(text, ".");
+                }
+                strcat(text, path[k] < 0 ? "[]" : g_keys[path[k]]);
+            }
+            sg__jpath jp;
+            assert_int_equal(sg__jpath_parse(&jp, text), 0);
+            sg__jval v;
+            bool found = sg__jscan_find(buf, len, &jp, &v);
+            node *want = lookup(root, path, plen, 0);
+            checked++;
+            if (want == NULL) {
+                assert_false(found);
+                continue;
+            }
+            hits++;
+            assert_true(found);
+            assert_int_equal(v.type, want->type);
+            assert_ptr_equal(v.p, buf + want->start);
+            assert_int_equal(v.n, want->end - want->start);
+        }
+        drop(root);
+    }
+    print_message("%d paths checked, %d found\n", checked, hits);
+    assert_true(hits > checked / 5); /* the walked half mostly exists */
+}
+
+static void found(const char *json, const char *path, int type, const char *want) {
+    sg__jpath jp;
+    assert_int_equal(sg__jpath_parse(&jp, path), 0);
+    sg__jval v;
+    bool ok = sg__jscan_find(json, strlen(json), &jp, &v);
+    if (want == NULL) {
+        assert_false(ok);
+        return;
+    }
+    assert_true(ok);
+    assert_int_equal(v.type, type);
+    assert_int_equal(v.n, strlen(want));
+    assert_memory_equal(v.p, want, v.n);
+}
+
+static void provider_shapes(void **state) {
+    (void)state;
+    const char *role =
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+        "\"content\":\"\"},\"finish_reason\":null}]}";
+    found(role, "choices[].delta.content", SG__JSTRING, "");
+    const char *tok =
+        "{\"id\":\"c1\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hel\\\"lo\"},"
+        "\"finish_reason\":null}]}";
+    found(tok, "choices[].delta.content", SG__JSTRING, "Hel\\\"lo");
+    found(tok, "error", 0, NULL);
+    const char *err = "{\"error\":{\"message\":\"boom\",\"type\":\"server_error\"}}";
+    found(err, "error.type", SG__JSTRING, "server_error");
+    const char *ant =
+        "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+        "\"Overloaded\"}}";
+    found(ant, "error.type", SG__JSTRING, "overloaded_error");
+    found(ant, "type", SG__JSTRING, "error");
+    const char *gem =
+        "{\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}],\"role\":"
+        "\"model\"},\"finishReason\":\"STOP\"}]}";
+    found(gem, "candidates[].content.parts[].text", SG__JSTRING, "Hi");
+    found(gem, "candidates[].finishReason", SG__JSTRING, "STOP");
+    const char *oll =
+        "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"x\"},"
+        "\"done\":true}";
+    found(oll, "done", SG__JTRUE, "true");
+    found(oll, "message.content", SG__JSTRING, "x");
+    /* keys inside strings are not keys */
+    found("{\"a\":\"\\\"error\\\":1\",\"b\":2}", "error", 0, NULL);
+    found("{\"a\":{\"error\":1}}", "error", 0, NULL); /* not at the top */
+}
+
+static void malformed_input_stays_inside(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "", "{", "{\"error\"", "{\"error\":", "{\"error\":\"x", "[[[[[[", "{\"a\":[1,2",
+        "\"\\", "{\"error\" 1}", "}}}", "{\"error\":tru",
+        /* a stray ':' in an array: once looped forever */
+        "[\x84\"content\":{\"a\":1}]"};
+    sg__jpath jp;
+    static const char *const paths[] = {"error", "[].content", "a[].b"};
+    for (size_t k = 0; k < 3; k++) {
+        assert_int_equal(sg__jpath_parse(&jp, paths[k]), 0);
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+            size_t n = strlen(bad[i]);
+            char *copy = malloc(n + 1); /* exactly the bytes: ASan sees any over-read */
+            memcpy(copy, bad[i], n);
+            sg__jval v;
+            if (sg__jscan_find(copy, n, &jp, &v)) {
+                assert_true(v.p >= copy && v.p + v.n <= copy + n);
+            }
+            free(copy);
+        }
+    }
+    assert_int_equal(sg__jpath_parse(&jp, ""), -1);
+    assert_int_equal(sg__jpath_parse(&jp, "a..b"), -1);
+    assert_int_equal(sg__jpath_parse(&jp, "a.b.c.d.e.f.g.h.i"), -1);
+}
+
+static void presence(void **state) {
+    (void)state;
+    sg__jval v = {"", 0, SG__JSTRING, false};
+    assert_false(sg__jval_present(&v));
+    v.n = 1;
+    assert_true(sg__jval_present(&v));
+    sg__jval a = {"[]", 2, SG__JARRAY, false};
+    assert_false(sg__jval_present(&a));
+    sg__jval nul = {"null", 4, SG__JNULL, false};
+    assert_false(sg__jval_present(&nul));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(random_documents_agree_with_their_trees),
+        cmocka_unit_test(provider_shapes),
+        cmocka_unit_test(malformed_input_stays_inside),
+        cmocka_unit_test(presence),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
