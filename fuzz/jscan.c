@@ -10,7 +10,8 @@
  *   - the answer is the same twice (no state), and the same when the text
  *     is followed by more bytes only if the value ended before them;
  *   - a value found at "k" is also found when the text is looked at as the
- *     value of a wrapping object {"w": TEXT} with the path w.k.
+ *     value of a wrapping object {"w": TEXT} with the path w.k;
+ *   - the quick reject (sg__jscan_may_have_key) never rejects a key found.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -95,6 +96,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         default:
             check(0);
         }
+    }
+    /* the quick reject never rejects a key the scanner finds */
+    if (which == 0 && found) {
+        check(sg__jscan_may_have_key(copy, n, "error", 5));
     }
     /* the same text as the value of {"w": ...} */
     char *wrap = malloc(n + 8);

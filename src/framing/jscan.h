@@ -61,6 +61,12 @@ int sg__jpath_parse(sg__jpath *path, const char *text);
  * *@out when found; false (and out->type SG__JNONE) otherwise. */
 bool sg__jscan_find(const char *p, size_t n, const sg__jpath *path, sg__jval *out);
 
+/* A quick reject before a scan: false proves that no key @key (unescaped,
+ * as the scanner matches keys) is in [p, p + n) at any depth - the bytes
+ * "key" in quotes do not occur.  true says only that they do.  16 bytes at
+ * a time (a per-item check after the first token costs this, not a scan). */
+bool sg__jscan_may_have_key(const char *p, size_t n, const char *key, size_t klen);
+
 /* true for a value that says "something": a non-empty string, a non-empty
  * array or object, a number, true.  (Empty content is not a token.) */
 bool sg__jval_present(const sg__jval *v);

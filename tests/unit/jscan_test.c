@@ -285,6 +285,37 @@ static void malformed_input_stays_inside(void **state) {
     assert_int_equal(sg__jpath_parse(&jp, "a.b.c.d.e.f.g.h.i"), -1);
 }
 
+/* The quick reject against a plain search, at every length and offset. */
+static void may_have_key_is_a_plain_search(void **state) {
+    (void)state;
+    static const char alphabet[] = "\"errorx:{}";
+    char buf[200];
+    for (int rep = 0; rep < 20000; rep++) {
+        size_t n = rnd(sizeof(buf));
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = alphabet[rnd(sizeof(alphabet) - 1)];
+        }
+        if (n > 10 && rnd(3) == 0) {
+            memcpy(buf + rnd((unsigned)(n - 7)), "\"error\"", 7);
+        }
+        char *copy = malloc(n + 1); /* exactly the bytes */
+        memcpy(copy, buf, n);
+        bool want = false;
+        for (size_t i = 0; i + 7 <= n; i++) {
+            want = want || memcmp(copy + i, "\"error\"", 7) == 0;
+        }
+        assert_int_equal(sg__jscan_may_have_key(copy, n, "error", 5), want);
+        free(copy);
+    }
+    /* and it never misses what the scanner finds */
+    sg__jpath jp;
+    assert_int_equal(sg__jpath_parse(&jp, "error"), 0);
+    const char *err = "{\"id\":\"x\",\"error\":{\"type\":\"e\"}}";
+    sg__jval v;
+    assert_true(sg__jscan_find(err, strlen(err), &jp, &v));
+    assert_true(sg__jscan_may_have_key(err, strlen(err), "error", 5));
+}
+
 static void presence(void **state) {
     (void)state;
     sg__jval v = {"", 0, SG__JSTRING, false};
@@ -302,6 +333,7 @@ int main(void) {
         cmocka_unit_test(random_documents_agree_with_their_trees),
         cmocka_unit_test(provider_shapes),
         cmocka_unit_test(malformed_input_stays_inside),
+        cmocka_unit_test(may_have_key_is_a_plain_search),
         cmocka_unit_test(presence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
