@@ -190,7 +190,35 @@ EV=$(grep '^event:' "$B" | tr '\n' ' ')
     fail "anthropic: events $EV"
 req an2 '/stream?format=anthropic&n=1&no_done=1'
 grep -q message_stop "$B" && fail "anthropic no_done"
+req an3 '/v1/messages?n=1&first_delay=120&keepalive=40'
+[ "$(grep -c '^event: ping$' "$B")" -ge 1 ] && grep -q '^data: {"type": "ping"}$' "$B" &&
+    ! grep -q '^: keepalive' "$B" || fail "anthropic keepalive is event: ping"
 pass anthropic
+
+# ---- in-band errors inside a 200 stream, in each format's own shape
+req err1 '/v1/chat/completions?n=5&gap=0&error_at=2'
+[ "$CODE" = 200 ] && [ "$(items)" = 2 ] &&
+    [ "$(tail -n 2 "$B" | head -n 1)" = 'data: {"error":{"message":"scripted failure","type":"server_error","param":null,"code":null}}' ] &&
+    ! grep -q '\[DONE\]' "$B" || fail "openai in-band error: $(tail -c 200 "$B")"
+req err2 '/v1/chat/completions?n=5&gap=0&error_at=0&error_then_done=1&error_type=rate_limit_error'
+[ "$(items)" = 0 ] && grep -q '"type":"rate_limit_error"' "$B" &&
+    [ "$(tail -n 2 "$B" | head -n 1)" = 'data: [DONE]' ] || fail "openai error then [DONE]: $(tail -c 200 "$B")"
+req err3 '/v1/messages?n=5&gap=0&error_at=1'
+EV=$(grep '^event:' "$B" | tr '\n' ' ')
+[ "$EV" = "event: message_start event: content_block_start event: content_block_delta event: error " ] &&
+    grep -q '^data: {"type":"error","error":{"type":"overloaded_error","message":"scripted failure"}}$' "$B" ||
+    fail "anthropic event: error: $EV"
+req err4 '/api/chat?n=3&gap=0&error_at=1'
+[ "$(tail -n 1 "$B")" = '{"error":"server_error: scripted failure"}' ] && [ "$(items)" = 1 ] ||
+    fail "ndjson error line: $(tail -n 1 "$B")"
+pass "in-band errors"
+
+# ---- OpenAI's role-only first chunk, then a slow first token
+req role '/v1/chat/completions?n=2&gap=0&role_chunk=1&first_delay=100'
+head -n 1 "$B" | grep -q '"choices":\[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}\]}$' ||
+    fail "role chunk: $(head -c 300 "$B")"
+[ "$(items)" = 2 ] || fail "role chunk: $(items) token items"
+pass "role chunk"
 
 # ---- very large events and lines
 req big '/stream?n=2&gap=0&event_bytes=200000'

@@ -117,6 +117,18 @@ static void emit_item(exchange *ex) {
 }
 
 void emit_prelude(exchange *ex) {
+    if (ex->sc.format == SG_FM_FMT_SSE && ex->sc.role_chunk) {
+        /* OpenAI's first chunk: the role, no content yet */
+        size_t before = ex->pend.len;
+        sg_fm_buf_printf(&ex->pend,
+                         "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion."
+                         "chunk\",\"created\":1700000000,\"model\":\"sg-fakemodel\","
+                         "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
+                         "\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+                         (unsigned long long)ex->id);
+        pend_count_since(ex, before);
+        return;
+    }
     if (ex->sc.format != SG_FM_FMT_ANTHROPIC) {
         return;
     }
@@ -162,10 +174,41 @@ static void emit_end(exchange *ex) {
     pend_count_since(ex, before);
 }
 
+/* An in-band error in the format's own shape (the HTTP status stays 200). */
+static void emit_error(exchange *ex) {
+    size_t before = ex->pend.len;
+    const char *t = ex->sc.error_type;
+    switch (ex->sc.format) {
+    case SG_FM_FMT_NDJSON:
+        /* Ollama: {"error":"message"} */
+        sg_fm_buf_printf(&ex->pend, "{\"error\":\"%s: scripted failure\"}\n",
+                         t[0] ? t : "server_error");
+        break;
+    case SG_FM_FMT_ANTHROPIC:
+        sg_fm_buf_printf(&ex->pend,
+                         "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+                         "\"%s\",\"message\":\"scripted failure\"}}\n\n",
+                         t[0] ? t : "overloaded_error");
+        break;
+    case SG_FM_FMT_SSE:
+    default:
+        sg_fm_buf_printf(&ex->pend,
+                         "data: {\"error\":{\"message\":\"scripted failure\",\"type\":"
+                         "\"%s\",\"param\":null,\"code\":null}}\n\n",
+                         t[0] ? t : "server_error");
+        break;
+    }
+    pend_count_since(ex, before);
+}
+
 static void emit_keepalive(exchange *ex) {
     if (ex->sc.format == SG_FM_FMT_NDJSON) {
         /* NDJSON has no comments; an empty line is what parsers skip. */
         pend_add(ex, "\n", 1);
+    } else if (ex->sc.format == SG_FM_FMT_ANTHROPIC) {
+        /* Anthropic's keepalive is an event of its own */
+        static const char ping[] = "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+        pend_add(ex, ping, sizeof(ping) - 1);
     } else {
         pend_add(ex, ": keepalive\n\n", 13);
     }
@@ -230,6 +273,17 @@ void ex_step(exchange *ex) {
             return;
         }
         if (now >= ex->next_item_at) {
+            if (ex->sc.error_at >= 0 && ex->items == ex->sc.error_at) {
+                /* a failure reported inside the stream, then its end */
+                emit_error(ex);
+                if (ex->sc.error_then_done) {
+                    emit_end(ex);
+                }
+                ex->reason = "in_band_error";
+                ex->eof_pending = 1;
+                ex_pump(ex);
+                return;
+            }
             if (ex->sc.drop_after >= 0 && ex->items == ex->sc.drop_after) {
                 ex->drop_pending = 1;
                 ex_pump(ex);

@@ -17,6 +17,7 @@ void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format) {
     s->drop_after = -1;
     s->rst_code = -1;
     s->fail_first = -1;
+    s->error_at = -1;
     s->format = format;
 }
 
@@ -241,6 +242,28 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             } else {
                 rc = -1;
             }
+        } else if (name_is(n, nn, "error_at")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->error_at);
+        } else if (name_is(n, nn, "error_type")) {
+            /* a JSON string's bytes: letters, digits, '_', '.', '-' */
+            if (vn == 0 || vn >= sizeof(s->error_type)) {
+                rc = -1;
+            }
+            for (size_t i = 0; rc == 0 && i < vn; i++) {
+                char c = v[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
+                    rc = -1;
+                }
+            }
+            if (rc == 0) {
+                memcpy(s->error_type, v, vn);
+                s->error_type[vn] = '\0';
+            }
+        } else if (name_is(n, nn, "error_then_done")) {
+            rc = parse_bool(v, vn, &s->error_then_done);
+        } else if (name_is(n, nn, "role_chunk")) {
+            rc = parse_bool(v, vn, &s->role_chunk);
         } else if (name_is(n, nn, "event_bytes")) {
             rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->event_bytes);
         } else if (name_is(n, nn, "line_bytes")) {

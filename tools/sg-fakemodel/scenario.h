@@ -50,6 +50,10 @@ typedef struct {
     int64_t line_bytes;      /* pad each item's data line to N bytes */
     int64_t bytes_per_write; /* 0: whole items; N: items released N bytes at a time */
     int64_t write_gap_ms;    /* pause between those pieces */
+    int64_t error_at;        /* -1: never; K: an in-band error after K items */
+    char error_type[64];     /* its type ("" for the format's default) */
+    int error_then_done;     /* the terminal sentinel after the error */
+    int role_chunk;          /* OpenAI: a role-only chunk first (empty content) */
 } sg_fm_scenario;
 
 /* Defaults; `format` depends on the path. */
