@@ -17,6 +17,18 @@ REP=$FM_DIR/report.json
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# signal_after SECONDS PID: SIGINT to PID after SECONDS; then sets RC (its
+# exit status) and TOOK (ms from the signal to its exit).
+signal_after() {
+    sleep "$1"
+    local t0
+    t0=$(now_ms)
+    kill -INT "$2"
+    wait "$2"
+    RC=$?
+    TOOK=$(($(now_ms) - t0))
+}
+
 # interrupt SIGNAL DESCRIPTION -- ARGS: start sg-stream, send SIGNAL once
 # it streams, and check it ends cancelled within 200 ms, having reported.
 interrupt() {
@@ -61,27 +73,17 @@ kill -STOP "$stopped"
 rm -f "$REP"
 "$SG" --report "$REP" -w '%{outcome} %{phase}\n' --cacert "$FM_CA" \
     "https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions" >"$OUT" 2>"$ERR" &
-pid=$!
-sleep 0.4
-t0=$(now_ms)
-kill -INT "$pid"
-wait "$pid"
-rc=$? took=$(($(now_ms) - t0))
+signal_after 0.4 $!
 kill -KILL "$stopped"
-if [ "$rc" -eq 5 ] && [ "$took" -lt 200 ]; then pass "SIGINT during the https probe: exit 5 after ${took} ms"; else fail "SIGINT during the probe: exit $rc after ${took} ms; $(head -c 300 "$ERR")"; fi
+if [ "$RC" -eq 5 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT during the https probe: exit 5 after ${TOOK} ms"; else fail "SIGINT during the probe: exit $RC after ${TOOK} ms; $(head -c 300 "$ERR")"; fi
 if grep -q '^cancelled connect$' "$OUT"; then pass "the probe's run: cancelled in phase connect"; else fail "probe -w: $(head -c 200 "$OUT")"; fi
 
 # Ctrl-C during a backoff sleep: the operation ends there, reported.
 rm -f "$REP"
 "$SG" --report "$REP" --attempts 3 --backoff-base 5s --backoff-max 5s \
     "$CHAT?status=503&_t=sig_sleep" >"$OUT" 2>"$ERR" &
-pid=$!
-sleep 0.5
-t0=$(now_ms)
-kill -INT "$pid"
-wait "$pid"
-rc=$? took=$(($(now_ms) - t0))
-if [ "$rc" -eq 5 ] && [ "$took" -lt 200 ]; then pass "SIGINT while sleeping: exit 5 after ${took} ms"; else fail "SIGINT while sleeping: exit $rc after ${took} ms"; fi
+signal_after 0.5 $!
+if [ "$RC" -eq 5 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT while sleeping: exit 5 after ${TOOK} ms"; else fail "SIGINT while sleeping: exit $RC after ${TOOK} ms"; fi
 if grep -q '"reason":"cancelled"' "$REP"; then pass "the report says why: cancelled"; else fail "sleep report: $(head -c 300 "$REP")"; fi
 
 # A second signal exits at once: here the first one cancels, and the run
@@ -92,13 +94,9 @@ exec 7<>"$FM_DIR/fifo" # a reader that never reads (holds the pipe open)
 pid=$!
 sleep 0.3
 kill -INT "$pid"
-sleep 0.2
-t0=$(now_ms)
-kill -INT "$pid"
-wait "$pid"
-rc=$? took=$(($(now_ms) - t0))
+signal_after 0.2 "$pid"
 exec 7>&-
-if [ "$rc" -eq 130 ] && [ "$took" -lt 100 ]; then pass "a second SIGINT exits at once (130, ${took} ms)"; else fail "second SIGINT: exit $rc after ${took} ms"; fi
+if [ "$RC" -eq 130 ] && [ "$TOOK" -lt 100 ]; then pass "a second SIGINT exits at once (130, ${TOOK} ms)"; else fail "second SIGINT: exit $RC after ${TOOK} ms"; fi
 
 # `| head -3`: the reader goes away; the run ends cancelled, quietly.
 rm -f "$REP"
