@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages streamguard needs to build, test and demo,
-# only those that are missing.  Idempotent; prints nothing when all is present.
+# only those that are missing, and the npm packages of tests/sdk (pinned by
+# its lock file) when they are not installed.  Idempotent; prints nothing
+# when all is present.
 # Run as root (or with sudo available).
 set -euo pipefail
 
@@ -23,13 +25,28 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "setup: installing ${missing[*]}" >&2
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-  SUDO="sudo"
+# Node and npm for the providers' official SDKs (tests/sdk), from Debian
+# unless some node is on the PATH already.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  missing+=(nodejs npm)
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}" >&2
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then
+    SUDO="sudo"
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The SDKs themselves, exactly as tests/sdk/package-lock.json pins them,
+# when they are not installed yet (or the lock file changed since).
+sdk="$(dirname "$0")/../tests/sdk"
+if [ ! -f "$sdk/node_modules/.package-lock.json" ] ||
+   [ "$sdk/package-lock.json" -nt "$sdk/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci in tests/sdk" >&2
+  (cd "$sdk" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+fi

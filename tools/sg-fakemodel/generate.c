@@ -82,6 +82,21 @@ static void emit_item(exchange *ex) {
         sg_fm_buf_append(&ex->pend, "\n", 1);
         break;
     }
+    case SG_FM_FMT_OLLAMA: {
+        static const char suffix[] = "\"},\"done\":false}";
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(
+            &ex->pend,
+            "{\"model\":\"sg-fakemodel\",\"created_at\":\"2023-11-14T22:13:20Z\","
+            "\"message\":{\"role\":\"assistant\",\"content\":\"tok%lld",
+            i);
+        pad_line(ex, start, sizeof(suffix) - 1,
+                 ex->sc.line_bytes > ex->sc.event_bytes ? ex->sc.line_bytes
+                                                        : ex->sc.event_bytes);
+        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
+        sg_fm_buf_append(&ex->pend, "\n", 1);
+        break;
+    }
     case SG_FM_FMT_ANTHROPIC: {
         static const char suffix[] = "\"}";
         sg_fm_buf_append(&ex->pend, "event: content_block_delta\n", 27);
@@ -155,6 +170,14 @@ static void emit_end(exchange *ex) {
         sg_fm_buf_printf(&ex->pend, "{\"id\":\"gen-%llu\",\"done\":true}\n",
                          (unsigned long long)ex->id);
         break;
+    case SG_FM_FMT_OLLAMA:
+        sg_fm_buf_printf(
+            &ex->pend,
+            "{\"model\":\"sg-fakemodel\",\"created_at\":\"2023-11-14T22:13:20Z\","
+            "\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,"
+            "\"done_reason\":\"stop\",\"eval_count\":%lld}\n",
+            (long long)ex->items);
+        break;
     case SG_FM_FMT_ANTHROPIC:
         sg_fm_buf_printf(
             &ex->pend,
@@ -180,6 +203,7 @@ static void emit_error(exchange *ex) {
     const char *t = ex->sc.error_type;
     switch (ex->sc.format) {
     case SG_FM_FMT_NDJSON:
+    case SG_FM_FMT_OLLAMA:
         /* Ollama: {"error":"message"} */
         sg_fm_buf_printf(&ex->pend, "{\"error\":\"%s: scripted failure\"}\n",
                          t[0] ? t : "server_error");
@@ -202,7 +226,7 @@ static void emit_error(exchange *ex) {
 }
 
 static void emit_keepalive(exchange *ex) {
-    if (ex->sc.format == SG_FM_FMT_NDJSON) {
+    if (ex->sc.format == SG_FM_FMT_NDJSON || ex->sc.format == SG_FM_FMT_OLLAMA) {
         /* NDJSON has no comments; an empty line is what parsers skip. */
         pend_add(ex, "\n", 1);
     } else if (ex->sc.format == SG_FM_FMT_ANTHROPIC) {

@@ -193,7 +193,9 @@ void ex_respond_json_error(exchange *ex, int status, const char *msg,
 static void start_stream_response(exchange *ex) {
     int64_t now = sg_fm_now();
     const char *ctype =
-        ex->sc.format == SG_FM_FMT_NDJSON ? "application/x-ndjson" : "text/event-stream";
+        ex->sc.format == SG_FM_FMT_NDJSON || ex->sc.format == SG_FM_FMT_OLLAMA
+            ? "application/x-ndjson"
+            : "text/event-stream";
     if (ex->status > 0 && ex->status != 200) {
         /* The scripted failure: status, Retry-After, a JSON error body. */
         sg_fm_buf b = {0};

@@ -239,6 +239,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                 s->format = SG_FM_FMT_NDJSON;
             } else if (name_is(v, vn, "anthropic")) {
                 s->format = SG_FM_FMT_ANTHROPIC;
+            } else if (name_is(v, vn, "ollama")) {
+                s->format = SG_FM_FMT_OLLAMA;
             } else {
                 rc = -1;
             }

@@ -14,9 +14,10 @@
 #define SG_FM_MAX_EVENT_BYTES (64 * 1024 * 1024)
 
 typedef enum {
-    SG_FM_FMT_SSE = 0,  /* OpenAI chat.completion.chunk events + data: [DONE] */
-    SG_FM_FMT_NDJSON,   /* one JSON object a line, then {"done":true} */
-    SG_FM_FMT_ANTHROPIC /* named events message_start ... message_stop */
+    SG_FM_FMT_SSE = 0,   /* OpenAI chat.completion.chunk events + data: [DONE] */
+    SG_FM_FMT_NDJSON,    /* one JSON object a line, then {"done":true} */
+    SG_FM_FMT_ANTHROPIC, /* named events message_start ... message_stop */
+    SG_FM_FMT_OLLAMA     /* NDJSON as Ollama's /api/chat: message.content, done */
 } sg_fm_format;
 
 typedef enum { SG_FM_DROP_DEFAULT = 0, SG_FM_DROP_CLOSE, SG_FM_DROP_RST } sg_fm_drop_mode;
