@@ -309,6 +309,59 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
     h2t_stop(&s);
 }
 
+/* The TLS handshake of an on-demand connection runs in the loop: without
+ * the CA every attempt ends in phase connect, never sent, saying why; with
+ * it the stream runs. */
+static void an_on_demand_tls_handshake_is_part_of_the_attempt(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 2);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(10));
+    for (int with_ca = 0; with_ca < 2; with_ca++) {
+        sg_h2_conn_options o;
+        memset(&o, 0, sizeof(o));
+        o.host = "localhost"; /* through the resolver, then the race */
+        o.port = s.port;
+        o.tls = true;
+        o.cafile = with_ca ? s.ca_path : NULL;
+        o.connect_on_demand = true;
+        sg_h2_conn *c = NULL;
+        assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+        expect e;
+        memset(&e, 0, sizeof(e));
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = "/v1/chat/completions?n=2&gap=5";
+        assert_int_equal(
+            sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        assert_int_equal(sg_h2_conn_run(c), 0);
+        const sg_op *pol = sg_h2_op_policy(e.op);
+        if (!with_ca) {
+            assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRANSPORT_ERROR);
+            assert_int_equal(sg_op_attempt_count(pol), 2);
+            for (uint32_t k = 0; k < 2; k++) {
+                const sg_op_attempt *a = sg_op_attempt_at(pol, k);
+                assert_int_equal(a->phase, SG_PHASE_CONNECT);
+                assert_false(a->sent);
+                assert_non_null(strstr(a->error, "verification failed"));
+            }
+            assert_false(sg_h2_conn_usable(c));
+            assert_non_null(strstr(sg_h2_conn_error(c), "verification failed"));
+        } else {
+            assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
+            assert_int_equal(e.items, 2);
+            assert_true(sg_h2_conn_usable(c));
+        }
+        sg_h2_conn_free(c);
+    }
+    h2t_stop(&s);
+}
+
 /* Happy Eyeballs (RFC 8305): "localhost" resolves to ::1 first here, and
  * [::1] on the server's port is a listener whose backlog is full (the
  * kernel drops the SYN: the connect hangs).  The IPv4 address must be
@@ -869,6 +922,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(
             tls_100_mixed_streams_each_classified_and_only_expired_reset, h2t_teardown),
         cmocka_unit_test_teardown(tls_without_the_ca_fails_verification, h2t_teardown),
+        cmocka_unit_test_teardown(an_on_demand_tls_handshake_is_part_of_the_attempt,
+                                  h2t_teardown),
         cmocka_unit_test_teardown(tls_server_without_h2_is_refused_clearly, h2t_teardown),
         cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
