@@ -72,7 +72,10 @@ int main(int argc, char **argv) {
         parse[r] = (now_ns() - t0) / (double)n;
 
         sg_stream s;
-        sg_stream_config cfg = {SG_FORMAT_SSE, "[DONE]", NULL, 65536, 1048576, NULL};
+        sg_stream_config cfg = {.format = SG_FORMAT_SSE,
+                                .terminal_data = "[DONE]",
+                                .max_line = 65536,
+                                .max_event = 1048576};
         sg_stream_init(&s, &cfg, on_item, NULL, parser_buf, sizeof(parser_buf));
         sg_guard_config g;
         sg_guard_config_init(&g);

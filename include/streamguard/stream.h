@@ -58,6 +58,37 @@ typedef struct sg_item {
 typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
 
 /**
+ * sg_item_kind - what an item is to the clocks, as a classifier (a provider
+ * profile) says.  Without a classifier every item is SG_ITEM_TOKEN.
+ */
+typedef enum sg_item_kind {
+    /** Content.  The first one is the first token: it satisfies the
+     *  first-item clock (time to first token), starts the idle clock, and
+     *  delivers the metadata held before it. */
+    SG_ITEM_TOKEN = 0,
+    /** Metadata.  Before the first token it is held - not delivered, no
+     *  clock - and delivered just before the first token; so an attempt
+     *  that fails before its first token has delivered nothing and may be
+     *  retried.  After the first token it is an item like a token. */
+    SG_ITEM_META,
+    /** A keepalive: never delivered, no clock, not counted. */
+    SG_ITEM_KEEPALIVE,
+    /** The clean end, delivered (a token if none came before it): the
+     *  attempt is decided ok at its arrival; what follows is ignored. */
+    SG_ITEM_END,
+} sg_item_kind;
+
+/**
+ * sg_classify_cb - says what @item is, from inside sg_stream_feed (before
+ * the item is delivered).  Must not keep @item's views or call back into
+ * the stream.
+ */
+typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, void *user_data);
+
+/** Items held before the first token, at most (see sg_stream_config). */
+#define SG_STREAM_HOLD_MAX_ITEMS 64
+
+/**
  * sg_stream_config - framing of the body.  Zero-initialise it; every zero
  * field takes its default.  The sentinel strings are borrowed: they must
  * outlive the stream.
@@ -80,6 +111,20 @@ typedef int (*sg_item_cb)(const sg_item *item, void *user_data);
  *                Borrowed (the list and its strings must outlive the
  *                stream); compared with each event's type, so keep it
  *                short.  Default NULL: every event is an item.
+ * classify:      what each item is (sg_item_kind), e.g. a provider
+ *                profile's classifier; @classify_data is its user_data.
+ *                Items before the first token are held in the stream's
+ *                buffer: at most SG_STREAM_HOLD_MAX_ITEMS items and
+ *                max_event bytes of them (their event types, data and ids
+ *                together); more is a protocol error (SG_EEVENT_TOO_LARGE),
+ *                so memory stays bounded.  Default NULL: every item is a
+ *                token, delivered at once.
+ * meta_at_once:  with @classify: deliver metadata at once, as tokens (the
+ *                first item, metadata or not, satisfies the first-item
+ *                clock, and a failure after it is partial).  Default false.
+ * end_required:  with @classify: only an SG_ITEM_END is a clean end; a
+ *                body that ends without one is truncated (e.g. a stream
+ *                without "done": true).  Default false.
  */
 typedef struct sg_stream_config {
     sg_format format;
@@ -88,6 +133,10 @@ typedef struct sg_stream_config {
     size_t max_line;
     size_t max_event;
     const char *const *skip_types;
+    sg_classify_cb classify;
+    void *classify_data;
+    bool meta_at_once;
+    bool end_required;
 } sg_stream_config;
 
 /**
@@ -115,15 +164,25 @@ typedef struct sg_stream {
     int error_;                     /* private: framing error, 0 none */
     int64_t stop_at_;               /* private: instant of a cancel or framing error */
     const char *nd_terminal_;       /* private: NDJSON terminal line, NULL none */
-    bool nd_terminal_seen_;         /* private */
+    bool nd_terminal_seen_;         /* private: NDJSON terminal line, or SG_ITEM_END */
     sg_guard_result result_;        /* private: result at the terminal */
+    sg_classify_cb classify_;       /* private */
+    void *classify_data_;           /* private */
+    bool meta_at_once_;             /* private */
+    bool end_required_;             /* private */
+    bool got_token_;                /* private: the first token arrived */
+    char *hold_;                    /* private: items held before it */
+    size_t hold_cap_;               /* private */
+    size_t hold_len_;               /* private */
+    uint32_t hold_n_;               /* private */
 } sg_stream;
 
 /**
  * sg_stream_buffer_size - the buffer sg_stream_init needs for @cfg.
  *
- * @cfg: the framing; NULL means defaults.  Only format, max_line and
- *   max_event matter.
+ * @cfg: the framing; NULL means defaults.  Only format, max_line,
+ *   max_event and classify matter (a classifier adds room for the items
+ *   held before the first token: max_event bytes and their records).
  *
  * Returns the size in bytes (SG_SSE_BUFFER_SIZE or SG_NDJSON_BUFFER_SIZE of
  * the effective limits), or 0 when a limit is out of range or the format is

@@ -19,19 +19,111 @@ static bool valid(const sg_stream *s) {
     return s != NULL && s->magic_ == SG__STREAM_MAGIC;
 }
 
-static int deliver(sg_stream *s, const sg_item *item) {
-    int rv = sg_guard_on_item(&s->guard_, s->now_);
-    if (rv != 0) {
-        s->guard_stop_ = true; /* late or over the cap: latched in the guard */
-        return 1;
-    }
-    if (s->on_item_ != NULL && s->on_item_(item, s->user_data_) != 0) {
+/* Hands @item to the consumer (the guard has counted it already). */
+static int to_consumer(sg_stream *s, const sg_item *item) {
+    sg_item it = *item;
+    it.index = s->index_;
+    if (s->on_item_ != NULL && s->on_item_(&it, s->user_data_) != 0) {
         s->cancelled_ = true;
         s->stop_at_ = s->now_;
         return 1;
     }
     s->index_++;
     return 0;
+}
+
+static int deliver(sg_stream *s, const sg_item *item) {
+    int rv = sg_guard_on_item(&s->guard_, s->now_);
+    if (rv != 0) {
+        s->guard_stop_ = true; /* late or over the cap: latched in the guard */
+        return 1;
+    }
+    return to_consumer(s, item);
+}
+
+/* --------------------------------------- items before the first token */
+
+/* A held item: its three lengths, then its bytes (event, data, id). */
+typedef struct held {
+    uint32_t event_len, data_len, id_len;
+} held;
+
+static int hold(sg_stream *s, const sg_item *item) {
+    size_t bytes = item->event_len + item->data_len + item->id_len;
+    size_t need = sizeof(held) + bytes;
+    /* the items' bytes at most max_event, their records aside */
+    size_t max_bytes = s->hold_cap_ - SG_STREAM_HOLD_MAX_ITEMS * sizeof(held);
+    size_t held_bytes = s->hold_len_ - s->hold_n_ * sizeof(held);
+    if (s->hold_n_ == SG_STREAM_HOLD_MAX_ITEMS || bytes > max_bytes - held_bytes ||
+        need > s->hold_cap_ - s->hold_len_) {
+        /* metadata beyond the framing's bound: a protocol error */
+        s->error_ = SG_EEVENT_TOO_LARGE;
+        s->stop_at_ = s->now_;
+        return 1;
+    }
+    held h = {(uint32_t)item->event_len, (uint32_t)item->data_len,
+              (uint32_t)item->id_len};
+    char *p = s->hold_ + s->hold_len_;
+    memcpy(p, &h, sizeof(h));
+    p += sizeof(h);
+    memcpy(p, item->event, item->event_len);
+    memcpy(p + item->event_len, item->data, item->data_len);
+    memcpy(p + item->event_len + item->data_len, item->id, item->id_len);
+    s->hold_len_ += need;
+    s->hold_n_++;
+    return 0;
+}
+
+/* The first token (or the end): the clocks see it, then the consumer gets
+ * what was held, in order, and then it. */
+static int first_token(sg_stream *s, const sg_item *item) {
+    s->got_token_ = true;
+    int rv = sg_guard_on_item(&s->guard_, s->now_);
+    if (rv != 0) {
+        s->guard_stop_ = true;
+        return 1;
+    }
+    size_t off = 0;
+    for (uint32_t k = 0; k < s->hold_n_; k++) {
+        held h;
+        memcpy(&h, s->hold_ + off, sizeof(h));
+        const char *p = s->hold_ + off + sizeof(h);
+        sg_item it = {p,
+                      h.event_len,
+                      p + h.event_len,
+                      h.data_len,
+                      p + h.event_len + h.data_len,
+                      h.id_len,
+                      s->attempt_,
+                      0};
+        off += sizeof(h) + h.event_len + h.data_len + h.id_len;
+        if (to_consumer(s, &it) != 0) {
+            return 1;
+        }
+    }
+    s->hold_n_ = 0;
+    s->hold_len_ = 0;
+    return to_consumer(s, item);
+}
+
+/* Every parsed item: as the classifier says (without one, a token). */
+static int take(sg_stream *s, const sg_item *item) {
+    if (s->classify_ == NULL) {
+        return deliver(s, item);
+    }
+    sg_item_kind k = s->classify_(item, s->classify_data_);
+    if (k == SG_ITEM_KEEPALIVE) {
+        return 0;
+    }
+    if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_) {
+        return hold(s, item);
+    }
+    int rv = s->got_token_ ? deliver(s, item) : first_token(s, item);
+    if (rv == 0 && k == SG_ITEM_END) {
+        s->nd_terminal_seen_ = true; /* decided ok: the rest is ignored */
+        return 1;
+    }
+    return rv;
 }
 
 /* An event type the caller declared "not an item" (a keepalive event). */
@@ -51,7 +143,7 @@ static int on_sse_event(const sg_sse_event *ev, void *user_data) {
     }
     sg_item item = {ev->type, ev->type_len, ev->data,    ev->data_len,
                     ev->id,   ev->id_len,   s->attempt_, s->index_};
-    return deliver(s, &item);
+    return take(s, &item);
 }
 
 static int on_ndjson_line(const char *line, size_t len, void *user_data) {
@@ -64,7 +156,13 @@ static int on_ndjson_line(const char *line, size_t len, void *user_data) {
         return 1;
     }
     sg_item item = {"", 0, line, len, "", 0, s->attempt_, s->index_};
-    return deliver(s, &item);
+    return take(s, &item);
+}
+
+/* Room for the items held before the first token (after the parser's). */
+static size_t hold_size(const sg_stream_config *c) {
+    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    return ev + SG_STREAM_HOLD_MAX_ITEMS * sizeof(held);
 }
 
 size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
@@ -74,15 +172,15 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     } else {
         memset(&c, 0, sizeof(c));
     }
+    size_t n = 0;
     if (c.format == SG_FORMAT_SSE) {
         sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
-        return sg_sse_buffer_size(&sc);
-    }
-    if (c.format == SG_FORMAT_NDJSON) {
+        n = sg_sse_buffer_size(&sc);
+    } else if (c.format == SG_FORMAT_NDJSON) {
         sg_ndjson_config nc = {c.max_line};
-        return sg_ndjson_buffer_size(&nc);
+        n = sg_ndjson_buffer_size(&nc);
     }
-    return 0;
+    return n > 0 && c.classify != NULL ? n + hold_size(&c) : n;
 }
 
 int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
@@ -99,17 +197,34 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     }
     memset(s, 0, sizeof(*s));
     int rv;
+    size_t need = sg_stream_buffer_size(&c);
+    if (need == 0) {
+        return SG_ERANGE;
+    }
+    if (buf_size < need) {
+        return SG_ENOBUFS;
+    }
+    /* the parser's part first, the held items' after it */
+    size_t parser_size = c.classify != NULL ? need - hold_size(&c) : need;
     if (c.format == SG_FORMAT_SSE) {
         static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL};
         sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
-        rv = sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, buf_size);
+        rv = sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size);
     } else {
         sg_ndjson_config nc = {c.max_line};
-        rv = sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf, buf_size);
+        rv = sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf, parser_size);
     }
     if (rv != 0) {
         return rv;
     }
+    if (c.classify != NULL) {
+        s->hold_ = (char *)buf + parser_size;
+        s->hold_cap_ = need - parser_size;
+    }
+    s->classify_ = c.classify;
+    s->classify_data_ = c.classify_data;
+    s->meta_at_once_ = c.meta_at_once;
+    s->end_required_ = c.end_required;
     s->format_ = (uint8_t)c.format;
     s->nd_terminal_ = c.format == SG_FORMAT_NDJSON ? c.terminal_data : NULL;
     s->on_item_ = on_item;
@@ -139,6 +254,9 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->cancelled_ = false;
     s->guard_stop_ = false;
     s->nd_terminal_seen_ = false;
+    s->got_token_ = false;
+    s->hold_n_ = 0;
+    s->hold_len_ = 0;
     s->error_ = 0;
     s->now_ = now;
     s->state_ = STREAM_RUNNING;
@@ -189,6 +307,9 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
             sg_guard_check(&s->guard_, now, &o);
             return o == SG_OUTCOME_CAP_EXCEEDED ? SG_ECAP : SG_ETIMEDOUT;
         }
+        if (s->error_ != 0) {
+            return s->error_; /* set by the stream itself (held items) */
+        }
         s->error_ = (int)fed;
         s->stop_at_ = now;
         return s->error_;
@@ -232,6 +353,9 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
             sg_ndjson_end(&s->parser_.nd, &clean);
             /* with a terminal line configured, only it is a clean end */
             clean = clean && s->nd_terminal_ == NULL;
+        }
+        if (s->end_required_ && s->classify_ != NULL) {
+            clean = false; /* an SG_ITEM_END would have decided it already */
         }
         return sg_guard_finish(&s->guard_, now, clean, result);
     }

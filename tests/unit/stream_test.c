@@ -34,7 +34,8 @@ static int on_item(const sg_item *item, void *ud) {
 static void begin(fixture *f, sg_format format, const char *done, int64_t first,
                   int64_t idle, uint64_t max_items) {
     memset(f, 0, sizeof(*f));
-    sg_stream_config cfg = {format, done, NULL, 256, 1024, NULL};
+    sg_stream_config cfg = {
+        .format = format, .terminal_data = done, .max_line = 256, .max_event = 1024};
     assert_true(sg_stream_buffer_size(&cfg) <= sizeof(f->buf));
     assert_int_equal(sg_stream_init(&f->s, &cfg, on_item, f, f->buf, sizeof(f->buf)), 0);
     sg_guard_config g;
@@ -235,7 +236,11 @@ static void skipped_event_types_are_not_items_and_never_reset_idle(void **state)
     sg_guard_result r;
     static const char *const skip[] = {"ping", NULL};
     memset(&f, 0, sizeof(f));
-    sg_stream_config cfg = {SG_FORMAT_SSE, NULL, "message_stop", 256, 1024, skip};
+    sg_stream_config cfg = {.format = SG_FORMAT_SSE,
+                            .terminal_type = "message_stop",
+                            .max_line = 256,
+                            .max_event = 1024,
+                            .skip_types = skip};
     assert_int_equal(sg_stream_init(&f.s, &cfg, on_item, &f, f.buf, sizeof(f.buf)), 0);
     sg_guard_config g;
     sg_guard_config_init(&g);
@@ -257,11 +262,12 @@ static void bad_arguments_are_rejected(void **state) {
     (void)state;
     sg_stream s;
     char buf[64];
-    sg_stream_config bad = {(sg_format)7, NULL, NULL, 0, 0, NULL};
+    sg_stream_config bad = {.format = (sg_format)7};
     sg_guard_result r;
     assert_int_equal(sg_stream_init(&s, &bad, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
     assert_int_equal(sg_stream_buffer_size(&bad), 0);
-    sg_stream_config small = {SG_FORMAT_SSE, NULL, NULL, 256, 1024, NULL};
+    sg_stream_config small = {
+        .format = SG_FORMAT_SSE, .max_line = 256, .max_event = 1024};
     assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)),
                      SG_ENOBUFS);
     sg_stream zero = {0};
