@@ -1,0 +1,143 @@
+/*
+ * Fuzz target for sg_stream with a classifier (what provider profiles
+ * supply): items held before the first token, keepalives, the end item.
+ * Deterministic: configuration, read sizes and time come from the input.
+ *
+ * Layout: byte 0 = options (bit 0 NDJSON, bit 1 meta_at_once, bit 2
+ * end_required, bits 3-4 max_event 64/256/1024/4096); bytes 1..8 = read
+ * sizes (1..64, cycled); the rest is the body.  An item whose data starts
+ * with 'm' is metadata, 'k' a keepalive, 'e' the end, anything else a
+ * token.  Each read advances the hand-driven clock by 1 ms.
+ *
+ * Invariants (abort on failure, also in the replay binary):
+ *   - the body fed whole and in the chosen reads delivers the same items
+ *     in the same order, and ends the same way;
+ *   - nothing is delivered before the first token unless meta_at_once; a
+ *     keepalive is never delivered; item indexes count up from 0;
+ *   - the stream's verdict is one of ok, truncated, protocol_error,
+ *     first_item_timeout, and an ok end with end_required came with an end
+ *     item.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <streamguard/streamguard.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check(int ok, const char *what) {
+    if (!ok) {
+        fprintf(stderr, "fuzz/stream_classify invariant failed: %s\n", what);
+        abort();
+    }
+}
+
+typedef struct run_state {
+    uint64_t hash;
+    uint64_t delivered;
+    bool token_seen; /* a token or end was delivered */
+    bool end_seen;
+    bool at_once;
+} run_state;
+
+static sg_item_kind classify(const sg_item *item, void *ud) {
+    (void)ud;
+    char c = item->data_len > 0 ? item->data[0] : 't';
+    return c == 'm'   ? SG_ITEM_META
+           : c == 'k' ? SG_ITEM_KEEPALIVE
+           : c == 'e' ? SG_ITEM_END
+                      : SG_ITEM_TOKEN;
+}
+
+static int on_item(const sg_item *item, void *ud) {
+    run_state *r = ud;
+    sg_item_kind k = classify(item, NULL);
+    check(k != SG_ITEM_KEEPALIVE, "a keepalive is never delivered");
+    check(item->index == r->delivered, "indexes count up from 0");
+    if (k == SG_ITEM_TOKEN || k == SG_ITEM_END) {
+        r->token_seen = true;
+    }
+    if (k == SG_ITEM_END) {
+        r->end_seen = true;
+    }
+    r->delivered++;
+    for (size_t i = 0; i < item->data_len; i++) {
+        r->hash = (r->hash ^ (unsigned char)item->data[i]) * 0x100000001b3ULL;
+    }
+    r->hash = (r->hash ^ item->data_len) * 0x100000001b3ULL;
+    return 0;
+}
+
+typedef struct verdict {
+    run_state r;
+    sg_outcome outcome;
+    uint64_t items;
+} verdict;
+
+static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t *body,
+                size_t n, verdict *out) {
+    static const size_t events[4] = {64, 256, 1024, 4096};
+    sg_stream_config cfg = {.format = (opt & 1) ? SG_FORMAT_NDJSON : SG_FORMAT_SSE,
+                            .max_line = 4096,
+                            .max_event = events[(opt >> 3) & 3],
+                            .classify = classify,
+                            .meta_at_once = (opt & 2) != 0,
+                            .end_required = (opt & 4) != 0};
+    size_t need = sg_stream_buffer_size(&cfg);
+    check(need > 0, "buffer size");
+    char *buf = malloc(need);
+    check(buf != NULL, "malloc");
+    memset(out, 0, sizeof(*out));
+    out->r.at_once = cfg.meta_at_once;
+    sg_stream s;
+    check(sg_stream_init(&s, &cfg, on_item, &out->r, buf, need) == 0, "init");
+    sg_guard_config g;
+    sg_guard_config_init(&g);
+    sg_guard_config_set_first_item(&g, SG_SEC(10)); /* never fires: 1 ms per read */
+    int64_t now = SG_SEC(1);
+    check(sg_stream_begin(&s, &g, NULL, 1, now) == 0, "begin");
+    sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, now);
+    size_t off = 0, k = 0;
+    while (off < n) {
+        size_t len = sizes == NULL ? n : (size_t)(sizes[k++ % n_sizes] % 64) + 1;
+        len = len < n - off ? len : n - off;
+        char *chunk = malloc(len); /* exact size: ASan sees an over-read */
+        memcpy(chunk, body + off, len);
+        now += SG_MS(1);
+        int rv = sg_stream_feed(&s, chunk, len, now);
+        free(chunk);
+        off += len;
+        if (!out->r.token_seen && !out->r.at_once) {
+            check(out->r.delivered == 0, "nothing delivered before the first token");
+        }
+        if (rv != 0) {
+            break;
+        }
+    }
+    sg_guard_result res;
+    check(sg_stream_end(&s, now, SG_OUTCOME_OK, &res) == 0, "end");
+    out->outcome = res.outcome;
+    out->items = res.items;
+    check(res.outcome == SG_OUTCOME_OK || res.outcome == SG_OUTCOME_TRUNCATED ||
+              res.outcome == SG_OUTCOME_PROTOCOL_ERROR,
+          "a known verdict");
+    if (res.outcome == SG_OUTCOME_OK && cfg.end_required) {
+        check(out->r.end_seen, "ok with end_required means an end item");
+    }
+    free(buf);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 9 || size > 65536) {
+        return 0;
+    }
+    verdict whole, split;
+    run(data[0], NULL, 0, data + 9, size - 9, &whole);
+    run(data[0], data + 1, 8, data + 9, size - 9, &split);
+    check(whole.r.hash == split.r.hash && whole.r.delivered == split.r.delivered,
+          "the same items whatever the reads");
+    check(whole.outcome == split.outcome, "the same verdict whatever the reads");
+    return 0;
+}
