@@ -6,8 +6,8 @@
  * Layout: byte 0 = options (bit 0 NDJSON, bit 1 meta_at_once, bit 2
  * end_required, bits 3-4 max_event 64/256/1024/4096); bytes 1..8 = read
  * sizes (1..64, cycled); the rest is the body.  An item whose data starts
- * with 'm' is metadata, 'k' a keepalive, 'e' the end, anything else a
- * token.  Each read advances the hand-driven clock by 1 ms.
+ * with 'm' is metadata, 'k' a keepalive, 'e' the end, 'x' an in-band
+ * error, anything else a token.  Each read advances the hand-driven clock by 1 ms.
  *
  * Invariants (abort on failure, also in the replay binary):
  *   - the body fed whole and in the chosen reads delivers the same items
@@ -42,9 +42,16 @@ typedef struct run_state {
     bool at_once;
 } run_state;
 
-static sg_item_kind classify(const sg_item *item, void *ud) {
+static sg_item_kind classify(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
     char c = item->data_len > 0 ? item->data[0] : 't';
+    if (c == 'x') { /* an in-band error: the rest of the data is its message */
+        err->type = "fuzz";
+        err->type_len = 4;
+        err->message = item->data + 1;
+        err->message_len = item->data_len - 1;
+        return SG_ITEM_ERROR;
+    }
     return c == 'm'   ? SG_ITEM_META
            : c == 'k' ? SG_ITEM_KEEPALIVE
            : c == 'e' ? SG_ITEM_END
@@ -53,8 +60,10 @@ static sg_item_kind classify(const sg_item *item, void *ud) {
 
 static int on_item(const sg_item *item, void *ud) {
     run_state *r = ud;
-    sg_item_kind k = classify(item, NULL);
+    sg_item_error err;
+    sg_item_kind k = classify(item, &err, NULL);
     check(k != SG_ITEM_KEEPALIVE, "a keepalive is never delivered");
+    check(k != SG_ITEM_ERROR, "an error item is never delivered");
     check(item->index == r->delivered, "indexes count up from 0");
     if (k == SG_ITEM_TOKEN || k == SG_ITEM_END) {
         r->token_seen = true;
@@ -121,8 +130,15 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
     out->outcome = res.outcome;
     out->items = res.items;
     check(res.outcome == SG_OUTCOME_OK || res.outcome == SG_OUTCOME_TRUNCATED ||
-              res.outcome == SG_OUTCOME_PROTOCOL_ERROR,
+              res.outcome == SG_OUTCOME_PROTOCOL_ERROR ||
+              res.outcome == SG_OUTCOME_PROVIDER_ERROR,
           "a known verdict");
+    const char *msg = NULL;
+    if (sg_stream_provider_error(&s, NULL, &msg, NULL)) {
+        check(res.outcome == SG_OUTCOME_PROVIDER_ERROR,
+              "an error item is provider_error");
+        check(strlen(msg) <= SG_STREAM_ERROR_MESSAGE_MAX, "the message is bounded");
+    }
     if (res.outcome == SG_OUTCOME_OK && cfg.end_required) {
         check(out->r.end_seen, "ok with end_required means an end item");
     }

@@ -212,7 +212,8 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(ELOCKED, -26, "resource locked by another process")                      \
     XX(ESYS, -27, "system call failed (see errno)")                             \
     XX(ETOOMANY, -28, "too many objects")                                       \
-    XX(EUNSUPPORTED, -29, "not supported")
+    XX(EUNSUPPORTED, -29, "not supported")                                      \
+    XX(EPROVIDER, -30, "the provider reported an error inside the stream")
 
 /**
  * sg_errno - the negative error codes every int-returning function uses;
@@ -270,7 +271,8 @@ SG_EXTERN const char *sg_errname(int err);
     XX(TRUNCATED, "truncated")                   \
     XX(HTTP_ERROR, "http_error")                 \
     XX(TRANSPORT_ERROR, "transport_error")       \
-    XX(PROTOCOL_ERROR, "protocol_error")
+    XX(PROTOCOL_ERROR, "protocol_error")         \
+    XX(PROVIDER_ERROR, "provider_error")
 
 /**
  * sg_outcome - how an attempt (or an operation) ended: exactly one per
@@ -296,6 +298,9 @@ SG_EXTERN const char *sg_errname(int err);
  *   stream error before a response.
  * - SG_OUTCOME_PROTOCOL_ERROR: the peer broke the protocol (a line or event
  *   over the limit, malformed HTTP/2).
+ * - SG_OUTCOME_PROVIDER_ERROR: the server reported a failure inside the
+ *   stream (an in-band error item, as a provider profile recognises it:
+ *   vLLM's data: {"error":...}, Anthropic's event: error, ...).
  *
  * SG_OUTCOME_COUNT_ is the number of outcomes, not an outcome.
  */

@@ -30,16 +30,16 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1288 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1416 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
- * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 304
+ * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
  * sg_op, so an operation that retries at most once never allocates; the
  * rest are allocated with malloc() in blocks that double (2, 4, 8, ...
  * records), each allocated when a retry first needs it and cut to
  * max_attempts, and never moved, so a record's address stays valid.  An
  * operation therefore holds at most (max_attempts - SG_OP_INLINE_ATTEMPTS)
- * * sizeof(sg_op_attempt) bytes of heap (about 296 KiB at 1000 attempts)
+ * * sizeof(sg_op_attempt) bytes of heap (about 359 KiB at 1000 attempts)
  * in at most 9 blocks, and only while it is retrying that far.  When a
  * block cannot be allocated the retry is not taken: the operation stops
  * with reason out_of_memory and the attempt that could not be recorded is
@@ -89,6 +89,8 @@ extern "C" {
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
 /** Bytes of a transport's own error message kept per attempt. */
 #define SG_OP_ERROR_MAX 127
+/** Bytes of an in-band error's type kept per attempt (provider_error). */
+#define SG_OP_PROVIDER_TYPE_MAX 63
 
 /**
  * sg_random_fn - a random source for backoff jitter (see
@@ -644,6 +646,10 @@ typedef struct sg_op_attempt {
      *  NUL-terminated, at most SG_OP_ERROR_MAX bytes (longer ones are cut),
      *  any bytes (the report escapes them); "" when there was none. */
     char error[SG_OP_ERROR_MAX + 1];
+    /** provider_error: the type the server gave its in-band error
+     *  ("overloaded_error"); its message is @error.  NUL-terminated, at
+     *  most SG_OP_PROVIDER_TYPE_MAX bytes; "" otherwise. */
+    char provider_error_type[SG_OP_PROVIDER_TYPE_MAX + 1];
 } sg_op_attempt;
 
 /**
@@ -867,6 +873,11 @@ typedef struct sg_op_result {
     uint64_t bytes;
     int64_t first_item_ns; ///< start -> first item; ignored when items == 0
     const char *error;     ///< the transport's own message (NUL-terminated), NULL = none
+    /** provider_error: the in-band error's type (NUL-terminated), NULL =
+     *  none; and whether that type is transient (overload, rate limit,
+     *  unavailable): retried before the first token when safe. */
+    const char *provider_type;
+    bool provider_retryable;
 } sg_op_result;
 
 /**

@@ -76,14 +76,38 @@ typedef enum sg_item_kind {
     /** The clean end, delivered (a token if none came before it): the
      *  attempt is decided ok at its arrival; what follows is ignored. */
     SG_ITEM_END,
+    /** A failure the server reports inside the stream: not delivered; the
+     *  attempt ends provider_error (sg_stream_feed returns SG_EPROVIDER),
+     *  with the type and message the classifier gives. */
+    SG_ITEM_ERROR,
 } sg_item_kind;
+
+/** The most bytes kept of an in-band error's type and message. */
+#define SG_STREAM_ERROR_TYPE_MAX 63
+#define SG_STREAM_ERROR_MESSAGE_MAX 127
+
+/**
+ * sg_item_error - what a classifier says of an SG_ITEM_ERROR: the
+ * provider's own type ("overloaded_error") and message, views into the
+ * item (copied, cut at the maximums above), and whether the type is a
+ * transient one worth a retry before the first token (overload, rate
+ * limit, unavailable).
+ */
+typedef struct sg_item_error {
+    const char *type;
+    size_t type_len;
+    const char *message;
+    size_t message_len;
+    bool retryable;
+} sg_item_error;
 
 /**
  * sg_classify_cb - says what @item is, from inside sg_stream_feed (before
- * the item is delivered).  Must not keep @item's views or call back into
- * the stream.
+ * the item is delivered); for SG_ITEM_ERROR it fills @err (zeroed before
+ * the call).  Must not keep @item's views or call back into the stream.
  */
-typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, void *user_data);
+typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
+                                       void *user_data);
 
 /** Items held before the first token, at most (see sg_stream_config). */
 #define SG_STREAM_HOLD_MAX_ITEMS 64
@@ -175,6 +199,10 @@ typedef struct sg_stream {
     size_t hold_cap_;               /* private */
     size_t hold_len_;               /* private */
     uint32_t hold_n_;               /* private */
+    bool provider_error_;           /* private: an SG_ITEM_ERROR ended it */
+    bool provider_retryable_;       /* private */
+    char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];       /* private */
+    char provider_message_[SG_STREAM_ERROR_MESSAGE_MAX + 1]; /* private */
 } sg_stream;
 
 /**
@@ -323,6 +351,20 @@ SG_EXTERN bool sg_stream_terminal_seen(const sg_stream *s);
  * Thread-safety: reads only @s.
  */
 SG_EXTERN bool sg_stream_active(const sg_stream *s);
+
+/**
+ * sg_stream_provider_error - the in-band error that ended the attempt, if
+ * one did: its type and message (NUL-terminated, "" when the classifier
+ * gave none; valid until the next sg_stream_begin) and whether it is
+ * worth a retry.
+ *
+ * Returns true when an SG_ITEM_ERROR ended the current (or last) attempt;
+ * false otherwise (and the out-parameters are left alone).  Any
+ * out-parameter may be NULL.
+ * Thread-safety: reads only @s.
+ */
+SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
+                                        const char **message, bool *retryable);
 
 #ifdef __cplusplus
 }

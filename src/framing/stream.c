@@ -106,14 +106,34 @@ static int first_token(sg_stream *s, const sg_item *item) {
     return to_consumer(s, item);
 }
 
+/* A bounded, NUL-terminated copy of a view (NULL: ""). */
+static void copy_cut(char *dst, size_t cap, const char *p, size_t n) {
+    n = p == NULL ? 0 : n < cap - 1 ? n : cap - 1;
+    if (n > 0) {
+        memcpy(dst, p, n);
+    }
+    dst[n] = '\0';
+}
+
 /* Every parsed item: as the classifier says (without one, a token). */
 static int take(sg_stream *s, const sg_item *item) {
     if (s->classify_ == NULL) {
         return deliver(s, item);
     }
-    sg_item_kind k = s->classify_(item, s->classify_data_);
+    sg_item_error err;
+    memset(&err, 0, sizeof(err));
+    sg_item_kind k = s->classify_(item, &err, s->classify_data_);
     if (k == SG_ITEM_KEEPALIVE) {
         return 0;
+    }
+    if (k == SG_ITEM_ERROR) {
+        copy_cut(s->provider_type_, sizeof(s->provider_type_), err.type, err.type_len);
+        copy_cut(s->provider_message_, sizeof(s->provider_message_), err.message,
+                 err.message_len);
+        s->provider_retryable_ = err.retryable;
+        s->provider_error_ = true;
+        s->stop_at_ = s->now_;
+        return 1;
     }
     if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_) {
         return hold(s, item);
@@ -255,6 +275,10 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->guard_stop_ = false;
     s->nd_terminal_seen_ = false;
     s->got_token_ = false;
+    s->provider_error_ = false;
+    s->provider_retryable_ = false;
+    s->provider_type_[0] = '\0';
+    s->provider_message_[0] = '\0';
     s->hold_n_ = 0;
     s->hold_len_ = 0;
     s->error_ = 0;
@@ -283,6 +307,9 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
     if (s->error_ != 0) {
         return s->error_;
     }
+    if (s->provider_error_) {
+        return SG_EPROVIDER;
+    }
     s->now_ = now;
     int rv = sg_guard_on_bytes(&s->guard_, now, len);
     if (rv != 0) {
@@ -309,6 +336,9 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
         }
         if (s->error_ != 0) {
             return s->error_; /* set by the stream itself (held items) */
+        }
+        if (s->provider_error_) {
+            return SG_EPROVIDER;
         }
         s->error_ = (int)fed;
         s->stop_at_ = now;
@@ -345,6 +375,9 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
     if (s->error_ != 0) {
         return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_PROTOCOL_ERROR, result);
     }
+    if (s->provider_error_) {
+        return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_PROVIDER_ERROR, result);
+    }
     if (how == SG_OUTCOME_OK) {
         bool clean = false;
         if (s->format_ == SG_FORMAT_SSE) {
@@ -370,4 +403,21 @@ bool sg_stream_terminal_seen(const sg_stream *s) {
 
 bool sg_stream_active(const sg_stream *s) {
     return valid(s) && (s->state_ == STREAM_RUNNING || s->state_ == STREAM_TERMINAL);
+}
+
+bool sg_stream_provider_error(const sg_stream *s, const char **type, const char **message,
+                              bool *retryable) {
+    if (!valid(s) || !s->provider_error_) {
+        return false;
+    }
+    if (type != NULL) {
+        *type = s->provider_type_;
+    }
+    if (message != NULL) {
+        *message = s->provider_message_;
+    }
+    if (retryable != NULL) {
+        *retryable = s->provider_retryable_;
+    }
+    return true;
 }

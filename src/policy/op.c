@@ -487,6 +487,12 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         memcpy(a->error, r->error, n);
         a->error[n] = '\0';
     }
+    a->provider_error_type[0] = '\0';
+    if (r->outcome == SG_OUTCOME_PROVIDER_ERROR && r->provider_type != NULL) {
+        size_t n = strnlen(r->provider_type, SG_OP_PROVIDER_TYPE_MAX);
+        memcpy(a->provider_error_type, r->provider_type, n);
+        a->provider_error_type[n] = '\0';
+    }
 
     /* docs/design.md, "Who set the limit": a clock the lease shortened fires
      * at the lease's end, and is named after whoever set the lease - the
@@ -514,8 +520,11 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
      * so it says nothing about the effect (docs/design.md, "outcome
      * unknown"). */
     const bool gateway = r->http_status == 502 || r->http_status == 504;
-    const bool complete = oc == SG_OUTCOME_OK || (oc == SG_OUTCOME_HTTP_ERROR &&
-                                                  r->headers_received && !gateway);
+    /* The server's own answer settles the effect: a final status, or a
+     * failure it reported inside the stream (provider_error). */
+    const bool complete =
+        oc == SG_OUTCOME_OK || oc == SG_OUTCOME_PROVIDER_ERROR ||
+        (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received && !gateway);
     a->sent = sent;
     a->partial = r->partial || (r->items > 0 && oc != SG_OUTCOME_OK);
     a->outcome_unknown = sent && !safe && !complete;
@@ -569,6 +578,18 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
              * or the library refused to send what it could not describe
              * truly: the same request would do the same again. */
             reason = SG_OP_REASON_OUTCOME_NOT_RETRYABLE;
+            break;
+        case SG_OUTCOME_PROVIDER_ERROR:
+            /* Before the first token (after it, partial caught it above):
+             * a transient type is worth a retry when the request is safe
+             * to repeat; any other the same request would get again. */
+            if (!r->provider_retryable) {
+                reason = SG_OP_REASON_OUTCOME_NOT_RETRYABLE;
+            } else if (safe) {
+                retryable = true;
+            } else {
+                reason = SG_OP_REASON_NOT_SAFE_TO_RETRY;
+            }
             break;
         case SG_OUTCOME_HTTP_ERROR:
             if (r->http_status == 0 || !r->headers_received) {

@@ -114,6 +114,20 @@ static void sg__f_ms(sg__sink *s, const char *key, int64_t ns, bool zero_null,
     }
 }
 
+/* "provider_error": {"type": ..., "message": ...} or null. */
+static void sg__write_provider_error(sg__sink *s, const sg_op_attempt *a, bool *first) {
+    sg__key(s, "provider_error", first);
+    if (a == NULL || a->running || a->outcome != SG_OUTCOME_PROVIDER_ERROR) {
+        sg__sink_puts(s, "null");
+        return;
+    }
+    sg__sink_puts(s, "{\"type\":");
+    sg__sink_json_string(s, a->provider_error_type, strlen(a->provider_error_type));
+    sg__sink_puts(s, ",\"message\":");
+    sg__sink_json_string(s, a->error, strlen(a->error));
+    sg__sink_put(s, "}", 1);
+}
+
 static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt *a) {
     bool first = true;
     sg__sink_put(s, "{", 1);
@@ -167,6 +181,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     } else {
         sg__sink_puts(s, "null");
     }
+    sg__write_provider_error(s, a, &first);
     sg__sink_put(s, "}", 1);
 }
 
@@ -199,6 +214,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     sg__f_bool(s, "partial", last != NULL && last->partial, &first);
     sg__f_bool(s, "retryable", last != NULL && last->retryable, &first);
     sg__f_bool(s, "outcome_unknown", last != NULL && last->outcome_unknown, &first);
+    sg__write_provider_error(s, last, &first);
     sg__f_name(s, "method", sg__opt_method(o), &first);
     sg__f_bool(s, "idempotency_key", o->idempotency_key_[0] != '\0', &first);
     sg__f_bool(s, "declared_idempotent", (o->set_ & SG__OPT_IDEMPOTENT) != 0, &first);

@@ -202,6 +202,13 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
             r.phase = SG_PHASE_SEND;
         }
     }
+    const char *ptype = NULL, *pmsg = NULL;
+    if (gr->outcome == SG_OUTCOME_PROVIDER_ERROR &&
+        sg_stream_provider_error(&lc->stream, &ptype, &pmsg, &r.provider_retryable)) {
+        /* the server's own words; the transport saw nothing wrong */
+        r.provider_type = ptype;
+        sg__lc_error(lc, "%s", pmsg);
+    }
     if (gr->outcome != SG_OUTCOME_OK && lc->errbuf[0] != '\0') {
         r.error = lc->errbuf; /* the transport's own words, beside the outcome */
     }

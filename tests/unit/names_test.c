@@ -24,7 +24,8 @@ static void outcome_names_match_the_design_exactly(void **state) {
                                            "truncated",
                                            "http_error",
                                            "transport_error",
-                                           "protocol_error"};
+                                           "protocol_error",
+                                           "provider_error"};
     assert_int_equal(SG_OUTCOME_COUNT_, sizeof(expected) / sizeof(expected[0]));
     for (int i = 0; i < SG_OUTCOME_COUNT_; i++) {
         sg_outcome back;

@@ -283,6 +283,68 @@ static void never_sent_post_is_always_safe_to_retry(void **state) {
     sg_op_release(&op); /* the third attempt's record was allocated */
 }
 
+/* An in-band error (provider_error) before the first token: the server's
+ * own answer, so never outcome unknown; a transient type is retried when
+ * the request is safe, any other is not; after tokens it is partial. */
+static sg_op_verdict provider_error_end(sg_op *op, const char *method, bool retryable,
+                                        uint64_t items) {
+    sg_op_options o;
+    opts_init(&o, SG_SEC(60), 0);
+    assert_int_equal(sg_op_options_set_method(&o, method), 0);
+    assert_int_equal(sg_op_start(op, &o, T0), 0);
+    sg_op_plan p;
+    plan_ok(op, T0, &p);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_PROVIDER_ERROR;
+    r.phase = items > 0 ? SG_PHASE_STREAMING : SG_PHASE_WAIT_FIRST_ITEM;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 200;
+    r.items = items;
+    r.partial = items > 0;
+    r.error = "Overloaded";
+    r.provider_type = "overloaded_error";
+    r.provider_retryable = retryable;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(op, T0 + SG_MS(40), &r, &v), 0);
+    assert_int_equal(v.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_false(v.outcome_unknown);
+    const sg_op_attempt *a = sg_op_attempt_at(op, 0);
+    assert_string_equal(a->provider_error_type, "overloaded_error");
+    assert_string_equal(a->error, "Overloaded");
+    return v;
+}
+
+static void a_provider_error_is_retried_only_when_transient_and_safe(void **state) {
+    (void)state;
+    sg_op op;
+    sg_op_verdict v = provider_error_end(&op, "GET", true, 0);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_true(v.retryable);
+    char rep[4096];
+    assert_int_equal(sg_op_report_write(&op, T0 + SG_MS(41), rep, sizeof(rep), NULL), 0);
+    assert_non_null(strstr(rep, "\"provider_error\":{\"type\":\"overloaded_error\","
+                                "\"message\":\"Overloaded\"}"));
+    sg_op_release(&op);
+
+    v = provider_error_end(&op, "POST", true, 0); /* no key: not safe */
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_NOT_SAFE_TO_RETRY);
+    sg_op_release(&op);
+
+    v = provider_error_end(&op, "GET", false, 0); /* not a transient type */
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_OUTCOME_NOT_RETRYABLE);
+    sg_op_release(&op);
+
+    v = provider_error_end(&op, "GET", true, 3); /* after tokens */
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_PARTIAL_STREAM);
+    assert_true(v.partial);
+    sg_op_release(&op);
+}
+
 static void unsafe_post_sent_without_answer_is_outcome_unknown(void **state) {
     (void)state;
     sg_op op;
@@ -1247,6 +1309,7 @@ int main(void) {
         cmocka_unit_test(next_attempt_before_the_backoff_ends_is_a_state_error),
         cmocka_unit_test(invalid_results_are_rejected),
         cmocka_unit_test(ok_attempt_is_done),
+        cmocka_unit_test(a_provider_error_is_retried_only_when_transient_and_safe),
         cmocka_unit_test(never_sent_post_is_always_safe_to_retry),
         cmocka_unit_test(unsafe_post_sent_without_answer_is_outcome_unknown),
         cmocka_unit_test(post_is_treated_as_sent_once_the_phase_passed_send),

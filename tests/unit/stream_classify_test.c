@@ -25,9 +25,21 @@ typedef struct fixture {
     char seen[512]; /* the data of every item delivered, '|' between */
 } fixture;
 
-/* The data's first word says what it is: "meta", "ka", "end", else a token. */
-static sg_item_kind classify(const sg_item *item, void *ud) {
+/* The data's first word says what it is: "meta", "ka", "end", "err TYPE
+ * MESSAGE" (TYPE "busy" is transient), else a token. */
+static sg_item_kind classify(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
+    if (item->data_len >= 4 && memcmp(item->data, "err ", 4) == 0) {
+        const char *t = item->data + 4;
+        const char *sp = memchr(t, ' ', item->data_len - 4);
+        err->type = t;
+        err->type_len = sp != NULL ? (size_t)(sp - t) : item->data_len - 4;
+        err->message = sp != NULL ? sp + 1 : NULL;
+        err->message_len =
+            sp != NULL ? item->data_len - (size_t)(sp + 1 - item->data) : 0;
+        err->retryable = err->type_len == 4 && memcmp(t, "busy", 4) == 0;
+        return SG_ITEM_ERROR;
+    }
     if (item->data_len >= 4 && memcmp(item->data, "meta", 4) == 0) {
         return SG_ITEM_META;
     }
@@ -218,6 +230,51 @@ static void what_is_held_is_bounded(void **state) {
     done(&f);
 }
 
+/* An in-band error ends the attempt provider_error, at its arrival, with
+ * the provider's type and message; before the first token nothing was
+ * delivered (the held metadata stays held). */
+static void an_error_item_ends_the_attempt_as_provider_error(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_SSE, false, false, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f,
+                          "data: meta start\n\ndata: err busy Overloaded, try later\n\n",
+                          T0 + SG_MS(30)),
+                     SG_EPROVIDER);
+    assert_int_equal(feed(&f, "data: tok\n\n", T0 + SG_MS(40)),
+                     SG_EPROVIDER); /* sticky */
+    const char *type = NULL, *msg = NULL;
+    bool retryable = false;
+    assert_true(sg_stream_provider_error(&f.s, &type, &msg, &retryable));
+    assert_string_equal(type, "busy");
+    assert_string_equal(msg, "Overloaded, try later");
+    assert_true(retryable);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_SEC(2), SG_OUTCOME_TRANSPORT_ERROR, &r),
+                     0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_int_equal(r.elapsed_ns, SG_MS(30)); /* decided when the error came */
+    assert_false(r.partial);
+    assert_int_equal(f.items, 0);
+    done(&f);
+
+    /* after tokens: partial, and a long message is cut, never overrun */
+    begin(&f, SG_FORMAT_NDJSON, false, false, 1024, SG_MS(500), SG_MS(200));
+    char line[260]; /* a line under max_line (256), a message over 127 */
+    memset(line, 'm', sizeof(line));
+    memcpy(line, "tok\nerr fatal ", 14);
+    line[sizeof(line) - 2] = '\n';
+    line[sizeof(line) - 1] = '\0';
+    assert_int_equal(feed(&f, line, T0 + SG_MS(5)), SG_EPROVIDER);
+    assert_true(sg_stream_provider_error(&f.s, &type, &msg, &retryable));
+    assert_false(retryable);
+    assert_int_equal(strlen(msg), SG_STREAM_ERROR_MESSAGE_MAX);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(6), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_true(r.partial);
+    done(&f);
+}
+
 /* A new attempt starts with nothing held and no token yet. */
 static void each_attempt_starts_afresh(void **state) {
     (void)state;
@@ -230,6 +287,7 @@ static void each_attempt_starts_afresh(void **state) {
     sg_guard_config g;
     sg_guard_config_init(&g);
     sg_guard_config_set_first_item(&g, SG_MS(500));
+    assert_false(sg_stream_provider_error(&f.s, NULL, NULL, NULL));
     assert_int_equal(sg_stream_begin(&f.s, &g, NULL, 2, T0 + SG_SEC(1)), 0);
     f.items = 0;
     f.seen[0] = '\0';
@@ -247,6 +305,7 @@ int main(void) {
         cmocka_unit_test(without_the_end_item_the_body_is_truncated),
         cmocka_unit_test(metadata_at_once_is_an_item),
         cmocka_unit_test(what_is_held_is_bounded),
+        cmocka_unit_test(an_error_item_ends_the_attempt_as_provider_error),
         cmocka_unit_test(each_attempt_starts_afresh),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -33,7 +33,7 @@ enum exit_code {
     EXIT_BUDGET = 4,    /* budget_exhausted or refused */
     EXIT_STOPPED = 5,   /* cancelled or cap_exceeded */
     EXIT_TRUNCATED = 6, /* truncated */
-    EXIT_HTTP = 7,      /* http_error */
+    EXIT_HTTP = 7,      /* http_error or provider_error */
     EXIT_TRANSPORT = 8, /* transport_error or protocol_error */
 };
 

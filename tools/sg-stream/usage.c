@@ -82,7 +82,8 @@ void usage(FILE *f) {
         "\n"
         "Exit status: 0 ok; 1 internal error; 2 usage error; 3 a stream clock\n"
         "timed out (connect, first item, idle, stream, attempt); 4 budget exhausted\n"
-        "or refused; 5 cancelled or cap exceeded; 6 truncated; 7 HTTP error;\n"
+        "or refused; 5 cancelled or cap exceeded; 6 truncated; 7 HTTP or provider "
+        "error;\n"
         "8 transport or protocol error.\n");
 }
 

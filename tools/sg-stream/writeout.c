@@ -92,6 +92,7 @@ static int exit_code_for(sg_outcome o) {
     case SG_OUTCOME_TRUNCATED:
         return EXIT_TRUNCATED;
     case SG_OUTCOME_HTTP_ERROR:
+    case SG_OUTCOME_PROVIDER_ERROR: /* the server's failure, in-band */
         return EXIT_HTTP;
     case SG_OUTCOME_TRANSPORT_ERROR:
     case SG_OUTCOME_PROTOCOL_ERROR:
@@ -138,7 +139,12 @@ static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
             fputs(last ? sg_phase_name(last->phase) : "connect", stdout);
         } else if (IS("attempts")) {
             printf("%" PRIu32, n);
-        } else if (IS("first_item_ms")) {
+        } else if (IS("provider_error")) {
+            if (last != NULL && last->outcome == SG_OUTCOME_PROVIDER_ERROR) {
+                fputs(last->provider_error_type, stdout);
+            }
+        } else if (IS("first_item_ms") || IS("first_token_ms")) {
+            /* under a profile the first item is the first token */
             if (last != NULL && last->time_to_first_item_ns >= 0) {
                 printf("%" PRId64, ms(last->time_to_first_item_ns));
             } else {
