@@ -366,6 +366,30 @@ SG_EXTERN bool sg_stream_active(const sg_stream *s);
 SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
                                         const char **message, bool *retryable);
 
+/* ------------------------------------------------------------------------
+ * Provider profiles (docs/profiles.md)
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_profile_framing - sets @cfg to a built-in provider profile's stream
+ * semantics: its format, terminal signal and classifier (keepalives,
+ * metadata before the first token, the first token, in-band errors and
+ * which are transient, the clean end) - "openai" (Chat Completions, and
+ * vLLM, llama.cpp, Mistral, OpenRouter), "openai-responses", "anthropic",
+ * "gemini" (streamGenerateContent?alt=sse), "ollama".  The limits
+ * (max_line, max_event) and skip_types are left as they are; set fields
+ * after the call to override the profile's (e.g. terminal_data).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @name or @cfg is NULL;
+ *   SG_ENOTFOUND no built-in profile has that name (@cfg is unchanged).
+ * Thread-safety: touches only @cfg.
+ */
+SG_EXTERN int sg_profile_framing(const char *name, sg_stream_config *cfg);
+
+/** The built-in profiles' names, NULL-terminated. */
+SG_EXTERN const char *const *sg_profile_names(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -311,4 +311,30 @@ done
 if [ "$flushed" = yes ]; then pass "the first item is out before the stream ends"; else fail "items not flushed"; fi
 wait $SGPID
 
+# ---- --profile: time to first token, in-band errors, the clean end ------------
+W='%{outcome} %{attempts} ttft=%{first_token_ms} pe=%{provider_error}\n'
+ROLE="$CHAT?n=3&gap=0&role_chunk=1&first_delay=300"
+expect 0 "no profile: the role chunk is the first item" -- --output none -w "$W" "$ROLE&_t=cli_p0"
+has "$OUT" "ok 1 ttft=0 " "without a profile the first item came at once"
+expect 0 "--profile openai: the first token after the prefill" -- --profile openai --output none -w "$W" "$ROLE&_t=cli_p1"
+if grep -qE '^ok 1 ttft=(29[0-9]|3[0-9][0-9]) ' "$OUT"; then pass "time to first token ~300 ms"; else fail "ttft: $(cat "$OUT")"; fi
+expect 3 "--profile openai --first-item 200ms: metadata does not satisfy it" -- --profile openai \
+    --first-item 200ms --output none -w "$W" "$ROLE&_t=cli_p2"
+has "$OUT" "first_item_timeout 1 ttft=- " "first-token clock fired"
+expect 7 "--profile openai: an error before [DONE] is provider_error" -- --profile openai \
+    --output none -w "$W" "$CHAT?n=5&gap=0&error_at=2&error_then_done=1&_t=cli_p3"
+has "$OUT" "provider_error 1 ttft=0 pe=server_error" "type named"
+expect 0 "without a profile the same stream ends ok" -- --output none "$CHAT?n=5&gap=0&error_at=2&error_then_done=1&_t=cli_p4"
+expect 7 "--profile anthropic: overloaded before the first token is retried (GET)" -- \
+    --profile anthropic --attempts 3 --backoff-base 10ms --output none -w "$W" \
+    --report "$FM_DIR/prof.json" "$BASE/v1/messages?n=3&gap=0&error_at=0&_t=cli_p5"
+has "$OUT" "provider_error 3 ttft=- pe=overloaded_error" "three attempts, each overloaded"
+has "$FM_DIR/prof.json" '"provider_error":{"type":"overloaded_error","message":"scripted failure"}' "the report names it"
+expect 0 "--profile anthropic: ping is nothing" -- --profile anthropic -w '%{items}\n' \
+    "$BASE/v1/messages?n=2&gap=100&keepalive=30&_t=cli_p6"
+if ! grep -q '"ping"' "$OUT"; then pass "no ping printed"; else fail "ping printed"; fi
+expect 0 "--profile ollama: done is the clean end" -- --profile ollama --output none "$BASE/api/chat?n=3&gap=0&format=ollama&_t=cli_p7"
+expect 6 "--profile ollama: no done line is truncated" -- --profile ollama --output none "$BASE/api/chat?n=3&gap=0&format=ollama&no_done=1&_t=cli_p8"
+expect 2 "--profile with an unknown name" -- --profile nosuch "$CHAT"
+
 fm_finish

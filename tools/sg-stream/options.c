@@ -43,6 +43,7 @@ enum {
     OPT_DONE_EVENT,
     OPT_NO_DONE,
     OPT_SKIP_EVENT,
+    OPT_PROFILE,
     OPT_MAX_ITEMS,
     OPT_MAX_BYTES,
     OPT_MAX_EVENT_BYTES,
@@ -79,6 +80,7 @@ static const struct option long_opts[] = {
     {"done-event", required_argument, NULL, OPT_DONE_EVENT},
     {"no-done", no_argument, NULL, OPT_NO_DONE},
     {"skip-event", required_argument, NULL, OPT_SKIP_EVENT},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
@@ -224,7 +226,20 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_GRPC_TIMEOUT:
         c->copts.grpc_timeout = true;
         break;
+    case OPT_PROFILE: {
+        sg_stream_config scratch;
+        memset(&scratch, 0, sizeof(scratch));
+        if (sg_profile_framing(arg, &scratch) != 0) {
+            return usage_error(
+                "--profile takes openai, openai-responses, anthropic, gemini "
+                "or ollama, not '%s'",
+                arg);
+        }
+        c->profile = arg;
+        break;
+    }
     case OPT_FORMAT:
+        c->format_set = true;
         if (strcmp(arg, "sse") == 0) {
             c->copts.framing.format = SG_FORMAT_SSE;
         } else if (strcmp(arg, "ndjson") == 0) {
@@ -245,6 +260,7 @@ static int apply(struct config *c, int opt, const char *arg) {
             return usage_error("--done-event needs a non-empty event type%s", "");
         }
         c->copts.framing.terminal_type = arg;
+        c->done_event_set = true;
         break;
     case OPT_NO_DONE:
         c->no_done = true;
@@ -341,13 +357,27 @@ static int finish(struct config *c, int argc, char **argv) {
         return usage_error("invalid method '%s'", method);
     }
     c->method = method;
-    if (c->copts.framing.format == SG_FORMAT_SSE && !c->no_done && !c->done_set &&
-        c->copts.framing.terminal_type == NULL) {
+    if (c->profile != NULL) {
+        /* the profile's semantics; flags given explicitly still win */
+        sg_stream_config given = c->copts.framing;
+        sg_profile_framing(c->profile, &c->copts.framing);
+        if (c->format_set) {
+            c->copts.framing.format = given.format;
+        }
+        if (c->done_set) {
+            c->copts.framing.terminal_data = given.terminal_data;
+        }
+        if (c->done_event_set) {
+            c->copts.framing.terminal_type = given.terminal_type;
+        }
+    } else if (c->copts.framing.format == SG_FORMAT_SSE && !c->no_done && !c->done_set &&
+               c->copts.framing.terminal_type == NULL) {
         c->copts.framing.terminal_data = "[DONE]";
     }
     if (c->no_done) {
         c->copts.framing.terminal_data = NULL;
         c->copts.framing.terminal_type = NULL;
+        c->copts.framing.end_required = false;
     }
     return 0;
 }

@@ -98,6 +98,9 @@ struct config {
     int64_t backoff_max;
     bool no_done;
     bool done_set;
+    bool done_event_set;
+    bool format_set;
+    const char *profile; /* --profile: a built-in provider profile */
     const char *skip[17]; /* NULL-terminated */
     size_t nskip;
     struct run run;

@@ -1,0 +1,272 @@
+/*
+ * Built-in provider profiles: the framing and the item classifier of each
+ * model API's stream (docs/profiles.md; the facts, with their sources, are
+ * in docs/provider-streams.md).  Each classifier looks inside an item's
+ * JSON with the path scanner (jscan.h): after the first token only for an
+ * in-band error, behind a quick reject, so a token costs tens of
+ * nanoseconds.
+ */
+#include <streamguard/stream.h>
+
+#include <string.h>
+
+#include "framing/jscan.h"
+
+/* ------------------------------------------------------------- helpers */
+
+static bool is(const char *p, size_t n, const char *lit) {
+    size_t l = strlen(lit);
+    return n == l && memcmp(p, lit, l) == 0;
+}
+
+static bool ends_with(const char *p, size_t n, const char *lit) {
+    size_t l = strlen(lit);
+    return n >= l && memcmp(p + n - l, lit, l) == 0;
+}
+
+/* The value at @path (parsed once, on first use: the paths are constants). */
+static bool at(const sg_item *item, const char *path_text, sg__jval *v) {
+    sg__jpath path;
+    if (sg__jpath_parse(&path, path_text) != 0) {
+        return false;
+    }
+    return sg__jscan_find(item->data, item->data_len, &path, v);
+}
+
+static bool present(const sg_item *item, const char *path_text) {
+    sg__jval v;
+    return at(item, path_text, &v) && sg__jval_present(&v);
+}
+
+/* A string at @path into err's type or message (views into the item). */
+static void take_string(const sg_item *item, const char *path_text, const char **p,
+                        size_t *n) {
+    sg__jval v;
+    if (at(item, path_text, &v) && v.type == SG__JSTRING) {
+        *p = v.p;
+        *n = v.n;
+    }
+}
+
+static bool one_of(const char *p, size_t n, const char *const *list) {
+    for (; *list != NULL; list++) {
+        if (is(p, n, *list)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Error types that say "come back later": overload, rate limit,
+ * unavailable, a server-side hiccup. */
+static const char *const transient_types[] = {
+    "server_error",        "overloaded_error", "rate_limit_error",  "rate_limit_exceeded",
+    "service_unavailable", "api_error",        "timeout_error",     "UNAVAILABLE",
+    "RESOURCE_EXHAUSTED",  "INTERNAL",         "DEADLINE_EXCEEDED", NULL,
+};
+
+/* The error's type and message at two paths (unless found already), and
+ * whether the type is a transient one. */
+static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
+                                const char *type_path, const char *message_path) {
+    if (err->type == NULL) {
+        take_string(item, type_path, &err->type, &err->type_len);
+    }
+    if (err->message == NULL) {
+        take_string(item, message_path, &err->message, &err->message_len);
+    }
+    err->retryable =
+        err->type != NULL && one_of(err->type, err->type_len, transient_types);
+    return SG_ITEM_ERROR;
+}
+
+/* A top-level "error" member: an in-band error, its type and message. */
+static bool top_error(const sg_item *item, sg_item_error *err, const char *type_path,
+                      const char *message_path) {
+    if (!sg__jscan_may_have_key(item->data, item->data_len, "error", 5)) {
+        return false;
+    }
+    sg__jval v;
+    if (!at(item, "error", &v) || v.type == SG__JNULL) {
+        return false;
+    }
+    if (v.type == SG__JSTRING) { /* {"error": "message"} (Ollama, some servers) */
+        err->message = v.p;
+        err->message_len = v.n;
+        err->type = "error";
+        err->type_len = 5;
+        err->retryable = false;
+        return true;
+    }
+    named_error(item, err, type_path, message_path);
+    return true;
+}
+
+/* --------------------------------------------------------------- openai */
+
+/* Chat Completions (and the servers that copy it: vLLM, llama.cpp, ...):
+ * data: chunks, [DONE]; the first token is the first chunk with content,
+ * a tool call, a refusal or reasoning; an error is {"error": {...}}. */
+static sg_item_kind classify_openai(const sg_item *item, sg_item_error *err, void *ud) {
+    (void)ud;
+    if (top_error(item, err, "error.type", "error.message")) {
+        return err->type == NULL ? named_error(item, err, "error.code", "error.message")
+                                 : SG_ITEM_ERROR;
+    }
+    if (item->index > 0) {
+        return SG_ITEM_TOKEN; /* past the first token, only errors matter */
+    }
+    static const char *const token_paths[] = {
+        "choices[].delta.content",   "choices[].delta.tool_calls",
+        "choices[].delta.refusal",   "choices[].delta.reasoning_content",
+        "choices[].delta.reasoning", NULL,
+    };
+    for (const char *const *p = token_paths; *p != NULL; p++) {
+        if (present(item, *p)) {
+            return SG_ITEM_TOKEN;
+        }
+    }
+    return SG_ITEM_META;
+}
+
+/* ------------------------------------------------------------ anthropic */
+
+/* Messages API: named events; ping is a keepalive; content_block_delta
+ * bears the tokens; message_stop is the end; event: error the failure. */
+static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
+                                       void *ud) {
+    (void)ud;
+    const char *t = item->event;
+    size_t n = item->event_len;
+    if (is(t, n, "ping")) {
+        return SG_ITEM_KEEPALIVE;
+    }
+    if (is(t, n, "error")) {
+        return named_error(item, err, "error.type", "error.message");
+    }
+    if (is(t, n, "message_stop")) {
+        return SG_ITEM_END;
+    }
+    if (is(t, n, "content_block_delta")) {
+        return SG_ITEM_TOKEN;
+    }
+    return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
+}
+
+/* --------------------------------------------------------------- ollama */
+
+/* /api/chat, /api/generate: NDJSON; "done": true is the end (and may carry
+ * the last token); {"error": "..."} the failure (no type: not retried). */
+static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, void *ud) {
+    (void)ud;
+    if (top_error(item, err, "error.type", "error.message")) {
+        err->retryable = false; /* a message only: transient or not is unknown */
+        return SG_ITEM_ERROR;
+    }
+    sg__jval v;
+    if (at(item, "done", &v) && v.type == SG__JTRUE) {
+        return SG_ITEM_END;
+    }
+    if (item->index > 0 || present(item, "message.content") ||
+        present(item, "response") || present(item, "message.thinking") ||
+        present(item, "thinking") || present(item, "message.tool_calls")) {
+        return SG_ITEM_TOKEN;
+    }
+    return SG_ITEM_META;
+}
+
+/* --------------------------------------------------------------- gemini */
+
+/* streamGenerateContent?alt=sse: data: chunks, no sentinel; a chunk with a
+ * finishReason (or a blocked prompt) is the end; {"error": {...}} the
+ * failure, its status the type. */
+static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, void *ud) {
+    (void)ud;
+    if (top_error(item, err, "error.status", "error.message")) {
+        return SG_ITEM_ERROR;
+    }
+    if (present(item, "candidates[].finishReason") ||
+        present(item, "promptFeedback.blockReason")) {
+        return SG_ITEM_END;
+    }
+    if (item->index > 0 || present(item, "candidates[].content.parts[].text") ||
+        present(item, "candidates[].content.parts[].functionCall")) {
+        return SG_ITEM_TOKEN;
+    }
+    return SG_ITEM_META;
+}
+
+/* ------------------------------------------------------ openai-responses */
+
+/* Responses API: named events; *.delta bears the tokens; completed or
+ * incomplete is the end; response.failed and error the failure. */
+static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
+                                       void *ud) {
+    (void)ud;
+    const char *t = item->event;
+    size_t n = item->event_len;
+    if (is(t, n, "keepalive")) {
+        return SG_ITEM_KEEPALIVE;
+    }
+    if (is(t, n, "response.completed") || is(t, n, "response.incomplete")) {
+        return SG_ITEM_END;
+    }
+    if (is(t, n, "response.failed")) {
+        return named_error(item, err, "response.error.code", "response.error.message");
+    }
+    if (is(t, n, "error")) {
+        /* flat in the schema, nested in some SDK fixtures: both */
+        take_string(item, "code", &err->type, &err->type_len);
+        take_string(item, "message", &err->message, &err->message_len);
+        return named_error(item, err, "error.code", "error.message");
+    }
+    if (ends_with(t, n, ".delta")) {
+        return SG_ITEM_TOKEN;
+    }
+    return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
+}
+
+/* ------------------------------------------------------------- the table */
+
+typedef struct profile {
+    const char *name;
+    sg_format format;
+    const char *terminal_data;
+    sg_classify_cb classify;
+    bool end_required;
+} profile;
+
+static const profile profiles[] = {
+    {"openai", SG_FORMAT_SSE, "[DONE]", classify_openai, false},
+    {"openai-responses", SG_FORMAT_SSE, NULL, classify_responses, true},
+    {"anthropic", SG_FORMAT_SSE, NULL, classify_anthropic, true},
+    {"gemini", SG_FORMAT_SSE, NULL, classify_gemini, true},
+    {"ollama", SG_FORMAT_NDJSON, NULL, classify_ollama, true},
+};
+
+static const char *const profile_names[] = {
+    "openai", "openai-responses", "anthropic", "gemini", "ollama", NULL,
+};
+
+const char *const *sg_profile_names(void) {
+    return profile_names;
+}
+
+int sg_profile_framing(const char *name, sg_stream_config *cfg) {
+    if (name == NULL || cfg == NULL) {
+        return SG_EINVAL;
+    }
+    for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+        const profile *p = &profiles[i];
+        if (strcmp(p->name, name) == 0) {
+            cfg->format = p->format;
+            cfg->terminal_data = p->terminal_data;
+            cfg->terminal_type = NULL;
+            cfg->classify = p->classify;
+            cfg->classify_data = NULL;
+            cfg->end_required = p->end_required;
+            return 0;
+        }
+    }
+    return SG_ENOTFOUND;
+}

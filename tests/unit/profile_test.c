@@ -1,0 +1,225 @@
+/*
+ * The built-in provider profiles on the streams each provider sends (the
+ * shapes of docs/provider-streams.md), through sg_stream with a hand-driven
+ * clock: what is held, what is the first token, what ends cleanly, what is
+ * an in-band error and whether it is transient.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <streamguard/streamguard.h>
+
+#define T0 SG_SEC(100)
+
+typedef struct run {
+    int items;
+    sg_outcome outcome;
+    int feed_rc;
+    char type[64];
+    bool retryable;
+    int64_t ttft;
+} run;
+
+static int on_item(const sg_item *item, void *ud) {
+    (void)item;
+    ((run *)ud)->items++;
+    return 0;
+}
+
+/* Plays @meta at T0, then @rest @prefill later (the wait for the first
+ * token), through a stream with @profile; what the stream concluded. */
+static run play(const char *profile, const char *meta, const char *rest,
+                int64_t prefill) {
+    run r;
+    memset(&r, 0, sizeof(r));
+    sg_stream_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    assert_int_equal(sg_profile_framing(profile, &cfg), 0);
+    size_t n = sg_stream_buffer_size(&cfg);
+    char *buf = malloc(n);
+    sg_stream s;
+    assert_int_equal(sg_stream_init(&s, &cfg, on_item, &r, buf, n), 0);
+    sg_guard_config g;
+    sg_guard_config_init(&g);
+    assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
+    sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
+    r.feed_rc = sg_stream_feed(&s, meta, strlen(meta), T0);
+    if (r.feed_rc == 0) {
+        r.feed_rc = sg_stream_feed(&s, rest, strlen(rest), T0 + prefill);
+    }
+    const char *type = NULL;
+    if (sg_stream_provider_error(&s, &type, NULL, &r.retryable)) {
+        snprintf(r.type, sizeof(r.type), "%s", type);
+    }
+    sg_guard_result gr;
+    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
+    r.outcome = gr.outcome;
+    r.ttft = gr.first_item_ns;
+    free(buf);
+    return r;
+}
+
+static void openai(void **state) {
+    (void)state;
+    const char *role =
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"role\":"
+        "\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n";
+    const char *toks =
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+        "\"Hi\"},\"finish_reason\":null}]}\n\n"
+        "data: {\"id\":\"c\",\"choices\":[{\"index\":0,\"delta\":{},"
+        "\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+    run r = play("openai", role, toks, SG_MS(400));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(400)); /* the role chunk did not count */
+    assert_int_equal(r.items, 3);         /* role (held, then delivered) + 2 */
+    /* vLLM: an error, then [DONE] */
+    r = play(
+        "openai", role,
+        "data: {\"error\":{\"message\":\"boom\",\"type\":\"server_error\",\"code\":500}}"
+        "\n\ndata: [DONE]\n\n",
+        SG_MS(10));
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_int_equal(r.feed_rc, SG_EPROVIDER);
+    assert_string_equal(r.type, "server_error");
+    assert_true(r.retryable);
+    assert_int_equal(r.items, 0); /* nothing delivered: the role chunk stayed held */
+    /* reasoning first (vLLM's delta.reasoning) is a token */
+    r = play("openai", "",
+             "data: {\"choices\":[{\"delta\":{\"reasoning\":\"hmm\"}}]}\n\n", 0);
+    assert_int_equal(r.items, 1);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED); /* no [DONE] */
+}
+
+static void anthropic(void **state) {
+    (void)state;
+    const char *meta =
+        "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"
+        "event: content_block_start\ndata: {\"type\":\"content_block_start\"}\n\n"
+        "event: ping\ndata: {\"type\": \"ping\"}\n\n";
+    run r = play("anthropic", meta,
+                 "event: content_block_delta\ndata: {\"type\":\"content_block_delta\","
+                 "\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+                 "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+                 SG_MS(250));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(250));
+    assert_int_equal(r.items, 4); /* the ping is nothing */
+    r = play("anthropic", meta,
+             "event: error\ndata: "
+             "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+             "\"message\":\"Overloaded\"}}\n\n",
+             SG_MS(5));
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "overloaded_error");
+    assert_true(r.retryable);
+    r = play("anthropic", meta,
+             "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+             "\"invalid_request_error\",\"message\":\"no\"}}\n\n",
+             SG_MS(5));
+    assert_false(r.retryable);
+    /* a stream cut before message_stop */
+    r = play("anthropic", meta,
+             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+}
+
+static void gemini(void **state) {
+    (void)state;
+    run r = play("gemini", "",
+                 "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}],"
+                 "\"role\":\"model\"}}]}\n\n"
+                 "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"!\"}]},"
+                 "\"finishReason\":\"STOP\"}]}\n\n",
+                 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.items, 2);
+    /* no finishReason: a stream that simply stops is truncated */
+    r = play("gemini", "",
+             "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]}}]}\n\n",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+    r = play("gemini", "",
+             "data: {\"error\":{\"code\":503,\"message\":\"overloaded\",\"status\":"
+             "\"UNAVAILABLE\"}}\n\n",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "UNAVAILABLE");
+    assert_true(r.retryable);
+}
+
+static void openai_responses(void **state) {
+    (void)state;
+    const char *meta =
+        "event: response.created\ndata: {\"type\":\"response.created\"}\n\n"
+        "event: response.in_progress\ndata: {\"type\":\"response.in_progress\"}\n\n";
+    run r = play("openai-responses", meta,
+                 "event: response.output_text.delta\ndata: {\"type\":"
+                 "\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"
+                 "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n",
+                 SG_MS(120));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(120));
+    assert_int_equal(r.items, 4);
+    r = play("openai-responses", meta,
+             "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{"
+             "\"error\":{\"code\":\"server_error\",\"message\":\"x\"}}}\n\n",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "server_error");
+}
+
+static void ollama(void **state) {
+    (void)state;
+    run r =
+        play("ollama",
+             "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"\"},"
+             "\"done\":false}\n",
+             "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"Hi\"},"
+             "\"done\":false}\n{\"model\":\"m\",\"message\":{\"role\":\"assistant\","
+             "\"content\":\"\"},\"done\":true,\"done_reason\":\"stop\"}\n",
+             SG_MS(90));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(90));
+    assert_int_equal(r.items, 3);
+    r = play("ollama", "", "{\"error\":\"model not found\"}\n", 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "error");
+    assert_false(r.retryable);
+    r = play("ollama", "", "{\"message\":{\"content\":\"Hi\"},\"done\":false}\n", 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED); /* no done: true */
+}
+
+static void names(void **state) {
+    (void)state;
+    const char *const *n = sg_profile_names();
+    int count = 0;
+    for (; *n != NULL; n++, count++) {
+        sg_stream_config cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        assert_int_equal(sg_profile_framing(*n, &cfg), 0);
+        assert_non_null(cfg.classify);
+    }
+    assert_int_equal(count, 5);
+    sg_stream_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    assert_int_equal(sg_profile_framing("nosuch", &cfg), SG_ENOTFOUND);
+    assert_null(cfg.classify);
+    assert_int_equal(sg_profile_framing(NULL, &cfg), SG_EINVAL);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(openai), cmocka_unit_test(anthropic),
+        cmocka_unit_test(gemini), cmocka_unit_test(openai_responses),
+        cmocka_unit_test(ollama), cmocka_unit_test(names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
