@@ -315,7 +315,7 @@ wait $SGPID
 W='%{outcome} %{attempts} ttft=%{first_token_ms} pe=%{provider_error}\n'
 ROLE="$CHAT?n=3&gap=0&role_chunk=1&first_delay=300"
 expect 0 "no profile: the role chunk is the first item" -- --output none -w "$W" "$ROLE&_t=cli_p0"
-has "$OUT" "ok 1 ttft=0 " "without a profile the first item came at once"
+if grep -qE '^ok 1 ttft=[0-9] ' "$OUT"; then pass "without a profile the first item came at once"; else fail "no profile ttft: $(cat "$OUT")"; fi
 expect 0 "--profile openai: the first token after the prefill" -- --profile openai --output none -w "$W" "$ROLE&_t=cli_p1"
 if grep -qE '^ok 1 ttft=(29[0-9]|3[0-9][0-9]) ' "$OUT"; then pass "time to first token ~300 ms"; else fail "ttft: $(cat "$OUT")"; fi
 expect 3 "--profile openai --first-item 200ms: metadata does not satisfy it" -- --profile openai \
@@ -323,7 +323,7 @@ expect 3 "--profile openai --first-item 200ms: metadata does not satisfy it" -- 
 has "$OUT" "first_item_timeout 1 ttft=- " "first-token clock fired"
 expect 7 "--profile openai: an error before [DONE] is provider_error" -- --profile openai \
     --output none -w "$W" "$CHAT?n=5&gap=0&error_at=2&error_then_done=1&_t=cli_p3"
-has "$OUT" "provider_error 1 ttft=0 pe=server_error" "type named"
+if grep -qE '^provider_error 1 ttft=[0-9]+ pe=server_error$' "$OUT"; then pass "type named"; else fail "type: $(cat "$OUT")"; fi
 expect 0 "without a profile the same stream ends ok" -- --output none "$CHAT?n=5&gap=0&error_at=2&error_then_done=1&_t=cli_p4"
 expect 7 "--profile anthropic: overloaded before the first token is retried (GET)" -- \
     --profile anthropic --attempts 3 --backoff-base 10ms --output none -w "$W" \
