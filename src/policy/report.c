@@ -160,6 +160,9 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__sink_put(s, "}", 1);
     sg__f_ms(s, "elapsed_ms", a->running ? -1 : a->elapsed_ns, false, &first);
     sg__f_ms(s, "first_item_ms", a->time_to_first_item_ns, false, &first);
+    /* the same instant: under a profile the first item is the first token
+     * (metadata before it is held), and without one every item is a token */
+    sg__f_ms(s, "first_token_ms", a->time_to_first_item_ns, false, &first);
     sg__f_u64(s, "items", a->items, &first);
     sg__f_u64(s, "bytes", a->bytes, &first);
     sg__key(s, "retry_after", &first);

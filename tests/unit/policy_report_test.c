@@ -330,7 +330,9 @@ static void report_is_valid_json_with_every_documented_field(void **state) {
     has(doc, "\"decision\":\"retry\",\"reason\":\"retryable\",\"backoff_ms\":2000");
     has(doc, "\"n\":2");
     has(doc, "\"start_ms\":2120,\"remaining_ms\":27880");
-    has(doc, "\"elapsed_ms\":4000,\"first_item_ms\":350,\"items\":87,\"bytes\":3480");
+    has(doc,
+        "\"elapsed_ms\":4000,\"first_item_ms\":350,\"first_token_ms\":350,\"items\":87,"
+        "\"bytes\":3480");
     has(doc, "\"backoff_ms\":null");
 }
 
