@@ -2,14 +2,52 @@
 // sg-fakemodel and prints, for each scenario, what the SDK made of the
 // stream: the text it produced, and the error it raised (class, type,
 // message) - one JSON line per case.  The shell test compares them with
-// what sg-fakemodel was scripted to send.
+// what sg-fakemodel was scripted to send.  With SG_STREAM, it also runs
+// `sg-stream --profile` on the same stream and prints a second line per
+// case saying whether the two agree: on the text, on whether the stream
+// ended in error, and on the error's type when the SDK names one.
 //
-// Usage: node check.mjs BASE_URL   (e.g. http://127.0.0.1:8080)
+// Usage: node check.mjs BASE_URL [SG_STREAM]
+import { spawnSync } from 'node:child_process';
 import Anthropic from '@anthropic-ai/sdk';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 
 const base = process.argv[2];
+const sgStream = process.argv[3];
+
+// What sg-stream --profile makes of the same stream: the text of its items
+// (read the way each provider's text is carried), its outcome, and the
+// in-band error's type.
+const sgText = {
+  openai: (ev) => JSON.parse(ev.data).choices?.[0]?.delta?.content ?? '',
+  anthropic: (ev) =>
+    ev.event === 'content_block_delta' ? JSON.parse(ev.data).delta?.text ?? '' : '',
+  ollama: (ev) => JSON.parse(ev.data).message?.content ?? '',
+};
+const sgPath = { openai: '/v1/chat/completions', anthropic: '/v1/messages', ollama: '/api/chat' };
+
+function sgRun(profile, scenario) {
+  const r = spawnSync(sgStream, ['--profile', profile, '--output', 'jsonl', '--budget', '10s',
+    '-H', `X-SG-Scenario: ${scenario}`, '-w', '\n%{outcome} %{provider_error}\n',
+    '-q', `${base}${sgPath[profile]}`], { encoding: 'utf8' });
+  const lines = r.stdout.split('\n').filter((l) => l.length > 0);
+  const [outcome, type] = lines.pop().split(' ');
+  const text = lines.map((l) => sgText[profile](JSON.parse(l))).join('');
+  return { text, outcome, type: type ?? '' };
+}
+
+function agree(name, profile, scenario, sdk) {
+  if (!sgStream) {
+    return;
+  }
+  const sg = sgRun(profile, scenario);
+  const sdkError = sdk.error !== null;
+  const sgError = sg.outcome !== 'ok';
+  const ok = sg.text === sdk.text && sdkError === sgError &&
+    (!sdkError || sdk.error.type === null || sdk.error.type === sg.type);
+  console.log(JSON.stringify({ case: name, agree: ok, sdk: { text: sdk.text, error: sdk.error?.type ?? sdkError }, sg }));
+}
 
 async function run(name, scenario, fn) {
   const out = { case: name, text: '', error: null };
@@ -24,6 +62,7 @@ async function run(name, scenario, fn) {
     out.text = e.partialText ?? out.text;
   }
   console.log(JSON.stringify(out));
+  agree(name, fn.profile, scenario, out);
 }
 
 async function openaiText(scenario) {
@@ -95,6 +134,10 @@ async function ollamaText(scenario) {
   }
   return text;
 }
+
+openaiText.profile = 'openai';
+anthropicText.profile = 'anthropic';
+ollamaText.profile = 'ollama';
 
 await run('openai normal', 'n=3&gap=0', openaiText);
 await run('openai role chunk', 'n=3&gap=0&role_chunk=1', openaiText);
