@@ -53,6 +53,24 @@ typedef struct sg__jpath {
     uint8_t n;
 } sg__jpath;
 
+/* A path written out at compile time, one step per argument ("[]" for any
+ * element): SG__JPATH3("choices", "[]", "delta") - no parse at run time. */
+#define SG__JP_LEN(s) ((uint8_t)(sizeof(s) - 1))
+#define SG__JPATH1(a) \
+    { {a}, {SG__JP_LEN(a)}, 1 }
+#define SG__JPATH2(a, b) \
+    { {a, b}, {SG__JP_LEN(a), SG__JP_LEN(b)}, 2 }
+#define SG__JPATH3(a, b, c) \
+    { {a, b, c}, {SG__JP_LEN(a), SG__JP_LEN(b), SG__JP_LEN(c)}, 3 }
+#define SG__JPATH4(a, b, c, d) \
+    { {a, b, c, d}, {SG__JP_LEN(a), SG__JP_LEN(b), SG__JP_LEN(c), SG__JP_LEN(d)}, 4 }
+#define SG__JPATH6(a, b, c, d, e, f)                                       \
+    {                                                                      \
+        {a, b, c, d, e, f}, {SG__JP_LEN(a), SG__JP_LEN(b), SG__JP_LEN(c),  \
+                             SG__JP_LEN(d), SG__JP_LEN(e), SG__JP_LEN(f)}, \
+            6                                                              \
+    }
+
 /* Builds @path from "a.b[].c" ("[]" may follow a key or stand alone).
  * Returns 0, or -1 when the text has too many steps or an empty key. */
 int sg__jpath_parse(sg__jpath *path, const char *text);

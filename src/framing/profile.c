@@ -14,6 +14,8 @@
 
 /* ------------------------------------------------------------- helpers */
 
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 static bool is(const char *p, size_t n, const char *lit) {
     size_t l = strlen(lit);
     return n == l && memcmp(p, lit, l) == 0;
@@ -24,25 +26,40 @@ static bool ends_with(const char *p, size_t n, const char *lit) {
     return n >= l && memcmp(p + n - l, lit, l) == 0;
 }
 
-/* The value at @path (parsed once, on first use: the paths are constants). */
-static bool at(const sg_item *item, const char *path_text, sg__jval *v) {
-    sg__jpath path;
-    if (sg__jpath_parse(&path, path_text) != 0) {
-        return false;
-    }
-    return sg__jscan_find(item->data, item->data_len, &path, v);
+/* The paths the profiles look at, written out at compile time. */
+static const sg__jpath P_ERROR = SG__JPATH1("error");
+static const sg__jpath P_ERROR_TYPE = SG__JPATH2("error", "type");
+static const sg__jpath P_ERROR_CODE = SG__JPATH2("error", "code");
+static const sg__jpath P_ERROR_STATUS = SG__JPATH2("error", "status");
+static const sg__jpath P_ERROR_MESSAGE = SG__JPATH2("error", "message");
+static const sg__jpath P_CODE = SG__JPATH1("code");
+static const sg__jpath P_MESSAGE = SG__JPATH1("message");
+static const sg__jpath P_RESPONSE_ERROR_CODE = SG__JPATH3("response", "error", "code");
+static const sg__jpath P_RESPONSE_ERROR_MESSAGE =
+    SG__JPATH3("response", "error", "message");
+static const sg__jpath P_DONE = SG__JPATH1("done");
+
+/* The value at @path. */
+static bool at(const sg_item *item, const sg__jpath *path, sg__jval *v) {
+    return sg__jscan_find(item->data, item->data_len, path, v);
 }
 
-static bool present(const sg_item *item, const char *path_text) {
-    sg__jval v;
-    return at(item, path_text, &v) && sg__jval_present(&v);
+/* Whether any of the @n paths holds something (sg__jval_present). */
+static bool any_present(const sg_item *item, const sg__jpath *paths, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        sg__jval v;
+        if (at(item, &paths[i], &v) && sg__jval_present(&v)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* A string at @path into err's type or message (views into the item). */
-static void take_string(const sg_item *item, const char *path_text, const char **p,
+static void take_string(const sg_item *item, const sg__jpath *path, const char **p,
                         size_t *n) {
     sg__jval v;
-    if (at(item, path_text, &v) && v.type == SG__JSTRING) {
+    if (at(item, path, &v) && v.type == SG__JSTRING) {
         *p = v.p;
         *n = v.n;
     }
@@ -68,7 +85,8 @@ static const char *const transient_types[] = {
 /* The error's type and message at two paths (unless found already), and
  * whether the type is a transient one. */
 static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
-                                const char *type_path, const char *message_path) {
+                                const sg__jpath *type_path,
+                                const sg__jpath *message_path) {
     if (err->type == NULL) {
         take_string(item, type_path, &err->type, &err->type_len);
     }
@@ -81,13 +99,13 @@ static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
 }
 
 /* A top-level "error" member: an in-band error, its type and message. */
-static bool top_error(const sg_item *item, sg_item_error *err, const char *type_path,
-                      const char *message_path) {
+static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *type_path,
+                      const sg__jpath *message_path) {
     if (!sg__jscan_may_have_key(item->data, item->data_len, "error", 5)) {
         return false;
     }
     sg__jval v;
-    if (!at(item, "error", &v) || v.type == SG__JNULL) {
+    if (!at(item, &P_ERROR, &v) || v.type == SG__JNULL) {
         return false;
     }
     if (v.type == SG__JSTRING) { /* {"error": "message"} (Ollama, some servers) */
@@ -109,24 +127,21 @@ static bool top_error(const sg_item *item, sg_item_error *err, const char *type_
  * a tool call, a refusal or reasoning; an error is {"error": {...}}. */
 static sg_item_kind classify_openai(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
-    if (top_error(item, err, "error.type", "error.message")) {
-        return err->type == NULL ? named_error(item, err, "error.code", "error.message")
+    if (top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
+        return err->type == NULL ? named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE)
                                  : SG_ITEM_ERROR;
     }
     if (item->index > 0) {
         return SG_ITEM_TOKEN; /* past the first token, only errors matter */
     }
-    static const char *const token_paths[] = {
-        "choices[].delta.content",   "choices[].delta.tool_calls",
-        "choices[].delta.refusal",   "choices[].delta.reasoning_content",
-        "choices[].delta.reasoning", NULL,
+    static const sg__jpath tokens[] = {
+        SG__JPATH4("choices", "[]", "delta", "content"),
+        SG__JPATH4("choices", "[]", "delta", "tool_calls"),
+        SG__JPATH4("choices", "[]", "delta", "refusal"),
+        SG__JPATH4("choices", "[]", "delta", "reasoning_content"),
+        SG__JPATH4("choices", "[]", "delta", "reasoning"),
     };
-    for (const char *const *p = token_paths; *p != NULL; p++) {
-        if (present(item, *p)) {
-            return SG_ITEM_TOKEN;
-        }
-    }
-    return SG_ITEM_META;
+    return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN : SG_ITEM_META;
 }
 
 /* ------------------------------------------------------------ anthropic */
@@ -142,7 +157,7 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
         return SG_ITEM_KEEPALIVE;
     }
     if (is(t, n, "error")) {
-        return named_error(item, err, "error.type", "error.message");
+        return named_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
     }
     if (is(t, n, "message_stop")) {
         return SG_ITEM_END;
@@ -159,20 +174,21 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
  * the last token); {"error": "..."} the failure (no type: not retried). */
 static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
-    if (top_error(item, err, "error.type", "error.message")) {
+    if (top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
         err->retryable = false; /* a message only: transient or not is unknown */
         return SG_ITEM_ERROR;
     }
     sg__jval v;
-    if (at(item, "done", &v) && v.type == SG__JTRUE) {
+    if (at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
         return SG_ITEM_END;
     }
-    if (item->index > 0 || present(item, "message.content") ||
-        present(item, "response") || present(item, "message.thinking") ||
-        present(item, "thinking") || present(item, "message.tool_calls")) {
-        return SG_ITEM_TOKEN;
-    }
-    return SG_ITEM_META;
+    static const sg__jpath tokens[] = {
+        SG__JPATH2("message", "content"),    SG__JPATH1("response"),
+        SG__JPATH2("message", "thinking"),   SG__JPATH1("thinking"),
+        SG__JPATH2("message", "tool_calls"),
+    };
+    return item->index > 0 || any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN
+                                                                       : SG_ITEM_META;
 }
 
 /* --------------------------------------------------------------- gemini */
@@ -182,18 +198,22 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
  * failure, its status the type. */
 static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
-    if (top_error(item, err, "error.status", "error.message")) {
+    if (top_error(item, err, &P_ERROR_STATUS, &P_ERROR_MESSAGE)) {
         return SG_ITEM_ERROR;
     }
-    if (present(item, "candidates[].finishReason") ||
-        present(item, "promptFeedback.blockReason")) {
+    static const sg__jpath ends[] = {
+        SG__JPATH3("candidates", "[]", "finishReason"),
+        SG__JPATH2("promptFeedback", "blockReason"),
+    };
+    static const sg__jpath tokens[] = {
+        SG__JPATH6("candidates", "[]", "content", "parts", "[]", "text"),
+        SG__JPATH6("candidates", "[]", "content", "parts", "[]", "functionCall"),
+    };
+    if (any_present(item, ends, COUNT(ends))) {
         return SG_ITEM_END;
     }
-    if (item->index > 0 || present(item, "candidates[].content.parts[].text") ||
-        present(item, "candidates[].content.parts[].functionCall")) {
-        return SG_ITEM_TOKEN;
-    }
-    return SG_ITEM_META;
+    return item->index > 0 || any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN
+                                                                       : SG_ITEM_META;
 }
 
 /* ------------------------------------------------------ openai-responses */
@@ -212,13 +232,13 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
         return SG_ITEM_END;
     }
     if (is(t, n, "response.failed")) {
-        return named_error(item, err, "response.error.code", "response.error.message");
+        return named_error(item, err, &P_RESPONSE_ERROR_CODE, &P_RESPONSE_ERROR_MESSAGE);
     }
     if (is(t, n, "error")) {
         /* flat in the schema, nested in some SDK fixtures: both */
-        take_string(item, "code", &err->type, &err->type_len);
-        take_string(item, "message", &err->message, &err->message_len);
-        return named_error(item, err, "error.code", "error.message");
+        take_string(item, &P_CODE, &err->type, &err->type_len);
+        take_string(item, &P_MESSAGE, &err->message, &err->message_len);
+        return named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE);
     }
     if (ends_with(t, n, ".delta")) {
         return SG_ITEM_TOKEN;
@@ -256,7 +276,7 @@ int sg_profile_framing(const char *name, sg_stream_config *cfg) {
     if (name == NULL || cfg == NULL) {
         return SG_EINVAL;
     }
-    for (size_t i = 0; i < sizeof(profiles) / sizeof(profiles[0]); i++) {
+    for (size_t i = 0; i < COUNT(profiles); i++) {
         const profile *p = &profiles[i];
         if (strcmp(p->name, name) == 0) {
             cfg->format = p->format;

@@ -26,11 +26,9 @@ static const sg__h2_link *only_link(const sg_h2_conn *c) {
     return l != NULL && l->next == NULL && l->state == SG__H2L_READY ? l : NULL;
 }
 
-int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
-    (void)writable; /* the epoll instance says which socket is ready */
-    if (c == NULL) {
-        return SG_EINVAL;
-    }
+/* Moves every link on at @now, with this instant's readiness (asked of
+ * epoll, without waiting), then forgets it. */
+static void links_step(sg_h2_conn *c, int64_t now, bool readable) {
     if (only_link(c) != NULL) {
         /* One socket (the common case): no need to ask which is ready. */
         c->nev = SG__H2_ALL_READY;
@@ -40,6 +38,14 @@ int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
     }
     sg__h2_links_step(c, now, readable);
     c->nev = 0;
+}
+
+int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
+    (void)writable; /* the epoll instance says which socket is ready */
+    if (c == NULL) {
+        return SG_EINVAL;
+    }
+    links_step(c, now, readable);
     sg__h2_process_decided(c);
     sg__h2_run_due(c, now);
     sg__h2_links_flush(c);
@@ -126,10 +132,7 @@ static int connect_now(sg_h2_conn *c) {
     }
     for (;;) {
         int64_t now = sg__h2_now(c);
-        c->nev = epoll_wait(c->epfd, c->ev, SG__H2_MAX_EVENTS, 0);
-        c->nev = c->nev < 0 ? 0 : c->nev;
-        sg__h2_links_step(c, now, true);
-        c->nev = 0;
+        links_step(c, now, true);
         if (l->state == SG__H2L_READY) {
             return 0;
         }

@@ -292,6 +292,13 @@ static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
     }
 }
 
+/* A NUL-terminated copy of @src into @dst[@cap], cut to fit. */
+static void keep_cut(char *dst, size_t cap, const char *src) {
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
 /* Clamps a configured clock (0 = off) to the grant; records the clamp. */
 static int64_t sg__clamp(int64_t configured, int64_t granted, uint8_t bit,
                          uint8_t *clamped) {
@@ -481,17 +488,15 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     a->time_to_first_item_ns =
         (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
     a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
+    /* bounded: the transport's and the server's words, cut to fit, never
+     * trusted */
     if (r->error != NULL) {
-        /* bounded: the transport's words, cut to fit, never trusted */
-        size_t n = strnlen(r->error, SG_OP_ERROR_MAX);
-        memcpy(a->error, r->error, n);
-        a->error[n] = '\0';
+        keep_cut(a->error, sizeof(a->error), r->error);
     }
     a->provider_error_type[0] = '\0';
     if (r->outcome == SG_OUTCOME_PROVIDER_ERROR && r->provider_type != NULL) {
-        size_t n = strnlen(r->provider_type, SG_OP_PROVIDER_TYPE_MAX);
-        memcpy(a->provider_error_type, r->provider_type, n);
-        a->provider_error_type[n] = '\0';
+        keep_cut(a->provider_error_type, sizeof(a->provider_error_type),
+                 r->provider_type);
     }
 
     /* docs/design.md, "Who set the limit": a clock the lease shortened fires

@@ -62,6 +62,16 @@ static void pad_event(exchange *ex, size_t event_start) {
     sg_fm_buf_append(&ex->pend, "\ndata: }\n\n", tail);
 }
 
+/* Ends an NDJSON item begun at @start: padded (an NDJSON item is one line,
+ * so line_bytes and event_bytes mean the same), its suffix, the newline. */
+static void end_line(exchange *ex, size_t start, const char *suffix, size_t n) {
+    pad_line(ex, start, n,
+             ex->sc.line_bytes > ex->sc.event_bytes ? ex->sc.line_bytes
+                                                    : ex->sc.event_bytes);
+    sg_fm_buf_append(&ex->pend, suffix, n);
+    sg_fm_buf_append(&ex->pend, "\n", 1);
+}
+
 static void emit_item(exchange *ex) {
     size_t before = ex->pend.len;
     unsigned long long id = (unsigned long long)ex->id;
@@ -74,12 +84,7 @@ static void emit_item(exchange *ex) {
         sg_fm_buf_printf(&ex->pend,
                          "{\"id\":\"gen-%llu\",\"index\":%lld,\"content\":\"tok%lld", id,
                          i, i);
-        /* An NDJSON item is one line: event_bytes means the same. */
-        pad_line(ex, start, sizeof(suffix) - 1,
-                 ex->sc.line_bytes > ex->sc.event_bytes ? ex->sc.line_bytes
-                                                        : ex->sc.event_bytes);
-        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
-        sg_fm_buf_append(&ex->pend, "\n", 1);
+        end_line(ex, start, suffix, sizeof(suffix) - 1);
         break;
     }
     case SG_FM_FMT_OLLAMA: {
@@ -90,11 +95,7 @@ static void emit_item(exchange *ex) {
             "{\"model\":\"sg-fakemodel\",\"created_at\":\"2023-11-14T22:13:20Z\","
             "\"message\":{\"role\":\"assistant\",\"content\":\"tok%lld",
             i);
-        pad_line(ex, start, sizeof(suffix) - 1,
-                 ex->sc.line_bytes > ex->sc.event_bytes ? ex->sc.line_bytes
-                                                        : ex->sc.event_bytes);
-        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
-        sg_fm_buf_append(&ex->pend, "\n", 1);
+        end_line(ex, start, suffix, sizeof(suffix) - 1);
         break;
     }
     case SG_FM_FMT_ANTHROPIC: {

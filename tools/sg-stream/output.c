@@ -71,16 +71,6 @@ char *out_reserve(struct out *o, size_t n) {
     return o->buf + o->len;
 }
 
-int out_put(struct out *o, const void *p, size_t n) {
-    char *dst = out_reserve(o, n);
-    if (dst == NULL) {
-        return -1;
-    }
-    memcpy(dst, p, n);
-    o->len += n;
-    return 0;
-}
-
 void out_flush(struct out *o) {
     if (o->len == 0) {
         return; /* (and o->buf may be NULL) */

@@ -100,7 +100,7 @@ struct config {
     bool done_set;
     bool done_event_set;
     bool format_set;
-    const char *profile; /* --profile: a built-in provider profile */
+    const char *profile;  /* --profile: a built-in provider profile */
     const char *skip[17]; /* NULL-terminated */
     size_t nskip;
     struct run run;
@@ -138,7 +138,6 @@ void out_free(struct out *o);
 /* Room for @n more bytes at the end of the buffer (commit with o->len +=),
  * or NULL when stdout is broken or too far behind. */
 char *out_reserve(struct out *o, size_t n);
-int out_put(struct out *o, const void *p, size_t n);
 /* Writes what stdout takes now, never blocking on a pipe or socket. */
 void out_flush(struct out *o);
 /* Bytes wait for a non-blocking stdout. */

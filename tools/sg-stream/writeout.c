@@ -16,14 +16,12 @@
 
 #include "sg_stream.h"
 
-/* Appends @p[0..@n) as a JSON string literal. */
-static int put_json(struct out *o, const char *p, size_t n) {
-    char *dst = out_reserve(o, SG_JSON_ESCAPE_MAX(n));
-    if (dst == NULL) {
-        return -1;
-    }
-    o->len += sg_json_escape(dst, SG_JSON_ESCAPE_MAX(n), p, n);
-    return 0;
+/* Appends @lit, then @p[0..@n) as a JSON string literal, at @dst (room
+ * for both is reserved); returns the end of what it wrote. */
+static char *put_field(char *dst, const char *lit, const char *p, size_t n) {
+    size_t l = strlen(lit);
+    memcpy(dst, lit, l);
+    return dst + l + sg_json_escape(dst + l, SG_JSON_ESCAPE_MAX(n), p, n);
 }
 
 /* The item joins stdout's batch (output.c): it goes out before the run
@@ -31,7 +29,6 @@ static int put_json(struct out *o, const char *p, size_t n) {
  * operation. */
 int print_item(struct run *r, const sg_item *item) {
     struct out *o = &r->out;
-    int rv = 0;
     if (r->output == OUT_DATA) {
         char *dst = out_reserve(o, item->data_len + 1);
         if (dst == NULL) {
@@ -41,20 +38,26 @@ int print_item(struct run *r, const sg_item *item) {
         dst[item->data_len] = '\n';
         o->len += item->data_len + 1;
     } else if (r->output == OUT_JSONL) {
-        rv |= out_put(o, "{\"event\":", 9);
-        rv |= put_json(o, item->event, item->event_len);
-        rv |= out_put(o, ",\"data\":", 8);
-        rv |= put_json(o, item->data, item->data_len);
-        rv |= out_put(o, ",\"id\":", 6);
-        rv |= put_json(o, item->id, item->id_len);
-        rv |= out_put(o, "}\n", 2);
+        /* one line, all of it or none: room for the worst case at once */
+        size_t need = 32 + SG_JSON_ESCAPE_MAX(item->event_len) +
+                      SG_JSON_ESCAPE_MAX(item->data_len) +
+                      SG_JSON_ESCAPE_MAX(item->id_len);
+        char *start = out_reserve(o, need);
+        if (start == NULL) {
+            return 1;
+        }
+        char *d = put_field(start, "{\"event\":", item->event, item->event_len);
+        d = put_field(d, ",\"data\":", item->data, item->data_len);
+        d = put_field(d, ",\"id\":", item->id, item->id_len);
+        memcpy(d, "}\n", 2);
+        o->len += (size_t)(d + 2 - start);
     }
     r->printed++;
     if (o->len >= OUT_BATCH) {
         /* one step may read many times: do not wait for its end */
         out_flush(o);
     }
-    return rv != 0;
+    return 0;
 }
 
 void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome) {
