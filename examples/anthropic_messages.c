@@ -1,19 +1,26 @@
 /*
  * anthropic_messages - an Anthropic-style Messages stream, guarded.
  *
- *   anthropic_messages URL
+ *   anthropic_messages URL [FIRST_TOKEN_MS]
  *
  * The stream is named SSE events: message_start, content_block_start, one
  * content_block_delta per token, content_block_stop, message_delta and
- * message_stop.  There is no data sentinel: the terminal EVENT TYPE
- * (terminal_type = "message_stop") marks the clean end, and unlike a data
- * sentinel it is delivered, because it is a real event.  A body that ends
- * without message_stop is truncated, even when the connection closed
- * politely.
+ * message_stop.  The "anthropic" provider profile (docs/profiles.md) knows
+ * what each one means:
  *
- * Each event is printed by name and each text delta as it arrives.  An
- * `error` event (e.g. overloaded_error mid-stream) stops the operation from
- * the item callback: the outcome is then cancelled, never retried.
+ *   - message_start and content_block_start are metadata: held back and
+ *     delivered just before the first content_block_delta, so the
+ *     first-item clock (FIRST_TOKEN_MS, default 15 s) is the time to first
+ *     token, and an attempt that fails before it has shown nothing;
+ *   - `event: ping` is a keepalive: never delivered, resets no clock;
+ *   - message_stop is the clean end (delivered); a body that ends without
+ *     it is truncated, even when the connection closed politely;
+ *   - `event: error` is the server giving up: the outcome is
+ *     provider_error with its type (overloaded_error, ...).  Before the
+ *     first token a transient type is retried, as the request carries an
+ *     idempotency key.
+ *
+ * Each event is printed by name and each text delta as it arrives.
  *
  * Set ANTHROPIC_API_KEY to send it (x-api-key) to a real endpoint.
  *
@@ -91,9 +98,6 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
     }
     end_line(app);
     printf("[%.*s]\n", (int)item->event_len, item->event);
-    if (view_is(item->event, item->event_len, "error")) {
-        return 1; /* the server gave up mid-stream: stop (outcome cancelled) */
-    }
     return 0;
 }
 
@@ -108,15 +112,24 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
 static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
     (void)op;
     end_line(user_data);
-    printf("attempt %u: outcome=%s phase=%s items=%llu decision=%s reason=%s\n", rec->n,
+    printf("attempt %u: outcome=%s phase=%s items=%llu decision=%s reason=%s", rec->n,
            sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
            (unsigned long long)rec->items, sg_op_decision_name(rec->decision),
            sg_op_reason_name(rec->reason));
+    if (rec->outcome == SG_OUTCOME_PROVIDER_ERROR) {
+        printf(" type=%s", rec->provider_error_type);
+    }
+    putchar('\n');
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s URL\n", argv[0]);
+    if (argc < 2 || argc > 3) {
+        fprintf(stderr, "usage: %s URL [FIRST_TOKEN_MS]\n", argv[0]);
+        return 2;
+    }
+    long first_ms = argc == 3 ? strtol(argv[2], NULL, 10) : 15000;
+    if (first_ms <= 0 || first_ms > 60000) {
+        fprintf(stderr, "anthropic_messages: FIRST_TOKEN_MS must be 1 .. 60000\n");
         return 2;
     }
 
@@ -127,7 +140,7 @@ int main(int argc, char **argv) {
     sg_op_options_init(&policy);
     sg_op_options_set_budget(&policy, SG_SEC(60));
     sg_op_options_set_connect_timeout(&policy, SG_SEC(3));
-    sg_op_options_set_first_item_timeout(&policy, SG_SEC(15));
+    sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms));
     sg_op_options_set_idle_timeout(&policy, SG_SEC(10));
     sg_op_options_set_stream_timeout(&policy, SG_SEC(45));
     sg_op_options_set_idempotency_key(&policy, key);
@@ -152,9 +165,11 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_URL, argv[1]);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
+    /* The stream's semantics: the "anthropic" profile. */
     sg_curl_options opts = {0};
-    opts.framing.format = SG_FORMAT_SSE;
-    opts.framing.terminal_type = "message_stop"; /* the event that ends it cleanly */
+    if (sg_profile_framing("anthropic", &opts.framing) != 0) {
+        return 2;
+    }
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
     struct app app = {0, 0};
@@ -177,6 +192,18 @@ int main(int argc, char **argv) {
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
                app.events, last && last->partial ? "true" : "false",
                sg_op_reason_name(sg_op_final_reason(pol)));
+        /* Time to first token: under the profile the first item is it. */
+        if (last != NULL && last->time_to_first_item_ns >= 0) {
+            printf("first_token_ms=%lld\n",
+                   (long long)(last->time_to_first_item_ns / 1000000));
+        } else {
+            printf("first_token_ms=none (no token arrived)\n");
+        }
+        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
+            /* the provider's own words: its type, and the message (in error) */
+            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
+                   last->error);
+        }
         /* The report is frozen at the operation's end, whatever `now` is. */
         fputs("report: ", stdout);
         if (sg_op_report_fwrite(pol, sg_clock_now(NULL), stdout) == 0) {

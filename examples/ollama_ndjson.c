@@ -1,24 +1,28 @@
 /*
- * ollama_ndjson - an Ollama-style NDJSON stream, guarded.
+ * ollama_ndjson - an Ollama /api/chat stream (NDJSON), guarded.
  *
- *   ollama_ndjson URL [MAX_ITEMS]
+ *   ollama_ndjson URL [FIRST_TOKEN_MS [MAX_ITEMS]]
  *
- * The body is one JSON object per line ({"content":"...","done":false}),
- * ending with a line that says "done":true.  Each line is one item: the
- * idle clock runs from line to line, and empty keepalive lines are not
- * items, so they never reset it.
+ * The body is one JSON object per line,
+ * {"model":...,"message":{"role":"assistant","content":"..."},"done":false},
+ * ending with a line that says "done":true.  The "ollama" provider profile
+ * (docs/profiles.md) knows what each line means:
  *
- * NDJSON has no framing-level sentinel, so the library can only say that
- * the body ended on a line boundary (ok) or not (truncated: a connection
- * that dropped, or a last line cut short).  Whether the model finished is
- * in the data, so this program also looks for the "done":true line, and
- * reports a body that ended cleanly without it.
+ *   - the "done":true line is the clean end (delivered: it may carry the
+ *     last text); a body that ends without it is truncated, even when the
+ *     connection closed politely on a line boundary;
+ *   - a line without content before the first token is metadata, held
+ *     back, so the first-item clock (FIRST_TOKEN_MS, default 60 s: a local
+ *     model may need a while to load) is the time to first token; empty
+ *     keepalive lines are never items and reset no clock;
+ *   - {"error":"..."} is the server giving up: the outcome is
+ *     provider_error.  Ollama's error names no type, only a message.
  *
  * MAX_ITEMS (default 4096) caps the lines: a runaway generation that never
  * stops is cut there with cap_exceeded instead of running up the bill.
  *
- * Exit status: 0 when the operation ended ok and the done line arrived, 1
- * otherwise (printed), 2 on a usage or setup error.
+ * Exit status: 0 when the operation ended ok, 1 when it ended with any other
+ * outcome (printed), 2 on a usage or setup error.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +33,6 @@
 
 struct app {
     unsigned long lines;
-    int done_seen;
     int mid_line;
 };
 
@@ -47,9 +50,8 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
     struct app *app = user_data;
     (void)op;
     app->lines++;
-    /* "content":"..." at the top level (/api/generate uses "response", and
-     * /api/chat nests it in "message"; the scan finds it in all of them).
-     * A tiny scan, not a JSON parser: escapes are printed as they are. */
+    /* message.content (/api/generate calls it "response").  A tiny scan, not
+     * a JSON parser: escapes are printed as they are. */
     static const char key[] = "\"content\":\"";
     const char *v = find(item->data, item->data_len, key);
     if (v != NULL) {
@@ -59,12 +61,11 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
         while (q < end && *q != '"') {
             q += (*q == '\\' && q + 1 < end) ? 2 : 1;
         }
-        fwrite(v, 1, (size_t)(q - v), stdout);
-        fflush(stdout);
-        app->mid_line = 1;
-    }
-    if (find(item->data, item->data_len, "\"done\":true") != NULL) {
-        app->done_seen = 1;
+        if (q > v) { /* the done line's content is "" */
+            fwrite(v, 1, (size_t)(q - v), stdout);
+            fflush(stdout);
+            app->mid_line = 1;
+        }
     }
     return 0;
 }
@@ -85,13 +86,15 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: %s URL [MAX_ITEMS]\n", argv[0]);
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: %s URL [FIRST_TOKEN_MS [MAX_ITEMS]]\n", argv[0]);
         return 2;
     }
-    long max_items = argc == 3 ? strtol(argv[2], NULL, 10) : 4096;
-    if (max_items <= 0) {
-        fprintf(stderr, "ollama_ndjson: MAX_ITEMS must be a positive number\n");
+    long first_ms = argc >= 3 ? strtol(argv[2], NULL, 10) : 60000;
+    long max_items = argc == 4 ? strtol(argv[3], NULL, 10) : 4096;
+    if (first_ms <= 0 || first_ms > 120000 || max_items <= 0) {
+        fprintf(stderr, "ollama_ndjson: FIRST_TOKEN_MS must be 1 .. 120000 and "
+                        "MAX_ITEMS positive\n");
         return 2;
     }
 
@@ -99,8 +102,7 @@ int main(int argc, char **argv) {
     sg_op_options_init(&policy);
     sg_op_options_set_budget(&policy, SG_SEC(120));
     sg_op_options_set_connect_timeout(&policy, SG_SEC(2));
-    /* A local model may need a while to load before its first line. */
-    sg_op_options_set_first_item_timeout(&policy, SG_SEC(60));
+    sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms));
     sg_op_options_set_idle_timeout(&policy, SG_SEC(5));
     sg_op_options_set_max_items(&policy, (uint64_t)max_items);
     sg_op_options_set_label(&policy, "ollama chat");
@@ -117,11 +119,14 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_URL, argv[1]);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
+    /* The stream's semantics: the "ollama" profile (NDJSON, "done":true). */
     sg_curl_options opts = {0};
-    opts.framing.format = SG_FORMAT_NDJSON; /* one item per non-empty line */
+    if (sg_profile_framing("ollama", &opts.framing) != 0) {
+        return 2;
+    }
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
-    struct app app = {0, 0, 0};
+    struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
     int rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &app);
@@ -137,14 +142,23 @@ int main(int argc, char **argv) {
         const sg_op_attempt *last = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
         sg_outcome outcome = sg_curl_op_outcome(op);
         end_line(&app);
-        printf("outcome=%s phase=%s attempts=%u lines=%lu done_line=%s partial=%s\n",
+        printf("outcome=%s phase=%s attempts=%u lines=%lu partial=%s\n",
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
-               app.lines, app.done_seen ? "true" : "false",
-               last && last->partial ? "true" : "false");
-        if (outcome == SG_OUTCOME_OK && !app.done_seen) {
-            printf("warning: the body ended cleanly but without \"done\":true\n");
+               app.lines, last && last->partial ? "true" : "false");
+        /* Time to first token: under the profile the first item is it. */
+        if (last != NULL && last->time_to_first_item_ns >= 0) {
+            printf("first_token_ms=%lld\n",
+                   (long long)(last->time_to_first_item_ns / 1000000));
+        } else {
+            printf("first_token_ms=none (no token arrived)\n");
         }
-        status = outcome == SG_OUTCOME_OK && app.done_seen ? 0 : 1;
+        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
+            /* Ollama names no type: the profile reports "error"; the
+             * message is the server's text */
+            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
+                   last->error);
+        }
+        status = outcome == SG_OUTCOME_OK ? 0 : 1;
     }
     sg_curl_op_free(op);
     curl_slist_free_all(headers);

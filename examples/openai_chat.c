@@ -1,15 +1,24 @@
 /*
  * openai_chat - an OpenAI-style chat completion stream, guarded.
  *
- *   openai_chat URL [IDLE_MS]
+ *   openai_chat URL [FIRST_TOKEN_MS [IDLE_MS]]
  *
  * POSTs a chat request with "stream": true through the libcurl transport
- * and prints each token the moment its event arrives.  The stream is
- * `data: {...}` events ended by `data: [DONE]`; only that sentinel makes the
- * end clean, so a body that stops without it is truncated, not ok.
+ * and prints each token the moment its event arrives.  The framing is the
+ * "openai" provider profile (docs/profiles.md), which knows the stream's
+ * semantics so this program does not have to:
  *
- * The operation runs under one budget (30 s) with the three clocks:
- * first item 10 s (time to first token), idle IDLE_MS (default 5 s; token to
+ *   - `data: [DONE]` is the clean end; a body that stops without it is
+ *     truncated, not ok;
+ *   - the role-only first chunk, and any chunk without content, is
+ *     metadata: it is held back and handed over just before the first
+ *     token, so the first-item clock measures the time to first TOKEN;
+ *   - `data: {"error": {...}}` is the server giving up mid-stream: the
+ *     outcome is provider_error, with the error's type and message (even
+ *     when `[DONE]` follows it, as some servers send).
+ *
+ * The operation runs under one budget (30 s) with the three clocks: first
+ * token FIRST_TOKEN_MS (default 10 s), idle IDLE_MS (default 5 s; token to
  * token - keepalive comments do not reset it) and stream total 20 s.  A POST
  * is not idempotent, so the example sends an idempotency key: with it a
  * failed attempt that never delivered a token may be retried.  At the end it
@@ -29,7 +38,7 @@
 #include <streamguard/curl.h>
 
 struct app {
-    unsigned long tokens; /* content values printed */
+    unsigned long tokens; /* non-empty content values printed */
     int mid_line;         /* tokens printed since the last newline */
 };
 
@@ -80,12 +89,14 @@ static void print_json_string(const char *p, const char *end) {
 static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
     struct app *app = user_data;
     (void)op;
-    /* choices[0].delta.content; absent in the role-only and final chunks. */
+    /* choices[0].delta.content: "" in the role-only chunk (which the
+     * profile holds back and delivers just before the first token), absent
+     * in the final chunk. */
     static const char key[] = "\"content\":\"";
+    const char *end = item->data + item->data_len;
     const char *v = find(item->data, item->data_len, key);
-    if (v != NULL) {
-        v += sizeof(key) - 1;
-        print_json_string(v, item->data + item->data_len);
+    if (v != NULL && v + sizeof(key) - 1 < end && v[sizeof(key) - 1] != '"') {
+        print_json_string(v + sizeof(key) - 1, end);
         fflush(stdout); /* show each token as it arrives */
         app->tokens++;
         app->mid_line = 1;
@@ -113,10 +124,25 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
 static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
     (void)op;
     end_line(user_data);
-    printf("attempt %u: outcome=%s phase=%s status=%d items=%llu decision=%s reason=%s\n",
+    printf("attempt %u: outcome=%s phase=%s status=%d items=%llu decision=%s reason=%s",
            rec->n, sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
            rec->http_status, (unsigned long long)rec->items,
            sg_op_decision_name(rec->decision), sg_op_reason_name(rec->reason));
+    if (rec->outcome == SG_OUTCOME_PROVIDER_ERROR) {
+        printf(" type=%s", rec->provider_error_type);
+    }
+    putchar('\n');
+}
+
+/* The time to first token of the last attempt: under a profile the first
+ * item is the first token (metadata before it does not count). */
+static void print_first_token(const sg_op_attempt *last) {
+    if (last != NULL && last->time_to_first_item_ns >= 0) {
+        printf("first_token_ms=%lld\n",
+               (long long)(last->time_to_first_item_ns / 1000000));
+    } else {
+        printf("first_token_ms=none (no token arrived)\n");
+    }
 }
 
 /* Writes the report, growing the buffer once if 16 KiB is not enough. */
@@ -136,13 +162,14 @@ static void print_report(const sg_curl_op *op) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2 || argc > 3) {
-        fprintf(stderr, "usage: %s URL [IDLE_MS]\n", argv[0]);
+    if (argc < 2 || argc > 4) {
+        fprintf(stderr, "usage: %s URL [FIRST_TOKEN_MS [IDLE_MS]]\n", argv[0]);
         return 2;
     }
-    long idle_ms = argc == 3 ? strtol(argv[2], NULL, 10) : 5000;
-    if (idle_ms <= 0) {
-        fprintf(stderr, "openai_chat: IDLE_MS must be a positive number\n");
+    long first_ms = argc >= 3 ? strtol(argv[2], NULL, 10) : 10000;
+    long idle_ms = argc == 4 ? strtol(argv[3], NULL, 10) : 5000;
+    if (first_ms <= 0 || idle_ms <= 0) {
+        fprintf(stderr, "openai_chat: FIRST_TOKEN_MS and IDLE_MS must be positive\n");
         return 2;
     }
 
@@ -154,12 +181,12 @@ int main(int argc, char **argv) {
     sg_op_options_init(&policy);
     if (sg_op_options_set_budget(&policy, SG_SEC(30)) != 0 ||
         sg_op_options_set_connect_timeout(&policy, SG_SEC(3)) != 0 ||
-        sg_op_options_set_first_item_timeout(&policy, SG_SEC(10)) != 0 ||
+        sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms)) != 0 ||
         sg_op_options_set_idle_timeout(&policy, SG_MS(idle_ms)) != 0 ||
         sg_op_options_set_stream_timeout(&policy, SG_SEC(20)) != 0 ||
         sg_op_options_set_idempotency_key(&policy, key) != 0 ||
         sg_op_options_set_label(&policy, "openai chat") != 0) {
-        fprintf(stderr, "openai_chat: IDLE_MS out of range\n");
+        fprintf(stderr, "openai_chat: FIRST_TOKEN_MS or IDLE_MS out of range\n");
         return 2;
     }
 
@@ -184,9 +211,11 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_URL, argv[1]);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
+    /* The stream's semantics: the "openai" profile (a typo is SG_ENOTFOUND). */
     sg_curl_options opts = {0};
-    opts.framing.format = SG_FORMAT_SSE;
-    opts.framing.terminal_data = "[DONE]"; /* the clean end; not delivered as an item */
+    if (sg_profile_framing("openai", &opts.framing) != 0) {
+        return 2;
+    }
     opts.headers = headers;
     sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
     struct app app = {0, 0};
@@ -209,6 +238,12 @@ int main(int argc, char **argv) {
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
                app.tokens, last && last->partial ? "true" : "false",
                sg_op_reason_name(sg_op_final_reason(pol)));
+        print_first_token(last);
+        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
+            /* the provider's own words: its type, and the message (in error) */
+            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
+                   last->error);
+        }
         print_report(op);
         status = outcome == SG_OUTCOME_OK ? 0 : 1;
     }

@@ -66,6 +66,15 @@ expect() {
     fi
 }
 
+# expect_not TEXT: the output does not hold TEXT.
+expect_not() {
+    if grep -qF -- "$1" "$out"; then
+        fail "prints '$1'"
+    else
+        pass "does not print '$1'"
+    fi
+}
+
 # expect_log QUERY TEXT: the server's log filtered by QUERY holds TEXT.
 expect_log() {
     if fm_log "$1" | grep -qF -- "$2"; then
@@ -118,15 +127,18 @@ curl_poll_loop:one_stalls)
     expect "stall=forever: outcome=idle_timeout items=3 cut 30"
     ;;
 openai_chat:ok)
-    run 0 "$base/v1/chat/completions?n=5&gap=10"
+    # The role-only first chunk is metadata under the profile: no token.
+    run 0 "$base/v1/chat/completions?n=5&gap=10&role_chunk=1"
     expect "tok0tok1tok2tok3tok4"
     expect "outcome=ok phase=streaming attempts=1 tokens=5 partial=false reason=ok"
+    expect "first_token_ms="
+    expect_not "first_token_ms=none"
     expect 'report: {"version":1,"label":"openai chat","finished":true,"outcome":"ok"'
     expect_log "event=received" '"method":"POST"'
     expect_log "event=received" '"idempotency_key":"openai-chat-'
     ;;
 openai_chat:idle_timeout)
-    run 1 "$base/v1/chat/completions?n=5&gap=10&stall_after=2&stall=forever&keepalive=20" 300
+    run 1 "$base/v1/chat/completions?n=5&gap=10&stall_after=2&stall=forever&keepalive=20" 10000 300
     expect "tok0tok1"
     expect "discard: attempt 1 ended idle_timeout after delivering tokens"
     expect "outcome=idle_timeout phase=streaming attempts=1 tokens=2 partial=true reason=partial_stream"
@@ -134,6 +146,34 @@ openai_chat:idle_timeout)
     # A partial stream is never retried: exactly one request reached the server.
     check "one request: a partial stream is not retried" \
         [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+openai_chat:provider_error)
+    # data: {"error": ...} after two tokens, then [DONE] (as vLLM sends it):
+    # still provider_error, with the server's type; partial, not retried.
+    run 1 "$base/v1/chat/completions?n=5&gap=10&error_at=2&error_then_done=1"
+    expect "tok0tok1"
+    expect "discard: attempt 1 ended provider_error after delivering tokens"
+    expect "outcome=provider_error phase=streaming attempts=1 tokens=2 partial=true reason=partial_stream"
+    expect 'provider error: type=server_error message="scripted failure"'
+    expect '"provider_error":{"type":"server_error","message":"scripted failure"}'
+    check "one request: a partial stream is not retried" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+openai_chat:first_token_timeout)
+    # The role chunk comes with the headers, the first token 2 s later: the
+    # chunk does not satisfy the 300 ms first-token clock, and as nothing
+    # was delivered each attempt may be retried (the idempotency key).
+    run 1 "$base/v1/chat/completions?n=3&role_chunk=1&first_delay=2000" 300
+    expect "attempt 1: outcome=first_item_timeout phase=wait_first_item status=200 items=0 decision=retry reason=retryable"
+    expect "outcome=first_item_timeout phase=wait_first_item attempts=3 tokens=0 partial=false reason=attempts_exhausted"
+    expect "first_token_ms=none"
+    expect_not "discard:"
+    check "three requests" [ "$(log_count "event=received" '"event":"received"')" -eq 3 ]
+    ;;
+openai_chat:no_done)
+    run 1 "$base/v1/chat/completions?n=5&gap=10&no_done=1"
+    expect "tok0tok1tok2tok3tok4"
+    expect "outcome=truncated phase=streaming attempts=1 tokens=5 partial=true reason=partial_stream"
     ;;
 openai_chat:retry_429)
     # 429 twice (Retry-After: 1), then a stream: the idempotency key makes
@@ -148,12 +188,44 @@ openai_chat:retry_429)
         [ "$(printf '%s\n' "$key" | grep -c .)" -eq 1 ]
     ;;
 anthropic_messages:ok)
-    run 0 "$base/v1/messages?n=5&gap=10"
+    # event: ping every 3 ms between the deltas: keepalives, not events.
+    run 0 "$base/v1/messages?n=5&gap=10&keepalive=3"
     expect "[message_start]"
     expect "tok0tok1tok2tok3tok4"
     expect "[message_stop]"
+    expect_not "[ping]"
     expect "outcome=ok phase=streaming attempts=1 events=10 partial=false reason=ok"
+    expect "first_token_ms="
+    expect_not "first_token_ms=none"
     expect 'report: {"version":1,"label":"anthropic messages"'
+    ;;
+anthropic_messages:overloaded)
+    # event: error (overloaded_error) before the first token: nothing was
+    # delivered (message_start was held), the type is transient and the
+    # request has an idempotency key, so it is retried - three times.
+    run 1 "$base/v1/messages?n=5&gap=10&error_at=0"
+    expect_not "[message_start]"
+    expect "attempt 1: outcome=provider_error phase=wait_first_item items=0 decision=retry reason=retryable type=overloaded_error"
+    expect "outcome=provider_error phase=wait_first_item attempts=3 events=0 partial=false reason=attempts_exhausted"
+    expect 'provider error: type=overloaded_error message="scripted failure"'
+    check "three requests" [ "$(log_count "event=received" '"event":"received"')" -eq 3 ]
+    ;;
+anthropic_messages:error_mid_stream)
+    # The same error after two tokens: partial, so never retried.
+    run 1 "$base/v1/messages?n=5&gap=10&error_at=2&error_type=rate_limit_error"
+    expect "tok0tok1"
+    expect "discard: attempt 1 ended provider_error after delivering events"
+    expect "outcome=provider_error phase=streaming attempts=1 events=4 partial=true reason=partial_stream"
+    expect 'provider error: type=rate_limit_error message="scripted failure"'
+    check "one request" [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+anthropic_messages:first_token_timeout)
+    # message_start, content_block_start and pings at once, the first delta
+    # 2 s later: first_item_timeout at 300 ms, nothing shown, retried.
+    run 1 "$base/v1/messages?n=3&first_delay=2000&keepalive=50" 300
+    expect_not "[message_start]"
+    expect "outcome=first_item_timeout phase=wait_first_item attempts=3 events=0 partial=false reason=attempts_exhausted"
+    expect "first_token_ms=none"
     ;;
 anthropic_messages:no_message_stop)
     # The body ends politely but without message_stop: truncated, discard.
@@ -163,25 +235,46 @@ anthropic_messages:no_message_stop)
     expect "outcome=truncated phase=streaming attempts=1 events=7 partial=true reason=partial_stream"
     ;;
 ollama_ndjson:ok)
-    run 0 "$base/api/chat?n=5&gap=10&keepalive=3"
+    # format=ollama: /api/chat's own lines (message.content, "done":true);
+    # empty keepalive lines every 3 ms are not lines.
+    run 0 "$base/api/chat?format=ollama&n=5&gap=10&keepalive=3"
     expect "tok0tok1tok2tok3tok4"
-    expect "outcome=ok phase=streaming attempts=1 lines=6 done_line=true partial=false"
+    expect "outcome=ok phase=streaming attempts=1 lines=6 partial=false"
+    expect "first_token_ms="
+    expect_not "first_token_ms=none"
     ;;
 ollama_ndjson:runaway)
-    run 1 "$base/api/chat?runaway=1&gap=0" 100
+    run 1 "$base/api/chat?format=ollama&runaway=1&gap=0" 60000 100
     expect "tok99"
     expect "discard: attempt 1 ended cap_exceeded after delivering lines"
-    expect "outcome=cap_exceeded phase=streaming attempts=1 lines=100 done_line=false partial=true"
+    expect "outcome=cap_exceeded phase=streaming attempts=1 lines=100 partial=true"
     ;;
 ollama_ndjson:drop)
-    run 1 "$base/api/chat?n=5&gap=10&drop_after=2"
+    run 1 "$base/api/chat?format=ollama&n=5&gap=10&drop_after=2"
     expect "tok0tok1"
-    expect "outcome=truncated phase=streaming attempts=1 lines=2 done_line=false partial=true"
+    expect "outcome=truncated phase=streaming attempts=1 lines=2 partial=true"
     ;;
 ollama_ndjson:no_done)
-    run 1 "$base/api/chat?n=5&gap=10&no_done=1"
-    expect "outcome=ok phase=streaming attempts=1 lines=5 done_line=false"
-    expect 'warning: the body ended cleanly but without "done":true'
+    # The body ends on a line boundary, politely, but without "done":true.
+    run 1 "$base/api/chat?format=ollama&n=5&gap=10&no_done=1"
+    expect "tok0tok1tok2tok3tok4"
+    expect "outcome=truncated phase=streaming attempts=1 lines=5 partial=true"
+    ;;
+ollama_ndjson:provider_error)
+    # {"error":"..."} after two lines: Ollama names no type, only a message.
+    run 1 "$base/api/chat?format=ollama&n=5&gap=10&error_at=2"
+    expect "tok0tok1"
+    expect "outcome=provider_error phase=streaming attempts=1 lines=2 partial=true"
+    expect 'provider error: type=error message="server_error: scripted failure"'
+    ;;
+ollama_ndjson:first_token_timeout)
+    # The model "loads" for 2 s, sending empty keepalive lines every 50 ms:
+    # they satisfy no clock, so the 300 ms first-token clock fires.  A POST
+    # without an idempotency key is not retried.
+    run 1 "$base/api/chat?format=ollama&n=3&first_delay=2000&keepalive=50" 300
+    expect "outcome=first_item_timeout phase=wait_first_item attempts=1 lines=0 partial=false"
+    expect "first_token_ms=none"
+    check "one request" [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
     ;;
 deadline_service:ok)
     run 0 2000 "$base/v1/chat/completions?n=3&gap=10"
