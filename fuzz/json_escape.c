@@ -9,13 +9,17 @@
  *     same length returned (the bounded path agrees with the direct one);
  *   - the literal is a JSON string: it starts and ends with a quote, holds
  *     no raw control character, no unescaped quote, and only well-formed
- *     UTF-8 (RFC 8259 §7, §8.1).
+ *     UTF-8 (RFC 8259 §7, §8.1);
+ *   - every escape path the CPU has (SSE2 and bytes, SSSE3, AVX-512)
+ *     writes the same literal.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <streamguard/core.h>
+
+#include "core/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -75,6 +79,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(memcmp(cut, out, cap) == 0);
         check((unsigned char)cut[cap] == 0x5a);
     }
+    int best = sg__json_escape_path(0);
+    for (int path = 1; path < best; path++) {
+        sg__json_escape_path(path);
+        memset(cut, 0x5a, max + 8);
+        check(sg_json_escape(cut, max, (const char *)data, size) == n);
+        check(memcmp(cut, out, max + 8) == 0);
+    }
+    sg__json_escape_path(0);
     free(out);
     free(cut);
     return 0;

@@ -10,10 +10,14 @@
 #    include <emmintrin.h>
 #endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#    include <immintrin.h>
 #    include <tmmintrin.h>
 #    define SG__JSON_SSSE3 1
+#    define SG__JSON_AVX512 1
 #    include "json_tables.h"
 #endif
+
+#include "core/internal.h"
 
 /* Length of the valid UTF-8 sequence at @p (1..4), or 0 when invalid
  * (overlong forms, surrogates and code points above U+10FFFF included). */
@@ -170,48 +174,166 @@ static char *escape(char *d, const unsigned char *u, size_t *i, size_t end, size
 }
 
 #ifdef SG__JSON_SSSE3
-/* Quotes and backslashes 8 input bytes at a time, without a branch per
- * byte: one shuffle spreads the bytes apart (json_tables.h), one OR puts a
- * backslash in each gap.  Control characters, DEL and bytes from 0x80 go
- * to escape() a block at a time.  SSSE3 (pshufb) and POPCNT, chosen at run
- * time. */
-__attribute__((target("ssse3,popcnt"))) static char *
-escape_ssse3(char *d, const unsigned char *u, size_t *i, size_t len) {
-    size_t k = *i;
-    /* At least 16 bytes left: the 16-byte store runs at most 8 bytes past
-     * what this block writes, and the 8 bytes still to come (each 1 byte
-     * or more) cover them - nothing is left behind past the literal. */
-    while (k + 16 <= len) {
-        const __m128i v = _mm_loadl_epi64((const __m128i *)(const void *)(u + k));
-        const unsigned q = (unsigned)_mm_movemask_epi8(
-                               _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')),
-                                            _mm_cmpeq_epi8(v, _mm_set1_epi8('\\')))) &
-                           0xffu;
-        /* signed: below 0x20, and every byte from 0x80 (the upper 8 lanes
-         * are zero, and masked off) */
-        const unsigned more = (unsigned)_mm_movemask_epi8(
-                                  _mm_or_si128(_mm_cmplt_epi8(v, _mm_set1_epi8(0x20)),
-                                               _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f)))) &
-                              0xffu;
-        if (more != 0) {
-            d = escape(d, u, &k, k + 8, len); /* k may pass k + 8 (UTF-8) */
-            continue;
-        }
-        const __m128i out = _mm_or_si128(
-            _mm_shuffle_epi8(
-                v, _mm_load_si128((const __m128i *)(const void *)sg__json_shuf[q])),
-            _mm_load_si128((const __m128i *)(const void *)sg__json_bslash[q]));
-        _mm_storeu_si128((__m128i *)(void *)d, out);
-        d += 8 + (unsigned)__builtin_popcount(q);
-        k += 8;
-    }
-    *i = k;
-    return escape(d, u, i, len, len);
+/* Bytes 0..7 of @v with a backslash before each byte whose bit is set in
+ * @q (8 bits), stored whole at @d (16 bytes); returns how many count. */
+__attribute__((target("ssse3,popcnt"))) static inline size_t put8(char *d, __m128i v,
+                                                                  unsigned q) {
+    const __m128i out = _mm_or_si128(
+        _mm_shuffle_epi8(v,
+                         _mm_load_si128((const __m128i *)(const void *)sg__json_shuf[q])),
+        _mm_load_si128((const __m128i *)(const void *)sg__json_bslash[q]));
+    _mm_storeu_si128((__m128i *)(void *)d, out);
+    return 8 + (size_t)__builtin_popcount(q);
 }
 
-static bool have_ssse3(void) {
+/* Bits of the bytes of @v that get a backslash ('"', '\\') and of those
+ * that need more than that (below 0x20, DEL, and - signed - every byte
+ * from 0x80), 16 each. */
+__attribute__((target("ssse3,popcnt"))) static inline void
+classify16(__m128i v, unsigned *q, unsigned *more) {
+    *q = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))));
+    *more = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+        _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)), _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7f))));
+}
+
+/* 16 bytes of @v whose quotes and backslashes (bits @q) get their
+ * backslash, at @d; returns how many count.  The second shuffle's store
+ * runs up to 8 bytes past that. */
+__attribute__((target("ssse3,popcnt"))) static inline size_t put16(char *d, __m128i v,
+                                                                   unsigned q) {
+    if (q == 0) {
+        _mm_storeu_si128((__m128i *)(void *)d, v);
+        return 16;
+    }
+    size_t n = put8(d, v, q & 0xffu);
+    return n + put8(d + n, _mm_srli_si128(v, 8), q >> 8);
+}
+
+/* Quotes and backslashes 16 input bytes at a time without a branch per
+ * byte: a shuffle per 8 bytes spreads them apart (json_tables.h), an OR
+ * puts a backslash in each gap.  A block with a control character, DEL or
+ * a byte from 0x80 goes to escape().  A block's stores run up to 8 bytes
+ * past what it writes, so the loop leaves the last 8 to 23 bytes to a
+ * padded copy escaped in a scratch buffer and copied exactly: nothing is
+ * written past the literal.  @dend is the end of the room (6 bytes per
+ * input byte keeps it 32 bytes away while 24 input bytes are left).  SSSE3
+ * (pshufb) and POPCNT, chosen at run time. */
+__attribute__((target("ssse3,popcnt"))) static char *
+escape_ssse3(char *d, const char *dend, const unsigned char *u, size_t len) {
+    size_t k = 0;
+    while (k + 24 <= len && dend - d >= 32) {
+        const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(u + k));
+        unsigned q, more;
+        classify16(v, &q, &more);
+        if (more != 0) {
+            d = escape(d, u, &k, k + 16, len); /* k may pass k + 16 (UTF-8) */
+            continue;
+        }
+        d += put16(d, v, q);
+        k += 16;
+    }
+    const size_t r = len - k;
+    if (r > 0 && r < 32) {
+        unsigned char in[32];
+        char out[2 * 32 + 16];
+        memset(in, 'a', sizeof(in)); /* padding that needs nothing */
+        memcpy(in, u + k, r);
+        const __m128i v0 = _mm_loadu_si128((const __m128i *)(const void *)in);
+        const __m128i v1 = _mm_loadu_si128((const __m128i *)(const void *)(in + 16));
+        unsigned q0, m0, q1, m1;
+        classify16(v0, &q0, &m0);
+        classify16(v1, &q1, &m1);
+        if ((m0 | m1) == 0) {
+            /* the padding's bits are 0: it adds its 'a's after the rest */
+            size_t n = put16(out, v0, q0);
+            n += r > 16 ? put16(out + n, v1, q1) : 0;
+            n -= (r > 16 ? 32 : 16) - r;
+            memcpy(d, out, n);
+            return d + n;
+        }
+    }
+    return escape(d, u, &k, len, len);
+}
+
+/* Quotes and backslashes 32 input bytes at a time with AVX-512: each byte
+ * widened to 16 bits becomes the pair (byte, -) or, when it needs a
+ * backslash, ('\\', byte); one compress keeps the bytes that count.  The
+ * loads and the stores are masked to the input and to what the block
+ * writes, so the last block needs no padding and nothing is written past
+ * the literal.  A block with a control character, DEL or a byte from 0x80
+ * goes to escape().  AVX512BW/VL/VBMI2 (vpcompressb), chosen at run
+ * time. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) static char *
+escape_avx512(char *d, const unsigned char *u, size_t len) {
+    const __m512i quote = _mm512_set1_epi16('"');
+    const __m512i bslash = _mm512_set1_epi16('\\');
+    const __m512i space = _mm512_set1_epi16(0x20);
+    const __m512i del = _mm512_set1_epi16(0x7f);
+    size_t k = 0;
+    while (k < len) {
+        const size_t r = len - k < 32 ? len - k : 32;
+        const __mmask32 in = r == 32 ? 0xffffffffu : (__mmask32)((1u << r) - 1);
+        const __m256i raw = _mm256_maskz_loadu_epi8(in, u + k);
+        const __m512i w = _mm512_cvtepu8_epi16(raw);
+        const __mmask32 more =
+            (_mm512_cmplt_epu16_mask(w, space) | _mm512_cmpge_epu16_mask(w, del)) & in;
+        if (more != 0) {
+            d = escape(d, u, &k, k + r, len); /* k may pass k + r (UTF-8) */
+            continue;
+        }
+        const __mmask32 q =
+            _mm512_cmpeq_epi16_mask(w, quote) | _mm512_cmpeq_epi16_mask(w, bslash);
+        /* little-endian pairs: the low byte goes first */
+        const __m512i pairs = _mm512_mask_blend_epi16(
+            q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
+        /* the bytes that count are the ones not 0: a 0 byte is a control
+         * character (escape() took the block) or past the input */
+        const __mmask64 keep = _mm512_test_epi8_mask(pairs, pairs);
+        const size_t n = (size_t)__builtin_popcountll(keep);
+        _mm512_mask_storeu_epi8(d, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1,
+                                _mm512_maskz_compress_epi8(keep, pairs));
+        d += n;
+        k += r;
+    }
+    return d;
+}
+
+/* The escape paths, slowest first; the CPU's best is asked once. */
+enum { PATH_NONE, PATH_SSE2, PATH_SSSE3, PATH_AVX512 };
+static int path_best;  /* 0: not asked yet (a race asks twice, alike) */
+static int path_limit; /* 0: no limit (sg__json_escape_path) */
+
+static int best_path(void) {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt");
+    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("popcnt")) {
+        return PATH_AVX512;
+    }
+    if (__builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt")) {
+        return PATH_SSSE3;
+    }
+    return PATH_SSE2;
+}
+
+static int escape_path(void) {
+    int p = __atomic_load_n(&path_best, __ATOMIC_RELAXED);
+    if (p == PATH_NONE) {
+        p = best_path();
+        __atomic_store_n(&path_best, p, __ATOMIC_RELAXED);
+    }
+    int lim = __atomic_load_n(&path_limit, __ATOMIC_RELAXED);
+    return lim != 0 && lim < p ? lim : p;
+}
+
+int sg__json_escape_path(int max) {
+    __atomic_store_n(&path_limit, max, __ATOMIC_RELAXED);
+    return escape_path();
+}
+#else
+int sg__json_escape_path(int max) {
+    (void)max;
+    return 1; /* PATH_SSE2: the one path here */
 }
 #endif
 
@@ -220,10 +342,25 @@ size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len) {
     size_t i = 0;
     if (dst != NULL && cap >= SG_JSON_ESCAPE_MAX(len)) {
         /* room for the worst case: straight into @dst */
+        if (len == 0) {
+            memcpy(dst, "\"\"", 2);
+            return 2;
+        }
         char *d = dst;
         *d++ = '"';
 #ifdef SG__JSON_SSSE3
-        d = have_ssse3() ? escape_ssse3(d, u, &i, len) : escape(d, u, &i, len, len);
+        /* the closing quote's byte is not room for the blocks */
+        switch (escape_path()) {
+        case PATH_AVX512:
+            d = escape_avx512(d, u, len);
+            break;
+        case PATH_SSSE3:
+            d = escape_ssse3(d, dst + cap - 1, u, len);
+            break;
+        default:
+            d = escape(d, u, &i, len, len);
+            break;
+        }
 #else
         d = escape(d, u, &i, len, len);
 #endif

@@ -19,11 +19,11 @@ static bool valid(const sg_stream *s) {
     return s != NULL && s->magic_ == SG__STREAM_MAGIC;
 }
 
-/* Hands @item to the consumer (the guard has counted it already). */
-static int to_consumer(sg_stream *s, const sg_item *item) {
-    sg_item it = *item;
-    it.index = s->index_;
-    if (s->on_item_ != NULL && s->on_item_(&it, s->user_data_) != 0) {
+/* Hands @item to the consumer (the guard has counted it already), with
+ * its index: the item is the caller's own copy, numbered in place. */
+static int to_consumer(sg_stream *s, sg_item *item) {
+    item->index = s->index_;
+    if (s->on_item_ != NULL && s->on_item_(item, s->user_data_) != 0) {
         s->cancelled_ = true;
         s->stop_at_ = s->now_;
         return 1;
@@ -32,7 +32,7 @@ static int to_consumer(sg_stream *s, const sg_item *item) {
     return 0;
 }
 
-static int deliver(sg_stream *s, const sg_item *item) {
+static int deliver(sg_stream *s, sg_item *item) {
     int rv = sg_guard_on_item(&s->guard_, s->now_);
     if (rv != 0) {
         s->guard_stop_ = true; /* late or over the cap: latched in the guard */
@@ -76,7 +76,7 @@ static int hold(sg_stream *s, const sg_item *item) {
 
 /* The first token (or the end): the clocks see it, then the consumer gets
  * what was held, in order, and then it. */
-static int first_token(sg_stream *s, const sg_item *item) {
+static int first_token(sg_stream *s, sg_item *item) {
     s->got_token_ = true;
     int rv = sg_guard_on_item(&s->guard_, s->now_);
     if (rv != 0) {
@@ -116,7 +116,7 @@ static void copy_cut(char *dst, size_t cap, const char *p, size_t n) {
 }
 
 /* Every parsed item: as the classifier says (without one, a token). */
-static int take(sg_stream *s, const sg_item *item) {
+static int take(sg_stream *s, sg_item *item) {
     if (s->classify_ == NULL) {
         return deliver(s, item);
     }

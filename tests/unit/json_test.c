@@ -5,8 +5,8 @@
  * in quotes (JSON inside JSON), control characters, DEL, valid and invalid
  * UTF-8 - written whole (and nothing past the literal, though the room
  * allows more) and into every smaller buffer, and into the report through
- * sg_json_fwrite_string.  The run takes the SSSE3 path where the CPU has
- * it, the SSE2 one inside it, and the bounded one.
+ * sg_json_fwrite_string.  The run takes every path the CPU has, each in
+ * turn (SSE2 and bytes, SSSE3, AVX-512), and the bounded one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +20,8 @@
 
 #include <streamguard/core.h>
 #include <streamguard/policy.h>
+
+#include "core/internal.h"
 
 /* RFC 3629 §4: the length of the well-formed sequence at @p, else 0. */
 static size_t ref_utf8(const unsigned char *p, size_t n) {
@@ -153,14 +155,20 @@ static void check_one(const unsigned char *in, size_t n) {
 static void escapes_as_the_reference_does(void **state) {
     (void)state;
     unsigned char in[256];
-    for (int mix = 0; mix < 5; mix++) {
-        for (size_t n = 0; n <= 200; n++) {
-            for (int rep = 0; rep < 8; rep++) {
-                fill(in, n, mix);
-                check_one(in, n);
+    /* every path this CPU has, from the plain one up to its best */
+    int best = sg__json_escape_path(0);
+    for (int path = 1; path <= best; path++) {
+        assert_int_equal(sg__json_escape_path(path), path);
+        for (int mix = 0; mix < 5; mix++) {
+            for (size_t n = 0; n <= 200; n++) {
+                for (int rep = 0; rep < 8; rep++) {
+                    fill(in, n, mix);
+                    check_one(in, n);
+                }
             }
         }
     }
+    sg__json_escape_path(0);
 }
 
 static void json_inside_json(void **state) {

@@ -29,6 +29,7 @@ static int run(struct config *c) {
                 prog);
     }
     out_init(&c->run.out);
+    c->run.event_raw_len = SIZE_MAX; /* no event type seen yet */
     bool probe = !c->http2 && !c->http11 && strncmp(c->url, "https://", 8) == 0;
     int code = -1;
     if (c->http2 || probe) {

@@ -62,12 +62,21 @@ struct out {
 };
 
 /* The item callbacks' user_data, whatever the transport. */
+/* Event types up to this long keep their JSON literal (struct run). */
+#define EVENT_CACHE 32
+
 struct run {
     enum output output;
     bool quiet;
     uint64_t printed;
     struct out out;
     bool interrupted; /* a signal or stdout ended the operation */
+    /* --output jsonl: the last event type and its JSON literal, reused
+     * while the type stays the same (it nearly always does) */
+    char event_raw[EVENT_CACHE];
+    size_t event_raw_len;
+    char event_lit[SG_JSON_ESCAPE_MAX(EVENT_CACHE)];
+    size_t event_lit_len;
 };
 
 struct config {

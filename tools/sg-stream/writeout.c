@@ -24,6 +24,29 @@ static char *put_field(char *dst, const char *lit, const char *p, size_t n) {
     return dst + l + sg_json_escape(dst + l, SG_JSON_ESCAPE_MAX(n), p, n);
 }
 
+/* `{"event":` and the event type's literal at @dst, from the cache while
+ * the type is the one before; returns the end of what it wrote. */
+static char *event_field(struct run *r, char *dst, const sg_item *item) {
+    memcpy(dst, "{\"event\":", 9);
+    dst += 9;
+    if (item->event_len != r->event_raw_len ||
+        memcmp(item->event, r->event_raw, item->event_len) != 0) {
+        size_t n = sg_json_escape(dst, SG_JSON_ESCAPE_MAX(item->event_len), item->event,
+                                  item->event_len);
+        if (item->event_len > EVENT_CACHE) {
+            r->event_raw_len = SIZE_MAX; /* too long to keep: never matches */
+            return dst + n;
+        }
+        memcpy(r->event_raw, item->event, item->event_len);
+        r->event_raw_len = item->event_len;
+        memcpy(r->event_lit, dst, n);
+        r->event_lit_len = n;
+        return dst + n;
+    }
+    memcpy(dst, r->event_lit, r->event_lit_len);
+    return dst + r->event_lit_len;
+}
+
 /* The item joins stdout's batch (output.c): it goes out before the run
  * waits again.  Non-zero (stdout broke, or fell too far behind) cancels the
  * operation. */
@@ -46,7 +69,7 @@ int print_item(struct run *r, const sg_item *item) {
         if (start == NULL) {
             return 1;
         }
-        char *d = put_field(start, "{\"event\":", item->event, item->event_len);
+        char *d = event_field(r, start, item);
         d = put_field(d, ",\"data\":", item->data, item->data_len);
         d = put_field(d, ",\"id\":", item->id, item->id_len);
         memcpy(d, "}\n", 2);
