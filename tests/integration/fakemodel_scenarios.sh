@@ -195,6 +195,48 @@ req an3 '/v1/messages?n=1&first_delay=120&keepalive=40'
     ! grep -q '^: keepalive' "$B" || fail "anthropic keepalive is event: ping"
 pass anthropic
 
+# ---- Gemini streamGenerateContent?alt=sse (the path @google/genai asks for)
+GEM='/v1beta/models/sg-fakemodel:streamGenerateContent?alt=sse'
+req gem "$GEM&n=2&gap=0" -X POST -H 'Content-Type: application/json' -d '{"contents":[]}'
+[ "$CODE" = 200 ] && [ "$(grep -c '^data: {"candidates": \[{"content": {"parts": \[{"text": "tok[01]"}\],"role": "model"},"index": 0}\],"usageMetadata": {' "$B")" = 2 ] &&
+    [ "$(grep -c '^data: ' "$B")" = 3 ] && ! grep -q 'DONE' "$B" ||
+    fail "gemini: $(head -c 400 "$B")"
+tail -n 2 "$B" | head -n 1 | grep -q '^data: {"candidates": \[{"content": {"parts": \[{"text": ""}\],"role": "model"},"finishReason": "STOP","index": 0}\],"usageMetadata": {"promptTokenCount": 1,"candidatesTokenCount": 2,"totalTokenCount": 3},"modelVersion": "sg-fakemodel","responseId": "gemini-[0-9]*"}$' ||
+    fail "gemini: last chunk $(tail -n 2 "$B")"
+grep -qi '^content-type: text/event-stream' "$H" || fail "gemini: content-type"
+fm_log "key=$(K gem)&event=received" | grep -q '"method":"POST","path":"/v1beta/models/sg-fakemodel:streamGenerateContent","query":"alt=sse&n=2&gap=0"' ||
+    fail "gemini: received path"
+[ "$(fm_field "$(K gem)" finished reason)" = "done" ] || fail "gemini: finished reason"
+req gem2 "$GEM&n=2&gap=0&no_done=1"
+[ "$(grep -c '^data: ' "$B")" = 2 ] && ! grep -q finishReason "$B" || fail "gemini no_done"
+[ "$(fm_field "$(K gem2)" finished reason)" = "no_done" ] || fail "gemini no_done: finished reason"
+req gem3 '/stream?format=gemini&n=1&gap=0' # format= on any path
+grep -q '"finishReason": "STOP"' "$B" || fail "format=gemini"
+req gem4 "/v1beta/models/m:streamGenerateContent?alt=json"
+[ "$CODE" = 400 ] && grep -q "'alt'" "$B" || fail "gemini alt=json is not played: $CODE"
+pass gemini
+
+# ---- OpenAI Responses API named events
+req rs '/v1/responses?n=2&gap=0' -X POST -H 'Content-Type: application/json' -d '{"input":"hi"}'
+EV=$(grep '^event:' "$B" | sed 's/^event: //' | tr '\n' ' ')
+[ "$EV" = "response.created response.in_progress response.output_item.added response.content_part.added response.output_text.delta response.output_text.delta response.output_text.done response.content_part.done response.output_item.done response.completed " ] ||
+    fail "responses: events $EV"
+[ "$(grep -o '"sequence_number":[0-9]*}$' "$B" | tr -d '}' | cut -d: -f2 | tr '\n' ' ')" = "0 1 2 3 4 5 6 7 8 9 " ] ||
+    fail "responses: sequence numbers"
+RID=$(fm_field "$(K rs)" received id)
+grep -q "^data: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_$RID\",\"output_index\":0,\"content_index\":0,\"delta\":\"tok1\",\"logprobs\":\[\],\"sequence_number\":5}$" "$B" &&
+    grep -q '"text":"tok0tok1"' "$B" && grep -q '"status":"completed"' "$B" ||
+    fail "responses: delta or final text"
+grep -qi '^content-type: text/event-stream' "$H" || fail "responses: content-type"
+req rs2 '/v1/responses?n=2&gap=0&no_done=1'
+EV=$(grep '^event:' "$B" | tail -n 3 | sed 's/^event: //' | tr '\n' ' ')
+[ "$EV" = "response.output_text.done response.content_part.done response.output_item.done " ] &&
+    ! grep -q response.completed "$B" || fail "responses no_done: $EV"
+req rs3 '/v1/responses?n=2&gap=0&first_delay=100'
+ge "$(fm_field "$(K rs3)" first_item_sent since_received_ms)" 100 ||
+    fail "responses: the first delta is the first item, after first_delay"
+pass responses
+
 # ---- in-band errors inside a 200 stream, in each format's own shape
 req err1 '/v1/chat/completions?n=5&gap=0&error_at=2'
 [ "$CODE" = 200 ] && [ "$(items)" = 2 ] &&
@@ -211,6 +253,21 @@ EV=$(grep '^event:' "$B" | tr '\n' ' ')
 req err4 '/api/chat?n=3&gap=0&error_at=1'
 [ "$(tail -n 1 "$B")" = '{"error":"server_error: scripted failure"}' ] && [ "$(items)" = 1 ] ||
     fail "ndjson error line: $(tail -n 1 "$B")"
+req err5 "$GEM&n=3&gap=0&error_at=1&error_type=RESOURCE_EXHAUSTED"
+[ "$(tail -n 2 "$B" | head -n 1)" = 'data: {"error": {"code": 429,"message": "scripted failure","status": "RESOURCE_EXHAUSTED"}}' ] &&
+    [ "$(items)" = 1 ] || fail "gemini error data line: $(tail -c 200 "$B")"
+req err6 "$GEM&n=3&gap=0&error_at=0&error_event=bare"
+[ "$(cat "$B")" = "$(printf '{\n  "error": {\n    "code": 503,\n    "message": "scripted failure",\n    "status": "UNAVAILABLE"\n  }\n}')" ] ||
+    fail "gemini bare error: $(cat "$B")"
+req err7 '/v1/responses?n=3&gap=0&error_at=1'
+tail -n 3 "$B" | grep -q '^event: error$' &&
+    [ "$(tail -n 2 "$B" | head -n 1)" = 'data: {"type":"error","code":"server_error","message":"scripted failure","param":null,"sequence_number":5}' ] ||
+    fail "responses event: error: $(tail -c 200 "$B")"
+req err8 '/v1/responses?n=3&gap=0&error_at=1&error_event=response.failed&error_type=rate_limit_exceeded'
+tail -n 3 "$B" | grep -q '^event: response.failed$' &&
+    tail -n 2 "$B" | grep -q '"status":"failed","error":{"code":"rate_limit_exceeded","message":"scripted failure"}' ||
+    fail "responses response.failed: $(tail -c 300 "$B")"
+[ "$(fm_field "$(K err8)" finished reason)" = "in_band_error" ] || fail "response.failed: finished reason"
 pass "in-band errors"
 
 # ---- OpenAI's role-only first chunk, then a slow first token

@@ -5,11 +5,17 @@
 // what sg-fakemodel was scripted to send.  With SG_STREAM, it also runs
 // `sg-stream --profile` on the same stream and prints a second line per
 // case saying whether the two agree: on the text, on whether the stream
-// ended in error, and on the error's type when the SDK names one.
+// ended in error, on the error's type when the SDK names one, and (for a
+// case with a first_delay) on the first token coming after that delay.
+// Where they disagree in a known way (an SDK silent on a stream cut
+// before its clean end, or on an error event it yields as an ordinary one;
+// a profile that does not see an error the SDK raises), the line says
+// which, in `known`; it still says agree: false.
 //
 // Usage: node check.mjs BASE_URL [SG_STREAM]
 import { spawnSync } from 'node:child_process';
 import Anthropic from '@anthropic-ai/sdk';
+import { GoogleGenAI } from '@google/genai';
 import { Ollama } from 'ollama';
 import OpenAI from 'openai';
 
@@ -17,24 +23,58 @@ const base = process.argv[2];
 const sgStream = process.argv[3];
 
 // What sg-stream --profile makes of the same stream: the text of its items
-// (read the way each provider's text is carried), its outcome, and the
-// in-band error's type.
+// (read the way each provider's text is carried), its outcome, the time to
+// its first token, and the in-band error's type.
+const geminiText = (chunk) =>
+  chunk.candidates?.[0]?.content?.parts?.map((p) => p.text ?? '').join('') ?? '';
 const sgText = {
   openai: (ev) => JSON.parse(ev.data).choices?.[0]?.delta?.content ?? '',
+  'openai-responses': (ev) =>
+    ev.event === 'response.output_text.delta' ? JSON.parse(ev.data).delta ?? '' : '',
   anthropic: (ev) =>
     ev.event === 'content_block_delta' ? JSON.parse(ev.data).delta?.text ?? '' : '',
+  gemini: (ev) => geminiText(JSON.parse(ev.data)),
   ollama: (ev) => JSON.parse(ev.data).message?.content ?? '',
 };
-const sgPath = { openai: '/v1/chat/completions', anthropic: '/v1/messages', ollama: '/api/chat' };
+const sgPath = {
+  openai: '/v1/chat/completions',
+  'openai-responses': '/v1/responses',
+  anthropic: '/v1/messages',
+  // the path @google/genai asks for (sg-fakemodel logs it)
+  gemini: '/v1beta/models/sg-fakemodel:streamGenerateContent?alt=sse',
+  ollama: '/api/chat',
+};
 
 function sgRun(profile, scenario) {
   const r = spawnSync(sgStream, ['--profile', profile, '--output', 'jsonl', '--budget', '10s',
-    '-H', `X-SG-Scenario: ${scenario}`, '-w', '\n%{outcome} %{provider_error}\n',
+    '-H', `X-SG-Scenario: ${scenario}`,
+    '-w', '\n%{outcome} %{first_token_ms} %{provider_error}\n',
     '-q', `${base}${sgPath[profile]}`], { encoding: 'utf8' });
   const lines = r.stdout.split('\n').filter((l) => l.length > 0);
-  const [outcome, type] = lines.pop().split(' ');
+  const [outcome, ttft, type] = lines.pop().split(' ');
   const text = lines.map((l) => sgText[profile](JSON.parse(l))).join('');
-  return { text, outcome, type: type ?? '' };
+  return { text, outcome, type: type ?? '', first_token_ms: Number(ttft) };
+}
+
+// The ways an SDK and a profile are known to disagree, only when the text
+// is the same: the SDK reports nothing where the profile sees a cut stream
+// or an error event (by the SDK's design), or the SDK names an error that
+// the profile does not see, and calls the stream truncated (a gap in the
+// profile).  Anything else is a plain disagreement.
+function knownDisagreement(sdk, sg) {
+  if (sg.text !== sdk.text) {
+    return null;
+  }
+  if (sdk.error === null && sg.outcome === 'truncated') {
+    return 'sdk_silent_on_truncation';
+  }
+  if (sdk.error === null && sg.outcome === 'provider_error') {
+    return 'sdk_silent_on_in_band_error';
+  }
+  if (sdk.error !== null && sdk.error.type !== null && sg.outcome === 'truncated') {
+    return 'profile_misses_in_band_error';
+  }
+  return null;
 }
 
 function agree(name, profile, scenario, sdk) {
@@ -44,28 +84,78 @@ function agree(name, profile, scenario, sdk) {
   const sg = sgRun(profile, scenario);
   const sdkError = sdk.error !== null;
   const sgError = sg.outcome !== 'ok';
-  const ok = sg.text === sdk.text && sdkError === sgError &&
+  let ok = sg.text === sdk.text && sdkError === sgError &&
     (!sdkError || sdk.error.type === null || sdk.error.type === sg.type);
-  console.log(JSON.stringify({ case: name, agree: ok, sdk: { text: sdk.text, error: sdk.error?.type ?? sdkError }, sg }));
+  const delay = Number(new URLSearchParams(scenario).get('first_delay') ?? 0);
+  if (delay > 0) {
+    // both must see the first token after the delay: metadata before it
+    // is not the first token
+    ok = ok && sdk.firstTokenMs >= delay && sg.first_token_ms >= delay;
+  }
+  const known = ok ? null : knownDisagreement(sdk, sg);
+  console.log(JSON.stringify({
+    case: name,
+    agree: ok,
+    ...(known ? { known } : {}),
+    sdk: { text: sdk.text, error: sdk.error?.type ?? sdkError, first_token_ms: sdk.firstTokenMs },
+    sg,
+  }));
+}
+
+// The type each SDK gives an in-band error.  openai's APIError carries
+// the Responses API's `code` as err.code (err.type is the literal
+// "error"); @google/genai's ApiError has only the HTTP-style number and
+// names the status in its message ("got status: UNAVAILABLE. {...}").
+function sdkErrorType(e, profile) {
+  if (profile === 'openai-responses') {
+    return e?.code ?? null;
+  }
+  if (profile === 'gemini') {
+    return /^got status: ([A-Z_]+)\./.exec(String(e?.message))?.[1] ?? null;
+  }
+  return e?.error?.error?.type ?? e?.error?.type ?? e?.type ?? null;
+}
+
+// Collects the text an SDK's stream yields, and when the first of it came.
+async function collect(stream, textOf) {
+  const t0 = stream.t0;
+  const acc = { text: '', firstTokenMs: null };
+  try {
+    for await (const ev of stream) {
+      const t = textOf(ev);
+      if (t.length > 0 && acc.firstTokenMs === null) {
+        acc.firstTokenMs = Date.now() - t0;
+      }
+      acc.text += t;
+    }
+  } catch (e) {
+    e.partial = acc;
+    throw e;
+  }
+  return acc;
 }
 
 async function run(name, scenario, fn) {
   const out = { case: name, text: '', error: null };
+  let firstTokenMs = null;
   try {
-    out.text = await fn(scenario);
+    const acc = await fn(scenario, Date.now());
+    out.text = acc.text;
+    firstTokenMs = acc.firstTokenMs;
   } catch (e) {
     out.error = {
       class: e?.constructor?.name ?? typeof e,
-      type: e?.error?.error?.type ?? e?.error?.type ?? e?.type ?? null,
+      type: sdkErrorType(e, fn.profile),
       message: String(e?.message ?? e).slice(0, 200),
     };
-    out.text = e.partialText ?? out.text;
+    out.text = e.partial?.text ?? out.text;
+    firstTokenMs = e.partial?.firstTokenMs ?? null;
   }
   console.log(JSON.stringify(out));
-  agree(name, fn.profile, scenario, out);
+  agree(name, fn.profile, scenario, { ...out, firstTokenMs });
 }
 
-async function openaiText(scenario) {
+async function openaiText(scenario, t0) {
   const client = new OpenAI({
     baseURL: `${base}/v1`,
     apiKey: 'sk-test',
@@ -77,19 +167,29 @@ async function openaiText(scenario) {
     messages: [{ role: 'user', content: 'hi' }],
     stream: true,
   });
-  let text = '';
-  try {
-    for await (const chunk of stream) {
-      text += chunk.choices?.[0]?.delta?.content ?? '';
-    }
-  } catch (e) {
-    e.partialText = text;
-    throw e;
-  }
-  return text;
+  stream.t0 = t0;
+  return collect(stream, (chunk) => chunk.choices?.[0]?.delta?.content ?? '');
 }
 
-async function anthropicText(scenario) {
+// The Responses API through the raw stream of responses.create(): every
+// event is yielded; the text is in response.output_text.delta.
+async function responsesText(scenario, t0) {
+  const client = new OpenAI({
+    baseURL: `${base}/v1`,
+    apiKey: 'sk-test',
+    maxRetries: 0,
+    defaultHeaders: { 'X-SG-Scenario': scenario },
+  });
+  const stream = await client.responses.create({
+    model: 'sg-fakemodel',
+    input: 'hi',
+    stream: true,
+  });
+  stream.t0 = t0;
+  return collect(stream, (ev) => (ev.type === 'response.output_text.delta' ? ev.delta : ''));
+}
+
+async function anthropicText(scenario, t0) {
   const client = new Anthropic({
     baseURL: base,
     apiKey: 'sk-ant-test',
@@ -102,49 +202,62 @@ async function anthropicText(scenario) {
     messages: [{ role: 'user', content: 'hi' }],
     stream: true,
   });
-  let text = '';
-  try {
-    for await (const ev of stream) {
-      if (ev.type === 'content_block_delta' && ev.delta?.type === 'text_delta') {
-        text += ev.delta.text;
-      }
-    }
-  } catch (e) {
-    e.partialText = text;
-    throw e;
-  }
-  return text;
+  stream.t0 = t0;
+  return collect(stream, (ev) =>
+    ev.type === 'content_block_delta' && ev.delta?.type === 'text_delta' ? ev.delta.text : '');
 }
 
-async function ollamaText(scenario) {
+// Gemini: POST {baseUrl}/v1beta/models/sg-fakemodel:streamGenerateContent?alt=sse
+async function geminiTextOf(scenario, t0) {
+  const ai = new GoogleGenAI({
+    apiKey: 'x',
+    httpOptions: { baseUrl: base, headers: { 'X-SG-Scenario': scenario } },
+  });
+  const stream = await ai.models.generateContentStream({ model: 'sg-fakemodel', contents: 'hi' });
+  stream.t0 = t0;
+  return collect(stream, geminiText);
+}
+
+async function ollamaText(scenario, t0) {
   const client = new Ollama({ host: base, headers: { 'X-SG-Scenario': scenario } });
   const stream = await client.chat({
     model: 'sg-fakemodel',
     messages: [{ role: 'user', content: 'hi' }],
     stream: true,
   });
-  let text = '';
-  try {
-    for await (const part of stream) {
-      text += part.message?.content ?? '';
-    }
-  } catch (e) {
-    e.partialText = text;
-    throw e;
-  }
-  return text;
+  stream.t0 = t0;
+  return collect(stream, (part) => part.message?.content ?? '');
 }
 
 openaiText.profile = 'openai';
+responsesText.profile = 'openai-responses';
 anthropicText.profile = 'anthropic';
+geminiTextOf.profile = 'gemini';
 ollamaText.profile = 'ollama';
 
 await run('openai normal', 'n=3&gap=0', openaiText);
 await run('openai role chunk', 'n=3&gap=0&role_chunk=1', openaiText);
 await run('openai error after 2', 'n=5&gap=0&error_at=2', openaiText);
 await run('openai error then [DONE]', 'n=5&gap=0&error_at=1&error_then_done=1&error_type=rate_limit_error', openaiText);
+await run('openai no [DONE]', 'n=3&gap=0&no_done=1', openaiText);
+await run('responses normal', 'n=3&gap=0', responsesText);
+await run('responses slow first token after metadata', 'n=2&gap=0&first_delay=150', responsesText);
+await run('responses error before the first token', 'n=3&gap=0&error_at=0', responsesText);
+await run('responses error after 2', 'n=5&gap=0&error_at=2&error_type=rate_limit_exceeded', responsesText);
+await run('responses response.failed after 1', 'n=3&gap=0&error_at=1&error_event=response.failed', responsesText);
+await run('responses no response.completed', 'n=3&gap=0&no_done=1', responsesText);
 await run('anthropic normal', 'n=3&gap=0', anthropicText);
 await run('anthropic ping keepalive', 'n=2&gap=120&keepalive=40', anthropicText);
 await run('anthropic error after 1', 'n=5&gap=0&error_at=1', anthropicText);
+await run('anthropic no message_stop', 'n=3&gap=0&no_done=1', anthropicText);
+await run('gemini normal', 'n=3&gap=0', geminiTextOf);
+await run('gemini slow first token', 'n=2&gap=0&first_delay=150', geminiTextOf);
+await run('gemini keepalive comments', 'n=2&gap=120&keepalive=40', geminiTextOf);
+await run('gemini error before the first token', 'n=3&gap=0&error_at=0', geminiTextOf);
+await run('gemini error after 2', 'n=5&gap=0&error_at=2&error_type=RESOURCE_EXHAUSTED', geminiTextOf);
+await run('gemini bare error before the first token', 'n=3&gap=0&error_at=0&error_event=bare', geminiTextOf);
+await run('gemini bare error after 1', 'n=3&gap=30&error_at=1&error_event=bare', geminiTextOf);
+await run('gemini no finishReason', 'n=3&gap=0&no_done=1', geminiTextOf);
 await run('ollama normal', 'n=3&gap=0&format=ollama', ollamaText);
 await run('ollama error after 2', 'n=5&gap=0&error_at=2&format=ollama', ollamaText);
+await run('ollama no done line', 'n=3&gap=0&format=ollama&no_done=1', ollamaText);

@@ -1,11 +1,18 @@
 /*
- * The body of a streamed response: items in the three wire formats, their
- * padding (line_bytes, event_bytes), keepalive comments and the end
- * sentinel, and the pacing that decides when each is due.  Generation runs
- * only while the exchange's backlog is below its high-water mark, so a
- * client that stops reading stops its own generation and nobody else's.
+ * The body of a streamed response: items in each provider's shape (OpenAI
+ * Chat Completions and Responses API, Anthropic, Gemini, Ollama, plain
+ * NDJSON), their padding (line_bytes, event_bytes), keepalives, in-band
+ * errors and the end, and the pacing that decides when each is due.
+ * Generation runs only while the exchange's backlog is below its
+ * high-water mark, so a client that stops reading stops its own generation
+ * and nobody else's.
  */
 #include "server.h"
+
+#include <string.h>
+
+/* A string literal and its length, for sg_fm_buf_append. */
+#define LIT(s) s, sizeof(s) - 1
 
 /* Bytes one exchange may generate per timer callback before yielding. */
 #define STEP_BUDGET (64 * 1024)
@@ -72,6 +79,24 @@ static void end_line(exchange *ex, size_t start, const char *suffix, size_t n) {
     sg_fm_buf_append(&ex->pend, "\n", 1);
 }
 
+/* Ends an SSE item whose data line began at @data_start (its event, with
+ * any event: line, at @event_start) and stopped inside its text: padded
+ * (line_bytes), the rest of the JSON object, the extra data: lines of
+ * event_bytes and the blank line. */
+static void end_sse_item(exchange *ex, size_t event_start, size_t data_start,
+                         const char *suffix, size_t n) {
+    pad_line(ex, data_start, n + (ex->sc.event_bytes > 0 ? 0 : 1), ex->sc.line_bytes);
+    sg_fm_buf_append(&ex->pend, suffix, n);
+    pad_event(ex, event_start);
+}
+
+/* What rides on every Gemini chunk besides its candidates: cumulative usage
+ * (printf arguments: candidate tokens, total tokens, request id). */
+#define GEMINI_META                                                               \
+    "\"usageMetadata\": {\"promptTokenCount\": 1,\"candidatesTokenCount\": %lld," \
+    "\"totalTokenCount\": %lld},\"modelVersion\": \"sg-fakemodel\","              \
+    "\"responseId\": \"gemini-%llu\""
+
 static void emit_item(exchange *ex) {
     size_t before = ex->pend.len;
     unsigned long long id = (unsigned long long)ex->id;
@@ -100,16 +125,44 @@ static void emit_item(exchange *ex) {
     }
     case SG_FM_FMT_ANTHROPIC: {
         static const char suffix[] = "\"}";
+        size_t event_start = ex->pend.off + ex->pend.len;
         sg_fm_buf_append(&ex->pend, "event: content_block_delta\n", 27);
         start = ex->pend.off + ex->pend.len;
         sg_fm_buf_printf(&ex->pend,
                          "data: {\"type\":\"content_block_delta\",\"index\":0,"
                          "\"delta\":{\"type\":\"text_delta\",\"text\":\"tok%lld",
                          i);
-        pad_line(ex, start, sizeof(suffix) - 1 + (ex->sc.event_bytes > 0 ? 0 : 1),
-                 ex->sc.line_bytes);
-        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
-        pad_event(ex, start - 27);
+        end_sse_item(ex, event_start, start, suffix, sizeof(suffix) - 1);
+        break;
+    }
+    case SG_FM_FMT_GEMINI: {
+        char suffix[256];
+        int sl = snprintf(suffix, sizeof(suffix),
+                          "\"}],\"role\": \"model\"},\"index\": 0}]," GEMINI_META, i + 1,
+                          i + 2, id);
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(&ex->pend,
+                         "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": "
+                         "\"tok%lld",
+                         i);
+        end_sse_item(ex, start, start, suffix, (size_t)sl);
+        break;
+    }
+    case SG_FM_FMT_RESPONSES: {
+        static const char ev[] = "event: response.output_text.delta\n";
+        char suffix[64];
+        int sl =
+            snprintf(suffix, sizeof(suffix),
+                     "\",\"logprobs\":[],\"sequence_number\":%lld", (long long)ex->seq++);
+        size_t event_start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_append(&ex->pend, ev, sizeof(ev) - 1);
+        start = ex->pend.off + ex->pend.len;
+        sg_fm_buf_printf(&ex->pend,
+                         "data: {\"type\":\"response.output_text.delta\",\"item_id\":"
+                         "\"msg_%llu\",\"output_index\":0,\"content_index\":0,"
+                         "\"delta\":\"tok%lld",
+                         id, i);
+        end_sse_item(ex, event_start, start, suffix, (size_t)sl);
         break;
     }
     case SG_FM_FMT_SSE:
@@ -122,14 +175,161 @@ static void emit_item(exchange *ex) {
             "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
             "\"index\":0,\"delta\":{\"content\":\"tok%lld",
             id, i);
-        pad_line(ex, start, sizeof(suffix) - 1 + (ex->sc.event_bytes > 0 ? 0 : 1),
-                 ex->sc.line_bytes);
-        sg_fm_buf_append(&ex->pend, suffix, sizeof(suffix) - 1);
-        pad_event(ex, start);
+        end_sse_item(ex, start, start, suffix, sizeof(suffix) - 1);
         break;
     }
     }
     pend_count_since(ex, before);
+}
+
+/* ------------------------------------------------- OpenAI Responses API */
+
+/* The text so far, tok0tok1..., as the API repeats it in its *.done events
+ * (without line_bytes/event_bytes padding).  O(items). */
+static void responses_text(exchange *ex) {
+    for (long long i = 0; i < (long long)ex->items; i++) {
+        sg_fm_buf_printf(&ex->pend, "tok%lld", i);
+    }
+}
+
+static void responses_part(exchange *ex) {
+    sg_fm_buf_append(&ex->pend, LIT("{\"type\":\"output_text\",\"text\":\""));
+    responses_text(ex);
+    sg_fm_buf_append(&ex->pend, LIT("\",\"annotations\":[]}"));
+}
+
+/* The output message: in progress with no content yet, or completed. */
+static void responses_message(exchange *ex, int completed) {
+    sg_fm_buf_printf(&ex->pend,
+                     "{\"id\":\"msg_%llu\",\"type\":\"message\",\"status\":\"%s\","
+                     "\"role\":\"assistant\",\"content\":[",
+                     (unsigned long long)ex->id, completed ? "completed" : "in_progress");
+    if (completed) {
+        responses_part(ex);
+    }
+    sg_fm_buf_append(&ex->pend, LIT("]}"));
+}
+
+/* The response object of response.created/in_progress ("in_progress"),
+ * response.completed ("completed": the message and the usage) and
+ * response.failed ("failed": the scripted error). */
+static void responses_object(exchange *ex, const char *status) {
+    int completed = strcmp(status, "completed") == 0;
+    sg_fm_buf_printf(&ex->pend,
+                     "{\"id\":\"resp_%llu\",\"object\":\"response\",\"created_at\":"
+                     "1700000000,\"status\":\"%s\",\"error\":",
+                     (unsigned long long)ex->id, status);
+    if (strcmp(status, "failed") == 0) {
+        sg_fm_buf_printf(&ex->pend, "{\"code\":\"%s\",\"message\":\"scripted failure\"}",
+                         ex->sc.error_type[0] ? ex->sc.error_type : "server_error");
+    } else {
+        sg_fm_buf_append(&ex->pend, LIT("null"));
+    }
+    sg_fm_buf_append(
+        &ex->pend,
+        LIT(",\"incomplete_details\":null,\"model\":\"sg-fakemodel\",\"output\":["));
+    if (completed) {
+        responses_message(ex, 1);
+        sg_fm_buf_printf(&ex->pend,
+                         "],\"usage\":{\"input_tokens\":1,\"output_tokens\":%lld,"
+                         "\"total_tokens\":%lld}}",
+                         (long long)ex->items, (long long)ex->items + 1);
+    } else {
+        sg_fm_buf_append(&ex->pend, LIT("],\"usage\":null}"));
+    }
+}
+
+/* Begins an event whose data is {"type": @name, ...: the caller writes the
+ * other members, then responses_close(). */
+static void responses_open(exchange *ex, const char *name) {
+    sg_fm_buf_printf(&ex->pend, "event: %s\ndata: {\"type\":\"%s\"", name, name);
+}
+
+static void responses_close(exchange *ex) {
+    sg_fm_buf_printf(&ex->pend, ",\"sequence_number\":%lld}\n\n", (long long)ex->seq++);
+}
+
+/* With the headers: the response exists, is in progress, and has a message
+ * with one text part - four events, no token among them. */
+static void responses_prelude(exchange *ex) {
+    size_t before = ex->pend.len;
+    unsigned long long id = (unsigned long long)ex->id;
+    responses_open(ex, "response.created");
+    sg_fm_buf_append(&ex->pend, LIT(",\"response\":"));
+    responses_object(ex, "in_progress");
+    responses_close(ex);
+    responses_open(ex, "response.in_progress");
+    sg_fm_buf_append(&ex->pend, LIT(",\"response\":"));
+    responses_object(ex, "in_progress");
+    responses_close(ex);
+    responses_open(ex, "response.output_item.added");
+    sg_fm_buf_append(&ex->pend, LIT(",\"output_index\":0,\"item\":"));
+    responses_message(ex, 0);
+    responses_close(ex);
+    responses_open(ex, "response.content_part.added");
+    sg_fm_buf_printf(
+        &ex->pend,
+        ",\"item_id\":\"msg_%llu\",\"output_index\":0,\"content_index\":0,"
+        "\"part\":{\"type\":\"output_text\",\"text\":\"\",\"annotations\":[]}",
+        id);
+    responses_close(ex);
+    pend_count_since(ex, before);
+}
+
+/* The end: the text, the part and the message done, then response.completed
+ * (which no_done leaves out: the three *.done events are not the end). */
+static void responses_end(exchange *ex) {
+    size_t before = ex->pend.len;
+    unsigned long long id = (unsigned long long)ex->id;
+    responses_open(ex, "response.output_text.done");
+    sg_fm_buf_printf(&ex->pend,
+                     ",\"item_id\":\"msg_%llu\",\"output_index\":0,\"content_index\":0,"
+                     "\"text\":\"",
+                     id);
+    responses_text(ex);
+    sg_fm_buf_append(&ex->pend, LIT("\",\"logprobs\":[]"));
+    responses_close(ex);
+    responses_open(ex, "response.content_part.done");
+    sg_fm_buf_printf(&ex->pend,
+                     ",\"item_id\":\"msg_%llu\",\"output_index\":0,\"content_index\":0,"
+                     "\"part\":",
+                     id);
+    responses_part(ex);
+    responses_close(ex);
+    responses_open(ex, "response.output_item.done");
+    sg_fm_buf_append(&ex->pend, LIT(",\"output_index\":0,\"item\":"));
+    responses_message(ex, 1);
+    responses_close(ex);
+    if (!ex->sc.no_done) {
+        responses_open(ex, "response.completed");
+        sg_fm_buf_append(&ex->pend, LIT(",\"response\":"));
+        responses_object(ex, "completed");
+        responses_close(ex);
+    }
+    pend_count_since(ex, before);
+}
+
+/* --------------------------------------------------------------- Gemini */
+
+/* The HTTP status Google pairs with a canonical status name (the error
+ * object carries both; @google/genai throws only for 400-599). */
+static int gemini_code(const char *status) {
+    static const struct {
+        const char *status;
+        int code;
+    } codes[] = {
+        {"INVALID_ARGUMENT", 400},   {"FAILED_PRECONDITION", 400},
+        {"PERMISSION_DENIED", 403},  {"NOT_FOUND", 404},
+        {"RESOURCE_EXHAUSTED", 429}, {"CANCELLED", 499},
+        {"INTERNAL", 500},           {"UNAVAILABLE", 503},
+        {"DEADLINE_EXCEEDED", 504},
+    };
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        if (strcmp(codes[i].status, status) == 0) {
+            return codes[i].code;
+        }
+    }
+    return 500;
 }
 
 void emit_prelude(exchange *ex) {
@@ -143,6 +343,10 @@ void emit_prelude(exchange *ex) {
                          "\"content\":\"\"},\"finish_reason\":null}]}\n\n",
                          (unsigned long long)ex->id);
         pend_count_since(ex, before);
+        return;
+    }
+    if (ex->sc.format == SG_FM_FMT_RESPONSES) {
+        responses_prelude(ex);
         return;
     }
     if (ex->sc.format != SG_FM_FMT_ANTHROPIC) {
@@ -162,11 +366,24 @@ void emit_prelude(exchange *ex) {
 }
 
 static void emit_end(exchange *ex) {
+    if (ex->sc.format == SG_FM_FMT_RESPONSES) {
+        responses_end(ex);
+        return;
+    }
     if (ex->sc.no_done) {
         return;
     }
     size_t before = ex->pend.len;
     switch (ex->sc.format) {
+    case SG_FM_FMT_GEMINI:
+        /* the last chunk: no text, a finishReason, the final usage */
+        sg_fm_buf_printf(
+            &ex->pend,
+            "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\"}],"
+            "\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}]," GEMINI_META
+            "}\n\n",
+            (long long)ex->items, (long long)ex->items + 1, (unsigned long long)ex->id);
+        break;
     case SG_FM_FMT_NDJSON:
         sg_fm_buf_printf(&ex->pend, "{\"id\":\"gen-%llu\",\"done\":true}\n",
                          (unsigned long long)ex->id);
@@ -208,6 +425,38 @@ static void emit_error(exchange *ex) {
         /* Ollama: {"error":"message"} */
         sg_fm_buf_printf(&ex->pend, "{\"error\":\"%s: scripted failure\"}\n",
                          t[0] ? t : "server_error");
+        break;
+    case SG_FM_FMT_GEMINI: {
+        const char *status = t[0] ? t : "UNAVAILABLE";
+        if (ex->sc.error_event == SG_FM_ERR_BARE) {
+            /* as two captures of live streams show it (vercel/ai#5217,
+             * diegosouzapw/OmniRoute#4177): pretty-printed, not in a data:
+             * line (an SSE parser sees fields with odd names), a blank line */
+            sg_fm_buf_printf(&ex->pend,
+                             "{\n  \"error\": {\n    \"code\": %d,\n    \"message\": "
+                             "\"scripted failure\",\n    \"status\": \"%s\"\n  }\n}\n\n",
+                             gemini_code(status), status);
+        } else {
+            sg_fm_buf_printf(&ex->pend,
+                             "data: {\"error\": {\"code\": %d,\"message\": \"scripted "
+                             "failure\",\"status\": \"%s\"}}\n\n",
+                             gemini_code(status), status);
+        }
+        break;
+    }
+    case SG_FM_FMT_RESPONSES:
+        if (ex->sc.error_event == SG_FM_ERR_FAILED) {
+            responses_open(ex, "response.failed");
+            sg_fm_buf_append(&ex->pend, LIT(",\"response\":"));
+            responses_object(ex, "failed");
+        } else {
+            responses_open(ex, "error");
+            sg_fm_buf_printf(&ex->pend,
+                             ",\"code\":\"%s\",\"message\":\"scripted failure\","
+                             "\"param\":null",
+                             t[0] ? t : "server_error");
+        }
+        responses_close(ex);
         break;
     case SG_FM_FMT_ANTHROPIC:
         sg_fm_buf_printf(&ex->pend,

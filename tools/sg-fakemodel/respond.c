@@ -261,12 +261,19 @@ static sg_fm_format path_format(const char *path, size_t len) {
         {"/stream", SG_FM_FMT_SSE},          {"/v1/chat/completions", SG_FM_FMT_SSE},
         {"/v1/completions", SG_FM_FMT_SSE},  {"/v1/messages", SG_FM_FMT_ANTHROPIC},
         {"/ndjson", SG_FM_FMT_NDJSON},       {"/api/chat", SG_FM_FMT_NDJSON},
-        {"/api/generate", SG_FM_FMT_NDJSON},
+        {"/api/generate", SG_FM_FMT_NDJSON}, {"/v1/responses", SG_FM_FMT_RESPONSES},
     };
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         if (strlen(routes[i].path) == len && memcmp(routes[i].path, path, len) == 0) {
             return routes[i].fmt;
         }
+    }
+    /* Gemini names the model in the path: /v1beta/models/{model}:
+     * streamGenerateContent (Vertex AI: .../publishers/google/models/...). */
+    static const char gemini[] = ":streamGenerateContent";
+    size_t gl = sizeof(gemini) - 1;
+    if (len > gl && path[0] == '/' && memcmp(path + len - gl, gemini, gl) == 0) {
+        return SG_FM_FMT_GEMINI;
     }
     return (sg_fm_format)-1;
 }

@@ -241,6 +241,10 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                 s->format = SG_FM_FMT_ANTHROPIC;
             } else if (name_is(v, vn, "ollama")) {
                 s->format = SG_FM_FMT_OLLAMA;
+            } else if (name_is(v, vn, "gemini")) {
+                s->format = SG_FM_FMT_GEMINI;
+            } else if (name_is(v, vn, "openai-responses")) {
+                s->format = SG_FM_FMT_RESPONSES;
             } else {
                 rc = -1;
             }
@@ -262,6 +266,20 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                 memcpy(s->error_type, v, vn);
                 s->error_type[vn] = '\0';
             }
+        } else if (name_is(n, nn, "error_event")) {
+            if (name_is(v, vn, "response.failed")) {
+                s->error_event = SG_FM_ERR_FAILED;
+            } else if (name_is(v, vn, "bare")) {
+                s->error_event = SG_FM_ERR_BARE;
+            } else if (name_is(v, vn, "default")) {
+                s->error_event = SG_FM_ERR_DEFAULT;
+            } else {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "alt")) {
+            /* Gemini's own parameter (its clients always send alt=sse); the
+             * JSON-array body it asks for otherwise is not played. */
+            rc = name_is(v, vn, "sse") ? 0 : -1;
         } else if (name_is(n, nn, "error_then_done")) {
             rc = parse_bool(v, vn, &s->error_then_done);
         } else if (name_is(n, nn, "role_chunk")) {

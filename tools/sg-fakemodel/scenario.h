@@ -17,10 +17,19 @@ typedef enum {
     SG_FM_FMT_SSE = 0,   /* OpenAI chat.completion.chunk events + data: [DONE] */
     SG_FM_FMT_NDJSON,    /* one JSON object a line, then {"done":true} */
     SG_FM_FMT_ANTHROPIC, /* named events message_start ... message_stop */
-    SG_FM_FMT_OLLAMA     /* NDJSON as Ollama's /api/chat: message.content, done */
+    SG_FM_FMT_OLLAMA,    /* NDJSON as Ollama's /api/chat: message.content, done */
+    SG_FM_FMT_GEMINI,    /* data: GenerateContentResponse chunks, finishReason last */
+    SG_FM_FMT_RESPONSES  /* OpenAI Responses API events ... response.completed */
 } sg_fm_format;
 
 typedef enum { SG_FM_DROP_DEFAULT = 0, SG_FM_DROP_CLOSE, SG_FM_DROP_RST } sg_fm_drop_mode;
+
+/* How an in-band error is sent, beyond each format's usual shape. */
+typedef enum {
+    SG_FM_ERR_DEFAULT = 0, /* the format's own error event or line */
+    SG_FM_ERR_FAILED,      /* Responses API: response.failed, not event: error */
+    SG_FM_ERR_BARE         /* Gemini: a bare JSON object outside the SSE framing */
+} sg_fm_error_event;
 
 typedef struct {
     int64_t n;                /* items before the end; default 5 */
@@ -55,6 +64,7 @@ typedef struct {
     char error_type[64];     /* its type ("" for the format's default) */
     int error_then_done;     /* the terminal sentinel after the error */
     int role_chunk;          /* OpenAI: a role-only chunk first (empty content) */
+    sg_fm_error_event error_event;
 } sg_fm_scenario;
 
 /* Defaults; `format` depends on the path. */
