@@ -11,7 +11,8 @@
  *     is followed by more bytes only if the value ended before them;
  *   - a value found at "k" is also found when the text is looked at as the
  *     value of a wrapping object {"w": TEXT} with the path w.k;
- *   - the quick reject (sg__jscan_may_have_key) never rejects a key found.
+ *   - the quick rejects (sg__jscan_may_have_key, sg__jscan_may_have with
+ *     several keys and a value's first byte) never reject a key found.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -101,6 +102,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (which == 0 && found) {
         check(sg__jscan_may_have_key(copy, n, "error", 5));
     }
+    static const sg__jkey keys[] = {{"error", 5, 0}, {"done", 4, 't'}, {"type", 4, 0}};
+    unsigned may = sg__jscan_may_have(copy, n, keys, 3);
+    check(!(which == 0 && found) || (may & 1));
+    check(!(which == 4 && found && v.type == SG__JTRUE) || (may & 2));
+    check(!(which == 6 && found) || (may & 4));
     /* the same text as the value of {"w": ...} */
     char *wrap = malloc(n + 8);
     check(wrap != NULL);

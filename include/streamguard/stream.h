@@ -199,6 +199,7 @@ typedef struct sg_stream {
     size_t hold_cap_;               /* private */
     size_t hold_len_;               /* private */
     uint32_t hold_n_;               /* private */
+    uint64_t released_;             /* private: held items delivered */
     bool provider_error_;           /* private: an SG_ITEM_ERROR ended it */
     bool provider_retryable_;       /* private */
     char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];       /* private */
@@ -319,6 +320,11 @@ SG_EXTERN int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t
  * the instant the attempt ended).  Otherwise @how decides; for SG_OUTCOME_OK the end is
  * clean when the sentinel was seen (or, with none configured, when no partial line or
  * event remains), else the outcome is truncated.
+ *
+ * @result->items counts the items the consumer was given: under a
+ * classifier, the metadata held before the first token and delivered with
+ * it too (the guard's own count, for the clocks and the cap, leaves them
+ * out); keepalives never.
  *
  * Returns 0 and fills *@result if it succeeds, or one of the following
  * negative error codes:

@@ -7,11 +7,6 @@
 
 #include <string.h>
 
-#if defined(__SSE2__) && defined(__GNUC__)
-#    include <emmintrin.h>
-#    define SG__JSCAN_SSE2 1
-#endif
-
 int sg__jpath_parse(sg__jpath *path, const char *text) {
     memset(path, 0, sizeof(*path));
     const char *p = text;
@@ -290,36 +285,9 @@ bool sg__jval_present(const sg__jval *v) {
 }
 
 bool sg__jscan_may_have_key(const char *p, size_t n, const char *key, size_t klen) {
-    /* the needle is "key": a quote, the key, a quote */
-    size_t need = klen + 2;
-    if (p == NULL || n < need) {
-        return false;
+    if (klen > UINT8_MAX) {
+        return true; /* no quick answer: the scan decides */
     }
-    const char *last = p + n - need; /* the last place it may start */
-    const char *q = p;
-#ifdef SG__JSCAN_SSE2
-    const __m128i quote = _mm_set1_epi8('"');
-    const __m128i first = _mm_set1_epi8(klen > 0 ? key[0] : '"');
-    while (last - q >= 16) {
-        /* a quote at i with the key's first byte at i + 1 */
-        __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
-        __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + 1));
-        unsigned m = (unsigned)_mm_movemask_epi8(
-            _mm_and_si128(_mm_cmpeq_epi8(a, quote), _mm_cmpeq_epi8(b, first)));
-        while (m != 0) {
-            const char *at = q + __builtin_ctz(m);
-            if (memcmp(at + 1, key, klen) == 0 && at[klen + 1] == '"') {
-                return true;
-            }
-            m &= m - 1;
-        }
-        q += 16;
-    }
-#endif
-    for (; q <= last; q++) {
-        if (q[0] == '"' && memcmp(q + 1, key, klen) == 0 && q[klen + 1] == '"') {
-            return true;
-        }
-    }
-    return false;
+    const sg__jkey k = {key, (uint8_t)klen, 0};
+    return sg__jscan_may_have(p, n, &k, 1) != 0;
 }

@@ -19,6 +19,17 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+
+#if defined(__SSE2__) && defined(__GNUC__)
+#    include <emmintrin.h>
+#    define SG__JSCAN_SSE2 1
+#endif
+#if defined(__GNUC__)
+#    define SG__JSCAN_INLINE static inline __attribute__((always_inline))
+#else
+#    define SG__JSCAN_INLINE static inline
+#endif
 
 /* The most steps in a path (the only recursion: values off the path are
  * skipped by counting brackets, however deep they nest). */
@@ -84,6 +95,132 @@ bool sg__jscan_find(const char *p, size_t n, const sg__jpath *path, sg__jval *ou
  * "key" in quotes do not occur.  true says only that they do.  16 bytes at
  * a time (a per-item check after the first token costs this, not a scan). */
 bool sg__jscan_may_have_key(const char *p, size_t n, const char *key, size_t klen);
+
+/* A key for sg__jscan_may_have: its bytes and length, and the first byte
+ * its value must start with (0: any value; 't': true, '{': an object). */
+typedef struct sg__jkey {
+    const char *key;
+    uint8_t len;
+    char value;
+} sg__jkey;
+
+/* The most keys sg__jscan_may_have looks for in one pass. */
+#define SG__JKEYS_MAX 4
+
+/* The quick reject for up to SG__JKEYS_MAX keys in one pass: bit k of the
+ * answer is 0 when it is proven that no key @keys[k] (with a value that
+ * starts as it asks) is in [p, p + n) at any depth, 1 when it may be.
+ * Inline, so that each caller's constant keys make a loop of its own. */
+/* Whether @keys[k] may be at @at (a quote): the key, a quote, and - when
+ * the key asks for one - whitespace, a colon, whitespace and the value's
+ * first byte, all inside [.., @end). */
+SG__JSCAN_INLINE bool sg__jkey_at(const char *at, const char *end, const sg__jkey *key) {
+    size_t klen = key->len;
+    if ((size_t)(end - at) < klen + 2 || memcmp(at + 1, key->key, klen) != 0 ||
+        at[klen + 1] != '"') {
+        return false;
+    }
+    if (key->value == 0) {
+        return true;
+    }
+    const char *q = at + klen + 2;
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+        q++;
+    }
+    if (q == end || *q++ != ':') {
+        return false;
+    }
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+        q++;
+    }
+    return q < end && *q == key->value;
+}
+
+/* The keys not found yet that are at @at (a quote) join *@found. */
+SG__JSCAN_INLINE void sg__jkeys_at(const char *at, const char *end, const sg__jkey *keys,
+                                   unsigned nkeys, unsigned *found) {
+    for (unsigned k = 0; k < nkeys; k++) {
+        if (!(*found >> k & 1) && sg__jkey_at(at, end, &keys[k])) {
+            *found |= 1u << k;
+        }
+    }
+}
+
+#ifdef SG__JSCAN_SSE2
+/* Bits of the 16 bytes at @q that are a quote followed by one of the keys'
+ * first bytes @f (the first @nkeys of them; a constant when inlined). */
+SG__JSCAN_INLINE unsigned sg__jkeys_block(const char *q, const __m128i *f,
+                                          unsigned nkeys) {
+    const __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(q + 1));
+    __m128i any = _mm_cmpeq_epi8(b, f[0]);
+    for (unsigned k = 1; k < nkeys; k++) {
+        any = _mm_or_si128(any, _mm_cmpeq_epi8(b, f[k]));
+    }
+    const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)q);
+    return (unsigned)_mm_movemask_epi8(
+        _mm_and_si128(_mm_cmpeq_epi8(a, _mm_set1_epi8('"')), any));
+}
+#endif
+
+SG__JSCAN_INLINE unsigned sg__jscan_may_have(const char *p, size_t n,
+                                             const sg__jkey *keys, unsigned nkeys) {
+    unsigned found = 0;
+    const unsigned all = (1u << nkeys) - 1;
+    if (nkeys > SG__JKEYS_MAX) {
+        return (1u << SG__JKEYS_MAX) - 1; /* no quick answer: every one may be */
+    }
+    if (p == NULL || n < 2 || nkeys == 0) {
+        return 0;
+    }
+    const char *end = p + n;
+    const char *last = end - 2; /* a quote and one byte at least */
+    const char *q = p;
+#ifdef SG__JSCAN_SSE2
+    if (last - p >= 16) {
+        __m128i f[SG__JKEYS_MAX];
+        for (unsigned k = 0; k < nkeys; k++) {
+            f[k] = _mm_set1_epi8(keys[k].len > 0 ? keys[k].key[0] : '"');
+        }
+        /* 64 bytes, one branch: most items have no candidate at all */
+        while (last - q >= 64) {
+            uint64_t m = (uint64_t)sg__jkeys_block(q, f, nkeys) |
+                         (uint64_t)sg__jkeys_block(q + 16, f, nkeys) << 16 |
+                         (uint64_t)sg__jkeys_block(q + 32, f, nkeys) << 32 |
+                         (uint64_t)sg__jkeys_block(q + 48, f, nkeys) << 48;
+            for (; m != 0; m &= m - 1) {
+                sg__jkeys_at(q + __builtin_ctzll(m), end, keys, nkeys, &found);
+                if (found == all) {
+                    return found;
+                }
+            }
+            q += 64;
+        }
+        while (q <= last) {
+            /* the last block overlaps the one before: its bytes already
+             * looked at are masked off */
+            const char *b = last - q >= 16 ? q : last - 15;
+            unsigned m = sg__jkeys_block(b, f, nkeys) & (0xffffu << (q - b));
+            for (; m != 0; m &= m - 1) {
+                sg__jkeys_at(b + __builtin_ctz(m), end, keys, nkeys, &found);
+                if (found == all) {
+                    return found;
+                }
+            }
+            q = b + 16;
+        }
+        return found;
+    }
+#endif
+    for (; q <= last; q++) {
+        if (q[0] == '"') {
+            sg__jkeys_at(q, end, keys, nkeys, &found);
+            if (found == all) {
+                break;
+            }
+        }
+    }
+    return found;
+}
 
 /* true for a value that says "something": a non-empty string, a non-empty
  * array or object, a number, true.  (Empty content is not a token.) */

@@ -98,12 +98,10 @@ static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
     return SG_ITEM_ERROR;
 }
 
-/* A top-level "error" member: an in-band error, its type and message. */
-static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *type_path,
-                      const sg__jpath *message_path) {
-    if (!sg__jscan_may_have_key(item->data, item->data_len, "error", 5)) {
-        return false;
-    }
+/* A top-level "error" member: an in-band error, its type and message
+ * (the caller's quick reject said "error" may be there). */
+static bool top_error_scan(const sg_item *item, sg_item_error *err,
+                           const sg__jpath *type_path, const sg__jpath *message_path) {
     sg__jval v;
     if (!at(item, &P_ERROR, &v) || v.type == SG__JNULL) {
         return false;
@@ -118,6 +116,12 @@ static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *
     }
     named_error(item, err, type_path, message_path);
     return true;
+}
+
+static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *type_path,
+                      const sg__jpath *message_path) {
+    return sg__jscan_may_have_key(item->data, item->data_len, "error", 5) &&
+           top_error_scan(item, err, type_path, message_path);
 }
 
 /* --------------------------------------------------------------- openai */
@@ -174,12 +178,16 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
  * the last token); {"error": "..."} the failure (no type: not retried). */
 static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
-    if (top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
+    /* one pass proves most lines hold neither an error nor "done": true
+     * ("done" itself is in every line) */
+    static const sg__jkey keys[] = {{"error", 5, 0}, {"done", 4, 't'}};
+    unsigned may = sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
+    if ((may & 1) && top_error_scan(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
         err->retryable = false; /* a message only: transient or not is unknown */
         return SG_ITEM_ERROR;
     }
     sg__jval v;
-    if (at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
+    if ((may & 2) && at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
         return SG_ITEM_END;
     }
     static const sg__jpath tokens[] = {
@@ -198,20 +206,24 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
  * failure, its status the type. */
 static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
-    if (top_error(item, err, &P_ERROR_STATUS, &P_ERROR_MESSAGE)) {
+    /* one pass proves most chunks hold no error and no end */
+    static const sg__jkey keys[] = {
+        {"error", 5, 0}, {"finishReason", 12, 0}, {"blockReason", 11, 0}};
+    unsigned may = sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
+    if ((may & 1) && top_error_scan(item, err, &P_ERROR_STATUS, &P_ERROR_MESSAGE)) {
         return SG_ITEM_ERROR;
     }
     static const sg__jpath ends[] = {
         SG__JPATH3("candidates", "[]", "finishReason"),
         SG__JPATH2("promptFeedback", "blockReason"),
     };
+    if ((may & 6) && any_present(item, ends, COUNT(ends))) {
+        return SG_ITEM_END;
+    }
     static const sg__jpath tokens[] = {
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "text"),
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "functionCall"),
     };
-    if (any_present(item, ends, COUNT(ends))) {
-        return SG_ITEM_END;
-    }
     return item->index > 0 || any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN
                                                                        : SG_ITEM_META;
 }

@@ -97,6 +97,7 @@ static int first_token(sg_stream *s, sg_item *item) {
                       s->attempt_,
                       0};
         off += sizeof(h) + h.event_len + h.data_len + h.id_len;
+        s->released_++; /* the guard counted none of them */
         if (to_consumer(s, &it) != 0) {
             return 1;
         }
@@ -281,6 +282,7 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->provider_message_[0] = '\0';
     s->hold_n_ = 0;
     s->hold_len_ = 0;
+    s->released_ = 0;
     s->error_ = 0;
     s->now_ = now;
     s->state_ = STREAM_RUNNING;
@@ -353,10 +355,8 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
     return 0;
 }
 
-int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
-    if (!valid(s) || result == NULL || (unsigned)how >= (unsigned)SG_OUTCOME_COUNT_) {
-        return SG_EINVAL;
-    }
+static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
+                      sg_guard_result *result) {
     if (s->state_ == STREAM_TERMINAL) {
         *result = s->result_;
         s->state_ = STREAM_ENDED;
@@ -393,6 +393,19 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
         return sg_guard_finish(&s->guard_, now, clean, result);
     }
     return sg_guard_fail(&s->guard_, now, how, result);
+}
+
+int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
+    if (!valid(s) || result == NULL || (unsigned)how >= (unsigned)SG_OUTCOME_COUNT_) {
+        return SG_EINVAL;
+    }
+    int rv = stream_end(s, now, how, result);
+    if (rv == 0) {
+        /* the items the consumer got: the guard's, and the metadata held
+         * before the first token and delivered with it */
+        result->items += s->released_;
+    }
+    return rv;
 }
 
 bool sg_stream_terminal_seen(const sg_stream *s) {

@@ -316,6 +316,71 @@ static void may_have_key_is_a_plain_search(void **state) {
     assert_true(sg__jscan_may_have_key(err, strlen(err), "error", 5));
 }
 
+/* The reference: "key", then (when asked) whitespace, a colon,
+ * whitespace and the value's first byte. */
+static bool ref_has(const char *p, size_t n, const sg__jkey *k) {
+    for (size_t i = 0; i + k->len + 2 <= n; i++) {
+        if (p[i] != '"' || memcmp(p + i + 1, k->key, k->len) != 0 ||
+            p[i + k->len + 1] != '"') {
+            continue;
+        }
+        if (k->value == 0) {
+            return true;
+        }
+        size_t j = i + k->len + 2;
+        while (j < n && strchr(" \t\r\n", p[j]) != NULL && p[j] != '\0') {
+            j++;
+        }
+        if (j >= n || p[j] != ':') {
+            continue;
+        }
+        j++;
+        while (j < n && strchr(" \t\r\n", p[j]) != NULL && p[j] != '\0') {
+            j++;
+        }
+        if (j < n && p[j] == k->value) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Several keys in one pass, each as a search for it alone would say, at
+ * every length (the 64- and 16-byte blocks and the overlapping last one
+ * meet every alignment), in buffers of exactly the bytes. */
+static void may_have_keys_in_one_pass(void **state) {
+    (void)state;
+    static const char alphabet[] = "\"errordonefinishtb: \n:{}";
+    static const sg__jkey keys[] = {
+        {"error", 5, 0}, {"done", 4, 't'}, {"finishReason", 12, 0}, {"b", 1, '{'}};
+    static const char *const plant[] = {"\"error\"", "\"done\" :\n true",
+                                        "\"finishReason\"", "\"b\":{", "\"done\":false"};
+    char buf[300];
+    for (int rep = 0; rep < 20000; rep++) {
+        size_t n = rnd(sizeof(buf));
+        for (size_t i = 0; i < n; i++) {
+            buf[i] = alphabet[rnd(sizeof(alphabet) - 1)];
+        }
+        for (int k = 0; k < 2; k++) {
+            const char *w = plant[rnd(5)];
+            size_t wl = strlen(w);
+            if (n > wl && rnd(2) == 0) {
+                memcpy(buf + rnd((unsigned)(n - wl)), w, wl);
+            }
+        }
+        char *copy = malloc(n + 1);
+        memcpy(copy, buf, n);
+        for (unsigned nk = 1; nk <= 4; nk++) {
+            unsigned want = 0;
+            for (unsigned k = 0; k < nk; k++) {
+                want |= ref_has(copy, n, &keys[k]) ? 1u << k : 0;
+            }
+            assert_int_equal(sg__jscan_may_have(copy, n, keys, nk), want);
+        }
+        free(copy);
+    }
+}
+
 static void presence(void **state) {
     (void)state;
     sg__jval v = {"", 0, SG__JSTRING, false};
@@ -334,6 +399,7 @@ int main(void) {
         cmocka_unit_test(provider_shapes),
         cmocka_unit_test(malformed_input_stays_inside),
         cmocka_unit_test(may_have_key_is_a_plain_search),
+        cmocka_unit_test(may_have_keys_in_one_pass),
         cmocka_unit_test(presence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

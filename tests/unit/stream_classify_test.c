@@ -133,6 +133,8 @@ static void the_first_token_delivers_what_was_held(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.first_item_ns, SG_MS(300)); /* time to first token */
     assert_string_equal(f.seen, "meta a|meta b|tok1|tok2|end|");
+    /* the result counts what the consumer got, held metadata included */
+    assert_int_equal(r.items, 5);
     done(&f);
 }
 
@@ -165,6 +167,7 @@ static void an_end_item_ends_cleanly(void **state) {
     assert_int_equal(sg_stream_end(&f.s, T0 + SG_SEC(1), SG_OUTCOME_OK, &r), 0);
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_string_equal(f.seen, "meta {}|end {\"done\":true}|");
+    assert_int_equal(r.items, 2);
     done(&f);
 }
 
