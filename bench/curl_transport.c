@@ -244,7 +244,7 @@ static void cpu_per_item(long events) {
     static struct framed fr;
     for (int r = 0; r < 3; r++) {
         sg_sse_config sc = {65536, 1048576, "[DONE]", NULL};
-        sg_sse_callbacks scb = {framed_event, NULL, NULL};
+        sg_sse_callbacks scb = {framed_event, NULL, NULL, NULL};
         sg_sse_init(&fr.p, &sc, &scb, &fr, fr.buf, sizeof(fr.buf));
         fr.items = 0;
         framed_ns[r] = plain_cpu_ns(url, framed_write, &fr, events);

@@ -106,7 +106,7 @@ static size_t memchr_lines(const char *buf, size_t len) {
 /* Parses @len bytes in reads of @step (0 = one read); returns seconds. */
 static double parse(const sg_sse_config *cfg, char *mem, size_t mem_len, const char *in,
                     size_t len, size_t step, sink *s) {
-    static const sg_sse_callbacks cbs = {on_event, NULL, NULL};
+    static const sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
     sg_sse_parser p;
     memset(s, 0, sizeof(*s));
     if (sg_sse_init(&p, cfg, &cbs, s, mem, mem_len) != 0) {

@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
         sg_sse_parser p;
         sg_sse_config cfg;
         memset(&cfg, 0, sizeof(cfg));
-        static const sg_sse_callbacks cbs = {on_event, NULL, NULL};
+        static const sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
         static char *mem;
         size_t mem_len = sg_sse_buffer_size(&cfg);
         mem = mem != NULL ? mem : malloc(mem_len);

@@ -62,7 +62,7 @@ int main(int argc, char **argv) {
     for (int r = 0; r < 5; r++) {
         sg_sse_parser p;
         sg_sse_config sc = {65536, 1048576, "[DONE]", NULL};
-        sg_sse_callbacks cbs = {on_event, NULL, NULL};
+        sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
         sg_sse_init(&p, &sc, &cbs, NULL, parser_buf, sizeof(parser_buf));
         count = 0;
         double t0 = now_ns();

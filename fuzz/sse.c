@@ -73,6 +73,15 @@ static int on_comment(const char *text, size_t len, void *ud) {
     return 0;
 }
 
+static int on_other(const char *line, size_t len, void *ud) {
+    digest *d = ud;
+    check(len > 0 && line[0] != ':', "an other line is neither blank nor a comment");
+    check(len <= d->max_line, "an other line within max_line");
+    mix(d, "O", 1);
+    mix(d, line, len);
+    return 0;
+}
+
 static int on_retry(uint64_t ms, void *ud) {
     digest *d = ud;
     d->retries++;
@@ -95,7 +104,7 @@ typedef struct outcome {
 /* Feeds @body in reads of the sizes in @sizes (cycled; NULL = one read). */
 static void run(const sg_sse_config *cfg, const uint8_t *body, size_t n,
                 const uint8_t *sizes, size_t n_sizes, outcome *out) {
-    static const sg_sse_callbacks cbs = {on_event, on_comment, on_retry};
+    static const sg_sse_callbacks cbs = {on_event, on_comment, on_retry, on_other};
     size_t need = sg_sse_buffer_size(cfg);
     check(need > 0, "buffer size");
     char *buf = malloc(need);

@@ -104,11 +104,17 @@ typedef struct sg_sse_event {
  *             leading space is kept).  Keepalives arrive here.
  * on_retry:   a retry field whose value is all ASCII digits (at least one),
  *             in milliseconds; values past UINT64_MAX saturate.
+ * on_other:   a non-empty line that is neither a comment nor a field this
+ *             parser knows (the standard ignores it, and so does the
+ *             parser): for a caller that wants what a server wrote outside
+ *             SSE, such as a JSON error object written bare into the
+ *             stream.  The view is valid during the call only.
  */
 typedef struct sg_sse_callbacks {
     int (*on_event)(const sg_sse_event *event, void *user_data);
     int (*on_comment)(const char *text, size_t len, void *user_data);
     int (*on_retry)(uint64_t retry_ms, void *user_data);
+    int (*on_other)(const char *line, size_t len, void *user_data);
 } sg_sse_callbacks;
 
 /**

@@ -149,6 +149,21 @@ typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
  * end_required:  with @classify: only an SG_ITEM_END is a clean end; a
  *                body that ends without one is truncated (e.g. a stream
  *                without "done": true).  Default false.
+ * end_at_eof:    with @classify: an SG_ITEM_END is the clean end only once
+ *                the body then ends - the stream reads on, and what comes
+ *                after it is still classified (an error after it ends the
+ *                attempt as provider_error: Gemini's finishReason chunk may
+ *                be followed by an error).  Default false: the end item
+ *                decides at once and the rest is ignored.
+ * other_json:    with @classify and SSE: lines outside any SSE field (a
+ *                JSON object a server wrote bare into the stream, as
+ *                Gemini may for an error) are gathered - at most max_event
+ *                bytes, the rest dropped - and classified as one item (its
+ *                data the lines joined by LF, no event type) when an event
+ *                follows them or the body ends.  Only an SG_ITEM_ERROR
+ *                counts (the attempt ends provider_error); anything else
+ *                is dropped, as SSE drops such lines.  The stream's buffer
+ *                grows by max_event (sg_stream_buffer_size).  Default false.
  */
 typedef struct sg_stream_config {
     sg_format format;
@@ -161,6 +176,8 @@ typedef struct sg_stream_config {
     void *classify_data;
     bool meta_at_once;
     bool end_required;
+    bool end_at_eof;
+    bool other_json;
 } sg_stream_config;
 
 /**
@@ -200,6 +217,11 @@ typedef struct sg_stream {
     size_t hold_len_;               /* private */
     uint32_t hold_n_;               /* private */
     uint64_t released_;             /* private: held items delivered */
+    bool end_at_eof_;               /* private */
+    bool end_seen_;                 /* private: an SG_ITEM_END (end_at_eof) */
+    char *other_;                   /* private: lines outside SSE (other_json) */
+    size_t other_cap_;              /* private: 0 without other_json */
+    size_t other_len_;              /* private */
     bool provider_error_;           /* private: an SG_ITEM_ERROR ended it */
     bool provider_retryable_;       /* private */
     char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];       /* private */

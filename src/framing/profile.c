@@ -266,14 +266,16 @@ typedef struct profile {
     const char *terminal_data;
     sg_classify_cb classify;
     bool end_required;
+    bool end_at_eof; /* the end item, then the body's end (Gemini) */
+    bool other_json; /* an error may come outside any data line (Gemini) */
 } profile;
 
 static const profile profiles[] = {
-    {"openai", SG_FORMAT_SSE, "[DONE]", classify_openai, false},
-    {"openai-responses", SG_FORMAT_SSE, NULL, classify_responses, true},
-    {"anthropic", SG_FORMAT_SSE, NULL, classify_anthropic, true},
-    {"gemini", SG_FORMAT_SSE, NULL, classify_gemini, true},
-    {"ollama", SG_FORMAT_NDJSON, NULL, classify_ollama, true},
+    {"openai", SG_FORMAT_SSE, "[DONE]", classify_openai, false, false, false},
+    {"openai-responses", SG_FORMAT_SSE, NULL, classify_responses, true, false, false},
+    {"anthropic", SG_FORMAT_SSE, NULL, classify_anthropic, true, false, false},
+    {"gemini", SG_FORMAT_SSE, NULL, classify_gemini, true, true, true},
+    {"ollama", SG_FORMAT_NDJSON, NULL, classify_ollama, true, false, false},
 };
 
 static const char *const profile_names[] = {
@@ -297,6 +299,8 @@ int sg_profile_framing(const char *name, sg_stream_config *cfg) {
             cfg->classify = p->classify;
             cfg->classify_data = NULL;
             cfg->end_required = p->end_required;
+            cfg->end_at_eof = p->end_at_eof;
+            cfg->other_json = p->other_json;
             return 0;
         }
     }

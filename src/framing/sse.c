@@ -203,6 +203,14 @@ static int sse_dispatch(sg_sse_parser *p) {
     return ev.terminal ? SG__LINES_STOP : 0;
 }
 
+/* A line the standard ignores: to on_other, if the caller wants it. */
+static int sse_other(sg_sse_parser *p, const char *line, size_t n) {
+    if (p->cbs_.on_other != NULL && p->cbs_.on_other(line, n, p->user_data_) != 0) {
+        return SG_ECANCELED;
+    }
+    return 0;
+}
+
 static int sse_line(void *ctx, const char *line, size_t n) {
     sg_sse_parser *p = ctx;
     p->stats_.lines++;
@@ -229,7 +237,7 @@ static int sse_line(void *ctx, const char *line, size_t n) {
         }
     }
     if (colon == NULL && n > 5) {
-        return 0; /* an unknown field (its name has 6 bytes or more) */
+        return sse_other(p, line, n); /* its name has 6 bytes or more */
     }
     size_t flen = colon != NULL ? (size_t)(colon - line) : n;
     const char *v = colon != NULL ? colon + 1 : line + n;
@@ -249,22 +257,27 @@ static int sse_line(void *ctx, const char *line, size_t n) {
         if (memcmp(line, "event", 5) == 0) {
             p->type_ = v;
             p->type_len_ = vlen;
-        } else if (memcmp(line, "retry", 5) == 0) {
+            return 0;
+        }
+        if (memcmp(line, "retry", 5) == 0) {
             return sse_retry(p, v, vlen);
         }
         break;
     case 2:
-        if (memcmp(line, "id", 2) == 0 && memchr(v, '\0', vlen) == NULL) {
-            p->id_pending_ = v;
-            p->id_pending_len_ = vlen;
-            p->id_dirty_ = true;
+        if (memcmp(line, "id", 2) == 0) {
+            if (memchr(v, '\0', vlen) == NULL) {
+                p->id_pending_ = v;
+                p->id_pending_len_ = vlen;
+                p->id_dirty_ = true;
+            }
+            return 0;
         }
         break;
     default:
-        /* Unknown fields are ignored, as the standard requires. */
         break;
     }
-    return 0;
+    /* Unknown fields are ignored, as the standard requires. */
+    return sse_other(p, line, n);
 }
 
 /* Copies the pending event's views into the caller's buffer before the

@@ -116,6 +116,16 @@ static void copy_cut(char *dst, size_t cap, const char *p, size_t n) {
     dst[n] = '\0';
 }
 
+/* The server reported a failure in the stream: the attempt ends here. */
+static void provider_failed(sg_stream *s, const sg_item_error *err) {
+    copy_cut(s->provider_type_, sizeof(s->provider_type_), err->type, err->type_len);
+    copy_cut(s->provider_message_, sizeof(s->provider_message_), err->message,
+             err->message_len);
+    s->provider_retryable_ = err->retryable;
+    s->provider_error_ = true;
+    s->stop_at_ = s->now_;
+}
+
 /* Every parsed item: as the classifier says (without one, a token). */
 static int take(sg_stream *s, sg_item *item) {
     if (s->classify_ == NULL) {
@@ -128,12 +138,7 @@ static int take(sg_stream *s, sg_item *item) {
         return 0;
     }
     if (k == SG_ITEM_ERROR) {
-        copy_cut(s->provider_type_, sizeof(s->provider_type_), err.type, err.type_len);
-        copy_cut(s->provider_message_, sizeof(s->provider_message_), err.message,
-                 err.message_len);
-        s->provider_retryable_ = err.retryable;
-        s->provider_error_ = true;
-        s->stop_at_ = s->now_;
+        provider_failed(s, &err);
         return 1;
     }
     if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_) {
@@ -141,6 +146,10 @@ static int take(sg_stream *s, sg_item *item) {
     }
     int rv = s->got_token_ ? deliver(s, item) : first_token(s, item);
     if (rv == 0 && k == SG_ITEM_END) {
+        if (s->end_at_eof_) {
+            s->end_seen_ = true; /* ok if the body ends now: read on */
+            return 0;
+        }
         s->nd_terminal_seen_ = true; /* decided ok: the rest is ignored */
         return 1;
     }
@@ -157,8 +166,46 @@ static bool skipped(const sg_stream *s, const char *type, size_t len) {
     return false;
 }
 
+/* Lines outside SSE (other_json): gathered, LF-joined, up to other_cap_
+ * bytes; past that the rest of them is dropped. */
+static int on_sse_other(const char *line, size_t len, void *user_data) {
+    sg_stream *s = user_data;
+    if (s->other_cap_ == 0) {
+        return 0;
+    }
+    size_t room = s->other_cap_ - s->other_len_;
+    size_t n = len + 1 <= room ? len : room > 0 ? room - 1 : 0;
+    if (room > 0) {
+        memcpy(s->other_ + s->other_len_, line, n);
+        s->other_[s->other_len_ + n] = '\n';
+        s->other_len_ += n + 1;
+    }
+    return 0;
+}
+
+/* What was gathered outside SSE, classified as one item: an error ends
+ * the attempt (returns 1); anything else is dropped. */
+static int settle_other(sg_stream *s) {
+    if (s->other_len_ == 0) {
+        return 0;
+    }
+    sg_item it = {"", 0, s->other_, s->other_len_, "", 0, s->attempt_, s->index_};
+    sg_item_error err;
+    memset(&err, 0, sizeof(err));
+    sg_item_kind k = s->classify_(&it, &err, s->classify_data_);
+    s->other_len_ = 0;
+    if (k != SG_ITEM_ERROR) {
+        return 0;
+    }
+    provider_failed(s, &err);
+    return 1;
+}
+
 static int on_sse_event(const sg_sse_event *ev, void *user_data) {
     sg_stream *s = user_data;
+    if (s->other_len_ > 0 && settle_other(s) != 0) {
+        return 1;
+    }
     if (s->skip_types_ != NULL && skipped(s, ev->type, ev->type_len)) {
         return 0;
     }
@@ -186,6 +233,14 @@ static size_t hold_size(const sg_stream_config *c) {
     return ev + SG_STREAM_HOLD_MAX_ITEMS * sizeof(held);
 }
 
+/* Room for the lines outside SSE (other_json; after the held items'). */
+static size_t other_size(const sg_stream_config *c) {
+    if (c->classify == NULL || !c->other_json || c->format != SG_FORMAT_SSE) {
+        return 0;
+    }
+    return c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+}
+
 size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     sg_stream_config c;
     if (cfg != NULL) {
@@ -201,7 +256,7 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
         sg_ndjson_config nc = {c.max_line};
         n = sg_ndjson_buffer_size(&nc);
     }
-    return n > 0 && c.classify != NULL ? n + hold_size(&c) : n;
+    return n > 0 && c.classify != NULL ? n + hold_size(&c) + other_size(&c) : n;
 }
 
 int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
@@ -225,10 +280,12 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     if (buf_size < need) {
         return SG_ENOBUFS;
     }
-    /* the parser's part first, the held items' after it */
-    size_t parser_size = c.classify != NULL ? need - hold_size(&c) : need;
+    /* the parser's part first, the held items' after it, then the lines
+     * outside SSE */
+    size_t parser_size =
+        c.classify != NULL ? need - hold_size(&c) - other_size(&c) : need;
     if (c.format == SG_FORMAT_SSE) {
-        static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL};
+        static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL, on_sse_other};
         sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
         rv = sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size);
     } else {
@@ -240,12 +297,15 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     }
     if (c.classify != NULL) {
         s->hold_ = (char *)buf + parser_size;
-        s->hold_cap_ = need - parser_size;
+        s->hold_cap_ = hold_size(&c);
+        s->other_ = s->hold_ + s->hold_cap_;
+        s->other_cap_ = other_size(&c);
     }
     s->classify_ = c.classify;
     s->classify_data_ = c.classify_data;
     s->meta_at_once_ = c.meta_at_once;
     s->end_required_ = c.end_required;
+    s->end_at_eof_ = c.classify != NULL && c.end_at_eof;
     s->format_ = (uint8_t)c.format;
     s->nd_terminal_ = c.format == SG_FORMAT_NDJSON ? c.terminal_data : NULL;
     s->on_item_ = on_item;
@@ -283,6 +343,8 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->hold_n_ = 0;
     s->hold_len_ = 0;
     s->released_ = 0;
+    s->end_seen_ = false;
+    s->other_len_ = 0;
     s->error_ = 0;
     s->now_ = now;
     s->state_ = STREAM_RUNNING;
@@ -387,7 +449,9 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
             /* with a terminal line configured, only it is a clean end */
             clean = clean && s->nd_terminal_ == NULL;
         }
-        if (s->end_required_ && s->classify_ != NULL) {
+        if (s->end_at_eof_) {
+            clean = clean && s->end_seen_; /* the end item, then the body's end */
+        } else if (s->end_required_ && s->classify_ != NULL) {
             clean = false; /* an SG_ITEM_END would have decided it already */
         }
         return sg_guard_finish(&s->guard_, now, clean, result);
@@ -398,6 +462,12 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
 int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
     if (!valid(s) || result == NULL || (unsigned)how >= (unsigned)SG_OUTCOME_COUNT_) {
         return SG_EINVAL;
+    }
+    if (s->state_ == STREAM_RUNNING && s->other_len_ > 0 && !s->cancelled_ &&
+        s->error_ == 0 && !s->provider_error_ && !s->guard_stop_) {
+        /* the body ended after lines outside SSE: an error written bare */
+        s->now_ = now;
+        settle_other(s);
     }
     int rv = stream_end(s, now, how, result);
     if (rv == 0) {

@@ -53,12 +53,12 @@ static run play(const char *profile, const char *meta, const char *rest,
     if (r.feed_rc == 0) {
         r.feed_rc = sg_stream_feed(&s, rest, strlen(rest), T0 + prefill);
     }
-    const char *type = NULL;
+    sg_guard_result gr;
+    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
+    const char *type = NULL; /* (a bare error is judged at the body's end) */
     if (sg_stream_provider_error(&s, &type, NULL, &r.retryable)) {
         snprintf(r.type, sizeof(r.type), "%s", type);
     }
-    sg_guard_result gr;
-    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
     r.outcome = gr.outcome;
     r.ttft = gr.first_item_ns;
     free(buf);
@@ -153,6 +153,38 @@ static void gemini(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
     assert_string_equal(r.type, "UNAVAILABLE");
     assert_true(r.retryable);
+    /* the error object written bare, outside any data line, as the live
+     * API has sent it: before the first token (nothing delivered, and
+     * transient) ... */
+    const char *bare = "{\n  \"error\": {\n    \"code\": 503,\n    \"message\": "
+                       "\"The model is overloaded.\",\n    \"status\": \"UNAVAILABLE\"\n"
+                       "  }\n}\n";
+    r = play("gemini", "", bare, 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "UNAVAILABLE");
+    assert_true(r.retryable);
+    assert_int_equal(r.items, 0);
+    /* ... and after a finishReason chunk: the end item waits for the
+     * body's end, and the error after it is the outcome */
+    const char *stop = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
+                       "\"Hi\"}]},\"finishReason\":\"STOP\"}]}\n\n";
+    r = play("gemini", stop, bare, SG_MS(3));
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "UNAVAILABLE");
+    assert_int_equal(r.items, 1);
+    /* an error in a data line after it, the same */
+    r = play("gemini", stop,
+             "data: {\"error\":{\"code\":500,\"message\":\"x\",\"status\":"
+             "\"INTERNAL\"}}\n\n",
+             SG_MS(3));
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "INTERNAL");
+    /* lines outside SSE that are no error are dropped, as SSE drops them */
+    r = play("gemini", "", "junk line\n{\"x\": 1}\n", 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+    r = play("gemini", "junk\n\n", stop, 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.items, 1);
 }
 
 static void openai_responses(void **state) {

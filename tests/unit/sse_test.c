@@ -37,7 +37,9 @@ typedef struct rec {
     int n_retries;
     int n_comments;
     size_t comment_bytes;
-    int cancel_after; /* cancel on this event number (1-based); 0 = never */
+    int cancel_after;            /* cancel on this event number (1-based); 0 = never */
+    int n_other;                 /* lines the standard ignores (on_other) */
+    size_t other_off, other_len; /* the last of them */
 } rec;
 
 /* Copies a view; one too big to keep (the 4 MiB line) is only measured. */
@@ -83,7 +85,16 @@ static int rec_on_retry(uint64_t ms, void *ud) {
     return 0;
 }
 
-static const sg_sse_callbacks rec_cbs = {rec_on_event, rec_on_comment, rec_on_retry};
+static int rec_on_other(const char *line, size_t len, void *ud) {
+    rec *r = ud;
+    r->n_other++;
+    r->other_off = rec_put(r, line, len);
+    r->other_len = len;
+    return 0;
+}
+
+static const sg_sse_callbacks rec_cbs = {rec_on_event, rec_on_comment, rec_on_retry,
+                                         rec_on_other};
 
 /* One parser and its buffer, sized for small limits so tests stay fast. */
 typedef struct fixture {
@@ -530,6 +541,27 @@ static void comments_are_reported_and_never_counted_as_items(void **state) {
     fx_free(f);
 }
 
+/* Lines the standard ignores go to on_other, whole and nothing else:
+ * unknown fields (short, long, no colon, wrong case), a bare JSON line;
+ * known fields, comments and blank lines never do. */
+static void ignored_lines_go_to_on_other(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "data: a\nfoo: 1\nData: x\n\n");
+    assert_int_equal(f->r.n_other, 2);
+    assert_int_equal(f->r.n_ev, 1);
+    assert_int_equal(f->r.other_len, 7);
+    assert_memory_equal(f->r.bytes + f->r.other_off, "Data: x", 7);
+    FEED(f, "  \"error\": {\nevent: e\nid: 1\nretry: 5\n: c\n\n");
+    assert_int_equal(f->r.n_other, 3);
+    assert_int_equal(f->r.other_len, 12);
+    assert_memory_equal(f->r.bytes + f->r.other_off, "  \"error\": {", 12);
+    FEED(f, "longfieldname\nx\n");
+    assert_int_equal(f->r.n_other, 5);
+    assert_int_equal(f->r.other_len, 1);
+    fx_free(f);
+}
+
 static void event_within_one_read_is_delivered_without_a_copy(void **state) {
     (void)state;
     fixture *f = fx_new(64, 64, NULL, NULL);
@@ -695,6 +727,7 @@ int main(void) {
         cmocka_unit_test(init_rejects_out_of_range_limits),
         cmocka_unit_test(calls_on_an_uninitialised_parser_return_einval),
         cmocka_unit_test(null_data_with_zero_length_is_a_no_op),
+        cmocka_unit_test(ignored_lines_go_to_on_other),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

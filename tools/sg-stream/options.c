@@ -378,6 +378,7 @@ static int finish(struct config *c, int argc, char **argv) {
         c->copts.framing.terminal_data = NULL;
         c->copts.framing.terminal_type = NULL;
         c->copts.framing.end_required = false;
+        c->copts.framing.end_at_eof = false;
     }
     return 0;
 }
