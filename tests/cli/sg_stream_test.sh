@@ -149,6 +149,13 @@ if [ "$(grep -o '{"n":' "$FM_DIR/a50b.json" | wc -l)" -eq "$n50" ] && [ "$(fm_co
 expect 8 "connection refused" -- --attempts 2 --backoff-base 5ms "http://127.0.0.1:1/"
 expect 8 "event over --max-event-bytes" -- --max-event-bytes 4096 "$CHAT?n=1&event_bytes=100000&_t=cli_huge"
 has "$ERR" "protocol_error" "says protocol_error"
+# an item larger than stdout's waiting room (OUT_MAX, 8 MiB) once escaped
+# is printed whole: the room bounds what waits, not one item
+expect 0 "a 3 MB item as a JSON line" -- --max-event-bytes 4000000 --output jsonl \
+    "$CHAT?n=1&event_bytes=3000000&_t=cli_bigjsonl"
+if [ "$(head -c 9 "$OUT")" = '{"event":' ] && [ "$(tail -c 4 "$OUT")" = '""}' ] &&
+    [ "$(wc -l <"$OUT")" -eq 1 ] && [ "$(wc -c <"$OUT")" -gt 2900000 ]; then
+    pass "the 3 MB item came out whole"; else fail "big jsonl item: $(wc -c <"$OUT") bytes"; fi
 expect 8 "TLS without the CA is refused" -- "$TLS/v1/chat/completions?n=1&_t=cli_tlsbad"
 expect 0 "TLS with --cacert" -- --cacert "$FM_CA" "$TLS/v1/chat/completions?n=1&_t=cli_tls"
 

@@ -8,8 +8,10 @@
  *
  * stdout must never stall the clocks: a pipe or a socket is made
  * non-blocking (and put back at the end), and what it does not take waits
- * in the buffer - at most OUT_MAX bytes.  A reader that falls further
- * behind than that, or one that has gone (EPIPE), cancels the operation.
+ * in the buffer: up to OUT_MAX bytes, and then the one item that passes
+ * it (an item is never cut: one larger than OUT_MAX, --max-event-bytes
+ * allowing, still goes out whole).  A reader that falls further behind
+ * than that, or one that has gone (EPIPE), cancels the operation.
  * A terminal or a file is written as it is: neither blocks for long.
  */
 #include <errno.h>
@@ -51,7 +53,7 @@ char *out_reserve(struct out *o, size_t n) {
     if (o->broken || o->overflow) {
         return NULL;
     }
-    if (n > o->max - o->len) {
+    if (o->len > o->max) {
         o->overflow = true; /* the reader fell o->max bytes behind */
         return NULL;
     }

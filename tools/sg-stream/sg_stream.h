@@ -43,7 +43,8 @@ extern const char *const prog;
 enum output { OUT_DATA, OUT_JSONL, OUT_NONE };
 
 /* The most bytes of items held for a stdout that does not take them (a
- * pipe whose reader is slow or stopped): beyond it the run is cancelled. */
+ * pipe whose reader is slow or stopped), and then the one item that passes
+ * it: an item past it when more is still waiting cancels the run. */
 #define OUT_MAX (8u << 20)
 /* A batch this large goes out at once, without waiting for the step's end
  * (one step of libcurl may read many times). */
