@@ -187,6 +187,92 @@ openai_chat:retry_429)
     check "one idempotency key on all attempts: $key" \
         [ "$(printf '%s\n' "$key" | grep -c .)" -eq 1 ]
     ;;
+openai_responses:ok)
+    # response.created, in_progress and the two *.added events are
+    # metadata (held, printed as nothing); the text is the deltas';
+    # response.completed is the clean end.
+    run 0 "$base/v1/responses?n=5&gap=10"
+    expect "tok0tok1tok2tok3tok4"
+    expect "attempt 1: outcome=ok phase=streaming status=200 items=13 decision=done reason=ok"
+    expect "outcome=ok phase=streaming attempts=1 tokens=5 partial=false reason=ok"
+    expect "first_token_ms="
+    expect_not "first_token_ms=none"
+    expect_not "discard:"
+    expect 'report: {"version":1,"label":"openai responses","finished":true,"outcome":"ok"'
+    expect_log "event=received" '"method":"POST"'
+    expect_log "event=received" '"path":"/v1/responses"'
+    expect_log "event=received" '"idempotency_key":"openai-responses-'
+    ;;
+openai_responses:first_token_timeout)
+    # The four metadata events come with the headers, the first delta 2 s
+    # later: they do not satisfy the 300 ms first-token clock, and as
+    # nothing was delivered each attempt may be retried (the idempotency
+    # key) - three attempts, then attempts_exhausted.
+    run 1 "$base/v1/responses?n=3&first_delay=2000" 300
+    expect "attempt 1: outcome=first_item_timeout phase=wait_first_item status=200 items=0 decision=retry reason=retryable"
+    expect "attempt 2: outcome=first_item_timeout phase=wait_first_item status=200 items=0 decision=retry reason=retryable"
+    expect "outcome=first_item_timeout phase=wait_first_item attempts=3 tokens=0 partial=false reason=attempts_exhausted"
+    expect "first_token_ms=none (no token arrived)"
+    expect '"granted_ms":{"connect":3000,"attempt":60000,"first_item":300,'
+    expect_not "tok0"
+    expect_not "discard:"
+    # The metadata did arrive (bytes, no items) before the clock fired.
+    bytes=$(grep -o '"items":0,"bytes":[0-9]*' "$out" | head -n 1 | sed 's/.*://')
+    check "metadata arrived on attempt 1 (${bytes:-no} bytes, 0 items)" \
+        [ "${bytes:-0}" -gt 0 ]
+    check "three requests" [ "$(log_count "event=received" '"event":"received"')" -eq 3 ]
+    check "no delta was sent before the client left" \
+        [ "$(log_count "event=first_item_sent" '"event":"first_item_sent"')" -eq 0 ]
+    ;;
+openai_responses:failed_before_token)
+    # event: response.failed (code server_error) after the metadata, before
+    # any delta: nothing was shown, the code is transient and the request
+    # has an idempotency key, so it is retried - three attempts in all.
+    run 1 "$base/v1/responses?n=5&gap=10&error_at=0&error_event=response.failed"
+    expect "attempt 1: outcome=provider_error phase=wait_first_item status=200 items=0 decision=retry reason=retryable type=server_error"
+    expect "attempt 3: outcome=provider_error phase=wait_first_item status=200 items=0 decision=stop reason=attempts_exhausted type=server_error"
+    expect "outcome=provider_error phase=wait_first_item attempts=3 tokens=0 partial=false reason=attempts_exhausted"
+    expect "first_token_ms=none (no token arrived)"
+    expect 'provider error: type=server_error message="scripted failure"'
+    expect '"provider_error":{"type":"server_error","message":"scripted failure"}'
+    expect_not "discard:"
+    check "three requests" [ "$(log_count "event=received" '"event":"received"')" -eq 3 ]
+    key=$(fm_log "event=received" | sed -n 's/.*"idempotency_key":"\([^"]*\)".*/\1/p' | sort -u)
+    check "one idempotency key on all attempts: $key" \
+        [ "$(printf '%s\n' "$key" | grep -c .)" -eq 1 ]
+    ;;
+openai_responses:failed_not_transient)
+    # The same response.failed with a code that is not transient: one
+    # attempt, outcome_not_retryable, the code as the type.
+    run 1 "$base/v1/responses?n=5&gap=10&error_at=0&error_event=response.failed&error_type=invalid_prompt"
+    expect "attempt 1: outcome=provider_error phase=wait_first_item status=200 items=0 decision=stop reason=outcome_not_retryable type=invalid_prompt"
+    expect "outcome=provider_error phase=wait_first_item attempts=1 tokens=0 partial=false reason=outcome_not_retryable"
+    expect 'provider error: type=invalid_prompt message="scripted failure"'
+    check "one request" [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+openai_responses:error_mid_stream)
+    # The flat `event: error` (code server_error) after two deltas: the
+    # tokens were shown, so the attempt is partial and never retried.
+    run 1 "$base/v1/responses?n=5&gap=10&error_at=2"
+    expect "tok0tok1"
+    expect_not "tok2"
+    expect "discard: attempt 1 ended provider_error after delivering tokens"
+    expect "outcome=provider_error phase=streaming attempts=1 tokens=2 partial=true reason=partial_stream"
+    expect 'provider error: type=server_error message="scripted failure"'
+    expect '"provider_error":{"type":"server_error","message":"scripted failure"}'
+    check "one request: a partial stream is not retried" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+openai_responses:no_completed)
+    # The three *.done events, then the body ends politely without
+    # response.completed: truncated, the tokens discarded.
+    run 1 "$base/v1/responses?n=5&gap=10&no_done=1"
+    expect "tok0tok1tok2tok3tok4"
+    expect "discard: attempt 1 ended truncated after delivering tokens"
+    expect "outcome=truncated phase=streaming attempts=1 tokens=5 partial=true reason=partial_stream"
+    expect_log "event=finished" '"reason":"no_done"'
+    check "one request" [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
 anthropic_messages:ok)
     # event: ping every 3 ms between the deltas: keepalives, not events.
     run 0 "$base/v1/messages?n=5&gap=10&keepalive=3"
