@@ -217,6 +217,7 @@ typedef struct sg_stream {
     size_t hold_len_;               /* private */
     uint32_t hold_n_;               /* private */
     uint64_t released_;             /* private: held items delivered */
+    const char *error_text_;        /* private: sg_stream_error_text */
     bool end_at_eof_;               /* private */
     bool end_seen_;                 /* private: an SG_ITEM_END (end_at_eof) */
     char *other_;                   /* private: lines outside SSE (other_json) */
@@ -393,6 +394,17 @@ SG_EXTERN bool sg_stream_active(const sg_stream *s);
  */
 SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
                                         const char **message, bool *retryable);
+
+/**
+ * sg_stream_error_text - a sentence on why the stream itself stopped the
+ * current (or last) attempt, when its error code alone would mislead:
+ * today, metadata over the hold bound before the first token (the code
+ * is SG_EEVENT_TOO_LARGE, though no single event was too large - most
+ * often a profile that finds no token in this stream).  A static string;
+ * NULL when there is nothing to add to sg_strerror of the feed's error.
+ * Thread-safety: reads only @s.
+ */
+SG_EXTERN const char *sg_stream_error_text(const sg_stream *s);
 
 /* ------------------------------------------------------------------------
  * Provider profiles (docs/profiles.md)

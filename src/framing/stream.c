@@ -58,6 +58,9 @@ static int hold(sg_stream *s, const sg_item *item) {
         need > s->hold_cap_ - s->hold_len_) {
         /* metadata beyond the framing's bound: a protocol error */
         s->error_ = SG_EEVENT_TOO_LARGE;
+        s->error_text_ = "more metadata than can be held before the first token "
+                         "(64 items or max_event bytes): no token came - is the "
+                         "profile the right one for this stream?";
         s->stop_at_ = s->now_;
         return 1;
     }
@@ -343,6 +346,7 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->hold_n_ = 0;
     s->hold_len_ = 0;
     s->released_ = 0;
+    s->error_text_ = NULL;
     s->end_seen_ = false;
     s->other_len_ = 0;
     s->error_ = 0;
@@ -476,6 +480,10 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
         result->items += s->released_;
     }
     return rv;
+}
+
+const char *sg_stream_error_text(const sg_stream *s) {
+    return valid(s) ? s->error_text_ : NULL;
 }
 
 bool sg_stream_terminal_seen(const sg_stream *s) {

@@ -164,7 +164,8 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
     }
     if (lc->gr.outcome == SG_OUTCOME_PROTOCOL_ERROR && lc->feed_error != 0) {
         /* say what stopped the body, not how the transport noticed */
-        sg__lc_error(lc, "%s", sg_strerror(lc->feed_error));
+        const char *why = sg_stream_error_text(&lc->stream);
+        sg__lc_error(lc, "%s", why != NULL ? why : sg_strerror(lc->feed_error));
     }
     lc->state = SG__LC_ENDING;
 }

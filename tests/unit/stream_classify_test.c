@@ -218,6 +218,10 @@ static void what_is_held_is_bounded(void **state) {
     memcpy(ev + sizeof(ev) - 3, "\n\n", 3);
     assert_int_equal(feed(&f, ev, T0 + SG_MS(1)), 0);
     assert_int_equal(feed(&f, ev, T0 + SG_MS(2)), SG_EEVENT_TOO_LARGE);
+    /* and says so in its own words: no token came (the wrong profile?) */
+    const char *why = sg_stream_error_text(&f.s);
+    assert_non_null(why);
+    assert_non_null(strstr(why, "before the first token"));
     assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(3), SG_OUTCOME_TRANSPORT_ERROR, &r),
                      0);
     assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
