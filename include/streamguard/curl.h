@@ -139,9 +139,28 @@ typedef struct sg_curl_callbacks {
  *                 operation keeps the pointer.  The managed multi waits on
  *                 real time, so inject a clock only for reads.
  *
+ * endpoints:      fallbacks (sg_curl_endpoint, @n_endpoints of them, at
+ *                 most SG_OP_MAX_ENDPOINTS): attempt k goes to the endpoint
+ *                 the policy chose (sg_op_options_set_endpoints, which the
+ *                 operation sets from this list): its URL, its headers
+ *                 (instead of @headers, when given) and its body (instead
+ *                 of the easy handle's, when given: then every endpoint
+ *                 must give one, so that no attempt inherits another's).
+ *                 Put the primary first, usually the easy handle's own
+ *                 URL; the method stays the easy handle's.  Borrowed.
+ *                 Default none: every attempt goes where the easy handle
+ *                 says.
+ *
  * An intent ledger, or any other record of what the operation did, plugs
  * into the policy as an observer (sg_op_options_set_observer), not here.
  */
+typedef struct sg_curl_endpoint {
+    const char *url;                  /* required */
+    const struct curl_slist *headers; /* NULL: sg_curl_options.headers */
+    const char *body;                 /* NULL: the easy handle's own */
+    size_t body_len;
+} sg_curl_endpoint;
+
 typedef struct sg_curl_options {
     sg_stream_config framing;
     const struct curl_slist *headers;
@@ -150,6 +169,8 @@ typedef struct sg_curl_options {
     bool grpc_timeout;
     int64_t drain_ns;
     const sg_clock *clock;
+    const sg_curl_endpoint *endpoints;
+    uint32_t n_endpoints;
 } sg_curl_options;
 
 /**
@@ -168,8 +189,11 @@ typedef struct sg_curl_options {
  * error codes (then *@out, when @out is not NULL, is set to NULL):
  *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format, a
  *              negative drain_ns, or an empty ("") terminal_data or
- *              terminal_type;
- *   SG_ERANGE  a framing limit in @opts is out of range;
+ *              terminal_type; an endpoint without a URL, a body on some
+ *              endpoints but not all, or endpoints in @policy
+ *              (sg_op_options_set_endpoints) but none in @opts;
+ *   SG_ERANGE  a framing limit in @opts is out of range, or more than
+ *              SG_OP_MAX_ENDPOINTS endpoints;
  *   SG_ENOMEM  out of memory.
  * Thread-safety: touches only the new operation; @easy is only stored.
  */

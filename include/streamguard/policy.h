@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1416 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1568 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -89,6 +89,8 @@ extern "C" {
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
 /** Bytes of a transport's own error message kept per attempt. */
 #define SG_OP_ERROR_MAX 127
+/** The most endpoints an operation falls back across. */
+#define SG_OP_MAX_ENDPOINTS 16
 /** Bytes of an in-band error's type kept per attempt (provider_error). */
 #define SG_OP_PROVIDER_TYPE_MAX 63
 
@@ -138,6 +140,8 @@ typedef struct sg_op_options {
     const struct sg_op_observer *observer_;               /* private: borrowed */
     void *observer_ud_;                                   /* private */
     const char *target_;                                  /* private: borrowed */
+    const char *const *endpoints_;                        /* private: borrowed */
+    uint32_t n_endpoints_;                                /* private: 0 = none */
 } sg_op_options;
 
 /**
@@ -493,6 +497,35 @@ SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
 SG_EXTERN int sg_op_options_set_target(sg_op_options *o, const char *target);
 
 /**
+ * sg_op_options_set_endpoints - the endpoints an operation falls back
+ * across, in order: @urls[0] is the first attempt's, and a retryable
+ * failure moves the next attempt to the next one (after the last, the
+ * first again).  Every attempt on every endpoint is leased from the same
+ * budget, counts toward the same attempt limit and obeys the same retry
+ * rules (never after a partial stream, never an unsafe request that may
+ * have taken effect).  Each endpoint keeps its own clock for coming back:
+ * a failure there sets it to the backoff sleep, or to the endpoint's
+ * Retry-After, and the next attempt waits only for its own endpoint's
+ * (so a fallback to another endpoint goes at once, and a Retry-After
+ * beyond the budget or the maximum stops the operation only when its
+ * endpoint is the one to wait for).  The plan of each attempt names its
+ * endpoint (sg_op_plan.endpoint); the transports that take a list of
+ * endpoints set this themselves.  The report names each attempt's
+ * endpoint as scheme://host:port/path (no credentials, no query).
+ *
+ * @urls: @n URLs, borrowed (the array and its strings must outlive every
+ *   operation started with @o); @n in 1 .. SG_OP_MAX_ENDPOINTS.  NULL and
+ *   0 remove them (one endpoint: the target).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL, a URL is NULL, or @urls is NULL with @n > 0;
+ *   SG_ERANGE  @n > SG_OP_MAX_ENDPOINTS.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls,
+                                          uint32_t n);
+
+/**
  * sg_op_options_method - the method operations started with @o will use:
  * the one set with sg_op_options_set_method, else "POST".
  *
@@ -636,6 +669,7 @@ typedef struct sg_op_attempt {
     uint64_t bytes;
     int64_t retry_after_ns;       ///< parsed Retry-After, -1 when none
     int64_t backoff_ns;           ///< leased sleep after it, -1 when none
+    uint32_t endpoint;            ///< 0-based endpoint (sg_op_options_set_endpoints)
     uint8_t budget_limited_;      /* private: clocks the lease clamped */
     uint8_t retry_after_raw_len_; /* private */
     bool retry_after_raw_given_;  /* private */
@@ -677,6 +711,9 @@ typedef struct sg_op {
     uint8_t decision_;       /* private */
     uint8_t reason_;         /* private */
     int32_t observer_error_; /* private: first failure, 0 none */
+    uint32_t ep_next_;       /* private: the next attempt's endpoint */
+    uint32_t ep_ra_;         /* private: bit e: ep_back_[e] is a Retry-After */
+    int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (0 = any time) */
     /* private: the allocator of the blocks; NULL = malloc/free */
     void *(*alloc_)(void *ud, void *p, size_t size);
     void *alloc_ud_;                              /* private */
@@ -825,6 +862,8 @@ typedef struct sg_op_plan {
     const char *deadline_header;  ///< header name for deadline_ms (in the op)
     sg_outcome outcome;           ///< on refusal: refused or budget_exhausted
     sg_op_reason reason;          ///< on refusal: why
+    uint32_t endpoint;            ///< 0-based: which of the endpoints (0 without)
+    const char *endpoint_url;     ///< its URL (borrowed), NULL without endpoints
 } sg_op_plan;
 
 /**

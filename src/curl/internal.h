@@ -26,6 +26,7 @@ struct sg_curl_op {
     sg_curl_callbacks cbs;
     void *user_data;
     struct curl_slist *req_headers;
+    const char **ep_urls; /* the endpoints' URLs, for the policy (owned) */
 };
 
 /* Hooks from an op into the managed multi that owns it. */

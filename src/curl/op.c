@@ -210,11 +210,12 @@ static int append_header(sg_curl_op *op, const char *line) {
 
 /* The request headers of one attempt: the caller's, then the lifecycle's
  * stamp (idempotency key, the lease). */
-static int build_headers(sg_curl_op *op, const sg__lc_stamp *st) {
+static int build_headers(sg_curl_op *op, const struct curl_slist *given,
+                         const sg__lc_stamp *st) {
     char line[256];
     curl_slist_free_all(op->req_headers);
     op->req_headers = NULL;
-    for (const struct curl_slist *h = op->opts.headers; h != NULL; h = h->next) {
+    for (const struct curl_slist *h = given; h != NULL; h = h->next) {
         if (append_header(op, h->data) != 0) {
             return SG_ENOMEM;
         }
@@ -237,8 +238,21 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     (void)now;
     sg_curl_op *op = OP_OF(lc);
     memset(&op->at, 0, sizeof(op->at));
-    int rv = build_headers(op, st);
     CURL *e = op->easy;
+    const struct curl_slist *given = op->opts.headers;
+    if (op->opts.n_endpoints > 0 && plan->endpoint < op->opts.n_endpoints) {
+        /* this attempt's endpoint: its URL, headers and body */
+        const sg_curl_endpoint *ep = &op->opts.endpoints[plan->endpoint];
+        curl_easy_setopt(e, CURLOPT_URL, ep->url);
+        if (ep->headers != NULL) {
+            given = ep->headers;
+        }
+        if (ep->body != NULL) {
+            curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)ep->body_len);
+            curl_easy_setopt(e, CURLOPT_POSTFIELDS, ep->body);
+        }
+    }
+    int rv = build_headers(op, given, st);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, op);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -341,13 +355,48 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     } else {
         memset(&o, 0, sizeof(o));
     }
+    if (o.n_endpoints > SG_OP_MAX_ENDPOINTS ||
+        (o.n_endpoints > 0 && o.endpoints == NULL)) {
+        return o.n_endpoints > SG_OP_MAX_ENDPOINTS ? SG_ERANGE : SG_EINVAL;
+    }
+    if (policy != NULL && policy->n_endpoints_ > 0 && o.n_endpoints == 0) {
+        return SG_EINVAL; /* endpoints the transport would not follow */
+    }
+    uint32_t bodies = 0;
+    for (uint32_t i = 0; i < o.n_endpoints; i++) {
+        if (o.endpoints[i].url == NULL) {
+            return SG_EINVAL;
+        }
+        bodies += o.endpoints[i].body != NULL;
+    }
+    if (bodies != 0 && bodies != o.n_endpoints) {
+        return SG_EINVAL; /* some would inherit another endpoint's body */
+    }
     sg_curl_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    int rv = sg__lc_init(&op->lc, &curl_transport, policy, &o.framing, o.drain_ns,
-                         on_item, op);
+    sg_op_options pol;
+    if (policy != NULL) {
+        pol = *policy;
+    } else {
+        sg_op_options_init(&pol);
+    }
+    if (o.n_endpoints > 0) {
+        op->ep_urls = calloc(o.n_endpoints, sizeof(*op->ep_urls));
+        if (op->ep_urls == NULL) {
+            free(op);
+            return SG_ENOMEM;
+        }
+        for (uint32_t i = 0; i < o.n_endpoints; i++) {
+            op->ep_urls[i] = o.endpoints[i].url;
+        }
+        (void)sg_op_options_set_endpoints(&pol, op->ep_urls, o.n_endpoints);
+    }
+    int rv =
+        sg__lc_init(&op->lc, &curl_transport, &pol, &o.framing, o.drain_ns, on_item, op);
     if (rv != 0) {
+        free(op->ep_urls);
         free(op);
         return rv;
     }
@@ -376,6 +425,7 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_ERRORBUFFER, NULL);
     curl_slist_free_all(op->req_headers);
     sg__lc_release(&op->lc);
+    free(op->ep_urls);
     free(op);
 }
 

@@ -358,6 +358,11 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (c == NULL || req == NULL || check_request(req) != 0) {
         return SG_EINVAL;
     }
+    if (policy != NULL && policy->n_endpoints_ > 1) {
+        /* one connection serves one origin: falling back across
+         * endpoints is the libcurl transport's (sg_curl_options) */
+        return SG_EUNSUPPORTED;
+    }
     sg_h2_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return SG_ENOMEM;

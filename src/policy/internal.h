@@ -94,4 +94,8 @@ void sg__sink_u64(sg__sink *s, uint64_t v);
  */
 void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
 
+/* @url as the report names an endpoint: scheme://host:port/path, without
+ * userinfo, query or fragment (report.c). */
+size_t sg__endpoint_name(const char *url, char *out, size_t cap);
+
 #endif /* STREAMGUARD_POLICY_INTERNAL_H */

@@ -373,6 +373,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;
     a->backoff_ns = -1;
+    a->endpoint = op->ep_next_;
     uint8_t clamped = 0;
     if (o->attempt_ns_ <= 0 || o->attempt_ns_ > granted) {
         /* The ceiling is the budget's, not the caller's attempt clock. */
@@ -408,6 +409,8 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
 
     plan->attempt = a->n;
     plan->attempt_ns = granted;
+    plan->endpoint = a->endpoint;
+    plan->endpoint_url = o->n_endpoints_ > 0 ? o->endpoints_[a->endpoint] : NULL;
     plan->remaining_ns = remaining;
     plan->deadline_ms = granted / SG_MS(1);
     plan->deadline_header = sg__opt_deadline_header(o);
@@ -632,22 +635,34 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         if (op->count_ >= sg__opt_max_attempts(o)) {
             reason = SG_OP_REASON_ATTEMPTS_EXHAUSTED;
         } else {
-            sg_op_reason too_long = SG_OP_REASON_BACKOFF_EXCEEDS_BUDGET;
+            /* This endpoint may be tried again after its backoff sleep, or
+             * after its Retry-After; the next attempt goes to the next
+             * endpoint (the same one when there is one) and waits for that
+             * endpoint's own time only. */
+            const uint32_t e = a->endpoint;
+            const uint32_t n_ep = o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
+            const uint32_t next = (e + 1) % n_ep;
+            int64_t wait;
             if (ra_valid && oc == SG_OUTCOME_HTTP_ERROR) {
-                delay = ra_ns;
-                too_long = SG_OP_REASON_RETRY_AFTER_EXCEEDS_BUDGET;
+                wait = ra_ns;
+                op->ep_ra_ |= 1u << e;
             } else {
                 const int64_t ceil = sg__backoff_ceiling(
                     sg__opt_backoff_base(o), sg__opt_backoff_cap(o), op->count_ - 1);
-                delay = sg__uniform(sg__op_random(op), ceil);
+                wait = sg__uniform(sg__op_random(op), ceil);
+                op->ep_ra_ &= ~(1u << e);
             }
+            op->ep_back_[e] = sg_time_add(now, wait);
+            delay = op->ep_back_[next] > now ? op->ep_back_[next] - now : 0;
+            const bool ra_wait = (op->ep_ra_ >> next & 1) != 0;
+            sg_op_reason too_long = ra_wait ? SG_OP_REASON_RETRY_AFTER_EXCEEDS_BUDGET
+                                            : SG_OP_REASON_BACKOFF_EXCEEDS_BUDGET;
             /* The sleep fits when, after it, an attempt of at least the
              * minimum can still be leased above the floor. */
             const int64_t avail =
                 sg_budget_remaining(&op->budget_, now) - sg_budget_floor(&op->budget_);
             const int64_t after = avail - delay; /* both in 0 .. DURATION_MAX */
-            if (ra_valid && oc == SG_OUTCOME_HTTP_ERROR &&
-                ra_ns > sg__opt_max_retry_after(o)) {
+            if (ra_wait && delay > sg__opt_max_retry_after(o)) {
                 reason = SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
             } else if (after <= 0 || after < sg__opt_min_attempt(o)) {
                 reason = too_long;
@@ -658,6 +673,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             } else {
                 decision = SG_OP_RETRY;
                 reason = SG_OP_REASON_RETRYABLE;
+                op->ep_next_ = next;
             }
         }
     }

@@ -285,6 +285,23 @@ int sg_op_options_set_target(sg_op_options *o, const char *target) {
     return 0;
 }
 
+int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint32_t n) {
+    if (o == NULL || (urls == NULL && n > 0)) {
+        return SG_EINVAL;
+    }
+    if (n > SG_OP_MAX_ENDPOINTS) {
+        return SG_ERANGE;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        if (urls[i] == NULL) {
+            return SG_EINVAL;
+        }
+    }
+    o->endpoints_ = n > 0 ? urls : NULL;
+    o->n_endpoints_ = n;
+    return 0;
+}
+
 const char *sg_op_options_method(const sg_op_options *o) {
     return o != NULL ? sg__opt_method(o) : NULL;
 }

@@ -185,7 +185,75 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
         sg__sink_puts(s, "null");
     }
     sg__write_provider_error(s, a, &first);
+    const sg_op_options *o = &op->opts_;
+    if (o->n_endpoints_ > 0 && a->endpoint < o->n_endpoints_) {
+        char name[256];
+        size_t n = sg__endpoint_name(o->endpoints_[a->endpoint], name, sizeof(name));
+        sg__key(s, "endpoint", &first);
+        sg__sink_json_string(s, name, n);
+    }
     sg__sink_put(s, "}", 1);
+}
+
+/* @url as the report names an endpoint: scheme://host:port/path - the
+ * userinfo (credentials), the query and the fragment left out, the port
+ * the scheme's own when none is given.  Into @out (NUL-terminated, cut
+ * at @cap); returns its length. */
+size_t sg__endpoint_name(const char *url, char *out, size_t cap) {
+    size_t o = 0;
+#define SG__PUTS(p, n)            \
+    do {                          \
+        size_t n_ = (n);          \
+        if (n_ > cap - 1 - o) {   \
+            n_ = cap - 1 - o;     \
+        }                         \
+        memcpy(out + o, (p), n_); \
+        o += n_;                  \
+    } while (0)
+    if (cap == 0) {
+        return 0;
+    }
+    const char *sep = strstr(url, "://");
+    const char *auth = sep != NULL ? sep + 3 : url;
+    if (sep != NULL) {
+        SG__PUTS(url, (size_t)(auth - url));
+    }
+    size_t alen = strcspn(auth, "/?#");
+    const char *host = auth; /* after the last '@': the userinfo ends there */
+    for (const char *q = auth; q < auth + alen; q++) {
+        if (*q == '@') {
+            host = q + 1;
+        }
+    }
+    size_t hlen = (size_t)(auth + alen - host);
+    SG__PUTS(host, hlen);
+    /* a port: after the last ':' outside an IPv6 literal's brackets */
+    const char *colon = NULL;
+    for (const char *q = host; q < host + hlen; q++) {
+        if (*q == ':') {
+            colon = q;
+        } else if (*q == ']') {
+            colon = NULL;
+        }
+    }
+    if (colon == NULL && sep != NULL) {
+        size_t sl = (size_t)(sep - url);
+        if (sl == 5 && strncmp(url, "https", 5) == 0) {
+            SG__PUTS(":443", 4);
+        } else if (sl == 4 && strncmp(url, "http", 4) == 0) {
+            SG__PUTS(":80", 3);
+        }
+    }
+    const char *path = auth + alen;
+    size_t plen = *path == '/' ? strcspn(path, "?#") : 0;
+    if (plen > 0) {
+        SG__PUTS(path, plen);
+    } else {
+        SG__PUTS("/", 1);
+    }
+#undef SG__PUTS
+    out[o] = '\0';
+    return o;
 }
 
 static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {

@@ -1295,6 +1295,106 @@ static void names_are_stable(void **state) {
     }
 }
 
+/* ---------------------------------------------------------------- fallback */
+
+/* Three endpoints: each retryable failure moves to the next, at once when
+ * that endpoint has no time of its own to wait for; all from one budget
+ * and one attempt count; back on an endpoint, its own backoff or
+ * Retry-After is what is waited for. */
+static void fallback_moves_to_the_next_endpoint(void **state) {
+    (void)state;
+    static const char *const eps[] = {"https://a.example/v1", "https://b.example/v1",
+                                      "https://c.example/v1"};
+    sg_op_options o;
+    opts_init(&o, SG_SEC(60), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&o, 5), 0);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_backoff(&o, SG_MS(100), SG_MS(100)), 0);
+    assert_int_equal(sg_op_options_set_endpoints(&o, eps, 3), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    plan_ok(&op, T0, &p);
+    assert_int_equal(p.endpoint, 0);
+    assert_string_equal(p.endpoint_url, eps[0]);
+    /* a 503 with a Retry-After far beyond the budget: endpoint a is out,
+     * the fallback goes at once */
+    sg_op_verdict v = end_attempt(&op, T0 + SG_MS(10), SG_OUTCOME_HTTP_ERROR,
+                                  SG_PHASE_WAIT_HEADERS, true, 503, "3600");
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.delay_ns, 0);
+    plan_ok(&op, T0 + SG_MS(10), &p);
+    assert_int_equal(p.endpoint, 1);
+    assert_string_equal(p.endpoint_url, eps[1]);
+    assert_int_equal(p.remaining_ns, SG_SEC(60) - SG_MS(10)); /* the same budget */
+    v = end_attempt(&op, T0 + SG_MS(30), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_CONNECT,
+                    false, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.delay_ns, 0);
+    plan_ok(&op, T0 + SG_MS(30), &p);
+    assert_int_equal(p.endpoint, 2);
+    v = end_attempt(&op, T0 + SG_MS(40), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
+                    true, 502, NULL);
+    /* back to a, whose Retry-After is beyond the maximum (and the budget):
+     * stop, and say so */
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX);
+    assert_int_equal(sg_op_attempt_count(&op), 3);
+    for (uint32_t i = 0; i < 3; i++) {
+        assert_int_equal(sg_op_attempt_at(&op, i)->endpoint, i);
+    }
+    sg_op_release(&op);
+
+    /* with backoff only, wrapping round waits for what is left of the
+     * first endpoint's own sleep */
+    uint64_t half = UINT64_MAX / 2; /* the middle of the jitter: 50 ms */
+    assert_int_equal(sg_op_options_set_random(&o, fixed_random, &half), 0);
+    static const char *const two[] = {"http://a/", "http://b/"};
+    assert_int_equal(sg_op_options_set_endpoints(&o, two, 2), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    plan_ok(&op, T0, &p);
+    v = end_attempt(&op, T0 + SG_MS(10), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
+                    true, 503, NULL);
+    assert_int_equal(v.delay_ns, 0); /* b at once */
+    plan_ok(&op, T0 + SG_MS(10), &p);
+    assert_int_equal(p.endpoint, 1);
+    v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
+                    true, 503, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    int64_t a_back = sg_op_attempt_at(&op, 0)->backoff_ns; /* 0: went at once */
+    assert_int_equal(a_back, 0);
+    assert_true(v.delay_ns > 0 && v.delay_ns <= SG_MS(50)); /* a's sleep, less 10 ms */
+    plan_ok(&op, T0 + SG_MS(20) + v.delay_ns, &p);
+    assert_int_equal(p.endpoint, 0);
+    sg_op_release(&op);
+
+    /* the report names each attempt's endpoint, never its credentials or
+     * query */
+    static const char *const secret[] = {"https://user:pw@api.example/v1/chat?key=s3cret",
+                                         "http://[::1]:8080/x#frag"};
+    assert_int_equal(sg_op_options_set_endpoints(&o, secret, 2), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    plan_ok(&op, T0, &p);
+    v = end_attempt(&op, T0 + SG_MS(1), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
+                    true, 503, NULL);
+    plan_ok(&op, T0 + SG_MS(1) + v.delay_ns, &p);
+    char rep[4096];
+    assert_true(sg_op_report_write(&op, T0 + SG_MS(2), rep, sizeof(rep), NULL) >= 0);
+    assert_non_null(strstr(rep, "\"endpoint\":\"https://api.example:443/v1/chat\""));
+    assert_non_null(strstr(rep, "\"endpoint\":\"http://[::1]:8080/x\""));
+    assert_null(strstr(rep, "s3cret"));
+    assert_null(strstr(rep, "pw@"));
+    sg_op_release(&op);
+
+    /* bad lists */
+    assert_int_equal(sg_op_options_set_endpoints(&o, NULL, 1), SG_EINVAL);
+    static const char *const holes[] = {"http://a/", NULL};
+    assert_int_equal(sg_op_options_set_endpoints(&o, holes, 2), SG_EINVAL);
+    assert_int_equal(sg_op_options_set_endpoints(&o, eps, SG_OP_MAX_ENDPOINTS + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_op_options_set_endpoints(&o, NULL, 0), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plan_leases_the_attempt_timeout_when_the_budget_allows),
@@ -1310,6 +1410,7 @@ int main(void) {
         cmocka_unit_test(invalid_results_are_rejected),
         cmocka_unit_test(ok_attempt_is_done),
         cmocka_unit_test(a_provider_error_is_retried_only_when_transient_and_safe),
+        cmocka_unit_test(fallback_moves_to_the_next_endpoint),
         cmocka_unit_test(never_sent_post_is_always_safe_to_retry),
         cmocka_unit_test(unsafe_post_sent_without_answer_is_outcome_unknown),
         cmocka_unit_test(post_is_treated_as_sent_once_the_phase_passed_send),

@@ -44,6 +44,7 @@ enum {
     OPT_NO_DONE,
     OPT_SKIP_EVENT,
     OPT_PROFILE,
+    OPT_FALLBACK,
     OPT_MAX_ITEMS,
     OPT_MAX_BYTES,
     OPT_MAX_EVENT_BYTES,
@@ -81,6 +82,7 @@ static const struct option long_opts[] = {
     {"no-done", no_argument, NULL, OPT_NO_DONE},
     {"skip-event", required_argument, NULL, OPT_SKIP_EVENT},
     {"profile", required_argument, NULL, OPT_PROFILE},
+    {"fallback", required_argument, NULL, OPT_FALLBACK},
     {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
@@ -226,6 +228,16 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_GRPC_TIMEOUT:
         c->copts.grpc_timeout = true;
         break;
+    case OPT_FALLBACK:
+        if (c->nfallback == MAX_FALLBACKS) {
+            return usage_error("--fallback is given at most %d times", MAX_FALLBACKS);
+        }
+        if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) {
+            return usage_error("--fallback takes an http:// or https:// URL, not '%s'",
+                               arg);
+        }
+        c->fallback[c->nfallback++] = arg;
+        break;
     case OPT_PROFILE: {
         sg_stream_config scratch;
         memset(&scratch, 0, sizeof(scratch));
@@ -344,6 +356,11 @@ static int finish(struct config *c, int argc, char **argv) {
                            optind == argc ? "" : argv[optind + 1]);
     }
     c->url = argv[optind];
+    if (c->nfallback > 0 && c->http2) {
+        return usage_error("--fallback goes through libcurl (which negotiates HTTP/2 "
+                           "itself): drop --http2%s",
+                           "");
+    }
     if (c->backoff_base || c->backoff_max) {
         int64_t base = c->backoff_base ? c->backoff_base : SG_MS(100);
         int64_t cap =

@@ -54,6 +54,17 @@ static void setup_easy(CURL *easy, struct config *c) {
 
 int run_curl(struct config *c) {
     sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
+    /* the URL, then each --fallback: the same method, headers and body */
+    sg_curl_endpoint eps[MAX_FALLBACKS + 1];
+    memset(eps, 0, sizeof(eps));
+    if (c->nfallback > 0) {
+        eps[0].url = c->url;
+        for (int i = 0; i < c->nfallback; i++) {
+            eps[i + 1].url = c->fallback[i];
+        }
+        c->copts.endpoints = eps;
+        c->copts.n_endpoints = (uint32_t)c->nfallback + 1;
+    }
     sg_curl_op *op = NULL;
     sg_curl_multi *m = NULL;
     int code = EXIT_INTERNAL;

@@ -63,6 +63,9 @@ struct out {
 };
 
 /* The item callbacks' user_data, whatever the transport. */
+/* --fallback URLs at most: with the URL itself, SG_OP_MAX_ENDPOINTS. */
+#define MAX_FALLBACKS (SG_OP_MAX_ENDPOINTS - 1)
+
 /* Event types up to this long keep their JSON literal (struct run). */
 #define EVENT_CACHE 32
 
@@ -113,6 +116,8 @@ struct config {
     const char *profile;  /* --profile: a built-in provider profile */
     const char *skip[17]; /* NULL-terminated */
     size_t nskip;
+    const char *fallback[MAX_FALLBACKS]; /* --fallback, in order */
+    int nfallback;
     struct run run;
 };
 

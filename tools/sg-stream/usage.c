@@ -41,6 +41,8 @@ void usage(FILE *f) {
         "  --backoff-base D      backoff base (100ms)   --backoff-max D  cap (10s)\n"
         "  --idempotency-key KEY sent as Idempotency-Key on every attempt\n"
         "  --idempotent          declare the request safe to repeat\n"
+        "  --fallback URL        next endpoint after a retryable failure (repeatable,\n"
+        "                        15; same method, headers and body; one budget)\n"
         "Request:\n"
         "  -X, --request METHOD  method (GET; POST when -d is given)\n"
         "  -H, --header 'N: v'   request header (repeatable)\n"
