@@ -455,6 +455,18 @@ SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
 SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);
 
 /**
+ * sg_curl_multi_set_retry_budget - operations added to @m from now on
+ * whose policy names no retry budget (sg_op_options_set_retry_budget)
+ * take their retries from @b, shared by all of them (and by anything
+ * else the caller gives @b to: it is thread-safe).  Borrowed: @b must
+ * outlive those operations.  NULL: none (the default).
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @m is NULL.
+ * Thread-safety: the thread that drives @m.
+ */
+SG_EXTERN int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *b);
+
+/**
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
  * due; 0: do not wait; rounded up to whole ms) for sockets or the timer,
  * then run what is due.  The operations' callbacks run from inside this

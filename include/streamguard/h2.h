@@ -247,6 +247,18 @@ SG_EXTERN void sg_h2_conn_free(sg_h2_conn *conn);
  */
 SG_EXTERN int sg_h2_conn_fd(const sg_h2_conn *conn);
 
+/**
+ * sg_h2_conn_set_retry_budget - streams started on @conn from now on whose
+ * policy names no retry budget (sg_op_options_set_retry_budget) take their
+ * retries from @b, shared by all of them (and by anything else the caller
+ * gives @b to: it is thread-safe).  Borrowed: @b must outlive them.  NULL:
+ * none (the default).
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @conn is NULL.
+ * Thread-safety: the thread that drives @conn.
+ */
+SG_EXTERN int sg_h2_conn_set_retry_budget(sg_h2_conn *conn, sg_retry_budget *b);
+
 /** true when bytes wait for a socket (informational: sg_h2_conn_fd
  *  already becomes readable when the socket can take them). */
 SG_EXTERN bool sg_h2_conn_want_write(const sg_h2_conn *conn);

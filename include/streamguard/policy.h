@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1568 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1576 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -141,6 +141,7 @@ typedef struct sg_op_options {
     void *observer_ud_;                                   /* private */
     const char *target_;                                  /* private: borrowed */
     const char *const *endpoints_;                        /* private: borrowed */
+    struct sg_retry_budget *retry_budget_;                /* private: borrowed */
     uint32_t n_endpoints_;                                /* private: 0 = none */
 } sg_op_options;
 
@@ -525,6 +526,76 @@ SG_EXTERN int sg_op_options_set_target(sg_op_options *o, const char *target);
 SG_EXTERN int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls,
                                           uint32_t n);
 
+/* ------------------------------------------------------------------------
+ * The retry budget: retries throttled across operations (gRFC A6)
+ * ------------------------------------------------------------------------ */
+
+/** The largest max_tokens of a retry budget (gRPC's bound). */
+#define SG_RETRY_BUDGET_MAX_TOKENS 1000
+/** Defaults used by sg-stream and documented in docs/design.md. */
+#define SG_RETRY_BUDGET_DEFAULT_MAX_TOKENS 10
+#define SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO 0.1
+
+/**
+ * sg_retry_budget - a token bucket shared by any number of operations, on
+ * any threads, so that a failing provider is not hammered by every
+ * operation retrying at once.  gRPC's retry throttling: the bucket starts
+ * full at max_tokens; every attempt that fails in a way the policy would
+ * retry takes one token, every attempt that ends ok gives back
+ * token_ratio (never above max_tokens); a retry (or a hedge) is allowed
+ * only while more than half of max_tokens remain.  A first attempt is
+ * never throttled.  A retry the budget denies ends the operation with
+ * reason retry_throttled (never silently).  Opaque; lock-free (C11
+ * atomics): every function is thread-safe.
+ */
+typedef struct sg_retry_budget sg_retry_budget;
+
+/**
+ * sg_retry_budget_new - a full bucket of @max_tokens (1 ..
+ * SG_RETRY_BUDGET_MAX_TOKENS) that gives back @token_ratio (0.001 .. 1, to
+ * three decimals, rounded down) per success.
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes (*@out is then NULL):
+ *   SG_EINVAL  @out is NULL;
+ *   SG_ERANGE  @max_tokens or @token_ratio out of range;
+ *   SG_ENOMEM  out of memory.
+ */
+SG_EXTERN int sg_retry_budget_new(sg_retry_budget **out, uint32_t max_tokens,
+                                  double token_ratio);
+
+/** Frees @b (NULL: nothing); no operation may use it any more. */
+SG_EXTERN void sg_retry_budget_free(sg_retry_budget *b);
+
+/**
+ * sg_retry_budget_on_failure - takes a token for a failed attempt; returns
+ * whether a retry is still allowed (true for NULL).  The policy calls it;
+ * a caller that retries outside the policy may too.
+ */
+SG_EXTERN bool sg_retry_budget_on_failure(sg_retry_budget *b);
+
+/** sg_retry_budget_on_success - gives back token_ratio (NULL: nothing). */
+SG_EXTERN void sg_retry_budget_on_success(sg_retry_budget *b);
+
+/** Whether a retry would be allowed now (a snapshot; true for NULL). */
+SG_EXTERN bool sg_retry_budget_allows(const sg_retry_budget *b);
+
+/** The tokens in the bucket now (0 for NULL). */
+SG_EXTERN double sg_retry_budget_tokens(const sg_retry_budget *b);
+
+/**
+ * sg_op_options_set_retry_budget - operations started with @o take their
+ * retries (and hedges) from @b.  Borrowed: @b must outlive them.  NULL:
+ * none (the default: only the attempt limit and the budget bound retries).
+ * The managed multi and the HTTP/2 connection give their operations one of
+ * their own when set there (sg_curl_multi_set_retry_budget,
+ * sg_h2_conn_set_retry_budget) and the operation has none.
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @o is NULL.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b);
+
 /**
  * sg_op_options_method - the method operations started with @o will use:
  * the one set with sg_op_options_set_method, else "POST".
@@ -602,7 +673,8 @@ typedef enum sg_op_decision {
     XX(RETRY_AFTER_EXCEEDS_BUDGET, "retry_after_exceeds_budget") \
     XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")       \
     XX(CANCELLED, "cancelled")                                   \
-    XX(OUT_OF_MEMORY, "out_of_memory")
+    XX(OUT_OF_MEMORY, "out_of_memory")                           \
+    XX(RETRY_THROTTLED, "retry_throttled")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and

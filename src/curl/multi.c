@@ -31,6 +31,7 @@ struct sg_curl_multi {
     int64_t armed_at;      /* what the timerfd is armed for */
     sg__dheap heap;        /* every running operation, by next deadline */
     int running;
+    sg_retry_budget *retry_budget; /* for operations without their own */
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -319,12 +320,23 @@ int sg_curl_multi_run(sg_curl_multi *m) {
     return 0;
 }
 
+int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *b) {
+    if (m == NULL) {
+        return SG_EINVAL;
+    }
+    m->retry_budget = b;
+    return 0;
+}
+
 int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
     if (m == NULL || op == NULL) {
         return SG_EINVAL;
     }
     if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
+    }
+    if (op->lc.popts.retry_budget_ == NULL) {
+        op->lc.popts.retry_budget_ = m->retry_budget; /* the multi's, if any */
     }
     op->owner = m;
     if (sg__dheap_push(&m->heap, &op->node) != 0) {

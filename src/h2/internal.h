@@ -121,6 +121,7 @@ struct sg_h2_conn {
     char *authority; /* default :authority */
     sg_clock clock;
     bool has_clock;
+    sg_retry_budget *retry_budget; /* for operations without their own */
 
     int epfd; /* every socket of every link: the fd the caller polls */
     SSL_CTX *ssl_ctx;

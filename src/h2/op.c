@@ -374,6 +374,9 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
         return rv;
     }
     sg_op_options *po = &op->lc.popts;
+    if (po->retry_budget_ == NULL) {
+        po->retry_budget_ = c->retry_budget; /* the connection's, if any */
+    }
     if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
         sg__h2_op_release(op);
         return SG_EINVAL;

@@ -275,6 +275,14 @@ void sg_h2_conn_free(sg_h2_conn *c) {
     free(c);
 }
 
+int sg_h2_conn_set_retry_budget(sg_h2_conn *c, sg_retry_budget *b) {
+    if (c == NULL) {
+        return SG_EINVAL;
+    }
+    c->retry_budget = b;
+    return 0;
+}
+
 int sg_h2_conn_fd(const sg_h2_conn *c) {
     return c != NULL ? c->epfd : -1;
 }

@@ -630,10 +630,21 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     }
     a->retryable = retryable;
 
+    /* The retry budget shared with other operations: a success gives back,
+     * a retryable failure takes, and below half the retry is denied. */
+    bool throttled = false;
+    if (oc == SG_OUTCOME_OK) {
+        sg_retry_budget_on_success(o->retry_budget_);
+    } else if (retryable && o->retry_budget_ != NULL) {
+        throttled = !sg_retry_budget_on_failure(o->retry_budget_);
+    }
+
     int64_t delay = 0;
     if (retryable) {
         if (op->count_ >= sg__opt_max_attempts(o)) {
             reason = SG_OP_REASON_ATTEMPTS_EXHAUSTED;
+        } else if (throttled) {
+            reason = SG_OP_REASON_RETRY_THROTTLED;
         } else {
             /* This endpoint may be tried again after its backoff sleep, or
              * after its Retry-After; the next attempt goes to the next

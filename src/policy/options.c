@@ -302,6 +302,14 @@ int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint3
     return 0;
 }
 
+int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->retry_budget_ = b;
+    return 0;
+}
+
 const char *sg_op_options_method(const sg_op_options *o) {
     return o != NULL ? sg__opt_method(o) : NULL;
 }

@@ -1302,6 +1302,85 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* 100 operations against a server that answers 503 to everything, each
+ * allowed 5 attempts, side by side on one managed multi: without a retry
+ * budget the server is asked 500 times; with one shared budget (10
+ * tokens, 0.1 back per success: the documented defaults) it is asked
+ * little more than once per operation, and every operation says why it
+ * stopped - retry_throttled, or attempts_exhausted for the few retried
+ * before the budget ran down. */
+static int run_failing(const char *tag, sg_retry_budget *budget, int *throttled,
+                       int *exhausted) {
+    enum { N = 100 };
+    struct multi_case cases[N];
+    CURL *easy[N];
+    sg_curl_op *ops[N];
+    char urls[N][256];
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_multi_set_retry_budget(m, budget), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 5);
+    sg_op_options_set_budget(&po, SG_SEC(20));
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
+    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    for (int i = 0; i < N; i++) {
+        cases[i] = (struct multi_case){NULL, "http_error", 0, 0, false};
+        snprintf(urls[i], sizeof(urls[i]), "%s/v1/chat/completions?status=503&_t=%s.%d",
+                 server.base, tag, i);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    int attempts = 0;
+    *throttled = *exhausted = 0;
+    for (int i = 0; i < N; i++) {
+        assert_true(cases[i].done);
+        assert_int_equal(cases[i].got, SG_OUTCOME_HTTP_ERROR);
+        const sg_op *op = sg_curl_op_policy(ops[i]);
+        attempts += (int)sg_op_attempt_count(op);
+        sg_op_reason r = sg_op_final_reason(op);
+        *throttled += r == SG_OP_REASON_RETRY_THROTTLED;
+        *exhausted += r == SG_OP_REASON_ATTEMPTS_EXHAUSTED;
+        assert_true(r == SG_OP_REASON_RETRY_THROTTLED ||
+                    r == SG_OP_REASON_ATTEMPTS_EXHAUSTED);
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+    return attempts;
+}
+
+static void a_retry_budget_spares_a_failing_server(void **state) {
+    (void)state;
+    int throttled, exhausted;
+    int without = run_failing("thr_off", NULL, &throttled, &exhausted);
+    assert_int_equal(without, 500);
+    assert_int_equal(exhausted, 100);
+    sg_retry_budget *b = NULL;
+    assert_int_equal(sg_retry_budget_new(&b, SG_RETRY_BUDGET_DEFAULT_MAX_TOKENS,
+                                         SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO),
+                     0);
+    int with = run_failing("thr_on", b, &throttled, &exhausted);
+    /* 10 tokens, retries only above 5: at most 4 retries in all */
+    assert_true(with >= 100 && with <= 104);
+    assert_int_equal(throttled + exhausted, 100);
+    assert_true(throttled >= 96);
+    char *log = fm_fetch(&server, "/_log?event=received&limit=100000", 0);
+    assert_non_null(log);
+    assert_int_equal(fm_count(log, "_t=thr_on."), with); /* the server saw as many */
+    assert_int_equal(fm_count(log, "_t=thr_off."), 500);
+    free(log);
+    print_message("retry budget: %d requests without, %d with (%d throttled)\n", without,
+                  with, throttled);
+    sg_retry_budget_free(b);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
@@ -1326,6 +1405,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(retry_after_date_is_measured_from_the_servers_date),
         cmocka_unit_test(a_retry_after_of_64_bytes_is_reported_malformed),
         cmocka_unit_test(a_final_error_status_is_not_retried),
+        cmocka_unit_test(a_retry_budget_spares_a_failing_server),
         cmocka_unit_test(
             a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers),
         cmocka_unit_test(unsafe_post_that_times_out_after_send_is_outcome_unknown),
