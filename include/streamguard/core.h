@@ -213,7 +213,8 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(ESYS, -27, "system call failed (see errno)")                             \
     XX(ETOOMANY, -28, "too many objects")                                       \
     XX(EUNSUPPORTED, -29, "not supported")                                      \
-    XX(EPROVIDER, -30, "the provider reported an error inside the stream")
+    XX(EPROVIDER, -30, "the provider reported an error inside the stream")      \
+    XX(EUNSAFE, -31, "not safe to repeat: hedging needs an idempotent request")
 
 /**
  * sg_errno - the negative error codes every int-returning function uses;

@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1576 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1600 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -89,6 +89,8 @@ extern "C" {
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
 /** Bytes of a transport's own error message kept per attempt. */
 #define SG_OP_ERROR_MAX 127
+/** The most hedges in flight beside an operation's attempt. */
+#define SG_OP_MAX_HEDGES 4
 /** The most endpoints an operation falls back across. */
 #define SG_OP_MAX_ENDPOINTS 16
 /** Bytes of an in-band error's type kept per attempt (provider_error). */
@@ -142,6 +144,8 @@ typedef struct sg_op_options {
     const char *target_;                                  /* private: borrowed */
     const char *const *endpoints_;                        /* private: borrowed */
     struct sg_retry_budget *retry_budget_;                /* private: borrowed */
+    int64_t hedge_after_ns_;                              /* private: 0 = off */
+    uint32_t max_hedges_;                                 /* private */
     uint32_t n_endpoints_;                                /* private: 0 = none */
 } sg_op_options;
 
@@ -597,6 +601,33 @@ SG_EXTERN double sg_retry_budget_tokens(const sg_retry_budget *b);
 SG_EXTERN int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b);
 
 /**
+ * sg_op_options_set_hedging - first-token hedging: when an attempt has
+ * delivered no item @after_ns after it started, a hedge - a second attempt
+ * of the same request, on the next endpoint (or on a new connection to the
+ * same one) - starts beside it, up to @max_hedges (1 .. SG_OP_MAX_HEDGES)
+ * beside the first, each @after_ns after the one before.  The first
+ * attempt to deliver an item wins; every other is cancelled at once,
+ * before it delivers anything, and is recorded as cancelled with reason
+ * hedge_lost (a loser costs its server the work it did until then: its
+ * prefill).  Hedges are attempts: each is leased from the budget, counts
+ * toward the attempt limit, goes only while the retry budget allows
+ * (sg_op_options_set_retry_budget; a denied hedge is counted in the
+ * report's hedges_throttled) and follows the retry rules.  Only a request
+ * safe to repeat may be hedged - an idempotent method, an idempotency key
+ * (the same on every hedge) or one declared idempotent: sg_op_start
+ * refuses any other with SG_EUNSAFE.  @after_ns 0 turns hedging off (the
+ * default).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL;
+ *   SG_ERANGE  @after_ns negative or above SG_DURATION_MAX, or @max_hedges
+ *              not in 1 .. SG_OP_MAX_HEDGES while @after_ns > 0.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns,
+                                        uint32_t max_hedges);
+
+/**
  * sg_op_options_method - the method operations started with @o will use:
  * the one set with sg_op_options_set_method, else "POST".
  *
@@ -674,7 +705,9 @@ typedef enum sg_op_decision {
     XX(RETRY_AFTER_EXCEEDS_MAX, "retry_after_exceeds_max")       \
     XX(CANCELLED, "cancelled")                                   \
     XX(OUT_OF_MEMORY, "out_of_memory")                           \
-    XX(RETRY_THROTTLED, "retry_throttled")
+    XX(RETRY_THROTTLED, "retry_throttled")                       \
+    XX(HEDGE_LOST, "hedge_lost")                                 \
+    XX(HEDGE_RUNNING, "hedge_running")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -742,6 +775,7 @@ typedef struct sg_op_attempt {
     int64_t retry_after_ns;       ///< parsed Retry-After, -1 when none
     int64_t backoff_ns;           ///< leased sleep after it, -1 when none
     uint32_t endpoint;            ///< 0-based endpoint (sg_op_options_set_endpoints)
+    bool hedge;                   ///< started beside a running attempt (sg_op_hedge)
     uint8_t budget_limited_;      /* private: clocks the lease clamped */
     uint8_t retry_after_raw_len_; /* private */
     bool retry_after_raw_given_;  /* private */
@@ -771,20 +805,23 @@ typedef struct sg_op_attempt {
  * other pointing at freed memory.  Keep it in one place and pass pointers.
  */
 typedef struct sg_op {
-    sg_op_options opts_;     /* private */
-    sg_budget budget_;       /* private */
-    uint64_t rng_;           /* private: xorshift64* state */
-    int64_t retry_at_;       /* private */
-    int64_t finished_at_;    /* private */
-    uint32_t count_;         /* private: attempts planned */
-    uint32_t magic_;         /* private */
-    uint8_t state_;          /* private */
-    uint8_t outcome_;        /* private */
-    uint8_t decision_;       /* private */
-    uint8_t reason_;         /* private */
-    int32_t observer_error_; /* private: first failure, 0 none */
-    uint32_t ep_next_;       /* private: the next attempt's endpoint */
-    uint32_t ep_ra_;         /* private: bit e: ep_back_[e] is a Retry-After */
+    sg_op_options opts_;        /* private */
+    sg_budget budget_;          /* private */
+    uint64_t rng_;              /* private: xorshift64* state */
+    int64_t retry_at_;          /* private */
+    int64_t finished_at_;       /* private */
+    uint32_t count_;            /* private: attempts planned */
+    uint32_t magic_;            /* private */
+    uint8_t state_;             /* private */
+    uint8_t outcome_;           /* private */
+    uint8_t decision_;          /* private */
+    uint8_t reason_;            /* private */
+    int32_t observer_error_;    /* private: first failure, 0 none */
+    uint32_t ep_next_;          /* private: the next attempt's endpoint */
+    uint32_t running_;          /* private: attempts planned, no result yet */
+    uint32_t winner_;           /* private: the attempt that delivered first, 0 none */
+    uint32_t hedges_throttled_; /* private: hedges the retry budget denied */
+    uint32_t ep_ra_;            /* private: bit e: ep_back_[e] is a Retry-After */
     int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (0 = any time) */
     /* private: the allocator of the blocks; NULL = malloc/free */
     void *(*alloc_)(void *ud, void *p, size_t size);
@@ -936,6 +973,7 @@ typedef struct sg_op_plan {
     sg_op_reason reason;          ///< on refusal: why
     uint32_t endpoint;            ///< 0-based: which of the endpoints (0 without)
     const char *endpoint_url;     ///< its URL (borrowed), NULL without endpoints
+    bool hedge;                   ///< planned by sg_op_hedge
 } sg_op_plan;
 
 /**
@@ -989,6 +1027,9 @@ typedef struct sg_op_result {
      *  unavailable): retried before the first token when safe. */
     const char *provider_type;
     bool provider_retryable;
+    /** Which attempt (sg_op_plan.attempt) this is the result of; 0 = the
+     *  newest.  Needed only while hedges run beside it. */
+    uint32_t attempt;
 } sg_op_result;
 
 /**
@@ -1076,6 +1117,51 @@ SG_EXTERN int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r,
  * Thread-safety: touches only @op.
  */
 SG_EXTERN int sg_op_cancel(sg_op *op, int64_t now);
+
+/**
+ * sg_op_hedge_at - when the next hedge is due: the newest attempt's start
+ * plus the hedge delay, while hedging is on, no attempt has delivered an
+ * item (sg_op_hedge_won), fewer than 1 + max_hedges attempts run and the
+ * attempt limit allows one more; SG_TIME_NEVER otherwise.  A transport
+ * arms a timer for it and calls sg_op_hedge when it fires.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN int64_t sg_op_hedge_at(const sg_op *op);
+
+/**
+ * sg_op_hedge - lease a hedge at @now, beside the attempts running (see
+ * sg_op_options_set_hedging).  @plan as sg_op_next_attempt fills it, with
+ * hedge set and the endpoint after the newest attempt's.  A hedge that
+ * cannot be leased leaves the running attempts alone.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @op or @plan is NULL, or @op was never started;
+ *   SG_ESTATE    no hedge is due (sg_op_hedge_at is later than @now or
+ *                SG_TIME_NEVER);
+ *   SG_EREFUSED  no hedge: plan->reason says why - retry_throttled (the
+ *                retry budget is at half or below; counted in the report),
+ *                budget_exhausted, budget_below_floor, lease_too_short or
+ *                out_of_memory.
+ * Thread-safety: touches only @op.
+ */
+SG_EXTERN int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan);
+
+/**
+ * sg_op_hedge_won - attempt @attempt delivered the operation's first item:
+ * it is the one the consumer sees.  Every other attempt still running has
+ * lost: cancel each at once and give its result to sg_op_attempt_done
+ * (with sg_op_result.attempt set); it is recorded as cancelled, reason
+ * hedge_lost, whatever outcome the result names.  No hedge starts after.
+ *
+ * Returns how many other attempts are running (to cancel); 0 when there
+ * are none or the call does not apply (not running, not a running attempt,
+ * or a winner already named).
+ * Thread-safety: touches only @op.
+ */
+SG_EXTERN uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt);
+
+/** How many attempts are running (planned, without a result). */
+SG_EXTERN uint32_t sg_op_running(const sg_op *op);
 
 /**
  * sg_op_observer_error - the first error an observer's on_attempt_start,

@@ -192,6 +192,10 @@ int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
         sg_op_options_init(&defaults);
         opts = &defaults;
     }
+    if (opts->hedge_after_ns_ > 0 && !sg__method_idempotent(sg__opt_method(opts)) &&
+        opts->idempotency_key_[0] == '\0' && !(opts->set_ & SG__OPT_IDEMPOTENT)) {
+        return SG_EUNSAFE; /* a hedge repeats the request: it must be safe to */
+    }
     const int64_t budget = sg__opt_budget(opts);
     const int64_t floor_ns = sg__opt_floor(opts);
     /* A floor at or above the budget is not a configuration error: the
@@ -312,6 +316,9 @@ static int64_t sg__clamp(int64_t configured, int64_t granted, uint8_t bit,
     return configured;
 }
 
+static int plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
+                        bool hedge);
+
 int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     if (!sg__op_started(op) || plan == NULL) {
         return SG_EINVAL;
@@ -327,10 +334,18 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
          * backoff was meant to give the server. */
         return SG_ESTATE;
     }
-    const sg_op_options *o = &op->opts_;
-    if (op->count_ >= sg__opt_max_attempts(o)) {
+    if (op->count_ >= sg__opt_max_attempts(&op->opts_)) {
         return SG_ESTATE;
     }
+    op->winner_ = 0; /* a new line of attempts: nothing delivered yet */
+    return plan_attempt(op, now, plan, op->ep_next_, false);
+}
+
+/* Leases and records the next attempt (a hedge when @hedge: then a
+ * refusal leaves the operation running its other attempts). */
+static int plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
+                        bool hedge) {
+    const sg_op_options *o = &op->opts_;
 
     const int64_t remaining = sg_budget_remaining(&op->budget_, now);
     const int64_t wanted = o->attempt_ns_ > 0 ? o->attempt_ns_ : SG_TIME_NEVER;
@@ -347,6 +362,9 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     }
     if (rc == SG_EREFUSED) {
         plan->outcome = remaining == 0 ? SG_OUTCOME_BUDGET_EXHAUSTED : SG_OUTCOME_REFUSED;
+        if (hedge) {
+            return SG_EREFUSED; /* the attempts running go on */
+        }
         /* docs/design.md: the operation ends with its last attempt's outcome, or
          * the refusal's when no attempt could run. */
         sg_outcome final = plan->outcome;
@@ -373,7 +391,8 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;
     a->backoff_ns = -1;
-    a->endpoint = op->ep_next_;
+    a->endpoint = endpoint;
+    a->hedge = hedge;
     uint8_t clamped = 0;
     if (o->attempt_ns_ <= 0 || o->attempt_ns_ > granted) {
         /* The ceiling is the budget's, not the caller's attempt clock. */
@@ -414,9 +433,70 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     plan->remaining_ns = remaining;
     plan->deadline_ms = granted / SG_MS(1);
     plan->deadline_header = sg__opt_deadline_header(o);
+    plan->hedge = hedge;
     op->state_ = SG__OP_RUNNING;
+    op->running_++;
     sg__observe_attempt(op, a, false);
     return 0;
+}
+
+/* ------------------------------------------------------------- hedging */
+
+/* Whether one more attempt may be hedged beside those running. */
+static bool hedge_open(const sg_op *op) {
+    const sg_op_options *o = &op->opts_;
+    return op->state_ == SG__OP_RUNNING && o->hedge_after_ns_ > 0 && op->winner_ == 0 &&
+           op->running_ < 1 + o->max_hedges_ && op->count_ < sg__opt_max_attempts(o);
+}
+
+int64_t sg_op_hedge_at(const sg_op *op) {
+    if (!sg__op_started(op) || !hedge_open(op)) {
+        return SG_TIME_NEVER;
+    }
+    const sg_op_attempt *newest = sg__record(op, op->count_ - 1);
+    return sg_time_add(newest->started_at, op->opts_.hedge_after_ns_);
+}
+
+int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
+    if (!sg__op_started(op) || plan == NULL) {
+        return SG_EINVAL;
+    }
+    memset(plan, 0, sizeof(*plan));
+    plan->outcome = SG_OUTCOME_OK;
+    plan->reason = SG_OP_REASON_NONE;
+    if (!hedge_open(op) || now < sg_op_hedge_at(op)) {
+        return SG_ESTATE;
+    }
+    if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
+        /* never silently: counted, and the report says so */
+        op->hedges_throttled_++;
+        plan->reason = SG_OP_REASON_RETRY_THROTTLED;
+        return SG_EREFUSED;
+    }
+    if (sg__reserve(op, op->count_) != 0) {
+        plan->reason = SG_OP_REASON_OUT_OF_MEMORY;
+        return SG_EREFUSED;
+    }
+    /* the next endpoint after the newest attempt's (the same one when
+     * there is one: a new request, on a new connection where the
+     * transport can) */
+    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    const uint32_t endpoint = (sg__record(op, op->count_ - 1)->endpoint + 1) % n_ep;
+    return plan_attempt(op, now, plan, endpoint, true);
+}
+
+uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {
+    if (!sg__op_started(op) || op->state_ != SG__OP_RUNNING || attempt == 0 ||
+        attempt > op->count_ || !sg__record(op, attempt - 1)->running ||
+        op->winner_ != 0) {
+        return 0;
+    }
+    op->winner_ = attempt;
+    return op->running_ - 1;
+}
+
+uint32_t sg_op_running(const sg_op *op) {
+    return sg__op_started(op) ? op->running_ : 0;
 }
 
 void sg_op_result_from_guard(sg_op_result *r, const sg_guard_result *g) {
@@ -476,11 +556,21 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
          (r->retry_after_ns < 0 || r->retry_after_ns > SG_DURATION_MAX))) {
         return SG_EINVAL;
     }
-    if (op->state_ != SG__OP_RUNNING || op->count_ == 0) {
-        return SG_ESTATE;
+    if (op->count_ == 0 || r->attempt > op->count_) {
+        return r->attempt > op->count_ ? SG_EINVAL : SG_ESTATE;
     }
     const sg_op_options *o = &op->opts_;
-    sg_op_attempt *a = sg__record_w(op, op->count_ - 1);
+    sg_op_attempt *a = sg__record_w(op, (r->attempt != 0 ? r->attempt : op->count_) - 1);
+    /* a running attempt: the newest, or one beside it (hedging) - also a
+     * loser that ends after the winner ended the operation */
+    if (!a->running || (op->state_ != SG__OP_RUNNING && op->state_ != SG__OP_FINISHED)) {
+        return SG_ESTATE;
+    }
+    op->running_--;
+    const bool lost = op->winner_ != 0 && a->n != op->winner_;
+    if (op->winner_ == 0 && (r->items > 0 || r->outcome == SG_OUTCOME_OK)) {
+        op->winner_ = a->n; /* it delivered: any other still running lost */
+    }
 
     a->running = false;
     a->phase = r->phase;
@@ -508,7 +598,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
      * ceiling (attempt_timeout, retryable while budget remains).  A clock
      * that fired before the lease's end (a transport's own connect
      * timeout) keeps its name. */
-    sg_outcome oc = r->outcome;
+    sg_outcome oc = lost ? SG_OUTCOME_CANCELLED : r->outcome; /* it lost a hedge */
     uint8_t bit = 0;
     if (sg__clock_timeout(oc, &bit) && (a->budget_limited_ & bit) &&
         a->elapsed_ns >= a->attempt_ns) {
@@ -566,6 +656,19 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     sg_op_decision decision = SG_OP_STOP;
     sg_op_reason reason = SG_OP_REASON_NONE;
     bool retryable = false;
+    if (lost) {
+        /* cancelled because another attempt delivered first: its line
+         * stops, the operation goes on with the winner */
+        a->decision = SG_OP_STOP;
+        a->reason = SG_OP_REASON_HEDGE_LOST;
+        memset(v, 0, sizeof(*v));
+        v->decision = SG_OP_STOP;
+        v->reason = SG_OP_REASON_HEDGE_LOST;
+        v->outcome = oc;
+        v->retry_at = SG_TIME_NEVER;
+        sg__observe_attempt(op, a, true);
+        return 0;
+    }
     if (oc == SG_OUTCOME_OK) {
         decision = SG_OP_DONE;
         reason = SG_OP_REASON_OK;
@@ -640,6 +743,20 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     }
 
     int64_t delay = 0;
+    if (op->running_ > 0 && oc != SG_OUTCOME_OK && !a->partial && !a->outcome_unknown) {
+        /* hedged attempts of this operation still run: this line stops,
+         * the operation waits for them */
+        a->decision = SG_OP_STOP;
+        a->reason = SG_OP_REASON_HEDGE_RUNNING;
+        memset(v, 0, sizeof(*v));
+        v->decision = SG_OP_STOP;
+        v->reason = SG_OP_REASON_HEDGE_RUNNING;
+        v->outcome = oc;
+        v->retryable = a->retryable;
+        v->retry_at = SG_TIME_NEVER;
+        sg__observe_attempt(op, a, true);
+        return 0;
+    }
     if (retryable) {
         if (op->count_ >= sg__opt_max_attempts(o)) {
             reason = SG_OP_REASON_ATTEMPTS_EXHAUSTED;

@@ -302,6 +302,19 @@ int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint3
     return 0;
 }
 
+int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns, uint32_t max_hedges) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (after_ns < 0 || after_ns > SG_DURATION_MAX ||
+        (after_ns > 0 && (max_hedges == 0 || max_hedges > SG_OP_MAX_HEDGES))) {
+        return SG_ERANGE;
+    }
+    o->hedge_after_ns_ = after_ns;
+    o->max_hedges_ = after_ns > 0 ? max_hedges : 0;
+    return 0;
+}
+
 int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b) {
     if (o == NULL) {
         return SG_EINVAL;

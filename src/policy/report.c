@@ -186,6 +186,9 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     }
     sg__write_provider_error(s, a, &first);
     const sg_op_options *o = &op->opts_;
+    if (o->hedge_after_ns_ > 0) {
+        sg__f_bool(s, "hedge", a->hedge, &first);
+    }
     if (o->n_endpoints_ > 0 && a->endpoint < o->n_endpoints_) {
         char name[256];
         size_t n = sg__endpoint_name(o->endpoints_[a->endpoint], name, sizeof(name));
@@ -294,6 +297,11 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     sg__f_ms(s, "elapsed_ms", end > start ? end - start : 0, false, &first);
     sg__f_ms(s, "remaining_ms", sg_budget_remaining(&op->budget_, end), false, &first);
     sg__f_u64(s, "max_attempts", sg__opt_max_attempts(o), &first);
+    if (o->hedge_after_ns_ > 0) {
+        sg__f_ms(s, "hedge_after_ms", o->hedge_after_ns_, false, &first);
+        sg__f_u64(s, "max_hedges", o->max_hedges_, &first);
+        sg__f_u64(s, "hedges_throttled", op->hedges_throttled_, &first);
+    }
     sg__key(s, "attempts", &first);
     sg__sink_put(s, "[", 1);
     for (uint32_t i = 0; i < op->count_; i++) {

@@ -302,7 +302,7 @@ static void the_sizes_the_docs_state_hold_on_lp64(void **state) {
         skip();
     }
     assert_int_equal(sizeof(sg_op_attempt), 368);
-    assert_int_equal(sizeof(sg_op), 1576);
+    assert_int_equal(sizeof(sg_op), 1600);
     assert_int_equal(SG_OP_INLINE_ATTEMPTS, 2);
 }
 
