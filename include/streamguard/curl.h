@@ -332,6 +332,9 @@ SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op or @multi is NULL;
  *   SG_ESTATE  @op was already started;
+ *   SG_EUNSUPPORTED  the policy hedges (sg_op_options_set_hedging): hedges
+ *              run only on a managed multi (sg_curl_multi_add), which
+ *              drives the attempts beside the first;
  *   the observer's on_intent code when it refused the operation: nothing
  *              was sent and @op was not added (it stays unstarted).
  * Thread-safety: only on the thread that owns @op and @multi.

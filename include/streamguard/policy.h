@@ -610,7 +610,8 @@ SG_EXTERN int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *
  * before it delivers anything, and is recorded as cancelled with reason
  * hedge_lost (a loser costs its server the work it did until then: its
  * prefill).  Hedges are attempts: each is leased from the budget, counts
- * toward the attempt limit, goes only while the retry budget allows
+ * toward the attempt limit (so allow at least 1 + @max_hedges:
+ * sg_op_options_set_max_attempts), goes only while the retry budget allows
  * (sg_op_options_set_retry_budget; a denied hedge is counted in the
  * report's hedges_throttled) and follows the retry rules.  Only a request
  * safe to repeat may be hedged - an idempotent method, an idempotency key
@@ -821,6 +822,7 @@ typedef struct sg_op {
     uint32_t running_;          /* private: attempts planned, no result yet */
     uint32_t winner_;           /* private: the attempt that delivered first, 0 none */
     uint32_t hedges_throttled_; /* private: hedges the retry budget denied */
+    uint32_t decider_;          /* private: the attempt whose end decided, 0 none */
     uint32_t ep_ra_;            /* private: bit e: ep_back_[e] is a Retry-After */
     int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (0 = any time) */
     /* private: the allocator of the blocks; NULL = malloc/free */
@@ -1159,6 +1161,17 @@ SG_EXTERN int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan);
  * Thread-safety: touches only @op.
  */
 SG_EXTERN uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt);
+
+/**
+ * sg_op_deciding_attempt - the attempt the operation's outcome speaks of:
+ * the last one whose end the policy decided on (done, retry or stop) -
+ * with hedging, the winner, not a loser recorded after it; without, the
+ * newest.  The newest while none has been decided; NULL when none ran.
+ * The report's top-level phase, partial, retryable and outcome_unknown
+ * are this attempt's.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN const sg_op_attempt *sg_op_deciding_attempt(const sg_op *op);
 
 /** How many attempts are running (planned, without a result). */
 SG_EXTERN uint32_t sg_op_running(const sg_op *op);

@@ -27,11 +27,20 @@ struct sg_curl_op {
     void *user_data;
     struct curl_slist *req_headers;
     const char **ep_urls; /* the endpoints' URLs, for the policy (owned) */
+    /* hedging: a hedge slot points at its operation (root); the root
+     * keeps its slots, each an attempt runner with its own easy handle
+     * (a duplicate of the root's) and lifecycle on the root's policy */
+    struct sg_curl_op *root;
+    struct sg_curl_op *slots[SG_OP_MAX_HEDGES];
+    bool won;       /* root: an attempt delivered the first item */
+    bool hedge_off; /* root: a hedge was refused; none more in this line */
 };
 
 /* Hooks from an op into the managed multi that owns it. */
 void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op);
+/* A hedge slot joins @m's deadline heap (not counted as running). */
+int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
 
 /* Operation steps used by the managed multi.  Each returns 1 when the op
  * ended during the call: on_done has run and the op may already be freed. */

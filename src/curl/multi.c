@@ -62,9 +62,20 @@ void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op) {
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
     if (op->node.in_heap) {
         sg__dheap_remove(&m->heap, &op->node);
-        m->running--;
+        if (op->root == NULL) {
+            m->running--; /* hedge slots were never counted */
+        }
     }
     op->owner = NULL;
+}
+
+int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot) {
+    slot->owner = m;
+    if (sg__dheap_push(&m->heap, &slot->node) != 0) {
+        slot->owner = NULL;
+        return SG_ENOMEM;
+    }
+    return 0;
 }
 
 /* Arms the one timer for `at` unless it is already armed no later: a

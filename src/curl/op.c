@@ -41,10 +41,42 @@ static sg_guard *guard_of(sg_curl_op *op) {
 
 /* ------------------------------------------------------------------ items */
 
+/* The operation an attempt runner belongs to (itself, or a hedge slot's
+ * root): the consumer only ever sees that one. */
+static sg_curl_op *root_of(sg_curl_op *op) {
+    return op->root != NULL ? op->root : op;
+}
+
+/* Hedging: @winner delivered the operation's first item; every other
+ * attempt running is due for its cancel at once (the driver runs it right
+ * after this libcurl callback: no multi call may be made inside one). */
+static void mark_losers(sg_curl_op *root, sg_curl_op *winner) {
+    sg_curl_op *all[1 + SG_OP_MAX_HEDGES] = {root};
+    memcpy(all + 1, root->slots, sizeof(root->slots));
+    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+        sg_curl_op *s = all[i];
+        if (s != NULL && s != winner &&
+            (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING)) {
+            s->lc.lost = true;
+            if (s->owner != NULL) {
+                sg__curl_multi_reschedule(s->owner, s);
+            }
+        }
+    }
+}
+
 static int on_item(const sg_item *item, void *user_data) {
     sg_curl_op *op = user_data;
-    if (op->cbs.on_item != NULL) {
-        return op->cbs.on_item(op, item, op->user_data);
+    sg_curl_op *root = root_of(op);
+    if (!root->won && root->lc.popts.hedge_after_ns_ > 0) {
+        /* the first item of the operation: this attempt wins */
+        root->won = true;
+        if (sg_op_hedge_won(root->lc.pol, op->lc.attempt) > 0) {
+            mark_losers(root, op);
+        }
+    }
+    if (root->cbs.on_item != NULL) {
+        return root->cbs.on_item(root, item, root->user_data);
     }
     return 0;
 }
@@ -140,7 +172,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
          * own.  When they differ, nothing is sent. */
         op->at.method_checked = true;
         const char *wire = NULL;
-        const char *declared = sg_op_method(&op->lc.policy);
+        const char *declared = sg_op_method(op->lc.pol);
         if (curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire) == CURLE_OK &&
             wire != NULL && declared != NULL && strcmp(wire, declared) != 0) {
             op->at.method_mismatch = true; /* the message is written in classify */
@@ -238,6 +270,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     (void)now;
     sg_curl_op *op = OP_OF(lc);
     memset(&op->at, 0, sizeof(op->at));
+    if (op->root == NULL && !plan->hedge) {
+        op->won = false; /* a new line of attempts: nothing delivered */
+        op->hedge_off = false;
+    }
     CURL *e = op->easy;
     const struct curl_slist *given = op->opts.headers;
     if (op->opts.n_endpoints > 0 && plan->endpoint < op->opts.n_endpoints) {
@@ -317,12 +353,31 @@ static void tp_sync(sg__lifecycle *lc, int64_t now) {
     }
 }
 
-SG__LC_CALLBACK_SHIMS(sg_curl_op, OP_OF)
+#define ROOT_OF(l) root_of(OP_OF(l))
+SG__LC_CALLBACK_SHIMS(sg_curl_op, ROOT_OF)
 
 /* The operation ended: leave the driver, then tell the consumer.  After
  * this returns the op may have been freed by on_done. */
 static void tp_finished(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
+    int64_t now = op_now(op);
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg_curl_op *s = op->slots[i];
+        if (s == NULL) {
+            continue;
+        }
+        if (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING) {
+            /* a loser the winner outran: recorded before on_done */
+            detach_transfer(s);
+            s->lc.state = SG__LC_RUNNING;
+            sg__lc_error(&s->lc, "lost a hedge: another attempt delivered first");
+            sg__lc_decide(&s->lc, now, SG_OUTCOME_CANCELLED);
+            (void)sg__lc_settle(&s->lc, now);
+        }
+        if (s->owner != NULL) {
+            sg__curl_multi_forget(s->owner, s);
+        }
+    }
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
@@ -335,9 +390,16 @@ static int64_t tp_now(sg__lifecycle *lc) {
     return op_now(OP_OF(lc));
 }
 
+static void tp_reschedule(sg__lifecycle *lc) {
+    sg_curl_op *op = OP_OF(lc);
+    if (op->owner != NULL) {
+        sg__curl_multi_reschedule(op->owner, op);
+    }
+}
+
 static const sg__transport curl_transport = {
     tp_launch,           tp_abort,    tp_sync, sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now,
+    sg__lc_shim_attempt, tp_finished, tp_now,  tp_reschedule,
 };
 
 /* ------------------------------------------------------------ life cycle */
@@ -412,9 +474,94 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     return 0;
 }
 
+/* A hedge slot of @root: a duplicate of its easy handle, a lifecycle on
+ * its policy, in its driver's heap.  NULL when out of memory. */
+static sg_curl_op *new_slot(sg_curl_op *root) {
+    sg_curl_op *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        return NULL;
+    }
+    c->easy = curl_easy_duphandle(root->easy);
+    if (c->easy == NULL ||
+        sg__lc_init(&c->lc, root->lc.tp, &root->lc.popts, &root->opts.framing,
+                    root->opts.drain_ns, on_item, c) != 0) {
+        if (c->easy != NULL) {
+            curl_easy_cleanup(c->easy);
+        }
+        free(c);
+        return NULL;
+    }
+    c->lc.deadline_header = root->lc.deadline_header;
+    c->lc.grpc_timeout = root->lc.grpc_timeout;
+    sg__lc_make_slot(&c->lc, &root->lc);
+    c->opts = root->opts;
+    c->cbs = root->cbs;
+    c->user_data = root->user_data;
+    c->root = root;
+    c->multi = root->multi;
+    if (sg__curl_multi_adopt(root->owner, c) != 0) {
+        curl_easy_cleanup(c->easy);
+        sg__lc_release(&c->lc);
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static void free_slot(sg_curl_op *c) {
+    detach_transfer(c);
+    if (c->owner != NULL) {
+        sg__curl_multi_forget(c->owner, c);
+    }
+    curl_slist_free_all(c->req_headers);
+    curl_easy_cleanup(c->easy); /* the slot's own duplicate */
+    sg__lc_release(&c->lc);
+    free(c);
+}
+
+/* Hedging, on the root's tick: when a hedge is due, a free slot launches
+ * it.  Returns 1 when the operation ended. */
+static int maybe_hedge(sg_curl_op *root, int64_t now) {
+    if (root->hedge_off || root->owner == NULL || root->lc.popts.hedge_after_ns_ <= 0 ||
+        sg_op_hedge_at(root->lc.pol) > now) {
+        return 0;
+    }
+    sg_curl_op *slot = NULL;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
+        if (root->slots[i] == NULL) {
+            root->slots[i] = new_slot(root);
+            slot = root->slots[i];
+            if (slot == NULL) {
+                root->hedge_off = true; /* no memory: the original goes on alone */
+                return 0;
+            }
+        } else if (root->slots[i]->lc.state == SG__LC_IDLE) {
+            slot = root->slots[i];
+        }
+    }
+    if (slot == NULL) {
+        return 0;
+    }
+    int rv = sg__lc_hedge(&slot->lc, now);
+    if (rv < 0) {
+        root->hedge_off = true; /* refused (throttled, no budget): say no more */
+        return 0;
+    }
+    if (rv == 0) {
+        sg__curl_multi_reschedule(root->owner, slot);
+    }
+    return rv;
+}
+
 void sg_curl_op_free(sg_curl_op *op) {
     if (op == NULL) {
         return;
+    }
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        if (op->slots[i] != NULL) {
+            free_slot(op->slots[i]);
+            op->slots[i] = NULL;
+        }
     }
     detach_transfer(op);
     if (op->owner != NULL) {
@@ -493,7 +640,7 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
         sg__lc_error(&op->lc,
                      "the easy handle sends %s but the policy's method is %s: set the "
                      "same method on both (sg_op_options_set_method); nothing was sent",
-                     wire != NULL ? wire : "?", sg_op_method(&op->lc.policy));
+                     wire != NULL ? wire : "?", sg_op_method(op->lc.pol));
     }
     if (op->at.header_overflow) {
         sg__lc_error(&op->lc, "response header exceeds %u bytes",
@@ -524,7 +671,11 @@ int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {
 }
 
 int sg__curl_op_tick(sg_curl_op *op, int64_t now) {
-    return sg__lc_tick(&op->lc, now);
+    int rv = sg__lc_tick(&op->lc, now);
+    if (rv != 0 || op->root != NULL) {
+        return rv;
+    }
+    return maybe_hedge(op, now);
 }
 
 /* ------------------------------------------------------------ public API */
@@ -535,6 +686,9 @@ int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now) {
     }
     if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
+    }
+    if (op->lc.popts.hedge_after_ns_ > 0) {
+        return SG_EUNSUPPORTED; /* hedges need the managed multi to run them */
     }
     int rv = sg__curl_op_start(op, multi, now);
     return rv < 0 ? rv : 0;
@@ -559,7 +713,16 @@ int sg_curl_op_tick(sg_curl_op *op, int64_t now) {
 }
 
 int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {
-    return op != NULL ? sg__lc_next_deadline(&op->lc) : SG_TIME_NEVER;
+    if (op == NULL) {
+        return SG_TIME_NEVER;
+    }
+    int64_t next = sg__lc_next_deadline(&op->lc);
+    if (op->root == NULL && !op->hedge_off && op->owner != NULL &&
+        op->lc.popts.hedge_after_ns_ > 0 && op->lc.state != SG__LC_NEW &&
+        op->lc.state != SG__LC_DONE) {
+        next = sg_time_min(next, sg_op_hedge_at(op->lc.pol)); /* the next hedge */
+    }
+    return next;
 }
 
 int sg_curl_op_cancel(sg_curl_op *op) {
@@ -570,11 +733,20 @@ int sg_curl_op_cancel(sg_curl_op *op) {
     if (op->owner != NULL) {
         sg__curl_multi_reschedule(op->owner, op); /* due at once */
     }
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg_curl_op *s = op->slots[i];
+        if (s != NULL) {
+            sg__lc_cancel(&s->lc); /* every attempt in flight */
+            if (s->owner != NULL) {
+                sg__curl_multi_reschedule(s->owner, s);
+            }
+        }
+    }
     return 0;
 }
 
 sg_outcome sg_curl_op_outcome(const sg_curl_op *op) {
-    return op != NULL ? sg_op_outcome(&op->lc.policy) : SG_OUTCOME_TRANSPORT_ERROR;
+    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_TRANSPORT_ERROR;
 }
 
 bool sg_curl_op_done(const sg_curl_op *op) {
@@ -582,7 +754,7 @@ bool sg_curl_op_done(const sg_curl_op *op) {
 }
 
 const sg_op *sg_curl_op_policy(const sg_curl_op *op) {
-    return op != NULL ? &op->lc.policy : NULL;
+    return op != NULL ? op->lc.pol : NULL;
 }
 
 CURL *sg_curl_op_easy(const sg_curl_op *op) {
@@ -601,5 +773,5 @@ int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len, size_t *neede
     if (op == NULL || op->lc.state == SG__LC_NEW) {
         return SG_EINVAL;
     }
-    return sg_op_report_write(&op->lc.policy, op_now(op), buf, len, needed);
+    return sg_op_report_write(op->lc.pol, op_now(op), buf, len, needed);
 }

@@ -239,7 +239,7 @@ static int64_t tp_now(sg__lifecycle *lc) {
 
 static const sg__transport h2_transport = {
     tp_launch,           tp_abort,    NULL,   sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now,
+    sg__lc_shim_attempt, tp_finished, tp_now, NULL,
 };
 
 static int on_item(const sg_item *item, void *user_data) {
@@ -358,6 +358,9 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (c == NULL || req == NULL || check_request(req) != 0) {
         return SG_EINVAL;
     }
+    if (policy != NULL && policy->hedge_after_ns_ > 0) {
+        return SG_EUNSUPPORTED; /* hedging runs on the libcurl transport */
+    }
     if (policy != NULL && policy->n_endpoints_ > 1) {
         /* one connection serves one origin: falling back across
          * endpoints is the libcurl transport's (sg_curl_options) */
@@ -472,7 +475,7 @@ void sg_h2_op_free(sg_h2_op *op) {
 }
 
 sg_outcome sg_h2_op_outcome(const sg_h2_op *op) {
-    return op != NULL ? sg_op_outcome(&op->lc.policy) : SG_OUTCOME_TRANSPORT_ERROR;
+    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_TRANSPORT_ERROR;
 }
 
 bool sg_h2_op_done(const sg_h2_op *op) {
@@ -480,7 +483,7 @@ bool sg_h2_op_done(const sg_h2_op *op) {
 }
 
 const sg_op *sg_h2_op_policy(const sg_h2_op *op) {
-    return op != NULL ? &op->lc.policy : NULL;
+    return op != NULL ? op->lc.pol : NULL;
 }
 
 void *sg_h2_op_user_data(const sg_h2_op *op) {
@@ -503,5 +506,5 @@ int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed) {
     if (op == NULL || op->conn == NULL) {
         return SG_EINVAL;
     }
-    return sg_op_report_write(&op->lc.policy, sg__h2_now(op->conn), buf, len, needed);
+    return sg_op_report_write(op->lc.pol, sg__h2_now(op->conn), buf, len, needed);
 }

@@ -495,6 +495,13 @@ uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {
     return op->running_ - 1;
 }
 
+const sg_op_attempt *sg_op_deciding_attempt(const sg_op *op) {
+    if (!sg__op_started(op) || op->count_ == 0) {
+        return NULL;
+    }
+    return sg__record(op, (op->decider_ != 0 ? op->decider_ : op->count_) - 1);
+}
+
 uint32_t sg_op_running(const sg_op *op) {
     return sg__op_started(op) ? op->running_ : 0;
 }
@@ -808,6 +815,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
 
     a->decision = decision;
     a->reason = reason;
+    op->decider_ = a->n;
     memset(v, 0, sizeof(*v));
     v->decision = decision;
     v->reason = reason;

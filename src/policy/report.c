@@ -264,8 +264,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     const bool finished = sg_op_finished(op);
     const int64_t end = finished ? op->finished_at_ : now;
     const int64_t start = sg_budget_started_at(&op->budget_);
-    const sg_op_attempt *last =
-        op->count_ > 0 ? sg_op_attempt_at(op, op->count_ - 1) : NULL;
+    const sg_op_attempt *last = sg_op_deciding_attempt(op); /* with hedging, the winner */
     bool first = true;
 
     sg__sink_put(s, "{", 1);

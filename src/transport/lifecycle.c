@@ -44,6 +44,7 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
         return rv;
     }
     lc->tp = tp;
+    lc->pol = &lc->policy;
     if (popts != NULL) {
         lc->popts = *popts;
     } else {
@@ -65,8 +66,13 @@ void sg__lc_release(sg__lifecycle *lc) {
 /* The operation ended: the transport leaves its driver, then on_done.
  * After this returns the lifecycle may have been freed. */
 static int finish(sg__lifecycle *lc) {
+    if (lc->primary != NULL) {
+        /* a hedge slot ended the operation: its primary says so */
+        lc->state = SG__LC_IDLE;
+        return finish(lc->primary);
+    }
     lc->state = SG__LC_DONE;
-    int orc = sg_op_observer_error(&lc->policy);
+    int orc = sg_op_observer_error(lc->pol);
     if (orc != 0 && lc->errbuf[0] == '\0') {
         /* never changes the outcome; kept as the message when there is
          * no other */
@@ -88,7 +94,7 @@ static bool format_deadlines(sg__lifecycle *lc, int64_t left) {
 
 static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stamp *st) {
     st->n = 0;
-    const char *key = sg_op_idempotency_key(&lc->policy);
+    const char *key = sg_op_idempotency_key(lc->pol);
     if (key != NULL) {
         st->h[st->n++] = (sg__lc_header){"Idempotency-Key", key};
     }
@@ -105,22 +111,19 @@ void sg__lc_restamp(sg__lifecycle *lc, int64_t now) {
     format_deadlines(lc, lc->attempt_end - now);
 }
 
-/* Lease and launch the next attempt.  Returns 1 when the operation ended
- * (nothing could be leased, or the launch failed for good). */
-static int begin(sg__lifecycle *lc, int64_t now) {
-    sg_op_plan plan;
-    if (sg_op_next_attempt(&lc->policy, now, &plan) != 0) {
-        return finish(lc);
-    }
-    sg_stream_begin(&lc->stream, &plan.guard_config, sg_op_budget(&lc->policy),
-                    plan.attempt, now);
-    lc->attempt = plan.attempt;
-    lc->attempt_end = sg_time_add(now, plan.attempt_ns);
+/* Launches the attempt @plan leased.  Returns 1 when the operation ended
+ * (the launch failed for good). */
+static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
+    sg_stream_begin(&lc->stream, &plan->guard_config, sg_op_budget(lc->pol),
+                    plan->attempt, now);
+    lc->attempt = plan->attempt;
+    lc->attempt_end = sg_time_add(now, plan->attempt_ns);
     lc->http_status = 0;
     lc->sent = false;
     lc->headers_done = false;
     lc->body_is_stream = false;
     lc->not_processed = false;
+    lc->lost = false;
     lc->feed_error = 0;
     lc->retry_after_len = 0;
     lc->date_len = 0;
@@ -128,15 +131,43 @@ static int begin(sg__lifecycle *lc, int64_t now) {
     lc->state = SG__LC_RUNNING;
 
     sg__lc_stamp st;
-    stamp_headers(lc, &plan, &st);
+    stamp_headers(lc, plan, &st);
     sg_outcome fail = SG_OUTCOME_TRANSPORT_ERROR;
-    if (lc->tp->launch(lc, &plan, &st, &now, &fail) != 0) {
+    if (lc->tp->launch(lc, plan, &st, &now, &fail) != 0) {
         /* Nothing was sent: the policy may retry it. */
         lc->not_processed = true;
         sg__lc_decide(lc, now, fail);
         return sg__lc_settle(lc, now);
     }
     return 0;
+}
+
+/* Lease and launch the next attempt.  Returns 1 when the operation ended
+ * (nothing could be leased, or the launch failed for good). */
+static int begin(sg__lifecycle *lc, int64_t now) {
+    sg_op_plan plan;
+    if (sg_op_next_attempt(lc->pol, now, &plan) != 0) {
+        return finish(lc);
+    }
+    return launch(lc, now, &plan);
+}
+
+void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary) {
+    lc->pol = primary->pol;
+    lc->primary = primary;
+    lc->state = SG__LC_IDLE;
+}
+
+int sg__lc_hedge(sg__lifecycle *lc, int64_t now) {
+    if (lc->primary == NULL || (lc->state != SG__LC_IDLE && lc->state != SG__LC_DONE)) {
+        return SG_ESTATE;
+    }
+    sg_op_plan plan;
+    int rv = sg_op_hedge(lc->pol, now, &plan);
+    if (rv != 0) {
+        return rv;
+    }
+    return launch(lc, now, &plan);
 }
 
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
@@ -218,13 +249,15 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         r.retry_after_len = lc->retry_after_len;
         r.wall_now_s = wall_origin(lc);
     }
-    if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
+    r.attempt = lc->attempt;
+    if (sg_op_attempt_done(lc->pol, now, &r, &v) != 0) {
         /* Cannot happen with the checks above; still, the policy must
          * record an end, so hand it a result it always accepts. */
         r.http_status = 0;
         r.retry_after = NULL;
         r.outcome = SG_OUTCOME_PROTOCOL_ERROR;
-        if (sg_op_attempt_done(&lc->policy, now, &r, &v) != 0) {
+        r.attempt = lc->attempt;
+        if (sg_op_attempt_done(lc->pol, now, &r, &v) != 0) {
             return finish(lc);
         }
     }
@@ -238,17 +271,34 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (v.partial) {
         lc->tp->discard(lc, lc->attempt, v.outcome);
     }
-    const sg_op_attempt *rec =
-        sg_op_attempt_at(&lc->policy, sg_op_attempt_count(&lc->policy) - 1);
+    const sg_op_attempt *rec = sg_op_attempt_at(lc->pol, lc->attempt - 1);
     if (rec != NULL) {
         lc->tp->attempt_ended(lc, rec);
+    }
+    if (v.reason == SG_OP_REASON_HEDGE_LOST || v.reason == SG_OP_REASON_HEDGE_RUNNING) {
+        /* this line stops; the operation goes on with the attempts beside
+         * it (or, a late loser, has already ended) */
+        lc->state =
+            lc->primary == NULL && sg_op_finished(lc->pol) ? SG__LC_DONE : SG__LC_IDLE;
+        return 0;
+    }
+    if (v.decision == SG_OP_RETRY && lc->primary != NULL) {
+        /* a hedge slot runs no retry: the primary sleeps and runs it */
+        sg__lifecycle *p = lc->primary;
+        lc->state = SG__LC_IDLE;
+        p->state = SG__LC_SLEEPING;
+        p->wake_at = v.retry_at;
+        if (p->tp->reschedule != NULL) {
+            p->tp->reschedule(p);
+        }
+        return 0;
     }
     if (v.decision == SG_OP_RETRY) {
         lc->state = SG__LC_SLEEPING;
         lc->wake_at = v.retry_at;
         if (lc->cancel) {
             /* cancelled while this attempt ended: no further attempt */
-            sg_op_cancel(&lc->policy, now);
+            sg_op_cancel(lc->pol, now);
             return finish(lc);
         }
         return 0;
@@ -261,9 +311,10 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
 int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
     switch (lc->state) {
     case SG__LC_RUNNING:
-        return lc->cancel ? INT64_MIN : sg_guard_next_deadline(&lc->stream.guard_);
+        return lc->cancel || lc->lost ? INT64_MIN
+                                      : sg_guard_next_deadline(&lc->stream.guard_);
     case SG__LC_DRAINING:
-        return lc->drain_until;
+        return lc->cancel || lc->lost ? INT64_MIN : lc->drain_until;
     case SG__LC_SLEEPING:
         return lc->cancel ? INT64_MIN : lc->wake_at;
     default:
@@ -282,9 +333,22 @@ void sg__lc_cancel(sg__lifecycle *lc) {
 int sg__lc_tick(sg__lifecycle *lc, int64_t now) {
     switch (lc->state) {
     case SG__LC_RUNNING:
-        if (lc->cancel) {
+    case SG__LC_DRAINING:
+        if (lc->cancel || lc->lost) {
+            if (lc->lost) {
+                sg__lc_error(lc, "lost a hedge: another attempt delivered first");
+            }
             lc->tp->abort(lc);
+            lc->state = SG__LC_RUNNING; /* cancelled, whatever it drained */
             sg__lc_decide(lc, now, SG_OUTCOME_CANCELLED);
+            return sg__lc_settle(lc, now);
+        }
+        if (lc->state == SG__LC_DRAINING) {
+            if (now < lc->drain_until) {
+                return 0;
+            }
+            lc->tp->abort(lc);
+            sg__lc_decide(lc, now, SG_OUTCOME_OK);
             return sg__lc_settle(lc, now);
         }
         if (now < sg_guard_next_deadline(sg__lc_guard(lc))) {
@@ -301,16 +365,9 @@ int sg__lc_tick(sg__lifecycle *lc, int64_t now) {
         lc->tp->abort(lc);
         sg__lc_decide(lc, now, SG_OUTCOME_TRANSPORT_ERROR);
         return sg__lc_settle(lc, now);
-    case SG__LC_DRAINING:
-        if (now < lc->drain_until) {
-            return 0;
-        }
-        lc->tp->abort(lc);
-        sg__lc_decide(lc, now, SG_OUTCOME_OK);
-        return sg__lc_settle(lc, now);
     case SG__LC_SLEEPING:
         if (lc->cancel) {
-            sg_op_cancel(&lc->policy, now);
+            sg_op_cancel(lc->pol, now);
             return finish(lc);
         }
         if (now < lc->wake_at) {

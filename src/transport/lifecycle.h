@@ -39,6 +39,8 @@ enum sg__lc_state {
     SG__LC_ENDING,   /* attempt decided; sg__lc_settle hands it over */
     SG__LC_SLEEPING, /* backoff before the next attempt */
     SG__LC_DONE,
+    SG__LC_IDLE, /* its attempt ended; the operation goes on in another
+                  * lifecycle (hedging: the attempts beside it) */
 };
 
 /* How a final header block classifies the response. */
@@ -90,12 +92,22 @@ typedef struct sg__transport {
      * (an observer's durable intent: an fsync), so the first lease and its
      * deadline header are measured from when the request really goes. */
     int64_t (*now)(sg__lifecycle *lc);
+    /* Optional (hedging): @lc's next deadline moved while another
+     * lifecycle was being run; re-key it in the driver. */
+    void (*reschedule)(sg__lifecycle *lc);
 } sg__transport;
 
 struct sg__lifecycle {
     const sg__transport *tp;
     sg_op_options popts;
     sg_op policy;
+    /* The policy this lifecycle's attempts belong to: its own, or - for a
+     * hedge slot - its primary's, shared by every attempt in flight. */
+    sg_op *pol;
+    /* Hedging: the lifecycle of the operation (NULL: this one is); a hedge
+     * slot runs one attempt at a time beside it and never a retry. */
+    struct sg__lifecycle *primary;
+    bool lost;        /* another attempt delivered first: abort, settle (hedge_lost) */
     sg_stream stream; /* the body: framing + the attempt's guard */
     void *parser_buf;
     int state;
@@ -139,6 +151,14 @@ void sg__lc_release(sg__lifecycle *lc);
  * (finished ran: it may be freed), 0 when an attempt runs, or the
  * observer's negative code when it refused (nothing sent; still NEW). */
 int sg__lc_start(sg__lifecycle *lc, int64_t now);
+
+/* A hedge slot: @lc's attempts belong to @primary's operation (its
+ * policy), begun with sg__lc_hedge; set once, before the first. */
+void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary);
+/* Leases a hedge (sg_op_hedge) on the slot @lc and launches it.  Returns
+ * 0 when it runs, 1 when the operation ended, SG_EREFUSED when no hedge
+ * could be leased (the operation goes on), SG_ESTATE when none is due. */
+int sg__lc_hedge(sg__lifecycle *lc, int64_t now);
 
 /* The stamped deadline values (lc->dl_value, lc->grpc_value) say what is
  * left of the attempt's lease at @now: for a transport that sends the

@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
-# sg-stream --fallback against three sg-fakemodel instances: a retryable
+# sg-stream --fallback and --hedge-after against three sg-fakemodel
+# instances.  Fallback: a retryable
 # failure moves the next attempt to the next endpoint, all from one budget;
 # a Retry-After beyond the budget sends the fallback at once; the retry
 # rules still hold (no fallback for an unsafe request that may have taken
 # effect, none after a partial stream); the report names each attempt's
-# endpoint, never its credentials or query.  Each server's own log says
+# endpoint, never its credentials or query.  Hedging: a hedge that
+# delivers first wins and the slow original is cancelled at once (the
+# server's log shows it gone within a few ms of the winner's first item),
+# the consumer sees one stream; an original that delivers first cancels
+# the hedge; an unsafe request is not hedged.  Each server's own log says
 # what it was asked.
 # Usage: sg_stream_fallback_test.sh SG_STREAM SG_FAKEMODEL
 set -u
@@ -105,12 +110,71 @@ else
     pass "no credentials and no query in the report"
 fi
 
+# ev_ns S TAG EVENT: the t_ns of EVENT for server S's request tagged TAG
+ev_ns() {
+    local id
+    id=$(curl -sS -m 5 "http://127.0.0.1:${PORT[$1]}/_log?event=received" |
+        grep -o "\"id\":[0-9]*,\"event\":\"received\"[^}]*_t=$2\"" | head -n 1 |
+        sed 's/"id":\([0-9]*\).*/\1/')
+    [ -n "$id" ] || return 1
+    curl -sS -m 5 "http://127.0.0.1:${PORT[$1]}/_log?id=$id&event=$3" |
+        grep -o '"t_ns":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+# ---- hedging: the hedge wins, the slow original is cancelled ------------------
+"$SG" --budget 10s --hedge-after 200ms --report "$REP" -w '%{outcome} %{attempts} %{items}\n' \
+    "$(url A 'n=3&first_delay=5000&_t=hd1')" --fallback "$(url B 'n=3&_t=hd1')" >"$OUT" 2>"$ERR"
+rc=$?
+[ "$rc" -eq 0 ] && pass "the hedge's stream ends ok" || fail "hedge: exit $rc $(head -c 300 "$ERR")"
+[ "$(tail -n 1 "$OUT")" = "ok 2 3" ] && pass "two attempts, one stream of three items" ||
+    fail "hedge write-out: $(tail -n 1 "$OUT")"
+[ "$(grep -c '"content":"tok' "$OUT")" -eq 3 ] && pass "the consumer saw exactly one stream" ||
+    fail "hedge output: $(grep -c tok "$OUT") items"
+if grep -q '"n":1,[^}]*"outcome":"cancelled"' "$REP" &&
+    grep -q '"reason":"hedge_lost"' "$REP" && grep -q '"hedge":true' "$REP"; then
+    pass "the report: the original cancelled (hedge_lost), the hedge marked"
+else
+    fail "hedge report: $(head -c 600 "$REP")"
+fi
+won=$(ev_ns B hd1 first_item_sent)
+gone=$(ev_ns A hd1 client_gone)
+if [ -n "$won" ] && [ -n "$gone" ] && [ $((gone - won)) -lt 50000000 ] && [ $((gone - won)) -gt -5000000 ]; then
+    pass "the original's server saw it gone $(((gone - won) / 1000)) us after the winner's first item"
+else
+    fail "cancel timing: winner ${won:-?} gone ${gone:-?}"
+fi
+
+# ---- hedging: the original delivers first, the hedge is the loser ------------
+"$SG" --budget 10s --hedge-after 100ms --report "$REP" -w '%{outcome} %{attempts} %{items}\n' \
+    "$(url A 'n=2&first_delay=300&_t=hd2')" --fallback "$(url B 'n=2&first_delay=5000&_t=hd2')" \
+    >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok 2 2" ] && pass "the original won over its hedge" ||
+    fail "original wins: $(tail -n 1 "$OUT") $(head -c 300 "$ERR")"
+grep -q '"n":2,[^}]*"outcome":"cancelled"' "$REP" && pass "the hedge was cancelled" ||
+    fail "hedge loser report: $(head -c 600 "$REP")"
+gone=$(ev_ns B hd2 client_gone)
+[ -n "$gone" ] && pass "the hedge's server saw it gone" || fail "the hedge was not cancelled on the wire"
+
+# ---- hedging refused for an unsafe request -------------------------------------
+"$SG" --hedge-after 100ms -d '{"charge":1}' "$(url A 'n=1&_t=hd3')" >"$OUT" 2>"$ERR"
+[ $? -eq 2 ] && grep -q 'idempotency-key' "$ERR" && pass "an unsafe POST is not hedged (usage error)" ||
+    fail "unsafe hedge: $(head -c 200 "$ERR")"
+n=$(received A hd3)
+[ "$n" -eq 0 ] && pass "nothing was sent" || fail "the unsafe request was sent $n times"
+"$SG" --budget 5s --hedge-after 100ms --idempotency-key hd4-key -d '{"q":1}' \
+    -w '%{outcome}\n' "$(url A 'n=1&_t=hd4')" >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok" ] && pass "a keyed POST may be hedged" || fail "keyed hedge: $(tail -n 1 "$OUT")"
+
 # ---- usage -------------------------------------------------------------------
 "$SG" --http2 --fallback "$(url B n=1)" "$(url A n=1)" >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && grep -q 'fallback' "$ERR" && pass "--fallback with --http2 is a usage error" ||
     fail "--http2 --fallback: $(head -c 200 "$ERR")"
 "$SG" --fallback ftp://x "$(url A n=1)" >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && pass "--fallback takes an http(s) URL" || fail "--fallback ftp://"
+"$SG" --max-hedges 2 "$(url A n=1)" >"$OUT" 2>"$ERR"
+[ $? -eq 2 ] && pass "--max-hedges needs --hedge-after" || fail "--max-hedges alone"
+"$SG" --hedge-after 100ms --max-hedges 9 "$(url A n=1)" >"$OUT" 2>"$ERR"
+[ $? -eq 2 ] && pass "--max-hedges takes 1..4" || fail "--max-hedges 9"
 
 stop_all
 if [ "$FM_FAILS" -ne 0 ]; then

@@ -45,6 +45,8 @@ enum {
     OPT_SKIP_EVENT,
     OPT_PROFILE,
     OPT_FALLBACK,
+    OPT_HEDGE_AFTER,
+    OPT_MAX_HEDGES,
     OPT_MAX_ITEMS,
     OPT_MAX_BYTES,
     OPT_MAX_EVENT_BYTES,
@@ -83,6 +85,8 @@ static const struct option long_opts[] = {
     {"skip-event", required_argument, NULL, OPT_SKIP_EVENT},
     {"profile", required_argument, NULL, OPT_PROFILE},
     {"fallback", required_argument, NULL, OPT_FALLBACK},
+    {"hedge-after", required_argument, NULL, OPT_HEDGE_AFTER},
+    {"max-hedges", required_argument, NULL, OPT_MAX_HEDGES},
     {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
@@ -109,6 +113,7 @@ static bool takes_duration(int opt) {
     case OPT_FLOOR:
     case OPT_BACKOFF_BASE:
     case OPT_BACKOFF_MAX:
+    case OPT_HEDGE_AFTER:
         return true;
     default:
         return false;
@@ -162,6 +167,7 @@ static int apply(struct config *c, int opt, const char *arg) {
                                SG_OP_MAX_ATTEMPTS, arg);
         }
         rv = sg_op_options_set_max_attempts(&c->policy, (uint32_t)n);
+        c->attempts_set = true;
         break;
     case OPT_IDEMPOTENCY_KEY:
         c->idem_key = arg;
@@ -174,6 +180,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_IDEMPOTENT:
         rv = sg_op_options_set_idempotent(&c->policy, true);
+        c->idempotent = true;
         break;
     case 'X':
         c->method = arg;
@@ -227,6 +234,16 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_GRPC_TIMEOUT:
         c->copts.grpc_timeout = true;
+        break;
+    case OPT_HEDGE_AFTER:
+        c->hedge_after = d;
+        break;
+    case OPT_MAX_HEDGES:
+        if (parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0 || n == 0) {
+            return usage_error("--max-hedges takes a number from 1 to %d, not '%s'",
+                               SG_OP_MAX_HEDGES, arg);
+        }
+        c->max_hedges = (uint32_t)n;
         break;
     case OPT_FALLBACK:
         if (c->nfallback == MAX_FALLBACKS) {
@@ -356,6 +373,22 @@ static int finish(struct config *c, int argc, char **argv) {
                            optind == argc ? "" : argv[optind + 1]);
     }
     c->url = argv[optind];
+    if (c->max_hedges > 0 && c->hedge_after == 0) {
+        return usage_error("--max-hedges needs --hedge-after%s", "");
+    }
+    if (c->hedge_after > 0) {
+        if (c->http2) {
+            return usage_error("--hedge-after goes through libcurl (which negotiates "
+                               "HTTP/2 itself): drop --http2%s",
+                               "");
+        }
+        uint32_t hedges = c->max_hedges > 0 ? c->max_hedges : 1;
+        (void)sg_op_options_set_hedging(&c->policy, c->hedge_after, hedges);
+        if (!c->attempts_set) {
+            /* hedges are attempts: room for them, unless --attempts says */
+            (void)sg_op_options_set_max_attempts(&c->policy, 1 + hedges);
+        }
+    }
     if (c->nfallback > 0 && c->http2) {
         return usage_error("--fallback goes through libcurl (which negotiates HTTP/2 "
                            "itself): drop --http2%s",
@@ -374,6 +407,13 @@ static int finish(struct config *c, int argc, char **argv) {
         return usage_error("invalid method '%s'", method);
     }
     c->method = method;
+    if (c->hedge_after > 0 && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
+        strcmp(method, "PUT") != 0 && strcmp(method, "DELETE") != 0 &&
+        strcmp(method, "OPTIONS") != 0 && c->idem_key == NULL && !c->idempotent) {
+        return usage_error("--hedge-after repeats the request: a %s needs "
+                           "--idempotency-key or --idempotent",
+                           method);
+    }
     if (c->profile != NULL) {
         /* the profile's semantics; flags given explicitly still win */
         sg_stream_config given = c->copts.framing;

@@ -118,6 +118,10 @@ struct config {
     size_t nskip;
     const char *fallback[MAX_FALLBACKS]; /* --fallback, in order */
     int nfallback;
+    int64_t hedge_after; /* --hedge-after, 0 when not given */
+    uint32_t max_hedges; /* --max-hedges, 0 when not given */
+    bool idempotent;     /* --idempotent */
+    bool attempts_set;   /* --attempts was given */
     struct run run;
 };
 

@@ -95,8 +95,7 @@ void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome) {
 
 /* The attempt the -w variables and the diagnostic speak of, if any. */
 static const sg_op_attempt *last_attempt(const sg_op *op) {
-    uint32_t n = sg_op_attempt_count(op);
-    return n > 0 ? sg_op_attempt_at(op, n - 1) : NULL;
+    return sg_op_deciding_attempt(op); /* with hedging, the winner */
 }
 
 static int exit_code_for(sg_outcome o) {
