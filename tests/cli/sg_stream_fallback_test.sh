@@ -155,6 +155,22 @@ grep -q '"n":2,[^}]*"outcome":"cancelled"' "$REP" && pass "the hedge was cancell
 gone=$(ev_ns B hd2 client_gone)
 [ -n "$gone" ] && pass "the hedge's server saw it gone" || fail "the hedge was not cancelled on the wire"
 
+# ---- two hedges, one on each fallback: the third attempt wins ----------------
+"$SG" --budget 10s --hedge-after 100ms --max-hedges 2 --report "$REP" \
+    -w '%{outcome} %{attempts} %{items}\n' "$(url A 'n=2&first_delay=5000&_t=hd5')" \
+    --fallback "$(url B 'n=2&first_delay=5000&_t=hd5')" --fallback "$(url C 'n=2&_t=hd5')" \
+    >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok 3 2" ] && pass "the second hedge, on the third server, won" ||
+    fail "two hedges: $(tail -n 1 "$OUT") $(head -c 300 "$ERR")"
+[ "$(grep -o '"reason":"hedge_lost"' "$REP" | wc -l)" -eq 2 ] &&
+    pass "both slower attempts recorded hedge_lost" || fail "two hedges report: $(head -c 600 "$REP")"
+starts=$(grep -o '"start_ms":[0-9]*' "$REP" | cut -d: -f2 | tr '\n' ' ')
+if awk -v s="$starts" 'BEGIN { split(s, a, " "); exit !(a[2] >= 100 && a[2] < 180 && a[3] >= 200 && a[3] < 280) }'; then
+    pass "each hedge 100 ms after the one before (start_ms $starts)"
+else
+    fail "hedge starts: $starts"
+fi
+
 # ---- hedging refused for an unsafe request -------------------------------------
 "$SG" --hedge-after 100ms -d '{"charge":1}' "$(url A 'n=1&_t=hd3')" >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && grep -q 'idempotency-key' "$ERR" && pass "an unsafe POST is not hedged (usage error)" ||

@@ -190,6 +190,22 @@ void ex_respond_json_error(exchange *ex, int status, const char *msg,
     sg_fm_buf_free(&b);
 }
 
+/* The wait before the first item: first_delay, or for tail_pct percent of
+ * requests (chosen by a hash of the request id: the same every run)
+ * tail_delay - a latency tail. */
+static int64_t first_delay(const struct exchange *ex) {
+    if (ex->sc.tail_pct > 0) {
+        uint64_t h = ex->id * UINT64_C(0x9e3779b97f4a7c15);
+        h ^= h >> 31;
+        h *= UINT64_C(0xbf58476d1ce4e5b9);
+        h ^= h >> 29;
+        if ((int64_t)(h % 100) < ex->sc.tail_pct) {
+            return ex->sc.tail_delay_ms;
+        }
+    }
+    return ex->sc.first_delay_ms;
+}
+
 static void start_stream_response(exchange *ex) {
     int64_t now = sg_fm_now();
     const char *ctype =
@@ -228,7 +244,7 @@ static void start_stream_response(exchange *ex) {
         }
         ex->next_item_at = SG_FM_FOREVER;
     } else {
-        schedule_next(ex, now, ex->sc.first_delay_ms);
+        schedule_next(ex, now, first_delay(ex));
     }
     ex_step(ex);
 }
