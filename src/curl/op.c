@@ -274,6 +274,12 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
         op->won = false; /* a new line of attempts: nothing delivered */
         op->hedge_off = false;
     }
+    if (op->root != NULL) {
+        /* a hedge goes on a connection of its own, even to the same
+         * endpoint: one that is stuck (or a backend behind it that is)
+         * must not hold the hedge too */
+        curl_easy_setopt(op->easy, CURLOPT_FRESH_CONNECT, 1L);
+    }
     CURL *e = op->easy;
     const struct curl_slist *given = op->opts.headers;
     if (op->opts.n_endpoints > 0 && plan->endpoint < op->opts.n_endpoints) {
