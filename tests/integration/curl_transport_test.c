@@ -1302,6 +1302,80 @@ static int teardown(void **state) {
     return 0;
 }
 
+/* The line of @log holding @needle, into @out. */
+static bool log_line(const char *log, const char *needle, char *out, size_t cap) {
+    const char *at = strstr(log, needle);
+    if (at == NULL) {
+        return false;
+    }
+    const char *b = at;
+    while (b > log && b[-1] != '\n') {
+        b--;
+    }
+    const char *e = strchr(at, '\n');
+    size_t n = e != NULL ? (size_t)(e - b) : strlen(b);
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(out, b, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* Fallback to another provider's request: each endpoint with its own URL,
+ * headers and body; the server's log shows what each was sent. */
+static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
+    (void)state;
+    char a[256], b[256];
+    snprintf(a, sizeof(a), "%s/v1/chat/completions?status=503&_t=epb.a", server.base);
+    snprintf(b, sizeof(b), "%s/v1/chat/completions?n=2&_t=epb.b", server.base);
+    struct curl_slist *hb = curl_slist_append(NULL, "X-Deadline-Ms: 4242");
+    sg_curl_endpoint eps[2] = {
+        {a, NULL, "{\"a\":1}", 7},
+        {b, hb, "{\"bb\":22}", 9},
+    };
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, a);
+    curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "ignored");
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_method(&po, "POST");
+    sg_op_options_set_idempotency_key(&po, "epb-key");
+    sg_op_options_set_max_attempts(&po, 2);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(5));
+    sg_curl_options co = {
+        .framing = {.terminal_data = "[DONE]"}, .endpoints = eps, .n_endpoints = 2};
+    struct multi_case c = {NULL, "ok", 0, 0, false};
+    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    sg_curl_op *op = NULL;
+    assert_int_equal(sg_curl_op_new(&op, easy, &po, &co, &cbs, &c), 0);
+    sg_curl_multi *m = NULL;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_multi_add(m, op), 0);
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    assert_true(c.done);
+    assert_int_equal(c.got, SG_OUTCOME_OK);
+    assert_int_equal(c.items, 2);
+    assert_int_equal(sg_op_attempt_count(sg_curl_op_policy(op)), 2);
+    char *log = fm_fetch(&server, "/_log?event=received&limit=100000", 0);
+    assert_non_null(log);
+    /* the log has one event a line: each request's own line */
+    char la[1024], lb[1024];
+    assert_true(log_line(log, "_t=epb.a", la, sizeof(la)));
+    assert_true(log_line(log, "_t=epb.b", lb, sizeof(lb)));
+    assert_non_null(strstr(la, "\"body_bytes\":7"));
+    assert_null(strstr(la, "4242")); /* B's header never went to A */
+    assert_non_null(strstr(lb, "\"body_bytes\":9"));
+    assert_non_null(strstr(lb, "\"x_deadline_ms\":\"4242\""));
+    free(log);
+    /* a body on some endpoints but not all is refused */
+    eps[0].body = NULL;
+    sg_curl_op *bad = NULL;
+    assert_int_equal(sg_curl_op_new(&bad, easy, &po, &co, &cbs, &c), SG_EINVAL);
+    sg_curl_op_free(op);
+    sg_curl_multi_free(m);
+    curl_easy_cleanup(easy);
+    curl_slist_free_all(hb);
+}
+
 /* 100 operations against a server that answers 503 to everything, each
  * allowed 5 attempts, side by side on one managed multi: without a retry
  * budget the server is asked 500 times; with one shared budget (10
@@ -1406,6 +1480,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_retry_after_of_64_bytes_is_reported_malformed),
         cmocka_unit_test(a_final_error_status_is_not_retried),
         cmocka_unit_test(a_retry_budget_spares_a_failing_server),
+        cmocka_unit_test(fallback_endpoints_send_their_own_headers_and_body),
         cmocka_unit_test(
             a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers),
         cmocka_unit_test(unsafe_post_that_times_out_after_send_is_outcome_unknown),
