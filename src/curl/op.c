@@ -68,6 +68,12 @@ static void mark_losers(sg_curl_op *root, sg_curl_op *winner) {
 static int on_item(const sg_item *item, void *user_data) {
     sg_curl_op *op = user_data;
     sg_curl_op *root = root_of(op);
+    if (op->lc.lost) {
+        /* another attempt delivered first (in the same step, before the
+         * cancel ran): nothing of this one reaches the consumer - stop it
+         * here, and it is settled as lost */
+        return 1;
+    }
     if (!root->won && root->lc.popts.hedge_after_ns_ > 0) {
         /* the first item of the operation: this attempt wins */
         root->won = true;

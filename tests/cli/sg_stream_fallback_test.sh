@@ -155,6 +155,18 @@ grep -q '"n":2,[^}]*"outcome":"cancelled"' "$REP" && pass "the hedge was cancell
 gone=$(ev_ns B hd2 client_gone)
 [ -n "$gone" ] && pass "the hedge's server saw it gone" || fail "the hedge was not cancelled on the wire"
 
+# ---- a near tie: the original and its hedge deliver at the same instant; the
+# consumer still sees exactly one stream (one response id on every line) ----
+tie_ok=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    "$SG" --budget 10s --hedge-after 100ms "$(url A "n=20&gap=1&first_delay=300&_t=tie$i")" \
+        --fallback "$(url A "n=20&gap=1&first_delay=200&_t=tie$i")" >"$OUT" 2>"$ERR"
+    ids=$(grep -o '"id":"chatcmpl-[0-9]*"' "$OUT" | sort -u | wc -l)
+    lines=$(grep -c '"content":"tok' "$OUT")
+    [ "$ids" -eq 1 ] && [ "$lines" -eq 20 ] && tie_ok=$((tie_ok + 1))
+done
+[ "$tie_ok" -eq 10 ] && pass "near ties: one stream every time" || fail "near ties: $tie_ok of 10 gave one stream"
+
 # ---- two hedges, one on each fallback: the third attempt wins ----------------
 "$SG" --budget 10s --hedge-after 100ms --max-hedges 2 --report "$REP" \
     -w '%{outcome} %{attempts} %{items}\n' "$(url A 'n=2&first_delay=5000&_t=hd5')" \
