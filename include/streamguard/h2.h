@@ -361,9 +361,11 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *              format in @req->framing;
  *   SG_ERANGE  a framing limit is out of range, or the policy's floor is not
  *              below its budget;
- *   SG_EUNSUPPORTED  the policy names more than one endpoint (a connection
- *              serves one origin), or hedging: both are the libcurl
- *              transport's (its managed multi);
+ *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection
+ *              serves one origin (fallback is the libcurl transport's);
+ *   SG_EUNSAFE the policy hedges (sg_op_options_set_hedging) a request
+ *              not safe to repeat.  Hedges are new streams on this
+ *              connection; a loser is reset with RST_STREAM(CANCEL);
  *   SG_ENOMEM  out of memory;
  *   the negative code of the policy observer's on_intent when it refused
  *              the operation (e.g. the intent ledger's SG_EEXIST while the

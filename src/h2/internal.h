@@ -40,6 +40,16 @@ struct sg_h2_op {
     int32_t stream_id;  /* 0: no stream of ours is open on the session */
     size_t body_off;
     size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
+
+    /* hedging: a hedge slot points at its operation (root), shares its
+     * request block and runs attempts on its policy as streams of its own;
+     * the root keeps its slots */
+    sg_h2_op *root;
+    sg_h2_op *slots[SG_OP_MAX_HEDGES];
+    bool won;                 /* root: an attempt delivered the first item */
+    bool hedge_off;           /* root: a hedge was refused; none more in this line */
+    sg_stream_config framing; /* root: for its slots' lifecycles */
+    int64_t drain_ns;
 };
 
 /* Addresses to connect to, at most this many. */

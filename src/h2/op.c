@@ -25,7 +25,24 @@
 
 int64_t sg__h2_op_deadline(const sg__dheap_node *n) {
     const sg_h2_op *op = (const sg_h2_op *)((const char *)n - offsetof(sg_h2_op, node));
-    return sg__lc_next_deadline(&op->lc);
+    int64_t next = sg__lc_next_deadline(&op->lc);
+    if (op->root == NULL && !op->hedge_off && op->lc.popts.hedge_after_ns_ > 0 &&
+        op->lc.state != SG__LC_NEW && op->lc.state != SG__LC_DONE) {
+        next = sg_time_min(next, sg_op_hedge_at(op->lc.pol)); /* the next hedge */
+    }
+    return next;
+}
+
+static int maybe_hedge(sg_h2_op *root, int64_t now);
+
+/* What is due for @op at @now: its lifecycle's, then (the operation
+ * itself) a hedge.  Returns 1 when the operation ended. */
+static int op_tick(sg_h2_op *op, int64_t now) {
+    int rv = sg__lc_tick(&op->lc, now);
+    if (rv != 0 || op->root != NULL) {
+        return rv;
+    }
+    return maybe_hedge(op, now);
 }
 
 /* The deadline moved: only an earlier one needs the heap (lazy keys). */
@@ -107,7 +124,7 @@ void sg__h2_run_due(sg_h2_conn *c, int64_t now) {
     sg__dheap_node *top;
     while (sg__dheap_earliest(&c->heap, &top) <= now) {
         sg_h2_op *op = OP_OF_NODE(top);
-        settled(op, sg__lc_tick(&op->lc, now));
+        settled(op, op_tick(op, now));
         sg__h2_process_decided(c);
         /* op may be freed now; re-key whatever sits on top instead. */
         sg__dheap_node *again;
@@ -174,9 +191,12 @@ static int submit(sg_h2_op *op, int64_t now) {
  * attempt's own clocks) until link.c sends it or fails it. */
 static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
                      int64_t *now, sg_outcome *fail) {
-    (void)plan;
     sg_h2_op *op = SG__H2_OP_OF(lc);
     sg_h2_conn *c = op->conn;
+    if (op->root == NULL && !plan->hedge) {
+        op->won = false; /* a new line of attempts: nothing delivered */
+        op->hedge_off = false;
+    }
     op->stream_id = 0;
     op->body_off = 0;
     op->header_bytes = 0;
@@ -217,13 +237,38 @@ static void tp_abort(sg__lifecycle *lc) {
     reset_stream(SG__H2_OP_OF(lc), NGHTTP2_CANCEL);
 }
 
-SG__LC_CALLBACK_SHIMS(sg_h2_op, SG__H2_OP_OF)
+/* The operation an attempt runner belongs to: the consumer only ever
+ * sees that one. */
+static sg_h2_op *root_of(sg_h2_op *op) {
+    return op->root != NULL ? op->root : op;
+}
+
+#define ROOT_OF(l) root_of(SG__H2_OP_OF(l))
+SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF)
 
 /* The operation ended: leave the heap, then tell the consumer.  After this
  * returns the op may have been freed by on_done. */
 static void tp_finished(sg__lifecycle *lc) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
     sg_h2_conn *c = op->conn;
+    int64_t now = sg__h2_now(c);
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg_h2_op *s = op->slots[i];
+        if (s == NULL) {
+            continue;
+        }
+        if (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING) {
+            /* a loser the winner outran: reset, recorded before on_done */
+            reset_stream(s, NGHTTP2_CANCEL);
+            s->lc.state = SG__LC_RUNNING;
+            sg__lc_error(&s->lc, "lost a hedge: another attempt delivered first");
+            sg__lc_decide(&s->lc, now, SG_OUTCOME_CANCELLED);
+            (void)sg__lc_settle(&s->lc, now);
+        }
+        if (s->node.in_heap) {
+            sg__dheap_remove(&c->heap, &s->node); /* slots were never counted */
+        }
+    }
     if (op->node.in_heap) {
         sg__dheap_remove(&c->heap, &op->node);
         c->running--;
@@ -237,15 +282,48 @@ static int64_t tp_now(sg__lifecycle *lc) {
     return sg__h2_now(SG__H2_OP_OF(lc)->conn);
 }
 
+static void tp_reschedule(sg__lifecycle *lc) {
+    sg_h2_op *op = SG__H2_OP_OF(lc);
+    if (op->node.in_heap) {
+        sg__dheap_rekey(&op->conn->heap, &op->node);
+    }
+}
+
 static const sg__transport h2_transport = {
     tp_launch,           tp_abort,    NULL,   sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now, NULL,
+    sg__lc_shim_attempt, tp_finished, tp_now, tp_reschedule,
 };
+
+/* Hedging: @winner delivered the operation's first item; every other
+ * stream of it is due for its RST_STREAM(CANCEL) at once (run from the
+ * heap, after nghttp2 returned). */
+static void mark_losers(sg_h2_op *root, sg_h2_op *winner) {
+    sg_h2_op *all[1 + SG_OP_MAX_HEDGES] = {root};
+    memcpy(all + 1, root->slots, sizeof(root->slots));
+    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+        sg_h2_op *s = all[i];
+        if (s != NULL && s != winner &&
+            (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING)) {
+            s->lc.lost = true;
+            sg__h2_reschedule(s);
+        }
+    }
+}
 
 static int on_item(const sg_item *item, void *user_data) {
     sg_h2_op *op = user_data;
-    if (op->cbs.on_item != NULL) {
-        return op->cbs.on_item(op, item, op->user_data);
+    sg_h2_op *root = root_of(op);
+    if (op->lc.lost) {
+        return 1; /* another stream delivered first: nothing of this one */
+    }
+    if (!root->won && root->lc.popts.hedge_after_ns_ > 0) {
+        root->won = true;
+        if (sg_op_hedge_won(root->lc.pol, op->lc.attempt) > 0) {
+            mark_losers(root, op);
+        }
+    }
+    if (root->cbs.on_item != NULL) {
+        return root->cbs.on_item(root, item, root->user_data);
     }
     return 0;
 }
@@ -336,7 +414,9 @@ static int check_request(const sg_h2_request *req) {
 }
 
 void sg__h2_op_release(sg_h2_op *op) {
-    free(op->block);
+    if (op->root == NULL) {
+        free(op->block); /* a slot shares its root's request */
+    }
     sg__lc_release(&op->lc);
     free(op);
 }
@@ -357,9 +437,6 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     }
     if (c == NULL || req == NULL || check_request(req) != 0) {
         return SG_EINVAL;
-    }
-    if (policy != NULL && policy->hedge_after_ns_ > 0) {
-        return SG_EUNSUPPORTED; /* hedging runs on the libcurl transport */
     }
     if (policy != NULL && policy->n_endpoints_ > 1) {
         /* one connection serves one origin: falling back across
@@ -400,6 +477,8 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     }
     op->lc.deadline_header = req->deadline_header;
     op->lc.grpc_timeout = req->grpc_timeout;
+    op->framing = req->framing;
+    op->drain_ns = req->drain_ns;
     if (cbs != NULL) {
         op->cbs = *cbs;
     }
@@ -430,7 +509,84 @@ int sg_h2_op_cancel(sg_h2_op *op) {
     if (op->conn != NULL && op->node.in_heap) {
         sg__h2_reschedule(op); /* due at once */
     }
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg_h2_op *s = op->slots[i];
+        if (s != NULL) {
+            sg__lc_cancel(&s->lc); /* every stream in flight */
+            if (s->node.in_heap) {
+                sg__h2_reschedule(s);
+            }
+        }
+    }
     return 0;
+}
+
+/* A hedge slot of @root: its request shared, a lifecycle on its policy,
+ * in the connection's heap and list.  NULL when out of memory. */
+static sg_h2_op *new_slot(sg_h2_op *root) {
+    sg_h2_conn *c = root->conn;
+    sg_h2_op *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        return NULL;
+    }
+    if (sg__lc_init(&s->lc, &h2_transport, &root->lc.popts, &root->framing,
+                    root->drain_ns, on_item, s) != 0) {
+        free(s);
+        return NULL;
+    }
+    s->root = root;
+    s->conn = c;
+    s->block = root->block;
+    s->nva = root->nva;
+    s->nfixed = root->nfixed;
+    s->body = root->body;
+    s->body_len = root->body_len;
+    s->target = root->target;
+    s->cbs = root->cbs;
+    s->user_data = root->user_data;
+    s->lc.deadline_header = root->lc.deadline_header;
+    s->lc.grpc_timeout = root->lc.grpc_timeout;
+    sg__lc_make_slot(&s->lc, &root->lc);
+    if (sg__dheap_push(&c->heap, &s->node) != 0) {
+        sg__h2_op_release(s);
+        return NULL;
+    }
+    link_op(c, s);
+    return s;
+}
+
+/* Hedging, on the root's tick: when a hedge is due, a free slot opens it
+ * as a new stream.  Returns 1 when the operation ended. */
+static int maybe_hedge(sg_h2_op *root, int64_t now) {
+    if (root->hedge_off || root->lc.popts.hedge_after_ns_ <= 0 ||
+        sg_op_hedge_at(root->lc.pol) > now) {
+        return 0;
+    }
+    sg_h2_op *slot = NULL;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
+        if (root->slots[i] == NULL) {
+            root->slots[i] = new_slot(root);
+            slot = root->slots[i];
+            if (slot == NULL) {
+                root->hedge_off = true; /* no memory: the original goes on alone */
+                return 0;
+            }
+        } else if (root->slots[i]->lc.state == SG__LC_IDLE) {
+            slot = root->slots[i];
+        }
+    }
+    if (slot == NULL) {
+        return 0;
+    }
+    int rv = sg__lc_hedge(&slot->lc, now);
+    if (rv < 0) {
+        root->hedge_off = true; /* refused (throttled, no budget): say no more */
+        return 0;
+    }
+    if (rv == 0) {
+        sg__dheap_rekey(&root->conn->heap, &slot->node);
+    }
+    return rv;
 }
 
 static void unqueue(sg_h2_conn *c, sg_h2_op *op) {
@@ -448,11 +604,29 @@ static void unqueue(sg_h2_conn *c, sg_h2_op *op) {
     }
 }
 
+static void unlink_op(sg_h2_conn *c, sg_h2_op *op);
+
 void sg_h2_op_free(sg_h2_op *op) {
     if (op == NULL) {
         return;
     }
     sg_h2_conn *c = op->conn;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg_h2_op *s = op->slots[i];
+        if (s == NULL) {
+            continue;
+        }
+        reset_stream(s, NGHTTP2_CANCEL);
+        if (s->node.in_heap) {
+            sg__dheap_remove(&c->heap, &s->node);
+        }
+        if (s->queued) {
+            unqueue(c, s);
+        }
+        unlink_op(c, s);
+        sg__h2_op_release(s);
+        op->slots[i] = NULL;
+    }
     if (c != NULL) {
         reset_stream(op, NGHTTP2_CANCEL);
         if (op->node.in_heap) {
@@ -462,16 +636,21 @@ void sg_h2_op_free(sg_h2_op *op) {
         if (op->queued) {
             unqueue(c, op);
         }
-        if (op->prev != NULL) {
-            op->prev->next = op->next;
-        } else if (c->ops == op) {
-            c->ops = op->next;
-        }
-        if (op->next != NULL) {
-            op->next->prev = op->prev;
-        }
+        unlink_op(c, op);
     }
     sg__h2_op_release(op);
+}
+
+static void unlink_op(sg_h2_conn *c, sg_h2_op *op) {
+    if (op->prev != NULL) {
+        op->prev->next = op->next;
+    } else if (c->ops == op) {
+        c->ops = op->next;
+    }
+    if (op->next != NULL) {
+        op->next->prev = op->prev;
+    }
+    op->prev = op->next = NULL;
 }
 
 sg_outcome sg_h2_op_outcome(const sg_h2_op *op) {

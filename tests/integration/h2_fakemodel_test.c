@@ -909,6 +909,67 @@ static void oversized_event_is_protocol_error(void **state) {
     h2t_stop(&s);
 }
 
+/* First-token hedging on one connection: the first request (per key) is
+ * slow, its hedge 150 ms later is fast and wins; the slow stream alone is
+ * reset with RST_STREAM(CANCEL) once the hedge's first item is in, and the
+ * consumer sees the hedge's items only. */
+static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 2);
+    sg_op_options_set_idempotency_key(&po, "h2-hedge-1");
+    assert_int_equal(sg_op_options_set_hedging(&po, SG_MS(150), 1), 0);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/chat/completions?n=4&gap=5&tail_first=1&tail_delay=5000&_tag=7001";
+    expect e;
+    memset(&e, 0, sizeof(e));
+    int64_t t0 = h2t_now();
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int64_t took = h2t_now() - t0;
+    assert_true(e.done);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
+    assert_int_equal(e.items, 4); /* one stream: the hedge's */
+    assert_true(took < SG_SEC(2));
+    const sg_op *op = sg_h2_op_policy(e.op);
+    assert_int_equal(sg_op_attempt_count(op), 2);
+    const sg_op_attempt *a1 = sg_op_attempt_at(op, 0), *a2 = sg_op_attempt_at(op, 1);
+    assert_int_equal(a1->outcome, SG_OUTCOME_CANCELLED);
+    assert_int_equal(a1->reason, SG_OP_REASON_HEDGE_LOST);
+    assert_true(a2->hedge);
+    assert_int_equal(a2->outcome, SG_OUTCOME_OK);
+    /* the server: the slow stream reset with CANCEL, the hedge ran to its end */
+    char *log = h2t_log_when(&s, "\"h2_error\":\"CANCEL\"", 1);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "\"reason\":\"rst_stream\""));
+    assert_int_equal(fm_count(log, "\"event\":\"client_gone\""), 1);
+    free(log);
+    sg_h2_op_free(e.op);
+    /* an unsafe request is not hedged */
+    sg_op_options_set_idempotency_key(&po, NULL);
+    sg_op_options_set_method(&po, "POST");
+    req.method = "POST";
+    sg_h2_op *bad = NULL;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &bad),
+        SG_EUNSAFE);
+    assert_null(bad);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-sg-fakemodel\n", argv[0]);
@@ -933,6 +994,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(losing_the_connection_ends_every_stream_in_its_phase,
                                   h2t_teardown),
         cmocka_unit_test_teardown(a_retry_after_connection_loss_reconnects, h2t_teardown),
+        cmocka_unit_test_teardown(a_hedge_wins_and_the_slow_stream_is_reset_alone,
+                                  h2t_teardown),
         cmocka_unit_test_teardown(refused_streams_are_recorded_unsent_and_retried,
                                   h2t_teardown),
         cmocka_unit_test_teardown(error_status_is_http_error_and_headers_are_stamped,

@@ -194,6 +194,9 @@ void ex_respond_json_error(exchange *ex, int status, const char *msg,
  * requests (chosen by a hash of the request id: the same every run)
  * tail_delay - a latency tail. */
 static int64_t first_delay(const struct exchange *ex) {
+    if (ex->tail) {
+        return ex->sc.tail_delay_ms; /* one of the first tail_first of its key */
+    }
     if (ex->sc.tail_pct > 0) {
         uint64_t h = ex->id * UINT64_C(0x9e3779b97f4a7c15);
         h ^= h >> 31;
@@ -376,11 +379,13 @@ void ex_begin(exchange *ex) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }
-    if (ex->sc.status > 0 && ex->sc.status != 200) {
-        uint64_t count = sg_fm_key_count(ex->key);
-        if (ex->sc.fail_first < 0 || count <= (uint64_t)ex->sc.fail_first) {
+    if ((ex->sc.status > 0 && ex->sc.status != 200) || ex->sc.tail_first > 0) {
+        uint64_t count = sg_fm_key_count(ex->key); /* once per request */
+        if (ex->sc.status > 0 && ex->sc.status != 200 &&
+            (ex->sc.fail_first < 0 || count <= (uint64_t)ex->sc.fail_first)) {
             ex->status = ex->sc.status;
         }
+        ex->tail = count <= (uint64_t)ex->sc.tail_first;
     }
     if (ex->sc.hang) {
         ex->st = X_HANG;

@@ -173,6 +173,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, 100, 0, &s->tail_pct);
         } else if (name_is(n, nn, "tail_delay")) {
             rc = parse_int(v, vn, MAX_MS, 0, &s->tail_delay_ms);
+        } else if (name_is(n, nn, "tail_first")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->tail_first);
         } else if (name_is(n, nn, "stall_after")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->stall_after);
         } else if (name_is(n, nn, "stall")) {

@@ -12,6 +12,7 @@
 #ifndef SG_FAKEMODEL_SERVER_H
 #define SG_FAKEMODEL_SERVER_H
 
+#include <stdbool.h>
 #include "fakemodel.h"
 
 #include <stddef.h>
@@ -90,6 +91,7 @@ struct exchange {
     int deferred; /* HTTP/2 data provider returned NGHTTP2_ERR_DEFERRED */
     int finished;
     const char *reason;
+    bool tail; /* tail_first: this request waits tail_delay */
 };
 
 struct conn {
