@@ -27,13 +27,10 @@ struct sg_curl_op {
     void *user_data;
     struct curl_slist *req_headers;
     const char **ep_urls; /* the endpoints' URLs, for the policy (owned) */
-    /* hedging: a hedge slot points at its operation (root); the root
-     * keeps its slots, each an attempt runner with its own easy handle
-     * (a duplicate of the root's) and lifecycle on the root's policy */
+    /* hedging: a hedge slot (an attempt runner with its own easy handle,
+     * a duplicate of the root's, and a lifecycle on the root's policy)
+     * points at its operation; the root's lifecycle keeps its slots */
     struct sg_curl_op *root;
-    struct sg_curl_op *slots[SG_OP_MAX_HEDGES];
-    bool won;       /* root: an attempt delivered the first item */
-    bool hedge_off; /* root: a hedge was refused; none more in this line */
 };
 
 /* Hooks from an op into the managed multi that owns it. */

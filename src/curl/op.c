@@ -47,40 +47,12 @@ static sg_curl_op *root_of(sg_curl_op *op) {
     return op->root != NULL ? op->root : op;
 }
 
-/* Hedging: @winner delivered the operation's first item; every other
- * attempt running is due for its cancel at once (the driver runs it right
- * after this libcurl callback: no multi call may be made inside one). */
-static void mark_losers(sg_curl_op *root, sg_curl_op *winner) {
-    sg_curl_op *all[1 + SG_OP_MAX_HEDGES] = {root};
-    memcpy(all + 1, root->slots, sizeof(root->slots));
-    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
-        sg_curl_op *s = all[i];
-        if (s != NULL && s != winner &&
-            (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING)) {
-            s->lc.lost = true;
-            if (s->owner != NULL) {
-                sg__curl_multi_reschedule(s->owner, s);
-            }
-        }
-    }
-}
-
 static int on_item(const sg_item *item, void *user_data) {
     sg_curl_op *op = user_data;
+    if (sg__lc_item_gate(&op->lc) != 0) {
+        return 1; /* it lost a hedge: stop it, nothing reaches the consumer */
+    }
     sg_curl_op *root = root_of(op);
-    if (op->lc.lost) {
-        /* another attempt delivered first (in the same step, before the
-         * cancel ran): nothing of this one reaches the consumer - stop it
-         * here, and it is settled as lost */
-        return 1;
-    }
-    if (!root->won && root->lc.popts.hedge_after_ns_ > 0) {
-        /* the first item of the operation: this attempt wins */
-        root->won = true;
-        if (sg_op_hedge_won(root->lc.pol, op->lc.attempt) > 0) {
-            mark_losers(root, op);
-        }
-    }
     if (root->cbs.on_item != NULL) {
         return root->cbs.on_item(root, item, root->user_data);
     }
@@ -276,10 +248,6 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     (void)now;
     sg_curl_op *op = OP_OF(lc);
     memset(&op->at, 0, sizeof(op->at));
-    if (op->root == NULL && !plan->hedge) {
-        op->won = false; /* a new line of attempts: nothing delivered */
-        op->hedge_off = false;
-    }
     if (op->root != NULL) {
         /* a hedge goes on a connection of its own, even to the same
          * endpoint: one that is stuck (or a backend behind it that is)
@@ -372,22 +340,13 @@ SG__LC_CALLBACK_SHIMS(sg_curl_op, ROOT_OF)
  * this returns the op may have been freed by on_done. */
 static void tp_finished(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
-    int64_t now = op_now(op);
+    sg__lc_settle_losers(&op->lc, op_now(op)); /* recorded before on_done */
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg_curl_op *s = op->slots[i];
-        if (s == NULL) {
-            continue;
-        }
-        if (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING) {
-            /* a loser the winner outran: recorded before on_done */
-            detach_transfer(s);
-            s->lc.state = SG__LC_RUNNING;
-            sg__lc_error(&s->lc, "lost a hedge: another attempt delivered first");
-            sg__lc_decide(&s->lc, now, SG_OUTCOME_CANCELLED);
-            (void)sg__lc_settle(&s->lc, now);
-        }
-        if (s->owner != NULL) {
-            sg__curl_multi_forget(s->owner, s);
+        if (op->lc.slots[i] != NULL) {
+            sg_curl_op *s = OP_OF(op->lc.slots[i]);
+            if (s->owner != NULL) {
+                sg__curl_multi_forget(s->owner, s);
+            }
         }
     }
     if (op->owner != NULL) {
@@ -402,6 +361,8 @@ static int64_t tp_now(sg__lifecycle *lc) {
     return op_now(OP_OF(lc));
 }
 
+static sg__lifecycle *tp_new_slot(sg__lifecycle *root);
+
 static void tp_reschedule(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
     if (op->owner != NULL) {
@@ -410,8 +371,8 @@ static void tp_reschedule(sg__lifecycle *lc) {
 }
 
 static const sg__transport curl_transport = {
-    tp_launch,           tp_abort,    tp_sync, sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now,  tp_reschedule,
+    tp_launch,   tp_abort, tp_sync,       sg__lc_shim_discard, sg__lc_shim_attempt,
+    tp_finished, tp_now,   tp_reschedule, tp_new_slot,
 };
 
 /* ------------------------------------------------------------ life cycle */
@@ -488,7 +449,8 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
 
 /* A hedge slot of @root: a duplicate of its easy handle, a lifecycle on
  * its policy, in its driver's heap.  NULL when out of memory. */
-static sg_curl_op *new_slot(sg_curl_op *root) {
+static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
+    sg_curl_op *root = OP_OF(root_lc);
     sg_curl_op *c = calloc(1, sizeof(*c));
     if (c == NULL) {
         return NULL;
@@ -517,7 +479,7 @@ static sg_curl_op *new_slot(sg_curl_op *root) {
         free(c);
         return NULL;
     }
-    return c;
+    return &c->lc;
 }
 
 static void free_slot(sg_curl_op *c) {
@@ -531,48 +493,14 @@ static void free_slot(sg_curl_op *c) {
     free(c);
 }
 
-/* Hedging, on the root's tick: when a hedge is due, a free slot launches
- * it.  Returns 1 when the operation ended. */
-static int maybe_hedge(sg_curl_op *root, int64_t now) {
-    if (root->hedge_off || root->owner == NULL || root->lc.popts.hedge_after_ns_ <= 0 ||
-        sg_op_hedge_at(root->lc.pol) > now) {
-        return 0;
-    }
-    sg_curl_op *slot = NULL;
-    for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
-        if (root->slots[i] == NULL) {
-            root->slots[i] = new_slot(root);
-            slot = root->slots[i];
-            if (slot == NULL) {
-                root->hedge_off = true; /* no memory: the original goes on alone */
-                return 0;
-            }
-        } else if (root->slots[i]->lc.state == SG__LC_IDLE) {
-            slot = root->slots[i];
-        }
-    }
-    if (slot == NULL) {
-        return 0;
-    }
-    int rv = sg__lc_hedge(&slot->lc, now);
-    if (rv < 0) {
-        root->hedge_off = true; /* refused (throttled, no budget): say no more */
-        return 0;
-    }
-    if (rv == 0) {
-        sg__curl_multi_reschedule(root->owner, slot);
-    }
-    return rv;
-}
-
 void sg_curl_op_free(sg_curl_op *op) {
     if (op == NULL) {
         return;
     }
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (op->slots[i] != NULL) {
-            free_slot(op->slots[i]);
-            op->slots[i] = NULL;
+        if (op->lc.slots[i] != NULL) {
+            free_slot(OP_OF(op->lc.slots[i]));
+            op->lc.slots[i] = NULL;
         }
     }
     detach_transfer(op);
@@ -683,11 +611,7 @@ int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {
 }
 
 int sg__curl_op_tick(sg_curl_op *op, int64_t now) {
-    int rv = sg__lc_tick(&op->lc, now);
-    if (rv != 0 || op->root != NULL) {
-        return rv;
-    }
-    return maybe_hedge(op, now);
+    return sg__lc_tick(&op->lc, now); /* hedges too, when due */
 }
 
 /* ------------------------------------------------------------ public API */
@@ -728,32 +652,14 @@ int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {
     if (op == NULL) {
         return SG_TIME_NEVER;
     }
-    int64_t next = sg__lc_next_deadline(&op->lc);
-    if (op->root == NULL && !op->hedge_off && op->owner != NULL &&
-        op->lc.popts.hedge_after_ns_ > 0 && op->lc.state != SG__LC_NEW &&
-        op->lc.state != SG__LC_DONE) {
-        next = sg_time_min(next, sg_op_hedge_at(op->lc.pol)); /* the next hedge */
-    }
-    return next;
+    return sg__lc_next_deadline(&op->lc); /* the next hedge too */
 }
 
 int sg_curl_op_cancel(sg_curl_op *op) {
     if (op == NULL) {
         return SG_EINVAL;
     }
-    sg__lc_cancel(&op->lc);
-    if (op->owner != NULL) {
-        sg__curl_multi_reschedule(op->owner, op); /* due at once */
-    }
-    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg_curl_op *s = op->slots[i];
-        if (s != NULL) {
-            sg__lc_cancel(&s->lc); /* every attempt in flight */
-            if (s->owner != NULL) {
-                sg__curl_multi_reschedule(s->owner, s);
-            }
-        }
-    }
+    sg__lc_cancel_all(&op->lc); /* every attempt in flight, due at once */
     return 0;
 }
 

@@ -43,11 +43,8 @@ struct sg_h2_op {
 
     /* hedging: a hedge slot points at its operation (root), shares its
      * request block and runs attempts on its policy as streams of its own;
-     * the root keeps its slots */
+     * the root's lifecycle keeps its slots */
     sg_h2_op *root;
-    sg_h2_op *slots[SG_OP_MAX_HEDGES];
-    bool won;                 /* root: an attempt delivered the first item */
-    bool hedge_off;           /* root: a hedge was refused; none more in this line */
     sg_stream_config framing; /* root: for its slots' lifecycles */
     int64_t drain_ns;
 };

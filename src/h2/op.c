@@ -25,24 +25,7 @@
 
 int64_t sg__h2_op_deadline(const sg__dheap_node *n) {
     const sg_h2_op *op = (const sg_h2_op *)((const char *)n - offsetof(sg_h2_op, node));
-    int64_t next = sg__lc_next_deadline(&op->lc);
-    if (op->root == NULL && !op->hedge_off && op->lc.popts.hedge_after_ns_ > 0 &&
-        op->lc.state != SG__LC_NEW && op->lc.state != SG__LC_DONE) {
-        next = sg_time_min(next, sg_op_hedge_at(op->lc.pol)); /* the next hedge */
-    }
-    return next;
-}
-
-static int maybe_hedge(sg_h2_op *root, int64_t now);
-
-/* What is due for @op at @now: its lifecycle's, then (the operation
- * itself) a hedge.  Returns 1 when the operation ended. */
-static int op_tick(sg_h2_op *op, int64_t now) {
-    int rv = sg__lc_tick(&op->lc, now);
-    if (rv != 0 || op->root != NULL) {
-        return rv;
-    }
-    return maybe_hedge(op, now);
+    return sg__lc_next_deadline(&op->lc); /* the next hedge too */
 }
 
 /* The deadline moved: only an earlier one needs the heap (lazy keys). */
@@ -124,7 +107,7 @@ void sg__h2_run_due(sg_h2_conn *c, int64_t now) {
     sg__dheap_node *top;
     while (sg__dheap_earliest(&c->heap, &top) <= now) {
         sg_h2_op *op = OP_OF_NODE(top);
-        settled(op, op_tick(op, now));
+        settled(op, sg__lc_tick(&op->lc, now));
         sg__h2_process_decided(c);
         /* op may be freed now; re-key whatever sits on top instead. */
         sg__dheap_node *again;
@@ -193,10 +176,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
                      int64_t *now, sg_outcome *fail) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
     sg_h2_conn *c = op->conn;
-    if (op->root == NULL && !plan->hedge) {
-        op->won = false; /* a new line of attempts: nothing delivered */
-        op->hedge_off = false;
-    }
+    (void)plan;
     op->stream_id = 0;
     op->body_off = 0;
     op->header_bytes = 0;
@@ -251,22 +231,11 @@ SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF)
 static void tp_finished(sg__lifecycle *lc) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
     sg_h2_conn *c = op->conn;
-    int64_t now = sg__h2_now(c);
+    sg__lc_settle_losers(&op->lc, sg__h2_now(c)); /* recorded before on_done */
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg_h2_op *s = op->slots[i];
-        if (s == NULL) {
-            continue;
-        }
-        if (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING) {
-            /* a loser the winner outran: reset, recorded before on_done */
-            reset_stream(s, NGHTTP2_CANCEL);
-            s->lc.state = SG__LC_RUNNING;
-            sg__lc_error(&s->lc, "lost a hedge: another attempt delivered first");
-            sg__lc_decide(&s->lc, now, SG_OUTCOME_CANCELLED);
-            (void)sg__lc_settle(&s->lc, now);
-        }
-        if (s->node.in_heap) {
-            sg__dheap_remove(&c->heap, &s->node); /* slots were never counted */
+        sg__lifecycle *sl = op->lc.slots[i];
+        if (sl != NULL && SG__H2_OP_OF(sl)->node.in_heap) {
+            sg__dheap_remove(&c->heap, &SG__H2_OP_OF(sl)->node); /* never counted */
         }
     }
     if (op->node.in_heap) {
@@ -282,6 +251,8 @@ static int64_t tp_now(sg__lifecycle *lc) {
     return sg__h2_now(SG__H2_OP_OF(lc)->conn);
 }
 
+static sg__lifecycle *tp_new_slot(sg__lifecycle *root);
+
 static void tp_reschedule(sg__lifecycle *lc) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
     if (op->node.in_heap) {
@@ -290,38 +261,16 @@ static void tp_reschedule(sg__lifecycle *lc) {
 }
 
 static const sg__transport h2_transport = {
-    tp_launch,           tp_abort,    NULL,   sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now, tp_reschedule,
+    tp_launch,   tp_abort, NULL,          sg__lc_shim_discard, sg__lc_shim_attempt,
+    tp_finished, tp_now,   tp_reschedule, tp_new_slot,
 };
-
-/* Hedging: @winner delivered the operation's first item; every other
- * stream of it is due for its RST_STREAM(CANCEL) at once (run from the
- * heap, after nghttp2 returned). */
-static void mark_losers(sg_h2_op *root, sg_h2_op *winner) {
-    sg_h2_op *all[1 + SG_OP_MAX_HEDGES] = {root};
-    memcpy(all + 1, root->slots, sizeof(root->slots));
-    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
-        sg_h2_op *s = all[i];
-        if (s != NULL && s != winner &&
-            (s->lc.state == SG__LC_RUNNING || s->lc.state == SG__LC_DRAINING)) {
-            s->lc.lost = true;
-            sg__h2_reschedule(s);
-        }
-    }
-}
 
 static int on_item(const sg_item *item, void *user_data) {
     sg_h2_op *op = user_data;
-    sg_h2_op *root = root_of(op);
-    if (op->lc.lost) {
+    if (sg__lc_item_gate(&op->lc) != 0) {
         return 1; /* another stream delivered first: nothing of this one */
     }
-    if (!root->won && root->lc.popts.hedge_after_ns_ > 0) {
-        root->won = true;
-        if (sg_op_hedge_won(root->lc.pol, op->lc.attempt) > 0) {
-            mark_losers(root, op);
-        }
-    }
+    sg_h2_op *root = root_of(op);
     if (root->cbs.on_item != NULL) {
         return root->cbs.on_item(root, item, root->user_data);
     }
@@ -505,25 +454,14 @@ int sg_h2_op_cancel(sg_h2_op *op) {
     if (op == NULL) {
         return SG_EINVAL;
     }
-    sg__lc_cancel(&op->lc);
-    if (op->conn != NULL && op->node.in_heap) {
-        sg__h2_reschedule(op); /* due at once */
-    }
-    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg_h2_op *s = op->slots[i];
-        if (s != NULL) {
-            sg__lc_cancel(&s->lc); /* every stream in flight */
-            if (s->node.in_heap) {
-                sg__h2_reschedule(s);
-            }
-        }
-    }
+    sg__lc_cancel_all(&op->lc); /* every stream in flight, due at once */
     return 0;
 }
 
 /* A hedge slot of @root: its request shared, a lifecycle on its policy,
  * in the connection's heap and list.  NULL when out of memory. */
-static sg_h2_op *new_slot(sg_h2_op *root) {
+static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
+    sg_h2_op *root = SG__H2_OP_OF(root_lc);
     sg_h2_conn *c = root->conn;
     sg_h2_op *s = calloc(1, sizeof(*s));
     if (s == NULL) {
@@ -552,41 +490,7 @@ static sg_h2_op *new_slot(sg_h2_op *root) {
         return NULL;
     }
     link_op(c, s);
-    return s;
-}
-
-/* Hedging, on the root's tick: when a hedge is due, a free slot opens it
- * as a new stream.  Returns 1 when the operation ended. */
-static int maybe_hedge(sg_h2_op *root, int64_t now) {
-    if (root->hedge_off || root->lc.popts.hedge_after_ns_ <= 0 ||
-        sg_op_hedge_at(root->lc.pol) > now) {
-        return 0;
-    }
-    sg_h2_op *slot = NULL;
-    for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
-        if (root->slots[i] == NULL) {
-            root->slots[i] = new_slot(root);
-            slot = root->slots[i];
-            if (slot == NULL) {
-                root->hedge_off = true; /* no memory: the original goes on alone */
-                return 0;
-            }
-        } else if (root->slots[i]->lc.state == SG__LC_IDLE) {
-            slot = root->slots[i];
-        }
-    }
-    if (slot == NULL) {
-        return 0;
-    }
-    int rv = sg__lc_hedge(&slot->lc, now);
-    if (rv < 0) {
-        root->hedge_off = true; /* refused (throttled, no budget): say no more */
-        return 0;
-    }
-    if (rv == 0) {
-        sg__dheap_rekey(&root->conn->heap, &slot->node);
-    }
-    return rv;
+    return &s->lc;
 }
 
 static void unqueue(sg_h2_conn *c, sg_h2_op *op) {
@@ -612,10 +516,10 @@ void sg_h2_op_free(sg_h2_op *op) {
     }
     sg_h2_conn *c = op->conn;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg_h2_op *s = op->slots[i];
-        if (s == NULL) {
+        if (op->lc.slots[i] == NULL) {
             continue;
         }
+        sg_h2_op *s = SG__H2_OP_OF(op->lc.slots[i]);
         reset_stream(s, NGHTTP2_CANCEL);
         if (s->node.in_heap) {
             sg__dheap_remove(&c->heap, &s->node);
@@ -625,7 +529,7 @@ void sg_h2_op_free(sg_h2_op *op) {
         }
         unlink_op(c, s);
         sg__h2_op_release(s);
-        op->slots[i] = NULL;
+        op->lc.slots[i] = NULL;
     }
     if (c != NULL) {
         reset_stream(op, NGHTTP2_CANCEL);

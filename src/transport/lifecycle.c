@@ -124,6 +124,10 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     lc->body_is_stream = false;
     lc->not_processed = false;
     lc->lost = false;
+    if (lc->primary == NULL && !plan->hedge) {
+        lc->won = false; /* a new line of attempts: nothing delivered */
+        lc->hedge_off = false;
+    }
     lc->feed_error = 0;
     lc->retry_after_len = 0;
     lc->date_len = 0;
@@ -158,16 +162,128 @@ void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary) {
     lc->state = SG__LC_IDLE;
 }
 
-int sg__lc_hedge(sg__lifecycle *lc, int64_t now) {
-    if (lc->primary == NULL || (lc->state != SG__LC_IDLE && lc->state != SG__LC_DONE)) {
-        return SG_ESTATE;
+/* ------------------------------------------------------------ hedging */
+
+/* A cancel, or a lost hedge: the attempt in flight is dropped and
+ * settled cancelled at @now, whatever it drained.  Returns 1 when the
+ * operation ended. */
+static int stop_now(sg__lifecycle *lc, int64_t now) {
+    if (lc->lost) {
+        sg__lc_error(lc, "lost a hedge: another attempt delivered first");
+    }
+    lc->tp->abort(lc);
+    lc->state = SG__LC_RUNNING;
+    sg__lc_decide(lc, now, SG_OUTCOME_CANCELLED);
+    return sg__lc_settle(lc, now);
+}
+
+static bool in_flight(const sg__lifecycle *lc) {
+    return lc->state == SG__LC_RUNNING || lc->state == SG__LC_DRAINING;
+}
+
+static void reschedule(sg__lifecycle *lc) {
+    if (lc->tp->reschedule != NULL) {
+        lc->tp->reschedule(lc);
+    }
+}
+
+/* The attempt runners of the operation @root: itself, then its slots. */
+static size_t runners(sg__lifecycle *root, sg__lifecycle **out) {
+    size_t n = 0;
+    out[n++] = root;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        if (root->slots[i] != NULL) {
+            out[n++] = root->slots[i];
+        }
+    }
+    return n;
+}
+
+/* When the operation's next hedge is due (SG_TIME_NEVER: none). */
+static int64_t hedge_due(const sg__lifecycle *lc) {
+    if (lc->primary != NULL || lc->hedge_off || lc->tp->new_slot == NULL ||
+        lc->popts.hedge_after_ns_ <= 0 || lc->state == SG__LC_NEW ||
+        lc->state == SG__LC_DONE) {
+        return SG_TIME_NEVER;
+    }
+    return sg_op_hedge_at(lc->pol);
+}
+
+/* When a hedge is due, a free slot (made when none is) leases and
+ * launches it.  Returns 1 when the operation ended. */
+static int maybe_hedge(sg__lifecycle *root, int64_t now) {
+    if (hedge_due(root) > now) {
+        return 0;
+    }
+    sg__lifecycle *slot = NULL;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
+        if (root->slots[i] == NULL) {
+            root->slots[i] = root->tp->new_slot(root);
+            if (root->slots[i] == NULL) {
+                root->hedge_off = true; /* no memory: the original goes on alone */
+                return 0;
+            }
+        }
+        if (root->slots[i]->state == SG__LC_IDLE) {
+            slot = root->slots[i];
+        }
+    }
+    if (slot == NULL) {
+        return 0;
     }
     sg_op_plan plan;
-    int rv = sg_op_hedge(lc->pol, now, &plan);
-    if (rv != 0) {
-        return rv;
+    if (sg_op_hedge(root->pol, now, &plan) != 0) {
+        root->hedge_off = true; /* refused (throttled, no budget): say no more */
+        return 0;
     }
-    return launch(lc, now, &plan);
+    int rv = launch(slot, now, &plan);
+    if (rv == 0) {
+        reschedule(slot);
+    }
+    return rv;
+}
+
+int sg__lc_item_gate(sg__lifecycle *lc) {
+    if (lc->lost) {
+        /* another attempt delivered first (in the same step, before its
+         * cancel ran): nothing of this one reaches the consumer */
+        return 1;
+    }
+    sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
+    if (root->won || root->popts.hedge_after_ns_ <= 0) {
+        return 0;
+    }
+    root->won = true; /* the operation's first item: this attempt wins */
+    if (sg_op_hedge_won(root->pol, lc->attempt) > 0) {
+        sg__lifecycle *all[1 + SG_OP_MAX_HEDGES];
+        size_t n = runners(root, all);
+        for (size_t i = 0; i < n; i++) {
+            if (all[i] != lc && in_flight(all[i])) {
+                all[i]->lost = true;
+                reschedule(all[i]);
+            }
+        }
+    }
+    return 0;
+}
+
+void sg__lc_cancel_all(sg__lifecycle *lc) {
+    sg__lifecycle *all[1 + SG_OP_MAX_HEDGES];
+    size_t n = runners(lc, all);
+    for (size_t i = 0; i < n; i++) {
+        sg__lc_cancel(all[i]);
+        reschedule(all[i]);
+    }
+}
+
+void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        sg__lifecycle *s = lc->slots[i];
+        if (s != NULL && in_flight(s)) {
+            s->lost = true;
+            (void)stop_now(s, now);
+        }
+    }
 }
 
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
@@ -308,7 +424,13 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
 
 /* ------------------------------------------------------------ the loop */
 
+static int64_t own_deadline(const sg__lifecycle *lc);
+
 int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
+    return sg_time_min(own_deadline(lc), hedge_due(lc));
+}
+
+static int64_t own_deadline(const sg__lifecycle *lc) {
     switch (lc->state) {
     case SG__LC_RUNNING:
         return lc->cancel || lc->lost ? INT64_MIN
@@ -330,18 +452,19 @@ void sg__lc_cancel(sg__lifecycle *lc) {
     }
 }
 
+static int own_tick(sg__lifecycle *lc, int64_t now);
+
 int sg__lc_tick(sg__lifecycle *lc, int64_t now) {
+    int rv = own_tick(lc, now);
+    return rv != 0 ? rv : maybe_hedge(lc, now);
+}
+
+static int own_tick(sg__lifecycle *lc, int64_t now) {
     switch (lc->state) {
     case SG__LC_RUNNING:
     case SG__LC_DRAINING:
         if (lc->cancel || lc->lost) {
-            if (lc->lost) {
-                sg__lc_error(lc, "lost a hedge: another attempt delivered first");
-            }
-            lc->tp->abort(lc);
-            lc->state = SG__LC_RUNNING; /* cancelled, whatever it drained */
-            sg__lc_decide(lc, now, SG_OUTCOME_CANCELLED);
-            return sg__lc_settle(lc, now);
+            return stop_now(lc, now);
         }
         if (lc->state == SG__LC_DRAINING) {
             if (now < lc->drain_until) {

@@ -95,6 +95,10 @@ typedef struct sg__transport {
     /* Optional (hedging): @lc's next deadline moved while another
      * lifecycle was being run; re-key it in the driver. */
     void (*reschedule)(sg__lifecycle *lc);
+    /* Optional (hedging): a new hedge slot of @root - the transport's
+     * attempt runner with its lifecycle made a slot (sg__lc_make_slot)
+     * and in the driver; NULL when out of memory.  Without it, no hedge. */
+    sg__lifecycle *(*new_slot)(sg__lifecycle *root);
 } sg__transport;
 
 struct sg__lifecycle {
@@ -107,7 +111,12 @@ struct sg__lifecycle {
     /* Hedging: the lifecycle of the operation (NULL: this one is); a hedge
      * slot runs one attempt at a time beside it and never a retry. */
     struct sg__lifecycle *primary;
-    bool lost;        /* another attempt delivered first: abort, settle (hedge_lost) */
+    bool lost; /* another attempt delivered first: abort, settle (hedge_lost) */
+    /* The operation's own lifecycle (primary NULL): its hedge slots, made
+     * by the transport as needed and freed with it */
+    struct sg__lifecycle *slots[SG_OP_MAX_HEDGES];
+    bool won;         /* an attempt of this line delivered the first item */
+    bool hedge_off;   /* a hedge was refused: none more in this line */
     sg_stream stream; /* the body: framing + the attempt's guard */
     void *parser_buf;
     int state;
@@ -153,19 +162,28 @@ void sg__lc_release(sg__lifecycle *lc);
 int sg__lc_start(sg__lifecycle *lc, int64_t now);
 
 /* A hedge slot: @lc's attempts belong to @primary's operation (its
- * policy), begun with sg__lc_hedge; set once, before the first. */
+ * policy); the lifecycle leases and launches them as hedges fall due
+ * (sg__lc_tick on the primary).  Set once, before the first. */
 void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary);
-/* Leases a hedge (sg_op_hedge) on the slot @lc and launches it.  Returns
- * 0 when it runs, 1 when the operation ended, SG_EREFUSED when no hedge
- * could be leased (the operation goes on), SG_ESTATE when none is due. */
-int sg__lc_hedge(sg__lifecycle *lc, int64_t now);
+/* The item gate every transport's item callback passes first: returns 1
+ * when the item must not reach the consumer (its attempt lost a hedge:
+ * stop the stream), 0 to deliver it.  The operation's first item names its
+ * attempt the winner and marks every other running attempt lost (due at
+ * once: the driver cancels it after the library callback returned). */
+int sg__lc_item_gate(sg__lifecycle *lc);
+/* Cancels the operation and every hedge in flight (sg__lc_cancel each). */
+void sg__lc_cancel_all(sg__lifecycle *lc);
+/* The operation ended while hedges still ran (a winner faster than their
+ * cancels): each is aborted and recorded now, before on_done. */
+void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now);
 
 /* The stamped deadline values (lc->dl_value, lc->grpc_value) say what is
  * left of the attempt's lease at @now: for a transport that sends the
  * request later than it launched it (after a connection was made). */
 void sg__lc_restamp(sg__lifecycle *lc, int64_t now);
 
-/* The next instant the lifecycle must be ticked (INT64_MIN: at once). */
+/* The next instant the lifecycle must be ticked (INT64_MIN: at once);
+ * for an operation that hedges, its next hedge too. */
 int64_t sg__lc_next_deadline(const sg__lifecycle *lc);
 /* What is due at @now: an expired clock or a cancel aborts and settles
  * the attempt, the end of the drain settles it ok, the end of a sleep
