@@ -970,6 +970,44 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     h2t_stop(&s);
 }
 
+/* The connection's retry budget is every stream's: after one failure the
+ * budget (2 tokens) is at half and the retry is denied, retry_throttled. */
+static void the_connections_retry_budget_throttles_its_streams(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    sg_retry_budget *b = NULL;
+    assert_int_equal(sg_retry_budget_new(&b, 2, 0.1), 0);
+    assert_int_equal(sg_h2_conn_set_retry_budget(c, b), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_method(&po, "GET");
+    sg_op_options_set_max_attempts(&po, 3);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(5));
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.method = "GET";
+    req.path = "/v1/chat/completions?status=503&_tag=7101";
+    expect e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_true(e.done);
+    const sg_op *op = sg_h2_op_policy(e.op);
+    assert_int_equal(sg_op_attempt_count(op), 1);
+    assert_int_equal(sg_op_final_reason(op), SG_OP_REASON_RETRY_THROTTLED);
+    assert_true(sg_retry_budget_tokens(b) == 1.0);
+    sg_h2_op_free(e.op);
+    sg_h2_conn_free(c);
+    sg_retry_budget_free(b);
+    h2t_stop(&s);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH-TO-sg-fakemodel\n", argv[0]);
@@ -995,6 +1033,8 @@ int main(int argc, char **argv) {
                                   h2t_teardown),
         cmocka_unit_test_teardown(a_retry_after_connection_loss_reconnects, h2t_teardown),
         cmocka_unit_test_teardown(a_hedge_wins_and_the_slow_stream_is_reset_alone,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(the_connections_retry_budget_throttles_its_streams,
                                   h2t_teardown),
         cmocka_unit_test_teardown(refused_streams_are_recorded_unsent_and_retried,
                                   h2t_teardown),
