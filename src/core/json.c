@@ -266,24 +266,27 @@ escape_ssse3(char *d, const char *dend, const unsigned char *u, size_t len) {
  * time. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) static char *
 escape_avx512(char *d, const unsigned char *u, size_t len) {
-    const __m512i quote = _mm512_set1_epi16('"');
+    const __m256i quote = _mm256_set1_epi8('"');
+    const __m256i bslash8 = _mm256_set1_epi8('\\');
+    const __m256i space = _mm256_set1_epi8(0x20);
+    const __m256i span = _mm256_set1_epi8(0x5f); /* 0x20 .. 0x7e, less 0x20 */
     const __m512i bslash = _mm512_set1_epi16('\\');
-    const __m512i space = _mm512_set1_epi16(0x20);
-    const __m512i del = _mm512_set1_epi16(0x7f);
     size_t k = 0;
     while (k < len) {
         const size_t r = len - k < 32 ? len - k : 32;
         const __mmask32 in = r == 32 ? 0xffffffffu : (__mmask32)((1u << r) - 1);
         const __m256i raw = _mm256_maskz_loadu_epi8(in, u + k);
-        const __m512i w = _mm512_cvtepu8_epi16(raw);
+        /* the bytes' classes on 32 bytes, before widening: below 0x20, DEL
+         * and from 0x80 are the bytes outside 0x20 .. 0x7e */
         const __mmask32 more =
-            (_mm512_cmplt_epu16_mask(w, space) | _mm512_cmpge_epu16_mask(w, del)) & in;
+            _mm256_mask_cmpge_epu8_mask(in, _mm256_sub_epi8(raw, space), span);
         if (more != 0) {
             d = escape(d, u, &k, k + r, len); /* k may pass k + r (UTF-8) */
             continue;
         }
         const __mmask32 q =
-            _mm512_cmpeq_epi16_mask(w, quote) | _mm512_cmpeq_epi16_mask(w, bslash);
+            _mm256_cmpeq_epi8_mask(raw, quote) | _mm256_cmpeq_epi8_mask(raw, bslash8);
+        const __m512i w = _mm512_cvtepu8_epi16(raw);
         /* little-endian pairs: the low byte goes first */
         const __m512i pairs = _mm512_mask_blend_epi16(
             q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
