@@ -44,6 +44,12 @@ typedef struct sg_item {
     size_t id_len;
     uint32_t attempt; ///< 1-based attempt that delivered it
     uint64_t index;   ///< 0-based item number within the attempt
+    /** What the stream's classifier (a provider profile) said it is, an
+     *  sg_item_kind: SG_ITEM_TOKEN, SG_ITEM_META (metadata; held before the
+     *  first token and delivered with it) or SG_ITEM_END (the clean end,
+     *  delivered).  Always SG_ITEM_TOKEN without a classifier.  A consumer
+     *  that prints only content skips what is not a token. */
+    uint8_t kind;
 } sg_item;
 
 /**

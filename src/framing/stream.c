@@ -98,7 +98,8 @@ static int first_token(sg_stream *s, sg_item *item) {
                       p + h.event_len + h.data_len,
                       h.id_len,
                       s->attempt_,
-                      0};
+                      0,
+                      SG_ITEM_META};
         off += sizeof(h) + h.event_len + h.data_len + h.id_len;
         s->released_++; /* the guard counted none of them */
         if (to_consumer(s, &it) != 0) {
@@ -144,6 +145,7 @@ static int take(sg_stream *s, sg_item *item) {
         provider_failed(s, &err);
         return 1;
     }
+    item->kind = (uint8_t)k;
     if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_) {
         return hold(s, item);
     }
@@ -192,7 +194,7 @@ static int settle_other(sg_stream *s) {
     if (s->other_len_ == 0) {
         return 0;
     }
-    sg_item it = {"", 0, s->other_, s->other_len_, "", 0, s->attempt_, s->index_};
+    sg_item it = {"", 0, s->other_, s->other_len_, "", 0, s->attempt_, s->index_, 0};
     sg_item_error err;
     memset(&err, 0, sizeof(err));
     sg_item_kind k = s->classify_(&it, &err, s->classify_data_);
@@ -212,8 +214,8 @@ static int on_sse_event(const sg_sse_event *ev, void *user_data) {
     if (s->skip_types_ != NULL && skipped(s, ev->type, ev->type_len)) {
         return 0;
     }
-    sg_item item = {ev->type, ev->type_len, ev->data,    ev->data_len,
-                    ev->id,   ev->id_len,   s->attempt_, s->index_};
+    sg_item item = {ev->type,   ev->type_len, ev->data,  ev->data_len, ev->id,
+                    ev->id_len, s->attempt_,  s->index_, SG_ITEM_TOKEN};
     return take(s, &item);
 }
 
@@ -226,7 +228,7 @@ static int on_ndjson_line(const char *line, size_t len, void *user_data) {
         s->nd_terminal_seen_ = true;
         return 1;
     }
-    sg_item item = {"", 0, line, len, "", 0, s->attempt_, s->index_};
+    sg_item item = {"", 0, line, len, "", 0, s->attempt_, s->index_, SG_ITEM_TOKEN};
     return take(s, &item);
 }
 

@@ -19,6 +19,7 @@
 
 typedef struct run {
     int items;
+    int tokens, metas, ends; /* by sg_item.kind */
     sg_outcome outcome;
     int feed_rc;
     char type[64];
@@ -27,8 +28,11 @@ typedef struct run {
 } run;
 
 static int on_item(const sg_item *item, void *ud) {
-    (void)item;
-    ((run *)ud)->items++;
+    run *r = ud;
+    r->items++;
+    r->tokens += item->kind == SG_ITEM_TOKEN;
+    r->metas += item->kind == SG_ITEM_META;
+    r->ends += item->kind == SG_ITEM_END;
     return 0;
 }
 
@@ -111,6 +115,10 @@ static void anthropic(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.ttft, SG_MS(250));
     assert_int_equal(r.items, 4); /* the ping is nothing */
+    /* each item says what it is: two held metadata, a token, the end */
+    assert_int_equal(r.metas, 2);
+    assert_int_equal(r.tokens, 1);
+    assert_int_equal(r.ends, 1);
     r = play("anthropic", meta,
              "event: error\ndata: "
              "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
