@@ -11,6 +11,8 @@ packages=(
   gcc clang cmake make pkg-config
   # library dependencies
   libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
+  # the ledger's PostgreSQL backend (libpq), and the server its tests start
+  libpq-dev postgresql
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,
   # clang's sanitizer and libFuzzer runtimes
   libcmocka-dev curl nghttp2-server nghttp2-client valgrind libclang-rt-14-dev

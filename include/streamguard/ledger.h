@@ -118,14 +118,26 @@ typedef enum sg_ledger_fsync {
  * max_live:        most unresolved operations the index holds; an intent
  *                  beyond it is refused with SG_ETOOMANY.  Default 1048576.
  * lock_timeout_ns: how long a call waits for another process's lock before
- *                  failing with SG_ELOCKED.  Default 0: wait as long as it
- *                  takes.  At most SG_DURATION_MAX.
+ *                  failing with SG_ELOCKED (PostgreSQL: its lock_timeout, for
+ *                  another worker's transaction on the same row).  Default
+ *                  0: wait as long as it takes.  At most SG_DURATION_MAX.
+ * timeout_ns:      PostgreSQL only: the bound of connecting (in
+ *                  sg_ledger_open, and again after a lost connection) and
+ *                  of every call that no operation's budget bounds; an
+ *                  operation's intent is bounded by its budget instead (see
+ *                  sg_ledger_op_intent).  Past it: SG_ETIMEDOUT.  Default 0:
+ *                  10 s.  At most SG_DURATION_MAX.  The file ledger ignores
+ *                  it, and PostgreSQL ignores fsync, wall_clock and max_live
+ *                  (every record is committed before its call returns, the
+ *                  database's clock stamps them, and the handle holds no
+ *                  index).
  */
 typedef struct sg_ledger_options {
     sg_ledger_fsync fsync;
     const sg_clock *wall_clock;
     size_t max_live;
     int64_t lock_timeout_ns;
+    int64_t timeout_ns;
 } sg_ledger_options;
 
 /** Resets @o to every default (the same as zero-initialising it). */
@@ -134,8 +146,23 @@ SG_EXTERN void sg_ledger_options_init(sg_ledger_options *o);
 typedef struct sg_ledger sg_ledger;
 
 /**
- * sg_ledger_open - open (creating when missing) the ledger in directory @dir.
+ * sg_ledger_open - open the ledger at @dir: a directory (the file ledger,
+ * created when missing), or a PostgreSQL database when @dir starts with
+ * "postgresql://" or "postgres://" (a libpq connection URI; what it leaves
+ * out - host, user, password, database - libpq takes from the PG*
+ * environment variables and ~/.pgpass as usual).
  *
+ * PostgreSQL: connects, bounded by opts.timeout_ns, and checks that the
+ * database has the ledger's schema (sql/ledger_schema_v1.sql, applied by
+ * sg_ledger_init_schema, never by this call).  One connection per handle;
+ * a call that finds it lost connects again, bounded as that call is.
+ * Every record is committed (synchronous_commit as the server has it; a
+ * session with it off turns it on) before its call returns.  Besides the
+ * codes below: SG_ECONNECT (could not connect), SG_ETIMEDOUT (not within
+ * timeout_ns), SG_ESTATE (the database has no ledger schema),
+ * SG_EUNSUPPORTED (its schema is newer than this library's).
+ *
+ * The file ledger:
  * Creates @dir (one level, mode 0700) and its files (mode 0600: URLs may
  * carry secrets), then replays the file under a shared lock to build the
  * index of unresolved operations.  A torn tail (a record a crashed writer
@@ -159,6 +186,25 @@ typedef struct sg_ledger sg_ledger;
  */
 SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
                              const sg_ledger_options *opts);
+
+/**
+ * sg_ledger_init_schema - make @location ready for sg_ledger_open.  For a
+ * PostgreSQL URI: apply the ledger's schema, version 1
+ * (sql/ledger_schema_v1.sql: CREATE ... IF NOT EXISTS in one transaction,
+ * under an advisory lock), bounded by opts.timeout_ns.  Idempotent, and
+ * safe while other workers use the ledger or apply it too.  For a
+ * directory: sg_ledger_open and sg_ledger_close (it creates the files).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL        @location is NULL or empty, or @opts is invalid (as
+ *                    sg_ledger_open);
+ *   SG_EUNSUPPORTED  the database has a newer schema (left as it is);
+ *   SG_ECONNECT, SG_ECONNRESET, SG_ETIMEDOUT, SG_EIO  the database could
+ *                    not be reached, went away, took too long, or refused
+ *                    (e.g. no privilege to create tables): nothing applied;
+ *   any error of sg_ledger_open() for a directory.
+ */
+SG_EXTERN int sg_ledger_init_schema(const char *location, const sg_ledger_options *opts);
 
 /**
  * sg_ledger_close - close @l and free it (NULL is fine).  Every record an

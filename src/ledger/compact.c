@@ -157,5 +157,11 @@ int sg_ledger_compact(sg_ledger *l) {
     if (l == NULL) {
         return SG_EINVAL;
     }
+    if (l->db != NULL) {
+        pthread_mutex_lock(&l->mu);
+        int rv = l->db->compact(l);
+        pthread_mutex_unlock(&l->mu);
+        return rv;
+    }
     return sg__ledger_with_lock(l, LOCK_EX, do_compact, NULL);
 }

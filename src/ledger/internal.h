@@ -176,7 +176,27 @@ typedef struct sg__ledger_syncer {
     void *datasync_ud;
 } sg__ledger_syncer;
 
+/* A backend other than the file (pg.c): the public calls check their
+ * arguments once (ledger.c), then call through this table when the handle
+ * has one.  Each call runs under the handle's mutex, taken by the caller of
+ * the table.  @until is a CLOCK_MONOTONIC instant (SG_TIME_NEVER: the
+ * backend's own bound). */
+typedef struct sg__ledger_backend {
+    const char *name;
+    void (*close)(sg_ledger *l);
+    int (*intent)(sg_ledger *l, const sg__ledger_rec *r, int64_t until);
+    /* attempt, resolve or reconcile */
+    int (*update)(sg_ledger *l, const sg__ledger_rec *r);
+    int (*list)(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
+                void *user_data);
+    int (*compact)(sg_ledger *l);
+} sg__ledger_backend;
+
 struct sg_ledger {
+    /* NULL: the file ledger, the embedded default, whose state is the rest
+     * of this struct; else a database backend and its own state. */
+    const sg__ledger_backend *db;
+    void *db_state;
     pthread_mutex_t mu;
     sg_ledger_options opts;
     int dir_fd;
@@ -247,5 +267,12 @@ int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, v
 /* sg_ledger_intent whose lock wait ends at @until (see sg__ledger_lock_until). */
 int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
                             const char *url, int64_t until);
+
+/* pg.c: the PostgreSQL backend.  @location is a postgresql:// or
+ * postgres:// URI; @opts already checked, defaults applied. */
+bool sg__ledger_is_pg(const char *location);
+int sg__ledger_pg_open(sg_ledger **out, const char *location,
+                       const sg_ledger_options *opts);
+int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts);
 
 #endif

@@ -63,6 +63,12 @@ void sg_ledger_close(sg_ledger *l) {
     if (l == NULL) {
         return;
     }
+    if (l->db != NULL) {
+        l->db->close(l);
+        pthread_mutex_destroy(&l->mu);
+        free(l);
+        return;
+    }
     /* First: the thread's last fdatasync needs the data file open. */
     sg__ledger_sync_close(l);
     sg__ledger_clear_index(l);
@@ -81,27 +87,58 @@ void sg_ledger_close(sg_ledger *l) {
     free(l);
 }
 
+/* The options every backend checks alike, into @o with their defaults. */
+static int check_options(const char *location, const sg_ledger_options *opts,
+                         sg_ledger_options *o) {
+    if (location == NULL || location[0] == '\0') {
+        return SG_EINVAL;
+    }
+    sg_ledger_options_init(o);
+    if (opts != NULL) {
+        *o = *opts;
+    }
+    if (o->fsync != SG_LEDGER_FSYNC_DEFAULT && o->fsync != SG_LEDGER_FSYNC_ALWAYS &&
+        o->fsync != SG_LEDGER_FSYNC_NEVER) {
+        return SG_EINVAL;
+    }
+    if (o->lock_timeout_ns < 0 || o->timeout_ns < 0) {
+        return SG_EINVAL;
+    }
+    if (o->lock_timeout_ns > SG_DURATION_MAX || o->timeout_ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    return 0;
+}
+
+int sg_ledger_init_schema(const char *location, const sg_ledger_options *opts) {
+    sg_ledger_options o;
+    int rv = check_options(location, opts, &o);
+    if (rv != 0) {
+        return rv;
+    }
+    if (sg__ledger_is_pg(location)) {
+        return sg__ledger_pg_init_schema(location, &o);
+    }
+    sg_ledger *l = NULL;
+    rv = sg_ledger_open(&l, location, &o);
+    sg_ledger_close(l);
+    return rv;
+}
+
 int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *opts) {
     if (out == NULL) {
         return SG_EINVAL;
     }
     *out = NULL;
-    if (dir == NULL || dir[0] == '\0') {
-        return SG_EINVAL;
-    }
     sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    if (opts != NULL) {
-        o = *opts;
+    int rv = check_options(dir, opts, &o);
+    if (rv != 0) {
+        return rv;
     }
-    if (o.fsync != SG_LEDGER_FSYNC_DEFAULT && o.fsync != SG_LEDGER_FSYNC_ALWAYS &&
-        o.fsync != SG_LEDGER_FSYNC_NEVER) {
-        return SG_EINVAL;
+    if (sg__ledger_is_pg(dir)) {
+        return sg__ledger_pg_open(out, dir, &o);
     }
-    if (o.lock_timeout_ns < 0) {
-        return SG_EINVAL;
-    }
-    if (o.lock_timeout_ns > SG_DURATION_MAX || strlen(dir) >= PATH_MAX) {
+    if (strlen(dir) >= PATH_MAX) {
         return SG_ERANGE;
     }
     if (o.max_live == 0) {
@@ -126,7 +163,6 @@ int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *op
         free(l);
         return SG_ENOMEM;
     }
-    int rv = 0;
     if (mkdir(dir, 0700) == 0) {
         fsync_parent(dir);
     } else if (errno != EEXIST) {
@@ -228,6 +264,12 @@ int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
         return rv;
     }
     r.pid = (int32_t)getpid();
+    if (l->db != NULL) {
+        pthread_mutex_lock(&l->mu);
+        rv = l->db->intent(l, &r, until);
+        pthread_mutex_unlock(&l->mu);
+        return rv;
+    }
     return sg__ledger_with_lock_until(l, LOCK_EX, do_intent, &r, until);
 }
 
@@ -243,6 +285,17 @@ static int do_update(sg_ledger *l, void *arg) {
     }
     r->wall_ns = sg__ledger_wall_now(l);
     return sg__ledger_append(l, r, sg__ledger_sync_for(l, r->type));
+}
+
+/* Attempt, resolve, reconcile: through the backend, or appended to the file. */
+static int update(sg_ledger *l, sg__ledger_rec *r) {
+    if (l->db == NULL) {
+        return sg__ledger_with_lock(l, LOCK_EX, do_update, r);
+    }
+    pthread_mutex_lock(&l->mu);
+    int rv = l->db->update(l, r);
+    pthread_mutex_unlock(&l->mu);
+    return rv;
 }
 
 int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outcome,
@@ -263,7 +316,7 @@ int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outc
     r.flags =
         (uint8_t)((sent ? SG__LATT_SENT : 0) | (outcome_unknown ? SG__LATT_UNKNOWN : 0));
     r.http_status = (uint16_t)http_status;
-    return sg__ledger_with_lock(l, LOCK_EX, do_update, &r);
+    return update(l, &r);
 }
 
 int sg_ledger_attempt_record(sg_ledger *l, const char *key, const sg_op_attempt *rec) {
@@ -287,7 +340,7 @@ int sg_ledger_resolve(sg_ledger *l, const char *key, sg_ledger_resolution res,
     }
     r.resolution = (uint8_t)res;
     r.outcome = (uint8_t)outcome;
-    return sg__ledger_with_lock(l, LOCK_EX, do_update, &r);
+    return update(l, &r);
 }
 
 int sg_ledger_reconcile(sg_ledger *l, const char *key, const char *note) {
@@ -304,7 +357,7 @@ int sg_ledger_reconcile(sg_ledger *l, const char *key, const char *note) {
     if ((rv = sg__ledger_check_note(r.note, r.note_len)) != 0) {
         return rv;
     }
-    return sg__ledger_with_lock(l, LOCK_EX, do_update, &r);
+    return update(l, &r);
 }
 
 /* ----------------------------------------------------------------- listing */
@@ -316,6 +369,11 @@ int sg_ledger_list_unresolved(sg_ledger *l,
         return SG_EINVAL;
     }
     pthread_mutex_lock(&l->mu);
+    if (l->db != NULL) {
+        int rv = l->db->list(l, cb, user_data);
+        pthread_mutex_unlock(&l->mu);
+        return rv;
+    }
     /* The shared lock is held only to catch up: the index is then a
      * snapshot of the file at one record boundary, and the callbacks run
      * without holding up writers in other processes. */
@@ -356,6 +414,12 @@ int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out) {
         return SG_EINVAL;
     }
     pthread_mutex_lock(&l->mu);
+    if (l->db != NULL) {
+        /* Nothing is replayed or left unsynced: every record is committed. */
+        memset(out, 0, sizeof(*out));
+        pthread_mutex_unlock(&l->mu);
+        return 0;
+    }
     *out = l->stats;
     out->live = l->live;
     sg__ledger_sync_stats(l, out);

@@ -19,7 +19,7 @@ allowed() {
   case $1 in
     curl) echo 'curl/|openssl/' ;;
     h2) echo 'nghttp2/|openssl/|ares' ;;
-    ledger) echo 'openssl/' ;;
+    ledger) echo 'openssl/|libpq' ;;
     *) echo '' ;;
   esac
 }

@@ -1,0 +1,662 @@
+/*
+ * The ledger on PostgreSQL (libpq): the same calls as the file ledger, for
+ * workers on several machines.  One row per idempotency key under its
+ * primary key is the whole ownership protocol: an intent is one INSERT ...
+ * ON CONFLICT that takes a key only when it is new or settled, so of any
+ * number of workers racing for a key exactly one gets a row back, and the
+ * others get SG_EEXIST - as the file ledger refuses them.  A worker that
+ * dies leaves its row pending: the key stays owned until reconciled.
+ *
+ * Every call is one statement in its own implicit transaction, committed
+ * before the call returns (the schema: sql/ledger_schema_v1.sql, embedded
+ * at build time).  Every call is bounded: libpq's non-blocking API with
+ * poll(2) on our own deadline, and the server's statement_timeout set to a
+ * little less than what remains in the same round trip (a pipeline), so
+ * the server gives up first and the connection survives.  A connection
+ * lost, or a deadline passed on our side, drops the connection (the next
+ * call connects again, within its own bound) and fails the call: an
+ * intent whose commit was not seen refuses the operation - it may still
+ * have committed, and is then listed as pending, never sent unrecorded.
+ */
+#define _GNU_SOURCE
+#include "ledger/internal.h"
+
+#include <libpq-fe.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_TIMEOUT SG_SEC(10)
+#define SCHEMA_VERSION 1
+/* Rows a listing holds at a time (each at most one URL of 8 KiB). */
+#define LIST_CHUNK "256"
+
+static const char schema_sql[] = {
+#include "pg_schema_v1.inc"
+};
+
+typedef struct pg_ledger {
+    PGconn *conn;
+    char *location;
+    sg_ledger_options opts;
+    char host[256];
+} pg_ledger;
+
+bool sg__ledger_is_pg(const char *location) {
+    return strncmp(location, "postgresql://", 13) == 0 ||
+           strncmp(location, "postgres://", 11) == 0;
+}
+
+static int64_t now_ns(void) {
+    return sg_clock_monotonic_now(NULL);
+}
+
+/* ------------------------------------------------------------ connection */
+
+static void drop(pg_ledger *p) {
+    PQfinish(p->conn);
+    p->conn = NULL;
+}
+
+/* Waits until @p's socket is ready for @events or @until passes. */
+static int wait_socket(PGconn *c, short events, int64_t until) {
+    for (;;) {
+        int fd = PQsocket(c);
+        if (fd < 0) {
+            return SG_ECONNRESET;
+        }
+        int64_t left = until - now_ns();
+        if (left <= 0) {
+            return SG_ETIMEDOUT;
+        }
+        int64_t ms = (left + SG_MS(1) - 1) / SG_MS(1);
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int n = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        if (n > 0) {
+            return 0;
+        }
+        if (n < 0 && errno != EINTR) {
+            return SG_ESYS;
+        }
+    }
+}
+
+/* What a failed result or connection means for the caller. */
+static int pg_error(PGconn *c, const PGresult *res) {
+    if (PQstatus(c) != CONNECTION_OK) {
+        return SG_ECONNRESET;
+    }
+    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (state == NULL) {
+        return SG_EIO;
+    }
+    if (strcmp(state, "57014") == 0) { /* query_canceled: statement_timeout */
+        return SG_ETIMEDOUT;
+    }
+    if (strcmp(state, "55P03") == 0) { /* lock_not_available: lock_timeout */
+        return SG_ELOCKED;
+    }
+    if (strcmp(state, "42P01") == 0) { /* undefined_table: no schema */
+        return SG_ESTATE;
+    }
+    if (strcmp(state, "0A000") == 0) { /* feature_not_supported: newer schema */
+        return SG_EUNSUPPORTED;
+    }
+    if (strncmp(state, "22", 2) == 0) { /* data exception: e.g. bad encoding */
+        return SG_EINVAL;
+    }
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0) {
+        return SG_ECONNRESET; /* connection exception, server shutting down */
+    }
+    return SG_EIO;
+}
+
+/* Reads every result up to the end of the pipeline (or of a simple query),
+ * keeping the one of statement @want (0-based; -1: the last) in *@out.
+ * Returns 0, or the first error.  On a timeout or a lost connection the
+ * connection is dropped. */
+static int collect(pg_ledger *p, int want, bool pipeline, int64_t until, PGresult **out) {
+    int rv = 0;
+    int index = 0;
+    *out = NULL;
+    for (;;) {
+        while (PQisBusy(p->conn)) {
+            int w = wait_socket(p->conn, POLLIN, until);
+            if (w == 0 && PQconsumeInput(p->conn) == 0) {
+                w = SG_ECONNRESET;
+            }
+            if (w != 0) {
+                PQclear(*out);
+                *out = NULL;
+                drop(p);
+                return w;
+            }
+        }
+        PGresult *res = PQgetResult(p->conn);
+        if (res == NULL) {
+            if (!pipeline) {
+                break; /* a simple query: every statement's result is in */
+            }
+            index++; /* the end of one statement's results */
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED ||
+            st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+            if (rv == 0 && st != PGRES_PIPELINE_ABORTED) {
+                rv = pg_error(p->conn, res);
+            }
+            PQclear(res);
+            if (PQstatus(p->conn) != CONNECTION_OK) {
+                PQclear(*out);
+                *out = NULL;
+                drop(p);
+                return rv != 0 ? rv : SG_ECONNRESET;
+            }
+            continue;
+        }
+        if (want < 0 || index == want) {
+            PQclear(*out);
+            *out = res;
+        } else {
+            PQclear(res);
+        }
+    }
+    if (pipeline && PQexitPipelineMode(p->conn) == 0) {
+        drop(p);
+        rv = rv != 0 ? rv : SG_EIO;
+    }
+    if (rv != 0) {
+        PQclear(*out);
+        *out = NULL;
+    }
+    return rv;
+}
+
+/* Sends what libpq has buffered, within @until. */
+static int flush(pg_ledger *p, int64_t until) {
+    int f;
+    while ((f = PQflush(p->conn)) == 1) {
+        int w = wait_socket(p->conn, POLLIN | POLLOUT, until);
+        if (w == 0 && PQconsumeInput(p->conn) == 0) {
+            w = SG_ECONNRESET;
+        }
+        if (w != 0) {
+            drop(p);
+            return w;
+        }
+    }
+    if (f < 0) {
+        drop(p);
+        return SG_ECONNRESET;
+    }
+    return 0;
+}
+
+/* The server's statement_timeout for a call that must end by @until: a
+ * tenth less (at most 100 ms less), so the server cancels first and the
+ * connection stays usable. */
+static void server_timeout(int64_t until, char buf[32]) {
+    int64_t left = until - now_ns();
+    int64_t margin = left / 10 < SG_MS(100) ? left / 10 : SG_MS(100);
+    int64_t ms = (left - margin) / SG_MS(1);
+    snprintf(buf, 32, "%" PRId64 "ms", ms < 1 ? (int64_t)1 : ms);
+}
+
+/* One statement with parameters, by @until: in one round trip, a pipeline
+ * of the statement_timeout and the statement, committed together at the
+ * pipeline's sync.  *@out gets the statement's result (PQclear it). */
+static int run(pg_ledger *p, const char *sql, int n, const char *const *vals,
+               int64_t until, PGresult **out) {
+    *out = NULL;
+    if (p->conn == NULL) {
+        return SG_ECONNRESET;
+    }
+    char tmo[32];
+    server_timeout(until, tmo);
+    const char *tv[1] = {tmo};
+    if (PQenterPipelineMode(p->conn) == 0 ||
+        PQsendQueryParams(p->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
+                          NULL, tv, NULL, NULL, 0) == 0 ||
+        PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
+        PQpipelineSync(p->conn) == 0) {
+        drop(p);
+        return SG_ECONNRESET;
+    }
+    int rv = flush(p, until);
+    return rv != 0 ? rv : collect(p, 1, true, until, out);
+}
+
+/* A script without parameters (the schema), by @until. */
+static int run_script(pg_ledger *p, const char *sql, int64_t until) {
+    PGresult *res;
+    char tmo[32];
+    server_timeout(until, tmo);
+    char set[64];
+    snprintf(set, sizeof(set), "SET statement_timeout = '%s'", tmo);
+    for (int i = 0; i < 2; i++) {
+        if (PQsendQuery(p->conn, i == 0 ? set : sql) == 0) {
+            drop(p);
+            return SG_ECONNRESET;
+        }
+        int rv = flush(p, until);
+        if (rv == 0) {
+            rv = collect(p, -1, false, until, &res);
+            PQclear(res);
+        }
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/* Connects within @until; @check: and verifies the schema version. */
+static int connect_db(pg_ledger *p, int64_t until, bool check) {
+    const char *const kw[] = {"dbname", "fallback_application_name", NULL};
+    const char *const vals[] = {p->location, "streamguard", NULL};
+    p->conn = PQconnectStartParams(kw, vals, 1);
+    if (p->conn == NULL) {
+        return SG_ENOMEM;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED || PQstatus(p->conn) == CONNECTION_BAD) {
+            drop(p);
+            return SG_ECONNECT;
+        }
+        int w =
+            wait_socket(p->conn, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, until);
+        if (w != 0) {
+            drop(p);
+            return w == SG_ECONNRESET ? SG_ECONNECT : w;
+        }
+        st = PQconnectPoll(p->conn);
+    }
+    if (PQsetnonblocking(p->conn, 1) != 0) {
+        drop(p);
+        return SG_ECONNECT;
+    }
+    PGresult *res;
+    char lock_tmo[32];
+    snprintf(lock_tmo, sizeof(lock_tmo), "%" PRId64 "ms",
+             (p->opts.lock_timeout_ns + SG_MS(1) - 1) / SG_MS(1));
+    const char *lv[1] = {lock_tmo};
+    /* A commit acknowledged before it is on the server's disk could lose an
+     * intent: never with this session (local, on, remote_* are kept). */
+    int rv = run(p,
+                 "SELECT set_config('lock_timeout', $1, false), "
+                 "CASE WHEN current_setting('synchronous_commit') = 'off' "
+                 "THEN set_config('synchronous_commit', 'on', false) END",
+                 1, lv, until, &res);
+    PQclear(res);
+    if (rv == 0 && check) {
+        rv = run(p, "SELECT max(version) FROM streamguard_schema_version", 0, NULL, until,
+                 &res);
+        if (rv == 0) {
+            if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+                rv = SG_ESTATE;
+            } else if (atoi(PQgetvalue(res, 0, 0)) != SCHEMA_VERSION) {
+                rv = atoi(PQgetvalue(res, 0, 0)) > SCHEMA_VERSION ? SG_EUNSUPPORTED
+                                                                  : SG_ESTATE;
+            }
+        }
+        PQclear(res);
+    }
+    if (rv != 0 && p->conn != NULL) {
+        drop(p);
+    }
+    return rv;
+}
+
+/* The deadline of a call: @until, or the handle's own bound from now. */
+static int64_t bound(const pg_ledger *p, int64_t until) {
+    int64_t own = sg_time_add(now_ns(), p->opts.timeout_ns);
+    return until == SG_TIME_NEVER || until > own ? own : until;
+}
+
+/* Runs one statement, connecting first when the connection was lost. */
+static int exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
+                int64_t until, PGresult **out) {
+    *out = NULL;
+    if (p->conn != NULL && PQstatus(p->conn) != CONNECTION_OK) {
+        drop(p);
+    }
+    if (p->conn == NULL) {
+        int rv = connect_db(p, until, true);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return run(p, sql, n, vals, until, out);
+}
+
+static pg_ledger *state(sg_ledger *l) {
+    return l->db_state;
+}
+
+/* -------------------------------------------------------------- records */
+
+/* A record's key as a NUL-terminated string (the record's is not). */
+static void key_of(const sg__ledger_rec *r, char out[SG_LEDGER_KEY_MAX + 1]) {
+    memcpy(out, r->key, r->key_len);
+    out[r->key_len] = '\0';
+}
+
+static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
+    pg_ledger *p = state(l);
+    char key[SG_LEDGER_KEY_MAX + 1];
+    char pid[16];
+    key_of(r, key);
+    snprintf(pid, sizeof(pid), "%" PRId32, r->pid);
+    /* r->method and r->url are the caller's NUL-terminated strings. */
+    const char *vals[5] = {key, r->method, r->url, p->host, pid};
+    PGresult *res;
+    int rv = exec(
+        p,
+        "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "
+        "VALUES ($1, $2, $3, 'pending', $4, $5) "
+        "ON CONFLICT (key) DO UPDATE SET method = EXCLUDED.method, url = EXCLUDED.url, "
+        "state = 'pending', generation = o.generation + 1, "
+        "intent_seq = nextval('streamguard_ledger_intent_seq'), host = EXCLUDED.host, "
+        "pid = EXCLUDED.pid, first_seen = now(), updated = now(), attempts = 0, "
+        "last_outcome = NULL, last_phase = NULL, last_http_status = NULL, "
+        "last_sent = NULL, last_outcome_unknown = NULL, final_outcome = NULL, "
+        "resolved_at = NULL, note = NULL "
+        "WHERE o.state IN ('done', 'failed', 'reconciled') RETURNING generation",
+        5, vals, bound(p, until), &res);
+    if (rv == 0 && PQntuples(res) != 1) {
+        rv = SG_EEXIST; /* another worker's intent owns the key */
+    }
+    PQclear(res);
+    return rv;
+}
+
+/* 0 rows changed: SG_ESTATE when the key is resolved unknown, else
+ * SG_ENOTFOUND.  @res: (changed count, state). */
+static int changed(const PGresult *res) {
+    if (PQntuples(res) != 1) {
+        return SG_EIO;
+    }
+    if (atoi(PQgetvalue(res, 0, 0)) > 0) {
+        return 0;
+    }
+    return !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), "unknown") == 0
+               ? SG_ESTATE
+               : SG_ENOTFOUND;
+}
+
+static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+    char n[16], status[8];
+    snprintf(n, sizeof(n), "%" PRIu32, r->n);
+    snprintf(status, sizeof(status), "%u", (unsigned)r->http_status);
+    const char *vals[7] = {
+        key,
+        n,
+        sg_outcome_name((sg_outcome)r->outcome),
+        sg_phase_name((sg_phase)r->phase),
+        (r->flags & SG__LATT_SENT) != 0 ? "true" : "false",
+        status,
+        (r->flags & SG__LATT_UNKNOWN) != 0 ? "true" : "false",
+    };
+    PGresult *res;
+    int rv =
+        exec(p,
+             "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
+             "up AS (UPDATE streamguard_ledger_ops SET "
+             "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
+             "last_phase = $4, last_sent = $5::boolean, "
+             "last_http_status = NULLIF($6::integer, 0), "
+             "last_outcome_unknown = $7::boolean, updated = now() "
+             "WHERE key = $1 AND state = 'pending' RETURNING generation), "
+             "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
+             "outcome, phase, sent, http_status, outcome_unknown) "
+             "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
+             "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
+             "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur)",
+             7, vals, bound(p, SG_TIME_NEVER), &res);
+    if (rv == 0) {
+        rv = changed(res);
+    }
+    PQclear(res);
+    return rv;
+}
+
+static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+    const char *vals[3] = {
+        key,
+        sg_ledger_resolution_name((sg_ledger_resolution)r->resolution),
+        sg_outcome_name((sg_outcome)r->outcome),
+    };
+    PGresult *res;
+    int rv =
+        exec(p,
+             "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
+             "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
+             "final_outcome = $3, resolved_at = now(), updated = now() "
+             "WHERE key = $1 AND state = 'pending' RETURNING 1) "
+             "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur)",
+             3, vals, bound(p, SG_TIME_NEVER), &res);
+    if (rv == 0) {
+        rv = changed(res);
+    }
+    PQclear(res);
+    return rv;
+}
+
+static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+    char note[SG_LEDGER_NOTE_MAX + 1];
+    memcpy(note, r->note, r->note_len);
+    note[r->note_len] = '\0';
+    const char *vals[2] = {key, note};
+    PGresult *res;
+    int rv = exec(p,
+                  "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
+                  "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
+                  "RETURNING 1",
+                  2, vals, bound(p, SG_TIME_NEVER), &res);
+    if (rv == 0 && PQntuples(res) != 1) {
+        rv = SG_ENOTFOUND;
+    }
+    PQclear(res);
+    return rv;
+}
+
+static int pg_update(sg_ledger *l, const sg__ledger_rec *r) {
+    char key[SG_LEDGER_KEY_MAX + 1];
+    key_of(r, key);
+    switch (r->type) {
+    case SG__LREC_ATTEMPT:
+        return pg_attempt(state(l), key, r);
+    case SG__LREC_RESOLVE:
+        return pg_resolve(state(l), key, r);
+    case SG__LREC_RECONCILE:
+        return pg_reconcile(state(l), key, r);
+    default:
+        return SG_EINVAL;
+    }
+}
+
+/* -------------------------------------------------------------- listing */
+
+static int64_t col_i64(const PGresult *res, int row, int col) {
+    return PQgetisnull(res, row, col) ? 0 : strtoll(PQgetvalue(res, row, col), NULL, 10);
+}
+
+/* Calls @cb for each row of one chunk; SG_ECANCELED when it stops. */
+static int list_rows(const PGresult *res,
+                     int (*cb)(const sg_ledger_entry *e, void *user_data),
+                     void *user_data) {
+    for (int i = 0; i < PQntuples(res); i++) {
+        sg_ledger_entry e = {
+            .key = PQgetvalue(res, i, 0),
+            .method = PQgetvalue(res, i, 1),
+            .url = PQgetvalue(res, i, 2),
+            .first_seen_ns = col_i64(res, i, 3) * 1000,
+            .last_update_ns = col_i64(res, i, 4) * 1000,
+            .pid = (int32_t)col_i64(res, i, 5),
+            .state = strcmp(PQgetvalue(res, i, 6), "unknown") == 0
+                         ? SG_LEDGER_UNRESOLVED_UNKNOWN
+                         : SG_LEDGER_PENDING,
+            .attempts = (uint32_t)col_i64(res, i, 7),
+            .last_http_status = (int)col_i64(res, i, 10),
+            .last_sent = strcmp(PQgetvalue(res, i, 11), "t") == 0,
+            .last_outcome_unknown = strcmp(PQgetvalue(res, i, 12), "t") == 0,
+        };
+        e.has_last = !PQgetisnull(res, i, 8) &&
+                     sg_outcome_from_name(PQgetvalue(res, i, 8), &e.last_outcome) == 0 &&
+                     sg_phase_from_name(PQgetvalue(res, i, 9), &e.last_phase) == 0;
+        if (!PQgetisnull(res, i, 13)) {
+            (void)sg_outcome_from_name(PQgetvalue(res, i, 13), &e.final_outcome);
+        }
+        if (cb(&e, user_data) != 0) {
+            return SG_ECANCELED;
+        }
+    }
+    return 0;
+}
+
+/* One snapshot (a cursor in a read-only transaction), read a chunk at a
+ * time so memory stays bounded however many rows are unresolved. */
+static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
+                   void *user_data) {
+    pg_ledger *p = state(l);
+    int64_t until = bound(p, SG_TIME_NEVER);
+    PGresult *res;
+    int rv = exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
+    PQclear(res);
+    if (rv == 0) {
+        rv = run(p,
+                 "DECLARE sg_unresolved NO SCROLL CURSOR FOR "
+                 "SELECT key, method, url, "
+                 "(extract(epoch FROM first_seen) * 1000000)::bigint, "
+                 "(extract(epoch FROM updated) * 1000000)::bigint, pid, state, attempts, "
+                 "last_outcome, last_phase, COALESCE(last_http_status, 0), "
+                 "COALESCE(last_sent, false), COALESCE(last_outcome_unknown, false), "
+                 "final_outcome FROM streamguard_ledger_ops "
+                 "WHERE state IN ('pending', 'unknown') ORDER BY intent_seq",
+                 0, NULL, until, &res);
+        PQclear(res);
+    }
+    while (rv == 0) {
+        rv = run(p, "FETCH " LIST_CHUNK " FROM sg_unresolved", 0, NULL, until, &res);
+        if (rv == 0) {
+            int rows = PQntuples(res);
+            rv = list_rows(res, cb, user_data);
+            if (rv == 0 && rows == 0) {
+                PQclear(res);
+                break;
+            }
+        }
+        PQclear(res);
+    }
+    if (p->conn != NULL) {
+        int end = run(p, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
+        PQclear(res);
+        if (rv == 0) {
+            rv = end;
+        }
+    }
+    return rv;
+}
+
+/* Settled rows go, with their attempts: what file compaction drops. */
+static int pg_compact(sg_ledger *l) {
+    pg_ledger *p = state(l);
+    PGresult *res;
+    int rv = exec(p,
+                  "DELETE FROM streamguard_ledger_ops "
+                  "WHERE state IN ('done', 'failed', 'reconciled')",
+                  0, NULL, bound(p, SG_TIME_NEVER), &res);
+    PQclear(res);
+    return rv;
+}
+
+/* ------------------------------------------------------------ open, close */
+
+static void pg_free(pg_ledger *p) {
+    if (p != NULL) {
+        drop(p);
+        free(p->location);
+        free(p);
+    }
+}
+
+static void pg_close(sg_ledger *l) {
+    pg_free(state(l));
+    l->db_state = NULL;
+}
+
+static const sg__ledger_backend pg_backend = {
+    "postgresql", pg_close, pg_intent, pg_update, pg_list, pg_compact,
+};
+
+static pg_ledger *pg_new(const char *location, const sg_ledger_options *opts) {
+    pg_ledger *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    p->location = strdup(location);
+    if (p->location == NULL) {
+        free(p);
+        return NULL;
+    }
+    p->opts = *opts;
+    if (p->opts.timeout_ns == 0) {
+        p->opts.timeout_ns = DEFAULT_TIMEOUT;
+    }
+    if (gethostname(p->host, sizeof(p->host)) != 0) {
+        p->host[0] = '\0';
+    }
+    p->host[sizeof(p->host) - 1] = '\0';
+    return p;
+}
+
+int sg__ledger_pg_open(sg_ledger **out, const char *location,
+                       const sg_ledger_options *opts) {
+    pg_ledger *p = pg_new(location, opts);
+    if (p == NULL) {
+        return SG_ENOMEM;
+    }
+    int rv = connect_db(p, bound(p, SG_TIME_NEVER), true);
+    if (rv != 0) {
+        pg_free(p);
+        return rv;
+    }
+    /* The struct is the file ledger's too; only db and mu are used here. */
+    sg_ledger *l = calloc(1, sizeof(*l));
+    if (l == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        pg_free(p);
+        return SG_ENOMEM;
+    }
+    l->db = &pg_backend;
+    l->db_state = p;
+    l->dir_fd = l->lock_fd = l->data_fd = -1;
+    l->opts = p->opts;
+    *out = l;
+    return 0;
+}
+
+int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts) {
+    pg_ledger *p = pg_new(location, opts);
+    if (p == NULL) {
+        return SG_ENOMEM;
+    }
+    int64_t until = bound(p, SG_TIME_NEVER);
+    int rv = connect_db(p, until, false);
+    if (rv == 0) {
+        rv = run_script(p, schema_sql, until);
+    }
+    pg_free(p);
+    return rv;
+}

@@ -1,0 +1,18 @@
+# The ledger on PostgreSQL (included by tests/integration/CMakeLists.txt):
+# each test starts a scratch server of its own (pg_lib.sh: initdb into a
+# temporary directory as an unprivileged user, a Unix socket only) and
+# stops it at the end.  Without PostgreSQL's server binaries they are
+# skipped (exit 77).
+if(TARGET streamguard_static)
+  add_executable(ledger_pg_test ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_test.c)
+  target_link_libraries(ledger_pg_test PRIVATE streamguard_static PkgConfig::PQ)
+  target_compile_options(ledger_pg_test PRIVATE ${SG_WARNINGS})
+
+  # The C API: schema, lifecycle, ownership, bounds, a lost connection.
+  add_test(NAME integration.ledger.pg.api
+           COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg.sh api
+                   $<TARGET_FILE:ledger_pg_test>)
+  set_tests_properties(integration.ledger.pg.api PROPERTIES
+                       LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
+
+endif()

@@ -1,0 +1,293 @@
+/*
+ * The ledger on a real PostgreSQL server (tests/integration/ledger_pg.sh
+ * starts one and passes its URI): the schema applied twice, the whole
+ * lifecycle through the public API, ownership between handles and between
+ * processes, every call bounded (a row held by another transaction, an
+ * operation's budget), a connection killed under the handle.
+ * Usage: ledger_pg_test URI
+ */
+#define _GNU_SOURCE
+#include <streamguard/ledger.h>
+
+#include <libpq-fe.h>
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures;
+static const char *uri;
+
+#define CHECK(cond)                                                         \
+    do {                                                                    \
+        if (!(cond)) {                                                      \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                     \
+        }                                                                   \
+    } while (0)
+#define CHECK_RV(expr, want)                                                        \
+    do {                                                                            \
+        int rv_ = (expr);                                                           \
+        if (rv_ != (want)) {                                                        \
+            fprintf(stderr, "FAIL %s:%d: %s = %s, wanted %s\n", __FILE__, __LINE__, \
+                    #expr, sg_errname(rv_), sg_errname(want));                      \
+            failures++;                                                             \
+        }                                                                           \
+    } while (0)
+
+typedef struct listing {
+    int n;
+    char keys[16][64];
+    char lines[16][512];
+    sg_ledger_entry last;
+} listing;
+
+static int collect(const sg_ledger_entry *e, void *user_data) {
+    listing *ls = user_data;
+    if (ls->n < 16) {
+        snprintf(ls->keys[ls->n], sizeof(ls->keys[0]), "%s", e->key);
+        CHECK(sg_ledger_format_unresolved_line(e, ls->lines[ls->n],
+                                               sizeof(ls->lines[0])) > 0);
+    }
+    ls->last = *e;
+    ls->last.key = ls->last.method = ls->last.url = NULL; /* not valid after */
+    ls->n++;
+    return 0;
+}
+
+static listing list(sg_ledger *l) {
+    listing ls;
+    memset(&ls, 0, sizeof(ls));
+    CHECK_RV(sg_ledger_list_unresolved(l, collect, &ls), 0);
+    return ls;
+}
+
+static sg_ledger *open_ledger(int64_t timeout) {
+    sg_ledger_options o;
+    sg_ledger_options_init(&o);
+    o.timeout_ns = timeout;
+    sg_ledger *l = NULL;
+    CHECK_RV(sg_ledger_open(&l, uri, &o), 0);
+    if (l == NULL) {
+        fprintf(stderr, "cannot go on without a ledger\n");
+        exit(1);
+    }
+    return l;
+}
+
+/* A connection of the test's own, beside the ledger's. */
+static PGconn *admin(void) {
+    PGconn *c = PQconnectdb(uri);
+    if (PQstatus(c) != CONNECTION_OK) {
+        fprintf(stderr, "admin connection: %s", PQerrorMessage(c));
+        exit(1);
+    }
+    return c;
+}
+
+static void sql(PGconn *c, const char *q) {
+    PGresult *r = PQexec(c, q);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        fprintf(stderr, "FAIL: %s: %s", q, PQerrorMessage(c));
+        failures++;
+    }
+    PQclear(r);
+}
+
+static void schema_is_explicit_and_idempotent(void) {
+    sg_ledger *l = NULL;
+    CHECK_RV(sg_ledger_open(&l, uri, NULL), SG_ESTATE); /* never a side effect */
+    CHECK(l == NULL);
+    CHECK_RV(sg_ledger_init_schema(uri, NULL), 0);
+    CHECK_RV(sg_ledger_init_schema(uri, NULL), 0);
+    CHECK_RV(sg_ledger_open(&l, uri, NULL), 0);
+    sg_ledger_close(l);
+}
+
+static void lifecycle_round_trip(void) {
+    sg_ledger *l = open_ledger(0);
+    sg_ledger *other = open_ledger(0);
+    CHECK_RV(sg_ledger_intent(l, "pg-op-1", "POST", "https://h/v1/chat"), 0);
+    CHECK_RV(sg_ledger_intent(l, "pg-op-1", "POST", "https://h/v1/chat"), SG_EEXIST);
+    CHECK_RV(sg_ledger_intent(other, "pg-op-1", "POST", "https://h/v1/chat"), SG_EEXIST);
+    CHECK_RV(sg_ledger_attempt(l, "pg-op-1", 1, SG_OUTCOME_FIRST_ITEM_TIMEOUT,
+                               SG_PHASE_WAIT_FIRST_ITEM, true, 0, true),
+             0);
+    CHECK_RV(sg_ledger_attempt(l, "no-such", 1, SG_OUTCOME_OK, SG_PHASE_STREAMING, true,
+                               200, false),
+             SG_ENOTFOUND);
+    listing ls = list(other);
+    CHECK(ls.n == 1);
+    CHECK(strcmp(ls.keys[0], "pg-op-1") == 0);
+    CHECK(ls.last.state == SG_LEDGER_PENDING && ls.last.attempts == 1 &&
+          ls.last.has_last);
+    CHECK(ls.last.last_outcome == SG_OUTCOME_FIRST_ITEM_TIMEOUT);
+    CHECK(ls.last.last_phase == SG_PHASE_WAIT_FIRST_ITEM);
+    CHECK(ls.last.last_sent && ls.last.last_outcome_unknown);
+    CHECK(ls.last.pid == (int32_t)getpid());
+    CHECK(ls.last.first_seen_ns > 1700000000LL * 1000000000LL);
+    CHECK(strstr(ls.lines[0], "pg-op-1 POST https://h/v1/chat ") == ls.lines[0]);
+    CHECK(strstr(ls.lines[0], " 1 first_item_timeout pending") != NULL);
+
+    CHECK_RV(
+        sg_ledger_resolve(l, "pg-op-1", SG_LEDGER_UNKNOWN, SG_OUTCOME_FIRST_ITEM_TIMEOUT),
+        0);
+    CHECK_RV(sg_ledger_resolve(l, "pg-op-1", SG_LEDGER_DONE, SG_OUTCOME_OK), SG_ESTATE);
+    CHECK_RV(sg_ledger_attempt(l, "pg-op-1", 2, SG_OUTCOME_OK, SG_PHASE_STREAMING, true,
+                               200, false),
+             SG_ESTATE);
+    ls = list(l);
+    CHECK(ls.n == 1 && ls.last.state == SG_LEDGER_UNRESOLVED_UNKNOWN);
+    CHECK(ls.last.final_outcome == SG_OUTCOME_FIRST_ITEM_TIMEOUT);
+    CHECK(strstr(ls.lines[0], " unknown") != NULL);
+    CHECK_RV(sg_ledger_intent(other, "pg-op-1", "POST", "https://h/v1/chat"), SG_EEXIST);
+
+    CHECK_RV(sg_ledger_reconcile(other, "pg-op-1", "refunded by hand"), 0);
+    CHECK_RV(sg_ledger_reconcile(other, "pg-op-1", NULL), SG_ENOTFOUND);
+    CHECK(list(l).n == 0);
+
+    /* a settled key starts a new operation; done and failed settle it */
+    CHECK_RV(sg_ledger_intent(other, "pg-op-1", "POST", "https://h/v1/chat"), 0);
+    CHECK_RV(sg_ledger_resolve(other, "pg-op-1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    CHECK_RV(sg_ledger_resolve(other, "pg-op-1", SG_LEDGER_DONE, SG_OUTCOME_OK),
+             SG_ENOTFOUND);
+    CHECK_RV(sg_ledger_intent(l, "pg-op-1", "GET", "https://h/again"), 0);
+    CHECK_RV(sg_ledger_resolve(l, "pg-op-1", SG_LEDGER_FAILED, SG_OUTCOME_HTTP_ERROR), 0);
+    CHECK(list(l).n == 0);
+
+    /* oldest intent first; a dead owner's pending intent stays until reconciled */
+    CHECK_RV(sg_ledger_intent(l, "pg-b", "POST", "https://h/b"), 0);
+    CHECK_RV(sg_ledger_intent(other, "pg-a", "POST", "https://h/a"), 0);
+    CHECK_RV(sg_ledger_intent(l, "pg-c", "POST", "https://h/c"), 0);
+    sg_ledger_close(l); /* "dies" without resolving */
+    ls = list(other);
+    CHECK(ls.n == 3);
+    CHECK(strcmp(ls.keys[0], "pg-b") == 0 && strcmp(ls.keys[1], "pg-a") == 0 &&
+          strcmp(ls.keys[2], "pg-c") == 0);
+    for (int i = 0; i < 3; i++) {
+        CHECK_RV(sg_ledger_reconcile(other, ls.keys[i], "owner died"), 0);
+    }
+    CHECK_RV(sg_ledger_compact(other), 0);
+    CHECK_RV(sg_ledger_sync(other, 0), 0);
+    CHECK(list(other).n == 0);
+    sg_ledger_close(other);
+}
+
+/* A row held by another transaction: the call ends at its bound. */
+static void every_call_is_bounded(void) {
+    sg_ledger *l = open_ledger(SG_MS(300));
+    CHECK_RV(sg_ledger_intent(l, "pg-held", "POST", "https://h/held"), 0);
+    CHECK_RV(sg_ledger_resolve(l, "pg-held", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    PGconn *c = admin();
+    sql(c, "BEGIN");
+    sql(c, "SELECT * FROM streamguard_ledger_ops WHERE key = 'pg-held' FOR UPDATE");
+    int64_t t0 = sg_clock_now(NULL);
+    CHECK_RV(sg_ledger_intent(l, "pg-held", "POST", "https://h/held"), SG_ETIMEDOUT);
+    int64_t took = sg_clock_now(NULL) - t0;
+    CHECK(took >= SG_MS(150) && took < SG_MS(300) + SG_MS(300));
+
+    /* an operation's intent: bounded by its budget, less its floor */
+    sg_op_options o;
+    sg_op_options_init(&o);
+    sg_op_options_set_budget(&o, SG_MS(200));
+    sg_op_options_set_method(&o, "POST");
+    sg_op op;
+    t0 = sg_clock_now(NULL);
+    CHECK_RV(sg_op_start(&op, &o, t0), 0);
+    CHECK_RV(sg_ledger_op_intent(l, "pg-held", &op, "https://h/held"), SG_ETIMEDOUT);
+    took = sg_clock_now(NULL) - t0;
+    CHECK(took < SG_MS(200) + SG_MS(100));
+    sg_op_release(&op);
+    sql(c, "ROLLBACK");
+    /* the connection survived the server's statement_timeout */
+    CHECK_RV(sg_ledger_intent(l, "pg-held", "POST", "https://h/held"), 0);
+    CHECK_RV(sg_ledger_reconcile(l, "pg-held", NULL), 0);
+    PQfinish(c);
+    sg_ledger_close(l);
+}
+
+/* The server ends the handle's connection: the next call fails clearly
+ * (nothing recorded, so the caller sends nothing), the one after connects
+ * again. */
+static void lost_connection_refuses_then_reconnects(void) {
+    sg_ledger *l = open_ledger(SG_SEC(5));
+    CHECK(list(l).n == 0);
+    PGconn *c = admin();
+    sql(c, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+           "WHERE application_name = 'streamguard' AND pid <> pg_backend_pid()");
+    usleep(100 * 1000);
+    int rv = sg_ledger_intent(l, "pg-lost", "POST", "https://h/lost");
+    CHECK(rv == SG_ECONNRESET);
+    CHECK_RV(sg_ledger_intent(l, "pg-after", "POST", "https://h/after"), 0);
+    listing ls = list(l);
+    CHECK(ls.n == 1 && strcmp(ls.keys[0], "pg-after") == 0);
+    CHECK_RV(sg_ledger_reconcile(l, "pg-after", NULL), 0);
+    PQfinish(c);
+    sg_ledger_close(l);
+}
+
+/* Eight processes race for the same 40 keys: each is owned exactly once. */
+static void processes_race_each_key_owned_once(void) {
+    enum { PROCS = 8, KEYS = 40 };
+    pid_t kids[PROCS];
+    for (int i = 0; i < PROCS; i++) {
+        kids[i] = fork();
+        if (kids[i] == 0) {
+            sg_ledger *l = NULL;
+            if (sg_ledger_open(&l, uri, NULL) != 0) {
+                _exit(255);
+            }
+            int won = 0;
+            for (int k = 0; k < KEYS; k++) {
+                char key[32];
+                snprintf(key, sizeof(key), "race-%d", k);
+                int rv = sg_ledger_intent(l, key, "POST", "https://h/race");
+                if (rv == 0) {
+                    won++;
+                } else if (rv != SG_EEXIST) {
+                    _exit(254);
+                }
+            }
+            sg_ledger_close(l);
+            _exit(won);
+        }
+    }
+    int total = 0;
+    for (int i = 0; i < PROCS; i++) {
+        int st = 0;
+        waitpid(kids[i], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) <= KEYS);
+        total += WIFEXITED(st) ? WEXITSTATUS(st) : 1000;
+    }
+    CHECK(total == KEYS);
+    sg_ledger *l = open_ledger(0);
+    listing ls = list(l);
+    CHECK(ls.n == KEYS);
+    PGconn *c = admin();
+    sql(c, "UPDATE streamguard_ledger_ops SET state = 'reconciled' "
+           "WHERE key LIKE 'race-%'");
+    PQfinish(c);
+    sg_ledger_close(l);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s URI\n", argv[0]);
+        return 2;
+    }
+    uri = argv[1];
+    schema_is_explicit_and_idempotent();
+    lifecycle_round_trip();
+    every_call_is_bounded();
+    lost_connection_refuses_then_reconnects();
+    processes_race_each_key_owned_once();
+    if (failures != 0) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ledger_pg_test: all passed\n");
+    return 0;
+}
