@@ -15,4 +15,13 @@ if(TARGET streamguard_static)
   set_tests_properties(integration.ledger.pg.api PROPERTIES
                        LABELS integration TIMEOUT 120 SKIP_RETURN_CODE 77)
 
+  # sg-stream --ledger postgresql://... against sg-fakemodel: concurrent
+  # workers on one key, the database stopped mid-run, workers killed.
+  if(TARGET sg-stream AND TARGET sg-fakemodel)
+    add_test(NAME integration.ledger.pg.cli
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg.sh cli
+                     $<TARGET_FILE:sg-stream> $<TARGET_FILE:sg-fakemodel>)
+    set_tests_properties(integration.ledger.pg.cli PROPERTIES
+                         LABELS integration TIMEOUT 180 SKIP_RETURN_CODE 77)
+  endif()
 endif()

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The ledger on a scratch PostgreSQL server (pg_lib.sh).
 # Usage: ledger_pg.sh api LEDGER_PG_TEST
+#        ledger_pg.sh cli SG_STREAM SG_FAKEMODEL
 set -u
 here=$(dirname "$0")
 . "$here/pg_lib.sh"
@@ -14,8 +15,11 @@ api)
     "$1" "$PG_URI"
     exit $?
     ;;
+cli)
+    . "$here/ledger_pg_cli.sh"
+    ;;
 *)
-    echo "usage: $0 api TEST" >&2
+    echo "usage: $0 api TEST | cli SG_STREAM SG_FAKEMODEL" >&2
     exit 2
     ;;
 esac

@@ -1,20 +1,64 @@
 /*
- * ledger_cmd.c - everything sg-stream does with --ledger DIR.
+ * ledger_cmd.c - everything sg-stream does with --ledger LOCATION: a
+ * directory (the file ledger) or a postgresql:// URI (the library picks
+ * the backend from the location; nothing here depends on which).
  *
- * Two uses.  With --unresolved or --reconcile KEY, no request is made: the
- * ledger is listed (one line an unresolved operation) or one operation is
- * marked reconciled.  For a run, the ledger is opened before the operation
- * and becomes its policy observer, so the intent is recorded before anything
- * is sent, each attempt after it, and the end; an operation that is still
- * unresolved from an earlier run is refused, and ledger_refused() says so.
+ * Two uses.  With --ledger-init, --unresolved or --reconcile KEY, no
+ * request is made: the schema is applied, the ledger is listed (one line
+ * an unresolved operation) or one operation is marked reconciled.  For a run, the ledger
+ * is opened before the operation and becomes its policy observer, so the intent is
+ * recorded before anything is sent, each attempt after it, and the end; an operation that
+ * is still unresolved from an earlier run is refused, and ledger_refused() says so.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "sg_stream.h"
 
+/* The location as messages show it: a URI's password (user:PASSWORD@ or
+ * password=...) is masked.  Points into a static buffer. */
+static const char *shown(const char *loc) {
+    static char buf[1024];
+    char tmp[sizeof(buf)];
+    snprintf(buf, sizeof(buf), "%s", loc);
+    char *auth = strstr(buf, "://");
+    if (auth != NULL) {
+        auth += 3;
+        char *at = memchr(auth, '@', strcspn(auth, "/?"));
+        char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon != NULL) {
+            snprintf(tmp, sizeof(tmp), "%.*s:***%s", (int)(colon - buf), buf, at);
+            memcpy(buf, tmp, strlen(tmp) + 1);
+        }
+    }
+    char *pw = strstr(buf, "password=");
+    if (pw != NULL) {
+        pw += 9;
+        snprintf(tmp, sizeof(tmp), "%.*s***%s", (int)(pw - buf), buf,
+                 pw + strcspn(pw, "&"));
+        memcpy(buf, tmp, strlen(tmp) + 1);
+    }
+    return buf;
+}
+
 /* The one wording of a ledger failure. */
 static void ledger_error(const struct config *c, int rv) {
-    fprintf(stderr, "%s: ledger %s: %s\n", prog, c->ledger_dir, sg_strerror(rv));
+    const char *hint = "";
+    if (rv == SG_ESTATE && strstr(c->ledger_dir, "://") != NULL) {
+        hint = ": the database has no ledger schema: run sg-stream --ledger URI "
+               "--ledger-init";
+    }
+    fprintf(stderr, "%s: ledger %s: %s%s\n", prog, shown(c->ledger_dir), sg_strerror(rv),
+            hint);
+}
+
+/* PostgreSQL: connecting and each statement no operation bounds take at
+ * most the run's budget, when it has one (10 s otherwise). */
+static sg_ledger_options ledger_options(const struct config *c) {
+    sg_ledger_options o;
+    sg_ledger_options_init(&o);
+    o.timeout_ns = c->budget_ns;
+    return o;
 }
 
 static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
@@ -26,10 +70,18 @@ static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
     return 0;
 }
 
-/* --ledger DIR --unresolved | --reconcile KEY: no request is made. */
+/* --ledger LOCATION --ledger-init | --unresolved | --reconcile KEY: no
+ * request is made. */
 int ledger_command(const struct config *c) {
     sg_ledger *l = NULL;
-    int rv = sg_ledger_open(&l, c->ledger_dir, NULL);
+    sg_ledger_options o = ledger_options(c);
+    int rv = 0;
+    if (c->ledger_init) {
+        rv = sg_ledger_init_schema(c->ledger_dir, &o);
+    }
+    if (rv == 0 && (c->unresolved || c->reconcile != NULL)) {
+        rv = sg_ledger_open(&l, c->ledger_dir, &o);
+    }
     if (rv == 0 && c->unresolved) {
         rv = sg_ledger_list_unresolved(l, print_unresolved, NULL);
     }
@@ -52,7 +104,8 @@ int ledger_open_for_run(struct config *c) {
     if (c->ledger_dir == NULL) {
         return 0;
     }
-    int rv = sg_ledger_open(&c->ledger, c->ledger_dir, NULL);
+    sg_ledger_options o = ledger_options(c);
+    int rv = sg_ledger_open(&c->ledger, c->ledger_dir, &o);
     if (rv == 0) {
         rv = sg_ledger_key_derive(c->method, c->url, c->body, c->body_len, c->derived);
     }
@@ -79,6 +132,6 @@ void ledger_close_for_run(struct config *c) {
 /* The message for an operation the ledger refused to start. */
 int ledger_refused(const struct config *c) {
     fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
-            c->idem_key != NULL ? c->idem_key : c->derived, c->ledger_dir);
+            c->idem_key != NULL ? c->idem_key : c->derived, shown(c->ledger_dir));
     return EXIT_BUDGET;
 }

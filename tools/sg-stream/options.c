@@ -55,6 +55,7 @@ enum {
     OPT_LEDGER,
     OPT_UNRESOLVED,
     OPT_RECONCILE,
+    OPT_LEDGER_INIT,
 };
 
 static const struct option long_opts[] = {
@@ -95,6 +96,7 @@ static const struct option long_opts[] = {
     {"ledger", required_argument, NULL, OPT_LEDGER},
     {"unresolved", no_argument, NULL, OPT_UNRESOLVED},
     {"reconcile", required_argument, NULL, OPT_RECONCILE},
+    {"ledger-init", no_argument, NULL, OPT_LEDGER_INIT},
     {"write-out", required_argument, NULL, 'w'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -340,6 +342,9 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_RECONCILE:
         c->reconcile = arg;
         break;
+    case OPT_LEDGER_INIT:
+        c->ledger_init = true;
+        break;
     case 'w':
         c->write_out = arg;
         break;
@@ -361,7 +366,9 @@ static int apply(struct config *c, int opt, const char *arg) {
 static int finish(struct config *c, int argc, char **argv) {
     if (config_is_ledger_command(c)) {
         if (c->ledger_dir == NULL) {
-            return usage_error("--unresolved and --reconcile need --ledger DIR%s", "");
+            return usage_error(
+                "--unresolved, --reconcile and --ledger-init need --ledger LOCATION%s",
+                "");
         }
         if (optind != argc) {
             return usage_error("unexpected argument '%s'", argv[optind]);
@@ -474,9 +481,9 @@ int config_parse(struct config *c, int argc, char **argv) {
     return finish(c, argc, argv);
 }
 
-/* --unresolved or --reconcile: a ledger subcommand, not a run. */
+/* --unresolved, --reconcile or --ledger-init: a ledger subcommand, not a run. */
 bool config_is_ledger_command(const struct config *c) {
-    return c->unresolved || c->reconcile != NULL;
+    return c->unresolved || c->reconcile != NULL || c->ledger_init;
 }
 
 void config_free(struct config *c) {

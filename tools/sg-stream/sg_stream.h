@@ -93,7 +93,7 @@ struct config {
     long http_version;
     const char *report;
     const char *write_out;
-    const char *ledger_dir;
+    const char *ledger_dir;           /* --ledger: a directory or a postgresql:// URI */
     sg_ledger_binding binding;        /* --ledger: the policy observer's user_data */
     sg_ledger *ledger;                /* --ledger, for a run: open while it runs */
     char derived[SG_LEDGER_KEY_SIZE]; /* the key named without --idempotency-key */
@@ -106,6 +106,7 @@ struct config {
     int64_t deadline;   /* the budget's end, fixed when the command starts */
     const char *reconcile;
     bool unresolved;
+    bool ledger_init; /* --ledger-init: apply the ledger's schema */
     const char *url;
     int64_t backoff_base;
     int64_t backoff_max;
