@@ -43,7 +43,16 @@
  * Sharing: several processes on one machine may open the same directory.
  * Appends, reads and compaction are serialised by flock(2) on a lock file in
  * the directory; local file systems only (flock is not reliable over NFS).
- * Several machines: see docs/ledger-multi-machine.md.
+ *
+ * Several machines: the same calls on PostgreSQL, chosen by the location
+ * given to sg_ledger_open ("postgresql://..." instead of a directory): one
+ * row per key under a unique constraint, so exactly one worker anywhere
+ * owns an unresolved key and the others get SG_EEXIST; every record is
+ * committed before its call returns; every call is bounded, and a lost
+ * connection refuses the operation.  The schema is applied explicitly
+ * (sg_ledger_init_schema).  The durability, sync-thread and memory notes
+ * below are the file ledger's; docs/ledger.md ("The PostgreSQL backend")
+ * and docs/ledger-multi-machine.md have the database's.
  *
  * Memory: the handle keeps an index of the unresolved operations only; it is
  * bounded by their number (at most sg_ledger_options.max_live) and by the
@@ -429,7 +438,10 @@ SG_EXTERN const char *sg_ledger_op_key(const sg_op *op, const char *fallback);
  * Waiting for another process's lock ends when the operation's budget
  * could lease nothing more (its deadline less its floor, on
  * CLOCK_MONOTONIC), or after lock_timeout_ns, whichever is first: then
- * SG_ELOCKED, and the operation is refused rather than late.
+ * SG_ELOCKED, and the operation is refused rather than late.  PostgreSQL:
+ * the whole intent - connecting again if the connection was lost, and the
+ * statement (its server-side statement_timeout too) - ends by the same
+ * instant or by timeout_ns, whichever is first: then SG_ETIMEDOUT.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op never started, or @key or @url is NULL;

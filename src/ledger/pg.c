@@ -328,6 +328,9 @@ static int64_t bound(const pg_ledger *p, int64_t until) {
 static int exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
                 int64_t until, PGresult **out) {
     *out = NULL;
+    if (until - now_ns() <= 0) {
+        return SG_ETIMEDOUT; /* nothing left to wait with: not even sent */
+    }
     if (p->conn != NULL && PQstatus(p->conn) != CONNECTION_OK) {
         drop(p);
     }
@@ -395,6 +398,17 @@ static int changed(const PGresult *res) {
                : SG_ENOTFOUND;
 }
 
+/* An attempt's or a resolution's statement: (changed count, state). */
+static int exec_update(pg_ledger *p, const char *sql, int n, const char *const *vals) {
+    PGresult *res;
+    int rv = exec(p, sql, n, vals, bound(p, SG_TIME_NEVER), &res);
+    if (rv == 0) {
+        rv = changed(res);
+    }
+    PQclear(res);
+    return rv;
+}
+
 static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
     char n[16], status[8];
     snprintf(n, sizeof(n), "%" PRIu32, r->n);
@@ -408,27 +422,21 @@ static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
         status,
         (r->flags & SG__LATT_UNKNOWN) != 0 ? "true" : "false",
     };
-    PGresult *res;
-    int rv =
-        exec(p,
-             "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
-             "up AS (UPDATE streamguard_ledger_ops SET "
-             "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
-             "last_phase = $4, last_sent = $5::boolean, "
-             "last_http_status = NULLIF($6::integer, 0), "
-             "last_outcome_unknown = $7::boolean, updated = now() "
-             "WHERE key = $1 AND state = 'pending' RETURNING generation), "
-             "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
-             "outcome, phase, sent, http_status, outcome_unknown) "
-             "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
-             "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
-             "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur)",
-             7, vals, bound(p, SG_TIME_NEVER), &res);
-    if (rv == 0) {
-        rv = changed(res);
-    }
-    PQclear(res);
-    return rv;
+    return exec_update(
+        p,
+        "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
+        "up AS (UPDATE streamguard_ledger_ops SET "
+        "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
+        "last_phase = $4, last_sent = $5::boolean, "
+        "last_http_status = NULLIF($6::integer, 0), "
+        "last_outcome_unknown = $7::boolean, updated = now() "
+        "WHERE key = $1 AND state = 'pending' RETURNING generation), "
+        "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
+        "outcome, phase, sent, http_status, outcome_unknown) "
+        "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
+        "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
+        "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur)",
+        7, vals);
 }
 
 static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
@@ -437,20 +445,14 @@ static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
         sg_ledger_resolution_name((sg_ledger_resolution)r->resolution),
         sg_outcome_name((sg_outcome)r->outcome),
     };
-    PGresult *res;
-    int rv =
-        exec(p,
-             "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
-             "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
-             "final_outcome = $3, resolved_at = now(), updated = now() "
-             "WHERE key = $1 AND state = 'pending' RETURNING 1) "
-             "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur)",
-             3, vals, bound(p, SG_TIME_NEVER), &res);
-    if (rv == 0) {
-        rv = changed(res);
-    }
-    PQclear(res);
-    return rv;
+    return exec_update(
+        p,
+        "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
+        "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
+        "final_outcome = $3, resolved_at = now(), updated = now() "
+        "WHERE key = $1 AND state = 'pending' RETURNING 1) "
+        "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur)",
+        3, vals);
 }
 
 static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
