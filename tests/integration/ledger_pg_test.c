@@ -11,7 +11,10 @@
 
 #include <libpq-fe.h>
 
+#include <arpa/inet.h>
 #include <inttypes.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,6 +276,42 @@ static void processes_race_each_key_owned_once(void) {
     sg_ledger_close(l);
 }
 
+/* Connecting is bounded too: a server that never answers, one that is not
+ * there, and a schema newer than this library's. */
+static void connecting_is_bounded_and_checked(void) {
+    int ls = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    CHECK(ls >= 0 && bind(ls, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+          listen(ls, 8) == 0 && getsockname(ls, (struct sockaddr *)&a, &alen) == 0);
+    /* The kernel completes the handshake; nobody ever answers the startup. */
+    char silent[128];
+    snprintf(silent, sizeof(silent),
+             "postgresql://sg@127.0.0.1:%d/sgtest?sslmode=disable", ntohs(a.sin_port));
+    sg_ledger_options o;
+    sg_ledger_options_init(&o);
+    o.timeout_ns = SG_MS(300);
+    sg_ledger *l = NULL;
+    int64_t t0 = sg_clock_now(NULL);
+    CHECK_RV(sg_ledger_open(&l, silent, &o), SG_ETIMEDOUT);
+    int64_t took = sg_clock_now(NULL) - t0;
+    CHECK(took >= SG_MS(250) && took < SG_MS(300) + SG_MS(300));
+    CHECK_RV(sg_ledger_init_schema(silent, &o), SG_ETIMEDOUT);
+    close(ls);
+    CHECK_RV(sg_ledger_open(&l, "postgresql://sg@/sgtest?host=/nonexistent-dir", &o),
+             SG_ECONNECT);
+    CHECK(l == NULL);
+
+    PGconn *c = admin();
+    sql(c, "INSERT INTO streamguard_schema_version (version) VALUES (2)");
+    CHECK_RV(sg_ledger_init_schema(uri, NULL), SG_EUNSUPPORTED);
+    CHECK_RV(sg_ledger_open(&l, uri, NULL), SG_EUNSUPPORTED);
+    sql(c, "DELETE FROM streamguard_schema_version WHERE version = 2");
+    CHECK_RV(sg_ledger_init_schema(uri, NULL), 0);
+    PQfinish(c);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s URI\n", argv[0]);
@@ -284,6 +323,7 @@ int main(int argc, char **argv) {
     every_call_is_bounded();
     lost_connection_refuses_then_reconnects();
     processes_race_each_key_owned_once();
+    connecting_is_bounded_and_checked();
     if (failures != 0) {
         fprintf(stderr, "%d failure(s)\n", failures);
         return 1;
