@@ -260,6 +260,13 @@ static int run_script(pg_ledger *p, const char *sql, int64_t until) {
     return 0;
 }
 
+/* A library does not write to stderr: the server's notices ("relation
+ * already exists, skipping" from the schema applied again) are dropped. */
+static void no_notices(void *user_data, const char *message) {
+    (void)user_data;
+    (void)message;
+}
+
 /* Connects within @until; @check: and verifies the schema version. */
 static int connect_db(pg_ledger *p, int64_t until, bool check) {
     const char *const kw[] = {"dbname", "fallback_application_name", NULL};
@@ -268,6 +275,7 @@ static int connect_db(pg_ledger *p, int64_t until, bool check) {
     if (p->conn == NULL) {
         return SG_ENOMEM;
     }
+    PQsetNoticeProcessor(p->conn, no_notices, NULL);
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     while (st != PGRES_POLLING_OK) {
         if (st == PGRES_POLLING_FAILED || PQstatus(p->conn) == CONNECTION_BAD) {

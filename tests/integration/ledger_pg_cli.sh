@@ -46,6 +46,7 @@ has "$ERR" "--ledger-init" "the error says how to apply the schema"
     fail "sent without a schema"
 expect 0 "--ledger-init" -- --ledger "$L" --ledger-init
 expect 0 "--ledger-init again" -- --ledger "$L" --ledger-init
+[ -s "$ERR" ] && fail "--ledger-init wrote to stderr: $(head -c 300 "$ERR")" || pass "silently"
 expect 0 "--unresolved on an empty ledger" -- --ledger "$L" --unresolved
 [ -s "$OUT" ] && fail "empty ledger listed: $(cat "$OUT")" || pass "nothing listed"
 
