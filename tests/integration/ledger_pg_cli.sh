@@ -137,7 +137,9 @@ MID=$!
 fm_wait_event "pg-mid" received || fail "the mid-run request never arrived"
 pg_stop fast
 wait "$MID"
-echo "mid-run worker: exit $?, $(head -c 200 "$FM_DIR/mid.err")"
+echo "mid-run worker: exit $?"
+has "$FM_DIR/mid.err" "the end of the operation not recorded" "the worker says its end was not recorded"
+has "$FM_DIR/mid.err" "stays listed" "and what follows from it"
 pg_start_again || fail "restart"
 expect 0 "--unresolved after the restart" -- --ledger "$L" --unresolved
 has "$OUT" "pg-mid GET $CHAT?n=4&gap=300&_t=pg_mid " "the intent survived: listed pending"

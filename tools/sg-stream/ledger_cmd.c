@@ -97,6 +97,45 @@ int ledger_command(const struct config *c) {
     return EXIT_OK;
 }
 
+/* The library's ledger observer, and a word on stderr when a record fails
+ * for another reason than ownership: the intent (nothing is sent, and the
+ * transport's refusal follows), or the end (the operation stays listed,
+ * whatever its outcome, until reconciled).  user_data is the config. */
+static void record_failed(struct config *c, const char *what, int rv, const char *then) {
+    if (!c->run.quiet && !c->ledger_warned) {
+        fprintf(stderr, "%s: ledger %s: %s not recorded: %s: %s\n", prog,
+                shown(c->ledger_dir), what, sg_strerror(rv), then);
+    }
+    c->ledger_warned = true;
+}
+
+static int obs_intent(const sg_op *op, const sg_op_intent *intent, void *user_data) {
+    struct config *c = user_data;
+    int rv = sg_ledger_observer()->on_intent(op, intent, &c->binding);
+    if (rv != 0 && rv != SG_EEXIST) {
+        record_failed(c, "the intent", rv, "nothing was sent");
+    }
+    return rv;
+}
+
+static int obs_attempt_end(const sg_op *op, const sg_op_attempt *rec, void *user_data) {
+    struct config *c = user_data;
+    return sg_ledger_observer()->on_attempt_end(op, rec, &c->binding);
+}
+
+static int obs_resolve(const sg_op *op, void *user_data) {
+    struct config *c = user_data;
+    int rv = sg_ledger_observer()->on_resolve(op, &c->binding);
+    if (rv != 0) {
+        record_failed(c, "the end of the operation", rv,
+                      "it stays listed as unresolved until reconciled");
+    }
+    return rv;
+}
+
+static const sg_op_observer run_observer = {obs_intent, NULL, obs_attempt_end,
+                                            obs_resolve};
+
 /* --ledger DIR for a run (a no-op without it): without an idempotency key,
  * the operation is named by a key derived from method, URL and body
  * (recorded, not sent).  Returns 0, or EXIT_INTERNAL having said why. */
@@ -119,7 +158,7 @@ int ledger_open_for_run(struct config *c) {
     c->binding.ledger = c->ledger;
     c->binding.fallback_key = c->derived;
     sg_op_options_set_target(&c->policy, c->url);
-    sg_op_options_set_observer(&c->policy, sg_ledger_observer(), &c->binding);
+    sg_op_options_set_observer(&c->policy, &run_observer, c);
     return 0;
 }
 

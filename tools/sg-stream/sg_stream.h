@@ -106,7 +106,8 @@ struct config {
     int64_t deadline;   /* the budget's end, fixed when the command starts */
     const char *reconcile;
     bool unresolved;
-    bool ledger_init; /* --ledger-init: apply the ledger's schema */
+    bool ledger_init;   /* --ledger-init: apply the ledger's schema */
+    bool ledger_warned; /* a ledger record of this run failed: said once */
     const char *url;
     int64_t backoff_base;
     int64_t backoff_max;
