@@ -202,6 +202,12 @@ static int flush(pg_ledger *p, int64_t until) {
     return 0;
 }
 
+/* A duration setting in ms as the server takes it: at most INT_MAX (24.8
+ * days; our durations go up to a year). */
+static int64_t ms_setting(int64_t ms) {
+    return ms > INT32_MAX ? INT32_MAX : ms;
+}
+
 /* The server's statement_timeout for a call that must end by @until: a
  * tenth less (at most 100 ms less), so the server cancels first and the
  * connection stays usable. */
@@ -209,7 +215,7 @@ static void server_timeout(int64_t until, char buf[32]) {
     int64_t left = until - now_ns();
     int64_t margin = left / 10 < SG_MS(100) ? left / 10 : SG_MS(100);
     int64_t ms = (left - margin) / SG_MS(1);
-    snprintf(buf, 32, "%" PRId64 "ms", ms < 1 ? (int64_t)1 : ms);
+    snprintf(buf, 32, "%" PRId64 "ms", ms < 1 ? (int64_t)1 : ms_setting(ms));
 }
 
 /* One statement with parameters, by @until: in one round trip, a pipeline
@@ -297,7 +303,7 @@ static int connect_db(pg_ledger *p, int64_t until, bool check) {
     PGresult *res;
     char lock_tmo[32];
     snprintf(lock_tmo, sizeof(lock_tmo), "%" PRId64 "ms",
-             (p->opts.lock_timeout_ns + SG_MS(1) - 1) / SG_MS(1));
+             ms_setting((p->opts.lock_timeout_ns + SG_MS(1) - 1) / SG_MS(1)));
     const char *lv[1] = {lock_tmo};
     /* A commit acknowledged before it is on the server's disk could lose an
      * intent: never with this session (local, on, remote_* are kept). */

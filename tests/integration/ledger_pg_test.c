@@ -210,6 +210,17 @@ static void every_call_is_bounded(void) {
     CHECK_RV(sg_ledger_reconcile(l, "pg-held", NULL), 0);
     PQfinish(c);
     sg_ledger_close(l);
+
+    /* the longest bounds the API takes are more than the server's settings
+     * hold (INT_MAX ms): clamped, not refused */
+    sg_ledger_options o2;
+    sg_ledger_options_init(&o2);
+    o2.timeout_ns = SG_DURATION_MAX;
+    o2.lock_timeout_ns = SG_DURATION_MAX;
+    CHECK_RV(sg_ledger_open(&l, uri, &o2), 0);
+    CHECK_RV(sg_ledger_intent(l, "pg-long", "POST", "https://h/long"), 0);
+    CHECK_RV(sg_ledger_reconcile(l, "pg-long", NULL), 0);
+    sg_ledger_close(l);
 }
 
 /* The server ends the handle's connection: the next call fails clearly
