@@ -47,7 +47,8 @@
  * Several machines: the same calls on PostgreSQL, chosen by the location
  * given to sg_ledger_open ("postgresql://..." instead of a directory): one
  * row per key under a unique constraint, so exactly one worker anywhere
- * owns an unresolved key and the others get SG_EEXIST; every record is
+ * owns an unresolved key and the others get SG_EEXIST (and an owner whose
+ * key was reconciled and taken again is fenced off); every record is
  * committed before its call returns; every call is bounded, and a lost
  * connection refuses the operation.  The schema is applied explicitly
  * (sg_ledger_init_schema).  The durability, sync-thread and memory notes
@@ -320,7 +321,9 @@ SG_EXTERN int sg_ledger_intent(sg_ledger *l, const char *key, const char *method
  *                100 .. 599;
  *   SG_ERANGE    @key is longer than SG_LEDGER_KEY_MAX;
  *   SG_ENOTFOUND @key is not an unresolved operation;
- *   SG_ESTATE    @key was already resolved as unknown;
+ *   SG_ESTATE    @key was already resolved as unknown (PostgreSQL: or
+ *                this handle's intent of @key was reconciled and another
+ *                intent took the key since: fenced off);
  *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO  as sg_ledger_intent;
  *   SG_ETOOMANY  catching up with other processes' records found more than
  *                max_live unresolved operations.
@@ -377,7 +380,8 @@ SG_EXTERN sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op);
  *   SG_ERANGE    @key is longer than SG_LEDGER_KEY_MAX;
  *   SG_ENOTFOUND @key is not an unresolved operation (never recorded,
  *                already resolved, or reconciled meanwhile by an operator);
- *   SG_ESTATE    @key was already resolved as unknown;
+ *   SG_ESTATE    @key was already resolved as unknown (PostgreSQL: or
+ *                fenced off, as for sg_ledger_attempt);
  *   SG_ENOMEM, SG_ELOCKED, SG_ESYS, SG_EIO  as sg_ledger_intent;
  *   SG_ETOOMANY  catching up with other processes' records found more than
  *                max_live unresolved operations.

@@ -5,7 +5,9 @@
  * ON CONFLICT that takes a key only when it is new or settled, so of any
  * number of workers racing for a key exactly one gets a row back, and the
  * others get SG_EEXIST - as the file ledger refuses them.  A worker that
- * dies leaves its row pending: the key stays owned until reconciled.
+ * dies leaves its row pending: the key stays owned until reconciled.  The
+ * row's generation fences the owner: its later records of the key carry
+ * it, so a late owner cannot record onto the key's next operation.
  *
  * Every call is one statement in its own implicit transaction, committed
  * before the call returns (the schema: sql/ledger_schema_v1.sql, embedded
@@ -40,11 +42,24 @@ static const char schema_sql[] = {
 #include "pg_schema_v1.inc"
 };
 
+/* The generation of a key this handle's intent took: its later records of
+ * that key are fenced by it. */
+typedef struct fence {
+    struct fence *next;
+    int64_t generation;
+    char key[]; /* NUL-terminated */
+} fence;
+
+#define FENCE_BUCKETS 1024
+
 typedef struct pg_ledger {
     PGconn *conn;
     char *location;
     sg_ledger_options opts;
     char host[256];
+    /* Keys owned by this handle's intents, until their resolution: a few
+     * dozen bytes each, as many as its operations in flight.  O(n / 1024). */
+    fence *fences[FENCE_BUCKETS];
 } pg_ledger;
 
 bool sg__ledger_is_pg(const char *location) {
@@ -361,6 +376,54 @@ static pg_ledger *state(sg_ledger *l) {
     return l->db_state;
 }
 
+/* -------------------------------------------------------------- fences */
+
+static fence **fence_slot(pg_ledger *p, const char *key) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const char *c = key; *c != '\0'; c++) {
+        h = (h ^ (uint8_t)*c) * 16777619u;
+    }
+    fence **f = &p->fences[h % FENCE_BUCKETS];
+    while (*f != NULL && strcmp((*f)->key, key) != 0) {
+        f = &(*f)->next;
+    }
+    return f;
+}
+
+/* The generation this handle owns @key with, or -1 (not fenced). */
+static int64_t fence_of(pg_ledger *p, const char *key) {
+    fence *f = *fence_slot(p, key);
+    return f != NULL ? f->generation : -1;
+}
+
+static void fence_drop(pg_ledger *p, const char *key) {
+    fence **slot = fence_slot(p, key);
+    fence *f = *slot;
+    if (f != NULL) {
+        *slot = f->next;
+        free(f);
+    }
+}
+
+/* @f (allocated by the caller for @key) now says @generation. */
+static void fence_set(pg_ledger *p, fence *f, int64_t generation) {
+    fence_drop(p, f->key);
+    fence **slot = fence_slot(p, f->key);
+    f->generation = generation;
+    f->next = NULL;
+    *slot = f;
+}
+
+static void fence_clear(pg_ledger *p) {
+    for (size_t i = 0; i < FENCE_BUCKETS; i++) {
+        while (p->fences[i] != NULL) {
+            fence *f = p->fences[i];
+            p->fences[i] = f->next;
+            free(f);
+        }
+    }
+}
+
 /* -------------------------------------------------------------- records */
 
 /* A record's key as a NUL-terminated string (the record's is not). */
@@ -377,6 +440,12 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     snprintf(pid, sizeof(pid), "%" PRId32, r->pid);
     /* r->method and r->url are the caller's NUL-terminated strings. */
     const char *vals[5] = {key, r->method, r->url, p->host, pid};
+    /* Allocated first: an intent that committed always has its fence. */
+    fence *f = malloc(sizeof(*f) + r->key_len + 1);
+    if (f == NULL) {
+        return SG_ENOMEM;
+    }
+    memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
     int rv = exec(
         p,
@@ -394,30 +463,49 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_EEXIST; /* another worker's intent owns the key */
     }
+    if (rv == 0) {
+        fence_set(p, f, strtoll(PQgetvalue(res, 0, 0), NULL, 10));
+    } else {
+        free(f);
+    }
     PQclear(res);
     return rv;
 }
 
-/* 0 rows changed: SG_ESTATE when the key is resolved unknown, else
- * SG_ENOTFOUND.  @res: (changed count, state). */
-static int changed(const PGresult *res) {
+/* 0 rows changed: SG_ESTATE when the key is resolved unknown, or when a
+ * later intent took it (its generation is not @gen); else SG_ENOTFOUND.
+ * @res: (changed count, state, generation). */
+static int changed(const PGresult *res, int64_t gen) {
     if (PQntuples(res) != 1) {
         return SG_EIO;
     }
     if (atoi(PQgetvalue(res, 0, 0)) > 0) {
         return 0;
     }
-    return !PQgetisnull(res, 0, 1) && strcmp(PQgetvalue(res, 0, 1), "unknown") == 0
-               ? SG_ESTATE
-               : SG_ENOTFOUND;
+    if (PQgetisnull(res, 0, 1)) {
+        return SG_ENOTFOUND;
+    }
+    const char *st = PQgetvalue(res, 0, 1);
+    bool live = strcmp(st, "pending") == 0 || strcmp(st, "unknown") == 0;
+    if (live && gen >= 0 && strtoll(PQgetvalue(res, 0, 2), NULL, 10) != gen) {
+        return SG_ESTATE;
+    }
+    return strcmp(st, "unknown") == 0 ? SG_ESTATE : SG_ENOTFOUND;
 }
 
-/* An attempt's or a resolution's statement: (changed count, state). */
-static int exec_update(pg_ledger *p, const char *sql, int n, const char *const *vals) {
+/* An attempt's or a resolution's statement, fenced by $@n (the generation
+ * this handle owns the key with, or NULL: another handle's key, unfenced,
+ * as the file ledger's); its result is (changed count, state, generation). */
+static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals,
+                       const char *key) {
+    char gen[24];
+    int64_t g = fence_of(p, key);
+    snprintf(gen, sizeof(gen), "%" PRId64, g);
+    vals[n - 1] = g >= 0 ? gen : NULL;
     PGresult *res;
     int rv = exec(p, sql, n, vals, bound(p, SG_TIME_NEVER), &res);
     if (rv == 0) {
-        rv = changed(res);
+        rv = changed(res, g);
     }
     PQclear(res);
     return rv;
@@ -427,7 +515,7 @@ static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
     char n[16], status[8];
     snprintf(n, sizeof(n), "%" PRIu32, r->n);
     snprintf(status, sizeof(status), "%u", (unsigned)r->http_status);
-    const char *vals[7] = {
+    const char *vals[8] = {
         key,
         n,
         sg_outcome_name((sg_outcome)r->outcome),
@@ -435,38 +523,52 @@ static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
         (r->flags & SG__LATT_SENT) != 0 ? "true" : "false",
         status,
         (r->flags & SG__LATT_UNKNOWN) != 0 ? "true" : "false",
+        NULL,
     };
     return exec_update(
         p,
-        "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
+        "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
+        "WHERE key = $1), "
         "up AS (UPDATE streamguard_ledger_ops SET "
         "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
         "last_phase = $4, last_sent = $5::boolean, "
         "last_http_status = NULLIF($6::integer, 0), "
         "last_outcome_unknown = $7::boolean, updated = now() "
-        "WHERE key = $1 AND state = 'pending' RETURNING generation), "
+        "WHERE key = $1 AND state = 'pending' "
+        "AND ($8::bigint IS NULL OR generation = $8::bigint) RETURNING generation), "
         "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
         "outcome, phase, sent, http_status, outcome_unknown) "
         "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
         "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
-        "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur)",
-        7, vals);
+        "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur), "
+        "(SELECT generation FROM cur)",
+        8, vals, key);
 }
 
 static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
-    const char *vals[3] = {
+    const char *vals[4] = {
         key,
         sg_ledger_resolution_name((sg_ledger_resolution)r->resolution),
         sg_outcome_name((sg_outcome)r->outcome),
+        NULL,
     };
-    return exec_update(
-        p,
-        "WITH cur AS (SELECT state FROM streamguard_ledger_ops WHERE key = $1), "
-        "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
-        "final_outcome = $3, resolved_at = now(), updated = now() "
-        "WHERE key = $1 AND state = 'pending' RETURNING 1) "
-        "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur)",
-        3, vals);
+    int rv =
+        exec_update(p,
+                    "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
+                    "WHERE key = $1), "
+                    "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
+                    "final_outcome = $3, resolved_at = now(), updated = now() "
+                    "WHERE key = $1 AND state = 'pending' "
+                    "AND ($4::bigint IS NULL OR generation = $4::bigint) RETURNING 1) "
+                    "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur), "
+                    "(SELECT generation FROM cur)",
+                    4, vals, key);
+    if (rv == 0) {
+        /* The owner records nothing after its end.  A failure keeps the
+         * fence: a retry must not land on a later owner's operation. */
+        fence_drop(p, key);
+    }
+    return rv;
 }
 
 static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
@@ -601,6 +703,7 @@ static int pg_compact(sg_ledger *l) {
 
 static void pg_free(pg_ledger *p) {
     if (p != NULL) {
+        fence_clear(p);
         drop(p);
         free(p->location);
         free(p);

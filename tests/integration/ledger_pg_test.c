@@ -179,6 +179,40 @@ static void lifecycle_round_trip(void) {
     sg_ledger_close(other);
 }
 
+/* An owner whose operation was reconciled and whose key another worker
+ * took again is fenced off: its late records fail instead of landing on
+ * the new owner's operation. */
+static void a_late_owner_is_fenced_off(void) {
+    sg_ledger *zombie = open_ledger(0);
+    sg_ledger *ops = open_ledger(0);
+    CHECK_RV(sg_ledger_intent(zombie, "pg-fenced", "POST", "https://h/f"), 0);
+    CHECK_RV(sg_ledger_reconcile(ops, "pg-fenced", "owner presumed dead"), 0);
+    CHECK_RV(sg_ledger_intent(ops, "pg-fenced", "POST", "https://h/f"), 0);
+    CHECK_RV(sg_ledger_attempt(zombie, "pg-fenced", 1, SG_OUTCOME_OK, SG_PHASE_STREAMING,
+                               true, 200, false),
+             SG_ESTATE);
+    CHECK_RV(sg_ledger_resolve(zombie, "pg-fenced", SG_LEDGER_DONE, SG_OUTCOME_OK),
+             SG_ESTATE);
+    listing ls = list(ops);
+    CHECK(ls.n == 1 && ls.last.state == SG_LEDGER_PENDING && ls.last.attempts == 0);
+    /* a retry is fenced off too; the new owner records as usual, and so
+     * may any other handle (unfenced, as on the file ledger) */
+    CHECK_RV(sg_ledger_resolve(zombie, "pg-fenced", SG_LEDGER_DONE, SG_OUTCOME_OK),
+             SG_ESTATE);
+    CHECK_RV(sg_ledger_attempt(ops, "pg-fenced", 1, SG_OUTCOME_OK, SG_PHASE_STREAMING,
+                               true, 200, false),
+             0);
+    sg_ledger *third = open_ledger(0);
+    CHECK_RV(sg_ledger_resolve(third, "pg-fenced", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    CHECK(list(ops).n == 0);
+    /* the zombie's own new intent fences it with the key's new generation */
+    CHECK_RV(sg_ledger_intent(zombie, "pg-fenced", "POST", "https://h/f"), 0);
+    CHECK_RV(sg_ledger_resolve(zombie, "pg-fenced", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    sg_ledger_close(third);
+    sg_ledger_close(zombie);
+    sg_ledger_close(ops);
+}
+
 /* A row held by another transaction: the call ends at its bound. */
 static void every_call_is_bounded(void) {
     sg_ledger *l = open_ledger(SG_MS(300));
@@ -331,6 +365,7 @@ int main(int argc, char **argv) {
     uri = argv[1];
     schema_is_explicit_and_idempotent();
     lifecycle_round_trip();
+    a_late_owner_is_fenced_off();
     every_call_is_bounded();
     lost_connection_refuses_then_reconnects();
     processes_race_each_key_owned_once();
