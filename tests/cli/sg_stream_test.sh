@@ -13,24 +13,6 @@ CHAT=$BASE/v1/chat/completions
 OUT=$FM_DIR/stdout
 ERR=$FM_DIR/stderr
 
-# expect CODE DESCRIPTION -- ARGS...: run sg-stream, check the exit status.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    "$SG" "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then
-        pass "$what (exit $rc)"
-    else
-        fail "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$ERR")"
-    fi
-}
-
-# has FILE TEXT DESCRIPTION
-has() {
-    if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $(head -c 400 "$1")"; fi
-}
-
 lines() { wc -l <"$1" | tr -d ' '; }
 
 # ---- usage and help --------------------------------------------------------

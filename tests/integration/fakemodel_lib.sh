@@ -100,3 +100,22 @@ fm_field() {
 ge() {
     awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 >= b + 0) }'
 }
+
+# For sg-stream scripts (SG, OUT and ERR set):
+# expect CODE DESCRIPTION -- ARGS...: run sg-stream, check the exit status.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$SG" "$@" >"$OUT" 2>"$ERR"
+    local rc=$?
+    if [ "$rc" -eq "$want" ]; then
+        pass "$what (exit $rc)"
+    else
+        fail "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$ERR")"
+    fi
+}
+
+# has FILE TEXT DESCRIPTION: FILE holds TEXT.
+has() {
+    if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $(head -c 400 "$1")"; fi
+}

@@ -22,21 +22,6 @@ OUT=$FM_DIR/stdout
 ERR=$FM_DIR/stderr
 L=$PG_URI
 
-# expect CODE DESCRIPTION -- ARGS...: run sg-stream, check the exit status.
-expect() {
-    local want=$1 what=$2
-    shift 3
-    "$SG" "$@" >"$OUT" 2>"$ERR"
-    local rc=$?
-    if [ "$rc" -eq "$want" ]; then
-        pass "$what (exit $rc)"
-    else
-        fail "$what: exit $rc, wanted $want; stderr: $(head -c 400 "$ERR")"
-    fi
-}
-has() {
-    if grep -qF -- "$2" "$1"; then pass "$3"; else fail "$3: '$2' not in $(head -c 400 "$1")"; fi
-}
 received() { fm_log "event=received" | grep -c "_t=$1\b"; }
 
 # ---- the schema ------------------------------------------------------------
