@@ -65,11 +65,22 @@ void sg__lc_release(sg__lifecycle *lc) {
 
 /* The operation ended: the transport leaves its driver, then on_done.
  * After this returns the lifecycle may have been freed. */
+static bool in_flight(const sg__lifecycle *lc);
+static int stop_now(sg__lifecycle *lc, int64_t now);
+
 static int finish(sg__lifecycle *lc) {
     if (lc->primary != NULL) {
-        /* a hedge slot ended the operation: its primary says so */
+        /* a hedge slot ended the operation: its primary says so - and if
+         * the primary's own attempt is still in flight (the winner ended
+         * before that loser's cancel ran), it is stopped and recorded
+         * first */
+        sg__lifecycle *p = lc->primary;
         lc->state = SG__LC_IDLE;
-        return finish(lc->primary);
+        if (in_flight(p)) {
+            p->lost = true;
+            (void)stop_now(p, p->tp->now(p));
+        }
+        return finish(p);
     }
     lc->state = SG__LC_DONE;
     int orc = sg_op_observer_error(lc->pol);
@@ -364,6 +375,14 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         r.retry_after = lc->retry_after;
         r.retry_after_len = lc->retry_after_len;
         r.wall_now_s = wall_origin(lc);
+    }
+    if (lc->lost) {
+        /* a loser delivers nothing: it had no item when the winner was
+         * named, and the gate dropped every one after (the guard counted
+         * them) */
+        r.items = 0;
+        r.partial = false;
+        r.first_item_ns = -1;
     }
     r.attempt = lc->attempt;
     if (sg_op_attempt_done(lc->pol, now, &r, &v) != 0) {

@@ -166,6 +166,20 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
     [ "$ids" -eq 1 ] && [ "$lines" -eq 20 ] && tie_ok=$((tie_ok + 1))
 done
 [ "$tie_ok" -eq 10 ] && pass "near ties: one stream every time" || fail "near ties: $tie_ok of 10 gave one stream"
+# the same with whole responses in one read: the winner may end the
+# operation before the loser's cancel ran - the loser is still recorded
+rec_ok=0
+for i in 1 2 3 4 5 6 7 8 9 10; do
+    "$SG" --budget 10s --hedge-after 100ms --report "$REP" \
+        "$(url A "n=2&gap=0&first_delay=300&_t=tie2$i")" \
+        --fallback "$(url A "n=2&gap=0&first_delay=200&_t=tie2$i")" >"$OUT" 2>"$ERR"
+    if ! grep -q '"running":true' "$REP" && [ "$(grep -c '"content":"tok' "$OUT")" -eq 2 ] &&
+        grep -q '"reason":"hedge_lost"' "$REP"; then
+        rec_ok=$((rec_ok + 1))
+    fi
+done
+[ "$rec_ok" -eq 10 ] && pass "fast near ties: every loser recorded" ||
+    fail "fast near ties: $rec_ok of 10 recorded every attempt; $(head -c 400 "$REP")"
 
 # ---- two hedges, one on each fallback: the third attempt wins ----------------
 "$SG" --budget 10s --hedge-after 100ms --max-hedges 2 --report "$REP" \
