@@ -197,6 +197,20 @@ else
     fail "hedge starts: $starts"
 fi
 
+# ---- hedging on streamguard's own HTTP/2 transport (h2c): a new stream,
+# the slow one reset with RST_STREAM(CANCEL) -----------------------------------
+"$SG" --http2 --budget 10s --hedge-after 100ms --idempotency-key hd6-key --report "$REP" \
+    -w '%{outcome} %{attempts} %{items}\n' \
+    "$(url C 'n=3&tail_first=1&tail_delay=5000&_t=hd6')" >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok 2 3" ] && pass "--http2: the hedge stream won" ||
+    fail "--http2 hedge: $(tail -n 1 "$OUT") $(head -c 300 "$ERR")"
+if curl -sS -m 5 "http://127.0.0.1:${PORT[C]}/_log?key=hd6-key&event=client_gone" |
+    grep -q '"h2_error":"CANCEL"'; then
+    pass "--http2: the slow stream was reset with CANCEL"
+else
+    fail "--http2: no RST_STREAM(CANCEL) in the log"
+fi
+
 # ---- hedging refused for an unsafe request -------------------------------------
 "$SG" --hedge-after 100ms -d '{"charge":1}' "$(url A 'n=1&_t=hd3')" >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && grep -q 'idempotency-key' "$ERR" && pass "an unsafe POST is not hedged (usage error)" ||

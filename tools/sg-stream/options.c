@@ -384,11 +384,6 @@ static int finish(struct config *c, int argc, char **argv) {
         return usage_error("--max-hedges needs --hedge-after%s", "");
     }
     if (c->hedge_after > 0) {
-        if (c->http2) {
-            return usage_error("--hedge-after goes through libcurl (which negotiates "
-                               "HTTP/2 itself): drop --http2%s",
-                               "");
-        }
         uint32_t hedges = c->max_hedges > 0 ? c->max_hedges : 1;
         (void)sg_op_options_set_hedging(&c->policy, c->hedge_after, hedges);
         if (!c->attempts_set) {
