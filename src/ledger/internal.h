@@ -190,6 +190,11 @@ typedef struct sg__ledger_backend {
     int (*list)(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
                 void *user_data);
     int (*compact)(sg_ledger *l);
+    /* sg_ledger_sync, without the handle's mutex (its calls go on while
+     * it waits): the records queued before it are settled by @until. */
+    int (*sync)(sg_ledger *l, int64_t until);
+    /* Under the handle's mutex: the fields of sg_ledger_stats it keeps. */
+    void (*stats)(sg_ledger *l, sg_ledger_stats *out);
 } sg__ledger_backend;
 
 struct sg_ledger {
@@ -259,6 +264,15 @@ void sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered);
 int sg__ledger_sync_take_failure(sg_ledger *l);
 /* The sync fields of sg_ledger_stats. */
 void sg__ledger_sync_stats(sg_ledger *l, sg_ledger_stats *out);
+/* A thread for a handle (the sync thread, the PostgreSQL writer), which
+ * blocks every signal (they are the application's): 0 or SG_ESYS. */
+int sg__ledger_spawn(pthread_t *thread, void *(*fn)(void *), void *arg);
+/* A condition variable whose timed waits take CLOCK_MONOTONIC instants. */
+int sg__ledger_cond_init(pthread_cond_t *cond);
+/* One wait on @cond (made by sg__ledger_cond_init) under @mu, at most until
+ * @deadline (SG_TIME_NEVER: no bound): SG_ETIMEDOUT once it has passed,
+ * else 0 (woken, or a spurious wakeup: the caller checks again). */
+int sg__ledger_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline);
 
 typedef int (*sg__ledger_locked_fn)(sg_ledger *l, void *arg);
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg);

@@ -415,8 +415,9 @@ int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out) {
     }
     pthread_mutex_lock(&l->mu);
     if (l->db != NULL) {
-        /* Nothing is replayed or left unsynced: every record is committed. */
+        /* Nothing is replayed; unsynced: the records queued, not committed. */
         memset(out, 0, sizeof(*out));
+        l->db->stats(l, out);
         pthread_mutex_unlock(&l->mu);
         return 0;
     }

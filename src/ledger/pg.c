@@ -9,16 +9,23 @@
  * row's generation fences the owner: its later records of the key carry
  * it, so a late owner cannot record onto the key's next operation.
  *
- * Every call is one statement in its own implicit transaction, committed
+ * An intent is one statement in its own implicit transaction, committed
  * before the call returns (the schema: sql/ledger_schema_v1.sql, embedded
- * at build time).  Every call is bounded: libpq's non-blocking API with
- * poll(2) on our own deadline, and the server's statement_timeout set to a
- * little less than what remains in the same round trip (a pipeline), so
- * the server gives up first and the connection survives.  A connection
- * lost, or a deadline passed on our side, drops the connection (the next
- * call connects again, within its own bound) and fails the call: an
- * intent whose commit was not seen refuses the operation - it may still
- * have committed, and is then listed as pending, never sent unrecorded.
+ * at build time).  Attempts and resolutions are queued, in call order, to
+ * a writer thread with a connection of its own, which commits those queued
+ * together in one transaction: the caller (an event loop, through the
+ * observer) never waits for the database for them.  A record it could not
+ * commit fails the next intent and the next sg_ledger_sync (SG_EIO); reads
+ * and reconciles of the handle wait for its queue first.
+ *
+ * Every call is bounded: libpq's non-blocking API with poll(2) on our own
+ * deadline, and the server's statement_timeout set to a little less than
+ * what remains in the same round trip (a pipeline), so the server gives up
+ * first and the connection survives.  A connection lost, or a deadline
+ * passed on our side, drops the connection (the next call connects again,
+ * within its own bound) and fails the call: an intent whose commit was not
+ * seen refuses the operation - it may still have committed, and is then
+ * listed as pending, never sent unrecorded.
  */
 #define _GNU_SOURCE
 #include "ledger/internal.h"
@@ -28,6 +35,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +45,10 @@
 #define SCHEMA_VERSION 1
 /* Rows a listing holds at a time (each at most one URL of 8 KiB). */
 #define LIST_CHUNK "256"
+/* Records the writer commits in one transaction, at most. */
+#define BATCH_MAX 256
+/* Records queued and not committed, at most: beyond, SG_ETOOMANY. */
+#define QUEUE_MAX 65536
 
 static const char schema_sql[] = {
 #include "pg_schema_v1.inc"
@@ -47,8 +59,46 @@ static const char schema_sql[] = {
 typedef struct fence {
     struct fence *next;
     int64_t generation;
+    /* 0: the operation is live; else the queue number of its resolution,
+     * which this handle's later records of the key are refused against
+     * (as the file ledger's index refuses them) until it is swept, once
+     * it is settled. */
+    uint64_t ended;
+    uint8_t resolution;
     char key[]; /* NUL-terminated */
 } fence;
+
+/* An attempt or a resolution on its way to the writer thread. */
+typedef struct job {
+    struct job *next;
+    uint64_t seq;
+    int64_t generation; /* the fence it is recorded with, or -1 */
+    sg__ledger_rec rec; /* .key points at @key */
+    char key[SG_LEDGER_KEY_MAX + 1];
+} job;
+
+/* The writer thread: attempts and resolutions are queued here in the
+ * order of their calls and committed by the thread on a connection of its
+ * own, those queued together in one transaction.  Everything here is
+ * under @mu, taken after the handle's mutex, never before it; the thread
+ * takes only @mu. */
+typedef struct writer {
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* the thread waits here for records or stop */
+    pthread_cond_t done; /* settled moved */
+    pthread_t thread;
+    bool started; /* by the first record queued */
+    bool stop;    /* sg_ledger_close: commit what is left by stop_by */
+    int64_t stop_by;
+    job *head; /* queued, not yet taken by the thread */
+    job *tail;
+    uint64_t queued;   /* records queued since open */
+    uint64_t settled;  /* the first @settled are committed, or failed */
+    uint64_t failures; /* records that failed, since open */
+    uint64_t told_intent;
+    uint64_t told_sync;
+    struct pg_ledger *conn; /* the thread's own connection and bound */
+} writer;
 
 #define FENCE_BUCKETS 1024
 
@@ -60,6 +110,9 @@ typedef struct pg_ledger {
     /* Keys owned by this handle's intents, until their resolution: a few
      * dozen bytes each, as many as its operations in flight.  O(n / 1024). */
     fence *fences[FENCE_BUCKETS];
+    size_t ended;    /* fences whose resolution is queued or done */
+    size_t sweep_at; /* ... the count at which they are swept */
+    writer *w;       /* NULL on the writer's own connection */
 } pg_ledger;
 
 bool sg__ledger_is_pg(const char *location) {
@@ -390,17 +443,12 @@ static fence **fence_slot(pg_ledger *p, const char *key) {
     return f;
 }
 
-/* The generation this handle owns @key with, or -1 (not fenced). */
-static int64_t fence_of(pg_ledger *p, const char *key) {
-    fence *f = *fence_slot(p, key);
-    return f != NULL ? f->generation : -1;
-}
-
 static void fence_drop(pg_ledger *p, const char *key) {
     fence **slot = fence_slot(p, key);
     fence *f = *slot;
     if (f != NULL) {
         *slot = f->next;
+        p->ended -= f->ended != 0;
         free(f);
     }
 }
@@ -410,6 +458,7 @@ static void fence_set(pg_ledger *p, fence *f, int64_t generation) {
     fence_drop(p, f->key);
     fence **slot = fence_slot(p, f->key);
     f->generation = generation;
+    f->ended = 0;
     f->next = NULL;
     *slot = f;
 }
@@ -422,6 +471,276 @@ static void fence_clear(pg_ledger *p) {
             free(f);
         }
     }
+}
+
+/* -------------------------------------------------------------- writer */
+
+static void free_jobs(job *j) {
+    while (j != NULL) {
+        job *next = j->next;
+        free(j);
+        j = next;
+    }
+}
+
+static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                      int64_t until);
+static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                      int64_t until);
+
+/* Commits @batch (in queue order) in one transaction by @stop_by (and the
+ * handle's bound).  Returns how many of its records failed: all of them
+ * when the transaction did not commit (or its commit was not seen), else
+ * those the database refused (fenced off, resolved, unknown key), which
+ * change nothing. */
+static uint64_t commit_batch(pg_ledger *b, job *batch, int64_t stop_by) {
+    int64_t until = bound(b, stop_by);
+    uint64_t n = 0;
+    uint64_t refused = 0;
+    PGresult *res;
+    int rv = exec(b, "BEGIN", 0, NULL, until, &res);
+    PQclear(res);
+    if (rv == SG_ECONNRESET) {
+        /* A connection that died while idle (a server restarted): nothing
+         * of the batch was sent, so one more connection may take it. */
+        rv = exec(b, "BEGIN", 0, NULL, until, &res);
+        PQclear(res);
+    }
+    bool open = rv == 0;
+    for (job *j = batch; j != NULL; j = j->next) {
+        n++;
+        if (rv != 0) {
+            continue;
+        }
+        int r = j->rec.type == SG__LREC_ATTEMPT
+                    ? pg_attempt(b, j->key, &j->rec, j->generation, until)
+                    : pg_resolve(b, j->key, &j->rec, j->generation, until);
+        if (r == SG_ESTATE || r == SG_ENOTFOUND) {
+            refused++; /* the statement ran and changed nothing */
+        } else if (r != 0) {
+            rv = r; /* the transaction is aborted, or the connection gone */
+        }
+    }
+    if (open && b->conn != NULL) {
+        int end = run(b, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
+        PQclear(res);
+        if (rv == 0) {
+            rv = end;
+        }
+    }
+    return rv == 0 ? refused : n;
+}
+
+static void *writer_main(void *arg) {
+    writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        while (w->head == NULL && !w->stop) {
+            pthread_cond_wait(&w->work, &w->mu);
+        }
+        if (w->head == NULL) {
+            break; /* stopping, and nothing is left */
+        }
+        job *batch = w->head;
+        job *last = batch;
+        for (int i = 1; i < BATCH_MAX && last->next != NULL; i++) {
+            last = last->next;
+        }
+        w->head = last->next;
+        if (w->head == NULL) {
+            w->tail = NULL;
+        }
+        last->next = NULL;
+        int64_t stop_by = w->stop ? w->stop_by : SG_TIME_NEVER;
+        pthread_mutex_unlock(&w->mu);
+        uint64_t failed = commit_batch(w->conn, batch, stop_by);
+        uint64_t through = last->seq;
+        free_jobs(batch);
+        pthread_mutex_lock(&w->mu);
+        w->settled = through;
+        w->failures += failed;
+        pthread_cond_broadcast(&w->done);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+/* Queues @r (fenced by @gen) for the writer: 0 and its number in *@seq;
+ * 1 when the thread cannot be started (the caller records it itself, as
+ * before); SG_ENOMEM, or SG_ETOOMANY when QUEUE_MAX records wait. */
+static int enqueue(writer *w, const sg__ledger_rec *r, int64_t gen, uint64_t *seq) {
+    job *j = malloc(sizeof(*j));
+    if (j == NULL) {
+        return SG_ENOMEM;
+    }
+    memcpy(j->key, r->key, r->key_len);
+    j->key[r->key_len] = '\0';
+    j->rec = *r;
+    j->rec.key = j->key;
+    j->generation = gen;
+    j->next = NULL;
+    int rv = 0;
+    pthread_mutex_lock(&w->mu);
+    if (w->queued - w->settled >= QUEUE_MAX) {
+        rv = SG_ETOOMANY;
+    } else if (!w->started) {
+        w->started = sg__ledger_spawn(&w->thread, writer_main, w) == 0;
+        rv = w->started ? 0 : 1;
+    }
+    if (rv == 0) {
+        j->seq = *seq = ++w->queued;
+        if (w->tail != NULL) {
+            w->tail->next = j;
+        } else {
+            w->head = j;
+        }
+        w->tail = j;
+        pthread_cond_signal(&w->work);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (rv != 0) {
+        free(j);
+    }
+    return rv;
+}
+
+/* Waits until the first @seq records are settled, by @until: 0 or
+ * SG_ETIMEDOUT. */
+static int writer_wait(writer *w, uint64_t seq, int64_t until) {
+    int rv = 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->settled < seq && rv == 0) {
+        rv = sg__ledger_wait_until(&w->done, &w->mu, until);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rv;
+}
+
+/* Everything this handle queued is settled (by the handle's bound): what
+ * a read, a reconcile or a compaction of this handle must see first. */
+static int flush_queue(pg_ledger *p) {
+    pthread_mutex_lock(&p->w->mu);
+    uint64_t through = p->w->queued;
+    pthread_mutex_unlock(&p->w->mu);
+    return writer_wait(p->w, through, bound(p, SG_TIME_NEVER));
+}
+
+static uint64_t writer_settled(writer *w) {
+    pthread_mutex_lock(&w->mu);
+    uint64_t settled = w->settled;
+    pthread_mutex_unlock(&w->mu);
+    return settled;
+}
+
+/* Ended fences whose resolution is settled go, once as many are ended as
+ * were left by the last sweep (O(buckets + fences), amortised O(1) per
+ * resolution): the handle keeps one per operation in flight, not one per
+ * key it ever used. */
+static void fence_sweep(pg_ledger *p) {
+    if (p->ended < p->sweep_at) {
+        return;
+    }
+    uint64_t settled = writer_settled(p->w);
+    for (size_t i = 0; i < FENCE_BUCKETS; i++) {
+        fence **f = &p->fences[i];
+        while (*f != NULL) {
+            if ((*f)->ended != 0 && (*f)->ended <= settled) {
+                fence *gone = *f;
+                *f = gone->next;
+                p->ended--;
+                free(gone);
+            } else {
+                f = &(*f)->next;
+            }
+        }
+    }
+    p->sweep_at = p->ended * 2 > 64 ? p->ended * 2 : 64;
+}
+
+static int writer_init(pg_ledger *p) {
+    writer *w = calloc(1, sizeof(*w));
+    if (w == NULL) {
+        return SG_ENOMEM;
+    }
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        free(w);
+        return SG_ENOMEM;
+    }
+    if (pthread_cond_init(&w->work, NULL) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_cond_init(&w->done) != 0) {
+        pthread_cond_destroy(&w->work);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return SG_ENOMEM;
+    }
+    p->w = w;
+    return 0;
+}
+
+static void pg_free(pg_ledger *p);
+
+/* Commits what is queued by the handle's bound from now (what the thread
+ * has not committed by then fails and is lost: the operations stay
+ * pending), then joins the thread. */
+static void writer_close(pg_ledger *p) {
+    writer *w = p->w;
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    w->stop_by = bound(p, SG_TIME_NEVER);
+    pthread_cond_signal(&w->work);
+    bool started = w->started;
+    pthread_mutex_unlock(&w->mu);
+    if (started) {
+        pthread_join(w->thread, NULL);
+    }
+    free_jobs(w->head);
+    pg_free(w->conn);
+    pthread_cond_destroy(&w->done);
+    pthread_cond_destroy(&w->work);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+    p->w = NULL;
+}
+
+/* Before an intent: SG_EIO when a queued record failed since an intent
+ * last heard of it (then it has), else 0. */
+static int take_failure(writer *w) {
+    pthread_mutex_lock(&w->mu);
+    int rv = w->told_intent < w->failures ? SG_EIO : 0;
+    w->told_intent = w->failures;
+    pthread_mutex_unlock(&w->mu);
+    return rv;
+}
+
+static int pg_sync(sg_ledger *l, int64_t until) {
+    writer *w = ((pg_ledger *)l->db_state)->w;
+    int rv = 0;
+    pthread_mutex_lock(&w->mu);
+    uint64_t through = w->queued;
+    while (w->settled < through && rv == 0) {
+        rv = sg__ledger_wait_until(&w->done, &w->mu, until);
+    }
+    if (w->told_sync < w->failures) {
+        w->told_sync = w->failures;
+        rv = SG_EIO;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rv;
+}
+
+static void pg_stats(sg_ledger *l, sg_ledger_stats *out) {
+    writer *w = ((pg_ledger *)l->db_state)->w;
+    pthread_mutex_lock(&w->mu);
+    out->unsynced = w->queued - w->settled;
+    out->sync_failures = w->failures;
+    pthread_mutex_unlock(&w->mu);
 }
 
 /* -------------------------------------------------------------- records */
@@ -438,6 +757,19 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     char pid[16];
     key_of(r, key);
     snprintf(pid, sizeof(pid), "%" PRId32, r->pid);
+    until = bound(p, until);
+    /* This handle's resolution of the key, still queued: the row is
+     * pending until it commits, and the intent would be refused. */
+    fence *prev = *fence_slot(p, key);
+    int rv = prev != NULL && prev->ended != 0 ? writer_wait(p->w, prev->ended, until) : 0;
+    /* A queued record that failed says the database is failing this
+     * handle: refuse this intent (nothing is sent) rather than promise. */
+    if (rv == 0) {
+        rv = take_failure(p->w);
+    }
+    if (rv != 0) {
+        return rv;
+    }
     /* r->method and r->url are the caller's NUL-terminated strings. */
     const char *vals[5] = {key, r->method, r->url, p->host, pid};
     /* Allocated first: an intent that committed always has its fence. */
@@ -447,7 +779,7 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     }
     memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
-    int rv = exec(
+    rv = exec(
         p,
         "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "
         "VALUES ($1, $2, $3, 'pending', $4, $5) "
@@ -459,7 +791,7 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
         "last_sent = NULL, last_outcome_unknown = NULL, final_outcome = NULL, "
         "resolved_at = NULL, note = NULL "
         "WHERE o.state IN ('done', 'failed', 'reconciled') RETURNING generation",
-        5, vals, bound(p, until), &res);
+        5, vals, until, &res);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_EEXIST; /* another worker's intent owns the key */
     }
@@ -496,14 +828,13 @@ static int changed(const PGresult *res, int64_t gen) {
 /* An attempt's or a resolution's statement, fenced by $@n (the generation
  * this handle owns the key with, or NULL: another handle's key, unfenced,
  * as the file ledger's); its result is (changed count, state, generation). */
-static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals,
-                       const char *key) {
+static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals, int64_t g,
+                       int64_t until) {
     char gen[24];
-    int64_t g = fence_of(p, key);
     snprintf(gen, sizeof(gen), "%" PRId64, g);
     vals[n - 1] = g >= 0 ? gen : NULL;
     PGresult *res;
-    int rv = exec(p, sql, n, vals, bound(p, SG_TIME_NEVER), &res);
+    int rv = exec(p, sql, n, vals, until, &res);
     if (rv == 0) {
         rv = changed(res, g);
     }
@@ -511,7 +842,8 @@ static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals,
     return rv;
 }
 
-static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                      int64_t until) {
     char n[16], status[8];
     snprintf(n, sizeof(n), "%" PRIu32, r->n);
     snprintf(status, sizeof(status), "%u", (unsigned)r->http_status);
@@ -542,33 +874,28 @@ static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
         "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
         "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur), "
         "(SELECT generation FROM cur)",
-        8, vals, key);
+        8, vals, gen, until);
 }
 
-static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                      int64_t until) {
     const char *vals[4] = {
         key,
         sg_ledger_resolution_name((sg_ledger_resolution)r->resolution),
         sg_outcome_name((sg_outcome)r->outcome),
         NULL,
     };
-    int rv =
-        exec_update(p,
-                    "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
-                    "WHERE key = $1), "
-                    "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
-                    "final_outcome = $3, resolved_at = now(), updated = now() "
-                    "WHERE key = $1 AND state = 'pending' "
-                    "AND ($4::bigint IS NULL OR generation = $4::bigint) RETURNING 1) "
-                    "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur), "
-                    "(SELECT generation FROM cur)",
-                    4, vals, key);
-    if (rv == 0) {
-        /* The owner records nothing after its end.  A failure keeps the
-         * fence: a retry must not land on a later owner's operation. */
-        fence_drop(p, key);
-    }
-    return rv;
+    return exec_update(
+        p,
+        "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
+        "WHERE key = $1), "
+        "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
+        "final_outcome = $3, resolved_at = now(), updated = now() "
+        "WHERE key = $1 AND state = 'pending' "
+        "AND ($4::bigint IS NULL OR generation = $4::bigint) RETURNING 1) "
+        "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur), "
+        "(SELECT generation FROM cur)",
+        4, vals, gen, until);
 }
 
 static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
@@ -589,16 +916,53 @@ static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     return rv;
 }
 
+/* An attempt or a resolution: refused here when this handle's own
+ * resolution of the key is queued or done (as the file ledger's index
+ * refuses it), else queued for the writer with the key's fence, so the
+ * call returns without waiting for the database. */
+static int queue_update(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+    fence *f = *fence_slot(p, key);
+    if (f != NULL && f->ended != 0) {
+        return f->resolution == SG_LEDGER_UNKNOWN ? SG_ESTATE : SG_ENOTFOUND;
+    }
+    int64_t gen = f != NULL ? f->generation : -1;
+    uint64_t seq = 0;
+    int rv = enqueue(p->w, r, gen, &seq);
+    if (rv == 1) {
+        /* No thread: committed here, as before it existed. */
+        int64_t until = bound(p, SG_TIME_NEVER);
+        rv = r->type == SG__LREC_ATTEMPT ? pg_attempt(p, key, r, gen, until)
+                                         : pg_resolve(p, key, r, gen, until);
+        if (rv == 0 && f != NULL && r->type == SG__LREC_RESOLVE) {
+            /* A failure keeps the fence: a retry must not land on a
+             * later owner's operation. */
+            fence_drop(p, key);
+        }
+        return rv;
+    }
+    if (rv == 0 && f != NULL && r->type == SG__LREC_RESOLVE) {
+        /* The owner records nothing after its end. */
+        f->ended = seq;
+        f->resolution = r->resolution;
+        p->ended++;
+        fence_sweep(p);
+    }
+    return rv;
+}
+
 static int pg_update(sg_ledger *l, const sg__ledger_rec *r) {
+    pg_ledger *p = state(l);
     char key[SG_LEDGER_KEY_MAX + 1];
     key_of(r, key);
     switch (r->type) {
     case SG__LREC_ATTEMPT:
-        return pg_attempt(state(l), key, r);
     case SG__LREC_RESOLVE:
-        return pg_resolve(state(l), key, r);
-    case SG__LREC_RECONCILE:
-        return pg_reconcile(state(l), key, r);
+        return queue_update(p, key, r);
+    case SG__LREC_RECONCILE: {
+        /* After this handle's own records of the key. */
+        int rv = flush_queue(p);
+        return rv != 0 ? rv : pg_reconcile(p, key, r);
+    }
     default:
         return SG_EINVAL;
     }
@@ -648,9 +1012,14 @@ static int list_rows(const PGresult *res,
 static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
                    void *user_data) {
     pg_ledger *p = state(l);
+    /* What this handle recorded is listed: its queue is committed first. */
+    int rv = flush_queue(p);
+    if (rv != 0) {
+        return rv;
+    }
     int64_t until = bound(p, SG_TIME_NEVER);
     PGresult *res;
-    int rv = exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
+    rv = exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
     PQclear(res);
     if (rv == 0) {
         rv = run(p,
@@ -690,11 +1059,15 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
 /* Settled rows go, with their attempts: what file compaction drops. */
 static int pg_compact(sg_ledger *l) {
     pg_ledger *p = state(l);
+    int rv = flush_queue(p);
+    if (rv != 0) {
+        return rv;
+    }
     PGresult *res;
-    int rv = exec(p,
-                  "DELETE FROM streamguard_ledger_ops "
-                  "WHERE state IN ('done', 'failed', 'reconciled')",
-                  0, NULL, bound(p, SG_TIME_NEVER), &res);
+    rv = exec(p,
+              "DELETE FROM streamguard_ledger_ops "
+              "WHERE state IN ('done', 'failed', 'reconciled')",
+              0, NULL, bound(p, SG_TIME_NEVER), &res);
     PQclear(res);
     return rv;
 }
@@ -703,6 +1076,7 @@ static int pg_compact(sg_ledger *l) {
 
 static void pg_free(pg_ledger *p) {
     if (p != NULL) {
+        writer_close(p);
         fence_clear(p);
         drop(p);
         free(p->location);
@@ -716,7 +1090,7 @@ static void pg_close(sg_ledger *l) {
 }
 
 static const sg__ledger_backend pg_backend = {
-    "postgresql", pg_close, pg_intent, pg_update, pg_list, pg_compact,
+    "postgresql", pg_close, pg_intent, pg_update, pg_list, pg_compact, pg_sync, pg_stats,
 };
 
 static pg_ledger *pg_new(const char *location, const sg_ledger_options *opts) {
@@ -747,6 +1121,14 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         return SG_ENOMEM;
     }
     int rv = connect_db(p, bound(p, SG_TIME_NEVER), true);
+    if (rv == 0) {
+        rv = writer_init(p);
+    }
+    if (rv == 0) {
+        /* The writer's connection: opened by its first batch. */
+        p->w->conn = pg_new(location, &p->opts);
+        rv = p->w->conn != NULL ? 0 : SG_ENOMEM;
+    }
     if (rv != 0) {
         pg_free(p);
         return rv;

@@ -47,25 +47,16 @@ int sg__ledger_datasync(int fd, void *user_data) {
 int sg__ledger_sync_init(sg_ledger *l) {
     sg__ledger_syncer *s = &l->sync;
     s->datasync = sg__ledger_datasync;
-    pthread_condattr_t ca;
-    if (pthread_condattr_init(&ca) != 0) {
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
         return SG_ENOMEM;
     }
-    bool mu = false;
-    bool work = false;
-    /* sg_ledger_sync's deadline is monotonic, like every other one. */
-    bool ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
-              (mu = pthread_mutex_init(&s->mu, NULL) == 0) &&
-              (work = pthread_cond_init(&s->work, NULL) == 0) &&
-              pthread_cond_init(&s->done, &ca) == 0;
-    pthread_condattr_destroy(&ca);
-    if (!ok) {
-        if (work) {
-            pthread_cond_destroy(&s->work);
-        }
-        if (mu) {
-            pthread_mutex_destroy(&s->mu);
-        }
+    if (pthread_cond_init(&s->work, NULL) != 0) {
+        pthread_mutex_destroy(&s->mu);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_cond_init(&s->done) != 0) {
+        pthread_cond_destroy(&s->work);
+        pthread_mutex_destroy(&s->mu);
         return SG_ENOMEM;
     }
     return 0;
@@ -109,16 +100,45 @@ static void *sync_main(void *arg) {
     return NULL;
 }
 
-/* Under s->mu. */
-static int start_thread(sg_ledger *l) {
+int sg__ledger_spawn(pthread_t *thread, void *(*fn)(void *), void *arg) {
     sigset_t all;
     sigset_t old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    int rv = pthread_create(&l->sync.thread, NULL, sync_main, l);
+    int rv = pthread_create(thread, NULL, fn, arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
-    l->sync.started = rv == 0;
     return rv == 0 ? 0 : SG_ESYS;
+}
+
+/* Under s->mu. */
+static int start_thread(sg_ledger *l) {
+    l->sync.started = sg__ledger_spawn(&l->sync.thread, sync_main, l) == 0;
+    return l->sync.started ? 0 : SG_ESYS;
+}
+
+int sg__ledger_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline) {
+    if (deadline == SG_TIME_NEVER) {
+        pthread_cond_wait(cond, mu);
+        return 0;
+    }
+    if (sg_clock_monotonic_now(NULL) >= deadline) {
+        return SG_ETIMEDOUT;
+    }
+    struct timespec ts = {(time_t)(deadline / SG_SEC(1)), (long)(deadline % SG_SEC(1))};
+    pthread_cond_timedwait(cond, mu, &ts);
+    return 0;
+}
+
+int sg__ledger_cond_init(pthread_cond_t *cond) {
+    pthread_condattr_t ca;
+    if (pthread_condattr_init(&ca) != 0) {
+        return SG_ENOMEM;
+    }
+    /* Deadlines are monotonic, like every other one. */
+    bool ok = pthread_condattr_setclock(&ca, CLOCK_MONOTONIC) == 0 &&
+              pthread_cond_init(cond, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+    return ok ? 0 : SG_ENOMEM;
 }
 
 int sg__ledger_sync_written(sg_ledger *l, sg__ledger_sync_mode mode) {
@@ -201,28 +221,18 @@ int sg_ledger_sync(sg_ledger *l, int64_t max_wait_ns) {
     if (l == NULL) {
         return SG_EINVAL;
     }
-    if (l->db != NULL) {
-        return 0; /* every record was committed before its call returned */
-    }
-    sg__ledger_syncer *s = &l->sync;
     int64_t deadline = max_wait_ns < 0
                            ? SG_TIME_NEVER
                            : sg_time_add(sg_clock_monotonic_now(NULL), max_wait_ns);
+    if (l->db != NULL) {
+        return l->db->sync(l, deadline);
+    }
+    sg__ledger_syncer *s = &l->sync;
     int rv = 0;
     pthread_mutex_lock(&s->mu);
     uint64_t through = s->written;
-    while (s->synced < through) {
-        if (deadline == SG_TIME_NEVER) {
-            pthread_cond_wait(&s->done, &s->mu);
-            continue;
-        }
-        if (sg_clock_monotonic_now(NULL) >= deadline) {
-            rv = SG_ETIMEDOUT;
-            break;
-        }
-        struct timespec ts = {(time_t)(deadline / SG_SEC(1)),
-                              (long)(deadline % SG_SEC(1))};
-        pthread_cond_timedwait(&s->done, &s->mu, &ts);
+    while (s->synced < through && rv == 0) {
+        rv = sg__ledger_wait_until(&s->done, &s->mu, deadline);
     }
     if (s->told_sync < s->failures) {
         s->told_sync = s->failures;
