@@ -48,9 +48,10 @@
  * given to sg_ledger_open ("postgresql://..." instead of a directory): one
  * row per key under a unique constraint, so exactly one worker anywhere
  * owns an unresolved key and the others get SG_EEXIST (and an owner whose
- * key was reconciled and taken again is fenced off); every record is
- * committed before its call returns; every call is bounded, and a lost
- * connection refuses the operation.  The schema is applied explicitly
+ * key was reconciled and taken again is fenced off); the intent is
+ * committed before its call returns, attempts and resolutions by the
+ * handle's writer thread right after (sg_ledger_sync waits for them); every
+ * call is bounded, and a lost connection refuses the operation.  The schema is applied explicitly
  * (sg_ledger_init_schema).  The durability, sync-thread and memory notes
  * below are the file ledger's; docs/ledger.md ("The PostgreSQL backend")
  * and docs/ledger-multi-machine.md have the database's.
@@ -138,9 +139,9 @@ typedef enum sg_ledger_fsync {
  *                  sg_ledger_op_intent).  Past it: SG_ETIMEDOUT.  Default 0:
  *                  10 s.  At most SG_DURATION_MAX.  The file ledger ignores
  *                  it, and PostgreSQL ignores fsync, wall_clock and max_live
- *                  (every record is committed before its call returns, the
- *                  database's clock stamps them, and the handle holds no
- *                  index).
+ *                  (the intent is committed before its call returns and the
+ *                  rest by the writer thread, the database's clock stamps
+ *                  them, and the handle holds no index).
  */
 typedef struct sg_ledger_options {
     sg_ledger_fsync fsync;
@@ -164,10 +165,15 @@ typedef struct sg_ledger sg_ledger;
  *
  * PostgreSQL: connects, bounded by opts.timeout_ns, and checks that the
  * database has the ledger's schema (sql/ledger_schema_v1.sql, applied by
- * sg_ledger_init_schema, never by this call).  One connection per handle;
- * a call that finds it lost connects again, bounded as that call is.
- * Every record is committed (synchronous_commit as the server has it; a
- * session with it off turns it on) before its call returns.  Besides the
+ * sg_ledger_init_schema, never by this call).  Two connections per
+ * handle: the caller's and the writer thread's (opened with the first
+ * attempt or resolution); a call that finds its connection lost connects
+ * again, bounded as that call is.  The intent is committed
+ * (synchronous_commit as the server has it; a session with it off turns
+ * it on) before its call returns; attempts and resolutions are queued to
+ * the writer thread, which commits them in call order - sg_ledger_sync
+ * waits for them, and a record it could not commit fails the next intent
+ * and the next sg_ledger_sync with SG_EIO.  Besides the
  * codes below: SG_ECONNECT (could not connect), SG_ETIMEDOUT (not within
  * timeout_ns), SG_ESTATE (the database has no ledger schema),
  * SG_EUNSUPPORTED (its schema is newer than this library's).

@@ -123,9 +123,10 @@ fm_wait_event "pg-mid" received || fail "the mid-run request never arrived"
 pg_stop fast
 wait "$MID"
 echo "mid-run worker: exit $?"
-# The end is queued for the handle's writer thread and fails there, at
-# close: sg-stream does not call sg_ledger_sync before closing, so it does
-# not say so (yet); what matters is below - the operation stays listed.
+# The end is queued for the handle's writer thread and fails there;
+# sg-stream waits for it before closing and says so.
+has "$FM_DIR/mid.err" "the end of the operation not recorded" "the worker says its end was not recorded"
+has "$FM_DIR/mid.err" "stays listed" "and what follows from it"
 pg_start_again || fail "restart"
 expect 0 "--unresolved after the restart" -- --ledger "$L" --unresolved
 has "$OUT" "pg-mid GET $CHAT?n=4&gap=300&_t=pg_mid " "the intent survived: listed pending"

@@ -162,8 +162,20 @@ int ledger_open_for_run(struct config *c) {
     return 0;
 }
 
-/* After the operation is freed: nothing observes through the ledger now. */
+/* After the operation is freed: nothing observes through the ledger now.
+ * Its last records (on PostgreSQL, queued to the handle's writer thread)
+ * are waited for, at most until the budget's end or a second, whichever is
+ * later, so a record that fails is said on stderr. */
 void ledger_close_for_run(struct config *c) {
+    if (c->ledger == NULL) {
+        return;
+    }
+    int64_t left = c->deadline - sg_clock_now(NULL);
+    int rv = sg_ledger_sync(c->ledger, left > SG_SEC(1) ? left : SG_SEC(1));
+    if (rv != 0) {
+        record_failed(c, "the end of the operation", rv,
+                      "it stays listed as unresolved until reconciled");
+    }
     sg_ledger_close(c->ledger);
     c->ledger = NULL;
 }
