@@ -31,6 +31,8 @@
 #include <curl/curl.h>
 #include <streamguard/curl.h>
 
+#include "example_report.h"
+
 struct app {
     unsigned long lines;
     int mid_line;
@@ -139,25 +141,14 @@ int main(int argc, char **argv) {
     } else {
         const sg_op *pol = sg_curl_op_policy(op);
         uint32_t n = sg_op_attempt_count(pol);
-        const sg_op_attempt *last = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
+        const sg_op_attempt *last =
+            sg_op_deciding_attempt(pol); /* the winner, with hedges */
         sg_outcome outcome = sg_curl_op_outcome(op);
         end_line(&app);
         printf("outcome=%s phase=%s attempts=%u lines=%lu partial=%s\n",
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
                app.lines, last && last->partial ? "true" : "false");
-        /* Time to first token: under the profile the first item is it. */
-        if (last != NULL && last->time_to_first_item_ns >= 0) {
-            printf("first_token_ms=%lld\n",
-                   (long long)(last->time_to_first_item_ns / 1000000));
-        } else {
-            printf("first_token_ms=none (no token arrived)\n");
-        }
-        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
-            /* Ollama names no type: the profile reports "error"; the
-             * message is the server's text */
-            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
-                   last->error);
-        }
+        example_print_end(pol);
         status = outcome == SG_OUTCOME_OK ? 0 : 1;
     }
     sg_curl_op_free(op);

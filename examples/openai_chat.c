@@ -37,6 +37,8 @@
 #include <curl/curl.h>
 #include <streamguard/curl.h>
 
+#include "example_report.h"
+
 struct app {
     unsigned long tokens; /* non-empty content values printed */
     int mid_line;         /* tokens printed since the last newline */
@@ -124,41 +126,7 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
 static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
     (void)op;
     end_line(user_data);
-    printf("attempt %u: outcome=%s phase=%s status=%d items=%llu decision=%s reason=%s",
-           rec->n, sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
-           rec->http_status, (unsigned long long)rec->items,
-           sg_op_decision_name(rec->decision), sg_op_reason_name(rec->reason));
-    if (rec->outcome == SG_OUTCOME_PROVIDER_ERROR) {
-        printf(" type=%s", rec->provider_error_type);
-    }
-    putchar('\n');
-}
-
-/* The time to first token of the last attempt: under a profile the first
- * item is the first token (metadata before it does not count). */
-static void print_first_token(const sg_op_attempt *last) {
-    if (last != NULL && last->time_to_first_item_ns >= 0) {
-        printf("first_token_ms=%lld\n",
-               (long long)(last->time_to_first_item_ns / 1000000));
-    } else {
-        printf("first_token_ms=none (no token arrived)\n");
-    }
-}
-
-/* Writes the report, growing the buffer once if 16 KiB is not enough. */
-static void print_report(const sg_curl_op *op) {
-    char stack[16384];
-    size_t needed = 0;
-    int rv = sg_curl_op_report(op, stack, sizeof(stack), &needed);
-    if (rv == SG_ENOBUFS) {
-        char *big = malloc(needed);
-        if (big != NULL && sg_curl_op_report(op, big, needed, NULL) == 0) {
-            printf("report: %s\n", big);
-        }
-        free(big);
-    } else if (rv == 0) {
-        printf("report: %s\n", stack);
-    }
+    example_print_attempt(rec);
 }
 
 int main(int argc, char **argv) {
@@ -231,20 +199,15 @@ int main(int argc, char **argv) {
     } else {
         const sg_op *pol = sg_curl_op_policy(op);
         uint32_t n = sg_op_attempt_count(pol);
-        const sg_op_attempt *last = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
+        const sg_op_attempt *last =
+            sg_op_deciding_attempt(pol); /* the winner, with hedges */
         sg_outcome outcome = sg_curl_op_outcome(op);
         end_line(&app);
         printf("outcome=%s phase=%s attempts=%u tokens=%lu partial=%s reason=%s\n",
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
                app.tokens, last && last->partial ? "true" : "false",
                sg_op_reason_name(sg_op_final_reason(pol)));
-        print_first_token(last);
-        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
-            /* the provider's own words: its type, and the message (in error) */
-            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
-                   last->error);
-        }
-        print_report(op);
+        example_print_end(pol);
         status = outcome == SG_OUTCOME_OK ? 0 : 1;
     }
     sg_curl_op_free(op);

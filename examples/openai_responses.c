@@ -49,6 +49,8 @@
 #include <curl/curl.h>
 #include <streamguard/curl.h>
 
+#include "example_report.h"
+
 struct app {
     unsigned long tokens; /* output_text.delta events printed */
     int mid_line;         /* text printed since the last newline */
@@ -250,14 +252,7 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
 static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
     (void)op;
     end_line(user_data);
-    printf("attempt %u: outcome=%s phase=%s status=%d items=%llu decision=%s reason=%s",
-           rec->n, sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
-           rec->http_status, (unsigned long long)rec->items,
-           sg_op_decision_name(rec->decision), sg_op_reason_name(rec->reason));
-    if (rec->outcome == SG_OUTCOME_PROVIDER_ERROR) {
-        printf(" type=%s", rec->provider_error_type);
-    }
-    putchar('\n');
+    example_print_attempt(rec);
 }
 
 int main(int argc, char **argv) {
@@ -329,30 +324,15 @@ int main(int argc, char **argv) {
     } else {
         const sg_op *pol = sg_curl_op_policy(op);
         uint32_t n = sg_op_attempt_count(pol);
-        const sg_op_attempt *last = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
+        const sg_op_attempt *last =
+            sg_op_deciding_attempt(pol); /* the winner, with hedges */
         sg_outcome outcome = sg_curl_op_outcome(op);
         end_line(&app);
         printf("outcome=%s phase=%s attempts=%u tokens=%lu partial=%s reason=%s\n",
                sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
                app.tokens, last && last->partial ? "true" : "false",
                sg_op_reason_name(sg_op_final_reason(pol)));
-        /* Time to first token: under the profile the first item is it. */
-        if (last != NULL && last->time_to_first_item_ns >= 0) {
-            printf("first_token_ms=%lld\n",
-                   (long long)(last->time_to_first_item_ns / 1000000));
-        } else {
-            printf("first_token_ms=none (no token arrived)\n");
-        }
-        if (outcome == SG_OUTCOME_PROVIDER_ERROR && last != NULL) {
-            /* the provider's own words: its code, and the message (in error) */
-            printf("provider error: type=%s message=\"%s\"\n", last->provider_error_type,
-                   last->error);
-        }
-        /* The report is frozen at the operation's end, whatever `now` is. */
-        fputs("report: ", stdout);
-        if (sg_op_report_fwrite(pol, sg_clock_now(NULL), stdout) == 0) {
-            putchar('\n');
-        }
+        example_print_end(pol);
         status = outcome == SG_OUTCOME_OK ? 0 : 1;
     }
     sg_curl_op_free(op);

@@ -291,7 +291,7 @@ anthropic_messages:overloaded)
     # request has an idempotency key, so it is retried - three times.
     run 1 "$base/v1/messages?n=5&gap=10&error_at=0"
     expect_not "[message_start]"
-    expect "attempt 1: outcome=provider_error phase=wait_first_item items=0 decision=retry reason=retryable type=overloaded_error"
+    expect "attempt 1: outcome=provider_error phase=wait_first_item status=200 items=0 decision=retry reason=retryable type=overloaded_error"
     expect "outcome=provider_error phase=wait_first_item attempts=3 events=0 partial=false reason=attempts_exhausted"
     expect 'provider error: type=overloaded_error message="scripted failure"'
     check "three requests" [ "$(log_count "event=received" '"event":"received"')" -eq 3 ]
