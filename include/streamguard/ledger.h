@@ -51,10 +51,10 @@
  * key was reconciled and taken again is fenced off); the intent is
  * committed before its call returns, attempts and resolutions by the
  * handle's writer thread right after (sg_ledger_sync waits for them); every
- * call is bounded, and a lost connection refuses the operation.  The schema is applied explicitly
- * (sg_ledger_init_schema).  The durability, sync-thread and memory notes
- * below are the file ledger's; docs/ledger.md ("The PostgreSQL backend")
- * and docs/ledger-multi-machine.md have the database's.
+ * call is bounded, and a lost connection refuses the operation.  The schema is applied
+ * explicitly (sg_ledger_init_schema).  The durability, sync-thread and memory notes below
+ * are the file ledger's; docs/ledger.md ("The PostgreSQL backend") and
+ * docs/ledger-multi-machine.md have the database's.
  *
  * Memory: the handle keeps an index of the unresolved operations only; it is
  * bounded by their number (at most sg_ledger_options.max_live) and by the
