@@ -629,6 +629,16 @@ SG_EXTERN int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns,
                                         uint32_t max_hedges);
 
 /**
+ * sg_op_options_repeatable - whether a request of operations started with
+ * @o is safe to repeat (docs/design.md, retry rule 1): an idempotent method
+ * (RFC 9110 §9.2.2), an idempotency key, or declared idempotent.  A retry
+ * of a request that may have been sent, and every hedge, needs it.
+ * Returns false when @o is NULL.
+ * Thread-safety: reads only @o.
+ */
+SG_EXTERN bool sg_op_options_repeatable(const sg_op_options *o);
+
+/**
  * sg_op_options_method - the method operations started with @o will use:
  * the one set with sg_op_options_set_method, else "POST".
  *

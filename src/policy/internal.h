@@ -48,6 +48,20 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status);
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);
 
+/* An sg_op's state (op->state_). */
+enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED };
+
+/* Attempt record @i (0-based) of @op, NULL when it has no storage yet
+ * (records.c). */
+const sg_op_attempt *sg__record(const sg_op *op, uint32_t i);
+sg_op_attempt *sg__record_w(sg_op *op, uint32_t i);
+/* Gives record @i storage: 0, or SG_ENOMEM (nothing changes then). */
+int sg__reserve(sg_op *op, uint32_t i);
+/* Leases and records the next attempt on @endpoint (a hedge when @hedge:
+ * then a refusal leaves the operation running its other attempts). */
+int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
+                     bool hedge);
+
 /*
  * The allocator of @op's record blocks (a seam for tests that make an
  * allocation fail): @fn(ud, NULL, size) allocates, @fn(ud, p, 0) frees p.

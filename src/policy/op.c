@@ -11,8 +11,6 @@
 
 #define SG__OP_MAGIC 0x5347504fu /* "SGPO" */
 
-enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED };
-
 /* Bits of sg_op_attempt.budget_limited_: clocks the lease clamped.
  * SG__CLAMP_ATTEMPT also says who set the lease: set, the budget did (the
  * attempt timeout is off or longer than what remained); clear, the
@@ -93,90 +91,6 @@ int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp) {
     return v < cap ? v : cap;
 }
 
-/* ------------------------------------------------------------------ records */
-
-/* Records past the inline ones live in blocks that double: block k holds
- * the 0-based records [I << k, I << (k + 1)), I = SG_OP_INLINE_ATTEMPTS,
- * cut to max_attempts.  A block is never moved, so a record's address
- * holds for the operation's life, and finding one costs at most
- * SG__OP_BLOCKS steps. */
-_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >= SG_OP_MAX_ATTEMPTS,
-               "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS");
-
-/* The block of record @i (>= SG_OP_INLINE_ATTEMPTS) and its first record. */
-static unsigned sg__block_of(uint32_t i, uint32_t *first) {
-    unsigned k = 0;
-    uint32_t lo = SG_OP_INLINE_ATTEMPTS;
-    while (k + 1 < SG__OP_BLOCKS && i >= 2 * lo) {
-        lo *= 2;
-        k++;
-    }
-    *first = lo;
-    return k;
-}
-
-/* Record @i (>= SG_OP_INLINE_ATTEMPTS) in its block; NULL when the block
- * was not allocated. */
-static sg_op_attempt *sg__in_block(const sg_op *op, uint32_t i) {
-    uint32_t first = 0;
-    unsigned k = sg__block_of(i, &first);
-    return op->blocks_[k] != NULL ? op->blocks_[k] + (i - first) : NULL;
-}
-
-static const sg_op_attempt *sg__record(const sg_op *op, uint32_t i) {
-    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
-}
-
-static sg_op_attempt *sg__record_w(sg_op *op, uint32_t i) {
-    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
-}
-
-static void *sg__op_alloc(const sg_op *op, void *p, size_t size) {
-    if (op->alloc_ != NULL) {
-        return op->alloc_(op->alloc_ud_, p, size);
-    }
-    if (size == 0) {
-        free(p);
-        return NULL;
-    }
-    return malloc(size);
-}
-
-void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), void *ud) {
-    op->alloc_ = fn;
-    op->alloc_ud_ = ud;
-}
-
-/* Gives record @i storage: 0, or SG_ENOMEM when its block cannot be had
- * (nothing changes then). */
-static int sg__reserve(sg_op *op, uint32_t i) {
-    if (sg__record(op, i) != NULL) {
-        return 0;
-    }
-    uint32_t first = 0;
-    unsigned k = sg__block_of(i, &first);
-    const uint32_t max = sg__opt_max_attempts(&op->opts_);
-    const uint32_t n = max - first < first ? max - first : first; /* i < max */
-    sg_op_attempt *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
-    if (b == NULL) {
-        return SG_ENOMEM;
-    }
-    op->blocks_[k] = b;
-    return 0;
-}
-
-void sg_op_release(sg_op *op) {
-    if (op == NULL) {
-        return;
-    }
-    for (unsigned k = 0; k < SG__OP_BLOCKS; k++) {
-        if (op->blocks_[k] != NULL) {
-            (void)sg__op_alloc(op, op->blocks_[k], 0);
-        }
-    }
-    memset(op, 0, sizeof(*op));
-}
-
 /* ------------------------------------------------------------------ the op */
 
 bool sg__op_started(const sg_op *op) {
@@ -192,8 +106,7 @@ int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
         sg_op_options_init(&defaults);
         opts = &defaults;
     }
-    if (opts->hedge_after_ns_ > 0 && !sg__method_idempotent(sg__opt_method(opts)) &&
-        opts->idempotency_key_[0] == '\0' && !(opts->set_ & SG__OPT_IDEMPOTENT)) {
+    if (opts->hedge_after_ns_ > 0 && !sg_op_options_repeatable(opts)) {
         return SG_EUNSAFE; /* a hedge repeats the request: it must be safe to */
     }
     const int64_t budget = sg__opt_budget(opts);
@@ -316,9 +229,6 @@ static int64_t sg__clamp(int64_t configured, int64_t granted, uint8_t bit,
     return configured;
 }
 
-static int plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
-                        bool hedge);
-
 int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     if (!sg__op_started(op) || plan == NULL) {
         return SG_EINVAL;
@@ -338,13 +248,13 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
         return SG_ESTATE;
     }
     op->winner_ = 0; /* a new line of attempts: nothing delivered yet */
-    return plan_attempt(op, now, plan, op->ep_next_, false);
+    return sg__plan_attempt(op, now, plan, op->ep_next_, false);
 }
 
 /* Leases and records the next attempt (a hedge when @hedge: then a
  * refusal leaves the operation running its other attempts). */
-static int plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
-                        bool hedge) {
+int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
+                     bool hedge) {
     const sg_op_options *o = &op->opts_;
 
     const int64_t remaining = sg_budget_remaining(&op->budget_, now);
@@ -438,61 +348,6 @@ static int plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpo
     op->running_++;
     sg__observe_attempt(op, a, false);
     return 0;
-}
-
-/* ------------------------------------------------------------- hedging */
-
-/* Whether one more attempt may be hedged beside those running. */
-static bool hedge_open(const sg_op *op) {
-    const sg_op_options *o = &op->opts_;
-    return op->state_ == SG__OP_RUNNING && o->hedge_after_ns_ > 0 && op->winner_ == 0 &&
-           op->running_ < 1 + o->max_hedges_ && op->count_ < sg__opt_max_attempts(o);
-}
-
-int64_t sg_op_hedge_at(const sg_op *op) {
-    if (!sg__op_started(op) || !hedge_open(op)) {
-        return SG_TIME_NEVER;
-    }
-    const sg_op_attempt *newest = sg__record(op, op->count_ - 1);
-    return sg_time_add(newest->started_at, op->opts_.hedge_after_ns_);
-}
-
-int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
-    if (!sg__op_started(op) || plan == NULL) {
-        return SG_EINVAL;
-    }
-    memset(plan, 0, sizeof(*plan));
-    plan->outcome = SG_OUTCOME_OK;
-    plan->reason = SG_OP_REASON_NONE;
-    if (!hedge_open(op) || now < sg_op_hedge_at(op)) {
-        return SG_ESTATE;
-    }
-    if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
-        /* never silently: counted, and the report says so */
-        op->hedges_throttled_++;
-        plan->reason = SG_OP_REASON_RETRY_THROTTLED;
-        return SG_EREFUSED;
-    }
-    if (sg__reserve(op, op->count_) != 0) {
-        plan->reason = SG_OP_REASON_OUT_OF_MEMORY;
-        return SG_EREFUSED;
-    }
-    /* the next endpoint after the newest attempt's (the same one when
-     * there is one: a new request, on a new connection where the
-     * transport can) */
-    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
-    const uint32_t endpoint = (sg__record(op, op->count_ - 1)->endpoint + 1) % n_ep;
-    return plan_attempt(op, now, plan, endpoint, true);
-}
-
-uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {
-    if (!sg__op_started(op) || op->state_ != SG__OP_RUNNING || attempt == 0 ||
-        attempt > op->count_ || !sg__record(op, attempt - 1)->running ||
-        op->winner_ != 0) {
-        return 0;
-    }
-    op->winner_ = attempt;
-    return op->running_ - 1;
 }
 
 const sg_op_attempt *sg_op_deciding_attempt(const sg_op *op) {
@@ -618,8 +473,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
      * treated as seen. */
     const bool sent = r->sent || r->headers_received || r->items > 0 ||
                       r->phase >= SG_PHASE_WAIT_HEADERS;
-    const bool safe = !sent || sg__method_idempotent(sg__opt_method(o)) ||
-                      o->idempotency_key_[0] != '\0' || (o->set_ & SG__OPT_IDEMPOTENT);
+    const bool safe = !sent || sg_op_options_repeatable(o);
     /* A 502 or 504 is a gateway's answer, not the upstream's: the request
      * may have reached it and taken effect before it failed or timed out,
      * so it says nothing about the effect (docs/design.md, "outcome

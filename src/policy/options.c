@@ -434,6 +434,12 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status) {
     return (o->statuses_[k / 64u] >> (k % 64u)) & 1u;
 }
 
+bool sg_op_options_repeatable(const sg_op_options *o) {
+    return o != NULL &&
+           (sg__method_idempotent(sg__opt_method(o)) || o->idempotency_key_[0] != '\0' ||
+            (o->set_ & SG__OPT_IDEMPOTENT));
+}
+
 bool sg__method_idempotent(const char *method) {
     /* RFC 9110 §9.2.2; method names are case-sensitive (§9.1). */
     static const char *const idempotent[] = {"GET",   "HEAD", "OPTIONS",

@@ -182,7 +182,6 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_IDEMPOTENT:
         rv = sg_op_options_set_idempotent(&c->policy, true);
-        c->idempotent = true;
         break;
     case 'X':
         c->method = arg;
@@ -409,9 +408,7 @@ static int finish(struct config *c, int argc, char **argv) {
         return usage_error("invalid method '%s'", method);
     }
     c->method = method;
-    if (c->hedge_after > 0 && strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0 &&
-        strcmp(method, "PUT") != 0 && strcmp(method, "DELETE") != 0 &&
-        strcmp(method, "OPTIONS") != 0 && c->idem_key == NULL && !c->idempotent) {
+    if (c->hedge_after > 0 && !sg_op_options_repeatable(&c->policy)) {
         return usage_error("--hedge-after repeats the request: a %s needs "
                            "--idempotency-key or --idempotent",
                            method);

@@ -122,7 +122,6 @@ struct config {
     int nfallback;
     int64_t hedge_after; /* --hedge-after, 0 when not given */
     uint32_t max_hedges; /* --max-hedges, 0 when not given */
-    bool idempotent;     /* --idempotent */
     bool attempts_set;   /* --attempts was given */
     struct run run;
 };

@@ -1,0 +1,62 @@
+/*
+ * First-token hedging in the policy (docs/design.md, retry rule 8): when a
+ * hedge is due beside the attempts running, leasing it, and naming the
+ * winner.  Results of every attempt, hedges included, are sg_op_attempt_done's
+ * (op.c).
+ */
+#include "internal.h"
+
+#include <string.h>
+
+/* Whether one more attempt may be hedged beside those running. */
+static bool hedge_open(const sg_op *op) {
+    const sg_op_options *o = &op->opts_;
+    return op->state_ == SG__OP_RUNNING && o->hedge_after_ns_ > 0 && op->winner_ == 0 &&
+           op->running_ < 1 + o->max_hedges_ && op->count_ < sg__opt_max_attempts(o);
+}
+
+int64_t sg_op_hedge_at(const sg_op *op) {
+    if (!sg__op_started(op) || !hedge_open(op)) {
+        return SG_TIME_NEVER;
+    }
+    const sg_op_attempt *newest = sg__record(op, op->count_ - 1);
+    return sg_time_add(newest->started_at, op->opts_.hedge_after_ns_);
+}
+
+int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
+    if (!sg__op_started(op) || plan == NULL) {
+        return SG_EINVAL;
+    }
+    memset(plan, 0, sizeof(*plan));
+    plan->outcome = SG_OUTCOME_OK;
+    plan->reason = SG_OP_REASON_NONE;
+    if (!hedge_open(op) || now < sg_op_hedge_at(op)) {
+        return SG_ESTATE;
+    }
+    if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
+        /* never silently: counted, and the report says so */
+        op->hedges_throttled_++;
+        plan->reason = SG_OP_REASON_RETRY_THROTTLED;
+        return SG_EREFUSED;
+    }
+    if (sg__reserve(op, op->count_) != 0) {
+        plan->reason = SG_OP_REASON_OUT_OF_MEMORY;
+        return SG_EREFUSED;
+    }
+    /* the next endpoint after the newest attempt's (the same one when
+     * there is one: a new request, on a new connection where the
+     * transport can) */
+    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    const uint32_t endpoint = (sg__record(op, op->count_ - 1)->endpoint + 1) % n_ep;
+    return sg__plan_attempt(op, now, plan, endpoint, true);
+}
+
+uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {
+    if (!sg__op_started(op) || op->state_ != SG__OP_RUNNING || attempt == 0 ||
+        attempt > op->count_ || !sg__record(op, attempt - 1)->running ||
+        op->winner_ != 0) {
+        return 0;
+    }
+    op->winner_ = attempt;
+    return op->running_ - 1;
+}

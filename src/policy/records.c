@@ -1,0 +1,90 @@
+/*
+ * An operation's attempt records: SG_OP_INLINE_ATTEMPTS inline, the rest
+ * in blocks allocated as retries need them (policy.h, "Memory").
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Records past the inline ones live in blocks that double: block k holds
+ * the 0-based records [I << k, I << (k + 1)), I = SG_OP_INLINE_ATTEMPTS,
+ * cut to max_attempts.  A block is never moved, so a record's address
+ * holds for the operation's life, and finding one costs at most
+ * SG__OP_BLOCKS steps. */
+_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >= SG_OP_MAX_ATTEMPTS,
+               "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS");
+
+/* The block of record @i (>= SG_OP_INLINE_ATTEMPTS) and its first record. */
+static unsigned sg__block_of(uint32_t i, uint32_t *first) {
+    unsigned k = 0;
+    uint32_t lo = SG_OP_INLINE_ATTEMPTS;
+    while (k + 1 < SG__OP_BLOCKS && i >= 2 * lo) {
+        lo *= 2;
+        k++;
+    }
+    *first = lo;
+    return k;
+}
+
+/* Record @i (>= SG_OP_INLINE_ATTEMPTS) in its block; NULL when the block
+ * was not allocated. */
+static sg_op_attempt *sg__in_block(const sg_op *op, uint32_t i) {
+    uint32_t first = 0;
+    unsigned k = sg__block_of(i, &first);
+    return op->blocks_[k] != NULL ? op->blocks_[k] + (i - first) : NULL;
+}
+
+const sg_op_attempt *sg__record(const sg_op *op, uint32_t i) {
+    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+}
+
+sg_op_attempt *sg__record_w(sg_op *op, uint32_t i) {
+    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+}
+
+static void *sg__op_alloc(const sg_op *op, void *p, size_t size) {
+    if (op->alloc_ != NULL) {
+        return op->alloc_(op->alloc_ud_, p, size);
+    }
+    if (size == 0) {
+        free(p);
+        return NULL;
+    }
+    return malloc(size);
+}
+
+void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), void *ud) {
+    op->alloc_ = fn;
+    op->alloc_ud_ = ud;
+}
+
+/* Gives record @i storage: 0, or SG_ENOMEM when its block cannot be had
+ * (nothing changes then). */
+int sg__reserve(sg_op *op, uint32_t i) {
+    if (sg__record(op, i) != NULL) {
+        return 0;
+    }
+    uint32_t first = 0;
+    unsigned k = sg__block_of(i, &first);
+    const uint32_t max = sg__opt_max_attempts(&op->opts_);
+    const uint32_t n = max - first < first ? max - first : first; /* i < max */
+    sg_op_attempt *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
+    if (b == NULL) {
+        return SG_ENOMEM;
+    }
+    op->blocks_[k] = b;
+    return 0;
+}
+
+void sg_op_release(sg_op *op) {
+    if (op == NULL) {
+        return;
+    }
+    for (unsigned k = 0; k < SG__OP_BLOCKS; k++) {
+        if (op->blocks_[k] != NULL) {
+            (void)sg__op_alloc(op, op->blocks_[k], 0);
+        }
+    }
+    memset(op, 0, sizeof(*op));
+}
