@@ -28,9 +28,7 @@
  * listed as pending, never sent unrecorded.
  */
 #define _GNU_SOURCE
-#include "ledger/internal.h"
-
-#include <libpq-fe.h>
+#include "ledger/pg.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -42,7 +40,6 @@
 #include <unistd.h>
 
 #define DEFAULT_TIMEOUT SG_SEC(10)
-#define SCHEMA_VERSION 1
 /* Rows a listing holds at a time (each at most one URL of 8 KiB). */
 #define LIST_CHUNK "256"
 /* Records the writer commits in one transaction, at most. */
@@ -54,375 +51,9 @@ static const char schema_sql[] = {
 #include "pg_schema_v1.inc"
 };
 
-/* The generation of a key this handle's intent took: its later records of
- * that key are fenced by it. */
-typedef struct fence {
-    struct fence *next;
-    int64_t generation;
-    /* 0: the operation is live; else the queue number of its resolution,
-     * which this handle's later records of the key are refused against
-     * (as the file ledger's index refuses them) until it is swept, once
-     * it is settled. */
-    uint64_t ended;
-    uint8_t resolution;
-    char key[]; /* NUL-terminated */
-} fence;
-
-/* An attempt or a resolution on its way to the writer thread. */
-typedef struct job {
-    struct job *next;
-    uint64_t seq;
-    int64_t generation; /* the fence it is recorded with, or -1 */
-    sg__ledger_rec rec; /* .key points at @key */
-    char key[SG_LEDGER_KEY_MAX + 1];
-} job;
-
-/* The writer thread: attempts and resolutions are queued here in the
- * order of their calls and committed by the thread on a connection of its
- * own, those queued together in one transaction.  Everything here is
- * under @mu, taken after the handle's mutex, never before it; the thread
- * takes only @mu. */
-typedef struct writer {
-    pthread_mutex_t mu;
-    pthread_cond_t work; /* the thread waits here for records or stop */
-    pthread_cond_t done; /* settled moved */
-    pthread_t thread;
-    bool started; /* by the first record queued */
-    bool stop;    /* sg_ledger_close: commit what is left by stop_by */
-    int64_t stop_by;
-    job *head; /* queued, not yet taken by the thread */
-    job *tail;
-    uint64_t queued;   /* records queued since open */
-    uint64_t settled;  /* the first @settled are committed, or failed */
-    uint64_t failures; /* records that failed, since open */
-    uint64_t told_intent;
-    uint64_t told_sync;
-    struct pg_ledger *conn; /* the thread's own connection and bound */
-} writer;
-
-#define FENCE_BUCKETS 1024
-
-typedef struct pg_ledger {
-    PGconn *conn;
-    char *location;
-    sg_ledger_options opts;
-    char host[256];
-    /* Keys owned by this handle's intents, until their resolution: a few
-     * dozen bytes each, as many as its operations in flight.  O(n / 1024). */
-    fence *fences[FENCE_BUCKETS];
-    size_t ended;    /* fences whose resolution is queued or done */
-    size_t sweep_at; /* ... the count at which they are swept */
-    writer *w;       /* NULL on the writer's own connection */
-} pg_ledger;
-
 bool sg__ledger_is_pg(const char *location) {
     return strncmp(location, "postgresql://", 13) == 0 ||
            strncmp(location, "postgres://", 11) == 0;
-}
-
-static int64_t now_ns(void) {
-    return sg_clock_monotonic_now(NULL);
-}
-
-/* ------------------------------------------------------------ connection */
-
-static void drop(pg_ledger *p) {
-    PQfinish(p->conn);
-    p->conn = NULL;
-}
-
-/* Waits until @p's socket is ready for @events or @until passes. */
-static int wait_socket(PGconn *c, short events, int64_t until) {
-    for (;;) {
-        int fd = PQsocket(c);
-        if (fd < 0) {
-            return SG_ECONNRESET;
-        }
-        int64_t left = until - now_ns();
-        if (left <= 0) {
-            return SG_ETIMEDOUT;
-        }
-        int64_t ms = (left + SG_MS(1) - 1) / SG_MS(1);
-        struct pollfd pfd = {.fd = fd, .events = events};
-        int n = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
-        if (n > 0) {
-            return 0;
-        }
-        if (n < 0 && errno != EINTR) {
-            return SG_ESYS;
-        }
-    }
-}
-
-/* What a failed result or connection means for the caller. */
-static int pg_error(PGconn *c, const PGresult *res) {
-    if (PQstatus(c) != CONNECTION_OK) {
-        return SG_ECONNRESET;
-    }
-    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-    if (state == NULL) {
-        return SG_EIO;
-    }
-    if (strcmp(state, "57014") == 0) { /* query_canceled: statement_timeout */
-        return SG_ETIMEDOUT;
-    }
-    if (strcmp(state, "55P03") == 0) { /* lock_not_available: lock_timeout */
-        return SG_ELOCKED;
-    }
-    if (strcmp(state, "42P01") == 0) { /* undefined_table: no schema */
-        return SG_ESTATE;
-    }
-    if (strcmp(state, "0A000") == 0) { /* feature_not_supported: newer schema */
-        return SG_EUNSUPPORTED;
-    }
-    if (strncmp(state, "22", 2) == 0) { /* data exception: e.g. bad encoding */
-        return SG_EINVAL;
-    }
-    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0) {
-        return SG_ECONNRESET; /* connection exception, server shutting down */
-    }
-    return SG_EIO;
-}
-
-/* Reads every result up to the end of the pipeline (or of a simple query),
- * keeping the one of statement @want (0-based; -1: the last) in *@out.
- * Returns 0, or the first error.  On a timeout or a lost connection the
- * connection is dropped. */
-static int collect(pg_ledger *p, int want, bool pipeline, int64_t until, PGresult **out) {
-    int rv = 0;
-    int index = 0;
-    *out = NULL;
-    for (;;) {
-        while (PQisBusy(p->conn)) {
-            int w = wait_socket(p->conn, POLLIN, until);
-            if (w == 0 && PQconsumeInput(p->conn) == 0) {
-                w = SG_ECONNRESET;
-            }
-            if (w != 0) {
-                PQclear(*out);
-                *out = NULL;
-                drop(p);
-                return w;
-            }
-        }
-        PGresult *res = PQgetResult(p->conn);
-        if (res == NULL) {
-            if (!pipeline) {
-                break; /* a simple query: every statement's result is in */
-            }
-            index++; /* the end of one statement's results */
-            continue;
-        }
-        ExecStatusType st = PQresultStatus(res);
-        if (st == PGRES_PIPELINE_SYNC) {
-            PQclear(res);
-            break;
-        }
-        if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED ||
-            st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
-            if (rv == 0 && st != PGRES_PIPELINE_ABORTED) {
-                rv = pg_error(p->conn, res);
-            }
-            PQclear(res);
-            if (PQstatus(p->conn) != CONNECTION_OK) {
-                PQclear(*out);
-                *out = NULL;
-                drop(p);
-                return rv != 0 ? rv : SG_ECONNRESET;
-            }
-            continue;
-        }
-        if (want < 0 || index == want) {
-            PQclear(*out);
-            *out = res;
-        } else {
-            PQclear(res);
-        }
-    }
-    if (pipeline && PQexitPipelineMode(p->conn) == 0) {
-        drop(p);
-        rv = rv != 0 ? rv : SG_EIO;
-    }
-    if (rv != 0) {
-        PQclear(*out);
-        *out = NULL;
-    }
-    return rv;
-}
-
-/* Sends what libpq has buffered, within @until. */
-static int flush(pg_ledger *p, int64_t until) {
-    int f;
-    while ((f = PQflush(p->conn)) == 1) {
-        int w = wait_socket(p->conn, POLLIN | POLLOUT, until);
-        if (w == 0 && PQconsumeInput(p->conn) == 0) {
-            w = SG_ECONNRESET;
-        }
-        if (w != 0) {
-            drop(p);
-            return w;
-        }
-    }
-    if (f < 0) {
-        drop(p);
-        return SG_ECONNRESET;
-    }
-    return 0;
-}
-
-/* A duration setting in ms as the server takes it: at most INT_MAX (24.8
- * days; our durations go up to a year). */
-static int64_t ms_setting(int64_t ms) {
-    return ms > INT32_MAX ? INT32_MAX : ms;
-}
-
-/* The server's statement_timeout for a call that must end by @until: a
- * tenth less (at most 100 ms less), so the server cancels first and the
- * connection stays usable. */
-static void server_timeout(int64_t until, char buf[32]) {
-    int64_t left = until - now_ns();
-    int64_t margin = left / 10 < SG_MS(100) ? left / 10 : SG_MS(100);
-    int64_t ms = (left - margin) / SG_MS(1);
-    snprintf(buf, 32, "%" PRId64 "ms", ms < 1 ? (int64_t)1 : ms_setting(ms));
-}
-
-/* One statement with parameters, by @until: in one round trip, a pipeline
- * of the statement_timeout and the statement, committed together at the
- * pipeline's sync.  *@out gets the statement's result (PQclear it). */
-static int run(pg_ledger *p, const char *sql, int n, const char *const *vals,
-               int64_t until, PGresult **out) {
-    *out = NULL;
-    if (p->conn == NULL) {
-        return SG_ECONNRESET;
-    }
-    char tmo[32];
-    server_timeout(until, tmo);
-    const char *tv[1] = {tmo};
-    if (PQenterPipelineMode(p->conn) == 0 ||
-        PQsendQueryParams(p->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
-                          NULL, tv, NULL, NULL, 0) == 0 ||
-        PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
-        PQpipelineSync(p->conn) == 0) {
-        drop(p);
-        return SG_ECONNRESET;
-    }
-    int rv = flush(p, until);
-    return rv != 0 ? rv : collect(p, 1, true, until, out);
-}
-
-/* A script without parameters (the schema), by @until. */
-static int run_script(pg_ledger *p, const char *sql, int64_t until) {
-    PGresult *res;
-    char tmo[32];
-    server_timeout(until, tmo);
-    char set[64];
-    snprintf(set, sizeof(set), "SET statement_timeout = '%s'", tmo);
-    for (int i = 0; i < 2; i++) {
-        if (PQsendQuery(p->conn, i == 0 ? set : sql) == 0) {
-            drop(p);
-            return SG_ECONNRESET;
-        }
-        int rv = flush(p, until);
-        if (rv == 0) {
-            rv = collect(p, -1, false, until, &res);
-            PQclear(res);
-        }
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return 0;
-}
-
-/* A library does not write to stderr: the server's notices ("relation
- * already exists, skipping" from the schema applied again) are dropped. */
-static void no_notices(void *user_data, const char *message) {
-    (void)user_data;
-    (void)message;
-}
-
-/* Connects within @until; @check: and verifies the schema version. */
-static int connect_db(pg_ledger *p, int64_t until, bool check) {
-    const char *const kw[] = {"dbname", "fallback_application_name", NULL};
-    const char *const vals[] = {p->location, "streamguard", NULL};
-    p->conn = PQconnectStartParams(kw, vals, 1);
-    if (p->conn == NULL) {
-        return SG_ENOMEM;
-    }
-    PQsetNoticeProcessor(p->conn, no_notices, NULL);
-    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-    while (st != PGRES_POLLING_OK) {
-        if (st == PGRES_POLLING_FAILED || PQstatus(p->conn) == CONNECTION_BAD) {
-            drop(p);
-            return SG_ECONNECT;
-        }
-        int w =
-            wait_socket(p->conn, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, until);
-        if (w != 0) {
-            drop(p);
-            return w == SG_ECONNRESET ? SG_ECONNECT : w;
-        }
-        st = PQconnectPoll(p->conn);
-    }
-    if (PQsetnonblocking(p->conn, 1) != 0) {
-        drop(p);
-        return SG_ECONNECT;
-    }
-    PGresult *res;
-    char lock_tmo[32];
-    snprintf(lock_tmo, sizeof(lock_tmo), "%" PRId64 "ms",
-             ms_setting((p->opts.lock_timeout_ns + SG_MS(1) - 1) / SG_MS(1)));
-    const char *lv[1] = {lock_tmo};
-    /* A commit acknowledged before it is on the server's disk could lose an
-     * intent: never with this session (local, on, remote_* are kept). */
-    int rv = run(p,
-                 "SELECT set_config('lock_timeout', $1, false), "
-                 "CASE WHEN current_setting('synchronous_commit') = 'off' "
-                 "THEN set_config('synchronous_commit', 'on', false) END",
-                 1, lv, until, &res);
-    PQclear(res);
-    if (rv == 0 && check) {
-        rv = run(p, "SELECT max(version) FROM streamguard_schema_version", 0, NULL, until,
-                 &res);
-        if (rv == 0) {
-            if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
-                rv = SG_ESTATE;
-            } else if (atoi(PQgetvalue(res, 0, 0)) != SCHEMA_VERSION) {
-                rv = atoi(PQgetvalue(res, 0, 0)) > SCHEMA_VERSION ? SG_EUNSUPPORTED
-                                                                  : SG_ESTATE;
-            }
-        }
-        PQclear(res);
-    }
-    if (rv != 0 && p->conn != NULL) {
-        drop(p);
-    }
-    return rv;
-}
-
-/* The deadline of a call: @until, or the handle's own bound from now. */
-static int64_t bound(const pg_ledger *p, int64_t until) {
-    int64_t own = sg_time_add(now_ns(), p->opts.timeout_ns);
-    return until == SG_TIME_NEVER || until > own ? own : until;
-}
-
-/* Runs one statement, connecting first when the connection was lost. */
-static int exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
-                int64_t until, PGresult **out) {
-    *out = NULL;
-    if (until - now_ns() <= 0) {
-        return SG_ETIMEDOUT; /* nothing left to wait with: not even sent */
-    }
-    if (p->conn != NULL && PQstatus(p->conn) != CONNECTION_OK) {
-        drop(p);
-    }
-    if (p->conn == NULL) {
-        int rv = connect_db(p, until, true);
-        if (rv != 0) {
-            return rv;
-        }
-    }
-    return run(p, sql, n, vals, until, out);
 }
 
 static pg_ledger *state(sg_ledger *l) {
@@ -494,16 +125,16 @@ static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, in
  * those the database refused (fenced off, resolved, unknown key), which
  * change nothing. */
 static uint64_t commit_batch(pg_ledger *b, job *batch, int64_t stop_by) {
-    int64_t until = bound(b, stop_by);
+    int64_t until = sg__pg_bound(b, stop_by);
     uint64_t n = 0;
     uint64_t refused = 0;
     PGresult *res;
-    int rv = exec(b, "BEGIN", 0, NULL, until, &res);
+    int rv = sg__pg_exec(b, "BEGIN", 0, NULL, until, &res);
     PQclear(res);
     if (rv == SG_ECONNRESET) {
         /* A connection that died while idle (a server restarted): nothing
          * of the batch was sent, so one more connection may take it. */
-        rv = exec(b, "BEGIN", 0, NULL, until, &res);
+        rv = sg__pg_exec(b, "BEGIN", 0, NULL, until, &res);
         PQclear(res);
     }
     bool open = rv == 0;
@@ -522,7 +153,7 @@ static uint64_t commit_batch(pg_ledger *b, job *batch, int64_t stop_by) {
         }
     }
     if (open && b->conn != NULL) {
-        int end = run(b, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
+        int end = sg__pg_run(b, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
         PQclear(res);
         if (rv == 0) {
             rv = end;
@@ -622,7 +253,7 @@ static int flush_queue(pg_ledger *p) {
     pthread_mutex_lock(&p->w->mu);
     uint64_t through = p->w->queued;
     pthread_mutex_unlock(&p->w->mu);
-    return writer_wait(p->w, through, bound(p, SG_TIME_NEVER));
+    return writer_wait(p->w, through, sg__pg_bound(p, SG_TIME_NEVER));
 }
 
 static uint64_t writer_settled(writer *w) {
@@ -693,7 +324,7 @@ static void writer_close(pg_ledger *p) {
     }
     pthread_mutex_lock(&w->mu);
     w->stop = true;
-    w->stop_by = bound(p, SG_TIME_NEVER);
+    w->stop_by = sg__pg_bound(p, SG_TIME_NEVER);
     pthread_cond_signal(&w->work);
     bool started = w->started;
     pthread_mutex_unlock(&w->mu);
@@ -757,7 +388,7 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     char pid[16];
     key_of(r, key);
     snprintf(pid, sizeof(pid), "%" PRId32, r->pid);
-    until = bound(p, until);
+    until = sg__pg_bound(p, until);
     /* This handle's resolution of the key, still queued: the row is
      * pending until it commits, and the intent would be refused. */
     fence *prev = *fence_slot(p, key);
@@ -779,7 +410,7 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     }
     memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
-    rv = exec(
+    rv = sg__pg_exec(
         p,
         "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "
         "VALUES ($1, $2, $3, 'pending', $4, $5) "
@@ -834,7 +465,7 @@ static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals, 
     snprintf(gen, sizeof(gen), "%" PRId64, g);
     vals[n - 1] = g >= 0 ? gen : NULL;
     PGresult *res;
-    int rv = exec(p, sql, n, vals, until, &res);
+    int rv = sg__pg_exec(p, sql, n, vals, until, &res);
     if (rv == 0) {
         rv = changed(res, g);
     }
@@ -904,11 +535,12 @@ static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     note[r->note_len] = '\0';
     const char *vals[2] = {key, note};
     PGresult *res;
-    int rv = exec(p,
-                  "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
-                  "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
-                  "RETURNING 1",
-                  2, vals, bound(p, SG_TIME_NEVER), &res);
+    int rv =
+        sg__pg_exec(p,
+                    "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
+                    "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
+                    "RETURNING 1",
+                    2, vals, sg__pg_bound(p, SG_TIME_NEVER), &res);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_ENOTFOUND;
     }
@@ -930,7 +562,7 @@ static int queue_update(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     int rv = enqueue(p->w, r, gen, &seq);
     if (rv == 1) {
         /* No thread: committed here, as before it existed. */
-        int64_t until = bound(p, SG_TIME_NEVER);
+        int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
         rv = r->type == SG__LREC_ATTEMPT ? pg_attempt(p, key, r, gen, until)
                                          : pg_resolve(p, key, r, gen, until);
         if (rv == 0 && f != NULL && r->type == SG__LREC_RESOLVE) {
@@ -1017,25 +649,27 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
     if (rv != 0) {
         return rv;
     }
-    int64_t until = bound(p, SG_TIME_NEVER);
+    int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
     PGresult *res;
-    rv = exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
+    rv = sg__pg_exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
     PQclear(res);
     if (rv == 0) {
-        rv = run(p,
-                 "DECLARE sg_unresolved NO SCROLL CURSOR FOR "
-                 "SELECT key, method, url, "
-                 "(extract(epoch FROM first_seen) * 1000000)::bigint, "
-                 "(extract(epoch FROM updated) * 1000000)::bigint, pid, state, attempts, "
-                 "last_outcome, last_phase, COALESCE(last_http_status, 0), "
-                 "COALESCE(last_sent, false), COALESCE(last_outcome_unknown, false), "
-                 "final_outcome FROM streamguard_ledger_ops "
-                 "WHERE state IN ('pending', 'unknown') ORDER BY intent_seq",
-                 0, NULL, until, &res);
+        rv = sg__pg_run(
+            p,
+            "DECLARE sg_unresolved NO SCROLL CURSOR FOR "
+            "SELECT key, method, url, "
+            "(extract(epoch FROM first_seen) * 1000000)::bigint, "
+            "(extract(epoch FROM updated) * 1000000)::bigint, pid, state, attempts, "
+            "last_outcome, last_phase, COALESCE(last_http_status, 0), "
+            "COALESCE(last_sent, false), COALESCE(last_outcome_unknown, false), "
+            "final_outcome FROM streamguard_ledger_ops "
+            "WHERE state IN ('pending', 'unknown') ORDER BY intent_seq",
+            0, NULL, until, &res);
         PQclear(res);
     }
     while (rv == 0) {
-        rv = run(p, "FETCH " LIST_CHUNK " FROM sg_unresolved", 0, NULL, until, &res);
+        rv = sg__pg_run(p, "FETCH " LIST_CHUNK " FROM sg_unresolved", 0, NULL, until,
+                        &res);
         if (rv == 0) {
             int rows = PQntuples(res);
             rv = list_rows(res, cb, user_data);
@@ -1047,7 +681,7 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
         PQclear(res);
     }
     if (p->conn != NULL) {
-        int end = run(p, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
+        int end = sg__pg_run(p, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
         PQclear(res);
         if (rv == 0) {
             rv = end;
@@ -1064,10 +698,10 @@ static int pg_compact(sg_ledger *l) {
         return rv;
     }
     PGresult *res;
-    rv = exec(p,
-              "DELETE FROM streamguard_ledger_ops "
-              "WHERE state IN ('done', 'failed', 'reconciled')",
-              0, NULL, bound(p, SG_TIME_NEVER), &res);
+    rv = sg__pg_exec(p,
+                     "DELETE FROM streamguard_ledger_ops "
+                     "WHERE state IN ('done', 'failed', 'reconciled')",
+                     0, NULL, sg__pg_bound(p, SG_TIME_NEVER), &res);
     PQclear(res);
     return rv;
 }
@@ -1078,7 +712,7 @@ static void pg_free(pg_ledger *p) {
     if (p != NULL) {
         writer_close(p);
         fence_clear(p);
-        drop(p);
+        sg__pg_drop(p);
         free(p->location);
         free(p);
     }
@@ -1120,7 +754,7 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
     if (p == NULL) {
         return SG_ENOMEM;
     }
-    int rv = connect_db(p, bound(p, SG_TIME_NEVER), true);
+    int rv = sg__pg_connect(p, sg__pg_bound(p, SG_TIME_NEVER), true);
     if (rv == 0) {
         rv = writer_init(p);
     }
@@ -1153,10 +787,10 @@ int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opt
     if (p == NULL) {
         return SG_ENOMEM;
     }
-    int64_t until = bound(p, SG_TIME_NEVER);
-    int rv = connect_db(p, until, false);
+    int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
+    int rv = sg__pg_connect(p, until, false);
     if (rv == 0) {
-        rv = run_script(p, schema_sql, until);
+        rv = sg__pg_run_script(p, schema_sql, until);
     }
     pg_free(p);
     return rv;

@@ -1,0 +1,88 @@
+/*
+ * The PostgreSQL ledger's private types and its connection layer
+ * (pg_conn.c): libpq's non-blocking API bounded by our own deadline and by
+ * the server's statement_timeout.  The backend itself is pg.c.
+ */
+#ifndef SG_LEDGER_PG_H
+#define SG_LEDGER_PG_H
+
+#include "ledger/internal.h"
+
+#include <libpq-fe.h>
+
+#include <pthread.h>
+
+#define SCHEMA_VERSION 1
+
+/* The generation of a key this handle's intent took: its later records of
+ * that key are fenced by it. */
+typedef struct fence {
+    struct fence *next;
+    int64_t generation;
+    /* 0: the operation is live; else the queue number of its resolution,
+     * which this handle's later records of the key are refused against
+     * (as the file ledger's index refuses them) until it is swept, once
+     * it is settled. */
+    uint64_t ended;
+    uint8_t resolution;
+    char key[]; /* NUL-terminated */
+} fence;
+
+/* An attempt or a resolution on its way to the writer thread. */
+typedef struct job {
+    struct job *next;
+    uint64_t seq;
+    int64_t generation; /* the fence it is recorded with, or -1 */
+    sg__ledger_rec rec; /* .key points at @key */
+    char key[SG_LEDGER_KEY_MAX + 1];
+} job;
+
+/* The writer thread: attempts and resolutions are queued here in the
+ * order of their calls and committed by the thread on a connection of its
+ * own, those queued together in one transaction.  Everything here is
+ * under @mu, taken after the handle's mutex, never before it; the thread
+ * takes only @mu. */
+typedef struct writer {
+    pthread_mutex_t mu;
+    pthread_cond_t work; /* the thread waits here for records or stop */
+    pthread_cond_t done; /* settled moved */
+    pthread_t thread;
+    bool started; /* by the first record queued */
+    bool stop;    /* sg_ledger_close: commit what is left by stop_by */
+    int64_t stop_by;
+    job *head; /* queued, not yet taken by the thread */
+    job *tail;
+    uint64_t queued;   /* records queued since open */
+    uint64_t settled;  /* the first @settled are committed, or failed */
+    uint64_t failures; /* records that failed, since open */
+    uint64_t told_intent;
+    uint64_t told_sync;
+    struct pg_ledger *conn; /* the thread's own connection and bound */
+} writer;
+
+#define FENCE_BUCKETS 1024
+
+typedef struct pg_ledger {
+    PGconn *conn;
+    char *location;
+    sg_ledger_options opts;
+    char host[256];
+    /* Keys owned by this handle's intents, until their resolution: a few
+     * dozen bytes each, as many as its operations in flight.  O(n / 1024). */
+    fence *fences[FENCE_BUCKETS];
+    size_t ended;    /* fences whose resolution is queued or done */
+    size_t sweep_at; /* ... the count at which they are swept */
+    writer *w;       /* NULL on the writer's own connection */
+} pg_ledger;
+
+/* Connection layer (pg_conn.c). */
+void sg__pg_drop(pg_ledger *p);
+int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
+               int64_t until, PGresult **out);
+int sg__pg_run_script(pg_ledger *p, const char *sql, int64_t until);
+int sg__pg_connect(pg_ledger *p, int64_t until, bool check);
+int64_t sg__pg_bound(const pg_ledger *p, int64_t until);
+int sg__pg_exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
+                int64_t until, PGresult **out);
+
+#endif

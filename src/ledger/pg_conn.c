@@ -1,0 +1,320 @@
+/*
+ * The PostgreSQL ledger's connection layer (pg.h): connecting and running
+ * statements, every one bounded by poll(2) on our own deadline and by the
+ * server's statement_timeout sent in the same round trip.
+ */
+#define _GNU_SOURCE
+#include "ledger/pg.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int64_t now_ns(void) {
+    return sg_clock_monotonic_now(NULL);
+}
+
+/* ------------------------------------------------------------ connection */
+
+void sg__pg_drop(pg_ledger *p) {
+    PQfinish(p->conn);
+    p->conn = NULL;
+}
+
+/* Waits until @p's socket is ready for @events or @until passes. */
+static int wait_socket(PGconn *c, short events, int64_t until) {
+    for (;;) {
+        int fd = PQsocket(c);
+        if (fd < 0) {
+            return SG_ECONNRESET;
+        }
+        int64_t left = until - now_ns();
+        if (left <= 0) {
+            return SG_ETIMEDOUT;
+        }
+        int64_t ms = (left + SG_MS(1) - 1) / SG_MS(1);
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int n = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        if (n > 0) {
+            return 0;
+        }
+        if (n < 0 && errno != EINTR) {
+            return SG_ESYS;
+        }
+    }
+}
+
+/* What a failed result or connection means for the caller. */
+static int pg_error(PGconn *c, const PGresult *res) {
+    if (PQstatus(c) != CONNECTION_OK) {
+        return SG_ECONNRESET;
+    }
+    const char *state = res != NULL ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+    if (state == NULL) {
+        return SG_EIO;
+    }
+    if (strcmp(state, "57014") == 0) { /* query_canceled: statement_timeout */
+        return SG_ETIMEDOUT;
+    }
+    if (strcmp(state, "55P03") == 0) { /* lock_not_available: lock_timeout */
+        return SG_ELOCKED;
+    }
+    if (strcmp(state, "42P01") == 0) { /* undefined_table: no schema */
+        return SG_ESTATE;
+    }
+    if (strcmp(state, "0A000") == 0) { /* feature_not_supported: newer schema */
+        return SG_EUNSUPPORTED;
+    }
+    if (strncmp(state, "22", 2) == 0) { /* data exception: e.g. bad encoding */
+        return SG_EINVAL;
+    }
+    if (strncmp(state, "08", 2) == 0 || strncmp(state, "57P", 3) == 0) {
+        return SG_ECONNRESET; /* connection exception, server shutting down */
+    }
+    return SG_EIO;
+}
+
+/* Reads every result up to the end of the pipeline (or of a simple query),
+ * keeping the one of statement @want (0-based; -1: the last) in *@out.
+ * Returns 0, or the first error.  On a timeout or a lost connection the
+ * connection is dropped. */
+static int collect(pg_ledger *p, int want, bool pipeline, int64_t until, PGresult **out) {
+    int rv = 0;
+    int index = 0;
+    *out = NULL;
+    for (;;) {
+        while (PQisBusy(p->conn)) {
+            int w = wait_socket(p->conn, POLLIN, until);
+            if (w == 0 && PQconsumeInput(p->conn) == 0) {
+                w = SG_ECONNRESET;
+            }
+            if (w != 0) {
+                PQclear(*out);
+                *out = NULL;
+                sg__pg_drop(p);
+                return w;
+            }
+        }
+        PGresult *res = PQgetResult(p->conn);
+        if (res == NULL) {
+            if (!pipeline) {
+                break; /* a simple query: every statement's result is in */
+            }
+            index++; /* the end of one statement's results */
+            continue;
+        }
+        ExecStatusType st = PQresultStatus(res);
+        if (st == PGRES_PIPELINE_SYNC) {
+            PQclear(res);
+            break;
+        }
+        if (st == PGRES_FATAL_ERROR || st == PGRES_PIPELINE_ABORTED ||
+            st == PGRES_BAD_RESPONSE || st == PGRES_NONFATAL_ERROR) {
+            if (rv == 0 && st != PGRES_PIPELINE_ABORTED) {
+                rv = pg_error(p->conn, res);
+            }
+            PQclear(res);
+            if (PQstatus(p->conn) != CONNECTION_OK) {
+                PQclear(*out);
+                *out = NULL;
+                sg__pg_drop(p);
+                return rv != 0 ? rv : SG_ECONNRESET;
+            }
+            continue;
+        }
+        if (want < 0 || index == want) {
+            PQclear(*out);
+            *out = res;
+        } else {
+            PQclear(res);
+        }
+    }
+    if (pipeline && PQexitPipelineMode(p->conn) == 0) {
+        sg__pg_drop(p);
+        rv = rv != 0 ? rv : SG_EIO;
+    }
+    if (rv != 0) {
+        PQclear(*out);
+        *out = NULL;
+    }
+    return rv;
+}
+
+/* Sends what libpq has buffered, within @until. */
+static int flush(pg_ledger *p, int64_t until) {
+    int f;
+    while ((f = PQflush(p->conn)) == 1) {
+        int w = wait_socket(p->conn, POLLIN | POLLOUT, until);
+        if (w == 0 && PQconsumeInput(p->conn) == 0) {
+            w = SG_ECONNRESET;
+        }
+        if (w != 0) {
+            sg__pg_drop(p);
+            return w;
+        }
+    }
+    if (f < 0) {
+        sg__pg_drop(p);
+        return SG_ECONNRESET;
+    }
+    return 0;
+}
+
+/* A duration setting in ms as the server takes it: at most INT_MAX (24.8
+ * days; our durations go up to a year). */
+static int64_t ms_setting(int64_t ms) {
+    return ms > INT32_MAX ? INT32_MAX : ms;
+}
+
+/* The server's statement_timeout for a call that must end by @until: a
+ * tenth less (at most 100 ms less), so the server cancels first and the
+ * connection stays usable. */
+static void server_timeout(int64_t until, char buf[32]) {
+    int64_t left = until - now_ns();
+    int64_t margin = left / 10 < SG_MS(100) ? left / 10 : SG_MS(100);
+    int64_t ms = (left - margin) / SG_MS(1);
+    snprintf(buf, 32, "%" PRId64 "ms", ms < 1 ? (int64_t)1 : ms_setting(ms));
+}
+
+/* One statement with parameters, by @until: in one round trip, a pipeline
+ * of the statement_timeout and the statement, committed together at the
+ * pipeline's sync.  *@out gets the statement's result (PQclear it). */
+int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
+               int64_t until, PGresult **out) {
+    *out = NULL;
+    if (p->conn == NULL) {
+        return SG_ECONNRESET;
+    }
+    char tmo[32];
+    server_timeout(until, tmo);
+    const char *tv[1] = {tmo};
+    if (PQenterPipelineMode(p->conn) == 0 ||
+        PQsendQueryParams(p->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
+                          NULL, tv, NULL, NULL, 0) == 0 ||
+        PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
+        PQpipelineSync(p->conn) == 0) {
+        sg__pg_drop(p);
+        return SG_ECONNRESET;
+    }
+    int rv = flush(p, until);
+    return rv != 0 ? rv : collect(p, 1, true, until, out);
+}
+
+/* A script without parameters (the schema), by @until. */
+int sg__pg_run_script(pg_ledger *p, const char *sql, int64_t until) {
+    PGresult *res;
+    char tmo[32];
+    server_timeout(until, tmo);
+    char set[64];
+    snprintf(set, sizeof(set), "SET statement_timeout = '%s'", tmo);
+    for (int i = 0; i < 2; i++) {
+        if (PQsendQuery(p->conn, i == 0 ? set : sql) == 0) {
+            sg__pg_drop(p);
+            return SG_ECONNRESET;
+        }
+        int rv = flush(p, until);
+        if (rv == 0) {
+            rv = collect(p, -1, false, until, &res);
+            PQclear(res);
+        }
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return 0;
+}
+
+/* A library does not write to stderr: the server's notices ("relation
+ * already exists, skipping" from the schema applied again) are dropped. */
+static void no_notices(void *user_data, const char *message) {
+    (void)user_data;
+    (void)message;
+}
+
+/* Connects within @until; @check: and verifies the schema version. */
+int sg__pg_connect(pg_ledger *p, int64_t until, bool check) {
+    const char *const kw[] = {"dbname", "fallback_application_name", NULL};
+    const char *const vals[] = {p->location, "streamguard", NULL};
+    p->conn = PQconnectStartParams(kw, vals, 1);
+    if (p->conn == NULL) {
+        return SG_ENOMEM;
+    }
+    PQsetNoticeProcessor(p->conn, no_notices, NULL);
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    while (st != PGRES_POLLING_OK) {
+        if (st == PGRES_POLLING_FAILED || PQstatus(p->conn) == CONNECTION_BAD) {
+            sg__pg_drop(p);
+            return SG_ECONNECT;
+        }
+        int w =
+            wait_socket(p->conn, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, until);
+        if (w != 0) {
+            sg__pg_drop(p);
+            return w == SG_ECONNRESET ? SG_ECONNECT : w;
+        }
+        st = PQconnectPoll(p->conn);
+    }
+    if (PQsetnonblocking(p->conn, 1) != 0) {
+        sg__pg_drop(p);
+        return SG_ECONNECT;
+    }
+    PGresult *res;
+    char lock_tmo[32];
+    snprintf(lock_tmo, sizeof(lock_tmo), "%" PRId64 "ms",
+             ms_setting((p->opts.lock_timeout_ns + SG_MS(1) - 1) / SG_MS(1)));
+    const char *lv[1] = {lock_tmo};
+    /* A commit acknowledged before it is on the server's disk could lose an
+     * intent: never with this session (local, on, remote_* are kept). */
+    int rv = sg__pg_run(p,
+                        "SELECT set_config('lock_timeout', $1, false), "
+                        "CASE WHEN current_setting('synchronous_commit') = 'off' "
+                        "THEN set_config('synchronous_commit', 'on', false) END",
+                        1, lv, until, &res);
+    PQclear(res);
+    if (rv == 0 && check) {
+        rv = sg__pg_run(p, "SELECT max(version) FROM streamguard_schema_version", 0, NULL,
+                        until, &res);
+        if (rv == 0) {
+            if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+                rv = SG_ESTATE;
+            } else if (atoi(PQgetvalue(res, 0, 0)) != SCHEMA_VERSION) {
+                rv = atoi(PQgetvalue(res, 0, 0)) > SCHEMA_VERSION ? SG_EUNSUPPORTED
+                                                                  : SG_ESTATE;
+            }
+        }
+        PQclear(res);
+    }
+    if (rv != 0 && p->conn != NULL) {
+        sg__pg_drop(p);
+    }
+    return rv;
+}
+
+/* The deadline of a call: @until, or the handle's own bound from now. */
+int64_t sg__pg_bound(const pg_ledger *p, int64_t until) {
+    int64_t own = sg_time_add(now_ns(), p->opts.timeout_ns);
+    return until == SG_TIME_NEVER || until > own ? own : until;
+}
+
+/* Runs one statement, connecting first when the connection was lost. */
+int sg__pg_exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
+                int64_t until, PGresult **out) {
+    *out = NULL;
+    if (until - now_ns() <= 0) {
+        return SG_ETIMEDOUT; /* nothing left to wait with: not even sent */
+    }
+    if (p->conn != NULL && PQstatus(p->conn) != CONNECTION_OK) {
+        sg__pg_drop(p);
+    }
+    if (p->conn == NULL) {
+        int rv = sg__pg_connect(p, until, true);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    return sg__pg_run(p, sql, n, vals, until, out);
+}
