@@ -42,6 +42,16 @@ static sg_op_verdict result(sg_op *op, uint32_t n, int64_t now, sg_outcome oc, i
     return v;
 }
 
+/* A GET allowed @hedges hedges: its first attempt at T0, and a hedge
+ * 200 ms later (@p its plan). */
+static void original_and_hedge(sg_op *op, sg_op_plan *p, uint32_t hedges) {
+    sg_op_options o;
+    opts(&o, "GET", hedges);
+    assert_int_equal(sg_op_start(op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, p), 0);
+    assert_int_equal(sg_op_hedge(op, T0 + SG_MS(200), p), 0);
+}
+
 static void only_a_request_safe_to_repeat_is_hedged(void **state) {
     (void)state;
     sg_op_options o;
@@ -114,13 +124,9 @@ static void the_first_to_deliver_wins(void **state) {
  * the original then answers. */
 static void a_failed_hedge_leaves_the_original_running(void **state) {
     (void)state;
-    sg_op_options o;
-    opts(&o, "GET", 2);
     sg_op op;
     sg_op_plan p;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(200), &p), 0);
+    original_and_hedge(&op, &p, 2);
     sg_op_verdict v = result(&op, 2, T0 + SG_MS(230), SG_OUTCOME_HTTP_ERROR, 503, 0);
     assert_int_equal(v.decision, SG_OP_STOP);
     assert_int_equal(v.reason, SG_OP_REASON_HEDGE_RUNNING);
@@ -143,13 +149,9 @@ static void a_failed_hedge_leaves_the_original_running(void **state) {
  * always: a retry after the backoff (hedged again). */
 static void when_all_fail_the_last_decides(void **state) {
     (void)state;
-    sg_op_options o;
-    opts(&o, "GET", 1);
     sg_op op;
     sg_op_plan p;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(200), &p), 0);
+    original_and_hedge(&op, &p, 1);
     sg_op_verdict v = result(&op, 1, T0 + SG_MS(300), SG_OUTCOME_HTTP_ERROR, 503, 0);
     assert_int_equal(v.reason, SG_OP_REASON_HEDGE_RUNNING);
     v = result(&op, 2, T0 + SG_MS(310), SG_OUTCOME_HTTP_ERROR, 503, 0);
@@ -164,13 +166,9 @@ static void when_all_fail_the_last_decides(void **state) {
  * recorded, and changes nothing. */
 static void a_late_loser_is_recorded_after_the_end(void **state) {
     (void)state;
-    sg_op_options o;
-    opts(&o, "GET", 1);
     sg_op op;
     sg_op_plan p;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(200), &p), 0);
+    original_and_hedge(&op, &p, 1);
     sg_op_verdict v = result(&op, 2, T0 + SG_MS(300), SG_OUTCOME_OK, 200, 2);
     assert_int_equal(v.decision, SG_OP_DONE);
     assert_true(sg_op_finished(&op));
