@@ -46,14 +46,14 @@ typedef struct es_rd {
     const char *end;
 } es_rd;
 
-static void es_rd_ws(es_rd *r) {
+static inline void es_rd_ws(es_rd *r) {
     while (r->p < r->end &&
            (*r->p == ' ' || *r->p == '\n' || *r->p == '\r' || *r->p == '\t')) {
         r->p++;
     }
 }
 
-static bool es_rd_char(es_rd *r, char c) {
+static inline bool es_rd_char(es_rd *r, char c) {
     es_rd_ws(r);
     if (r->p < r->end && *r->p == c) {
         r->p++;
@@ -63,7 +63,7 @@ static bool es_rd_char(es_rd *r, char c) {
 }
 
 /* A string without escapes: sets *s, *n to the bytes between the quotes. */
-static bool es_rd_str(es_rd *r, const char **s, size_t *n) {
+static inline bool es_rd_str(es_rd *r, const char **s, size_t *n) {
     if (!es_rd_char(r, '"')) {
         return false;
     }
@@ -77,7 +77,7 @@ static bool es_rd_str(es_rd *r, const char **s, size_t *n) {
     return true;
 }
 
-static bool es_parse_i64(const char *s, size_t n, int64_t *out) {
+static inline bool es_parse_i64(const char *s, size_t n, int64_t *out) {
     bool neg = n > 0 && s[0] == '-';
     size_t i = neg ? 1 : 0;
     uint64_t v = 0;
@@ -99,7 +99,7 @@ static bool es_parse_i64(const char *s, size_t n, int64_t *out) {
     return true;
 }
 
-static bool es_rd_uint(es_rd *r, size_t *out) {
+static inline bool es_rd_uint(es_rd *r, size_t *out) {
     es_rd_ws(r);
     const char *s = r->p;
     while (r->p < r->end && *r->p >= '0' && *r->p <= '9') {
@@ -113,7 +113,7 @@ static bool es_rd_uint(es_rd *r, size_t *out) {
     return true;
 }
 
-static int es_hexval(char c) {
+static inline int es_hexval(char c) {
     if (c >= '0' && c <= '9') {
         return c - '0';
     }
@@ -124,7 +124,7 @@ static int es_hexval(char c) {
 }
 
 /* Lowercase hex into a fresh heap block (at least 1 byte). */
-static bool es_unhex(const char *s, size_t n, unsigned char **out, size_t *len) {
+static inline bool es_unhex(const char *s, size_t n, unsigned char **out, size_t *len) {
     if (n % 2 != 0) {
         return false;
     }
@@ -146,14 +146,14 @@ static bool es_unhex(const char *s, size_t n, unsigned char **out, size_t *len) 
     return true;
 }
 
-static bool es_rd_key(es_rd *r, const char *key) {
+static inline bool es_rd_key(es_rd *r, const char *key) {
     const char *s;
     size_t n;
     return es_rd_str(r, &s, &n) && n == strlen(key) && memcmp(s, key, n) == 0 &&
            es_rd_char(r, ':');
 }
 
-static void es_want_free(es_want *w) {
+static inline void es_want_free(es_want *w) {
     for (size_t i = 0; i < w->n_headers; i++) {
         free(w->headers[i].name);
         free(w->headers[i].value);
@@ -163,7 +163,7 @@ static void es_want_free(es_want *w) {
     memset(w, 0, sizeof(*w));
 }
 
-static bool es_rd_header(es_rd *r, es_want_header *h) {
+static inline bool es_rd_header(es_rd *r, es_want_header *h) {
     const char *s;
     size_t n;
     size_t t;
@@ -189,7 +189,7 @@ static bool es_rd_header(es_rd *r, es_want_header *h) {
 
 /* Reads one description from @line[0..@n).  Returns 0, or -1 (and frees
  * what it had read) when the text is not of the format. */
-static int es_want_parse(const char *line, size_t n, es_want *w) {
+static inline int es_want_parse(const char *line, size_t n, es_want *w) {
     es_rd r = {line, line + n};
     const char *s;
     size_t len;
@@ -252,7 +252,7 @@ static const es_want_header *es_want_last(const es_want *w, const char *name) {
     return found;
 }
 
-static bool es_view_is(const char *p, size_t n, const es_want_header *h) {
+static inline bool es_view_is(const char *p, size_t n, const es_want_header *h) {
     if (h == NULL) {
         return p == NULL && n == 0;
     }
@@ -344,7 +344,7 @@ typedef struct es_check {
     char why[160];
 } es_check;
 
-static int es_check_cb(const sg_es_message *m, void *ud) {
+static inline int es_check_cb(const sg_es_message *m, void *ud) {
     es_check *c = ud;
     if (c->why[0] != '\0') {
         return 0;
@@ -369,8 +369,8 @@ static int es_check_cb(const sg_es_message *m, void *ud) {
  * over-read is caught by the sanitizers.  Returns 0, or the first negative
  * feed result; -1000 when a feed returned anything else.
  */
-static ptrdiff_t es_feed_cuts(sg_es_decoder *dec, const unsigned char *data, size_t n,
-                              const size_t *cuts, size_t n_cuts) {
+static inline ptrdiff_t es_feed_cuts(sg_es_decoder *dec, const unsigned char *data,
+                                     size_t n, const size_t *cuts, size_t n_cuts) {
     size_t off = 0;
     for (size_t i = 0; i <= n_cuts; i++) {
         size_t stop = i < n_cuts ? cuts[i] : n;
@@ -396,8 +396,8 @@ static ptrdiff_t es_feed_cuts(sg_es_decoder *dec, const unsigned char *data, siz
 }
 
 /* Feeds @data in pieces of @step bytes (0: one piece). */
-static ptrdiff_t es_feed_step(sg_es_decoder *dec, const unsigned char *data, size_t n,
-                              size_t step) {
+static inline ptrdiff_t es_feed_step(sg_es_decoder *dec, const unsigned char *data,
+                                     size_t n, size_t step) {
     if (step == 0 || step >= n) {
         return es_feed_cuts(dec, data, n, NULL, 0);
     }
