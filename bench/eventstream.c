@@ -28,24 +28,9 @@
 
 #include <streamguard/framing.h>
 
+#include "timing.h"
+
 #define TARGET_BYTES ((size_t)100 * 1000 * 1000)
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 static void put_be32(unsigned char *p, uint32_t v) {
     p[0] = (unsigned char)(v >> 24);

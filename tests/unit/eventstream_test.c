@@ -106,6 +106,14 @@ static void enc_reseal(es_enc *e) {
     put_be(e->b + e->n - 4, crc32(0, e->b, (uInt)(e->n - 4)), 4);
 }
 
+/* A message with one string header and @payload, in a fresh buffer. */
+static void enc_one(es_enc *e, const char *name, const char *value, const void *payload,
+                    size_t plen) {
+    enc_init(e, 64 + strlen(name) + strlen(value) + plen);
+    hdr_str(e, name, value);
+    enc_finish(e, payload, plen);
+}
+
 /* ------------------------------------------------------------ recorder */
 
 typedef struct rec {
@@ -358,9 +366,7 @@ static void a_message_in_one_feed_is_a_view_into_the_callers_bytes(void **state)
 static void a_message_split_across_feeds_is_copied_once_into_the_buffer(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 256);
-    hdr_str(&e, ":message-type", "event");
-    enc_finish(&e, "abcdefgh", 8);
+    enc_one(&e, ":message-type", "event", "abcdefgh", 8);
     /* A whole message, then one cut in its headers, in one feed each. */
     unsigned char two[512];
     memcpy(two, e.b, e.n);
@@ -385,9 +391,7 @@ static void a_message_split_across_feeds_is_copied_once_into_the_buffer(void **s
 static void many_messages_in_one_feed_are_all_views(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":event-type", "chunk");
-    enc_finish(&e, "x", 1);
+    enc_one(&e, ":event-type", "chunk", "x", 1);
     size_t n = 100 * e.n;
     unsigned char *all = malloc(n);
     assert_non_null(all);
@@ -687,9 +691,7 @@ static void a_headers_length_over_its_limit_or_its_message_is_out_of_range(void 
     free(m);
     /* All of what it leaves is fine (an empty payload)... */
     es_enc e;
-    enc_init(&e, 64);
-    hdr_str(&e, "k", "v");
-    enc_finish(&e, NULL, 0);
+    enc_one(&e, "k", "v", NULL, 0);
     fixture *f = fx_new(NULL);
     assert_int_equal(fx_feed(f, e.b, e.n), (ptrdiff_t)e.n);
     assert_int_equal(f->r.n, 1);
@@ -713,9 +715,7 @@ static void a_headers_length_over_its_limit_or_its_message_is_out_of_range(void 
 static void a_bad_prelude_crc_is_seen_before_the_rest_arrives(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":message-type", "event");
-    enc_finish(&e, "x", 1);
+    enc_one(&e, ":message-type", "event", "x", 1);
     for (size_t byte = 0; byte < 12; byte++) {
         e.b[byte] ^= 0x01;
         fixture *f = fx_new(NULL);
@@ -732,9 +732,7 @@ static void a_bad_prelude_crc_is_seen_before_the_rest_arrives(void **state) {
 static void a_bad_message_crc_is_an_error_wherever_the_flip_is(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":message-type", "event");
-    enc_finish(&e, "payload", 7);
+    enc_one(&e, ":message-type", "event", "payload", 7);
     for (size_t byte = 12; byte < e.n; byte++) {
         e.b[byte] ^= 0x80;
         fixture *f = fx_new(NULL);
@@ -774,9 +772,7 @@ static void the_message_crc_is_checked_before_the_headers(void **state) {
 static void errors_are_sticky_until_reset(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":event-type", "messageStop");
-    enc_finish(&e, "{}", 2);
+    enc_one(&e, ":event-type", "messageStop", "{}", 2);
     fixture *f = fx_new(NULL);
     assert_int_equal(fx_feed(f, e.b, e.n), (ptrdiff_t)e.n);
     unsigned char bad[16] = {0};
@@ -804,9 +800,7 @@ static void errors_are_sticky_until_reset(void **state) {
 static void the_end_is_clean_only_between_messages(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":event-type", "metadata");
-    enc_finish(&e, "{}", 2);
+    enc_one(&e, ":event-type", "metadata", "{}", 2);
     for (size_t cut = 0; cut <= e.n; cut++) {
         fixture *f = fx_new(NULL);
         assert_int_equal(fx_feed(f, e.b, cut), (ptrdiff_t)cut);
@@ -827,9 +821,7 @@ static void the_end_is_clean_only_between_messages(void **state) {
 static void a_callback_that_returns_non_zero_cancels(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 128);
-    hdr_str(&e, ":event-type", "contentBlockDelta");
-    enc_finish(&e, "{}", 2);
+    enc_one(&e, ":event-type", "contentBlockDelta", "{}", 2);
     unsigned char three[512];
     for (int i = 0; i < 3; i++) {
         memcpy(three + (size_t)i * e.n, e.b, e.n);
@@ -896,9 +888,7 @@ static void init_checks_its_arguments_and_limits(void **state) {
 static void the_header_walk_checks_its_arguments(void **state) {
     (void)state;
     es_enc e;
-    enc_init(&e, 64);
-    hdr_str(&e, "k", "value");
-    enc_finish(&e, NULL, 0);
+    enc_one(&e, "k", "value", NULL, 0);
     fixture *f = fx_new(NULL);
     assert_int_equal(fx_feed(f, e.b, e.n), (ptrdiff_t)e.n);
     fx_free(f);
