@@ -29,6 +29,10 @@ extern "C" {
 typedef enum sg_format {
     SG_FORMAT_SSE = 0,    ///< text/event-stream: one item per dispatched event
     SG_FORMAT_NDJSON = 1, ///< one item per non-empty line
+    /** application/vnd.amazon.eventstream (AWS Bedrock): one item per
+     *  event message; exception and error messages end the attempt as
+     *  provider_error. */
+    SG_FORMAT_EVENTSTREAM = 2,
 } sg_format;
 
 /**
@@ -36,11 +40,13 @@ typedef enum sg_format {
  * during the callback and are not NUL-terminated.
  */
 typedef struct sg_item {
-    const char *event; ///< SSE event type ("message" by default); NDJSON: ""
+    const char *event; ///< SSE event type ("message" by default); NDJSON: "";
+                       ///< event stream: the :event-type header ("" without)
     size_t event_len;
-    const char *data; ///< SSE data (lines joined by LF); NDJSON: the line
+    const char *data; ///< SSE data (lines joined by LF); NDJSON: the line;
+                      ///< event stream: the message's payload
     size_t data_len;
-    const char *id; ///< SSE last event id in effect; NDJSON: ""
+    const char *id; ///< SSE last event id in effect; NDJSON, event stream: ""
     size_t id_len;
     uint32_t attempt; ///< 1-based attempt that delivered it
     uint64_t index;   ///< 0-based item number within the attempt
@@ -123,7 +129,21 @@ typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
  * field takes its default.  The sentinel strings are borrowed: they must
  * outlive the stream.
  *
- * format:        SG_FORMAT_SSE (default) or SG_FORMAT_NDJSON.
+ * format:        SG_FORMAT_SSE (default), SG_FORMAT_NDJSON or
+ *                SG_FORMAT_EVENTSTREAM.  An event stream's messages are
+ *                checked as sg_es_feed checks them (CRCs, lengths,
+ *                headers: any failure is protocol_error); a message of
+ *                :message-type "event" is an item (its :event-type and
+ *                payload); "exception" and "error" end the attempt as
+ *                provider_error, with or without a classifier - the type
+ *                from :exception-type (or :error-code), the message from
+ *                the payload's "message" (or :error-message), retryable
+ *                before the first token for throttlingException and
+ *                serviceUnavailableException.  max_event bounds a whole
+ *                message (prelude and CRC included; at most
+ *                SG_ES_MAX_MESSAGE), and the headers of one are at most
+ *                SG_ES_MAX_HEADERS; terminal_data, max_line and other_json
+ *                do not apply.
  * terminal_data: the clean end, not delivered: for SSE an event whose data
  *                equals it ("[DONE]"); for NDJSON a line equal to it, byte
  *                for byte (after the line end and a CR before it are
@@ -196,6 +216,7 @@ typedef struct sg_stream {
     union {
         sg_sse_parser sse;
         sg_ndjson_parser nd;
+        sg_es_decoder es;
     } parser_;                      /* private */
     sg_item_cb on_item_;            /* private */
     const char *const *skip_types_; /* private: event types that are not items */
@@ -242,9 +263,9 @@ typedef struct sg_stream {
  *   max_event and classify matter (a classifier adds room for the items
  *   held before the first token: max_event bytes and their records).
  *
- * Returns the size in bytes (SG_SSE_BUFFER_SIZE or SG_NDJSON_BUFFER_SIZE of
- * the effective limits), or 0 when a limit is out of range or the format is
- * unknown.
+ * Returns the size in bytes (SG_SSE_BUFFER_SIZE, SG_NDJSON_BUFFER_SIZE or
+ * SG_ES_BUFFER_SIZE of the effective limits), or 0 when a limit is out of
+ * range or the format is unknown.
  * Thread-safety: pure function.
  */
 SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
@@ -422,7 +443,9 @@ SG_EXTERN const char *sg_stream_error_text(const sg_stream *s);
  * metadata before the first token, the first token, in-band errors and
  * which are transient, the clean end) - "openai" (Chat Completions, and
  * vLLM, llama.cpp, Mistral, OpenRouter), "openai-responses", "anthropic",
- * "gemini" (streamGenerateContent?alt=sse), "ollama".  The limits
+ * "gemini" (streamGenerateContent?alt=sse), "ollama", "bedrock-converse"
+ * (ConverseStream) and "bedrock-invoke" (InvokeModelWithResponseStream;
+ * the model's own JSON, base64 in each chunk's "bytes").  The limits
  * (max_line, max_event) and skip_types are left as they are; set fields
  * after the call to override the profile's (e.g. terminal_data).
  *

@@ -8,6 +8,8 @@
  */
 #include <streamguard/stream.h>
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "framing/jscan.h"
@@ -258,6 +260,141 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
     return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
 }
 
+/* -------------------------------------------------------------- bedrock */
+
+/* ConverseStream (application/vnd.amazon.eventstream; exceptions are
+ * handled by the framing): messageStart, contentBlockStart,
+ * contentBlockDelta (the tokens: text, tool use, reasoning),
+ * contentBlockStop, messageStop (the end), then metadata (usage). */
+static sg_item_kind classify_converse(const sg_item *item, sg_item_error *err, void *ud) {
+    (void)err;
+    (void)ud;
+    const char *t = item->event;
+    size_t n = item->event_len;
+    if (is(t, n, "contentBlockDelta")) {
+        return SG_ITEM_TOKEN;
+    }
+    if (is(t, n, "messageStop")) {
+        return SG_ITEM_END; /* metadata may follow: the end is the body's */
+    }
+    return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
+}
+
+/* The standard base64 alphabet's value of @c, or -1. */
+static int b64(unsigned char c) {
+    if (c >= 'A' && c <= 'Z') {
+        return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+        return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+        return c - '0' + 52;
+    }
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes base64 @p[@n] (padding optional, nothing else allowed) into
+ * @out[@cap].  Returns the decoded length, or -1 when @n is not base64 or
+ * does not fit. */
+static ptrdiff_t unbase64(const char *p, size_t n, char *out, size_t cap) {
+    while (n > 0 && p[n - 1] == '=') {
+        n--;
+    }
+    if (n % 4 == 1 || n / 4 * 3 + (n % 4 ? n % 4 - 1 : 0) > cap) {
+        return -1;
+    }
+    size_t o = 0;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (size_t i = 0; i < n; i++) {
+        int v = b64((unsigned char)p[i]);
+        if (v < 0) {
+            return -1;
+        }
+        acc = acc << 6 | (uint32_t)v;
+        bits += 6;
+        if (bits >= 8) {
+            bits -= 8;
+            out[o++] = (char)(acc >> bits & 0xff);
+        }
+    }
+    return (ptrdiff_t)o;
+}
+
+/* The largest chunk whose model JSON is looked into (decoded into a
+ * buffer of the thread's); a larger one carries content. */
+#define INVOKE_CHUNK_MAX 16384
+
+/* InvokeModelWithResponseStream: each "chunk" event's payload is
+ * {"bytes": "<base64 of the model's own stream event>"}.  Decoded, that
+ * JSON says the rest, whichever model family wrote it: Anthropic's
+ * messages events (content_block_delta the tokens, message_stop the end,
+ * type "error" a failure); others' text fields (Amazon Titan outputText,
+ * Meta generation, Mistral outputs[].text, Cohere text, Claude's older
+ * completion) and stop fields (completionReason, stop_reason, a non-null
+ * finish).  Bedrock adds amazon-bedrock-invocationMetrics to a stream's
+ * last chunk: an end too. */
+static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, void *ud) {
+    (void)ud;
+    static const sg__jpath p_bytes = SG__JPATH1("bytes");
+    static const sg__jpath p_type = SG__JPATH1("type");
+    sg__jval v;
+    if (!is(item->event, item->event_len, "chunk") || !at(item, &p_bytes, &v) ||
+        v.type != SG__JSTRING) {
+        return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
+    }
+    /* per thread, not on the stack: an error's views into it must outlive
+     * this call until the stream copies them, right after it returns */
+    static _Thread_local char buf[INVOKE_CHUNK_MAX];
+    ptrdiff_t len = unbase64(v.p, v.n, buf, sizeof(buf));
+    if (len < 0) {
+        return SG_ITEM_TOKEN; /* too large to be anything but content */
+    }
+    sg_item model = *item;
+    model.data = buf;
+    model.data_len = (size_t)len;
+    static const sg__jpath ends[] = {
+        SG__JPATH1("amazon-bedrock-invocationMetrics"),
+        SG__JPATH1("completionReason"),
+        SG__JPATH1("stop_reason"),
+        SG__JPATH3("outputs", "[]", "stop_reason"),
+        SG__JPATH1("finish_reason"),
+        SG__JPATH1("is_finished"),
+    };
+    sg__jval t;
+    bool typed = at(&model, &p_type, &t) && t.type == SG__JSTRING;
+    if (typed && is(t.p, t.n, "error")) {
+        /* the model's own error event (Anthropic's shape) */
+        return named_error(&model, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
+    }
+    if (typed && is(t.p, t.n, "message_stop")) {
+        return SG_ITEM_END;
+    }
+    if (typed && is(t.p, t.n, "content_block_delta")) {
+        return SG_ITEM_TOKEN;
+    }
+    for (size_t i = 0; i < COUNT(ends); i++) {
+        sg__jval e;
+        if (at(&model, &ends[i], &e) && sg__jval_present(&e) && e.type != SG__JFALSE) {
+            return SG_ITEM_END;
+        }
+    }
+    if (item->index > 0) {
+        return SG_ITEM_TOKEN;
+    }
+    static const sg__jpath texts[] = {
+        SG__JPATH2("delta", "text"),
+        SG__JPATH1("outputText"),
+        SG__JPATH1("generation"),
+        SG__JPATH3("outputs", "[]", "text"),
+        SG__JPATH1("text"),
+        SG__JPATH1("completion"),
+        SG__JPATH2("delta", "partial_json"),
+    };
+    return any_present(&model, texts, COUNT(texts)) ? SG_ITEM_TOKEN : SG_ITEM_META;
+}
+
 /* ------------------------------------------------------------- the table */
 
 typedef struct profile {
@@ -276,10 +413,14 @@ static const profile profiles[] = {
     {"anthropic", SG_FORMAT_SSE, NULL, classify_anthropic, true, false, false},
     {"gemini", SG_FORMAT_SSE, NULL, classify_gemini, true, true, true},
     {"ollama", SG_FORMAT_NDJSON, NULL, classify_ollama, true, false, false},
+    {"bedrock-converse", SG_FORMAT_EVENTSTREAM, NULL, classify_converse, true, true,
+     false},
+    {"bedrock-invoke", SG_FORMAT_EVENTSTREAM, NULL, classify_invoke, true, true, false},
 };
 
 static const char *const profile_names[] = {
-    "openai", "openai-responses", "anthropic", "gemini", "ollama", NULL,
+    "openai", "openai-responses", "anthropic",      "gemini",
+    "ollama", "bedrock-converse", "bedrock-invoke", NULL,
 };
 
 const char *const *sg_profile_names(void) {

@@ -6,6 +6,8 @@
 
 #include <string.h>
 
+#include "framing/jscan.h"
+
 #define SG__STREAM_MAGIC 0x53475374u /* "SGSt" */
 
 enum {
@@ -232,6 +234,94 @@ static int on_ndjson_line(const char *line, size_t len, void *user_data) {
     return take(s, &item);
 }
 
+/* ------------------------------------------------------- event stream */
+
+/* The largest message, from max_event (its default 1 MiB), within what
+ * AWS allows; its header block at most AWS's limit and the message. */
+static sg_es_config es_config(const sg_stream_config *c) {
+    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    sg_es_config ec;
+    ec.max_message = ev;
+    ec.max_headers = ev < SG_ES_MAX_HEADERS ? ev : SG_ES_MAX_HEADERS;
+    return ec;
+}
+
+static bool view_is(const char *p, size_t n, const char *lit) {
+    size_t l = strlen(lit);
+    return p != NULL && n == l && memcmp(p, lit, l) == 0;
+}
+
+/* A string header's value, or nothing. */
+static void es_string(const sg_es_message *m, const char *name, const char **p,
+                      size_t *n) {
+    sg_es_header h;
+    if (sg_es_header_find(m, name, strlen(name), &h) == 1 && h.type == SG_ES_STRING) {
+        *p = (const char *)h.value;
+        *n = h.value_len;
+    }
+}
+
+/* An exception or error message: the attempt ends provider_error.  AWS's
+ * streaming APIs put the exception's name in :exception-type and a JSON
+ * {"message": ...} in the payload; an error message carries :error-code
+ * and :error-message headers instead. */
+static int es_failed(sg_stream *s, const sg_es_message *m, bool exception) {
+    static const sg__jpath p_message = SG__JPATH1("message");
+    static const sg__jpath p_message_cap = SG__JPATH1("Message");
+    sg_item_error err;
+    memset(&err, 0, sizeof(err));
+    if (exception) {
+        err.type = m->exception_type;
+        err.type_len = m->exception_type_len;
+        sg__jval v;
+        const char *pl = (const char *)m->payload;
+        if ((sg__jscan_find(pl, m->payload_len, &p_message, &v) ||
+             sg__jscan_find(pl, m->payload_len, &p_message_cap, &v)) &&
+            v.type == SG__JSTRING) {
+            err.message = v.p;
+            err.message_len = v.n;
+        }
+    } else {
+        es_string(m, ":error-code", &err.type, &err.type_len);
+        es_string(m, ":error-message", &err.message, &err.message_len);
+    }
+    if (err.type == NULL) {
+        err.type = exception ? "exception" : "error";
+        err.type_len = strlen(err.type);
+    }
+    /* transient: worth a retry before the first token */
+    err.retryable = view_is(err.type, err.type_len, "throttlingException") ||
+                    view_is(err.type, err.type_len, "serviceUnavailableException") ||
+                    view_is(err.type, err.type_len, "ThrottlingException") ||
+                    view_is(err.type, err.type_len, "ServiceUnavailableException");
+    provider_failed(s, &err);
+    return 1;
+}
+
+static int on_es_message(const sg_es_message *m, void *user_data) {
+    sg_stream *s = user_data;
+    if (view_is(m->message_type, m->message_type_len, "exception")) {
+        return es_failed(s, m, true);
+    }
+    if (view_is(m->message_type, m->message_type_len, "error")) {
+        return es_failed(s, m, false);
+    }
+    const char *type = m->event_type != NULL ? m->event_type : "";
+    if (s->skip_types_ != NULL && skipped(s, type, m->event_type_len)) {
+        return 0;
+    }
+    sg_item item = {type,
+                    m->event_type_len,
+                    (const char *)m->payload,
+                    m->payload_len,
+                    "",
+                    0,
+                    s->attempt_,
+                    s->index_,
+                    SG_ITEM_TOKEN};
+    return take(s, &item);
+}
+
 /* Room for the items held before the first token (after the parser's). */
 static size_t hold_size(const sg_stream_config *c) {
     size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
@@ -260,6 +350,9 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     } else if (c.format == SG_FORMAT_NDJSON) {
         sg_ndjson_config nc = {c.max_line};
         n = sg_ndjson_buffer_size(&nc);
+    } else if (c.format == SG_FORMAT_EVENTSTREAM) {
+        sg_es_config ec = es_config(&c);
+        n = sg_es_buffer_size(&ec);
     }
     return n > 0 && c.classify != NULL ? n + hold_size(&c) + other_size(&c) : n;
 }
@@ -273,7 +366,8 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
         memset(&c, 0, sizeof(c));
     }
     if (s == NULL || buf == NULL ||
-        (c.format != SG_FORMAT_SSE && c.format != SG_FORMAT_NDJSON)) {
+        (c.format != SG_FORMAT_SSE && c.format != SG_FORMAT_NDJSON &&
+         c.format != SG_FORMAT_EVENTSTREAM)) {
         return SG_EINVAL;
     }
     memset(s, 0, sizeof(*s));
@@ -293,9 +387,12 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
         static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL, on_sse_other};
         sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
         rv = sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size);
-    } else {
+    } else if (c.format == SG_FORMAT_NDJSON) {
         sg_ndjson_config nc = {c.max_line};
         rv = sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf, parser_size);
+    } else {
+        sg_es_config ec = es_config(&c);
+        rv = sg_es_init(&s->parser_.es, &ec, on_es_message, s, buf, parser_size);
     }
     if (rv != 0) {
         return rv;
@@ -332,8 +429,10 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     }
     if (s->format_ == SG_FORMAT_SSE) {
         sg_sse_reset(&s->parser_.sse);
-    } else {
+    } else if (s->format_ == SG_FORMAT_NDJSON) {
         sg_ndjson_reset(&s->parser_.nd);
+    } else {
+        sg_es_reset(&s->parser_.es);
     }
     s->attempt_ = attempt;
     s->index_ = 0;
@@ -386,9 +485,10 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
         s->guard_stop_ = true;
         return rv;
     }
-    ptrdiff_t fed = s->format_ == SG_FORMAT_SSE
-                        ? sg_sse_feed(&s->parser_.sse, data, len)
-                        : sg_ndjson_feed(&s->parser_.nd, data, len);
+    ptrdiff_t fed = s->format_ == SG_FORMAT_SSE ? sg_sse_feed(&s->parser_.sse, data, len)
+                    : s->format_ == SG_FORMAT_NDJSON
+                        ? sg_ndjson_feed(&s->parser_.nd, data, len)
+                        : sg_es_feed(&s->parser_.es, data, len);
     if (fed < 0 && s->nd_terminal_seen_) {
         /* Decided at the instant the terminal line arrived. */
         sg_guard_finish(&s->guard_, now, true, &s->result_);
@@ -450,10 +550,12 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
         bool clean = false;
         if (s->format_ == SG_FORMAT_SSE) {
             sg_sse_end(&s->parser_.sse, &clean);
-        } else {
+        } else if (s->format_ == SG_FORMAT_NDJSON) {
             sg_ndjson_end(&s->parser_.nd, &clean);
             /* with a terminal line configured, only it is a clean end */
             clean = clean && s->nd_terminal_ == NULL;
+        } else {
+            sg_es_end(&s->parser_.es, &clean); /* a message cut short: not */
         }
         if (s->end_at_eof_) {
             clean = clean && s->end_seen_; /* the end item, then the body's end */

@@ -25,7 +25,9 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
     } else {
         memset(&cfg, 0, sizeof(cfg));
     }
-    if ((cfg.format != SG_FORMAT_SSE && cfg.format != SG_FORMAT_NDJSON) || drain_ns < 0) {
+    if ((cfg.format != SG_FORMAT_SSE && cfg.format != SG_FORMAT_NDJSON &&
+         cfg.format != SG_FORMAT_EVENTSTREAM) ||
+        drain_ns < 0) {
         return SG_EINVAL;
     }
     size_t buf_size = sg_stream_buffer_size(&cfg);

@@ -247,7 +247,7 @@ static void names(void **state) {
         assert_int_equal(sg_profile_framing(*n, &cfg), 0);
         assert_non_null(cfg.classify);
     }
-    assert_int_equal(count, 5);
+    assert_int_equal(count, 7);
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     assert_int_equal(sg_profile_framing("nosuch", &cfg), SG_ENOTFOUND);

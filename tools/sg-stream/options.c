@@ -274,8 +274,11 @@ static int apply(struct config *c, int opt, const char *arg) {
             c->copts.framing.format = SG_FORMAT_SSE;
         } else if (strcmp(arg, "ndjson") == 0) {
             c->copts.framing.format = SG_FORMAT_NDJSON;
+        } else if (strcmp(arg, "eventstream") == 0) {
+            c->copts.framing.format = SG_FORMAT_EVENTSTREAM;
         } else {
-            return usage_error("--format takes sse or ndjson, not '%s'", arg);
+            return usage_error("--format takes sse, ndjson or eventstream, not '%s'",
+                               arg);
         }
         break;
     case OPT_DONE:

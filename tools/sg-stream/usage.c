@@ -58,9 +58,13 @@ void usage(FILE *f) {
         "  --deadline-header NAME  stamp each attempt's lease in whole ms: how long\n"
         "                        this client will wait for it, min(--attempt-timeout,\n"
         "                        remaining budget - floor)\n"
-        "  --grpc-timeout        also stamp grpc-timeout with the same lease\n"
+        "  --grpc-timeout        also stamp grpc-timeout with the same lease\n");
+    /* in two parts: one string literal is at most 4095 bytes in C11 */
+    fprintf(
+        f,
         "Stream:\n"
-        "  --format sse|ndjson   framing (sse)\n"
+        "  --format sse|ndjson|eventstream\n"
+        "                        framing (sse; eventstream: AWS's binary messages)\n"
         "  --done DATA           terminal sentinel: SSE data, or an NDJSON line ([DONE] "
         "for sse)\n"
         "  --done-event TYPE     terminal event type (e.g. message_stop)\n"
@@ -68,8 +72,8 @@ void usage(FILE *f) {
         "  --skip-event TYPE     SSE event type that is not an item (repeatable, 16)\n"
         "  --profile NAME        a provider's stream semantics: openai, "
         "openai-responses,\n"
-        "                        anthropic, gemini, ollama (first-item clock = first "
-        "token)\n"
+        "                        anthropic, gemini, ollama, bedrock-converse,\n"
+        "                        bedrock-invoke (first-item clock = first token)\n"
         "  --max-items N         cap on items (runaway guard)\n"
         "  --max-bytes N         cap on body bytes\n"
         "  --max-event-bytes N   largest line or event accepted (1048576);\n"

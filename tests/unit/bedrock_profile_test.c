@@ -1,0 +1,422 @@
+/*
+ * The Bedrock profiles on AWS event streams (the shapes of
+ * docs/provider-streams.md), through sg_stream with a hand-driven clock:
+ * ConverseStream's events (held metadata, the first contentBlockDelta as
+ * the first token, messageStop then metadata as the clean end), the
+ * model's own JSON inside InvokeModelWithResponseStream's chunks, and
+ * exception and error messages as provider errors (transient only for
+ * throttling and unavailable).  Messages are encoded here, their CRCs by
+ * zlib; the decoder's own conformance is eventstream_test.c's.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <zlib.h>
+
+#include <streamguard/streamguard.h>
+
+#define T0 SG_SEC(100)
+
+/* ------------------------------------------------------------- encoding */
+
+typedef struct wire {
+    unsigned char b[1 << 16];
+    size_t n;
+} wire;
+
+static void be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* Appends one message: string headers @names[i] = @values[i] (@nh of
+ * them), then @payload. */
+static void msg(wire *w, size_t nh, const char *const *names, const char *const *values,
+                const char *payload) {
+    unsigned char h[1024];
+    size_t hl = 0;
+    for (size_t i = 0; i < nh; i++) {
+        size_t nl = strlen(names[i]);
+        size_t vl = strlen(values[i]);
+        h[hl++] = (unsigned char)nl;
+        memcpy(h + hl, names[i], nl);
+        hl += nl;
+        h[hl++] = 7; /* string */
+        h[hl++] = (unsigned char)(vl >> 8);
+        h[hl++] = (unsigned char)vl;
+        memcpy(h + hl, values[i], vl);
+        hl += vl;
+    }
+    size_t pl = strlen(payload);
+    uint32_t total = (uint32_t)(12 + hl + pl + 4);
+    unsigned char *m = w->b + w->n;
+    assert_true(w->n + total <= sizeof(w->b));
+    be32(m, total);
+    be32(m + 4, (uint32_t)hl);
+    be32(m + 8, (uint32_t)crc32(0, m, 8));
+    memcpy(m + 12, h, hl);
+    memcpy(m + 12 + hl, payload, pl);
+    be32(m + 12 + hl + pl, (uint32_t)crc32(0, m, 12 + hl + pl));
+    w->n += total;
+}
+
+static void event(wire *w, const char *type, const char *payload) {
+    const char *names[] = {":message-type", ":event-type", ":content-type"};
+    const char *values[] = {"event", type, "application/json"};
+    msg(w, 3, names, values, payload);
+}
+
+static void exception(wire *w, const char *type, const char *payload) {
+    const char *names[] = {":message-type", ":exception-type", ":content-type"};
+    const char *values[] = {"exception", type, "application/json"};
+    msg(w, 3, names, values, payload);
+}
+
+/* An InvokeModelWithResponseStream chunk: the model's @json, base64. */
+static void chunk(wire *w, const char *json) {
+    static const char al[] =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char payload[4096];
+    size_t n = strlen(json);
+    size_t o = (size_t)snprintf(payload, sizeof(payload), "{\"bytes\":\"");
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)(unsigned char)json[i] << 16;
+        v |= i + 1 < n ? (uint32_t)(unsigned char)json[i + 1] << 8 : 0;
+        v |= i + 2 < n ? (uint32_t)(unsigned char)json[i + 2] : 0;
+        payload[o++] = al[v >> 18 & 63];
+        payload[o++] = al[v >> 12 & 63];
+        payload[o++] = i + 1 < n ? al[v >> 6 & 63] : '=';
+        payload[o++] = i + 2 < n ? al[v & 63] : '=';
+    }
+    snprintf(payload + o, sizeof(payload) - o, "\"}");
+    event(w, "chunk", payload);
+}
+
+/* ----------------------------------------------------------------- play */
+
+typedef struct run {
+    int items;
+    int tokens, metas, ends; /* by sg_item.kind */
+    sg_outcome outcome;
+    int feed_rc;
+    char type[64];
+    char message[128];
+    bool retryable;
+    int64_t ttft;
+    bool partial;
+} run;
+
+static int on_item(const sg_item *item, void *ud) {
+    run *r = ud;
+    r->items++;
+    r->tokens += item->kind == SG_ITEM_TOKEN;
+    r->metas += item->kind == SG_ITEM_META;
+    r->ends += item->kind == SG_ITEM_END;
+    return 0;
+}
+
+/* Plays @first at T0, then @rest @prefill later, through a stream with
+ * @profile (one byte at a time when @bytewise); then the body ends. */
+static run play(const char *profile, const wire *first, const wire *rest, int64_t prefill,
+                bool bytewise) {
+    run r;
+    memset(&r, 0, sizeof(r));
+    sg_stream_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    assert_int_equal(sg_profile_framing(profile, &cfg), 0);
+    assert_int_equal(cfg.format, SG_FORMAT_EVENTSTREAM);
+    size_t n = sg_stream_buffer_size(&cfg);
+    assert_true(n > 0);
+    char *buf = malloc(n);
+    sg_stream s;
+    assert_int_equal(sg_stream_init(&s, &cfg, on_item, &r, buf, n), 0);
+    sg_guard_config g;
+    sg_guard_config_init(&g);
+    assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
+    sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
+    const wire *parts[2] = {first, rest};
+    for (int k = 0; k < 2 && r.feed_rc == 0; k++) {
+        const wire *w = parts[k];
+        int64_t at = k == 0 ? T0 : T0 + prefill;
+        size_t step = bytewise ? 1 : w->n;
+        for (size_t i = 0; i < w->n && r.feed_rc == 0; i += step) {
+            size_t len = w->n - i < step ? w->n - i : step;
+            r.feed_rc = sg_stream_feed(&s, w->b + i, len, at);
+        }
+    }
+    sg_guard_result gr;
+    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
+    r.outcome = gr.outcome;
+    r.ttft = gr.first_item_ns;
+    r.partial = gr.partial;
+    const char *type = NULL;
+    const char *message = NULL;
+    if (sg_stream_provider_error(&s, &type, &message, &r.retryable)) {
+        snprintf(r.type, sizeof(r.type), "%s", type);
+        snprintf(r.message, sizeof(r.message), "%s", message);
+    }
+    free(buf);
+    return r;
+}
+
+/* ------------------------------------------------------ bedrock-converse */
+
+static void converse_start(wire *w) {
+    memset(w, 0, sizeof(*w));
+    event(w, "messageStart", "{\"p\":\"abcd\",\"role\":\"assistant\"}");
+    event(w, "contentBlockStart",
+          "{\"contentBlockIndex\":0,\"p\":\"ab\",\"start\":{\"toolUse\":null}}");
+}
+
+static void converse_tokens(wire *w, int n) {
+    for (int i = 0; i < n; i++) {
+        event(
+            w, "contentBlockDelta",
+            "{\"contentBlockIndex\":0,\"delta\":{\"text\":\"Hello\"},\"p\":\"abcdef\"}");
+    }
+}
+
+static void converse_end(wire *w, bool metadata) {
+    event(w, "contentBlockStop", "{\"contentBlockIndex\":0,\"p\":\"abc\"}");
+    event(w, "messageStop", "{\"p\":\"ab\",\"stopReason\":\"end_turn\"}");
+    if (metadata) {
+        event(w, "metadata",
+              "{\"metrics\":{\"latencyMs\":412},\"p\":\"a\",\"usage\":{\"inputTokens\":9,"
+              "\"outputTokens\":3,\"totalTokens\":12}}");
+    }
+}
+
+static void converse_is_guarded_from_its_first_delta_to_messagestop(void **state) {
+    (void)state;
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        wire a, b;
+        converse_start(&a);
+        memset(&b, 0, sizeof(b));
+        converse_tokens(&b, 3);
+        converse_end(&b, true);
+        run r = play("bedrock-converse", &a, &b, SG_MS(700), bytewise);
+        assert_int_equal(r.outcome, SG_OUTCOME_OK);
+        /* the two held events come with the first token: time to first
+         * token is the delta's, not messageStart's */
+        assert_true(r.ttft == SG_MS(700));
+        assert_int_equal(r.items, 8);
+        assert_int_equal(r.metas, 2);
+        assert_int_equal(r.ends, 1);
+    }
+}
+
+static void converse_ends_cleanly_only_after_messagestop(void **state) {
+    (void)state;
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    converse_tokens(&b, 2);
+    converse_end(&b, false); /* no metadata after messageStop: still ok */
+    assert_int_equal(play("bedrock-converse", &a, &b, SG_MS(5), false).outcome,
+                     SG_OUTCOME_OK);
+
+    memset(&b, 0, sizeof(b));
+    converse_tokens(&b, 2); /* the body ends before messageStop */
+    run r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+    assert_true(r.partial);
+
+    /* a message cut in half at the body's end: truncated, not ok */
+    converse_end(&b, true);
+    b.n -= 7;
+    assert_int_equal(play("bedrock-converse", &a, &b, SG_MS(5), false).outcome,
+                     SG_OUTCOME_TRUNCATED);
+}
+
+static void converse_metadata_alone_is_no_first_token(void **state) {
+    (void)state;
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    event(&b, "contentBlockStop", "{\"contentBlockIndex\":0}");
+    run r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED);
+    assert_int_equal(r.items, 0); /* held, never delivered */
+    assert_false(r.partial);
+    assert_true(r.ttft < 0);
+}
+
+static void
+throttling_before_the_first_token_is_a_transient_provider_error(void **state) {
+    (void)state;
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    exception(&b, "throttlingException",
+              "{\"message\":\"Too many requests, please wait before trying again.\"}");
+    run r = play("bedrock-converse", &a, &b, SG_MS(5), true);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_int_equal(r.feed_rc, SG_EPROVIDER);
+    assert_string_equal(r.type, "throttlingException");
+    assert_string_equal(r.message, "Too many requests, please wait before trying again.");
+    assert_true(r.retryable);
+    assert_int_equal(r.items, 0);
+    assert_false(r.partial);
+
+    /* after the first token: the same error, and the stream is partial */
+    converse_start(&a);
+    converse_tokens(&a, 2);
+    r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_true(r.partial);
+    assert_int_equal(r.items, 4);
+}
+
+static void other_exceptions_and_error_messages_are_not_transient(void **state) {
+    (void)state;
+    static const char *const kinds[][2] = {
+        {"modelStreamErrorException", "false"},  {"validationException", "false"},
+        {"internalServerException", "false"},    {"modelTimeoutException", "false"},
+        {"serviceUnavailableException", "true"},
+    };
+    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+        wire a, b;
+        converse_start(&a);
+        memset(&b, 0, sizeof(b));
+        exception(&b, kinds[i][0], "{\"message\":\"m\"}");
+        run r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+        assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+        assert_string_equal(r.type, kinds[i][0]);
+        assert_int_equal(r.retryable, strcmp(kinds[i][1], "true") == 0);
+    }
+    /* an error message: its code and message in headers */
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    const char *names[] = {":message-type", ":error-code", ":error-message"};
+    const char *values[] = {"error", "InternalFailure", "the service broke"};
+    msg(&b, 3, names, values, "");
+    run r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "InternalFailure");
+    assert_string_equal(r.message, "the service broke");
+    assert_false(r.retryable);
+}
+
+static void a_damaged_message_is_a_protocol_error(void **state) {
+    (void)state;
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    converse_tokens(&b, 1);
+    b.b[b.n - 6] ^= 0x20; /* a payload byte: the message CRC fails */
+    run r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.feed_rc, SG_EMESSAGE_CRC);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
+    b.b[b.n - 6] ^= 0x20;
+    b.b[b.n - b.n + 1] ^= 0x01; /* the first prelude's length */
+    r = play("bedrock-converse", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.feed_rc, SG_EPRELUDE_CRC);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
+}
+
+/* -------------------------------------------------------- bedrock-invoke */
+
+static void invoke_reads_anthropic_events_inside_the_chunks(void **state) {
+    (void)state;
+    wire a, b;
+    memset(&a, 0, sizeof(a));
+    chunk(&a, "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"role\":"
+              "\"assistant\",\"stop_reason\":null}}");
+    chunk(&a, "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":"
+              "{\"type\":\"text\",\"text\":\"\"}}");
+    memset(&b, 0, sizeof(b));
+    chunk(&b, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+              "\"text_delta\",\"text\":\"Hi\"}}");
+    chunk(&b, "{\"type\":\"content_block_stop\",\"index\":0}");
+    chunk(&b, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+              "\"usage\":{\"output_tokens\":2}}");
+    chunk(&b, "{\"type\":\"message_stop\",\"amazon-bedrock-invocationMetrics\":"
+              "{\"inputTokenCount\":9,\"outputTokenCount\":2}}");
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        run r = play("bedrock-invoke", &a, &b, SG_MS(300), bytewise);
+        assert_int_equal(r.outcome, SG_OUTCOME_OK);
+        assert_true(r.ttft == SG_MS(300));
+        assert_int_equal(r.items, 6);
+        assert_int_equal(r.metas, 2);
+        assert_int_equal(r.ends, 1);
+    }
+    /* without the model's end: truncated */
+    b.n = 0;
+    chunk(&b, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+              "\"text_delta\",\"text\":\"Hi\"}}");
+    assert_int_equal(play("bedrock-invoke", &a, &b, SG_MS(5), false).outcome,
+                     SG_OUTCOME_TRUNCATED);
+}
+
+static void invoke_reads_other_model_families(void **state) {
+    (void)state;
+    /* Amazon Titan, Meta Llama: a text field, then a stop field */
+    static const char *const streams[][3] = {
+        {"{\"outputText\":\"\",\"index\":0,\"completionReason\":null}",
+         "{\"outputText\":\"Hello\",\"index\":0,\"completionReason\":null}",
+         "{\"outputText\":\"\",\"completionReason\":\"FINISH\"}"},
+        {"{\"generation\":\"\",\"stop_reason\":null}",
+         "{\"generation\":\"Hi\",\"prompt_token_count\":null,\"stop_reason\":null}",
+         "{\"generation\":\"\",\"stop_reason\":\"stop\",\"amazon-bedrock-"
+         "invocationMetrics\":{\"outputTokenCount\":1}}"},
+    };
+    for (size_t i = 0; i < 2; i++) {
+        wire a, b;
+        memset(&a, 0, sizeof(a));
+        chunk(&a, streams[i][0]); /* no text yet: metadata */
+        memset(&b, 0, sizeof(b));
+        chunk(&b, streams[i][1]);
+        chunk(&b, streams[i][2]);
+        run r = play("bedrock-invoke", &a, &b, SG_MS(40), false);
+        assert_int_equal(r.outcome, SG_OUTCOME_OK);
+        assert_true(r.ttft == SG_MS(40));
+        assert_int_equal(r.metas, 1);
+        assert_int_equal(r.ends, 1);
+    }
+}
+
+static void invoke_sees_the_models_own_error_and_the_streams_exceptions(void **state) {
+    (void)state;
+    wire a, b;
+    memset(&a, 0, sizeof(a));
+    chunk(&a, "{\"type\":\"message_start\",\"message\":{\"id\":\"m\"}}");
+    memset(&b, 0, sizeof(b));
+    chunk(&b, "{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":"
+              "\"Overloaded\"}}");
+    run r = play("bedrock-invoke", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "overloaded_error");
+    assert_string_equal(r.message, "Overloaded");
+    assert_true(r.retryable);
+
+    memset(&b, 0, sizeof(b));
+    exception(&b, "modelTimeoutException", "{\"message\":\"Model timed out\"}");
+    r = play("bedrock-invoke", &a, &b, SG_MS(5), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "modelTimeoutException");
+    assert_false(r.retryable);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(converse_is_guarded_from_its_first_delta_to_messagestop),
+        cmocka_unit_test(converse_ends_cleanly_only_after_messagestop),
+        cmocka_unit_test(converse_metadata_alone_is_no_first_token),
+        cmocka_unit_test(throttling_before_the_first_token_is_a_transient_provider_error),
+        cmocka_unit_test(other_exceptions_and_error_messages_are_not_transient),
+        cmocka_unit_test(a_damaged_message_is_a_protocol_error),
+        cmocka_unit_test(invoke_reads_anthropic_events_inside_the_chunks),
+        cmocka_unit_test(invoke_reads_other_model_families),
+        cmocka_unit_test(invoke_sees_the_models_own_error_and_the_streams_exceptions),
+    };
+    return cmocka_run_group_tests_name("bedrock profiles", tests, NULL, NULL);
+}
