@@ -11,6 +11,8 @@ packages=(
   gcc clang cmake make pkg-config
   # library dependencies
   libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
+  # sg-fakemodel's AWS event-stream CRC32
+  zlib1g-dev
   # the ledger's PostgreSQL backend (libpq), and the server its tests start
   libpq-dev postgresql
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,

@@ -105,7 +105,7 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         char cl[24];
         snprintf(st, sizeof(st), "%d", status);
         snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
-        nghttp2_nv nva[7];
+        nghttp2_nv nva[8];
         size_t n = 0;
 #define NV(NAME, VALUE)                               \
     do {                                              \
@@ -129,6 +129,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         if (date[0] != '\0') {
             NV("date", date);
         }
+        if (ex->amzn_error_type != NULL) {
+            NV("x-amzn-errortype", ex->amzn_error_type);
+        }
 #undef NV
         nghttp2_data_provider prd;
         prd.source.ptr = ex;
@@ -146,6 +149,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         }
         if (date[0] != '\0') {
             sg_fm_buf_printf(&c->out, "Date: %s\r\n", date);
+        }
+        if (ex->amzn_error_type != NULL) {
+            sg_fm_buf_printf(&c->out, "x-amzn-ErrorType: %s\r\n", ex->amzn_error_type);
         }
         if (content_length >= 0) {
             sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",
@@ -211,17 +217,26 @@ static int64_t first_delay(const struct exchange *ex) {
 
 static void start_stream_response(exchange *ex) {
     int64_t now = sg_fm_now();
+    int es = sg_fm_format_is_eventstream(ex->sc.format);
     const char *ctype =
         ex->sc.format == SG_FM_FMT_NDJSON || ex->sc.format == SG_FM_FMT_OLLAMA
             ? "application/x-ndjson"
-            : "text/event-stream";
+        : es ? "application/vnd.amazon.eventstream"
+             : "text/event-stream";
     if (ex->status > 0 && ex->status != 200) {
-        /* The scripted failure: status, Retry-After, a JSON error body. */
+        /* The scripted failure: status, Retry-After, a JSON error body
+         * (Bedrock's shape and x-amzn-ErrorType for the Bedrock formats). */
         sg_fm_buf b = {0};
-        sg_fm_buf_printf(&b,
-                         "{\"error\":{\"message\":\"sg-fakemodel scripted status %d\","
-                         "\"type\":\"scripted\",\"code\":%d}}\n",
-                         ex->status, ex->status);
+        if (es) {
+            sg_fm_buf_printf(&b, "{\"message\":\"sg-fakemodel scripted status %d\"}\n",
+                             ex->status);
+            ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
+        } else {
+            sg_fm_buf_printf(&b,
+                             "{\"error\":{\"message\":\"sg-fakemodel scripted status "
+                             "%d\",\"type\":\"scripted\",\"code\":%d}}\n",
+                             ex->status, ex->status);
+        }
         int st = ex->status;
         ex->st = X_STREAMING;
         send_headers(ex, st, "application/json", (int64_t)b.len,
@@ -289,10 +304,22 @@ static sg_fm_format path_format(const char *path, size_t len) {
     }
     /* Gemini names the model in the path: /v1beta/models/{model}:
      * streamGenerateContent (Vertex AI: .../publishers/google/models/...). */
-    static const char gemini[] = ":streamGenerateContent";
-    size_t gl = sizeof(gemini) - 1;
-    if (len > gl && path[0] == '/' && memcmp(path + len - gl, gemini, gl) == 0) {
-        return SG_FM_FMT_GEMINI;
+    static const struct {
+        const char *suffix;
+        sg_fm_format fmt;
+    } suffixes[] = {
+        {":streamGenerateContent", SG_FM_FMT_GEMINI},
+        /* Bedrock: /model/{modelId}/converse-stream and
+         * /model/{modelId}/invoke-with-response-stream */
+        {"/converse-stream", SG_FM_FMT_BEDROCK_CONVERSE},
+        {"/invoke-with-response-stream", SG_FM_FMT_BEDROCK_INVOKE},
+    };
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        size_t sl = strlen(suffixes[i].suffix);
+        if (len > sl && path[0] == '/' &&
+            memcmp(path + len - sl, suffixes[i].suffix, sl) == 0) {
+            return suffixes[i].fmt;
+        }
     }
     return (sg_fm_format)-1;
 }
@@ -375,7 +402,8 @@ void ex_begin(exchange *ex) {
     if ((q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
         (ex->scenario_hdr != NULL &&
          sg_fm_scenario_parse(&ex->sc, ex->scenario_hdr, strlen(ex->scenario_hdr), err,
-                              sizeof(err)) != 0)) {
+                              sizeof(err)) != 0) ||
+        sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }

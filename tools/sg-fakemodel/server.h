@@ -92,6 +92,8 @@ struct exchange {
     int finished;
     const char *reason;
     bool tail; /* tail_first: this request waits tail_delay */
+    /* x-amzn-ErrorType of the response (Bedrock's errors), NULL for none */
+    const char *amzn_error_type;
 };
 
 struct conn {
@@ -170,6 +172,15 @@ void pend_add(exchange *ex, const char *s, size_t n);
 void emit_prelude(exchange *ex);
 void schedule_next(exchange *ex, int64_t now, int64_t normal_ms);
 void ex_step(exchange *ex);
+
+/* ------------------------------------------------------------ bedrock.c */
+
+void bedrock_prelude(exchange *ex);
+void bedrock_item(exchange *ex);
+void bedrock_end(exchange *ex);
+void bedrock_error(exchange *ex);
+/* The x-amzn-ErrorType Bedrock pairs with an HTTP status. */
+const char *bedrock_error_type_for_status(int status);
 
 /* ------------------------------------------------------------ respond.c */
 
