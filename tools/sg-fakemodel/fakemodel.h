@@ -154,6 +154,10 @@ typedef struct {
     uint32_t h2_max_streams;
     size_t max_body;
     int quiet;
+    /* --sigv4-key: requests to the model paths must carry an AWS SigV4
+     * signature by this key (NULL: none is checked) */
+    const char *sigv4_akid;
+    const char *sigv4_secret;
     sg_fm_tls_options tls_opts;
 } sg_fm_options;
 

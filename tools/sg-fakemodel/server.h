@@ -14,6 +14,9 @@
 
 #include <stdbool.h>
 #include "fakemodel.h"
+#include "sigv4.h"
+
+#include <openssl/evp.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -94,6 +97,11 @@ struct exchange {
     bool tail; /* tail_first: this request waits tail_delay */
     /* x-amzn-ErrorType of the response (Bedrock's errors), NULL for none */
     const char *amzn_error_type;
+    /* --sigv4-key only: every request header, and the body's SHA-256 */
+    sg_fm_sigv4_header *hdrs;
+    size_t n_hdrs;
+    size_t cap_hdrs;
+    EVP_MD_CTX *body_md;
 };
 
 struct conn {
@@ -165,6 +173,11 @@ size_t ex_backlog_high(const exchange *ex);
 void ex_pump(exchange *ex);
 void log_ex(exchange *ex, sg_fm_event_type type, const char *fields);
 void log_received(exchange *ex, const char *error);
+/* --sigv4-key: keeps a request header, hashes request body bytes (both do
+ * nothing when no signature is checked). */
+void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
+                    size_t vlen);
+void ex_body_data(exchange *ex, const void *data, size_t len);
 
 /* ------------------------------------------------------------ generate.c */
 
