@@ -49,6 +49,13 @@ static void setup_easy(CURL *easy, struct config *c) {
         c->http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
     }
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, c->http_version);
+    if (c->aws_sigv4 != NULL) {
+        /* libcurl signs every request it sends (retries, fallbacks, and
+         * the hedges, whose handles are duplicates of this one) */
+        curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, c->aws_sigv4);
+        curl_easy_setopt(easy, CURLOPT_USERNAME, c->aws_key_id);
+        curl_easy_setopt(easy, CURLOPT_PASSWORD, c->aws_secret);
+    }
     c->copts.headers = c->headers;
 }
 
