@@ -12,9 +12,12 @@ or, for a message whose CRC does not hold, "ok": false with "error":
 "prelude_crc" or "message_crc" (and decoding goes on at the length the
 prelude gave); then a last line {"end": "clean"} when the bytes ended on a
 message boundary, or {"end": "truncated", "left": N} with the bytes of the
-incomplete message.  Every header must be a string (type 7); any other
+incomplete message.  A payload that is JSON with a "bytes" member (an
+InvokeModelWithResponseStream chunk) also gets "model": the base64-decoded
+text.  Every header must be a string (type 7); any other
 type is reported as {"error": "header_type"} and ends the reading.
 """
+import base64
 import json
 import struct
 import sys
@@ -61,6 +64,12 @@ def decode(data):
             h += 3 + vl
         rec["headers"] = headers
         rec["payload"] = msg[12 + hlen:-4].decode()
+        try:
+            body = json.loads(rec["payload"])
+        except ValueError:
+            body = None
+        if isinstance(body, dict) and "bytes" in body:
+            rec["model"] = base64.b64decode(body["bytes"], validate=True).decode()
         out.append(rec)
         pos += total
     out.append({"end": "clean"})
