@@ -198,7 +198,8 @@ static void a_date_more_than_15_minutes_off_is_refused(void **state) {
 
 static void http2_authority_stands_for_host(void **state) {
     (void)state;
-    static const sg_fm_sigv4_header h[] = {
+    /* automatic: a static array could not copy get_vanilla's elements */
+    const sg_fm_sigv4_header h[] = {
         H(":authority", "example.amazonaws.com"),
         get_vanilla[1],
         get_vanilla[2],

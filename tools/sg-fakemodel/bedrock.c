@@ -20,7 +20,6 @@
 #include "server.h"
 
 #include <openssl/evp.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* A string literal and its length, for sg_fm_buf_append. */
@@ -79,7 +78,7 @@ static void invoke_chunk(exchange *ex, const char *model_json, size_t len, int64
     sg_fm_buf_free(&b);
 }
 
-static void invoke_chunk_printf(exchange *ex, const char *json) {
+static void invoke_chunk_str(exchange *ex, const char *json) {
     invoke_chunk(ex, json, strlen(json), 0, SG_FM_ES_INTACT);
 }
 
@@ -113,9 +112,9 @@ void bedrock_prelude(exchange *ex) {
              "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{"
              "\"input_tokens\":1,\"output_tokens\":1}}}",
              (unsigned long long)ex->id);
-    invoke_chunk_printf(ex, json);
-    invoke_chunk_printf(ex, "{\"type\":\"content_block_start\",\"index\":0,"
-                            "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
+    invoke_chunk_str(ex, json);
+    invoke_chunk_str(ex, "{\"type\":\"content_block_start\",\"index\":0,"
+                         "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
 }
 
 void bedrock_item(exchange *ex) {
@@ -168,19 +167,19 @@ void bedrock_end(exchange *ex) {
         es_event_lit(ex, "metadata", head);
         return;
     }
-    invoke_chunk_printf(ex, "{\"type\":\"content_block_stop\",\"index\":0}");
+    invoke_chunk_str(ex, "{\"type\":\"content_block_stop\",\"index\":0}");
     snprintf(head, sizeof(head),
              "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
              "\"stop_sequence\":null},\"usage\":{\"output_tokens\":%lld}}",
              items);
-    invoke_chunk_printf(ex, head);
+    invoke_chunk_str(ex, head);
     long long lat = latency_ms(ex);
     snprintf(head, sizeof(head),
              "{\"type\":\"message_stop\",\"amazon-bedrock-invocationMetrics\":{"
              "\"inputTokenCount\":1,\"outputTokenCount\":%lld,\"invocationLatency\":%lld,"
              "\"firstByteLatency\":%lld}}",
              items, lat, lat);
-    invoke_chunk_printf(ex, head);
+    invoke_chunk_str(ex, head);
 }
 
 void bedrock_error(exchange *ex) {
