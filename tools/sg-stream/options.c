@@ -163,6 +163,13 @@ static int aws_credentials(struct config *c) {
                            "transport does not sign: drop --http2%s",
                            "");
     }
+    /* CURLOPT_AWS_SIGV4 came with libcurl 7.75.0: asked of the library run,
+     * which may be older than the one built against */
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    if (v->version_num < 0x074b00) {
+        return usage_error("--aws-sigv4 needs libcurl 7.75 or later, this is %s",
+                           v->version);
+    }
     const char *id = getenv("AWS_ACCESS_KEY_ID");
     const char *secret = getenv("AWS_SECRET_ACCESS_KEY");
     if (id == NULL || *id == '\0' || secret == NULL || *secret == '\0') {
