@@ -138,6 +138,14 @@ L=$(fm_log 'key=sv-fallback&event=finished')
 echo "$L" | grep -q '"reason":"status","status":503' && echo "$L" | grep -q '"reason":"done"' ||
     fail "fallback: server log $L"
 
+# ---- the server's option itself
+for bad in nocolon :secret AKID: ''; do
+    "$FM" --port 0 --sigv4-key "$bad" >/dev/null 2>"$ERR"
+    [ "$?" = 2 ] && grep -q 'takes ACCESS_KEY_ID:SECRET' "$ERR" ||
+        fail "sg-fakemodel --sigv4-key '$bad': not a usage error"
+done
+pass "sg-fakemodel --sigv4-key checks its value"
+
 # ---- the curl command's own signer against the verifier
 if curl --help all 2>/dev/null | grep -q -- '--aws-sigv4'; then
     for proto in --http1.1 --http2-prior-knowledge; do
