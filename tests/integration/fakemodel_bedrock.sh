@@ -29,13 +29,14 @@ CONVERSE=/model/sg-fake/converse-stream
 INVOKE=/model/anthropic.claude-sg/invoke-with-response-stream
 
 # req KEY PATH [curl options...]: POSTs a Converse-style body, saves the
-# binary body to $B and the decoded messages to $D; sets RC and CODE.
+# binary body to $B and the decoded messages to $D; sets RC and CODE (a body
+# that never ends fails after 20 s instead of hanging the test).
 req() {
     local key=$1 path=$2
     shift 2
     RC=0
     rm -f "$B" "$H" "$D"
-    CODE=$(curl -sS "${OPTS[@]}" -H "Idempotency-Key: $PROTO-$key" -D "$H" -o "$B" \
+    CODE=$(curl -sS -m 20 "${OPTS[@]}" -H "Idempotency-Key: $PROTO-$key" -D "$H" -o "$B" \
         -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
         -d '{"messages":[{"role":"user","content":[{"text":"hi"}]}]}' "$@" \
         "$BASE$path" 2>"$FM_DIR/curl.err") || RC=$?
@@ -180,6 +181,10 @@ esac
 LEFT=$(line 3 | sed -n 's/.*"left":\([0-9]*\).*/\1/p')
 [ "${LEFT:-0}" -gt 0 ] || fail "cut: no partial message"
 [ "$(fm_field "$(K cut)" finished reason)" = cut ] || fail "cut: reason"
+req cutsplit "$CONVERSE?bytes_per_write=50&cut_at=1&n=3&write_gap=1"
+[ "$RC" = 0 ] && [ "$(types)" = "messageStart contentBlockDelta end:truncated" ] ||
+    fail "cut in pieces: rc=$RC $(types)"
+[ "$(fm_field "$(K cutsplit)" finished reason)" = cut ] || fail "cut in pieces: reason"
 req cutdrop "$CONVERSE?n=3&cut_at=1&cut=drop"
 [ "$RC" != 0 ] || fail "cut=drop: curl saw a clean end"
 [ "$(fm_field "$(K cutdrop)" finished reason)" = dropped ] || fail "cut=drop: reason"

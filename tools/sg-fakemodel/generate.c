@@ -594,6 +594,10 @@ void ex_step(exchange *ex) {
                 } else {
                     ex->eof_pending = 1;
                 }
+                if (ex->sc.bytes_per_write > 0) {
+                    release_piece(ex, now);
+                    return;
+                }
                 ex_pump(ex);
                 return;
             }
