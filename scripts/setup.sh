@@ -10,7 +10,9 @@ packages=(
   # build
   gcc clang cmake make pkg-config
   # library dependencies
-  libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev zlib1g-dev
+  libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
+  # CRC32 of AWS event-stream messages (the decoder, sg-fakemodel)
+  zlib1g-dev
   # the ledger's PostgreSQL backend (libpq), and the server its tests start
   libpq-dev postgresql
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,

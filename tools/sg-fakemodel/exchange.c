@@ -166,9 +166,58 @@ void ex_free(exchange *ex) {
     free(ex->deadline_ms);
     free(ex->grpc_timeout);
     free(ex->scenario_hdr);
+    for (size_t i = 0; i < ex->n_hdrs; i++) {
+        free((char *)(uintptr_t)ex->hdrs[i].name);
+    }
+    free(ex->hdrs);
+    EVP_MD_CTX_free(ex->body_md);
     sg_fm_buf_free(&ex->pend);
     free(ex);
     c->srv->n_exchanges--;
+}
+
+/* The most request headers kept for the signature check; more is refused
+ * by the check (a signed header beyond them is "not in the request"). */
+#define MAX_KEPT_HEADERS 128
+
+void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
+                    size_t vlen) {
+    if (ex->c->srv->o->sigv4_akid == NULL || ex->n_hdrs == MAX_KEPT_HEADERS) {
+        return;
+    }
+    if (ex->n_hdrs == ex->cap_hdrs) {
+        size_t cap = ex->cap_hdrs ? 2 * ex->cap_hdrs : 16;
+        sg_fm_sigv4_header *h = realloc(ex->hdrs, cap * sizeof(*h));
+        if (h == NULL) {
+            return;
+        }
+        ex->hdrs = h;
+        ex->cap_hdrs = cap;
+    }
+    /* one allocation: "name\0value\0" */
+    char *p = malloc(nlen + vlen + 2);
+    if (p == NULL) {
+        return;
+    }
+    memcpy(p, name, nlen);
+    p[nlen] = '\0';
+    memcpy(p + nlen + 1, value, vlen);
+    p[nlen + 1 + vlen] = '\0';
+    ex->hdrs[ex->n_hdrs++] = (sg_fm_sigv4_header){p, nlen, p + nlen + 1, vlen};
+}
+
+void ex_body_data(exchange *ex, const void *data, size_t len) {
+    if (ex->c->srv->o->sigv4_akid == NULL) {
+        return;
+    }
+    if (ex->body_md == NULL) {
+        ex->body_md = EVP_MD_CTX_new();
+        if (ex->body_md == NULL ||
+            EVP_DigestInit_ex(ex->body_md, EVP_sha256(), NULL) != 1) {
+            return;
+        }
+    }
+    EVP_DigestUpdate(ex->body_md, data, len);
 }
 
 void ex_arm(exchange *ex, int64_t due) {

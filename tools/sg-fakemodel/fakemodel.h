@@ -39,6 +39,29 @@ static inline char *sg_fm_buf_data(const sg_fm_buf *b) {
 /* Appends s as the inside of a JSON string (no quotes), escaping as needed. */
 int sg_fm_buf_json_str(sg_fm_buf *b, const char *s, size_t len);
 
+/* ------------------------------------------------------------ event stream */
+
+/* One string header (type 7) of an AWS event-stream message. */
+typedef struct {
+    const char *name;  /* at most 255 bytes */
+    const char *value; /* at most 65535 bytes */
+} sg_fm_es_header;
+
+/* A fault to put in a message on purpose (bad_crc_at). */
+typedef enum {
+    SG_FM_ES_INTACT = 0,
+    SG_FM_ES_BAD_PRELUDE_CRC,
+    SG_FM_ES_BAD_MESSAGE_CRC
+} sg_fm_es_damage;
+
+/* The bytes the headers take, and the whole message (eventstream.c). */
+size_t sg_fm_es_headers_len(const sg_fm_es_header *h, size_t n);
+size_t sg_fm_es_message_len(const sg_fm_es_header *h, size_t n, size_t payload_len);
+/* Appends one message to out.  Returns 0, or -1 when out of memory or the
+ * message would exceed 4 GiB. */
+int sg_fm_es_message(sg_fm_buf *out, const sg_fm_es_header *h, size_t n,
+                     const char *payload, size_t payload_len, sg_fm_es_damage damage);
+
 /* ------------------------------------------------------------ timers */
 
 #define SG_FM_NS_PER_MS 1000000LL
@@ -131,6 +154,10 @@ typedef struct {
     uint32_t h2_max_streams;
     size_t max_body;
     int quiet;
+    /* --sigv4-key: requests to the model paths must carry an AWS SigV4
+     * signature by this key (NULL: none is checked) */
+    const char *sigv4_akid;
+    const char *sigv4_secret;
     sg_fm_tls_options tls_opts;
 } sg_fm_options;
 

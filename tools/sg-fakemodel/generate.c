@@ -98,6 +98,10 @@ static void end_sse_item(exchange *ex, size_t event_start, size_t data_start,
     "\"responseId\": \"gemini-%llu\""
 
 static void emit_item(exchange *ex) {
+    if (sg_fm_format_is_eventstream(ex->sc.format)) {
+        bedrock_item(ex);
+        return;
+    }
     size_t before = ex->pend.len;
     unsigned long long id = (unsigned long long)ex->id;
     long long i = (long long)ex->items;
@@ -333,6 +337,10 @@ static int gemini_code(const char *status) {
 }
 
 void emit_prelude(exchange *ex) {
+    if (sg_fm_format_is_eventstream(ex->sc.format)) {
+        bedrock_prelude(ex);
+        return;
+    }
     if (ex->sc.format == SG_FM_FMT_SSE && ex->sc.role_chunk) {
         /* OpenAI's first chunk: the role, no content yet */
         size_t before = ex->pend.len;
@@ -366,6 +374,10 @@ void emit_prelude(exchange *ex) {
 }
 
 static void emit_end(exchange *ex) {
+    if (sg_fm_format_is_eventstream(ex->sc.format)) {
+        bedrock_end(ex);
+        return;
+    }
     if (ex->sc.format == SG_FM_FMT_RESPONSES) {
         responses_end(ex);
         return;
@@ -417,6 +429,10 @@ static void emit_end(exchange *ex) {
 
 /* An in-band error in the format's own shape (the HTTP status stays 200). */
 static void emit_error(exchange *ex) {
+    if (sg_fm_format_is_eventstream(ex->sc.format)) {
+        bedrock_error(ex);
+        return;
+    }
     size_t before = ex->pend.len;
     const char *t = ex->sc.error_type;
     switch (ex->sc.format) {
@@ -560,6 +576,28 @@ void ex_step(exchange *ex) {
             }
             if (ex->sc.drop_after >= 0 && ex->items == ex->sc.drop_after) {
                 ex->drop_pending = 1;
+                ex_pump(ex);
+                return;
+            }
+            if (ex->sc.cut_at >= 0 && ex->items == ex->sc.cut_at) {
+                /* half of the next item, then the end: a message (event,
+                 * line) cut in the middle */
+                size_t before = ex->pend.len;
+                uint64_t bytes = ex->bytes;
+                emit_item(ex);
+                size_t keep = (ex->pend.len - before) / 2;
+                ex->pend.len = before + keep;
+                ex->bytes = bytes + keep;
+                ex->reason = "cut";
+                if (ex->sc.cut_drop) {
+                    ex->drop_pending = 1;
+                } else {
+                    ex->eof_pending = 1;
+                }
+                if (ex->sc.bytes_per_write > 0) {
+                    release_piece(ex, now);
+                    return;
+                }
                 ex_pump(ex);
                 return;
             }

@@ -34,11 +34,19 @@ static void copy_h1_request(exchange *ex, const sg_fm_h1_request *r) {
             *dst = dup_cut(h->value, h->value_len, FIELD_MAX);
         }
     }
+    for (size_t i = 0; i < r->num_headers; i++) {
+        ex_keep_header(ex, r->headers[i].name, r->headers[i].name_len,
+                       r->headers[i].value, r->headers[i].value_len);
+    }
     const sg_fm_h1_header *e = sg_fm_h1_find_header(r, "expect");
     ex->expect_continue =
         e != NULL && sg_fm_h1_iequal(e->value, e->value_len, "100-continue", 12);
     ex->h10 = r->minor_version == 0;
     ex->keep_alive = r->keep_alive;
+}
+
+static void on_chunk_data(void *user_data, const char *data, size_t len) {
+    ex_body_data(user_data, data, len);
 }
 
 /* A request that cannot be parsed: answered, logged, and the connection closed. */
@@ -115,6 +123,8 @@ int h1_process(conn *c) {
         c->body_chunked = req.chunked;
         c->body_left = req.content_length > 0 ? req.content_length : 0;
         memset(&c->chunk, 0, sizeof(c->chunk));
+        c->chunk.on_data = on_chunk_data;
+        c->chunk.user_data = ex;
         c->h1 = (req.chunked || c->body_left > 0) ? H1_BODY : H1_RESPONDING;
         if (c->h1 == H1_RESPONDING) {
             ex_begin(ex);
@@ -148,6 +158,7 @@ int h1_process(conn *c) {
             if ((int64_t)take > c->body_left) {
                 take = (size_t)c->body_left;
             }
+            ex_body_data(ex, sg_fm_buf_data(&c->in), take);
             sg_fm_buf_consume(&c->in, take);
             c->body_left -= (int64_t)take;
             ex->body_bytes += take;

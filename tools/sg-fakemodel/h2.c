@@ -105,6 +105,9 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
     if (ex == NULL) {
         return 0;
     }
+    if (namelen > 0 && (name[0] != ':' || name_eq(name, namelen, ":authority"))) {
+        ex_keep_header(ex, (const char *)name, namelen, (const char *)value, valuelen);
+    }
     if (name_eq(name, namelen, ":method")) {
         size_t n = valuelen < sizeof(ex->method) - 1 ? valuelen : sizeof(ex->method) - 1;
         memcpy(ex->method, value, n);
@@ -133,11 +136,11 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
 static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
                             const uint8_t *data, size_t len, void *user_data) {
     (void)flags;
-    (void)data;
     (void)user_data;
     exchange *ex = nghttp2_session_get_stream_user_data(session, stream_id);
     if (ex != NULL) {
         ex->body_bytes += len;
+        ex_body_data(ex, data, len);
     }
     return 0;
 }

@@ -330,6 +330,9 @@ long sg_fm_h1_chunked_consume(sg_fm_h1_chunked *d, const char *buf, size_t len) 
             if (take > d->remaining) {
                 take = d->remaining;
             }
+            if (d->on_data != NULL && take > 0) {
+                d->on_data(d->user_data, buf + i, (size_t)take);
+            }
             d->remaining -= take;
             d->body_bytes += take;
             i += (size_t)take;

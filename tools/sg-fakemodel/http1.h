@@ -63,8 +63,12 @@ int sg_fm_h1_parse_request(const char *buf, size_t head_len, sg_fm_h1_request *r
 const sg_fm_h1_header *sg_fm_h1_find_header(const sg_fm_h1_request *req,
                                             const char *name);
 
-/* Incremental decoder for a chunked request body; the data is discarded. */
+/* Incremental decoder for a chunked request body; the data is discarded
+ * unless on_data is set. */
 typedef struct {
+    /* Optional: called with each piece of decoded body (NULL: discarded). */
+    void (*on_data)(void *user_data, const char *data, size_t len);
+    void *user_data;
     int state;           /* private */
     uint64_t remaining;  /* private: bytes left in the current chunk */
     size_t line_len;     /* private: bytes of the current size/trailer line */

@@ -35,6 +35,8 @@ static const char usage[] =
     "      --log-file FILE     also append every event as a JSON line to FILE\n"
     "      --h2-max-streams N  SETTINGS_MAX_CONCURRENT_STREAMS (default 10000)\n"
     "      --max-body BYTES    largest request body accepted (default 16777216)\n"
+    "      --sigv4-key AKID:SECRET  model paths need an AWS SigV4 signature by this\n"
+    "                          key, else 403 (a test key: it shows in ps)\n"
     "  -q, --quiet             no banner on stderr\n"
     "  -h, --help              this text\n"
     "  -V, --version           print the version\n";
@@ -49,7 +51,8 @@ enum {
     OPT_LOG_CAP,
     OPT_LOG_FILE,
     OPT_H2_MAX_STREAMS,
-    OPT_MAX_BODY
+    OPT_MAX_BODY,
+    OPT_SIGV4_KEY
 };
 
 static int parse_num(const char *opt, const char *v, unsigned long long min,
@@ -95,6 +98,7 @@ int main(int argc, char **argv) {
         {"log-file", required_argument, NULL, OPT_LOG_FILE},
         {"h2-max-streams", required_argument, NULL, OPT_H2_MAX_STREAMS},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
+        {"sigv4-key", required_argument, NULL, OPT_SIGV4_KEY},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -103,6 +107,7 @@ int main(int argc, char **argv) {
     opterr = 0;
     int ch;
     unsigned long long x;
+    char sigv4_akid[129];
     while ((ch = getopt_long(argc, argv, ":p:6qhV", longopts, NULL)) != -1) {
         switch (ch) {
         case 'p':
@@ -154,6 +159,19 @@ int main(int argc, char **argv) {
             }
             o.max_body = (size_t)x;
             break;
+        case OPT_SIGV4_KEY: {
+            const char *colon = strchr(optarg, ':');
+            if (colon == NULL || colon == optarg || colon[1] == '\0' ||
+                (size_t)(colon - optarg) >= sizeof(sigv4_akid)) {
+                fprintf(stderr, "sg-fakemodel: --sigv4-key takes ACCESS_KEY_ID:SECRET\n");
+                return 2;
+            }
+            memcpy(sigv4_akid, optarg, (size_t)(colon - optarg));
+            sigv4_akid[colon - optarg] = '\0';
+            o.sigv4_akid = sigv4_akid;
+            o.sigv4_secret = colon + 1;
+            break;
+        }
         case 'q':
             o.quiet = 1;
             break;

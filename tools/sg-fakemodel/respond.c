@@ -18,6 +18,8 @@ static const char *status_text(int status) {
         return "OK";
     case 400:
         return "Bad Request";
+    case 403:
+        return "Forbidden";
     case 404:
         return "Not Found";
     case 405:
@@ -105,7 +107,7 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         char cl[24];
         snprintf(st, sizeof(st), "%d", status);
         snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
-        nghttp2_nv nva[7];
+        nghttp2_nv nva[8];
         size_t n = 0;
 #define NV(NAME, VALUE)                               \
     do {                                              \
@@ -129,6 +131,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         if (date[0] != '\0') {
             NV("date", date);
         }
+        if (ex->amzn_error_type != NULL) {
+            NV("x-amzn-errortype", ex->amzn_error_type);
+        }
 #undef NV
         nghttp2_data_provider prd;
         prd.source.ptr = ex;
@@ -146,6 +151,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         }
         if (date[0] != '\0') {
             sg_fm_buf_printf(&c->out, "Date: %s\r\n", date);
+        }
+        if (ex->amzn_error_type != NULL) {
+            sg_fm_buf_printf(&c->out, "x-amzn-ErrorType: %s\r\n", ex->amzn_error_type);
         }
         if (content_length >= 0) {
             sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",
@@ -211,17 +219,26 @@ static int64_t first_delay(const struct exchange *ex) {
 
 static void start_stream_response(exchange *ex) {
     int64_t now = sg_fm_now();
+    int es = sg_fm_format_is_eventstream(ex->sc.format);
     const char *ctype =
         ex->sc.format == SG_FM_FMT_NDJSON || ex->sc.format == SG_FM_FMT_OLLAMA
             ? "application/x-ndjson"
-            : "text/event-stream";
+        : es ? "application/vnd.amazon.eventstream"
+             : "text/event-stream";
     if (ex->status > 0 && ex->status != 200) {
-        /* The scripted failure: status, Retry-After, a JSON error body. */
+        /* The scripted failure: status, Retry-After, a JSON error body
+         * (Bedrock's shape and x-amzn-ErrorType for the Bedrock formats). */
         sg_fm_buf b = {0};
-        sg_fm_buf_printf(&b,
-                         "{\"error\":{\"message\":\"sg-fakemodel scripted status %d\","
-                         "\"type\":\"scripted\",\"code\":%d}}\n",
-                         ex->status, ex->status);
+        if (es) {
+            sg_fm_buf_printf(&b, "{\"message\":\"sg-fakemodel scripted status %d\"}\n",
+                             ex->status);
+            ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
+        } else {
+            sg_fm_buf_printf(&b,
+                             "{\"error\":{\"message\":\"sg-fakemodel scripted status "
+                             "%d\",\"type\":\"scripted\",\"code\":%d}}\n",
+                             ex->status, ex->status);
+        }
         int st = ex->status;
         ex->st = X_STREAMING;
         send_headers(ex, st, "application/json", (int64_t)b.len,
@@ -289,12 +306,90 @@ static sg_fm_format path_format(const char *path, size_t len) {
     }
     /* Gemini names the model in the path: /v1beta/models/{model}:
      * streamGenerateContent (Vertex AI: .../publishers/google/models/...). */
-    static const char gemini[] = ":streamGenerateContent";
-    size_t gl = sizeof(gemini) - 1;
-    if (len > gl && path[0] == '/' && memcmp(path + len - gl, gemini, gl) == 0) {
-        return SG_FM_FMT_GEMINI;
+    static const struct {
+        const char *suffix;
+        sg_fm_format fmt;
+    } suffixes[] = {
+        {":streamGenerateContent", SG_FM_FMT_GEMINI},
+        /* Bedrock: /model/{modelId}/converse-stream and
+         * /model/{modelId}/invoke-with-response-stream */
+        {"/converse-stream", SG_FM_FMT_BEDROCK_CONVERSE},
+        {"/invoke-with-response-stream", SG_FM_FMT_BEDROCK_INVOKE},
+    };
+    for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+        size_t sl = strlen(suffixes[i].suffix);
+        if (len > sl && path[0] == '/' &&
+            memcmp(path + len - sl, suffixes[i].suffix, sl) == 0) {
+            return suffixes[i].fmt;
+        }
     }
     return (sg_fm_format)-1;
+}
+
+/*
+ * --sigv4-key: the request must be signed by the key.  Returns 0 if it is;
+ * else answers 403 as Bedrock does (x-amzn-ErrorType, {"message": ...}) and
+ * returns -1.  Neither the log nor the answer names the signature.
+ */
+static int check_sigv4(exchange *ex, const char *q, size_t qlen) {
+    const sg_fm_options *o = ex->c->srv->o;
+    char body_hex[65];
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int mdlen = 0;
+    if (ex->body_md != NULL && EVP_DigestFinal_ex(ex->body_md, md, &mdlen) == 1 &&
+        mdlen == 32) {
+        static const char hex[] = "0123456789abcdef";
+        for (unsigned i = 0; i < 32; i++) {
+            body_hex[2 * i] = hex[md[i] >> 4];
+            body_hex[2 * i + 1] = hex[md[i] & 15];
+        }
+        body_hex[64] = '\0';
+    } else {
+        sg_fm_sha256_hex("", 0, body_hex);
+    }
+    sg_fm_sigv4_request r = {ex->method, ex->target, ex->path_len, q,
+                             qlen,       ex->hdrs,   ex->n_hdrs,   body_hex};
+    char why[160];
+    sg_fm_sigv4_result res = sg_fm_sigv4_verify(&r, o->sigv4_akid, o->sigv4_secret,
+                                                (int64_t)time(NULL), why, sizeof(why));
+    if (res == SG_FM_SIGV4_OK) {
+        return 0;
+    }
+    const char *msg = why;
+    switch (res) {
+    case SG_FM_SIGV4_MISSING:
+        ex->amzn_error_type = "MissingAuthenticationTokenException";
+        msg = "Missing Authentication Token";
+        break;
+    case SG_FM_SIGV4_UNKNOWN_KEY:
+        ex->amzn_error_type = "UnrecognizedClientException";
+        msg = "The security token included in the request is invalid.";
+        break;
+    case SG_FM_SIGV4_MISMATCH:
+        ex->amzn_error_type = "InvalidSignatureException";
+        msg = "The request signature we calculated does not match the signature you "
+              "provided. Check your AWS Secret Access Key and signing method. Consult "
+              "the service documentation for details.";
+        break;
+    case SG_FM_SIGV4_MALFORMED:
+    case SG_FM_SIGV4_SKEWED:
+    default:
+        ex->amzn_error_type = "InvalidSignatureException";
+        break;
+    }
+    /* literals: ex->reason is read when the response ends, maybe later */
+    const char *reason = res == SG_FM_SIGV4_MISSING       ? "sigv4_missing"
+                         : res == SG_FM_SIGV4_UNKNOWN_KEY ? "sigv4_unknown_key"
+                         : res == SG_FM_SIGV4_SKEWED      ? "sigv4_skewed"
+                         : res == SG_FM_SIGV4_MALFORMED   ? "sigv4_malformed"
+                                                          : "sigv4_mismatch";
+    sg_fm_buf b = {0};
+    sg_fm_buf_append(&b, "{\"message\":\"", 12);
+    sg_fm_buf_json_str(&b, msg, strlen(msg));
+    sg_fm_buf_append(&b, "\"}\n", 3);
+    ex_respond(ex, 403, "application/json", sg_fm_buf_data(&b), b.len, reason);
+    sg_fm_buf_free(&b);
+    return -1;
 }
 
 static int path_is(const exchange *ex, const char *p) {
@@ -370,12 +465,16 @@ void ex_begin(exchange *ex) {
         ex_respond_json_error(ex, 405, "use GET or POST", "method_not_allowed");
         return;
     }
+    if (ex->c->srv->o->sigv4_akid != NULL && check_sigv4(ex, q, qlen) != 0) {
+        return;
+    }
     sg_fm_scenario_init(&ex->sc, fmt);
     char err[128];
     if ((q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
         (ex->scenario_hdr != NULL &&
          sg_fm_scenario_parse(&ex->sc, ex->scenario_hdr, strlen(ex->scenario_hdr), err,
-                              sizeof(err)) != 0)) {
+                              sizeof(err)) != 0) ||
+        sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }

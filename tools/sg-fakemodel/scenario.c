@@ -18,6 +18,8 @@ void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format) {
     s->rst_code = -1;
     s->fail_first = -1;
     s->error_at = -1;
+    s->bad_crc_at = -1;
+    s->cut_at = -1;
     s->format = format;
 }
 
@@ -251,6 +253,10 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                 s->format = SG_FM_FMT_GEMINI;
             } else if (name_is(v, vn, "openai-responses")) {
                 s->format = SG_FM_FMT_RESPONSES;
+            } else if (name_is(v, vn, "bedrock-converse")) {
+                s->format = SG_FM_FMT_BEDROCK_CONVERSE;
+            } else if (name_is(v, vn, "bedrock-invoke")) {
+                s->format = SG_FM_FMT_BEDROCK_INVOKE;
             } else {
                 rc = -1;
             }
@@ -298,6 +304,28 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->bytes_per_write);
         } else if (name_is(n, nn, "write_gap")) {
             rc = parse_int(v, vn, MAX_MS, 0, &s->write_gap_ms);
+        } else if (name_is(n, nn, "bad_crc_at")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->bad_crc_at);
+        } else if (name_is(n, nn, "bad_crc")) {
+            if (name_is(v, vn, "message")) {
+                s->bad_crc = SG_FM_CRC_MESSAGE;
+            } else if (name_is(v, vn, "prelude")) {
+                s->bad_crc = SG_FM_CRC_PRELUDE;
+            } else {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "cut_at")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->cut_at);
+        } else if (name_is(n, nn, "cut")) {
+            if (name_is(v, vn, "end")) {
+                s->cut_drop = 0;
+            } else if (name_is(v, vn, "drop")) {
+                s->cut_drop = 1;
+            } else {
+                rc = -1;
+            }
+        } else if (name_is(n, nn, "tool_use")) {
+            rc = parse_bool(v, vn, &s->tool_use);
         } else {
             snprintf(err, errlen, "unknown query parameter '%.*s'", (int)nn, n);
             return -1;
@@ -306,6 +334,31 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             snprintf(err, errlen, "bad value for '%.*s'", (int)nn, n);
             return -1;
         }
+    }
+    return 0;
+}
+
+int sg_fm_format_is_eventstream(sg_fm_format f) {
+    return f == SG_FM_FMT_BEDROCK_CONVERSE || f == SG_FM_FMT_BEDROCK_INVOKE;
+}
+
+int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
+    int es = sg_fm_format_is_eventstream(s->format);
+    if (!es && s->bad_crc_at >= 0) {
+        snprintf(err, errlen, "bad_crc_at needs an event-stream format (bedrock-*)");
+        return -1;
+    }
+    if (s->tool_use && s->format != SG_FM_FMT_BEDROCK_CONVERSE) {
+        snprintf(err, errlen, "tool_use needs format=bedrock-converse");
+        return -1;
+    }
+    /* A keepalive would be bytes outside any message: event streams have
+     * none (a client would read them as a broken prelude). */
+    if (es && (s->keepalive_ms > 0 || s->keepalive_only)) {
+        snprintf(err, errlen,
+                 "an event stream has no keepalive (keepalive, "
+                 "keepalive_only)");
+        return -1;
     }
     return 0;
 }

@@ -19,8 +19,14 @@ typedef enum {
     SG_FM_FMT_ANTHROPIC, /* named events message_start ... message_stop */
     SG_FM_FMT_OLLAMA,    /* NDJSON as Ollama's /api/chat: message.content, done */
     SG_FM_FMT_GEMINI,    /* data: GenerateContentResponse chunks, finishReason last */
-    SG_FM_FMT_RESPONSES  /* OpenAI Responses API events ... response.completed */
+    SG_FM_FMT_RESPONSES, /* OpenAI Responses API events ... response.completed */
+    /* AWS event-stream framing (application/vnd.amazon.eventstream): */
+    SG_FM_FMT_BEDROCK_CONVERSE, /* ConverseStream: messageStart ... metadata */
+    SG_FM_FMT_BEDROCK_INVOKE    /* InvokeModelWithResponseStream: chunk events */
 } sg_fm_format;
+
+/* Which CRC of an event-stream message bad_crc_at damages. */
+typedef enum { SG_FM_CRC_MESSAGE = 0, SG_FM_CRC_PRELUDE } sg_fm_crc_part;
 
 typedef enum { SG_FM_DROP_DEFAULT = 0, SG_FM_DROP_CLOSE, SG_FM_DROP_RST } sg_fm_drop_mode;
 
@@ -68,6 +74,11 @@ typedef struct {
     int error_then_done;     /* the terminal sentinel after the error */
     int role_chunk;          /* OpenAI: a role-only chunk first (empty content) */
     sg_fm_error_event error_event;
+    int64_t bad_crc_at;     /* -1: never; K: item K+1 carries a wrong CRC */
+    sg_fm_crc_part bad_crc; /* which one: the message's (default) or the prelude's */
+    int64_t cut_at;         /* -1: never; K: after K items, half of the next */
+    int cut_drop;           /* cut_at then ends abruptly, not cleanly */
+    int tool_use;           /* Bedrock: block 0 is a tool use, not text */
 } sg_fm_scenario;
 
 /* Defaults; `format` depends on the path. */
@@ -80,6 +91,15 @@ void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format);
  */
 int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err,
                          size_t errlen);
+
+/*
+ * The checks only the whole scenario can make (knobs that need a format).
+ * Returns 0, or -1 with a one-line reason in err.
+ */
+int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen);
+
+/* 1 for the formats framed as an AWS event stream. */
+int sg_fm_format_is_eventstream(sg_fm_format f);
 
 /*
  * Iterates "name=value" pairs of a query string.  Returns 1 and sets the

@@ -14,6 +14,9 @@
 
 #include <stdbool.h>
 #include "fakemodel.h"
+#include "sigv4.h"
+
+#include <openssl/evp.h>
 
 #include <stddef.h>
 #include <stdint.h>
@@ -92,6 +95,13 @@ struct exchange {
     int finished;
     const char *reason;
     bool tail; /* tail_first: this request waits tail_delay */
+    /* x-amzn-ErrorType of the response (Bedrock's errors), NULL for none */
+    const char *amzn_error_type;
+    /* --sigv4-key only: every request header, and the body's SHA-256 */
+    sg_fm_sigv4_header *hdrs;
+    size_t n_hdrs;
+    size_t cap_hdrs;
+    EVP_MD_CTX *body_md;
 };
 
 struct conn {
@@ -163,6 +173,11 @@ size_t ex_backlog_high(const exchange *ex);
 void ex_pump(exchange *ex);
 void log_ex(exchange *ex, sg_fm_event_type type, const char *fields);
 void log_received(exchange *ex, const char *error);
+/* --sigv4-key: keeps a request header, hashes request body bytes (both do
+ * nothing when no signature is checked). */
+void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
+                    size_t vlen);
+void ex_body_data(exchange *ex, const void *data, size_t len);
 
 /* ------------------------------------------------------------ generate.c */
 
@@ -170,6 +185,15 @@ void pend_add(exchange *ex, const char *s, size_t n);
 void emit_prelude(exchange *ex);
 void schedule_next(exchange *ex, int64_t now, int64_t normal_ms);
 void ex_step(exchange *ex);
+
+/* ------------------------------------------------------------ bedrock.c */
+
+void bedrock_prelude(exchange *ex);
+void bedrock_item(exchange *ex);
+void bedrock_end(exchange *ex);
+void bedrock_error(exchange *ex);
+/* The x-amzn-ErrorType Bedrock pairs with an HTTP status. */
+const char *bedrock_error_type_for_status(int status);
 
 /* ------------------------------------------------------------ respond.c */
 

@@ -30,8 +30,9 @@ static int run(struct config *c) {
     }
     out_init(&c->run.out);
     c->run.event_raw_len = SIZE_MAX; /* no event type seen yet */
-    /* fallback endpoints are followed by the libcurl transport only */
-    bool probe = !c->http2 && !c->http11 && c->nfallback == 0 &&
+    /* fallback endpoints are followed, and --aws-sigv4 signed, by the
+     * libcurl transport only */
+    bool probe = !c->http2 && !c->http11 && c->nfallback == 0 && c->aws_sigv4 == NULL &&
                  strncmp(c->url, "https://", 8) == 0;
     int code = -1;
     if (c->http2 || probe) {

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "sg_stream.h"
 
 #define DEFAULT_MAX_EVENT ((size_t)1024 * 1024)
@@ -56,6 +58,7 @@ enum {
     OPT_UNRESOLVED,
     OPT_RECONCILE,
     OPT_LEDGER_INIT,
+    OPT_AWS_SIGV4,
 };
 
 static const struct option long_opts[] = {
@@ -75,6 +78,7 @@ static const struct option long_opts[] = {
     {"header", required_argument, NULL, 'H'},
     {"data", required_argument, NULL, 'd'},
     {"cacert", required_argument, NULL, OPT_CACERT},
+    {"aws-sigv4", required_argument, NULL, OPT_AWS_SIGV4},
     {"http1.1", no_argument, NULL, OPT_HTTP11},
     {"http2", no_argument, NULL, OPT_HTTP2},
     {"deadline-header", required_argument, NULL, OPT_DEADLINE_HEADER},
@@ -120,6 +124,84 @@ static bool takes_duration(int opt) {
     default:
         return false;
     }
+}
+
+/* libcurl's CURLOPT_AWS_SIGV4 form: one to four ':'-separated parts of
+ * letters, digits, '-', '_' and '.', none empty. */
+static bool aws_sigv4_valid(const char *s) {
+    int parts = 1;
+    size_t run = 0;
+    for (const char *p = s;; p++) {
+        if (*p == ':' || *p == '\0') {
+            if (run == 0) {
+                return false;
+            }
+            if (*p == '\0') {
+                return true;
+            }
+            if (++parts > 4) {
+                return false;
+            }
+            run = 0;
+            continue;
+        }
+        bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                  (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' || *p == '.';
+        if (!ok) {
+            return false;
+        }
+        run++;
+    }
+}
+
+/* --aws-sigv4: the credentials from the environment, and the session
+ * token (temporary credentials) as the header AWS reads it from.  Returns
+ * 0 or an exit code. */
+static int aws_credentials(struct config *c) {
+    if (c->http2) {
+        return usage_error("--aws-sigv4 signs through libcurl; streamguard's own HTTP/2 "
+                           "transport does not sign: drop --http2%s",
+                           "");
+    }
+    /* CURLOPT_AWS_SIGV4 came with libcurl 7.75.0: asked of the library run,
+     * which may be older than the one built against */
+    const curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
+    if (v->version_num < 0x074b00) {
+        return usage_error("--aws-sigv4 needs libcurl 7.75 or later, this is %s",
+                           v->version);
+    }
+    const char *id = getenv("AWS_ACCESS_KEY_ID");
+    const char *secret = getenv("AWS_SECRET_ACCESS_KEY");
+    if (id == NULL || *id == '\0' || secret == NULL || *secret == '\0') {
+        return usage_error("--aws-sigv4 needs AWS_ACCESS_KEY_ID and "
+                           "AWS_SECRET_ACCESS_KEY in the environment%s",
+                           "");
+    }
+    if (strchr(id, ':') != NULL) {
+        return usage_error("AWS_ACCESS_KEY_ID must not contain ':'%s", "");
+    }
+    c->aws_key_id = id;
+    c->aws_secret = secret;
+    const char *token = getenv("AWS_SESSION_TOKEN");
+    if (token != NULL && *token != '\0') {
+        if (strpbrk(token, "\r\n") != NULL) {
+            return usage_error("AWS_SESSION_TOKEN must be one line%s", "");
+        }
+        size_t n = strlen("x-amz-security-token: ") + strlen(token) + 1;
+        char *h = malloc(n);
+        if (h == NULL) {
+            return EXIT_INTERNAL;
+        }
+        snprintf(h, n, "x-amz-security-token: %s", token);
+        struct curl_slist *l = curl_slist_append(c->headers, h);
+        OPENSSL_cleanse(h, n);
+        free(h);
+        if (l == NULL) {
+            return EXIT_INTERNAL;
+        }
+        c->headers = l;
+    }
+    return 0;
 }
 
 /* Applies one option; returns 0 or an exit code. */
@@ -217,6 +299,15 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_CACERT:
         c->copts.cafile = arg;
+        break;
+    case OPT_AWS_SIGV4:
+        if (!aws_sigv4_valid(arg)) {
+            return usage_error(
+                "--aws-sigv4 takes PROVIDER1[:PROVIDER2[:REGION[:SERVICE]]] "
+                "as libcurl does, e.g. aws:amz:us-east-1:bedrock, not '%s'",
+                arg);
+        }
+        c->aws_sigv4 = arg;
         break;
     case OPT_HTTP11:
         c->http_version = CURL_HTTP_VERSION_1_1;
@@ -404,6 +495,12 @@ static int finish(struct config *c, int argc, char **argv) {
             c->backoff_max ? c->backoff_max : (base > SG_SEC(10) ? base : SG_SEC(10));
         if (sg_op_options_set_backoff(&c->policy, base, cap) != 0) {
             return usage_error("--backoff-max must not be below --backoff-base%s", "");
+        }
+    }
+    if (c->aws_sigv4 != NULL) {
+        int code = aws_credentials(c);
+        if (code != 0) {
+            return code;
         }
     }
     const char *method = c->method ? c->method : (c->body ? "POST" : "GET");

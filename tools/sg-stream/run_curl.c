@@ -27,8 +27,9 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
     note_discard(user_data, attempt, outcome);
 }
 
-/* The request as libcurl is to send it. */
-static void setup_easy(CURL *easy, struct config *c) {
+/* The request as libcurl is to send it.  Returns false when libcurl
+ * refuses an option a run cannot do without. */
+static bool setup_easy(CURL *easy, struct config *c) {
     curl_easy_setopt(easy, CURLOPT_URL, c->url);
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "sg-stream/" SG_VERSION_STRING);
     /* curl's own tool reads 100 KiB at a time: a fast stream then costs a
@@ -49,7 +50,18 @@ static void setup_easy(CURL *easy, struct config *c) {
         c->http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
     }
     curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, c->http_version);
+    if (c->aws_sigv4 != NULL) {
+        /* libcurl signs every request it sends (retries, fallbacks, and
+         * the hedges, whose handles are duplicates of this one) */
+        if (curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, c->aws_sigv4) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_USERNAME, c->aws_key_id) != CURLE_OK ||
+            curl_easy_setopt(easy, CURLOPT_PASSWORD, c->aws_secret) != CURLE_OK) {
+            fprintf(stderr, "%s: libcurl refused --aws-sigv4 '%s'\n", prog, c->aws_sigv4);
+            return false;
+        }
+    }
     c->copts.headers = c->headers;
+    return true;
 }
 
 int run_curl(struct config *c) {
@@ -75,7 +87,9 @@ int run_curl(struct config *c) {
         fprintf(stderr, "%s: libcurl initialisation failed\n", prog);
         goto out;
     }
-    setup_easy(easy, c);
+    if (!setup_easy(easy, c)) {
+        goto out;
+    }
     code = ledger_open_for_run(c);
     if (code != 0) {
         goto out;

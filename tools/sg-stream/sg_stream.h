@@ -123,6 +123,12 @@ struct config {
     int64_t hedge_after; /* --hedge-after, 0 when not given */
     uint32_t max_hedges; /* --max-hedges, 0 when not given */
     bool attempts_set;   /* --attempts was given */
+    /* --aws-sigv4: libcurl's CURLOPT_AWS_SIGV4 string, and the credentials
+     * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the environment's
+     * strings: never copied, printed or reported) */
+    const char *aws_sigv4;
+    const char *aws_key_id;
+    const char *aws_secret;
     struct run run;
 };
 

@@ -22,6 +22,7 @@
 const char *const prog = "sg-stream";
 
 void usage(FILE *f) {
+    /* two calls: one literal would pass the 4095 bytes C compilers must take */
     fprintf(
         f,
         "Usage: sg-stream [options] URL\n"
@@ -51,9 +52,15 @@ void usage(FILE *f) {
         "  -H, --header 'N: v'   request header (repeatable)\n"
         "  -d, --data DATA|@FILE request body (implies POST)\n"
         "  --cacert FILE         trust the CA certificates in FILE\n"
+        "  --aws-sigv4 PROVIDER  sign with AWS Signature V4 through libcurl, e.g.\n"
+        "                        aws:amz:us-east-1:bedrock; credentials from\n"
+        "                        AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (and\n"
+        "                        AWS_SESSION_TOKEN); not with --http2\n"
         "  --http1.1             HTTP/1.1 through libcurl\n"
         "  --http2               streamguard's own HTTP/2 transport (h2c for http://);\n"
-        "                        https:// uses it whenever the server negotiates h2\n"
+        "                        https:// uses it whenever the server negotiates h2\n");
+    fprintf(
+        f,
         "Propagation:\n"
         "  --deadline-header NAME  stamp each attempt's lease in whole ms: how long\n"
         "                        this client will wait for it, min(--attempt-timeout,\n"
