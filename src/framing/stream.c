@@ -285,7 +285,7 @@ static int es_failed(sg_stream *s, const sg_es_message *m, bool exception) {
         es_string(m, ":error-code", &err.type, &err.type_len);
         es_string(m, ":error-message", &err.message, &err.message_len);
     }
-    if (err.type == NULL) {
+    if (err.type == NULL || err.type_len == 0) {
         err.type = exception ? "exception" : "error";
         err.type_len = strlen(err.type);
     }
