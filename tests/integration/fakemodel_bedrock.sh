@@ -181,6 +181,10 @@ esac
 LEFT=$(line 3 | sed -n 's/.*"left":\([0-9]*\).*/\1/p')
 [ "${LEFT:-0}" -gt 0 ] || fail "cut: no partial message"
 [ "$(fm_field "$(K cut)" finished reason)" = cut ] || fail "cut: reason"
+# cut_at is any format's: half an SSE event, then a clean end
+req cutsse "/v1/chat/completions?cut_at=1&n=3"
+[ "$RC" = 0 ] && [ "$(grep -c '^data: ' "$B")" = 2 ] && ! grep -q 'tok1' "$B" &&
+    [ "$(tail -c 1 "$B" | od -An -c | tr -d ' ')" != '\n' ] || fail "cut SSE: rc=$RC $(cat "$B")"
 req cutsplit "$CONVERSE?bytes_per_write=50&cut_at=1&n=3&write_gap=1"
 [ "$RC" = 0 ] && [ "$(types)" = "messageStart contentBlockDelta end:truncated" ] ||
     fail "cut in pieces: rc=$RC $(types)"

@@ -542,6 +542,16 @@ static int release_piece(exchange *ex, int64_t now) {
     return 0;
 }
 
+/* The body's last bytes are generated (eof_pending or drop_pending is
+ * set): lets them go, piece by piece under bytes_per_write. */
+static void let_end_go(exchange *ex, int64_t now) {
+    if (ex->sc.bytes_per_write > 0) {
+        release_piece(ex, now);
+        return;
+    }
+    ex_pump(ex);
+}
+
 /* Generates whatever is due, as far as the client's reading allows. */
 void ex_step(exchange *ex) {
     if (ex->st != X_STREAMING || ex->finished) {
@@ -594,11 +604,7 @@ void ex_step(exchange *ex) {
                 } else {
                     ex->eof_pending = 1;
                 }
-                if (ex->sc.bytes_per_write > 0) {
-                    release_piece(ex, now);
-                    return;
-                }
-                ex_pump(ex);
+                let_end_go(ex, now);
                 return;
             }
             emit_item(ex);
@@ -611,11 +617,7 @@ void ex_step(exchange *ex) {
                 emit_end(ex);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
                 ex->eof_pending = 1;
-                if (ex->sc.bytes_per_write > 0) {
-                    release_piece(ex, now);
-                    return;
-                }
-                ex_pump(ex);
+                let_end_go(ex, now);
                 return;
             }
             /* Count the gap from when this item was due, not from when the

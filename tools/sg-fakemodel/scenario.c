@@ -130,6 +130,18 @@ static int parse_bool(const char *v, size_t len, int *out) {
     return -1;
 }
 
+/* An enumerated knob: the index of its value among @names. */
+static int parse_choice(const char *v, size_t len, const char *const *names, int n,
+                        int *out) {
+    for (int i = 0; i < n; i++) {
+        if (name_is(v, len, names[i])) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* A duration knob: milliseconds, at most ~11.5 days. */
 #define MAX_MS 1000000000LL
 #define MAX_COUNT 1000000000000LL
@@ -307,23 +319,16 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
         } else if (name_is(n, nn, "bad_crc_at")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->bad_crc_at);
         } else if (name_is(n, nn, "bad_crc")) {
-            if (name_is(v, vn, "message")) {
-                s->bad_crc = SG_FM_CRC_MESSAGE;
-            } else if (name_is(v, vn, "prelude")) {
-                s->bad_crc = SG_FM_CRC_PRELUDE;
-            } else {
-                rc = -1;
-            }
+            /* in the order of sg_fm_crc_part */
+            static const char *const parts[] = {"message", "prelude"};
+            int part = 0;
+            rc = parse_choice(v, vn, parts, 2, &part);
+            s->bad_crc = (sg_fm_crc_part)part;
         } else if (name_is(n, nn, "cut_at")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->cut_at);
         } else if (name_is(n, nn, "cut")) {
-            if (name_is(v, vn, "end")) {
-                s->cut_drop = 0;
-            } else if (name_is(v, vn, "drop")) {
-                s->cut_drop = 1;
-            } else {
-                rc = -1;
-            }
+            static const char *const ends[] = {"end", "drop"};
+            rc = parse_choice(v, vn, ends, 2, &s->cut_drop);
         } else if (name_is(n, nn, "tool_use")) {
             rc = parse_bool(v, vn, &s->tool_use);
         } else {
