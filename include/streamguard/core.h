@@ -214,7 +214,8 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(ETOOMANY, -28, "too many objects")                                       \
     XX(EUNSUPPORTED, -29, "not supported")                                      \
     XX(EPROVIDER, -30, "the provider reported an error inside the stream")      \
-    XX(EUNSAFE, -31, "not safe to repeat: hedging needs an idempotent request")
+    XX(EUNSAFE, -31, "not safe to repeat: hedging needs an idempotent request") \
+    XX(EINPROGRESS, -32, "in progress: the answer comes later")
 
 /**
  * sg_errno - the negative error codes every int-returning function uses;
