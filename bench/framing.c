@@ -22,27 +22,12 @@
 
 #include <streamguard/framing.h>
 
+#include "timing.h"
+
 #define TARGET_BYTES ((size_t)100 * 1000 * 1000)
 #define EVENT_SIZE 240
 #define BIG_LINE ((size_t)8 << 20)
 #define BIG_READS 1024
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a;
-    double y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof(*v), cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 /* Builds OpenAI chat.completion.chunk events, each padded to EVENT_SIZE. */
 static char *make_openai(size_t *len_out, size_t *events_out) {

@@ -22,6 +22,16 @@ static void fz_check(const char *target, int ok, const char *what) {
     }
 }
 
+/* Mixes @p[0..@n) into the digest *@hash: FNV-1a, plus the length so
+ * ("ab","c") differs from ("a","bc"). */
+static inline void fz_mix(uint64_t *hash, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) {
+        *hash = (*hash ^ b[i]) * 0x100000001b3ULL;
+    }
+    *hash = (*hash ^ (uint64_t)n) * 0x100000001b3ULL;
+}
+
 /*
  * Feeds @body[0..@n) to @feed in reads of the sizes in @sizes (each 1..64,
  * cycled; NULL = one read), checking that every feed returns its length or

@@ -42,12 +42,7 @@ static ptrdiff_t feed(void *parser, const void *data, size_t len) {
 }
 
 static void mix(digest *d, const void *p, size_t n) {
-    const unsigned char *b = p;
-    /* FNV-1a, plus the length so ("ab","c") differs from ("a","bc"). */
-    for (size_t i = 0; i < n; i++) {
-        d->hash = (d->hash ^ b[i]) * 0x100000001b3ULL;
-    }
-    d->hash = (d->hash ^ (uint64_t)n) * 0x100000001b3ULL;
+    fz_mix(&d->hash, p, n);
 }
 
 static int on_event(const sg_sse_event *ev, void *ud) {

@@ -10,7 +10,7 @@ packages=(
   # build
   gcc clang cmake make pkg-config
   # library dependencies
-  libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
+  libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev zlib1g-dev
   # the ledger's PostgreSQL backend (libpq), and the server its tests start
   libpq-dev postgresql
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,

@@ -17,6 +17,7 @@ say() { echo "layering: $*" >&2; fail=1; }
 third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka'
 allowed() {
   case $1 in
+    framing) echo 'zlib' ;;
     curl) echo 'curl/|openssl/' ;;
     h2) echo 'nghttp2/|openssl/|ares' ;;
     ledger) echo 'openssl/|libpq' ;;
