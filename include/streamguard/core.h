@@ -215,6 +215,7 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(EUNSUPPORTED, -29, "not supported")                                      \
     XX(EPROVIDER, -30, "the provider reported an error inside the stream")      \
     XX(EUNSAFE, -31, "not safe to repeat: hedging needs an idempotent request") \
+    XX(EINPROGRESS, -32, "in progress: the answer comes later")                 \
     XX(EPRELUDE_CRC, -33, "event-stream prelude CRC32 mismatch")                \
     XX(EMESSAGE_CRC, -34, "event-stream message CRC32 mismatch")                \
     XX(EMESSAGE_LENGTH, -35, "event-stream length out of range")                \

@@ -432,8 +432,8 @@ SG_EXTERN int sg_ndjson_get_stats(const sg_ndjson_parser *parser, sg_ndjson_stat
  * message split across feeds.  A message that lies whole inside one feed is
  * delivered as views into the caller's bytes, without a copy.
  *
- * Checks, in stream order, each ending the stream (the transport reports
- * protocol_error): the prelude CRC (SG_EPRELUDE_CRC), then the lengths
+ * Checks, in stream order, each ending the stream (a transport that reads
+ * through it reports protocol_error): the prelude CRC (SG_EPRELUDE_CRC), then the lengths
  * (SG_EMESSAGE_LENGTH), then - once the whole message is in - the message
  * CRC (SG_EMESSAGE_CRC), then the header block (SG_EHEADER).  A callback
  * sees only messages that passed all four.

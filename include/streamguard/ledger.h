@@ -165,9 +165,11 @@ typedef struct sg_ledger sg_ledger;
  *
  * PostgreSQL: connects, bounded by opts.timeout_ns, and checks that the
  * database has the ledger's schema (sql/ledger_schema_v1.sql, applied by
- * sg_ledger_init_schema, never by this call).  Two connections per
- * handle: the caller's and the writer thread's (opened with the first
- * attempt or resolution); a call that finds its connection lost connects
+ * sg_ledger_init_schema, never by this call).  Up to three connections
+ * per handle: the intents' (the one this call makes), the writer
+ * thread's (opened with the first attempt or resolution) and one for
+ * reads, reconciles and compaction (opened by the first); a call that
+ * finds its connection lost connects
  * again, bounded as that call is.  The intent is committed
  * (synchronous_commit as the server has it; a session with it off turns
  * it on) before its call returns; attempts and resolutions are queued to
@@ -422,7 +424,26 @@ typedef struct sg_ledger_binding {
  *                  without a key or a target, any I/O error) refuses the
  *                  operation;
  *   on_attempt_end sg_ledger_op_attempt;
- *   on_resolve     sg_ledger_op_resolve.
+ *   on_resolve     sg_ledger_op_resolve;
+ *   start_intent, poll_intent, abandon_intent
+ *                  the same intent, recorded off the caller's thread:
+ *                  the transports' own event loops (sg_curl_multi,
+ *                  sg_h2_conn) use these, so an operation waiting for its
+ *                  intent never holds up the others on the loop.  The
+ *                  handle's intent thread (started by the first) records
+ *                  them one at a time, in order, each bounded by its
+ *                  operation's budget, and makes an eventfd (one per
+ *                  pending intent) readable when the answer is in.  An
+ *                  intent that lands after its operation ended (cancelled,
+ *                  budget spent) is resolved at once as failed with that
+ *                  outcome: nothing was sent.  On PostgreSQL the intent
+ *                  thread has a connection of its own and holds none of the
+ *                  handle's locks while the database answers, so the
+ *                  loop's attempt and resolution records (queued to the
+ *                  writer thread) never wait for it; the file ledger's
+ *                  intent holds the handle through its write and
+ *                  fdatasync, which a record of another operation may wait
+ *                  for.
  * Errors after the intent never change the outcome; the operation keeps
  * the first (sg_op_observer_error) and its transport reports it.
  *

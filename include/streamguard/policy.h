@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1600 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1608 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -718,7 +718,8 @@ typedef enum sg_op_decision {
     XX(OUT_OF_MEMORY, "out_of_memory")                           \
     XX(RETRY_THROTTLED, "retry_throttled")                       \
     XX(HEDGE_LOST, "hedge_lost")                                 \
-    XX(HEDGE_RUNNING, "hedge_running")
+    XX(HEDGE_RUNNING, "hedge_running")                           \
+    XX(INTENT_REFUSED, "intent_refused")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -834,6 +835,7 @@ typedef struct sg_op {
     uint32_t hedges_throttled_; /* private: hedges the retry budget denied */
     uint32_t decider_;          /* private: the attempt whose end decided, 0 none */
     uint32_t ep_ra_;            /* private: bit e: ep_back_[e] is a Retry-After */
+    void *intent_;              /* private: the observer's pending intent */
     int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (0 = any time) */
     /* private: the allocator of the blocks; NULL = malloc/free */
     void *(*alloc_)(void *ud, void *p, size_t size);
@@ -882,12 +884,49 @@ typedef struct sg_op_intent {
  *                   outcome, decision and reason are final.
  * The last three return 0, or a negative SG_E* code that never changes the
  * operation: the first such code is kept for sg_op_observer_error().
+ *
+ * The intent without waiting (optional; all three or none).  An event loop
+ * that drives many operations must not stop for one observer's disk or
+ * database: sg_op_start_async() asks start_intent instead of on_intent,
+ * and the operation waits for its intent in a state of its own while the
+ * loop runs the others.
+ *
+ * start_intent:     from sg_op_start_async, where on_intent would run.
+ *                   Return 0 when the intent is recorded already, a
+ *                   negative code to refuse (as on_intent), or
+ *                   SG_EINPROGRESS after setting @wait: wait->fd an fd
+ *                   that becomes readable (and stays so) once poll_intent
+ *                   has an answer, wait->handle the observer's own token
+ *                   for this intent, given back to the two below.
+ * poll_intent:      from sg_op_intent_poll: 0 once the intent is recorded
+ *                   (the operation goes on to its first attempt),
+ *                   SG_EINPROGRESS while it is not, or a negative code: it
+ *                   was refused (SG_ETIMEDOUT: it could not be recorded
+ *                   within the budget).  After any answer but
+ *                   SG_EINPROGRESS the handle and its fd are the
+ *                   observer's again (closed or reused).
+ * abandon_intent:   the operation ended while its intent was pending
+ *                   (cancelled, or its budget ran out first), at
+ *                   @outcome; nothing was or will be sent.  In place of
+ *                   on_resolve: if the intent lands after all, the
+ *                   observer records the end itself.  The handle is the
+ *                   observer's again.
  */
+typedef struct sg_op_intent_wait {
+    int fd;       /**< readable once poll_intent has an answer */
+    void *handle; /**< the observer's token for this intent */
+} sg_op_intent_wait;
+
 typedef struct sg_op_observer {
     int (*on_intent)(const sg_op *op, const sg_op_intent *intent, void *user_data);
     int (*on_attempt_start)(const sg_op *op, const sg_op_attempt *rec, void *user_data);
     int (*on_attempt_end)(const sg_op *op, const sg_op_attempt *rec, void *user_data);
     int (*on_resolve)(const sg_op *op, void *user_data);
+    int (*start_intent)(const sg_op *op, const sg_op_intent *intent, void *user_data,
+                        sg_op_intent_wait *wait);
+    int (*poll_intent)(const sg_op *op, void *handle, void *user_data);
+    void (*abandon_intent)(const sg_op *op, void *handle, sg_outcome outcome,
+                           void *user_data);
 } sg_op_observer;
 
 /**
@@ -919,6 +958,57 @@ SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer 
  * Thread-safety: touches only @op; reads @opts.
  */
 SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
+
+/**
+ * sg_op_start_async - sg_op_start() for an event loop: when the observer
+ * records intents without waiting (start_intent), the operation starts
+ * with its intent pending instead of waiting for it.  The budget starts
+ * at @now either way: the wait is spent from it.
+ * @fd: set to the fd to watch while the intent is pending, else -1.
+ *
+ * Returns 0 when the operation is ready for its first attempt (no
+ * observer, one that waits in on_intent, or an intent recorded at once);
+ * SG_EINPROGRESS when the intent is pending: watch *@fd for readability,
+ * call sg_op_intent_poll() when it is readable or at
+ * sg_op_intent_deadline(), and plan no attempt before it says 0; or any
+ * error of sg_op_start() (a refusal: the operation is not started).
+ * Thread-safety: touches only @op; reads @opts.
+ */
+SG_EXTERN int sg_op_start_async(sg_op *op, const sg_op_options *opts, int64_t now,
+                                int *fd);
+
+/**
+ * sg_op_intent_pending - true while @op waits for its observer's intent.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN bool sg_op_intent_pending(const sg_op *op);
+
+/**
+ * sg_op_intent_deadline - the instant a pending intent is given up: the
+ * budget's deadline less its floor, when the first lease would be refused
+ * anyway.  SG_TIME_NEVER when no intent is pending.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN int64_t sg_op_intent_deadline(const sg_op *op);
+
+/**
+ * sg_op_intent_poll - asks the observer about the pending intent at @now.
+ * At or past sg_op_intent_deadline() a pending intent is abandoned
+ * (abandon_intent) and the operation ends as its first lease would have:
+ * budget_exhausted, or refused when budget is left below the floor.  A
+ * refused intent ends it as refused, reason intent_refused, with the
+ * observer's code in sg_op_observer_error() (SG_ETIMEDOUT ends it as the
+ * deadline does).  An operation ended here never calls on_resolve: its
+ * intent was never recorded.
+ *
+ * Returns 0 when the intent is recorded (plan the first attempt),
+ * SG_EINPROGRESS while it is pending, 1 when the operation ended, or one
+ * of the following negative error codes:
+ *   SG_EINVAL  @op is NULL or was never started;
+ *   SG_ESTATE  no intent is pending.
+ * Thread-safety: touches only @op.
+ */
+SG_EXTERN int sg_op_intent_poll(sg_op *op, int64_t now);
 
 /**
  * sg_op_release - frees the heap blocks of @op's attempt records and
@@ -1119,7 +1209,8 @@ SG_EXTERN int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r,
 /**
  * sg_op_cancel - ends an operation that has no attempt running (before the
  * first attempt, or sleeping between two) at @now: outcome cancelled,
- * decision stop, reason cancelled.  The observer's on_resolve runs.  A
+ * decision stop, reason cancelled.  The observer's on_resolve runs (its
+ * abandon_intent instead while the intent is pending).  A
  * running attempt is cancelled by its transport instead, which hands in
  * its result with outcome cancelled.
  *

@@ -6,6 +6,7 @@
 
 #include "transport/dheap.h"
 #include "transport/lifecycle.h"
+#include "transport/watch.h"
 
 struct sg_curl_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
@@ -38,6 +39,9 @@ void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op);
 /* A hedge slot joins @m's deadline heap (not counted as running). */
 int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
+/* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
+int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
+void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);
 
 /* Operation steps used by the managed multi.  Each returns 1 when the op
  * ended during the call: on_done has run and the op may already be freed. */

@@ -32,6 +32,7 @@ struct sg_curl_multi {
     sg__dheap heap;        /* every running operation, by next deadline */
     int running;
     sg_retry_budget *retry_budget; /* for operations without their own */
+    sg__watch intents;             /* operations waiting for their intent */
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -67,6 +68,26 @@ void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
         }
     }
     op->owner = NULL;
+}
+
+int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd) {
+    return sg__watch_add(&m->intents, m->epfd, fd, &op->lc);
+}
+
+void sg__curl_multi_unwatch(sg_curl_multi *m, int fd) {
+    sg__watch_del(&m->intents, fd);
+}
+
+/* Every operation whose intent's answer is in: its first attempt goes, or
+ * it ends. */
+static void run_intents(sg_curl_multi *m) {
+    sg__lifecycle *lc;
+    while ((lc = sg__watch_next(&m->intents)) != NULL) {
+        sg_curl_op *op = (sg_curl_op *)((char *)lc - offsetof(sg_curl_op, lc));
+        if (sg__lc_intent_ready(lc, multi_now(m)) == 0) {
+            sg__curl_multi_reschedule(m, op);
+        }
+    }
 }
 
 int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot) {
@@ -159,6 +180,7 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     }
     m->curl_timer_at = SG_TIME_NEVER;
     m->armed_at = SG_TIME_NEVER;
+    sg__watch_init(&m->intents);
     sg__dheap_init(&m->heap, node_deadline);
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     m->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
@@ -199,6 +221,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
         }
         sg__curl_multi_forget(m, op);
     }
+    sg__watch_close(&m->intents);
     if (m->multi != NULL) {
         curl_multi_cleanup(m->multi);
     }
@@ -298,6 +321,10 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
             m->armed_at = SG_TIME_NEVER; /* fired: a one-shot timer */
             continue;
         }
+        if (fd == m->intents.epfd) {
+            run_intents(m);
+            continue;
+        }
         int flags = 0;
         if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
             flags |= CURL_CSELECT_IN;
@@ -350,6 +377,7 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
         op->lc.popts.retry_budget_ = m->retry_budget; /* the multi's, if any */
     }
     op->owner = m;
+    op->lc.async_intent = true; /* the multi watches a pending intent */
     if (sg__dheap_push(&m->heap, &op->node) != 0) {
         op->owner = NULL;
         return SG_ENOMEM;

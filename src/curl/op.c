@@ -370,9 +370,22 @@ static void tp_reschedule(sg__lifecycle *lc) {
     }
 }
 
+static int tp_watch(sg__lifecycle *lc, int fd) {
+    sg_curl_op *op = OP_OF(lc);
+    return op->owner != NULL ? sg__curl_multi_watch(op->owner, op, fd) : SG_ESTATE;
+}
+
+static void tp_unwatch(sg__lifecycle *lc, int fd) {
+    sg_curl_op *op = OP_OF(lc);
+    if (op->owner != NULL) { /* else its multi is gone, and its watch too */
+        sg__curl_multi_unwatch(op->owner, fd);
+    }
+}
+
 static const sg__transport curl_transport = {
-    tp_launch,   tp_abort, tp_sync,       sg__lc_shim_discard, sg__lc_shim_attempt,
-    tp_finished, tp_now,   tp_reschedule, tp_new_slot,
+    tp_launch,           tp_abort,    tp_sync,    sg__lc_shim_discard,
+    sg__lc_shim_attempt, tp_finished, tp_now,     tp_reschedule,
+    tp_new_slot,         tp_watch,    tp_unwatch,
 };
 
 /* ------------------------------------------------------------ life cycle */
@@ -503,6 +516,7 @@ void sg_curl_op_free(sg_curl_op *op) {
             op->lc.slots[i] = NULL;
         }
     }
+    sg__lc_drop_intent(&op->lc); /* unwatched while the multi holds it */
     detach_transfer(op);
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);

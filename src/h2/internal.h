@@ -6,6 +6,7 @@
 
 #include "transport/dheap.h"
 #include "transport/lifecycle.h"
+#include "transport/watch.h"
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
@@ -130,7 +131,8 @@ struct sg_h2_conn {
     bool has_clock;
     sg_retry_budget *retry_budget; /* for operations without their own */
 
-    int epfd; /* every socket of every link: the fd the caller polls */
+    int epfd;          /* every socket of every link: the fd the caller polls */
+    sg__watch intents; /* operations waiting for their intent (in epfd) */
     SSL_CTX *ssl_ctx;
     nghttp2_session_callbacks *cbs;
     nghttp2_option *h2opt;
@@ -164,6 +166,9 @@ void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code);
 void sg__h2_submit_waiting(sg_h2_op *op, int64_t now);
 /* Runs the policy and the callbacks of every decided attempt. */
 void sg__h2_process_decided(sg_h2_conn *c);
+/* Every operation whose intent's answer is in: its first attempt goes, or it
+ * ends. */
+void sg__h2_run_intents(sg_h2_conn *c, int64_t now);
 /* Everything due at @now. */
 void sg__h2_run_due(sg_h2_conn *c, int64_t now);
 /* Frees an op's memory only (it is unlinked already). */

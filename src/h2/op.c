@@ -103,6 +103,15 @@ void sg__h2_process_decided(sg_h2_conn *c) {
     }
 }
 
+void sg__h2_run_intents(sg_h2_conn *c, int64_t now) {
+    sg__lifecycle *lc;
+    while ((lc = sg__watch_next(&c->intents)) != NULL) {
+        sg_h2_op *op = SG__H2_OP_OF(lc);
+        settled(op, sg__lc_intent_ready(lc, now));
+        sg__h2_process_decided(c);
+    }
+}
+
 void sg__h2_run_due(sg_h2_conn *c, int64_t now) {
     sg__dheap_node *top;
     while (sg__dheap_earliest(&c->heap, &top) <= now) {
@@ -260,9 +269,19 @@ static void tp_reschedule(sg__lifecycle *lc) {
     }
 }
 
+static int tp_watch(sg__lifecycle *lc, int fd) {
+    sg_h2_conn *c = SG__H2_OP_OF(lc)->conn;
+    return sg__watch_add(&c->intents, c->epfd, fd, lc);
+}
+
+static void tp_unwatch(sg__lifecycle *lc, int fd) {
+    sg__watch_del(&SG__H2_OP_OF(lc)->conn->intents, fd);
+}
+
 static const sg__transport h2_transport = {
-    tp_launch,   tp_abort, NULL,          sg__lc_shim_discard, sg__lc_shim_attempt,
-    tp_finished, tp_now,   tp_reschedule, tp_new_slot,
+    tp_launch,           tp_abort,    NULL,       sg__lc_shim_discard,
+    sg__lc_shim_attempt, tp_finished, tp_now,     tp_reschedule,
+    tp_new_slot,         tp_watch,    tp_unwatch,
 };
 
 static int on_item(const sg_item *item, void *user_data) {
@@ -437,6 +456,7 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (out != NULL) {
         *out = op;
     }
+    op->lc.async_intent = true; /* the connection watches a pending intent */
     rv = sg__lc_start(&op->lc, sg__h2_now(c));
     if (rv < 0) {
         /* the observer refused: nothing was sent, nothing to drive */

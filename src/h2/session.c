@@ -47,6 +47,7 @@ int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
     }
     links_step(c, now, readable);
     sg__h2_process_decided(c);
+    sg__h2_run_intents(c, now);
     sg__h2_run_due(c, now);
     sg__h2_links_flush(c);
     sg__h2_process_decided(c);
@@ -61,7 +62,8 @@ int sg_h2_conn_step(sg_h2_conn *c, int64_t now, bool readable, bool writable) {
  * level of wake-ups.  Returns 1 when ready, 0 when the time is up, or
  * SG_ESYS. */
 static int wait_until(sg_h2_conn *c, int64_t now, int64_t until) {
-    const sg__h2_link *l = only_link(c);
+    /* the intents' fds are watched in epfd only */
+    const sg__h2_link *l = c->intents.n == 0 ? only_link(c) : NULL;
     struct pollfd p = {c->epfd, POLLIN, 0};
     if (l != NULL) {
         p.fd = l->fd;
@@ -186,6 +188,7 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
         return SG_ENOMEM;
     }
     sg__dheap_init(&c->heap, sg__h2_op_deadline);
+    sg__watch_init(&c->intents);
     c->epfd = epoll_create1(EPOLL_CLOEXEC);
     c->host = sg__h2_strdup(o.host);
     c->server_name = sg__h2_strdup(o.server_name != NULL ? o.server_name : o.host);
@@ -259,6 +262,7 @@ void sg_h2_conn_free(sg_h2_conn *c) {
         c->links = l->next;
         sg__h2_link_free(l);
     }
+    sg__watch_close(&c->intents);
     if (c->epfd >= 0) {
         close(c->epfd);
     }

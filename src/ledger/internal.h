@@ -178,12 +178,14 @@ typedef struct sg__ledger_syncer {
 
 /* A backend other than the file (pg.c): the public calls check their
  * arguments once (ledger.c), then call through this table when the handle
- * has one.  Each call runs under the handle's mutex, taken by the caller of
- * the table.  @until is a CLOCK_MONOTONIC instant (SG_TIME_NEVER: the
+ * has one.  Each call but intent runs under the handle's mutex, taken by the
+ * caller of the table.  @until is a CLOCK_MONOTONIC instant (SG_TIME_NEVER: the
  * backend's own bound). */
 typedef struct sg__ledger_backend {
     const char *name;
     void (*close)(sg_ledger *l);
+    /* Without the handle's mutex: the backend takes it for what it guards,
+     * never while the database answers. */
     int (*intent)(sg_ledger *l, const sg__ledger_rec *r, int64_t until);
     /* attempt, resolve or reconcile */
     int (*update)(sg_ledger *l, const sg__ledger_rec *r);
@@ -196,6 +198,35 @@ typedef struct sg__ledger_backend {
     /* Under the handle's mutex: the fields of sg_ledger_stats it keeps. */
     void (*stats)(sg_ledger *l, sg_ledger_stats *out);
 } sg__ledger_backend;
+
+/* The intent thread (async.c): intents recorded off the caller's thread
+ * for sg_ledger_observer's start_intent.  Started by the first. */
+typedef struct sg__intent_job sg__intent_job;
+typedef struct sg__ledger_intents {
+    pthread_mutex_t mu; /* taken alone, or after nothing of the handle */
+    pthread_cond_t work;
+    pthread_t thread;
+    bool ready;   /* mu and work are initialised */
+    bool started; /* the thread runs */
+    bool stop;
+    sg__intent_job *head; /* queued, in order */
+    sg__intent_job *tail;
+} sg__ledger_intents;
+
+int sg__ledger_intents_init(sg_ledger *l);
+/* Joins the thread after the intent it records, if any; frees the queue. */
+void sg__ledger_intents_close(sg_ledger *l);
+/* Queues an intent of @key for the thread, bounded by @until: 0 and the
+ * job in *@out, or SG_EINVAL (a bad field), SG_ENOMEM, SG_ESYS. */
+int sg__ledger_intent_start(sg_ledger *l, const char *key, const char *method,
+                            const char *url, int64_t until, sg__intent_job **out);
+/* The eventfd readable once the job's answer is in. */
+int sg__ledger_intent_fd(const sg__intent_job *j);
+/* SG_EINPROGRESS, or the intent's answer (then the job is freed). */
+int sg__ledger_intent_poll(sg_ledger *l, sg__intent_job *j);
+/* The operation ended at @outcome before the answer was taken: the job is
+ * freed (now or by the thread), and an intent that lands is resolved. */
+void sg__ledger_intent_abandon(sg_ledger *l, sg__intent_job *j, sg_outcome outcome);
 
 struct sg_ledger {
     /* NULL: the file ledger, the embedded default, whose state is the rest
@@ -218,6 +249,7 @@ struct sg_ledger {
     sg__ledger_ent *spare; /* an intent's entry, allocated before its record is written */
     size_t spare_url_cap;
     sg__ledger_syncer sync;
+    sg__ledger_intents intents;
     uint8_t recbuf[SG__LEDGER_REC_MAX];
 };
 

@@ -63,6 +63,8 @@ void sg_ledger_close(sg_ledger *l) {
     if (l == NULL) {
         return;
     }
+    /* First: the intent thread records through the handle. */
+    sg__ledger_intents_close(l);
     if (l->db != NULL) {
         l->db->close(l);
         pthread_mutex_destroy(&l->mu);
@@ -161,6 +163,10 @@ int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *op
         pthread_mutex_destroy(&l->mu);
         free(l->buckets);
         free(l);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_intents_init(l) != 0) {
+        sg_ledger_close(l); /* the group commit is set up: close takes it down */
         return SG_ENOMEM;
     }
     if (mkdir(dir, 0700) == 0) {
@@ -265,10 +271,7 @@ int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
     }
     r.pid = (int32_t)getpid();
     if (l->db != NULL) {
-        pthread_mutex_lock(&l->mu);
-        rv = l->db->intent(l, &r, until);
-        pthread_mutex_unlock(&l->mu);
-        return rv;
+        return l->db->intent(l, &r, until); /* it locks what it needs */
     }
     return sg__ledger_with_lock_until(l, LOCK_EX, do_intent, &r, until);
 }

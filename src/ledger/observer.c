@@ -77,11 +77,48 @@ static int obs_resolve(const sg_op *op, void *user_data) {
     return sg_ledger_op_resolve(b->ledger, sg_ledger_op_key(op, b->fallback_key), op);
 }
 
+/* The intent off the loop (async.c): the same record, bounded the same
+ * way as sg_ledger_op_intent, made by the handle's intent thread. */
+static int obs_start_intent(const sg_op *op, const sg_op_intent *intent, void *user_data,
+                            sg_op_intent_wait *wait) {
+    const sg_ledger_binding *b = user_data;
+    const char *key = sg_ledger_op_key(op, b != NULL ? b->fallback_key : NULL);
+    if (b == NULL || b->ledger == NULL || key == NULL || intent->target == NULL ||
+        intent->method == NULL) {
+        return SG_EINVAL;
+    }
+    const sg_budget *bud = sg_op_budget(op);
+    sg__intent_job *j;
+    int rv = sg__ledger_intent_start(b->ledger, key, intent->method, intent->target,
+                                     sg_budget_deadline(bud) - sg_budget_floor(bud), &j);
+    if (rv != 0) {
+        return rv;
+    }
+    wait->fd = sg__ledger_intent_fd(j);
+    wait->handle = j;
+    return SG_EINPROGRESS;
+}
+
+static int obs_poll_intent(const sg_op *op, void *handle, void *user_data) {
+    (void)op;
+    const sg_ledger_binding *b = user_data;
+    return sg__ledger_intent_poll(b->ledger, handle);
+}
+
+static void obs_abandon_intent(const sg_op *op, void *handle, sg_outcome outcome,
+                               void *user_data) {
+    (void)op;
+    const sg_ledger_binding *b = user_data;
+    sg__ledger_intent_abandon(b->ledger, handle, outcome);
+}
+
 static const sg_op_observer ledger_observer = {
-    obs_intent,
-    NULL,
-    obs_attempt_end,
-    obs_resolve,
+    .on_intent = obs_intent,
+    .on_attempt_end = obs_attempt_end,
+    .on_resolve = obs_resolve,
+    .start_intent = obs_start_intent,
+    .poll_intent = obs_poll_intent,
+    .abandon_intent = obs_abandon_intent,
 };
 
 const sg_op_observer *sg_ledger_observer(void) {

@@ -124,19 +124,26 @@ static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, in
  * when the transaction did not commit (or its commit was not seen), else
  * those the database refused (fenced off, resolved, unknown key), which
  * change nothing. */
+/* Opens a transaction with @sql ("BEGIN ...") by @until.  A connection
+ * that died while idle (a server restarted, a backend terminated) fails
+ * the BEGIN, which did nothing: one more connection may take it. */
+static int begin_tx(pg_ledger *p, const char *sql, int64_t until) {
+    PGresult *res;
+    int rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
+    PQclear(res);
+    if (rv == SG_ECONNRESET) {
+        rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
+        PQclear(res);
+    }
+    return rv;
+}
+
 static uint64_t commit_batch(pg_ledger *b, job *batch, int64_t stop_by) {
     int64_t until = sg__pg_bound(b, stop_by);
     uint64_t n = 0;
     uint64_t refused = 0;
     PGresult *res;
-    int rv = sg__pg_exec(b, "BEGIN", 0, NULL, until, &res);
-    PQclear(res);
-    if (rv == SG_ECONNRESET) {
-        /* A connection that died while idle (a server restarted): nothing
-         * of the batch was sent, so one more connection may take it. */
-        rv = sg__pg_exec(b, "BEGIN", 0, NULL, until, &res);
-        PQclear(res);
-    }
+    int rv = begin_tx(b, "BEGIN", until);
     bool open = rv == 0;
     for (job *j = batch; j != NULL; j = j->next) {
         n++;
@@ -382,6 +389,10 @@ static void key_of(const sg__ledger_rec *r, char out[SG_LEDGER_KEY_MAX + 1]) {
     out[r->key_len] = '\0';
 }
 
+/* Without the handle's mutex (it guards only the fences here): an intent
+ * holds no lock of the handle while the database answers, so the records
+ * of other operations (queued under that mutex) never wait for it.
+ * Intents take turns on the intent connection instead. */
 static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     pg_ledger *p = state(l);
     char key[SG_LEDGER_KEY_MAX + 1];
@@ -391,8 +402,11 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     until = sg__pg_bound(p, until);
     /* This handle's resolution of the key, still queued: the row is
      * pending until it commits, and the intent would be refused. */
+    pthread_mutex_lock(&l->mu);
     fence *prev = *fence_slot(p, key);
-    int rv = prev != NULL && prev->ended != 0 ? writer_wait(p->w, prev->ended, until) : 0;
+    uint64_t ended = prev != NULL ? prev->ended : 0;
+    pthread_mutex_unlock(&l->mu);
+    int rv = ended != 0 ? writer_wait(p->w, ended, until) : 0;
     /* A queued record that failed says the database is failing this
      * handle: refuse this intent (nothing is sent) rather than promise. */
     if (rv == 0) {
@@ -410,8 +424,9 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     }
     memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
+    pthread_mutex_lock(&p->ic_mu);
     rv = sg__pg_exec(
-        p,
+        p->ic,
         "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "
         "VALUES ($1, $2, $3, 'pending', $4, $5) "
         "ON CONFLICT (key) DO UPDATE SET method = EXCLUDED.method, url = EXCLUDED.url, "
@@ -423,11 +438,15 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
         "resolved_at = NULL, note = NULL "
         "WHERE o.state IN ('done', 'failed', 'reconciled') RETURNING generation",
         5, vals, until, &res);
+    pthread_mutex_unlock(&p->ic_mu);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_EEXIST; /* another worker's intent owns the key */
     }
     if (rv == 0) {
-        fence_set(p, f, strtoll(PQgetvalue(res, 0, 0), NULL, 10));
+        int64_t gen = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+        pthread_mutex_lock(&l->mu);
+        fence_set(p, f, gen);
+        pthread_mutex_unlock(&l->mu);
     } else {
         free(f);
     }
@@ -651,8 +670,7 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
     }
     int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
     PGresult *res;
-    rv = sg__pg_exec(p, "BEGIN READ ONLY", 0, NULL, until, &res);
-    PQclear(res);
+    rv = begin_tx(p, "BEGIN READ ONLY", until);
     if (rv == 0) {
         rv = sg__pg_run(
             p,
@@ -711,6 +729,10 @@ static int pg_compact(sg_ledger *l) {
 static void pg_free(pg_ledger *p) {
     if (p != NULL) {
         writer_close(p);
+        if (p->ic != NULL) {
+            pg_free(p->ic);
+            pthread_mutex_destroy(&p->ic_mu);
+        }
         fence_clear(p);
         sg__pg_drop(p);
         free(p->location);
@@ -763,6 +785,21 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         p->w->conn = pg_new(location, &p->opts);
         rv = p->w->conn != NULL ? 0 : SG_ENOMEM;
     }
+    if (rv == 0) {
+        /* The intents' connection: the one already made (checked); reads,
+         * reconciles and compactions get one of their own when they first
+         * need it. */
+        p->ic = pg_new(location, &p->opts);
+        if (p->ic == NULL || pthread_mutex_init(&p->ic_mu, NULL) != 0) {
+            free(p->ic != NULL ? p->ic->location : NULL);
+            free(p->ic);
+            p->ic = NULL;
+            rv = SG_ENOMEM;
+        } else {
+            p->ic->conn = p->conn;
+            p->conn = NULL;
+        }
+    }
     if (rv != 0) {
         pg_free(p);
         return rv;
@@ -770,6 +807,12 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
     /* The struct is the file ledger's too; only db and mu are used here. */
     sg_ledger *l = calloc(1, sizeof(*l));
     if (l == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
+        free(l);
+        pg_free(p);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_intents_init(l) != 0) {
+        pthread_mutex_destroy(&l->mu);
         free(l);
         pg_free(p);
         return SG_ENOMEM;

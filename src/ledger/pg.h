@@ -73,6 +73,10 @@ typedef struct pg_ledger {
     size_t ended;    /* fences whose resolution is queued or done */
     size_t sweep_at; /* ... the count at which they are swept */
     writer *w;       /* NULL on the writer's own connection */
+    /* Intents' own connection and its turn (NULL on the writer's and on
+     * the intents' connection itself). */
+    struct pg_ledger *ic;
+    pthread_mutex_t ic_mu;
 } pg_ledger;
 
 /* Connection layer (pg_conn.c). */

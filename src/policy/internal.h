@@ -49,7 +49,7 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status);
 bool sg__op_started(const sg_op *op);
 
 /* An sg_op's state (op->state_). */
-enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED };
+enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED, SG__OP_INTENT };
 
 /* Attempt record @i (0-based) of @op, NULL when it has no storage yet
  * (records.c). */

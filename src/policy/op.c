@@ -97,7 +97,10 @@ bool sg__op_started(const sg_op *op) {
     return op != NULL && op->magic_ == SG__OP_MAGIC;
 }
 
-int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
+static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *fd) {
+    if (fd != NULL) {
+        *fd = -1;
+    }
     if (op == NULL) {
         return SG_EINVAL;
     }
@@ -143,20 +146,52 @@ int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
     op->state_ = SG__OP_READY;
     op->magic_ = SG__OP_MAGIC;
     const sg_op_observer *obs = opts->observer_;
-    if (obs != NULL && obs->on_intent != NULL) {
+    bool async = fd != NULL && obs != NULL && obs->start_intent != NULL &&
+                 obs->poll_intent != NULL && obs->abandon_intent != NULL;
+    if (obs != NULL && (async || obs->on_intent != NULL)) {
         /* Before any attempt can be planned: an observer that refuses
          * (a ledger holding the same unresolved key) means nothing is
          * ever sent. */
         const char *label = opts->label_[0] != '\0' ? opts->label_ : NULL;
         sg_op_intent intent = {sg__opt_method(opts), opts->target_,
                                sg_op_idempotency_key(op), label};
-        int orc = obs->on_intent(op, &intent, opts->observer_ud_);
+        sg_op_intent_wait wait = {-1, NULL};
+        int orc = async ? obs->start_intent(op, &intent, opts->observer_ud_, &wait)
+                        : obs->on_intent(op, &intent, opts->observer_ud_);
+        if (async && orc == SG_EINPROGRESS) {
+            op->state_ = SG__OP_INTENT;
+            op->intent_ = wait.handle;
+            *fd = wait.fd;
+            return SG_EINPROGRESS;
+        }
         if (orc != 0) {
             memset(op, 0, sizeof(*op));
             return orc < 0 ? orc : SG_EREFUSED;
         }
     }
     return 0;
+}
+
+int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now) {
+    return sg__op_begin(op, opts, now, NULL);
+}
+
+int sg_op_start_async(sg_op *op, const sg_op_options *opts, int64_t now, int *fd) {
+    if (fd == NULL) {
+        return SG_EINVAL;
+    }
+    return sg__op_begin(op, opts, now, fd);
+}
+
+bool sg_op_intent_pending(const sg_op *op) {
+    return sg__op_started(op) && op->state_ == SG__OP_INTENT;
+}
+
+int64_t sg_op_intent_deadline(const sg_op *op) {
+    if (!sg_op_intent_pending(op)) {
+        return SG_TIME_NEVER;
+    }
+    return sg_budget_deadline(&op->budget_) - sg_budget_floor(&op->budget_);
 }
 
 const sg_budget *sg_op_budget(const sg_op *op) {
@@ -198,15 +233,71 @@ static void sg__observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
 
 static void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome,
                           sg_op_decision decision, sg_op_reason reason) {
+    bool pending = op->state_ == SG__OP_INTENT;
     op->state_ = SG__OP_FINISHED;
     op->outcome_ = (uint8_t)outcome;
     op->decision_ = (uint8_t)decision;
     op->reason_ = (uint8_t)reason;
     op->finished_at_ = now;
     const sg_op_observer *obs = op->opts_.observer_;
-    if (obs != NULL && obs->on_resolve != NULL) {
+    if (pending) {
+        /* The intent never landed: the observer hears of the end in place
+         * of on_resolve, and records it itself if the intent lands. */
+        void *handle = op->intent_;
+        op->intent_ = NULL;
+        if (handle != NULL) {
+            obs->abandon_intent(op, handle, outcome, op->opts_.observer_ud_);
+        }
+    } else if (obs != NULL && obs->on_resolve != NULL) {
         sg__observed(op, obs->on_resolve(op, op->opts_.observer_ud_));
     }
+}
+
+/* The end of an operation whose intent used up what could be leased, as
+ * the first lease would have ended it at the intent's deadline
+ * (sg__plan_attempt): budget_exhausted, or refused when a floor is left.
+ * (An intent that timed out a little early - the server's statement
+ * timeout runs short of ours - is judged at its deadline all the same.) */
+static void sg__op_finish_unleased(sg_op *op, int64_t now) {
+    int64_t due = sg_op_intent_deadline(op);
+    int64_t at = now > due ? now : due;
+    bool exhausted = sg_budget_remaining(&op->budget_, at) == 0;
+    sg__op_finish(
+        op, now, exhausted ? SG_OUTCOME_BUDGET_EXHAUSTED : SG_OUTCOME_REFUSED, SG_OP_STOP,
+        exhausted ? SG_OP_REASON_BUDGET_EXHAUSTED : SG_OP_REASON_BUDGET_BELOW_FLOOR);
+}
+
+int sg_op_intent_poll(sg_op *op, int64_t now) {
+    if (!sg__op_started(op)) {
+        return SG_EINVAL;
+    }
+    if (op->state_ != SG__OP_INTENT) {
+        return SG_ESTATE;
+    }
+    const sg_op_observer *obs = op->opts_.observer_;
+    int rc = obs->poll_intent(op, op->intent_, op->opts_.observer_ud_);
+    if (rc == SG_EINPROGRESS) {
+        if (now < sg_op_intent_deadline(op)) {
+            return SG_EINPROGRESS;
+        }
+        sg__op_finish_unleased(op, now); /* abandons the intent */
+        return 1;
+    }
+    op->intent_ = NULL; /* answered: the handle is the observer's again */
+    if (rc == 0) {
+        op->state_ = SG__OP_READY;
+        return 0;
+    }
+    /* Never recorded: still "pending" with no handle, so the end calls
+     * neither abandon_intent nor on_resolve. */
+    op->observer_error_ = rc < 0 ? rc : SG_EREFUSED;
+    if (rc == SG_ETIMEDOUT) {
+        sg__op_finish_unleased(op, now);
+    } else {
+        sg__op_finish(op, now, SG_OUTCOME_REFUSED, SG_OP_STOP,
+                      SG_OP_REASON_INTENT_REFUSED);
+    }
+    return 1;
 }
 
 /* A NUL-terminated copy of @src into @dst[@cap], cut to fit. */
@@ -236,7 +327,8 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     memset(plan, 0, sizeof(*plan));
     plan->outcome = SG_OUTCOME_OK;
     plan->reason = SG_OP_REASON_NONE;
-    if (op->state_ == SG__OP_RUNNING || op->state_ == SG__OP_FINISHED) {
+    if (op->state_ == SG__OP_RUNNING || op->state_ == SG__OP_FINISHED ||
+        op->state_ == SG__OP_INTENT) {
         return SG_ESTATE;
     }
     if (op->state_ == SG__OP_BACKOFF && now < op->retry_at_) {

@@ -54,10 +54,25 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
     }
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->state = SG__LC_NEW;
+    lc->intent_fd = -1;
     return 0;
 }
 
+void sg__lc_drop_intent(sg__lifecycle *lc) {
+    if (lc->state == SG__LC_INTENT) {
+        /* freed with its intent pending: the observer is told (no clock
+         * is read here; the instant is the budget's end, which nobody
+         * reads of an operation being freed), and records the end itself
+         * if the intent lands */
+        lc->tp->unwatch(lc, lc->intent_fd);
+        lc->intent_fd = -1;
+        (void)sg_op_cancel(&lc->policy, sg_budget_deadline(sg_op_budget(&lc->policy)));
+        lc->state = SG__LC_DONE;
+    }
+}
+
 void sg__lc_release(sg__lifecycle *lc) {
+    sg__lc_drop_intent(lc);
     free(lc->parser_buf);
     lc->parser_buf = NULL;
     sg_op_release(&lc->policy); /* the records of attempts past the inline ones */
@@ -300,7 +315,25 @@ void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
 }
 
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
-    int rv = sg_op_start(&lc->policy, &lc->popts, now);
+    int fd = -1;
+    bool async = lc->async_intent && lc->tp->watch != NULL;
+    int rv = async ? sg_op_start_async(&lc->policy, &lc->popts, now, &fd)
+                   : sg_op_start(&lc->policy, &lc->popts, now);
+    if (rv == SG_EINPROGRESS) {
+        rv = lc->tp->watch(lc, fd);
+        if (rv == 0) {
+            /* The loop runs the other operations while the observer
+             * records this one's intent. */
+            lc->intent_fd = fd;
+            lc->state = SG__LC_INTENT;
+            return 0;
+        }
+        /* Nothing can tell us when it lands: give it up (the observer
+         * records the end if it does), as a refusal - nothing is sent. */
+        (void)sg_op_cancel(&lc->policy, now);
+        sg_op_release(&lc->policy);
+        memset(&lc->policy, 0, sizeof(lc->policy));
+    }
     if (rv != 0) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
@@ -313,6 +346,41 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         now = after > now ? after : now;
     }
     return begin(lc, now);
+}
+
+int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now) {
+    if (lc->state != SG__LC_INTENT) {
+        return 0;
+    }
+    /* Unwatched before the observer answers: after an answer the fd is
+     * its own again (closed, or reused for another intent). */
+    lc->tp->unwatch(lc, lc->intent_fd);
+    int rv = sg_op_intent_poll(lc->pol, now);
+    if (rv == SG_EINPROGRESS) {
+        if (lc->tp->watch(lc, lc->intent_fd) == 0) {
+            return 0; /* not yet (woken early): the fd says when */
+        }
+        /* Cannot be told when it lands: give it up (cancelled). */
+        (void)sg_op_cancel(lc->pol, now);
+        rv = 1;
+    }
+    lc->intent_fd = -1;
+    lc->state = SG__LC_NEW;
+    if (rv == 0) {
+        /* The intent waited for a lock, a disk or a database: that time
+         * was spent from the budget, and the first lease starts now. */
+        int64_t after = lc->tp->now(lc);
+        return begin(lc, after > now ? after : now);
+    }
+    int orc = sg_op_observer_error(lc->pol);
+    if (sg_op_outcome(lc->pol) == SG_OUTCOME_CANCELLED) {
+        sg__lc_error(lc, "cancelled while the intent was being recorded");
+    } else if (orc != 0 && orc != SG_ETIMEDOUT) {
+        sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(orc));
+    } else {
+        sg__lc_error(lc, "the budget ran out while the intent was being recorded");
+    }
+    return finish(lc);
 }
 
 void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
@@ -460,6 +528,8 @@ static int64_t own_deadline(const sg__lifecycle *lc) {
         return lc->cancel || lc->lost ? INT64_MIN : lc->drain_until;
     case SG__LC_SLEEPING:
         return lc->cancel ? INT64_MIN : lc->wake_at;
+    case SG__LC_INTENT:
+        return lc->cancel ? INT64_MIN : sg_op_intent_deadline(lc->pol);
     default:
         return SG_TIME_NEVER;
     }
@@ -468,7 +538,7 @@ static int64_t own_deadline(const sg__lifecycle *lc) {
 void sg__lc_cancel(sg__lifecycle *lc) {
     /* ENDING too: a cancel from on_attempt stops the retry it announces */
     if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_ENDING ||
-        lc->state == SG__LC_SLEEPING) {
+        lc->state == SG__LC_SLEEPING || lc->state == SG__LC_INTENT) {
         lc->cancel = true;
     }
 }
@@ -518,6 +588,19 @@ static int own_tick(sg__lifecycle *lc, int64_t now) {
             return 0;
         }
         return begin(lc, now);
+    case SG__LC_INTENT:
+        if (lc->cancel) {
+            lc->tp->unwatch(lc, lc->intent_fd);
+            lc->intent_fd = -1;
+            lc->state = SG__LC_NEW;
+            sg_op_cancel(lc->pol, now); /* abandons the intent */
+            sg__lc_error(lc, "cancelled while the intent was being recorded");
+            return finish(lc);
+        }
+        if (now < sg_op_intent_deadline(lc->pol)) {
+            return 0;
+        }
+        return sg__lc_intent_ready(lc, now); /* its last chance, then the end */
     default:
         return 0;
     }

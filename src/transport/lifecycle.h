@@ -39,8 +39,10 @@ enum sg__lc_state {
     SG__LC_ENDING,   /* attempt decided; sg__lc_settle hands it over */
     SG__LC_SLEEPING, /* backoff before the next attempt */
     SG__LC_DONE,
-    SG__LC_IDLE, /* its attempt ended; the operation goes on in another
-                  * lifecycle (hedging: the attempts beside it) */
+    SG__LC_IDLE,   /* its attempt ended; the operation goes on in another
+                    * lifecycle (hedging: the attempts beside it) */
+    SG__LC_INTENT, /* started; the observer records the intent off the
+                    * loop: nothing is sent until it lands */
 };
 
 /* How a final header block classifies the response. */
@@ -99,6 +101,12 @@ typedef struct sg__transport {
      * attempt runner with its lifecycle made a slot (sg__lc_make_slot)
      * and in the driver; NULL when out of memory.  Without it, no hedge. */
     sg__lifecycle *(*new_slot)(sg__lifecycle *root);
+    /* Optional (an observer that records intents off the loop): watch
+     * @fd for readability and call sg__lc_intent_ready when it is - 0, or
+     * a negative code when it cannot; unwatch stops it.  Without them an
+     * intent is recorded inside sg__lc_start, waiting. */
+    int (*watch)(sg__lifecycle *lc, int fd);
+    void (*unwatch)(sg__lifecycle *lc, int fd);
 } sg__transport;
 
 struct sg__lifecycle {
@@ -120,8 +128,10 @@ struct sg__lifecycle {
     sg_stream stream; /* the body: framing + the attempt's guard */
     void *parser_buf;
     int state;
-    bool cancel;      /* cancelled: due at once */
-    int64_t drain_ns; /* after the terminal, how long the body may go on */
+    int intent_fd;     /* INTENT: the fd watched for the observer's answer */
+    bool async_intent; /* the transport can watch it (tp->watch works) */
+    bool cancel;       /* cancelled: due at once */
+    int64_t drain_ns;  /* after the terminal, how long the body may go on */
 
     /* the running attempt */
     uint32_t attempt;
@@ -152,14 +162,24 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
                 const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
                 void *item_ud);
 /* Frees what sg__lc_init allocated and the policy's attempt records
- * (sg_op_release; the lifecycle itself is the caller's). */
+ * (sg_op_release; the lifecycle itself is the caller's).  A pending intent
+ * is dropped first (sg__lc_drop_intent). */
 void sg__lc_release(sg__lifecycle *lc);
+/* An operation freed with its intent pending: unwatched, and abandoned
+ * (cancelled) to its observer.  Call it while the driver still holds the
+ * operation (before it forgets it); harmless otherwise. */
+void sg__lc_drop_intent(sg__lifecycle *lc);
 
 /* Starts the operation at @now: its budget, the observer's intent, then
  * the first attempt.  Returns 1 when the operation ended during the call
- * (finished ran: it may be freed), 0 when an attempt runs, or the
+ * (finished ran: it may be freed), 0 when an attempt runs or the intent
+ * is pending (INTENT: the transport watches lc->intent_fd), or the
  * observer's negative code when it refused (nothing sent; still NEW). */
 int sg__lc_start(sg__lifecycle *lc, int64_t now);
+/* The watched intent fd is readable: asks the observer, and on its answer
+ * runs the first attempt or ends the operation.  Returns 1 when the
+ * operation ended (it may be freed), else 0. */
+int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now);
 
 /* A hedge slot: @lc's attempts belong to @primary's operation (its
  * policy); the lifecycle leases and launches them as hedges fall due

@@ -966,7 +966,10 @@ static int w_resolve(const sg_op *op, void *ud) {
     watch_put(ud, 'R');
     return 0;
 }
-static const sg_op_observer watcher = {w_intent, w_start, w_end, w_resolve};
+static const sg_op_observer watcher = {.on_intent = w_intent,
+                                       .on_attempt_start = w_start,
+                                       .on_attempt_end = w_end,
+                                       .on_resolve = w_resolve};
 
 /* Runs @path as a GET under @po with the watcher; returns the op's
  * outcome, and the error of sg_curl_perform in *@rv. */
@@ -1008,7 +1011,7 @@ static int slow_intent(const sg_op *op, const sg_op_intent *in, void *ud) {
 
 static void the_first_lease_is_measured_after_a_blocking_intent(void **state) {
     (void)state;
-    static const sg_op_observer slow = {slow_intent, NULL, NULL, NULL};
+    static const sg_op_observer slow = {.on_intent = slow_intent};
     spec s = {.path = "/v1/chat/completions?n=1&_t=slow_intent.",
               .budget = SG_SEC(2),
               .deadline_header = true};

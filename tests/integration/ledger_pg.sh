@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The ledger on a scratch PostgreSQL server (pg_lib.sh).
-# Usage: ledger_pg.sh api LEDGER_PG_TEST
+# Usage: ledger_pg.sh api TEST [ARGS...]   (runs TEST URI ARGS...)
 #        ledger_pg.sh cli SG_STREAM SG_FAKEMODEL
 set -u
 here=$(dirname "$0")
@@ -12,7 +12,9 @@ shift
 case $mode in
 api)
     pg_start
-    "$1" "$PG_URI"
+    test=$1
+    shift
+    "$test" "$PG_URI" "$@"
     exit $?
     ;;
 cli)

@@ -5,6 +5,8 @@
 #    (the fakemodel's log counts the requests), the others are refused;
 #  - --unresolved prints the same line format as the file ledger, and
 #    --reconcile settles the operation;
+#  - postgresql:// alone takes the server, user and database from libpq's
+#    PG* variables (a database that is not there refuses the run);
 #  - the database stopped: a run is refused before anything is sent; stopped
 #    while a worker streams: the intent committed before the send is still
 #    there after the restart (listed pending);
@@ -104,6 +106,19 @@ expect 0 "--unresolved" -- --ledger "$L" --unresolved
 [ -s "$OUT" ] && fail "listed: $(cat "$OUT")" || pass "done operations are not listed"
 [ "$(pg_sql "SELECT state || ' ' || generation FROM streamguard_ledger_ops WHERE key = 'pg-ok'")" = "done 2" ] &&
     pass "the row: done, second generation" || fail "row: $(pg_sql "SELECT * FROM streamguard_ledger_ops WHERE key = 'pg-ok'")"
+
+# ---- what the URI leaves out comes from libpq's PG* variables ---------------
+# "postgresql://" alone: host (the socket directory), user and database as
+# the environment says.
+PGHOST=$PG_DIR PGUSER=sg PGDATABASE=sgtest expect 0 "a run with postgresql:// and PG* variables" \
+    -- --ledger postgresql:// --output none --idempotency-key pg-env "$CHAT?n=2&_t=pg_env"
+[ "$(pg_sql "SELECT state FROM streamguard_ledger_ops WHERE key = 'pg-env'")" = "done" ] &&
+    pass "recorded in the database the variables name" ||
+    fail "pg-env row: $(pg_sql "SELECT * FROM streamguard_ledger_ops WHERE key = 'pg-env'")"
+PGHOST=$PG_DIR PGUSER=sg PGDATABASE=no_such_db expect 1 "PGDATABASE naming no database refuses" \
+    -- --ledger postgresql:// --output none --idempotency-key pg-env2 "$CHAT?n=2&_t=pg_env2"
+[ "$(received pg_env2)" -eq 0 ] && pass "nothing sent without the database" ||
+    fail "sent without its database"
 
 # ---- the database goes away --------------------------------------------------
 pg_stop fast

@@ -23,25 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures;
-static const char *uri;
-
-#define CHECK(cond)                                                         \
-    do {                                                                    \
-        if (!(cond)) {                                                      \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                     \
-        }                                                                   \
-    } while (0)
-#define CHECK_RV(expr, want)                                                        \
-    do {                                                                            \
-        int rv_ = (expr);                                                           \
-        if (rv_ != (want)) {                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s = %s, wanted %s\n", __FILE__, __LINE__, \
-                    #expr, sg_errname(rv_), sg_errname(want));                      \
-            failures++;                                                             \
-        }                                                                           \
-    } while (0)
+#include "pg_test.h"
 
 typedef struct listing {
     int n;
@@ -81,25 +63,6 @@ static sg_ledger *open_ledger(int64_t timeout) {
         exit(1);
     }
     return l;
-}
-
-/* A connection of the test's own, beside the ledger's. */
-static PGconn *admin(void) {
-    PGconn *c = PQconnectdb(uri);
-    if (PQstatus(c) != CONNECTION_OK) {
-        fprintf(stderr, "admin connection: %s", PQerrorMessage(c));
-        exit(1);
-    }
-    return c;
-}
-
-static void sql(PGconn *c, const char *q) {
-    PGresult *r = PQexec(c, q);
-    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-        fprintf(stderr, "FAIL: %s: %s", q, PQerrorMessage(c));
-        failures++;
-    }
-    PQclear(r);
 }
 
 static void schema_is_explicit_and_idempotent(void) {

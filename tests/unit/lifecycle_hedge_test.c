@@ -56,8 +56,13 @@ static int on_item(const sg_item *item, void *ud) {
     return 0;
 }
 
-static const sg__transport g_tp = {tp_launch,   tp_abort, NULL, tp_discard, tp_attempt,
-                                   tp_finished, tp_now,   NULL, tp_new_slot};
+static const sg__transport g_tp = {.launch = tp_launch,
+                                   .abort = tp_abort,
+                                   .discard = tp_discard,
+                                   .attempt_ended = tp_attempt,
+                                   .finished = tp_finished,
+                                   .now = tp_now,
+                                   .new_slot = tp_new_slot};
 static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
                                        .terminal_data = "[DONE]"};
 

@@ -79,7 +79,10 @@ static int on_resolve(const sg_op *op, void *ud) {
     return r->later_rc;
 }
 
-static const sg_op_observer recorder = {on_intent, on_start, on_end, on_resolve};
+static const sg_op_observer recorder = {.on_intent = on_intent,
+                                        .on_attempt_start = on_start,
+                                        .on_attempt_end = on_end,
+                                        .on_resolve = on_resolve};
 
 static void opts_with(sg_op_options *o, rec *r, int64_t budget) {
     sg_op_options_init(o);
@@ -238,6 +241,212 @@ static void removing_the_observer_stops_the_calls(void **state) {
     assert_null(sg_op_options_target(&o));
 }
 
+/* ------------------------------------------------- the intent off the loop
+ * An observer that answers later: start_intent says "in progress" (the
+ * fd is only a number here: nothing polls it), poll_intent answers what
+ * the test put in `answer`, abandon_intent records the outcome. */
+typedef struct later {
+    rec r;
+    int start_rc; /* what start_intent returns */
+    int answer;   /* what poll_intent returns */
+    int polls;
+    int abandons;
+    sg_outcome abandoned_at;
+    int token; /* the handle given out */
+} later;
+
+static int l_start(const sg_op *op, const sg_op_intent *in, void *ud,
+                   sg_op_intent_wait *w) {
+    later *l = ud;
+    (void)on_intent(op, in, &l->r); /* records 'I' and what it saw */
+    w->fd = 42;
+    w->handle = &l->token;
+    return l->start_rc;
+}
+
+static int l_poll(const sg_op *op, void *handle, void *ud) {
+    (void)op;
+    later *l = ud;
+    assert_ptr_equal(handle, &l->token);
+    l->polls++;
+    put(&l->r, 'P');
+    return l->answer;
+}
+
+static void l_abandon(const sg_op *op, void *handle, sg_outcome outcome, void *ud) {
+    (void)op;
+    later *l = ud;
+    assert_ptr_equal(handle, &l->token);
+    l->abandons++;
+    l->abandoned_at = outcome;
+    put(&l->r, 'A');
+}
+
+static int l_resolve(const sg_op *op, void *ud) {
+    return on_resolve(op, &((later *)ud)->r);
+}
+
+static const sg_op_observer answers_later = {.on_resolve = l_resolve,
+                                             .start_intent = l_start,
+                                             .poll_intent = l_poll,
+                                             .abandon_intent = l_abandon};
+
+static void later_opts(sg_op_options *o, later *l, int64_t budget) {
+    memset(l, 0, sizeof(*l));
+    l->start_rc = SG_EINPROGRESS;
+    l->answer = SG_EINPROGRESS;
+    sg_op_options_init(o);
+    assert_int_equal(sg_op_options_set_budget(o, budget), 0);
+    assert_int_equal(sg_op_options_set_target(o, "https://h/x"), 0);
+    assert_int_equal(sg_op_options_set_observer(o, &answers_later, l), 0);
+}
+
+/* @op started at T0 with its intent pending on @l's observer. */
+static void start_pending(sg_op *op, sg_op_options *o, later *l, int64_t budget) {
+    later_opts(o, l, budget);
+    int fd;
+    assert_int_equal(sg_op_start_async(op, o, T0, &fd), SG_EINPROGRESS);
+}
+
+static void a_pending_intent_plans_nothing_until_it_lands(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    later_opts(&o, &l, SG_SEC(2));
+    sg_op op;
+    int fd = 0;
+    assert_int_equal(sg_op_start_async(&op, &o, T0, &fd), SG_EINPROGRESS);
+    assert_int_equal(fd, 42);
+    assert_true(sg_op_intent_pending(&op));
+    assert_true(sg_op_intent_deadline(&op) == T0 + SG_SEC(2));
+    assert_string_equal(l.r.target, "https://h/x");
+    sg_op_plan plan;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), SG_ESTATE);
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(300)), SG_EINPROGRESS);
+    l.answer = 0;
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(400)), 0);
+    assert_false(sg_op_intent_pending(&op));
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(400)), SG_ESTATE);
+    /* the wait was spent from the budget: 1.6 s are left to lease */
+    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_MS(400), &plan), 0);
+    assert_true(plan.attempt_ns == SG_MS(1600));
+    sg_op_result res;
+    memset(&res, 0, sizeof(res));
+    res.outcome = SG_OUTCOME_OK;
+    res.phase = SG_PHASE_STREAMING;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(500), &res, &v), 0);
+    assert_string_equal(l.r.log, "IPPR"); /* resolved once, never abandoned */
+    assert_int_equal(l.abandons, 0);
+    sg_op_release(&op);
+}
+
+static void a_refusal_that_comes_later_ends_the_operation_refused(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    sg_op op;
+    start_pending(&op, &o, &l, SG_SEC(2));
+    l.answer = SG_EEXIST;
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(5)), 1);
+    assert_true(sg_op_finished(&op));
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_REFUSED);
+    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_INTENT_REFUSED);
+    assert_int_equal(sg_op_observer_error(&op), SG_EEXIST);
+    assert_int_equal(sg_op_attempt_count(&op), 0);
+    /* never recorded: neither abandoned nor resolved */
+    assert_string_equal(l.r.log, "IP");
+    sg_op_release(&op);
+}
+
+static void an_intent_past_its_deadline_is_abandoned_as_the_budget_ends(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    sg_op op;
+    start_pending(&op, &o, &l, SG_SEC(1));
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_SEC(1) - 1), SG_EINPROGRESS);
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_SEC(1)), 1);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_BUDGET_EXHAUSTED);
+    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_BUDGET_EXHAUSTED);
+    assert_int_equal(l.abandons, 1);
+    assert_int_equal(l.abandoned_at, SG_OUTCOME_BUDGET_EXHAUSTED);
+    assert_string_equal(l.r.log, "IPPA");
+
+    /* with a floor the intent's deadline is the floor, and what is left
+     * there is refused, as a lease would be */
+    later_opts(&o, &l, SG_SEC(1));
+    assert_int_equal(sg_op_options_set_floor(&o, SG_MS(200)), 0);
+    int fd;
+    assert_int_equal(sg_op_start_async(&op, &o, T0, &fd), SG_EINPROGRESS);
+    assert_true(sg_op_intent_deadline(&op) == T0 + SG_MS(800));
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(800)), 1);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_REFUSED);
+    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_BUDGET_BELOW_FLOOR);
+    assert_int_equal(l.abandoned_at, SG_OUTCOME_REFUSED);
+    sg_op_release(&op);
+}
+
+static void an_intent_that_times_out_early_is_judged_at_its_deadline(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    sg_op op;
+    start_pending(&op, &o, &l, SG_SEC(1));
+    /* the database gave up 5 ms before our deadline */
+    l.answer = SG_ETIMEDOUT;
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(995)), 1);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_BUDGET_EXHAUSTED);
+    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_BUDGET_EXHAUSTED);
+    assert_int_equal(sg_op_observer_error(&op), SG_ETIMEDOUT);
+    assert_int_equal(l.abandons, 0); /* answered: nothing to abandon */
+    assert_string_equal(l.r.log, "IP");
+    sg_op_release(&op);
+}
+
+static void cancel_while_the_intent_waits_abandons_it(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    sg_op op;
+    start_pending(&op, &o, &l, SG_SEC(1));
+    assert_int_equal(sg_op_cancel(&op, T0 + SG_MS(10)), 0);
+    assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_CANCELLED);
+    assert_int_equal(l.abandons, 1);
+    assert_int_equal(l.abandoned_at, SG_OUTCOME_CANCELLED);
+    assert_string_equal(l.r.log, "IA"); /* no on_resolve */
+    assert_int_equal(sg_op_intent_poll(&op, T0 + SG_MS(20)), SG_ESTATE);
+    sg_op_release(&op);
+}
+
+static void start_async_without_the_async_calls_waits_in_on_intent(void **state) {
+    (void)state;
+    rec r;
+    memset(&r, 0, sizeof(r));
+    sg_op_options o;
+    opts_with(&o, &r, SG_SEC(1));
+    sg_op op;
+    int fd = 7;
+    assert_int_equal(sg_op_start_async(&op, &o, T0, &fd), 0);
+    assert_int_equal(fd, -1);
+    assert_false(sg_op_intent_pending(&op));
+    assert_string_equal(r.log, "I");
+    r.intent_rc = SG_EEXIST;
+    assert_int_equal(sg_op_start_async(&op, &o, T0, &fd), SG_EEXIST);
+    assert_int_equal(sg_op_start_async(&op, &o, T0, NULL), SG_EINVAL);
+
+    /* an intent recorded at once: ready, nothing pending */
+    later l;
+    later_opts(&o, &l, SG_SEC(1));
+    l.start_rc = 0;
+    assert_int_equal(sg_op_start_async(&op, &o, T0, &fd), 0);
+    assert_false(sg_op_intent_pending(&op));
+    /* and the plain sg_op_start never asks start_intent */
+    later_opts(&o, &l, SG_SEC(1));
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_string_equal(l.r.log, "");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(observer_sees_intent_each_attempt_and_one_resolution_in_order),
@@ -248,6 +457,12 @@ int main(void) {
         cmocka_unit_test(a_refused_lease_resolves_once_without_an_attempt),
         cmocka_unit_test(cancel_while_sleeping_ends_cancelled_and_resolves),
         cmocka_unit_test(removing_the_observer_stops_the_calls),
+        cmocka_unit_test(a_pending_intent_plans_nothing_until_it_lands),
+        cmocka_unit_test(a_refusal_that_comes_later_ends_the_operation_refused),
+        cmocka_unit_test(an_intent_past_its_deadline_is_abandoned_as_the_budget_ends),
+        cmocka_unit_test(an_intent_that_times_out_early_is_judged_at_its_deadline),
+        cmocka_unit_test(cancel_while_the_intent_waits_abandons_it),
+        cmocka_unit_test(start_async_without_the_async_calls_waits_in_on_intent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

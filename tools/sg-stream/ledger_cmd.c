@@ -133,8 +133,9 @@ static int obs_resolve(const sg_op *op, void *user_data) {
     return rv;
 }
 
-static const sg_op_observer run_observer = {obs_intent, NULL, obs_attempt_end,
-                                            obs_resolve};
+static const sg_op_observer run_observer = {.on_intent = obs_intent,
+                                            .on_attempt_end = obs_attempt_end,
+                                            .on_resolve = obs_resolve};
 
 /* --ledger DIR for a run (a no-op without it): without an idempotency key,
  * the operation is named by a key derived from method, URL and body
