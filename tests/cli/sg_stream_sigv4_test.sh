@@ -31,8 +31,9 @@ REP=$FM_DIR/report.json
 SIGN=aws:amz:us-east-1:bedrock
 CONVERSE=/model/sg-fake/converse-stream
 BODY='{"messages":[{"role":"user","content":[{"text":"hi"}]}]}'
-# sg-stream prints SSE items: the Bedrock path plays OpenAI-style SSE here
-# (format=openai), since sg-stream has no event-stream framing of its own.
+# The signature is the subject here, so the Bedrock path plays plain
+# OpenAI-style SSE (format=openai); sg_stream_bedrock_test.sh signs
+# Bedrock's own event streams, read with --profile bedrock-*.
 SSE="$CONVERSE?format=openai&gap=5&n=3"
 
 # creds SECRET TOKEN -- ARGS: sg-stream with those credentials

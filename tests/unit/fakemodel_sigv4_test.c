@@ -208,6 +208,31 @@ static void http2_authority_stands_for_host(void **state) {
                      SG_FM_SIGV4_OK);
 }
 
+/* The AWS SDK for JavaScript signs ":authority" in place of "host", on
+ * HTTP/1.1 too (where the wire carries Host): the request's authority
+ * either way.  The signature was computed with Python's hmac and hashlib
+ * over the canonical request that names ":authority". */
+static void a_signed_authority_is_the_host_on_http1(void **state) {
+    (void)state;
+    const sg_fm_sigv4_header h[] = {
+        H("Host", "example.amazonaws.com"),
+        H("Authorization",
+          "AWS4-HMAC-SHA256 " SCOPE "SignedHeaders=:authority;x-amz-date, "
+          "Signature=f4f76e64657334fd8315f9078b5e4f85a30d60d44c6341dcbe8018821ff7c80a"),
+        H("X-Amz-Date", "20150830T123600Z"),
+    };
+    assert_int_equal(verify("GET", "/", NULL, h, 3, EMPTY_SHA256, SECRET),
+                     SG_FM_SIGV4_OK);
+    /* on HTTP/2 the pseudo-header itself */
+    const sg_fm_sigv4_header h2[] = {H(":authority", "example.amazonaws.com"), h[1], h[2]};
+    assert_int_equal(verify("GET", "/", NULL, h2, 3, EMPTY_SHA256, SECRET),
+                     SG_FM_SIGV4_OK);
+    /* another authority does not verify */
+    const sg_fm_sigv4_header other[] = {H("Host", "example.amazonaws.net"), h[1], h[2]};
+    assert_int_equal(verify("GET", "/", NULL, other, 3, EMPTY_SHA256, SECRET),
+                     SG_FM_SIGV4_MISMATCH);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(aws_get_vanilla_verifies),
@@ -220,6 +245,7 @@ int main(void) {
         cmocka_unit_test(no_header_or_another_key_id_is_refused),
         cmocka_unit_test(a_date_more_than_15_minutes_off_is_refused),
         cmocka_unit_test(http2_authority_stands_for_host),
+        cmocka_unit_test(a_signed_authority_is_the_host_on_http1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

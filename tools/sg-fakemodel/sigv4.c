@@ -252,8 +252,11 @@ static void add_trimmed(str *s, const char *v, size_t n) {
     }
 }
 
-/* The values of every header named @name (":authority" standing in for a
- * missing host), comma-joined.  Returns -1 when there is none. */
+/* The values of every header named @name, comma-joined; "host" and
+ * ":authority" both name the request's authority, and each stands in for
+ * the other when the request lacks it (HTTP/2 carries :authority, HTTP/1.1
+ * Host; the AWS SDK for JavaScript signs ":authority" on both).  Returns -1
+ * when there is none. */
 static int add_header_values(str *s, const sg_fm_sigv4_request *r, const char *name,
                              size_t len) {
     int found = 0;
@@ -265,8 +268,10 @@ static int add_header_values(str *s, const sg_fm_sigv4_request *r, const char *n
         add_trimmed(s, h->value, h->value_len);
         found = 1;
     }
-    if (!found && iequal(name, len, "host", 4)) {
-        const sg_fm_sigv4_header *h = find(r, ":authority", 10, 0);
+    int host = iequal(name, len, "host", 4);
+    if (!found && (host || iequal(name, len, ":authority", 10))) {
+        const sg_fm_sigv4_header *h =
+            host ? find(r, ":authority", 10, 0) : find(r, "host", 4, 0);
         if (h != NULL) {
             add_trimmed(s, h->value, h->value_len);
             found = 1;
@@ -339,11 +344,14 @@ static int add_canonical_query(str *out, const char *q, size_t n) {
         s = i + 1;
     }
     int rc = enc.oom ? -1 : 0;
+    /* only empty names and values ("=&&"): nothing was encoded, and the
+     * views are empty ones of a string that exists */
+    const char *base = enc.p != NULL ? enc.p : "";
     if (rc == 0) {
         for (size_t j = 0; j < k; j++) {
-            ps[j].name = enc.p + offs[4 * j];
+            ps[j].name = base + offs[4 * j];
             ps[j].name_len = offs[4 * j + 1] - offs[4 * j];
-            ps[j].value = enc.p + offs[4 * j + 2];
+            ps[j].value = base + offs[4 * j + 2];
             ps[j].value_len = offs[4 * j + 3] - offs[4 * j + 2];
         }
         qsort(ps, k, sizeof(*ps), qparam_cmp);
@@ -529,7 +537,8 @@ sg_fm_sigv4_result sg_fm_sigv4_verify(const sg_fm_sigv4_request *r, const char *
         return refuse(SG_FM_SIGV4_MALFORMED, why, whylen,
                       "the credential scope's date is not X-Amz-Date's");
     }
-    if (!in_list(a.signed_headers, a.signed_len, "host")) {
+    if (!in_list(a.signed_headers, a.signed_len, "host") &&
+        !in_list(a.signed_headers, a.signed_len, ":authority")) {
         return refuse(SG_FM_SIGV4_MALFORMED, why, whylen, "host is not signed");
     }
     if (now >= 0) {
