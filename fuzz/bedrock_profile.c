@@ -29,13 +29,12 @@
 
 #include <streamguard/streamguard.h>
 
+#include "split_feed.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(int ok, const char *what) {
-    if (!ok) {
-        fprintf(stderr, "fuzz/bedrock_profile invariant failed: %s\n", what);
-        abort();
-    }
+    fz_check("bedrock_profile", ok, what);
 }
 
 static const char *const event_types[] = {
@@ -165,22 +164,14 @@ typedef struct run_state {
     uint64_t delivered;
 } run_state;
 
-static void mix(uint64_t *h, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) {
-        *h = (*h ^ b[i]) * 0x100000001b3ULL;
-    }
-    *h = (*h ^ (uint64_t)n) * 0x100000001b3ULL;
-}
-
 static int on_item(const sg_item *item, void *ud) {
     run_state *r = ud;
     check(item->index == r->next_index, "item indexes count up from 0");
     r->next_index++;
     r->delivered++;
-    mix(&r->hash, &item->kind, 1);
-    mix(&r->hash, item->event, item->event_len);
-    mix(&r->hash, item->data, item->data_len);
+    fz_mix(&r->hash, &item->kind, 1);
+    fz_mix(&r->hash, item->event, item->event_len);
+    fz_mix(&r->hash, item->data, item->data_len);
     return 0;
 }
 

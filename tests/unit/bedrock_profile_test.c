@@ -21,6 +21,8 @@
 
 #include <streamguard/streamguard.h>
 
+#include "profile_run.h"
+
 #define T0 SG_SEC(100)
 
 /* ------------------------------------------------------------- encoding */
@@ -101,27 +103,6 @@ static void chunk(wire *w, const char *json) {
 }
 
 /* ----------------------------------------------------------------- play */
-
-typedef struct run {
-    int items;
-    int tokens, metas, ends; /* by sg_item.kind */
-    sg_outcome outcome;
-    int feed_rc;
-    char type[64];
-    char message[128];
-    bool retryable;
-    int64_t ttft;
-    bool partial;
-} run;
-
-static int on_item(const sg_item *item, void *ud) {
-    run *r = ud;
-    r->items++;
-    r->tokens += item->kind == SG_ITEM_TOKEN;
-    r->metas += item->kind == SG_ITEM_META;
-    r->ends += item->kind == SG_ITEM_END;
-    return 0;
-}
 
 /* Plays @first at T0, then @rest @prefill later, through a stream with
  * @profile (one byte at a time when @bytewise); then the body ends. */

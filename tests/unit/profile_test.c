@@ -15,26 +15,9 @@
 
 #include <streamguard/streamguard.h>
 
+#include "profile_run.h"
+
 #define T0 SG_SEC(100)
-
-typedef struct run {
-    int items;
-    int tokens, metas, ends; /* by sg_item.kind */
-    sg_outcome outcome;
-    int feed_rc;
-    char type[64];
-    bool retryable;
-    int64_t ttft;
-} run;
-
-static int on_item(const sg_item *item, void *ud) {
-    run *r = ud;
-    r->items++;
-    r->tokens += item->kind == SG_ITEM_TOKEN;
-    r->metas += item->kind == SG_ITEM_META;
-    r->ends += item->kind == SG_ITEM_END;
-    return 0;
-}
 
 /* Plays @meta at T0, then @rest @prefill later (the wait for the first
  * token), through a stream with @profile; what the stream concluded. */
