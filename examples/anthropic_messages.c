@@ -166,7 +166,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     opts.headers = headers;
-    sg_curl_callbacks cbs = {on_item, on_discard, on_attempt, NULL};
+    sg_curl_callbacks cbs = {
+        .on_item = on_item, .on_discard = on_discard, .on_attempt = on_attempt};
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;

@@ -100,7 +100,7 @@ int main(int argc, char **argv) {
     opts.framing.terminal_data = "[DONE]";
     opts.headers = headers;
     opts.deadline_header = true; /* X-Deadline-Ms: <lease>, fresh per attempt */
-    sg_curl_callbacks cbs = {on_item, NULL, on_attempt, NULL};
+    sg_curl_callbacks cbs = {.on_item = on_item, .on_attempt = on_attempt};
     unsigned long items = 0;
 
     char key[64];

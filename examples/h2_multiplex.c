@@ -105,7 +105,8 @@ int main(int argc, char **argv) {
     sg_stream_config framing = {0};
     framing.format = SG_FORMAT_SSE;
     framing.terminal_data = "[DONE]";
-    sg_h2_callbacks cbs = {on_item, on_discard, NULL, on_done};
+    sg_h2_callbacks cbs = {
+        .on_item = on_item, .on_discard = on_discard, .on_done = on_done};
 
     for (int i = 0; i < 3; i++) {
         struct gen *g = &gens[i];

@@ -127,7 +127,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     opts.headers = headers;
-    sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
+    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;

@@ -123,7 +123,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         req.body_len = (cfg & 0x10) ? 0 : 2;
         req.drain_ns = SG_MS(20);
         req.framing = framing;
-        sg_h2_callbacks cbs = {on_item, NULL, NULL, NULL};
+        sg_h2_callbacks cbs = {.on_item = on_item};
         check(sg_h2_stream_start(c, &req, &po, &cbs, NULL, &ops[i]) == 0, "stream_start");
     }
     sg_h2_conn_step(c, mc.now_ns, false, true); /* preface, SETTINGS, requests */

@@ -95,7 +95,17 @@ typedef struct sg_curl_multi sg_curl_multi;
  *             Called from the loop, never from inside libcurl; the operation
  *             may be freed from here when it was driven by sg_curl_multi
  *             (it has already been removed from the multi).
- * All four run on the thread that drives the operation.
+ * on_bytes:   the body bytes of attempt @attempt's streaming (2xx)
+ *             response exactly as they arrived, before they are cut into
+ *             items: called first, then on_item for the items they
+ *             complete.  For a consumer that passes the stream on byte for
+ *             byte (a proxy): it keeps each attempt's bytes until one of
+ *             its items comes (hedges run several attempts at once; a
+ *             failed attempt's bytes are on_discard's to drop).  Bytes past
+ *             the clean end (the terminal) are not given.  Return 0 to go
+ *             on; any other value cancels the operation, as from on_item.
+ *             Same context as on_item.
+ * All of them run on the thread that drives the operation.
  */
 typedef struct sg_curl_callbacks {
     int (*on_item)(sg_curl_op *op, const sg_item *item, void *user_data);
@@ -103,6 +113,8 @@ typedef struct sg_curl_callbacks {
                        void *user_data);
     void (*on_attempt)(sg_curl_op *op, const sg_op_attempt *rec, void *user_data);
     void (*on_done)(sg_curl_op *op, void *user_data);
+    int (*on_bytes)(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
+                    void *user_data);
 } sg_curl_callbacks;
 
 /**

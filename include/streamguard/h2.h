@@ -193,6 +193,9 @@ typedef struct sg_h2_request {
  * on_attempt: an attempt ended; @rec is its record with the decision taken.
  * on_done:    the operation ended (sg_h2_op_outcome() has the answer).  The
  *             operation may be freed from here.
+ * on_bytes:   attempt @attempt's streaming body bytes as they arrived,
+ *             before the items they complete (see sg_curl_callbacks).
+ *             Must not free anything.
  */
 typedef struct sg_h2_callbacks {
     int (*on_item)(sg_h2_op *op, const sg_item *item, void *user_data);
@@ -200,6 +203,8 @@ typedef struct sg_h2_callbacks {
                        void *user_data);
     void (*on_attempt)(sg_h2_op *op, const sg_op_attempt *rec, void *user_data);
     void (*on_done)(sg_h2_op *op, void *user_data);
+    int (*on_bytes)(sg_h2_op *op, uint32_t attempt, const void *data, size_t len,
+                    void *user_data);
 } sg_h2_callbacks;
 
 /* ------------------------------------------------------------------------

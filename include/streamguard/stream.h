@@ -433,6 +433,19 @@ SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
  */
 SG_EXTERN const char *sg_stream_error_text(const sg_stream *s);
 
+/**
+ * sg_stream_cancel - the consumer stops the running attempt at @now, as a
+ * non-zero return from the item callback does: later feeds return
+ * SG_ECANCELED and sg_stream_end concludes cancelled (judged at @now).
+ * For a consumer that looks at the bytes before the items (a proxy).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @s was never initialised;
+ *   SG_ESTATE  no attempt is running.
+ * Thread-safety: touches only @s.
+ */
+SG_EXTERN int sg_stream_cancel(sg_stream *s, int64_t now);
+
 /* ------------------------------------------------------------------------
  * Provider profiles (docs/profiles.md)
  * ------------------------------------------------------------------------ */

@@ -59,6 +59,15 @@ static int on_item(const sg_item *item, void *user_data) {
     return 0;
 }
 
+static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
+    sg_curl_op *op = OP_OF(lc);
+    sg_curl_op *root = root_of(op);
+    if (root->cbs.on_bytes != NULL) {
+        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- libcurl callbacks */
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
@@ -383,9 +392,18 @@ static void tp_unwatch(sg__lifecycle *lc, int fd) {
 }
 
 static const sg__transport curl_transport = {
-    tp_launch,           tp_abort,    tp_sync,    sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now,     tp_reschedule,
-    tp_new_slot,         tp_watch,    tp_unwatch,
+    .launch = tp_launch,
+    .abort = tp_abort,
+    .sync = tp_sync,
+    .discard = sg__lc_shim_discard,
+    .attempt_ended = sg__lc_shim_attempt,
+    .finished = tp_finished,
+    .now = tp_now,
+    .reschedule = tp_reschedule,
+    .new_slot = tp_new_slot,
+    .watch = tp_watch,
+    .unwatch = tp_unwatch,
+    .bytes = tp_bytes,
 };
 
 /* ------------------------------------------------------------ life cycle */

@@ -586,6 +586,20 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
     return rv;
 }
 
+int sg_stream_cancel(sg_stream *s, int64_t now) {
+    if (!valid(s)) {
+        return SG_EINVAL;
+    }
+    if (s->state_ != STREAM_RUNNING) {
+        return SG_ESTATE;
+    }
+    if (!s->cancelled_) {
+        s->cancelled_ = true;
+        s->stop_at_ = now;
+    }
+    return 0;
+}
+
 const char *sg_stream_error_text(const sg_stream *s) {
     return valid(s) ? s->error_text_ : NULL;
 }

@@ -269,6 +269,14 @@ static void tp_reschedule(sg__lifecycle *lc) {
     }
 }
 
+static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
+    sg_h2_op *root = root_of(SG__H2_OP_OF(lc));
+    if (root->cbs.on_bytes != NULL) {
+        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+    }
+    return 0;
+}
+
 static int tp_watch(sg__lifecycle *lc, int fd) {
     sg_h2_conn *c = SG__H2_OP_OF(lc)->conn;
     return sg__watch_add(&c->intents, c->epfd, fd, lc);
@@ -279,9 +287,17 @@ static void tp_unwatch(sg__lifecycle *lc, int fd) {
 }
 
 static const sg__transport h2_transport = {
-    tp_launch,           tp_abort,    NULL,       sg__lc_shim_discard,
-    sg__lc_shim_attempt, tp_finished, tp_now,     tp_reschedule,
-    tp_new_slot,         tp_watch,    tp_unwatch,
+    .launch = tp_launch,
+    .abort = tp_abort,
+    .discard = sg__lc_shim_discard,
+    .attempt_ended = sg__lc_shim_attempt,
+    .finished = tp_finished,
+    .now = tp_now,
+    .reschedule = tp_reschedule,
+    .new_slot = tp_new_slot,
+    .watch = tp_watch,
+    .unwatch = tp_unwatch,
+    .bytes = tp_bytes,
 };
 
 static int on_item(const sg_item *item, void *user_data) {

@@ -107,6 +107,9 @@ typedef struct sg__transport {
      * intent is recorded inside sg__lc_start, waiting. */
     int (*watch)(sg__lifecycle *lc, int fd);
     void (*unwatch)(sg__lifecycle *lc, int fd);
+    /* Optional: a streaming body's bytes as received, before they are cut
+     * into items (the user's on_bytes).  Non-zero cancels the attempt. */
+    int (*bytes)(sg__lifecycle *lc, const void *data, size_t len);
 } sg__transport;
 
 struct sg__lifecycle {

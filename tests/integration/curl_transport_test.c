@@ -180,7 +180,7 @@ static void run(const spec *s, result *r) {
     memset(r, 0, sizeof(*r));
     configure(s, &e, &po, &co, url, sizeof(url));
     void *ud[2] = {r, (void *)s};
-    sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
+    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
     sg_curl_op *op;
     assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
     int64_t t0 = sg_clock_now(NULL);
@@ -1458,6 +1458,94 @@ static void a_retry_budget_spares_a_failing_server(void **state) {
     sg_retry_budget_free(b);
 }
 
+/* on_bytes: each attempt's streaming body as it arrived, before the items
+ * it completes; an error status's body is no stream and not given. */
+typedef struct tap {
+    char buf[16384];
+    size_t len;
+    uint32_t attempts_seen[4]; /* attempt numbers on_bytes was called for */
+    size_t n_attempts;
+    size_t searched; /* where the next item's data must appear after */
+    int items;
+    int cancel_after_bytes; /* non-zero: stop from on_bytes */
+} tap;
+
+static int tap_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
+                     void *ud) {
+    (void)op;
+    tap *t = ud;
+    if (t->n_attempts == 0 || t->attempts_seen[t->n_attempts - 1] != attempt) {
+        assert_true(t->n_attempts < 4);
+        t->attempts_seen[t->n_attempts++] = attempt;
+    }
+    assert_true(t->len + len <= sizeof(t->buf));
+    memcpy(t->buf + t->len, data, len);
+    t->len += len;
+    return t->cancel_after_bytes != 0;
+}
+
+static int tap_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    tap *t = ud;
+    t->items++;
+    /* the item's bytes came through on_bytes first, in order */
+    char want[512];
+    snprintf(want, sizeof(want), "data: %.*s\n", (int)item->data_len, item->data);
+    t->buf[t->len] = '\0';
+    char *at = strstr(t->buf + t->searched, want);
+    assert_non_null(at);
+    t->searched = (size_t)(at - t->buf) + strlen(want);
+    return 0;
+}
+
+static sg_outcome run_tap(const char *path, uint32_t attempts, tap *t) {
+    /* its own key: fail_first counts per Idempotency-Key */
+    spec s = {.path = path, .attempts = attempts, .backoff_base = SG_MS(5), .key = path};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    sg_curl_callbacks cbs = {.on_item = tap_item, .on_bytes = tap_bytes};
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, t), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    sg_outcome o = sg_curl_op_outcome(op);
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    return o;
+}
+
+static void on_bytes_gives_the_stream_as_received_before_its_items(void **state) {
+    (void)state;
+    tap *t = calloc(1, sizeof(*t));
+    assert_int_equal(run_tap("/v1/chat/completions?n=5&_t=tap1.", 1, t), SG_OUTCOME_OK);
+    assert_int_equal(t->items, 5);
+    assert_int_equal(t->n_attempts, 1);
+    assert_int_equal(t->attempts_seen[0], 1);
+    /* the whole body, up to and with its terminal */
+    assert_true(t->len > 14);
+    assert_memory_equal(t->buf + t->len - 14, "data: [DONE]\n\n", 14);
+    assert_memory_equal(t->buf, "data: ", 6);
+
+    /* a 503 first: its body is no stream, only attempt 2's bytes come */
+    memset(t, 0, sizeof(*t));
+    assert_int_equal(
+        run_tap("/v1/chat/completions?n=2&status=503&fail_first=1&_t=tap2.", 3, t),
+        SG_OUTCOME_OK);
+    assert_int_equal(t->n_attempts, 1);
+    assert_int_equal(t->attempts_seen[0], 2);
+    assert_int_equal(t->items, 2);
+
+    /* a non-zero return cancels, as from on_item: nothing is delivered */
+    memset(t, 0, sizeof(*t));
+    t->cancel_after_bytes = 1;
+    assert_int_equal(run_tap("/v1/chat/completions?n=5&_t=tap3.", 3, t),
+                     SG_OUTCOME_CANCELLED);
+    assert_int_equal(t->items, 0);
+    free(t);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
@@ -1509,6 +1597,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(many_operations_run_concurrently_on_one_thread),
         cmocka_unit_test(a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut),
         cmocka_unit_test(a_caller_driven_multi_enforces_the_clocks),
+        cmocka_unit_test(on_bytes_gives_the_stream_as_received_before_its_items),
     };
     return cmocka_run_group_tests_name("curl_transport", tests, setup, teardown);
 }

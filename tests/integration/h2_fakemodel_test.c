@@ -62,7 +62,8 @@ static void on_done(sg_h2_op *op, void *ud) {
     e->done = true;
 }
 
-static const sg_h2_callbacks g_cbs = {count_item, on_discard, NULL, on_done};
+static const sg_h2_callbacks g_cbs = {
+    .on_item = count_item, .on_discard = on_discard, .on_done = on_done};
 static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
                                        .terminal_data = "[DONE]"};
 
@@ -854,13 +855,13 @@ static void a_flooding_stream_does_not_delay_other_clocks(void **state) {
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?runaway=1&gap=0&line_bytes=2000";
-    sg_h2_callbacks flood_cbs = {flood_item, NULL, NULL, NULL};
+    sg_h2_callbacks flood_cbs = {.on_item = flood_item};
     assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &flood_cbs,
                                         &f, &f.flooder),
                      0);
     sg_op_options_set_first_item_timeout(&po, SG_MS(300));
     req.path = "/v1/chat/completions?n=3&first_delay=5000";
-    sg_h2_callbacks quiet_cbs = {NULL, NULL, NULL, quiet_done};
+    sg_h2_callbacks quiet_cbs = {.on_done = quiet_done};
     sg_h2_op *quiet = NULL;
     f.started = h2t_now();
     assert_int_equal(

@@ -77,7 +77,7 @@ static void on_done(sg_h2_op *op, void *ud) {
     e->done_at = sg_clock_monotonic_now(NULL);
 }
 
-static const sg_h2_callbacks g_cbs = {count_item, NULL, NULL, on_done};
+static const sg_h2_callbacks g_cbs = {.on_item = count_item, .on_done = on_done};
 
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

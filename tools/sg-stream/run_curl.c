@@ -65,7 +65,7 @@ static bool setup_easy(CURL *easy, struct config *c) {
 }
 
 int run_curl(struct config *c) {
-    sg_curl_callbacks cbs = {on_item, on_discard, NULL, NULL};
+    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
     /* the URL, then each --fallback: the same method, headers and body */
     sg_curl_endpoint eps[MAX_FALLBACKS + 1];
     memset(eps, 0, sizeof(eps));

@@ -168,7 +168,7 @@ int run_h2(struct config *c, bool probe) {
                          .deadline_header = c->copts.deadline_header,
                          .grpc_timeout = c->copts.grpc_timeout,
                          .framing = c->copts.framing};
-    sg_h2_callbacks cbs = {h2_on_item, h2_on_discard, NULL, NULL};
+    sg_h2_callbacks cbs = {.on_item = h2_on_item, .on_discard = h2_on_discard};
     /* With --http2 the connection is part of each attempt (leased from the
      * budget, reported, retried when safe); the probe must connect first to
      * learn whether the server speaks h2 at all. */
