@@ -1,0 +1,114 @@
+/*
+ * sg-proxy: the three clocks and the one budget for any HTTP client, by
+ * changing its base URL (docs/sg-proxy.md).  One thread, one epoll loop:
+ * the listening socket, the clients' sockets, a signalfd, and the managed
+ * libcurl multi that carries every upstream operation (its fd wakes for
+ * every socket, clock, backoff and hedge of the library).
+ *
+ * A client connection reads one request (head within the header timeout,
+ * bounded head, header count and body), becomes one guarded operation
+ * upstream, and is answered when an attempt delivers its first token
+ * (commit): the status and headers then, the upstream's bytes of that
+ * attempt after them, byte for byte.  Before the commit a failure is an
+ * HTTP error in the provider's format; after it an in-band error in the
+ * provider's stream format, then the end.  Connection: close after each
+ * response.
+ *
+ * Files: main.c (options, listening, the loop, signals), conn.c (one
+ * client: its request, its operation, its answer), answer.c (what the
+ * client is told, in each provider's format).
+ */
+#ifndef SG_PROXY_H
+#define SG_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <streamguard/curl.h>
+#include <streamguard/streamguard.h>
+
+#include "../sg-fakemodel/http1.h"
+
+#define MAX_FALLBACKS 15
+#define PROXY_MAX_HEAD SG_FM_H1_MAX_HEAD
+
+/* The route: where requests go and how they are guarded. */
+struct route {
+    const char *name;     /* "default" in the one-route mode */
+    const char *upstream; /* scheme://host[:port][/path], no trailing '/' kept */
+    size_t upstream_len;
+    const char *fallback[MAX_FALLBACKS];
+    size_t fallback_len[MAX_FALLBACKS];
+    int nfallback;
+    const char *profile;
+    sg_stream_config framing;
+    sg_op_options policy; /* the route's; a request's budget may shrink it */
+    bool idempotent;
+    const char *cafile;
+};
+
+struct proxy {
+    struct route route;
+    int epfd;
+    int lfd;   /* the listening socket, -1 once draining */
+    int sigfd; /* SIGTERM, SIGINT */
+    sg_curl_multi *multi;
+    FILE *log;     /* one report line per operation */
+    int max_conns; /* connections open at most */
+    int nconns;
+    int64_t header_timeout;
+    size_t max_body;
+    size_t client_buffer; /* bytes waiting for a client, at most */
+    int64_t transit_allowance;
+    int64_t drain;          /* how long in-flight streams may finish */
+    int64_t drain_deadline; /* SG_TIME_NEVER until SIGTERM */
+    bool draining;
+    bool cancelled_all; /* the drain ran out: every operation cancelled */
+    struct conn *conns; /* every open connection */
+    uint64_t next_id;
+};
+
+/* Tags for epoll: a connection's pointer, or one of these. */
+extern char sg_proxy_tag_listen, sg_proxy_tag_multi, sg_proxy_tag_signal;
+
+/* conn.c */
+struct conn;
+void conn_accept(struct proxy *p);
+/* Readiness of @c's socket. */
+void conn_ready(struct proxy *p, struct conn *c, uint32_t events);
+/* The earliest header deadline of the connections (SG_TIME_NEVER none),
+ * after closing those whose deadline has passed at @now. */
+int64_t conns_expire(struct proxy *p, int64_t now);
+/* SIGTERM ran out of drain time: cancel every operation. */
+void conns_cancel_all(struct proxy *p);
+void conns_free(struct proxy *p);
+
+/* answer.c: what a client is told, in the provider's own format. */
+enum answer_style {
+    STYLE_OPENAI,    /* {"error": {"message","type","code"}} */
+    STYLE_ANTHROPIC, /* {"type":"error","error":{"type","message"}} */
+    STYLE_RESPONSES, /* event: error, {"type":"error","code","message"} */
+    STYLE_GEMINI,    /* {"error": {"code","message","status"}} */
+    STYLE_OLLAMA,    /* {"error": "..."} */
+    STYLE_BEDROCK,   /* an exception message; before commit {"message"} */
+};
+enum answer_style answer_style_of(const char *profile);
+const char *answer_content_type(const sg_stream_config *framing);
+/* The status a failure before the commit is answered with. */
+int answer_status(sg_outcome outcome, int upstream_status);
+/* The error body of a failure before the commit, into @buf (NUL-ended);
+ * returns its length. */
+size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status,
+                         const char *detail, char *buf, size_t cap);
+/* The in-band error after the commit (a whole SSE event, NDJSON line or
+ * event-stream message), into @buf; returns its length. */
+size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
+                      char *buf, size_t cap);
+
+/* ../sg-stream/values.c */
+int parse_duration(const char *s, int64_t *out);
+int parse_count(const char *s, uint64_t max, uint64_t *out);
+
+#endif
