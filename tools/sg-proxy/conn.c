@@ -74,6 +74,7 @@ struct conn {
     struct pending pend[1 + SG_OP_MAX_HEDGES];
     bool committed;
     uint32_t committed_attempt;
+    int64_t committed_at;
     char tail[2]; /* the last two body bytes the client got */
     bool client_gone;
     bool too_slow;
@@ -371,6 +372,7 @@ static int commit(struct conn *c, uint32_t attempt) {
              answer_content_type(&p->route.framing), attempt);
     c->committed = true;
     c->committed_attempt = attempt;
+    c->committed_at = now_ns();
     c->state = C_STREAMING;
     put_str(c, head);
     struct pending *pd = pending_of(c, attempt, false);
@@ -482,6 +484,9 @@ static void on_done(sg_curl_op *op, void *ud) {
     struct conn *c = ud;
     sg_outcome o = sg_curl_op_outcome(op);
     log_report(c);
+    int64_t end = now_ns();
+    metrics_observe(sg_curl_op_policy(op), (double)(end - c->arrived) / 1e9,
+                    c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
     if (!c->client_gone) {
         if (c->committed) {
             c->state = C_CLOSING;
@@ -561,6 +566,27 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
     }
     return sg_deadline_from_timeout(c->arrived, ns, c->proxy->transit_allowance,
                                     deadline) == 0;
+}
+
+/* GET /metrics is the proxy's own. */
+static bool serve_metrics(struct conn *c) {
+    if (!sg_fm_h1_iequal(c->req.method, c->req.method_len, "GET", 3) ||
+        !sg_fm_h1_iequal(c->req.target, c->req.target_len, "/metrics", 8)) {
+        return false;
+    }
+    static char text[65536];
+    size_t n = metrics_text(text, sizeof(text));
+    char head[256];
+    snprintf(head, sizeof(head),
+             "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
+             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+             n);
+    c->state = C_CLOSING;
+    c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    put_str(c, head);
+    (void)put(c, text, n);
+    flush_out(c);
+    return true;
 }
 
 static void start_operation(struct conn *c) {
@@ -743,7 +769,7 @@ static void parse(struct conn *c) {
     }
     if (c->state == C_BODY) {
         int done = read_body(c);
-        if (done == 1) {
+        if (done == 1 && !serve_metrics(c)) {
             start_operation(c);
         }
     }

@@ -107,6 +107,11 @@ size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status
 size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
                       char *buf, size_t cap);
 
+/* metrics.c: counted once per operation as it ends. */
+void metrics_observe(const sg_op *op, double duration_s, double ttfc_s);
+/* The Prometheus text into @b (NUL-ended); returns its length. */
+size_t metrics_text(char *b, size_t cap);
+
 /* ../sg-stream/values.c */
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
