@@ -332,13 +332,16 @@ static void remember_tail(struct conn *c, const char *p, size_t n) {
     }
 }
 
-/* The committed attempt's bytes go to the client. */
+/* The committed attempt's bytes go to the client - now, so that each
+ * item is there the moment the read that carried it is processed (what
+ * the socket does not take waits in the buffer). */
 static int forward(struct conn *c, const char *p, size_t n) {
     if (!put(c, p, n)) {
         c->too_slow = !c->client_gone;
         return 1; /* cancels the operation */
     }
     remember_tail(c, p, n);
+    flush_out(c);
     return 0;
 }
 
