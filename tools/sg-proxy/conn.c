@@ -75,7 +75,11 @@ struct conn {
     bool committed;
     uint32_t committed_attempt;
     int64_t committed_at;
-    char tail[2]; /* the last two body bytes the client got */
+    /* the bytes of an event (SSE) or a line (NDJSON) not yet whole: they
+     * go with the rest of it, so that a stream cut inside one ends on a
+     * whole event, and the in-band error after it is an event of its own */
+    char *part;
+    size_t part_len, part_cap;
     bool client_gone;
     bool too_slow;
     /* the answer */
@@ -192,6 +196,7 @@ static void conn_free(struct conn *c) {
         free(c->pend[i].p);
     }
     free(c->out);
+    free(c->part);
     free(c);
     p->nconns--;
 }
@@ -322,25 +327,53 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
-static void remember_tail(struct conn *c, const char *p, size_t n) {
-    if (n >= 2) {
-        c->tail[0] = p[n - 2];
-        c->tail[1] = p[n - 1];
-    } else if (n == 1) {
-        c->tail[0] = c->tail[1];
-        c->tail[1] = p[0];
+/* Where the whole events (SSE: up to a blank line, "\n\n" or "\n\r\n")
+ * or lines (NDJSON) of @b[0..@n) end, searching from @from: 0 when none. */
+static size_t whole_end(sg_format f, const char *b, size_t n, size_t from) {
+    for (size_t i = n; i > from; i--) {
+        char ch = b[i - 1];
+        if (ch != '\n') {
+            continue;
+        }
+        if (f == SG_FORMAT_NDJSON) {
+            return i;
+        }
+        if (i >= 2 && b[i - 2] == '\n') {
+            return i;
+        }
+        if (i >= 3 && b[i - 2] == '\r' && b[i - 3] == '\n') {
+            return i;
+        }
     }
+    return 0;
 }
 
 /* The committed attempt's bytes go to the client - now, so that each
  * item is there the moment the read that carried it is processed (what
- * the socket does not take waits in the buffer). */
+ * the socket does not take waits in the buffer).  SSE and NDJSON go out
+ * by whole events and lines; an event stream as it comes. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (!put(c, p, n)) {
+    sg_format f = c->proxy->route.framing.format;
+    bool ok;
+    if (f == SG_FORMAT_EVENTSTREAM) {
+        ok = put(c, p, n);
+    } else {
+        size_t from = c->part_len > 2 ? c->part_len - 2 : 0;
+        ok = c->part_len + n <= c->proxy->client_buffer &&
+             grow(&c->part, &c->part_cap, c->part_len + n);
+        if (ok) {
+            memcpy(c->part + c->part_len, p, n);
+            c->part_len += n;
+            size_t end = whole_end(f, c->part, c->part_len, from);
+            ok = put(c, c->part, end);
+            memmove(c->part, c->part + end, c->part_len - end);
+            c->part_len -= end;
+        }
+    }
+    if (!ok) {
         c->too_slow = !c->client_gone;
         return 1; /* cancels the operation */
     }
-    remember_tail(c, p, n);
     flush_out(c);
     return 0;
 }
@@ -466,17 +499,9 @@ static void answer_failure(struct conn *c, sg_outcome o) {
 static void answer_in_band_error(struct conn *c, sg_outcome o) {
     struct proxy *p = c->proxy;
     enum answer_style style = answer_style_of(p->route.profile);
-    /* the upstream's bytes may have stopped inside an event or a line:
-     * end it first, so that the error is an event of its own */
-    if (p->route.framing.format == SG_FORMAT_SSE) {
-        if (c->tail[1] != '\n') {
-            put_str(c, "\n\n");
-        } else if (c->tail[0] != '\n') {
-            put_str(c, "\n");
-        }
-    } else if (p->route.framing.format == SG_FORMAT_NDJSON && c->tail[1] != '\n') {
-        put_str(c, "\n");
-    }
+    /* what the client got ends on a whole event or line (the rest of a cut
+     * one is dropped): the error is an event of its own */
+    c->part_len = 0;
     char buf[1600];
     const char *detail = sg_curl_op_error(c->op);
     size_t n = answer_in_band(style, o, detail, buf, sizeof(buf));
@@ -495,6 +520,11 @@ static void on_done(sg_curl_op *op, void *ud) {
             c->state = C_CLOSING;
             if (o != SG_OUTCOME_OK) {
                 answer_in_band_error(c, o);
+            } else if (c->part_len > 0) {
+                /* a clean end after bytes with no event end (a terminal
+                 * without its blank line): they are the stream's too */
+                (void)put(c, c->part, c->part_len);
+                c->part_len = 0;
             }
             flush_out(c);
         } else {
