@@ -46,6 +46,9 @@ struct pending {
     uint32_t attempt; /* 0: free */
     char *p;
     size_t n, cap;
+    const char *chunk; /* the read being processed (valid during it) */
+    size_t chunk_len;
+    size_t chunk_at; /* where it starts in p */
 };
 
 struct conn {
@@ -75,11 +78,17 @@ struct conn {
     bool committed;
     uint32_t committed_attempt;
     int64_t committed_at;
-    /* the bytes of an event (SSE) or a line (NDJSON) not yet whole: they
-     * go with the rest of it, so that a stream cut inside one ends on a
-     * whole event, and the in-band error after it is an event of its own */
+    /* SSE and NDJSON: the committed attempt's bytes not yet given to the
+     * client.  They go out event by event (line by line) as the library
+     * delivers the item each one carries, so that the client gets exactly
+     * the items the clocks and caps accepted, and a stream cut inside an
+     * event ends on a whole one before the in-band error. */
     char *part;
     size_t part_len, part_cap;
+    const char *chunk; /* the read being processed, and where it starts */
+    size_t chunk_len;
+    ptrdiff_t chunk_at;
+    bool token_seen; /* held metadata comes with the first token */
     bool client_gone;
     bool too_slow;
     /* the answer */
@@ -327,54 +336,87 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
-/* Where the whole events (SSE: up to a blank line, "\n\n" or "\n\r\n")
- * or lines (NDJSON) of @b[0..@n) end, searching from @from: 0 when none. */
-static size_t whole_end(sg_format f, const char *b, size_t n, size_t from) {
-    for (size_t i = n; i > from; i--) {
-        char ch = b[i - 1];
-        if (ch != '\n') {
+/* The end of the first whole event (SSE: its blank line, "\n\n" or
+ * "\n\r\n") or line (NDJSON) of @b[0..@n) that ends at or after @from:
+ * the index after it, or 0 when none. */
+static size_t event_end(sg_format f, const char *b, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++) {
+        if (b[i] != '\n') {
             continue;
         }
         if (f == SG_FORMAT_NDJSON) {
-            return i;
+            return i + 1;
         }
-        if (i >= 2 && b[i - 2] == '\n') {
-            return i;
+        if (i + 1 < n && b[i + 1] == '\n') {
+            return i + 2;
         }
-        if (i >= 3 && b[i - 2] == '\r' && b[i - 3] == '\n') {
-            return i;
+        if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') {
+            return i + 3;
         }
     }
     return 0;
 }
 
-/* The committed attempt's bytes go to the client - now, so that each
- * item is there the moment the read that carried it is processed (what
- * the socket does not take waits in the buffer).  SSE and NDJSON go out
- * by whole events and lines; an event stream as it comes. */
-static int forward(struct conn *c, const char *p, size_t n) {
+static void too_slow(struct conn *c) {
+    c->too_slow = !c->client_gone;
+}
+
+/* Gives the client @item's event (and what precedes it: comments,
+ * keepalives, held metadata), found by where the item's data ends in the
+ * read being processed - or, for an item the library assembled elsewhere
+ * (an event split across reads), as the next whole event. */
+static int release(struct conn *c, const sg_item *item) {
     sg_format f = c->proxy->route.framing.format;
-    bool ok;
     if (f == SG_FORMAT_EVENTSTREAM) {
-        ok = put(c, p, n);
-    } else {
-        size_t from = c->part_len > 2 ? c->part_len - 2 : 0;
-        ok = c->part_len + n <= c->proxy->client_buffer &&
-             grow(&c->part, &c->part_cap, c->part_len + n);
-        if (ok) {
-            memcpy(c->part + c->part_len, p, n);
-            c->part_len += n;
-            size_t end = whole_end(f, c->part, c->part_len, from);
-            ok = put(c, c->part, end);
-            memmove(c->part, c->part + end, c->part_len - end);
-            c->part_len -= end;
-        }
+        return 0; /* passed on as it came */
     }
-    if (!ok) {
-        c->too_slow = !c->client_gone;
-        return 1; /* cancels the operation */
+    if (!c->token_seen && item->kind == SG_ITEM_META) {
+        return 0; /* held metadata: it goes with the first token */
     }
+    c->token_seen = true;
+    size_t from = c->chunk_at > 0 ? (size_t)c->chunk_at : 0;
+    const char *dend = item->data + item->data_len;
+    if (c->chunk != NULL && item->data >= c->chunk && dend <= c->chunk + c->chunk_len &&
+        c->chunk_at + (dend - c->chunk) >= 0) {
+        from = (size_t)(c->chunk_at + (dend - c->chunk));
+    }
+    size_t end = event_end(f, c->part, c->part_len, from);
+    if (end == 0) {
+        return 0; /* not whole here (a CR-only stream): it goes at the end */
+    }
+    if (!put(c, c->part, end)) {
+        too_slow(c);
+        return 1;
+    }
+    memmove(c->part, c->part + end, c->part_len - end);
+    c->part_len -= end;
+    c->chunk_at -= (ptrdiff_t)end;
     flush_out(c);
+    return 0;
+}
+
+/* The committed attempt's bytes: an event stream goes to the client now
+ * (what the socket does not take waits in the buffer); SSE and NDJSON wait
+ * in @part for their items. */
+static int forward(struct conn *c, const char *p, size_t n) {
+    if (c->proxy->route.framing.format == SG_FORMAT_EVENTSTREAM) {
+        if (!put(c, p, n)) {
+            too_slow(c);
+            return 1;
+        }
+        flush_out(c);
+        return 0;
+    }
+    if (c->part_len + n > c->proxy->client_buffer ||
+        !grow(&c->part, &c->part_cap, c->part_len + n)) {
+        too_slow(c);
+        return 1;
+    }
+    c->chunk = p;
+    c->chunk_len = n;
+    c->chunk_at = (ptrdiff_t)c->part_len;
+    memcpy(c->part + c->part_len, p, n);
+    c->part_len += n;
     return 0;
 }
 
@@ -393,6 +435,9 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         !grow(&pd->p, &pd->cap, pd->n + len)) {
         return 1; /* held bytes past the bound: not a stream worth holding */
     }
+    pd->chunk = data;
+    pd->chunk_len = len;
+    pd->chunk_at = pd->n;
     memcpy(pd->p + pd->n, data, len);
     pd->n += len;
     return 0;
@@ -412,7 +457,15 @@ static int commit(struct conn *c, uint32_t attempt) {
     c->state = C_STREAMING;
     put_str(c, head);
     struct pending *pd = pending_of(c, attempt, false);
-    int rv = pd != NULL ? forward(c, pd->p, pd->n) : 0;
+    int rv = 0;
+    if (pd != NULL && pd->n > 0) {
+        rv = forward(c, pd->p, pd->n);
+        /* the read being processed is the one in progress, not the copy */
+        c->chunk = pd->chunk;
+        c->chunk_len = pd->chunk_len;
+        c->chunk_at = (ptrdiff_t)pd->chunk_at;
+    }
+    flush_out(c);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
         c->pend[i].attempt = 0; /* every other attempt's bytes go */
         c->pend[i].n = 0;
@@ -423,10 +476,13 @@ static int commit(struct conn *c, uint32_t attempt) {
 static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
     (void)op;
     struct conn *c = ud;
-    if (!c->committed) {
-        return commit(c, item->attempt);
+    if (!c->committed && commit(c, item->attempt) != 0) {
+        return 1;
     }
-    return c->client_gone ? 1 : 0;
+    if (c->client_gone || item->attempt != c->committed_attempt) {
+        return c->client_gone ? 1 : 0;
+    }
+    return release(c, item);
 }
 
 static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
