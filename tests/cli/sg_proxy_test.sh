@@ -253,6 +253,12 @@ check "persistent 429: X-SG-Outcome: http_error" '[ "$(hdr p429 X-SG-Outcome)" =
 jqcheck "persistent 429: an OpenAI error body" "$(cat "$FM_DIR/p429.body")" \
     '.error.type == "http_error" and .error.code == "http_error" and (.error.message | type == "string")'
 
+preq "$PB" p503 px-p503 '/v1/chat/completions?status=503&retry_after=0&_t=px_p503'
+nb=$((nb + 1))
+check "persistent 503: status 503, Retry-After passed through, X-SG-Outcome: http_error" \
+    '[ "$CODE" = 503 ] && [ "$(hdr p503 Retry-After)" = 0 ] && [ "$(hdr p503 X-SG-Outcome)" = http_error ]' \
+    "$CODE $(tr '\r\n' '  ' <"$FM_DIR/p503.hdr")"
+
 # Any other upstream failure before the first token: 502.
 preq "$PB" s500 px-500 '/v1/chat/completions?status=500&_t=px_500'
 nb=$((nb + 1))
@@ -325,8 +331,97 @@ r=$(report A 1)
 jqcheck "slow first token once: the report shows 2 attempts, the first first_item_timeout" "$r" \
     '.report.outcome == "ok" and (.report.attempts | length == 2) and .report.attempts[0].outcome == "first_item_timeout"'
 
+# ---- H..M: the other flags ---------------------------------------------------
+# an upstream URL with a path: the client's path goes after it; --log
+px_start H --upstream "$UP/v1" --profile openai --log "$FM_DIR/H.log"
+preq "$PX_PORT" hpath px-hpath '/chat/completions?n=2&_t=px_hpath'
+check "--upstream URL/v1 + /chat/completions: the upstream got /v1/chat/completions" \
+    '[ "$CODE" = 200 ] && [ "$(fm_field px-hpath received path)" = /v1/chat/completions ]' \
+    "$CODE $(fm_log 'key=px-hpath&event=received')"
+for _ in $(seq 1 100); do
+    [ -s "$FM_DIR/H.log" ] && break
+    sleep 0.05
+done
+check "--log FILE: the report line goes there, stdout keeps only the port" \
+    '[ "$(wc -l <"$FM_DIR/H.out")" -eq 1 ] && jq -e ".route == \"default\" and .report.outcome == \"ok\"" "$FM_DIR/H.log" >/dev/null' \
+    "stdout: $(head -c 300 "$FM_DIR/H.out"); log: $(head -c 300 "$FM_DIR/H.log")"
+
+# --fallback: the first upstream refuses the connection (always safe)
+px_start I --upstream http://127.0.0.1:1 --fallback "$UP" --profile openai --attempts 3 \
+    --backoff-base 5ms --backoff-max 20ms
+preq "$PX_PORT" fb px-fb '/v1/chat/completions?n=3&_t=px_fb'
+check "--fallback: a refused first upstream is invisible, the fallback streams" \
+    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/fb.body")" -eq 3 ] && ends_done "$FM_DIR/fb.body"' \
+    "$CODE $(head -c 300 "$FM_DIR/fb.body")"
+r=$(report I 1)
+jqcheck "--fallback: the report shows the refused attempt, then the fallback's" "$r" \
+    '.report.outcome == "ok" and (.report.attempts | length >= 2) and .report.attempts[0].outcome != "ok"'
+
+# --hedge-after: a second attempt beside a slow first one wins; the
+# first is cancelled
+px_start J --upstream "$UP" --profile openai --hedge-after 100ms --max-hedges 1 --idempotent \
+    --attempts 3 --budget 10s
+t0=$(now_ms)
+preq "$PX_PORT" hedge px-hedge '/v1/chat/completions?n=4&gap=5&tail_first=1&tail_delay=3000&_t=px_hedge'
+el=$(($(now_ms) - t0))
+check "--hedge-after 100ms: one clean stream in ${el} ms (the first attempt's token is 3 s away; bound 1000)" \
+    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/hedge.body")" -eq 4 ] && ends_done "$FM_DIR/hedge.body" && [ "$el" -lt 1000 ]' \
+    "$CODE $(head -c 300 "$FM_DIR/hedge.body")"
+check "--hedge-after: the upstream saw the slow attempt and the hedge" '[ "$(fm_count px-hedge received)" -eq 2 ]'
+check "--hedge-after: the losing attempt is cancelled (client_gone at the upstream)" 'fm_wait_event px-hedge client_gone'
+r=$(report J 1)
+jqcheck "--hedge-after: the report shows a hedge" "$r" '.report.outcome == "ok" and any(.report.attempts[]; .hedge == true)'
+
+# --max-items: a runaway stream is capped in-band
+px_start K --upstream "$UP" --profile openai --max-items 3
+preq "$PX_PORT" cap px-cap '/v1/chat/completions?runaway=1&gap=5&_t=px_cap'
+err=$(grep '^data: {"error":' "$FM_DIR/cap.body")
+check "--max-items 3: 200, items, then the in-band error" '[ "$CODE" = 200 ] && [ -n "$err" ]' \
+    "$CODE $(head -c 600 "$FM_DIR/cap.body")"
+jqcheck "--max-items 3: the error names cap_exceeded" "${err#data: }" '.error.type == "cap_exceeded"'
+# as sg-stream --max-items prints exactly N items, and as the report
+# counts them: the item past the cap must not reach the client
+r=$(report K 1)
+got=$(grep -c '"content":"tok' "$FM_DIR/cap.body")
+check "--max-items 3: exactly 3 items reach the client (got $got; the report says $(jq -c '[.report.attempts[].items]' <<<"$r"))" \
+    '[ "$got" -eq 3 ]'
+
+# --stream-total and --transit-allowance
+px_start L --upstream "$UP" --profile openai --stream-total 400ms --transit-allowance 200ms
+t0=$(now_ms)
+preq "$PX_PORT" total px-total '/v1/chat/completions?runaway=1&gap=20&_t=px_total'
+el=$(($(now_ms) - t0))
+err=$(grep '^data: {"error":' "$FM_DIR/total.body")
+jqcheck "--stream-total 400ms: a runaway stream ends in-band with stream_timeout" "${err#data: }" \
+    '.error.type == "stream_timeout"'
+check "--stream-total 400ms: after ${el} ms (bound 380..900)" '[ "$el" -ge 380 ] && [ "$el" -le 900 ]'
+preq "$PX_PORT" transit px-transit '/v1/chat/completions?n=1&_t=px_transit' -H 'X-Deadline-Ms: 1500'
+xd=$(fm_field px-transit received x_deadline_ms)
+check "--transit-allowance 200ms: X-Deadline-Ms 1500 reaches the upstream as $xd (<= 1300)" \
+    '[[ "$xd" =~ ^[0-9]+$ ]] && [ "$xd" -gt 0 ] && [ "$xd" -le 1300 ]'
+
+# the ollama profile: NDJSON, byte for byte (its lines carry no request id)
+px_start M --upstream "$UP" --profile ollama
+Q='/api/chat?format=ollama&n=4&gap=5&_t=px_ollama'
+curl -sN -m 15 -o "$FM_DIR/odirect.body" -d '{"model":"m"}' "$UP$Q"
+preq "$PX_PORT" ollama px-ollama "$Q"
+check "ollama: Content-Type application/x-ndjson" '[[ "$(hdr ollama Content-Type)" == application/x-ndjson* ]]' \
+    "$(hdr ollama Content-Type)"
+check "ollama: the body is byte for byte the upstream's" 'cmp -s "$FM_DIR/odirect.body" "$FM_DIR/ollama.body"' \
+    "$(diff "$FM_DIR/odirect.body" "$FM_DIR/ollama.body" | head -c 400)"
+
 # ---- G: the Anthropic profile's in-band error ---------------------------------
 px_start G --upstream "$UP" --profile anthropic --idle 300ms --budget 10s
+# byte for byte, the request id in "msg_<id>" aside (as for openai above)
+Q='/v1/messages?n=3&gap=5&_t=px_awhole'
+curl -sN -m 15 -o "$FM_DIR/adirect.body" -H 'Idempotency-Key: px-awhole-direct' -d '{}' "$UP$Q"
+preq "$PX_PORT" awhole px-awhole "$Q"
+did=$(upstream_ids px-awhole-direct)
+pid_=$(upstream_ids px-awhole)
+sed "s/\"msg_$did\"/\"msg_$pid_\"/g" "$FM_DIR/adirect.body" >"$FM_DIR/adirect.masked"
+check "anthropic normal stream: byte for byte the upstream's (request id aside), text/event-stream" \
+    '[ "$CODE" = 200 ] && cmp -s "$FM_DIR/adirect.masked" "$FM_DIR/awhole.body" && [[ "$(hdr awhole Content-Type)" == text/event-stream* ]]' \
+    "$(diff "$FM_DIR/adirect.masked" "$FM_DIR/awhole.body" | head -c 400)"
 preq "$PX_PORT" astall px-astall '/v1/messages?n=9&gap=10&stall_after=2&stall=forever&_t=px_astall'
 check "anthropic stall: two deltas, then event: error with its data, then the end" \
     'grep -A1 -x "event: error" "$FM_DIR/astall.body" | grep -q "^data: " &&
@@ -442,7 +537,7 @@ PE=$PX_PORT
 curl -sN -m 15 "http://127.0.0.1:$PE/v1/chat/completions?n=10&gap=100&_t=px_drain" >"$FM_DIR/drain.body" &
 cpid=$!
 for _ in $(seq 1 100); do
-    grep -q tok0 "$FM_DIR/drain.body" && break
+    grep -qs tok0 "$FM_DIR/drain.body" && break
     sleep 0.02
 done
 t0=$(now_ms)
@@ -472,7 +567,7 @@ PF_PID=$PX_PID
 curl -sN -m 15 "http://127.0.0.1:$PX_PORT/v1/chat/completions?n=100&gap=100&_t=px_cancel" >"$FM_DIR/cancel.body" &
 cpid=$!
 for _ in $(seq 1 100); do
-    grep -q tok0 "$FM_DIR/cancel.body" && break
+    grep -qs tok0 "$FM_DIR/cancel.body" && break
     sleep 0.02
 done
 t0=$(now_ms)
@@ -488,14 +583,15 @@ jqcheck "SIGTERM with --drain 300ms: its report line is written, cancelled" "$(t
     'any(.[]; .report.outcome == "cancelled")' -s
 
 # ---- the report lines ------------------------------------------------------------
-for p in A B C D E F G; do
-    jqcheck "proxy $p: every report line is one JSON object {route, client, report}" \
-        "$(tail -n +2 "$FM_DIR/$p.out")" \
+for p in A B C D E F G H I J K L M; do
+    lines=$(tail -n +2 "$FM_DIR/$p.out")
+    [ "$p" = H ] && lines=$(cat "$FM_DIR/H.log")
+    jqcheck "proxy $p: every report line is one JSON object {route, client, report}" "$lines" \
         'length > 0 and all(.[]; (.route | type) == "string" and (.client | startswith("127.0.0.1:")) and .report.version == 1)' -s
 done
 check "the Authorization and x-api-key values never appear in any report line or log" \
-    '! grep -qF -e "$SECRET" -e "$ANT_SECRET" "$FM_DIR"/[A-G].out "$FM_DIR"/[A-G].err' \
-    "$(grep -lF -e "$SECRET" -e "$ANT_SECRET" "$FM_DIR"/[A-G].out "$FM_DIR"/[A-G].err)"
+    '! grep -qF -e "$SECRET" -e "$ANT_SECRET" "$FM_DIR"/[A-M].out "$FM_DIR"/[A-M].err "$FM_DIR/H.log"' \
+    "$(grep -lF -e "$SECRET" -e "$ANT_SECRET" "$FM_DIR"/[A-M].out "$FM_DIR"/[A-M].err "$FM_DIR/H.log")"
 check "proxy B wrote one report line per request ($nb)" '[ "$(nrep B)" -eq "$nb" ]' "$(nrep B)"
 
 for p in "${PX_PIDS[@]}"; do
