@@ -18,7 +18,7 @@ const [openaiProxy, anthropicProxy, fakemodel, idleArg] = process.argv.slice(2);
 const idleMs = Number(idleArg);
 // how late past the idle clock an SDK may see the error: the proxy's
 // timer, two loopback hops and the SDK's parsing
-const SLACK_MS = 300;
+const SLACK_MS = 150;
 let failures = 0;
 
 function check(what, cond, detail) {
