@@ -20,43 +20,21 @@ for pkg in openai @anthropic-ai/sdk; do
     fi
 done
 
-PX_PIDS=()
-px_cleanup() {
-    local p
-    for p in "${PX_PIDS[@]}"; do
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    fm_cleanup
-}
-trap px_cleanup EXIT
+. "$dir/../cli/sg_proxy_lib.sh"
 
-# px_start NAME PROFILE: a proxy on 127.0.0.1:0 in front of sg-fakemodel;
-# sets PX_PORT.
 IDLE_MS=300
-px_start() {
-    "$PX" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$FM_PORT" --profile "$2" \
+# px PROFILE: a proxy in front of sg-fakemodel with that profile and
+# IDLE_MS for its first-token and idle clocks; sets PX_PORT.
+px() {
+    px_start "$1" --upstream "http://127.0.0.1:$FM_PORT" --profile "$1" \
         --first-item "${IDLE_MS}ms" --idle "${IDLE_MS}ms" --attempts 3 --backoff-base 5ms \
-        --backoff-max 20ms --budget 10s >"$FM_DIR/$1.out" 2>"$FM_DIR/$1.err" &
-    PX_PIDS+=($!)
-    for _ in $(seq 1 200); do
-        [ "$(wc -l <"$FM_DIR/$1.out")" -ge 1 ] && break
-        sleep 0.05
-    done
-    PX_PORT=$(head -n 1 "$FM_DIR/$1.out")
-    case "$PX_PORT" in
-    '' | *[!0-9]*)
-        echo "sg-proxy --profile $2 did not print its port; stderr:" >&2
-        cat "$FM_DIR/$1.err" >&2
-        exit 1
-        ;;
-    esac
+        --backoff-max 20ms --budget 10s
 }
 
 fm_start "$FM"
-px_start openai openai
+px openai
 PO=$PX_PORT
-px_start anthropic anthropic
+px anthropic
 PA=$PX_PORT
 node "$dir/proxy_check.mjs" "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
     "http://127.0.0.1:$FM_PORT" "$IDLE_MS" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
@@ -68,7 +46,5 @@ if [ "$rc" -ne 0 ]; then
         fail "node proxy_check.mjs exited $rc: $(head -c 400 "$FM_DIR/node.err")"
     fi
 fi
-for p in "${PX_PIDS[@]}"; do
-    kill -TERM "$p" 2>/dev/null
-done
+px_stop_all
 fm_finish
