@@ -88,6 +88,23 @@ jqcheck() {
     if jq -e "${@:4}" "$3" <<<"$2" >/dev/null 2>&1; then pass "$1"; else fail "$1: $(head -c 600 <<<"$2")"; fi
 }
 
+# inband TAG N WHAT TYPE...: TAG.body holds N items, then, as its last
+# event (ended by a blank line, no [DONE] after it), an OpenAI in-band error
+# whose type and code are one of TYPE... and whose message begins
+# "sg-proxy: <type>".
+inband() {
+    local body=$FM_DIR/$1.body n=$2 what=$3 err types
+    shift 3
+    types=$(printf '"%s",' "$@")
+    err=$(grep '^data: {"error":' "$body")
+    check "$what: $n items, then the in-band error" \
+        '[ "$(grep -c "\"content\":\"tok" "$body")" -eq "$n" ] && [ -n "$err" ]' "$(head -c 600 "$body")"
+    jqcheck "$what: the error names ${*// / or } in type, code and message" "${err#data: }" \
+        ".error.type as \$t | ([${types%,}] | any(.[]; . == \$t)) and .error.code == \$t and (.error.message | startswith(\"sg-proxy: \" + \$t))"
+    check "$what: the error is the last event, ended by a blank line, no [DONE]" \
+        '[ "$(grep -v "^$" "$body" | tail -n 1)" = "$err" ] && [ -z "$(tail -n 1 "$body")" ] && ! grep -q "\[DONE\]" "$body"'
+}
+
 # ends_done FILE: the body ends with data: [DONE] and its blank line.
 ends_done() {
     [ "$(tail -n 2 "$1" | head -n 1)" = "data: [DONE]" ] && [ -z "$(tail -n 1 "$1")" ]
@@ -159,14 +176,7 @@ curl -sN -m 15 -D "$FM_DIR/stall.hdr" -H 'Content-Type: application/json' \
     stamp >"$FM_DIR/stall.t"
 nb=$((nb + 1))
 cut -d' ' -f2- "$FM_DIR/stall.t" >"$FM_DIR/stall.body"
-err=$(grep '^data: {"error":' "$FM_DIR/stall.body")
-check "stall: 200, three items, then the in-band error" \
-    '[ "$(grep -c "\"content\":\"tok" "$FM_DIR/stall.body")" -eq 3 ] && [ -n "$err" ]' \
-    "$(head -c 600 "$FM_DIR/stall.body")"
-jqcheck "stall: the error names idle_timeout in type, code and message" "${err#data: }" \
-    '.error.type == "idle_timeout" and .error.code == "idle_timeout" and (.error.message | startswith("sg-proxy: idle_timeout"))'
-check "stall: the error event is the last, ended by a blank line, no [DONE]" \
-    '[ "$(grep -v "^$" "$FM_DIR/stall.body" | tail -n 1)" = "$err" ] && [ "$(tail -n 1 "$FM_DIR/stall.body")" = "" ] && ! grep -q "\[DONE\]" "$FM_DIR/stall.body"'
+inband stall 3 stall idle_timeout
 t_last=$(grep '"content":"tok2"' "$FM_DIR/stall.t" | cut -d' ' -f1)
 t_err=$(grep ' data: {"error":' "$FM_DIR/stall.t" | cut -d' ' -f1)
 gap=$(awk -v a="$t_last" -v b="$t_err" 'BEGIN { printf "%.1f", b - a }')
@@ -180,13 +190,8 @@ check "stall: the upstream saw one request" '[ "$(fm_count px-stall received)" -
 # A mid-stream drop: the in-band error names truncated or transport_error.
 preq "$PB" drop px-drop '/v1/chat/completions?n=9&gap=10&drop_after=3&_t=px_drop'
 nb=$((nb + 1))
-err=$(grep '^data: {"error":' "$FM_DIR/drop.body")
-check "drop: 200, three items, then an in-band error" \
-    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/drop.body")" -eq 3 ] && [ -n "$err" ]' \
-    "$CODE $(head -c 800 "$FM_DIR/drop.body")"
-jqcheck "drop: the error names truncated or transport_error" "${err#data: }" \
-    '(.error.type == "truncated" or .error.type == "transport_error") and .error.code == .error.type and (.error.type as $t | .error.message | startswith("sg-proxy: " + $t))'
-check "drop: no [DONE] after it" '! grep -q "\[DONE\]" "$FM_DIR/drop.body"'
+check "drop: 200" '[ "$CODE" = 200 ]' "got $CODE"
+inband drop 3 drop truncated transport_error
 check "drop: never retried (one upstream request)" '[ "$(fm_count px-drop received)" -eq 1 ]'
 
 # A cut in the middle of an event: the error must be an event of its own
@@ -348,32 +353,18 @@ check "--hedge-after: the losing attempt is cancelled (client_gone at the upstre
 r=$(report J 1)
 jqcheck "--hedge-after: the report shows a hedge" "$r" '.report.outcome == "ok" and any(.report.attempts[]; .hedge == true)'
 
-# --max-items: a runaway stream is capped in-band
+# --max-items, --max-bytes: a runaway stream is capped in-band; as
+# sg-stream --max-items prints exactly N items, the item past the cap must
+# not reach the client: it receives the items the report counts
 px_start K --upstream "$UP" --profile openai --max-items 3
 preq "$PX_PORT" cap px-cap '/v1/chat/completions?runaway=1&gap=5&_t=px_cap'
-err=$(grep '^data: {"error":' "$FM_DIR/cap.body")
-check "--max-items 3: 200, items, then the in-band error" '[ "$CODE" = 200 ] && [ -n "$err" ]' \
-    "$CODE $(head -c 600 "$FM_DIR/cap.body")"
-jqcheck "--max-items 3: the error names cap_exceeded" "${err#data: }" '.error.type == "cap_exceeded"'
-# as sg-stream --max-items prints exactly N items, and as the report
-# counts them: the item past the cap must not reach the client
-r=$(report K 1)
-got=$(grep -c '"content":"tok' "$FM_DIR/cap.body")
-check "--max-items 3: exactly 3 items reach the client (got $got; the report says $(jq -c '[.report.attempts[].items]' <<<"$r"))" \
-    '[ "$got" -eq 3 ]'
-
-# --max-bytes: the same, counted in bytes; what reaches the client is
-# what the report counts
+check "--max-items 3: 200" '[ "$CODE" = 200 ]' "got $CODE"
+inband cap 3 "--max-items 3" cap_exceeded
+jqcheck "--max-items 3: the report counts 3 items" "$(report K 1)" '.report.attempts[0].items == 3'
 px_start N --upstream "$UP" --profile openai --max-bytes 1000
 preq "$PX_PORT" mbytes px-mbytes '/v1/chat/completions?runaway=1&gap=5&_t=px_mbytes'
-err=$(grep '^data: {"error":' "$FM_DIR/mbytes.body")
-jqcheck "--max-bytes 1000: a runaway stream ends in-band with cap_exceeded" "${err#data: }" \
-    '.error.type == "cap_exceeded"'
-r=$(report N 1)
-got=$(grep -c '"content":"tok' "$FM_DIR/mbytes.body")
-items=$(jq '.report.attempts[0].items' <<<"$r")
-check "--max-bytes 1000: the client receives the items the report counts (got $got, report $items)" \
-    '[ "$got" = "$items" ]'
+items=$(jq '.report.attempts[0].items' <<<"$(report N 1)")
+inband mbytes "$items" "--max-bytes 1000 (the report counts $items items)" cap_exceeded
 
 # --stream-total and --transit-allowance
 px_start L --upstream "$UP" --profile openai --stream-total 400ms --transit-allowance 200ms
