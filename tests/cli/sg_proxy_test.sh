@@ -55,17 +55,25 @@ stamp() {
 
 # preq PORT TAG KEY URLPATH [curl options...]: a POST through the proxy
 # as an SDK sends it (JSON body, credentials, Idempotency-Key KEY unless
-# KEY is -); headers to TAG.hdr, body to TAG.body, status in $CODE.
+# KEY is -); headers to TAG.hdr, body to TAG.body, status in $CODE, its
+# duration in ms in $EL.
 preq() {
-    local port=$1 tag=$2 key=$3 path=$4
+    local port=$1 tag=$2 key=$3 path=$4 t0
     shift 4
     local kh=()
     [ "$key" != - ] && kh=(-H "Idempotency-Key: $key")
+    t0=$(now_ms)
     CODE=$(curl -sN -m 15 -o "$FM_DIR/$tag.body" -D "$FM_DIR/$tag.hdr" -w '%{http_code}' \
         -H 'Content-Type: application/json' -H "Authorization: Bearer $SECRET" \
         -H "x-api-key: $ANT_SECRET" "${kh[@]}" "$@" \
         -d '{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
         "http://127.0.0.1:$port$path")
+    EL=$(($(now_ms) - t0))
+}
+
+# clean TAG N: TAG's answer is a 200 with N items and the [DONE] end.
+clean() {
+    [ "$CODE" = 200 ] && [ "$(grep -c '"content":"tok' "$FM_DIR/$1.body")" -eq "$2" ] && ends_done "$FM_DIR/$1.body"
 }
 
 # hdr TAG NAME: the value of response header NAME (case-insensitive).
@@ -218,7 +226,7 @@ jqcheck "cut mid-event: the error names truncated or transport_error" "${err#dat
 preq "$PB" r429 px-429 '/v1/chat/completions?n=4&gap=5&status=429&fail_first=1&_t=px_429'
 nb=$((nb + 1))
 check "429 then success: the client sees 200 and the whole stream" \
-    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/r429.body")" -eq 4 ] && grep -q "^data: \[DONE\]" "$FM_DIR/r429.body"' \
+    'clean r429 4' \
     "$CODE $(head -c 300 "$FM_DIR/r429.body")"
 check "429 then success: nothing of the 429 reaches the client" '! grep -q "scripted status" "$FM_DIR/r429.body"'
 check "429 then success: the upstream saw 2 requests with the same key" '[ "$(fm_count px-429 received)" -eq 2 ]'
@@ -248,9 +256,7 @@ check "upstream 500: 502 with X-SG-Outcome http_error" \
 
 # A slow first token on every attempt: 504 first_item_timeout, long before
 # the upstream's 3 s.
-t0=$(now_ms)
 preq "$PB" slow px-slow '/v1/chat/completions?first_delay=3000&_t=px_slow'
-el=$(($(now_ms) - t0))
 nb=$((nb + 1))
 check "slow first token every time: 504" '[ "$CODE" = 504 ]' "got $CODE"
 check "slow first token every time: X-SG-Outcome: first_item_timeout" \
@@ -259,8 +265,8 @@ jqcheck "slow first token every time: an OpenAI error body naming it" "$(cat "$F
     '.error.type == "first_item_timeout" and .error.code == "first_item_timeout"'
 check "slow first token every time: retried with the key (3 upstream requests)" \
     '[ "$(fm_count px-slow received)" -eq 3 ]' "$(fm_count px-slow received)"
-check "slow first token every time: answered in ${el} ms (3 x 300 ms first-item clocks; bound 2500)" \
-    '[ "$el" -lt 2500 ]'
+check "slow first token every time: answered in ${EL} ms (3 x 300 ms first-item clocks; bound 2500)" \
+    '[ "$EL" -lt 2500 ]'
 
 # The same without a key on a proxy without --idempotent: a POST that was
 # sent and timed out is not safe to repeat.
@@ -295,9 +301,7 @@ check "no inbound deadline: the upstream still gets X-Deadline-Ms ($xd <= --budg
 px_start A --upstream "$UP" --profile openai --first-item 300ms --attempts 3 --idempotent \
     --backoff-base 5ms --backoff-max 20ms --budget 10s
 PA=$PX_PORT
-t0=$(now_ms)
 preq "$PA" tail px-tail '/v1/chat/completions?n=5&gap=5&tail_first=1&tail_delay=3000&_t=px_tail'
-el=$(($(now_ms) - t0))
 ids=$(upstream_ids px-tail)
 second=$(echo "$ids" | sed -n 2p)
 check "slow first token once: 200, one clean stream" \
@@ -307,7 +311,7 @@ check "slow first token once: 200, one clean stream" \
 check "slow first token once: every byte from the second attempt (request $second)" \
     '[ -n "$second" ] && [ "$(grep -o "chatcmpl-[0-9]*" "$FM_DIR/tail.body" | sort -u)" = "chatcmpl-$second" ]' \
     "ids $ids; $(grep -o "chatcmpl-[0-9]*" "$FM_DIR/tail.body" | sort -u | tr '\n' ' ')"
-check "slow first token once: in ${el} ms, not the upstream's 3 s (bound 1500)" '[ "$el" -lt 1500 ]'
+check "slow first token once: in ${EL} ms, not the upstream's 3 s (bound 1500)" '[ "$EL" -lt 1500 ]'
 r=$(report A 1)
 jqcheck "slow first token once: the report shows 2 attempts, the first first_item_timeout" "$r" \
     '.report.outcome == "ok" and (.report.attempts | length == 2) and .report.attempts[0].outcome == "first_item_timeout"'
@@ -332,7 +336,7 @@ px_start I --upstream http://127.0.0.1:1 --fallback "$UP" --profile openai --att
     --backoff-base 5ms --backoff-max 20ms
 preq "$PX_PORT" fb px-fb '/v1/chat/completions?n=3&_t=px_fb'
 check "--fallback: a refused first upstream is invisible, the fallback streams" \
-    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/fb.body")" -eq 3 ] && ends_done "$FM_DIR/fb.body"' \
+    'clean fb 3' \
     "$CODE $(head -c 300 "$FM_DIR/fb.body")"
 r=$(report I 1)
 jqcheck "--fallback: the report shows the refused attempt, then the fallback's" "$r" \
@@ -342,11 +346,9 @@ jqcheck "--fallback: the report shows the refused attempt, then the fallback's" 
 # first is cancelled
 px_start J --upstream "$UP" --profile openai --hedge-after 100ms --max-hedges 1 --idempotent \
     --attempts 3 --budget 10s
-t0=$(now_ms)
 preq "$PX_PORT" hedge px-hedge '/v1/chat/completions?n=4&gap=5&tail_first=1&tail_delay=3000&_t=px_hedge'
-el=$(($(now_ms) - t0))
-check "--hedge-after 100ms: one clean stream in ${el} ms (the first attempt's token is 3 s away; bound 1000)" \
-    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/hedge.body")" -eq 4 ] && ends_done "$FM_DIR/hedge.body" && [ "$el" -lt 1000 ]' \
+check "--hedge-after 100ms: one clean stream in ${EL} ms (the first attempt's token is 3 s away; bound 1000)" \
+    'clean hedge 4 && [ "$EL" -lt 1000 ]' \
     "$CODE $(head -c 300 "$FM_DIR/hedge.body")"
 check "--hedge-after: the upstream saw the slow attempt and the hedge" '[ "$(fm_count px-hedge received)" -eq 2 ]'
 check "--hedge-after: the losing attempt is cancelled (client_gone at the upstream)" 'fm_wait_event px-hedge client_gone'
@@ -368,13 +370,11 @@ inband mbytes "$items" "--max-bytes 1000 (the report counts $items items)" cap_e
 
 # --stream-total and --transit-allowance
 px_start L --upstream "$UP" --profile openai --stream-total 400ms --transit-allowance 200ms
-t0=$(now_ms)
 preq "$PX_PORT" total px-total '/v1/chat/completions?runaway=1&gap=20&_t=px_total'
-el=$(($(now_ms) - t0))
 err=$(grep '^data: {"error":' "$FM_DIR/total.body")
 jqcheck "--stream-total 400ms: a runaway stream ends in-band with stream_timeout" "${err#data: }" \
     '.error.type == "stream_timeout"'
-check "--stream-total 400ms: after ${el} ms (bound 380..900)" '[ "$el" -ge 380 ] && [ "$el" -le 900 ]'
+check "--stream-total 400ms: after ${EL} ms (bound 380..900)" '[ "$EL" -ge 380 ] && [ "$EL" -le 900 ]'
 preq "$PX_PORT" transit px-transit '/v1/chat/completions?n=1&_t=px_transit' -H 'X-Deadline-Ms: 1500'
 xd=$(fm_field px-transit received x_deadline_ms)
 check "--transit-allowance 200ms: X-Deadline-Ms 1500 reaches the upstream as $xd (<= 1300)" \
@@ -441,11 +441,9 @@ for i in $(seq 1 20); do
     ) >"$FM_DIR/slow.$i" &
     readers+=($!)
 done
-t0=$(now_ms)
 preq "$PC" busy px-busy '/v1/chat/completions?n=5&gap=10&_t=px_busy'
-el=$(($(now_ms) - t0))
-check "200 garbage and 20 slowloris clients: a normal request still streams whole (${el} ms)" \
-    '[ "$CODE" = 200 ] && [ "$(grep -c "\"content\":\"tok" "$FM_DIR/busy.body")" -eq 5 ] && grep -q "^data: \[DONE\]" "$FM_DIR/busy.body"' \
+check "200 garbage and 20 slowloris clients: a normal request still streams whole (${EL} ms)" \
+    'clean busy 5' \
     "$CODE $(head -c 300 "$FM_DIR/busy.body")"
 wait "${readers[@]}"
 bad=0
@@ -495,10 +493,10 @@ exec {fd}<>"/dev/tcp/127.0.0.1/$PD"
 t0=$(now_ms)
 rs=0
 timeout 3 cat <&"$fd" >/dev/null || rs=$?
-el=$(($(now_ms) - t0))
+EL=$(($(now_ms) - t0))
 exec {fd}>&-
-check "--max-connections 4: a fifth connection is closed at once (${el} ms)" \
-    '[ "$rs" -eq 0 ] && [ "$el" -lt 1000 ]' "not closed within 3 s"
+check "--max-connections 4: a fifth connection is closed at once (${EL} ms)" \
+    '[ "$rs" -eq 0 ] && [ "$EL" -lt 1000 ]' "not closed within 3 s"
 for fd in "${held[@]}"; do
     exec {fd}>&-
 done
