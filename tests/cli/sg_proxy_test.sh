@@ -21,6 +21,7 @@ fm_start "$FM"
 UP=http://127.0.0.1:$FM_PORT
 SECRET=sk-proxytest-SECRET-4af1
 ANT_SECRET=sk-ant-SECRET-77c2
+BODY='{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 
 # now_ms: wall-clock milliseconds with microsecond resolution, no fork.
 now_ms() {
@@ -66,7 +67,7 @@ preq() {
     CODE=$(curl -sN -m 15 -o "$FM_DIR/$tag.body" -D "$FM_DIR/$tag.hdr" -w '%{http_code}' \
         -H 'Content-Type: application/json' -H "Authorization: Bearer $SECRET" \
         -H "x-api-key: $ANT_SECRET" "${kh[@]}" "$@" \
-        -d '{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}' \
+        -d "$BODY" \
         "http://127.0.0.1:$port$path")
     EL=$(($(now_ms) - t0))
 }
@@ -161,6 +162,8 @@ check "route: the client's path and query are appended to the upstream's" \
      [ "$(fm_field px-whole received query)" = "n=6&gap=10&_t=px_whole" ]' \
     "$(fm_log 'key=px-whole&event=received')"
 check "route: the client's method reaches the upstream" '[ "$(fm_field px-whole received method)" = POST ]'
+check "the request body reaches the upstream whole (body_bytes ${#BODY})" \
+    '[ "$(fm_field px-whole received body_bytes)" = "${#BODY}" ]' "$(fm_field px-whole received body_bytes)"
 r=$(report B "$nb")
 jqcheck "report line: route default, the client's address, the library's report" "$r" \
     '.route == "default" and (.client | test("^127[.]0[.]0[.]1:[0-9]+$")) and .report.outcome == "ok" and (.report.attempts | length == 1)'
@@ -316,9 +319,26 @@ r=$(report A 1)
 jqcheck "slow first token once: the report shows 2 attempts, the first first_item_timeout" "$r" \
     '.report.outcome == "ok" and (.report.attempts | length == 2) and .report.attempts[0].outcome == "first_item_timeout"'
 
+# ---- the default listen address, 127.0.0.1:8787 (skipped if it is taken) -----
+if (exec 3<>/dev/tcp/127.0.0.1/8787) 2>/dev/null; then
+    echo "skip: 127.0.0.1:8787 is in use, the default --listen is not checked"
+else
+    "$PX" --upstream "$UP" --profile openai >"$FM_DIR/default.out" 2>"$FM_DIR/default.err" &
+    PX_PIDS+=($!)
+    CODE=000
+    for _ in $(seq 1 100); do
+        CODE=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:8787/v1/chat/completions?n=1&_t=px_8787")
+        [ "$CODE" = 200 ] && break
+        sleep 0.05
+    done
+    check "without --listen it serves on 127.0.0.1:8787" '[ "$CODE" = 200 ]' "$CODE $(head -c 300 "$FM_DIR/default.err")"
+    kill -TERM "${PX_PIDS[-1]}"
+    wait "${PX_PIDS[-1]}"
+fi
+
 # ---- H..M: the other flags ---------------------------------------------------
 # an upstream URL with a path: the client's path goes after it; --log
-px_start H --upstream "$UP/v1" --profile openai --log "$FM_DIR/H.log"
+px_start H --upstream "$UP/v1" --profile openai --log "$FM_DIR/H.log" --attempt-timeout 300ms
 preq "$PX_PORT" hpath px-hpath '/chat/completions?n=2&_t=px_hpath'
 check "--upstream URL/v1 + /chat/completions: the upstream got /v1/chat/completions" \
     '[ "$CODE" = 200 ] && [ "$(fm_field px-hpath received path)" = /v1/chat/completions ]' \
@@ -330,6 +350,13 @@ done
 check "--log FILE: the report line goes there, stdout keeps only the port" \
     '[ "$(wc -l <"$FM_DIR/H.out")" -eq 1 ] && jq -e ".route == \"default\" and .report.outcome == \"ok\"" "$FM_DIR/H.log" >/dev/null' \
     "stdout: $(head -c 300 "$FM_DIR/H.out"); log: $(head -c 300 "$FM_DIR/H.log")"
+
+# --attempt-timeout: an upstream that never answers (a POST without a key:
+# sent, not safe to repeat, one attempt)
+preq "$PX_PORT" hang - '/chat/completions?hang=1&_t=px_hang'
+check "--attempt-timeout 300ms: a hanging upstream is a 504 attempt_timeout in ${EL} ms (bound 1000)" \
+    '[ "$CODE" = 504 ] && [ "$(hdr hang X-SG-Outcome)" = attempt_timeout ] && [ "$EL" -lt 1000 ]' \
+    "$CODE $(hdr hang X-SG-Outcome)"
 
 # --fallback: the first upstream refuses the connection (always safe)
 px_start I --upstream http://127.0.0.1:1 --fallback "$UP" --profile openai --attempts 3 \
