@@ -581,6 +581,12 @@ check "SIGTERM with --drain 300ms: new connections are not accepted" '[ "$REFUSE
 check "SIGTERM with --drain 300ms: exit 0 in ${TERM_MS} ms (bound 250..1500)" \
     '[ "$TERM_RC" -eq 0 ] && [ "$TERM_MS" -ge 250 ] && [ "$TERM_MS" -lt 1500 ]' "exit $TERM_RC"
 check "SIGTERM with --drain 300ms: the stream is cut, not finished" '! grep -q "\[DONE\]" "$FM_DIR/F.body"'
+# beyond the letter of the first slice's contract (which names clocks,
+# caps and upstream breaks): a stream cut by the drain must not look like
+# a shorter answer to an SDK either
+err=$(grep '^data: {"error":' "$FM_DIR/F.body")
+jqcheck "SIGTERM with --drain 300ms: the client gets the in-band error naming cancelled" "${err#data: }" \
+    '.error.type == "cancelled"'
 jqcheck "SIGTERM with --drain 300ms: its report line is written, cancelled" "$(tail -n +2 "$FM_DIR/F.out")" \
     'any(.[]; .report.outcome == "cancelled")' -s
 

@@ -41,10 +41,10 @@ async function received(key) {
 }
 
 const openaiClient = (headers) =>
-  new OpenAI({ baseURL: `${openaiProxy}/v1`, apiKey: 'sk-test', maxRetries: 0, defaultHeaders: headers });
+  new OpenAI({ baseURL: `${openaiProxy}/v1`, apiKey: 'sk-proxy-SDKSECRET-1', maxRetries: 0, defaultHeaders: headers });
 
 const anthropicClient = (headers) =>
-  new Anthropic({ baseURL: anthropicProxy, apiKey: 'sk-ant-test', maxRetries: 0, defaultHeaders: headers });
+  new Anthropic({ baseURL: anthropicProxy, apiKey: 'sk-ant-SDKSECRET-2', maxRetries: 0, defaultHeaders: headers });
 
 // Reads a stream to its end or its error: the text, each token's arrival,
 // the error and when it was raised, all in ms from the request's start.

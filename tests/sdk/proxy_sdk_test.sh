@@ -46,5 +46,11 @@ if [ "$rc" -ne 0 ]; then
         fail "node proxy_check.mjs exited $rc: $(head -c 400 "$FM_DIR/node.err")"
     fi
 fi
+# the SDKs' API keys (SDKSECRET in proxy_check.mjs) never reach a report line
+if grep -qF SDKSECRET "$FM_DIR/openai.out" "$FM_DIR/openai.err" "$FM_DIR/anthropic.out" "$FM_DIR/anthropic.err"; then
+    fail "an API key is in sg-proxy's output: $(grep -lF SDKSECRET "$FM_DIR"/*.out "$FM_DIR"/*.err)"
+else
+    pass "no API key in sg-proxy's report lines or stderr"
+fi
 px_stop_all
 fm_finish
