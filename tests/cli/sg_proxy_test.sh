@@ -102,13 +102,14 @@ jqcheck() {
 # whose type and code are one of TYPE... and whose message begins
 # "sg-proxy: <type>".
 inband() {
-    local body=$FM_DIR/$1.body n=$2 what=$3 err types
+    local body=$FM_DIR/$1.body n=$2 what=$3 err types names
     shift 3
     types=$(printf '"%s",' "$@")
+    names="$*"
     err=$(grep '^data: {"error":' "$body")
     check "$what: $n items, then the in-band error" \
         '[ "$(grep -c "\"content\":\"tok" "$body")" -eq "$n" ] && [ -n "$err" ]' "$(head -c 600 "$body")"
-    jqcheck "$what: the error names ${*// / or } in type, code and message" "${err#data: }" \
+    jqcheck "$what: the error names ${names// / or } in type, code and message" "${err#data: }" \
         ".error.type as \$t | ([${types%,}] | any(.[]; . == \$t)) and .error.code == \$t and (.error.message | startswith(\"sg-proxy: \" + \$t))"
     check "$what: the error is the last event, ended by a blank line, no [DONE]" \
         '[ "$(grep -v "^$" "$body" | tail -n 1)" = "$err" ] && [ -z "$(tail -n 1 "$body")" ] && ! grep -q "\[DONE\]" "$body"'
