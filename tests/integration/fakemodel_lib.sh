@@ -26,6 +26,27 @@ fm_cleanup() {
 }
 trap fm_cleanup EXIT
 
+# read_port PID OUT ERR WHAT: the port a server started as PID prints alone
+# as the first line of OUT, waited for up to 10 s; on failure, says so with
+# ERR's contents and returns 1.
+read_port() {
+    local port
+    for _ in $(seq 1 200); do
+        [ "$(wc -l <"$2")" -ge 1 ] && break
+        kill -0 "$1" 2>/dev/null || break
+        sleep 0.05
+    done
+    port=$(head -n 1 "$2")
+    case "$port" in
+    '' | *[!0-9]*)
+        echo "$4 did not print its port; stderr:" >&2
+        cat "$3" >&2
+        return 1
+        ;;
+    esac
+    echo "$port"
+}
+
 # fm_start BINARY [server options...]: sets FM_PORT, FM_PID, FM_CA.
 fm_start() {
     local bin=$1
@@ -33,18 +54,7 @@ fm_start() {
     FM_CA=$FM_DIR/ca.pem
     "$bin" --port 0 --quiet --write-ca "$FM_CA" "$@" >"$FM_DIR/out" 2>"$FM_DIR/err" &
     FM_PID=$!
-    for _ in $(seq 1 200); do
-        [ -s "$FM_DIR/out" ] && break
-        sleep 0.05
-    done
-    FM_PORT=$(head -n 1 "$FM_DIR/out")
-    case "$FM_PORT" in
-    '' | *[!0-9]*)
-        echo "server did not print its port; stderr:" >&2
-        cat "$FM_DIR/err" >&2
-        exit 1
-        ;;
-    esac
+    FM_PORT=$(read_port "$FM_PID" "$FM_DIR/out" "$FM_DIR/err" server) || exit 1
     FM_LOG=http://127.0.0.1:$FM_PORT/_log
 }
 

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# sg-proxy's own endpoint, against sg-fakemodel: GET /metrics counts what
+# the operations did (outcomes, partial streams, attempts, retries, the
+# histograms' counts) and is never forwarded upstream.  (SIGTERM's drain
+# is sg_proxy_test.sh's.)
+# Usage: sg_proxy_metrics_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+PX=$1
+FM=$2
+dir=$(cd "$(dirname "$0")" && pwd)
+. "$dir/../integration/fakemodel_lib.sh"
+
+fm_start "$FM"
+UP=http://127.0.0.1:$FM_PORT
+. "$dir/sg_proxy_lib.sh"
+
+# ---- /metrics ---------------------------------------------------------------
+px_start m --upstream "$UP" --profile openai --idle 300ms --attempts 3 --idempotent --first-item 300ms --backoff-base 10ms
+P=http://127.0.0.1:$PX_PORT/v1/chat/completions
+curl -sN -X POST -d '{}' "$P?n=3&_t=m_ok" >/dev/null
+curl -sN -X POST -d '{}' "$P?n=5&stall_after=2&stall=forever&_t=m_stall" >/dev/null
+curl -sN -X POST -H 'Idempotency-Key: m-slow' -d '{}' \
+    "$P?n=3&tail_first=1&tail_delay=2000&_t=m_slow" >/dev/null
+curl -s "http://127.0.0.1:$PX_PORT/metrics" >"$FM_DIR/metrics"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="default",outcome="ok"} 2' "two ok"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="default",outcome="idle_timeout"} 1' \
+    "one idle_timeout"
+has "$FM_DIR/metrics" 'sg_proxy_partial_streams_total{route="default"} 1' "one partial stream"
+has "$FM_DIR/metrics" 'sg_proxy_attempts_total{route="default"} 4' "four attempts"
+has "$FM_DIR/metrics" 'sg_proxy_retries_total{route="default"} 1' "one retry"
+has "$FM_DIR/metrics" 'gen_ai_client_operation_duration_seconds_count{route="default"} 3' \
+    "three durations observed"
+has "$FM_DIR/metrics" '# TYPE gen_ai_client_operation_time_to_first_chunk_seconds histogram' \
+    "time to first chunk is a histogram"
+[ "$(fm_log "event=received" | grep -c '"path":"/metrics"')" -eq 0 ] &&
+    pass "/metrics is never forwarded" || fail "/metrics reached the upstream"
+kill -TERM "$PX_PID"
+wait "$PX_PID"
+
+fm_finish

@@ -1,0 +1,183 @@
+// The official SDKs (openai, @anthropic-ai/sdk; pinned in package.json)
+// pointed at sg-proxy, with sg-fakemodel as the upstream: each scenario is
+// set with the X-SG-Scenario request header (the SDKs' defaultHeaders),
+// which the proxy forwards.  The SDKs' own retries are off (maxRetries 0),
+// so whatever is retried is retried by the proxy.  Each request carries its
+// own Idempotency-Key, which makes the proxy's retries safe and lets the
+// check read what sg-fakemodel received for it (/_log?key=...).
+//
+// Prints one "ok: ..." or "FAIL: ..." line per check; exits 1 if any failed.
+// Time is measured with performance.now() (monotonic) and held to bounds.
+//
+// Usage: node proxy_check.mjs OPENAI_PROXY_URL ANTHROPIC_PROXY_URL FAKEMODEL_URL IDLE_MS
+//   (each proxy started with --idle IDLE_MS --first-item IDLE_MS and an --attempts of 3 or more)
+import Anthropic from '@anthropic-ai/sdk';
+import OpenAI from 'openai';
+
+const [openaiProxy, anthropicProxy, fakemodel, idleArg] = process.argv.slice(2);
+const idleMs = Number(idleArg);
+// how late past the idle clock an SDK may see the error: the proxy's
+// timer, two loopback hops and the SDK's parsing
+const SLACK_MS = 150;
+let failures = 0;
+
+function check(what, cond, detail) {
+  if (cond) {
+    console.log(`ok: ${what}`);
+  } else {
+    failures += 1;
+    console.log(`FAIL: ${what}${detail === undefined ? '' : `: ${detail}`}`);
+  }
+}
+
+let keySeq = 0;
+const newKey = (tag) => `px-sdk-${tag}-${process.pid}-${(keySeq += 1)}`;
+
+// What sg-fakemodel received with this Idempotency-Key.
+async function received(key) {
+  const r = await fetch(`${fakemodel}/_log?key=${encodeURIComponent(key)}&event=received`);
+  const log = await r.json();
+  return log.events;
+}
+
+const openaiClient = (headers) =>
+  new OpenAI({ baseURL: `${openaiProxy}/v1`, apiKey: 'sk-proxy-SDKSECRET-1', maxRetries: 0, defaultHeaders: headers });
+
+const anthropicClient = (headers) =>
+  new Anthropic({ baseURL: anthropicProxy, apiKey: 'sk-ant-SDKSECRET-2', maxRetries: 0, defaultHeaders: headers });
+
+// Reads a stream to its end or its error: the text, each token's arrival,
+// the error and when it was raised, all in ms from the request's start.
+async function drain(start, textOf) {
+  const t0 = performance.now();
+  const acc = { text: '', tokenAt: [], error: null, errorAt: null, ms: null };
+  try {
+    const stream = await start();
+    for await (const ev of stream) {
+      const t = textOf(ev);
+      if (t.length > 0) {
+        acc.tokenAt.push(performance.now() - t0);
+        acc.text += t;
+      }
+    }
+  } catch (e) {
+    acc.error = e;
+    acc.errorAt = performance.now() - t0;
+  }
+  acc.ms = performance.now() - t0;
+  return acc;
+}
+
+const openaiText = (chunk) => chunk.choices?.[0]?.delta?.content ?? '';
+const anthropicText = (ev) =>
+  ev.type === 'content_block_delta' && ev.delta?.type === 'text_delta' ? ev.delta.text : '';
+
+const sdks = {
+  openai: (scenario, key, extra = {}) =>
+    drain(
+      () =>
+        openaiClient({ 'X-SG-Scenario': scenario, 'Idempotency-Key': key, ...extra }).chat.completions.create({
+          model: 'sg-fakemodel',
+          messages: [{ role: 'user', content: 'hi' }],
+          stream: true,
+        }),
+      openaiText,
+    ),
+  anthropic: (scenario, key, extra = {}) =>
+    drain(
+      () =>
+        anthropicClient({ 'X-SG-Scenario': scenario, 'Idempotency-Key': key, ...extra }).messages.create({
+          model: 'sg-fakemodel',
+          max_tokens: 64,
+          messages: [{ role: 'user', content: 'hi' }],
+          stream: true,
+        }),
+      anthropicText,
+    ),
+};
+
+// The outcome name an SDK error carries: openai's APIError has the
+// in-band/body error object as err.error ({type, code, message}) and its
+// type as err.type; Anthropic's has the whole body ({type:"error",
+// error:{type}}) as err.error.
+function errorType(e) {
+  return e?.error?.error?.type ?? e?.error?.type ?? e?.type ?? null;
+}
+
+const tokens = (n) => Array.from({ length: n }, (_, i) => `tok${i}`).join('');
+const show = (r) =>
+  JSON.stringify({
+    text: r.text,
+    error: r.error ? `${r.error.constructor?.name}: ${String(r.error.message).slice(0, 160)}` : null,
+    type: r.error ? errorType(r.error) : null,
+    status: r.error?.status,
+    ms: Math.round(r.ms),
+  });
+
+for (const [name, run] of Object.entries(sdks)) {
+  // a normal stream
+  let key = newKey(`${name}-normal`);
+  let r = await run('n=5&gap=10', key);
+  check(`${name}: a normal stream completes with the right text`, r.error === null && r.text === tokens(5), show(r));
+  let seen = await received(key);
+  check(`${name}: ... through the proxy to the upstream's path`,
+    seen.length === 1 && seen[0].path === (name === 'openai' ? '/v1/chat/completions' : '/v1/messages'),
+    JSON.stringify(seen));
+
+  // a slow first token on the first attempt only: retried, invisibly
+  key = newKey(`${name}-tail`);
+  r = await run('n=5&gap=5&tail_first=1&tail_delay=3000', key);
+  seen = await received(key);
+  check(`${name}: a slow first token is retried invisibly: one clean stream (${Math.round(r.ms)} ms)`,
+    r.error === null && r.text === tokens(5), show(r));
+  check(`${name}: ... after two upstream attempts, well before the slow one's 3 s`,
+    seen.length === 2 && r.ms < 3000 - 500, `${seen.length} attempts, ${Math.round(r.ms)} ms`);
+
+  // a mid-stream stall
+  key = newKey(`${name}-stall`);
+  r = await run('n=9&gap=10&stall_after=3&stall=forever', key);
+  const last = r.tokenAt.at(-1);
+  const late = r.errorAt - last;
+  check(`${name}: a mid-stream stall is an SDK error naming idle_timeout after the 3 tokens`,
+    r.error !== null && r.text === tokens(3) && errorType(r.error) === 'idle_timeout', show(r));
+  check(`${name}: ... raised ${Math.round(late)} ms after the last token (idle ${idleMs} ms; bound <= ${idleMs + SLACK_MS})`,
+    r.error !== null && late <= idleMs + SLACK_MS, show(r));
+  check(`${name}: ... and not before the idle clock ran out: the tokens arrived as they were sent (bound >= ${idleMs - 50})`,
+    r.error !== null && late >= idleMs - 50, `the error came ${late.toFixed(1)} ms after the last token; tokens at ${r.tokenAt.map((t) => t.toFixed(1))}`);
+
+  // a mid-stream cut: an error, not a silently shorter answer
+  key = newKey(`${name}-drop`);
+  r = await run('n=9&gap=10&drop_after=3', key);
+  check(`${name}: a mid-stream cut is an SDK error, not a shorter answer`,
+    r.error !== null && r.text === tokens(3) && ['truncated', 'transport_error'].includes(errorType(r.error)), show(r));
+  key = newKey(`${name}-cut`);
+  r = await run('n=9&gap=10&cut_at=3&cut=drop', key);
+  // The proxy ends the half event with a blank line before its own error
+  // event, so an SDK may raise on the half event's JSON first: any SDK
+  // error counts, a clean end with the 3 tokens does not.
+  check(`${name}: a cut in the middle of an event is an SDK error too (${errorType(r.error) ?? r.error?.constructor?.name})`,
+    r.error !== null && r.text === tokens(3), show(r));
+
+  // 429 then success
+  key = newKey(`${name}-429`);
+  r = await run('n=4&gap=5&status=429&fail_first=1', key);
+  seen = await received(key);
+  check(`${name}: a 429 then success is invisible`, r.error === null && r.text === tokens(4), show(r));
+  check(`${name}: ... the upstream answered 429 once, then streamed (2 requests)`, seen.length === 2, JSON.stringify(seen));
+
+  // a slow first token every time: a 504 before commit
+  key = newKey(`${name}-slow`);
+  r = await run('n=2&first_delay=3000', key);
+  check(`${name}: a slow first token on every attempt is an SDK error with status 504, first_item_timeout`,
+    r.error !== null && r.error.status === 504 && errorType(r.error) === 'first_item_timeout' && r.text === '', show(r));
+
+  // an inbound X-Deadline-Ms shrinks the upstream's
+  key = newKey(`${name}-deadline`);
+  r = await run('n=2&gap=5', key, { 'X-Deadline-Ms': '1500' });
+  seen = await received(key);
+  const xd = Number(seen[0]?.x_deadline_ms);
+  check(`${name}: X-Deadline-Ms 1500 shrinks the upstream's (it saw ${seen[0]?.x_deadline_ms})`,
+    r.error === null && seen.length === 1 && xd > 0 && xd <= 1500, `${show(r)} ${JSON.stringify(seen)}`);
+}
+
+process.exit(failures === 0 ? 0 : 1);

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# sg-proxy with real clients: the official openai and @anthropic-ai/sdk
+# SDKs (pinned in package.json, installed by scripts/setup.sh) pointed at
+# one sg-proxy each (--profile openai, --profile anthropic), sg-fakemodel
+# as the upstream; proxy_check.mjs runs the scenarios and prints one
+# ok/FAIL line per check (a normal stream, a slow first token retried
+# invisibly, a stall and a cut raised by the SDK, a 429 then success, a
+# 504 before commit, an inbound X-Deadline-Ms).
+# Usage: proxy_sdk_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+PX=$1
+FM=$2
+dir=$(cd "$(dirname "$0")" && pwd)
+. "$dir/../integration/fakemodel_lib.sh"
+
+for pkg in openai @anthropic-ai/sdk; do
+    if [ ! -d "$dir/node_modules/$pkg" ]; then
+        echo "the SDKs are not installed ($pkg): run scripts/setup.sh (npm ci in tests/sdk)" >&2
+        exit 1
+    fi
+done
+
+. "$dir/../cli/sg_proxy_lib.sh"
+
+IDLE_MS=300
+# px PROFILE: a proxy in front of sg-fakemodel with that profile and
+# IDLE_MS for its first-token and idle clocks; sets PX_PORT.
+px() {
+    px_start "$1" --upstream "http://127.0.0.1:$FM_PORT" --profile "$1" \
+        --first-item "${IDLE_MS}ms" --idle "${IDLE_MS}ms" --attempts 3 --backoff-base 5ms \
+        --backoff-max 20ms --budget 10s
+}
+
+fm_start "$FM"
+px openai
+PO=$PX_PORT
+px anthropic
+PA=$PX_PORT
+node "$dir/proxy_check.mjs" "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
+    "http://127.0.0.1:$FM_PORT" "$IDLE_MS" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
+rc=$?
+cat "$FM_DIR/checks"
+if [ "$rc" -ne 0 ]; then
+    FM_FAILS=$((FM_FAILS + $(grep -c '^FAIL:' "$FM_DIR/checks")))
+    if [ ! -s "$FM_DIR/checks" ] || ! grep -q '^FAIL:' "$FM_DIR/checks"; then
+        fail "node proxy_check.mjs exited $rc: $(head -c 400 "$FM_DIR/node.err")"
+    fi
+fi
+# the SDKs' API keys (SDKSECRET in proxy_check.mjs) never reach a report line
+if grep -qF SDKSECRET "$FM_DIR/openai.out" "$FM_DIR/openai.err" "$FM_DIR/anthropic.out" "$FM_DIR/anthropic.err"; then
+    fail "an API key is in sg-proxy's output: $(grep -lF SDKSECRET "$FM_DIR"/*.out "$FM_DIR"/*.err)"
+else
+    pass "no API key in sg-proxy's report lines or stderr"
+fi
+px_stop_all
+fm_finish
