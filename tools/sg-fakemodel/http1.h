@@ -83,6 +83,10 @@ typedef struct {
  */
 long sg_fm_h1_chunked_consume(sg_fm_h1_chunked *d, const char *buf, size_t len);
 
+/* The reason phrase of an HTTP status ("Gateway Timeout"; "Status" for
+ * one it does not name). */
+const char *sg_fm_h1_status_text(int status);
+
 /* The status line reason for the parser's codes (400, 431, 505, 501). */
 int sg_fm_h1_error_status(int code);
 

@@ -10,47 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-static const char *status_text(int status) {
-    switch (status) {
-    case 100:
-        return "Continue";
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 403:
-        return "Forbidden";
-    case 404:
-        return "Not Found";
-    case 405:
-        return "Method Not Allowed";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 500:
-        return "Internal Server Error";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    case 505:
-        return "HTTP Version Not Supported";
-    case 529:
-        return "Overloaded";
-    default:
-        return "Status";
-    }
-}
-
 /* An IMF-fixdate (RFC 9110 §5.6.7) for unix time @t. */
 static void http_date(int64_t t, char *out, size_t len) {
     time_t tt = (time_t)t;
@@ -145,7 +104,7 @@ static void send_headers(exchange *ex, int status, const char *ctype,
             &c->out,
             "HTTP/1.%d %d %s\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
             "X-SG-Request-Id: %s\r\n",
-            ex->h10 ? 0 : 1, status, status_text(status), ctype, idbuf);
+            ex->h10 ? 0 : 1, status, sg_fm_h1_status_text(status), ctype, idbuf);
         if (retry_after != NULL) {
             sg_fm_buf_printf(&c->out, "Retry-After: %s\r\n", retry_after);
         }

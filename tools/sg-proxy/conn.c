@@ -226,41 +226,12 @@ static void reply(struct conn *c, int status, const char *reason, const char *ex
     flush_out(c);
 }
 
-static const char *reason_of(int status) {
-    switch (status) {
-    case 200:
-        return "OK";
-    case 400:
-        return "Bad Request";
-    case 408:
-        return "Request Timeout";
-    case 413:
-        return "Content Too Large";
-    case 429:
-        return "Too Many Requests";
-    case 431:
-        return "Request Header Fields Too Large";
-    case 501:
-        return "Not Implemented";
-    case 502:
-        return "Bad Gateway";
-    case 503:
-        return "Service Unavailable";
-    case 504:
-        return "Gateway Timeout";
-    case 505:
-        return "HTTP Version Not Supported";
-    default:
-        return "Error";
-    }
-}
-
 static void reply_error(struct conn *c, int status, const char *what) {
     char body[256];
     snprintf(body, sizeof(body),
              "{\"error\":{\"message\":\"sg-proxy: %s\",\"type\":\"%s\"}}", what,
              "invalid_request");
-    reply(c, status, reason_of(status), NULL, body);
+    reply(c, status, sg_fm_h1_status_text(status), NULL, body);
 }
 
 /* ------------------------------------------------------------ accepting */
@@ -549,7 +520,7 @@ static void answer_failure(struct conn *c, sg_outcome o) {
         retry_after_of(a, ra, sizeof(ra));
     }
     snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s", sg_outcome_name(o), ra);
-    reply(c, status, reason_of(status), extra, body);
+    reply(c, status, sg_fm_h1_status_text(status), extra, body);
 }
 
 static void answer_in_band_error(struct conn *c, sg_outcome o) {
@@ -844,7 +815,7 @@ static void parse(struct conn *c) {
                                        : sg_fm_h1_parse_request(c->in, head, &c->req);
         if (rv < 0) {
             int status = sg_fm_h1_error_status(rv);
-            reply_error(c, status, reason_of(status));
+            reply_error(c, status, sg_fm_h1_status_text(status));
             return;
         }
         c->head_len = head;
