@@ -103,10 +103,18 @@ typedef struct sg_curl_multi sg_curl_multi;
  *             its items comes (hedges run several attempts at once; a
  *             failed attempt's bytes are on_discard's to drop).  Bytes past
  *             the clean end (the terminal) are not given.  Return 0 to go
- *             on; any other value cancels the operation, as from on_item.
- *             Same context as on_item.
+ *             on; SG_CURL_BYTES_PAUSE to take none of them now: the read
+ *             is paused (CURL_WRITEFUNC_PAUSE) and the same bytes come
+ *             again after sg_curl_op_resume(), for a consumer whose own
+ *             reader is slow; any other value cancels the operation, as
+ *             from on_item.  While paused the attempt's clocks run on: a
+ *             pause the idle or total clock outlasts ends the attempt with
+ *             that clock's outcome.  Same context as on_item.
  * All of them run on the thread that drives the operation.
  */
+/** on_bytes's "not now": pause the read until sg_curl_op_resume(). */
+#define SG_CURL_BYTES_PAUSE 2
+
 typedef struct sg_curl_callbacks {
     int (*on_item)(sg_curl_op *op, const sg_item *item, void *user_data);
     void (*on_discard)(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
@@ -399,6 +407,22 @@ SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
  * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
+
+/**
+ * sg_curl_op_resume - unpause the reads that on_bytes paused
+ * (SG_CURL_BYTES_PAUSE), on every attempt of @op in flight.  libcurl may
+ * give the held bytes again from inside this call, so on_bytes and on_item
+ * may run before it returns: call it from the loop, never from inside one
+ * of @op's callbacks.  Harmless when nothing is paused.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL.
+ * Thread-safety: only on the thread that drives @op.
+ */
+SG_EXTERN int sg_curl_op_resume(sg_curl_op *op);
+
+/** true while on_bytes has paused a read of @op (sg_curl_op_resume). */
+SG_EXTERN bool sg_curl_op_paused(const sg_curl_op *op);
 
 /**
  * sg_curl_op_tick - enforce @op's deadlines at @now: abort the running

@@ -195,7 +195,8 @@ typedef struct sg_h2_request {
  *             operation may be freed from here.
  * on_bytes:   attempt @attempt's streaming body bytes as they arrived,
  *             before the items they complete (see sg_curl_callbacks).
- *             Must not free anything.
+ *             Return 0 to go on; any other value cancels (there is no
+ *             pause on this transport).  Must not free anything.
  */
 typedef struct sg_h2_callbacks {
     int (*on_item)(sg_h2_op *op, const sg_item *item, void *user_data);

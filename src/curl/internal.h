@@ -21,6 +21,7 @@ struct sg_curl_op {
         bool method_mismatch; /* the wire method differs from the policy's */
         bool write_abort;     /* our write callback stopped the transfer */
         bool header_overflow; /* the response head exceeded our bound */
+        bool paused;          /* on_bytes paused the read (CURL_WRITEFUNC_PAUSE) */
         size_t header_bytes;  /* of the current response head */
     } at;
     sg_curl_options opts;

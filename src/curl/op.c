@@ -63,7 +63,8 @@ static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
     sg_curl_op *op = OP_OF(lc);
     sg_curl_op *root = root_of(op);
     if (root->cbs.on_bytes != NULL) {
-        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+        int rv = root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+        return rv == SG_CURL_BYTES_PAUSE ? SG__LC_PAUSE : rv;
     }
     return 0;
 }
@@ -74,6 +75,10 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nmemb;
     int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
+    if (rv == SG__LC_PAUSE) {
+        op->at.paused = true; /* libcurl keeps the bytes until resumed */
+        return CURL_WRITEFUNC_PAUSE;
+    }
     if (rv < 0) {
         op->at.write_abort = true;
         return 0; /* expired, capped, cancelled or malformed: abort */
@@ -685,6 +690,42 @@ int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {
         return SG_TIME_NEVER;
     }
     return sg__lc_next_deadline(&op->lc); /* the next hedge too */
+}
+
+/* Unpauses @op's read if on_bytes paused it (libcurl may give the bytes
+ * again from inside this call). */
+static void resume_one(sg_curl_op *op) {
+    if (op != NULL && op->at.paused) {
+        op->at.paused = false;
+        curl_easy_pause(op->easy, CURLPAUSE_CONT);
+        if (op->owner != NULL) {
+            sg__curl_multi_reschedule(op->owner, op);
+        }
+    }
+}
+
+int sg_curl_op_resume(sg_curl_op *op) {
+    if (op == NULL) {
+        return SG_EINVAL;
+    }
+    resume_one(op);
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
+        if (op->lc.slots[i] != NULL) {
+            resume_one(OP_OF(op->lc.slots[i]));
+        }
+    }
+    return 0;
+}
+
+bool sg_curl_op_paused(const sg_curl_op *op) {
+    if (op == NULL) {
+        return false;
+    }
+    bool any = op->at.paused;
+    for (size_t i = 0; i < SG_OP_MAX_HEDGES && !any; i++) {
+        any = op->lc.slots[i] != NULL && OP_OF(op->lc.slots[i])->at.paused;
+    }
+    return any;
 }
 
 int sg_curl_op_cancel(sg_curl_op *op) {

@@ -272,7 +272,8 @@ static void tp_reschedule(sg__lifecycle *lc) {
 static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
     sg_h2_op *root = root_of(SG__H2_OP_OF(lc));
     if (root->cbs.on_bytes != NULL) {
-        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+        /* no pause on HTTP/2 here: any non-zero value cancels */
+        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data) != 0;
     }
     return 0;
 }

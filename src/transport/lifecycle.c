@@ -667,11 +667,16 @@ int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
     if (lc->state != SG__LC_RUNNING || !lc->body_is_stream) {
         return 0; /* draining after the terminal, or a body that is no stream */
     }
-    if (lc->tp->bytes != NULL && !lc->lost && len > 0 &&
-        lc->tp->bytes(lc, data, len) != 0) {
-        /* the consumer stopped it: as a cancel from on_item */
-        sg_stream_cancel(&lc->stream, now);
-        return SG_ECANCELED;
+    if (lc->tp->bytes != NULL && !lc->lost && len > 0) {
+        int b = lc->tp->bytes(lc, data, len);
+        if (b == SG__LC_PAUSE) {
+            return SG__LC_PAUSE; /* nothing taken: the same bytes come again */
+        }
+        if (b != 0) {
+            /* the consumer stopped it: as a cancel from on_item */
+            sg_stream_cancel(&lc->stream, now);
+            return SG_ECANCELED;
+        }
     }
     int rv = sg_stream_feed(&lc->stream, data, len, now);
     if (rv < 0) {

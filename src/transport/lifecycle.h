@@ -26,6 +26,9 @@
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
+/** The bytes hook's "not now": sg__lc_feed took nothing, and returns it. */
+#define SG__LC_PAUSE 2
+
 /** Room for an operation's message (libcurl's CURL_ERROR_SIZE fits). */
 #define SG__LC_ERROR_SIZE 256
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
@@ -108,7 +111,8 @@ typedef struct sg__transport {
     int (*watch)(sg__lifecycle *lc, int fd);
     void (*unwatch)(sg__lifecycle *lc, int fd);
     /* Optional: a streaming body's bytes as received, before they are cut
-     * into items (the user's on_bytes).  Non-zero cancels the attempt. */
+     * into items (the user's on_bytes).  SG__LC_PAUSE: not taken (the
+     * transport gives them again later); any other non-zero cancels. */
     int (*bytes)(sg__lifecycle *lc, const void *data, size_t len);
 } sg__transport;
 

@@ -1546,6 +1546,85 @@ static void on_bytes_gives_the_stream_as_received_before_its_items(void **state)
     free(t);
 }
 
+/* SG_CURL_BYTES_PAUSE: the read waits until sg_curl_op_resume, and the
+ * same bytes come again - none lost, none twice; the clocks run on. */
+typedef struct pauser {
+    tap t;
+    int pauses;       /* times on_bytes paused */
+    int pause_every;  /* pause at every Nth call (0: never) */
+    int calls;
+    bool never_resume;
+} pauser;
+
+static int pause_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
+                       void *ud) {
+    pauser *pz = ud;
+    if (pz->pause_every > 0 && ++pz->calls % pz->pause_every == 0) {
+        pz->pauses++;
+        return SG_CURL_BYTES_PAUSE; /* not taken: they come again */
+    }
+    return tap_bytes(op, attempt, data, len, &pz->t);
+}
+
+static int pause_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    return tap_item(op, item, &((pauser *)ud)->t);
+}
+
+static sg_outcome run_paused(const char *path, int64_t idle, pauser *pz) {
+    spec s = {.path = path, .idle = idle};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    sg_curl_callbacks cbs = {.on_item = pause_item, .on_bytes = pause_bytes};
+    sg_curl_op *op;
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, pz), 0);
+    assert_int_equal(sg_curl_multi_add(m, op), 0);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(10);
+    while (sg_curl_multi_running(m) > 0 && sg_clock_now(NULL) < until) {
+        assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+        if (sg_curl_op_paused(op) && !pz->never_resume) {
+            assert_int_equal(sg_curl_op_resume(op), 0); /* from the loop */
+        }
+    }
+    sg_outcome o = sg_curl_op_outcome(op);
+    sg_curl_op_free(op);
+    sg_curl_multi_free(m);
+    curl_easy_cleanup(e);
+    return o;
+}
+
+static void a_paused_read_gives_the_same_bytes_again_and_the_clocks_run(void **state) {
+    (void)state;
+    pauser *pz = calloc(1, sizeof(*pz));
+    pz->pause_every = 2; /* every other read waits for a resume */
+    assert_int_equal(run_paused("/v1/chat/completions?n=8&gap=5&_t=pause1.", 0, pz),
+                     SG_OUTCOME_OK);
+    assert_true(pz->pauses >= 2);
+    assert_int_equal(pz->t.items, 8); /* each item once, in order */
+    assert_memory_equal(pz->t.buf + pz->t.len - 14, "data: [DONE]\n\n", 14);
+    /* the whole body: eight events and the terminal, nothing twice */
+    int events = 0;
+    for (const char *p = pz->t.buf; (p = strstr(p, "data: ")) != NULL; p++) {
+        events++;
+    }
+    assert_int_equal(events, 9);
+
+    /* a pause the idle clock outlasts ends the attempt: idle_timeout */
+    memset(pz, 0, sizeof(*pz));
+    pz->pause_every = 2;
+    pz->never_resume = true;
+    int64_t t0 = sg_clock_now(NULL);
+    assert_int_equal(
+        run_paused("/v1/chat/completions?n=8&gap=5&_t=pause2.", SG_MS(200), pz),
+        SG_OUTCOME_IDLE_TIMEOUT);
+    assert_true(sg_clock_now(NULL) - t0 < SG_MS(200) + SLACK);
+    free(pz);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
@@ -1598,6 +1677,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut),
         cmocka_unit_test(a_caller_driven_multi_enforces_the_clocks),
         cmocka_unit_test(on_bytes_gives_the_stream_as_received_before_its_items),
+        cmocka_unit_test(a_paused_read_gives_the_same_bytes_again_and_the_clocks_run),
     };
     return cmocka_run_group_tests_name("curl_transport", tests, setup, teardown);
 }

@@ -14,11 +14,13 @@
  * anything else appends the provider's in-band error first.  A failure
  * before the commit is an HTTP error in the provider's format.
  *
- * A client slower than the stream: what waits for it is bounded
- * (client_buffer); past that the operation is cancelled (the client is
- * too slow to be served), so memory never grows with a stalled reader.
- * Time spent waiting on the client counts on the stream's own clocks: it
- * is time the upstream stream ran, not paused.
+ * A client slower than the stream: once client_buffer bytes wait for it,
+ * the upstream read is paused (SG_CURL_BYTES_PAUSE: TCP then pushes back
+ * on the upstream) and resumed when the client has read half of them, so
+ * memory never grows with a slow reader.  The stream's clocks run on
+ * while it waits: a client slower than the idle clock ends the stream as
+ * idle_timeout.  Before the commit, what an attempt holds is bounded by
+ * client_buffer too (past it the operation is cancelled).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -91,6 +93,7 @@ struct conn {
     bool token_seen; /* held metadata comes with the first token */
     bool client_gone;
     bool too_slow;
+    bool paused; /* the upstream read waits for the client (on_bytes) */
     /* the answer */
     char *out;
     size_t out_len, out_off, out_cap;
@@ -159,7 +162,10 @@ static bool put(struct conn *c, const void *p, size_t n) {
     if (c->client_gone) {
         return true; /* dropped: the operation is being cancelled */
     }
-    if (c->out_len - c->out_off + n > c->proxy->client_buffer && c->state != C_CLOSING) {
+    /* the streaming bound is twice the buffer: a read is paused once the
+     * client is a buffer behind, and the read that crossed it still fits */
+    if (c->out_len - c->out_off + n > 2 * c->proxy->client_buffer &&
+        c->state != C_CLOSING) {
         return false;
     }
     if (!grow(&c->out, &c->out_cap, c->out_len + n)) {
@@ -399,7 +405,16 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         return 1; /* nobody to stream to */
     }
     if (c->committed) {
-        return attempt == c->committed_attempt ? forward(c, data, len) : 0;
+        if (attempt != c->committed_attempt) {
+            return 0;
+        }
+        if (c->out_len - c->out_off >= c->proxy->client_buffer) {
+            /* the client is a buffer behind: the upstream read waits, and
+             * libcurl gives these bytes again once it has caught up */
+            c->paused = true;
+            return SG_CURL_BYTES_PAUSE;
+        }
+        return forward(c, data, len);
     }
     struct pending *pd = pending_of(c, attempt, true);
     if (pd == NULL || pd->n + len > c->proxy->client_buffer ||
@@ -877,6 +892,14 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
         c->client_gone = true;
     }
     flush_out(c);
+    if (c->paused && c->op != NULL && !c->client_gone &&
+        c->out_len - c->out_off < c->proxy->client_buffer / 2) {
+        /* caught up: the upstream read goes on (from the loop, as the
+         * library requires: the held bytes may come in this call) */
+        c->paused = false;
+        sg_curl_op_resume(c->op);
+        flush_out(c);
+    }
     if (c->client_gone || (c->state == C_CLOSING && c->out_len == 0)) {
         if (c->op != NULL) {
             sg_curl_op_cancel(c->op); /* on_done frees the connection */

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# sg-proxy and a client slower than the stream: the upstream read is
+# paused while --client-buffer bytes wait for the client and resumed when
+# it catches up, so the stream arrives whole and the proxy's memory does
+# not grow with it; the clocks run on meanwhile, so a client that stops
+# reading for longer than --idle ends the stream as idle_timeout.
+# Against sg-fakemodel, with a reader (python3) that reads 8 KiB every
+# 2 ms: about 4 MB/s, far slower than the upstream on loopback.
+# Usage: sg_proxy_slow_client_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+PX=$1
+FM=$2
+dir=$(cd "$(dirname "$0")" && pwd)
+. "$dir/../integration/fakemodel_lib.sh"
+command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 1; }
+
+fm_start "$FM"
+UP=http://127.0.0.1:$FM_PORT
+. "$dir/sg_proxy_lib.sh"
+
+# slow_read PORT PATH PAUSE_MS: reads the answer 8 KiB every 2 ms (and
+# stops reading for PAUSE_MS once 64 KiB are in); prints the body's size,
+# its token count and whether it ended with [DONE] or an error's code.
+slow_read() {
+    python3 - "$@" <<'PY'
+import socket, sys, time, re
+port, path, pause_ms = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+s = socket.create_connection(("127.0.0.1", port))
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+buf = b""
+paused = pause_ms == 0
+while True:
+    d = s.recv(8192)
+    if not d:
+        break
+    buf += d
+    if not paused and len(buf) > 65536:
+        paused = True
+        time.sleep(pause_ms / 1000)
+    time.sleep(0.002)
+body = buf.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in buf else b""
+err = re.search(rb'"code":"([a-z_]+)"', body)
+print(len(body), body.count(b'"content":"tok'),
+      "done" if body.endswith(b"data: [DONE]\n\n") else (err.group(1).decode() if err else "none"))
+PY
+}
+
+hwm_kb() { awk '/VmHWM/ { print $2 }' "/proc/$1/status"; }
+
+px_start slow --upstream "$UP" --profile openai --client-buffer 65536 --idle 2s
+before=$(hwm_kb "$PX_PID")
+read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&gap=0&_t=slow' 0)
+after=$(hwm_kb "$PX_PID")
+[ "$end" = done ] && [ "$tokens" -eq 30000 ] &&
+    pass "a slow client gets the whole stream: $tokens tokens, $size bytes" ||
+    fail "slow client: $tokens tokens, end $end, $size bytes"
+grow=$((after - before))
+[ "$grow" -lt 3000 ] && pass "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream" ||
+    fail "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream"
+grep -q '"outcome":"ok"' "$FM_DIR/slow.out" && pass "reported ok" ||
+    fail "report: $(tail -c 400 "$FM_DIR/slow.out")"
+
+# a client that stops reading for longer than the idle clock
+px_start stop --upstream "$UP" --profile openai --client-buffer 65536 --idle 300ms
+read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&gap=0&_t=stop' 1500)
+[ "$end" = idle_timeout ] && [ "$tokens" -gt 0 ] && [ "$tokens" -lt 30000 ] &&
+    pass "a client stopped past the idle clock: idle_timeout in-band after $tokens tokens" ||
+    fail "stopped client: $tokens tokens, end $end"
+
+fm_finish
