@@ -56,6 +56,8 @@ struct pending {
 struct conn {
     struct conn *next;
     struct proxy *proxy;
+    const struct route *route; /* the request's, once routed */
+    struct routes *set;        /* the set it belongs to (counted) */
     int fd;
     int state;
     uint64_t id;
@@ -200,6 +202,7 @@ static void conn_free(struct conn *c) {
         }
     }
     free_op(c);
+    routes_unref(c->set);
     close(c->fd); /* leaves epoll by itself */
     free(c->in);
     free(c->body);
@@ -343,7 +346,7 @@ static void too_slow(struct conn *c) {
  * read being processed - or, for an item the library assembled elsewhere
  * (an event split across reads), as the next whole event. */
 static int release(struct conn *c, const sg_item *item) {
-    sg_format f = c->proxy->route.framing.format;
+    sg_format f = c->route->framing.format;
     if (f == SG_FORMAT_EVENTSTREAM) {
         return 0; /* passed on as it came */
     }
@@ -376,7 +379,7 @@ static int release(struct conn *c, const sg_item *item) {
  * (what the socket does not take waits in the buffer); SSE and NDJSON wait
  * in @part for their items. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (c->proxy->route.framing.format == SG_FORMAT_EVENTSTREAM) {
+    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
         if (!put(c, p, n)) {
             too_slow(c);
             return 1;
@@ -431,12 +434,11 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
 
 /* The first token: the answer's head, and what its attempt sent so far. */
 static int commit(struct conn *c, uint32_t attempt) {
-    struct proxy *p = c->proxy;
     char head[512];
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
              "Connection: close\r\nX-SG-Attempt: %u\r\n\r\n",
-             answer_content_type(&p->route.framing), attempt);
+             answer_content_type(&c->route->framing), attempt);
     c->committed = true;
     c->committed_attempt = attempt;
     c->committed_at = now_ns();
@@ -494,7 +496,7 @@ static void log_report(struct conn *c) {
     }
     if (rv == 0) {
         fprintf(p->log, "{\"route\":\"%s\",\"client\":\"%s\",\"report\":%s}\n",
-                p->route.name, c->peer, buf);
+                c->route->name, c->peer, buf);
         fflush(p->log);
     }
     if (buf != small) {
@@ -513,7 +515,6 @@ static void retry_after_of(const sg_op_attempt *a, char *out, size_t cap) {
 }
 
 static void answer_failure(struct conn *c, sg_outcome o) {
-    struct proxy *p = c->proxy;
     const sg_op *pol = sg_curl_op_policy(c->op);
     const sg_op_attempt *a = sg_op_deciding_attempt(pol);
     if (a == NULL) {
@@ -522,7 +523,7 @@ static void answer_failure(struct conn *c, sg_outcome o) {
     }
     int upstream = a != NULL ? a->http_status : 0;
     int status = answer_status(o, upstream);
-    enum answer_style style = answer_style_of(p->route.profile);
+    enum answer_style style = answer_style_of(c->route->profile);
     char body[1400];
     const char *detail = sg_curl_op_error(c->op);
     if (a != NULL && a->provider_error_type[0] != '\0') {
@@ -539,8 +540,7 @@ static void answer_failure(struct conn *c, sg_outcome o) {
 }
 
 static void answer_in_band_error(struct conn *c, sg_outcome o) {
-    struct proxy *p = c->proxy;
-    enum answer_style style = answer_style_of(p->route.profile);
+    enum answer_style style = answer_style_of(c->route->profile);
     /* what the client got ends on a whole event or line (the rest of a cut
      * one is dropped): the error is an event of its own */
     c->part_len = 0;
@@ -555,7 +555,8 @@ static void on_done(sg_curl_op *op, void *ud) {
     sg_outcome o = sg_curl_op_outcome(op);
     log_report(c);
     int64_t end = now_ns();
-    metrics_observe(sg_curl_op_policy(op), (double)(end - c->arrived) / 1e9,
+    metrics_observe(c->route->name, sg_curl_op_policy(op),
+                    (double)(end - c->arrived) / 1e9,
                     c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
     if (!c->client_gone) {
         if (c->committed) {
@@ -666,9 +667,18 @@ static bool serve_metrics(struct conn *c) {
 
 static void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
-    struct route *r = &p->route;
+    const struct route *r = routes_match(p->routes, c->req.target, c->req.target_len);
+    if (r == NULL) {
+        reply_error(c, 404, "no route for this path");
+        return;
+    }
+    c->route = r;
+    c->set = p->routes;
+    c->set->refs++; /* a reload must not free it under this stream */
+    const char *target = c->req.target + r->prefix_len;
+    size_t target_len = c->req.target_len - r->prefix_len;
     c->state = C_UPSTREAM;
-    c->url = join(r->upstream, r->upstream_len, c->req.target, c->req.target_len);
+    c->url = join(r->upstream, r->upstream_len, target, target_len);
     c->easy = curl_easy_init();
     if (c->url == NULL || c->easy == NULL) {
         reply_error(c, 502, "out of memory");
@@ -735,8 +745,8 @@ static void start_operation(struct conn *c) {
     if (r->nfallback > 0) {
         c->eps[0].url = c->url;
         for (int i = 0; i < r->nfallback; i++) {
-            c->fallback_urls[i] = join(r->fallback[i], r->fallback_len[i], c->req.target,
-                                       c->req.target_len);
+            c->fallback_urls[i] =
+                join(r->fallback[i], r->fallback_len[i], target, target_len);
             if (c->fallback_urls[i] == NULL) {
                 reply_error(c, 502, "out of memory");
                 return;

@@ -1,9 +1,10 @@
 /*
  * main.c - sg-proxy's options, its listening socket, the loop, signals.
  *
- * The one-route mode: every request goes to --upstream (its path first,
- * then the client's path and query), guarded by the flags sg-stream has
- * for the same things.  SIGTERM or SIGINT drains: no new connections, the
+ * Routes: one from the flags (every request goes to --upstream, its path
+ * first, then the client's path and query, guarded by the flags sg-stream
+ * has for the same things), or those of --config FILE (config.c), read
+ * again on SIGHUP.  SIGTERM or SIGINT drains: no new connections, the
  * streams in flight have --drain to finish, then they are cancelled (their
  * reports written), and sg-proxy exits 0.
  */
@@ -30,6 +31,8 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "Usage: sg-proxy --upstream URL --profile NAME [options]\n"
+        "       sg-proxy --config FILE [options]   (routes by path prefix; SIGHUP\n"
+        "                                           reads the file again)\n"
         "Guard every stream that passes: first token, idle and total clocks under\n"
         "one budget, retries only when safe, an error in the provider's own format\n"
         "when a committed stream breaks.\n"
@@ -80,238 +83,136 @@ __attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ..
 }
 
 enum {
-    OPT_LISTEN = 256,
-    OPT_ALLOW_REMOTE,
-    OPT_UPSTREAM,
-    OPT_PROFILE,
-    OPT_FALLBACK,
-    OPT_CACERT,
-    OPT_BUDGET,
-    OPT_FIRST_ITEM,
-    OPT_IDLE,
-    OPT_STREAM_TOTAL,
-    OPT_CONNECT_TIMEOUT,
-    OPT_ATTEMPT_TIMEOUT,
-    OPT_FLOOR,
-    OPT_ATTEMPTS,
-    OPT_BACKOFF_BASE,
-    OPT_BACKOFF_MAX,
-    OPT_IDEMPOTENT,
-    OPT_HEDGE_AFTER,
-    OPT_MAX_HEDGES,
-    OPT_MAX_ITEMS,
-    OPT_MAX_BYTES,
-    OPT_MAX_CONNECTIONS,
-    OPT_HEADER_TIMEOUT,
-    OPT_MAX_BODY,
-    OPT_CLIENT_BUFFER,
-    OPT_TRANSIT,
-    OPT_DRAIN,
-    OPT_LOG,
+    OPT_ROUTE = 256, /* a route's option: its name says which */
+    OPT_GLOBAL,      /* the proxy's own: its name says which */
+    OPT_CONFIG,
 };
 
 static const struct option longopts[] = {
-    {"listen", required_argument, NULL, OPT_LISTEN},
-    {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
-    {"upstream", required_argument, NULL, OPT_UPSTREAM},
-    {"profile", required_argument, NULL, OPT_PROFILE},
-    {"fallback", required_argument, NULL, OPT_FALLBACK},
-    {"cacert", required_argument, NULL, OPT_CACERT},
-    {"budget", required_argument, NULL, OPT_BUDGET},
-    {"first-item", required_argument, NULL, OPT_FIRST_ITEM},
-    {"idle", required_argument, NULL, OPT_IDLE},
-    {"stream-total", required_argument, NULL, OPT_STREAM_TOTAL},
-    {"connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT},
-    {"attempt-timeout", required_argument, NULL, OPT_ATTEMPT_TIMEOUT},
-    {"floor", required_argument, NULL, OPT_FLOOR},
-    {"attempts", required_argument, NULL, OPT_ATTEMPTS},
-    {"backoff-base", required_argument, NULL, OPT_BACKOFF_BASE},
-    {"backoff-max", required_argument, NULL, OPT_BACKOFF_MAX},
-    {"idempotent", no_argument, NULL, OPT_IDEMPOTENT},
-    {"hedge-after", required_argument, NULL, OPT_HEDGE_AFTER},
-    {"max-hedges", required_argument, NULL, OPT_MAX_HEDGES},
-    {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
-    {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
-    {"max-connections", required_argument, NULL, OPT_MAX_CONNECTIONS},
-    {"header-timeout", required_argument, NULL, OPT_HEADER_TIMEOUT},
-    {"max-body", required_argument, NULL, OPT_MAX_BODY},
-    {"client-buffer", required_argument, NULL, OPT_CLIENT_BUFFER},
-    {"transit-allowance", required_argument, NULL, OPT_TRANSIT},
-    {"drain", required_argument, NULL, OPT_DRAIN},
-    {"log", required_argument, NULL, OPT_LOG},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {"listen", required_argument, NULL, OPT_GLOBAL},
+    {"allow-remote", no_argument, NULL, OPT_GLOBAL},
+    {"max-connections", required_argument, NULL, OPT_GLOBAL},
+    {"header-timeout", required_argument, NULL, OPT_GLOBAL},
+    {"max-body", required_argument, NULL, OPT_GLOBAL},
+    {"client-buffer", required_argument, NULL, OPT_GLOBAL},
+    {"transit-allowance", required_argument, NULL, OPT_GLOBAL},
+    {"drain", required_argument, NULL, OPT_GLOBAL},
+    {"log", required_argument, NULL, OPT_GLOBAL},
+    {"upstream", required_argument, NULL, OPT_ROUTE},
+    {"profile", required_argument, NULL, OPT_ROUTE},
+    {"fallback", required_argument, NULL, OPT_ROUTE},
+    {"cacert", required_argument, NULL, OPT_ROUTE},
+    {"budget", required_argument, NULL, OPT_ROUTE},
+    {"first-item", required_argument, NULL, OPT_ROUTE},
+    {"idle", required_argument, NULL, OPT_ROUTE},
+    {"stream-total", required_argument, NULL, OPT_ROUTE},
+    {"connect-timeout", required_argument, NULL, OPT_ROUTE},
+    {"attempt-timeout", required_argument, NULL, OPT_ROUTE},
+    {"floor", required_argument, NULL, OPT_ROUTE},
+    {"attempts", required_argument, NULL, OPT_ROUTE},
+    {"backoff-base", required_argument, NULL, OPT_ROUTE},
+    {"backoff-max", required_argument, NULL, OPT_ROUTE},
+    {"idempotent", no_argument, NULL, OPT_ROUTE},
+    {"hedge-after", required_argument, NULL, OPT_ROUTE},
+    {"max-hedges", required_argument, NULL, OPT_ROUTE},
+    {"max-items", required_argument, NULL, OPT_ROUTE},
+    {"max-bytes", required_argument, NULL, OPT_ROUTE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
 };
 
 struct settings {
+    struct proxy *p;
     const char *listen;
     bool allow_remote;
     const char *log;
-    int64_t backoff_base, backoff_max, hedge_after;
-    uint64_t max_hedges;
-    bool backoff_set;
+    bool at_start; /* globals apply at start only; a reload ignores them */
 };
 
-/* scheme://host[:port][/path] without a trailing '/', and nothing after
- * the path: the client's target is appended to it. */
-static int upstream_url(const char *u, size_t *len) {
-    if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
-        return -1;
+/* The proxy's own options, from a flag or the config file's top: 0, 1
+ * when @name is not one, or -1 with the reason in @err. */
+static int global_option(void *ud, const char *name, const char *arg, char *err,
+                         size_t errlen) {
+    struct settings *s = ud;
+    struct proxy *p = s->p;
+    int64_t d;
+    uint64_t n;
+    if (!s->at_start) {
+        return 0; /* a reload changes routes only */
     }
-    if (strchr(u, '?') != NULL || strchr(u, '#') != NULL) {
-        return -1;
+    if (strcmp(name, "listen") == 0) {
+        s->listen = arg;
+    } else if (strcmp(name, "allow-remote") == 0) {
+        s->allow_remote = arg == NULL || strcmp(arg, "true") == 0;
+    } else if (strcmp(name, "log") == 0) {
+        s->log = arg;
+    } else if (strcmp(name, "max-connections") == 0) {
+        if (arg == NULL || parse_count(arg, 100000, &n) != 0 || n == 0) {
+            snprintf(err, errlen, "max-connections takes 1 to 100000, not '%s'",
+                     arg ? arg : "");
+            return -1;
+        }
+        p->max_conns = (int)n;
+    } else if (strcmp(name, "max-body") == 0 || strcmp(name, "client-buffer") == 0) {
+        if (arg == NULL || parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n == 0) {
+            snprintf(err, errlen, "%s takes a size in bytes up to 1 GiB, not '%s'", name,
+                     arg ? arg : "");
+            return -1;
+        }
+        *(name[4] == 'b' ? &p->max_body : &p->client_buffer) = (size_t)n;
+    } else if (strcmp(name, "header-timeout") == 0 ||
+               strcmp(name, "transit-allowance") == 0 || strcmp(name, "drain") == 0) {
+        if (arg == NULL || parse_duration(arg, &d) != 0) {
+            snprintf(err, errlen, "%s takes a duration like 300ms or 2s, not '%s'", name,
+                     arg ? arg : "");
+            return -1;
+        }
+        *(name[0] == 'h'   ? &p->header_timeout
+          : name[0] == 't' ? &p->transit_allowance
+                           : &p->drain) = d;
+    } else {
+        return 1;
     }
-    size_t n = strlen(u);
-    while (n > 0 && u[n - 1] == '/') {
-        n--;
-    }
-    *len = n;
     return 0;
 }
 
 static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s) {
-    struct route *r = &p->route;
-    sg_op_options_init(&r->policy);
-    sg_op_options_set_budget(&r->policy, SG_SEC(60));
-    sg_op_options_set_max_attempts(&r->policy, 3);
+    static struct route one;
+    route_init(&one, "default");
+    bool route_flags = false;
+    const char *config = NULL;
+    /* globals given as flags: applied again after the file's, so that a
+     * flag wins */
+    int gflag[64];
+    const char *garg[64];
+    int ng = 0;
     int opt;
-    int64_t d;
-    uint64_t n;
-    int rv;
-    while ((opt = getopt_long(argc, argv, "hV", longopts, NULL)) != -1) {
-        const char *arg = optarg;
+    int idx;
+    char err[320];
+    while ((opt = getopt_long(argc, argv, "hV", longopts, &idx)) != -1) {
+        const char *name = opt >= OPT_ROUTE ? longopts[idx].name : NULL;
+        int rv;
         switch (opt) {
-        case OPT_LISTEN:
-            s->listen = arg;
+        case OPT_CONFIG:
+            config = optarg;
             break;
-        case OPT_ALLOW_REMOTE:
-            s->allow_remote = true;
-            break;
-        case OPT_UPSTREAM:
-            r->upstream = arg;
-            if (upstream_url(arg, &r->upstream_len) != 0) {
-                return usage_error(
-                    "--upstream takes http(s)://host[:port][/path], not '%s'", arg);
+        case OPT_GLOBAL:
+            if (ng < 64) {
+                gflag[ng] = idx;
+                garg[ng++] = optarg;
+            }
+            if (global_option(s, name, optarg, err, sizeof(err)) != 0) {
+                return usage_error("--%s", err);
             }
             break;
-        case OPT_FALLBACK:
-            if (r->nfallback == MAX_FALLBACKS) {
-                return usage_error("at most 15 --fallback");
-            }
-            if (upstream_url(arg, &r->fallback_len[r->nfallback]) != 0) {
-                return usage_error(
-                    "--fallback takes http(s)://host[:port][/path], not '%s'", arg);
-            }
-            r->fallback[r->nfallback++] = arg;
-            break;
-        case OPT_PROFILE:
-            r->profile = arg;
-            memset(&r->framing, 0, sizeof(r->framing));
-            if (sg_profile_framing(arg, &r->framing) != 0) {
-                return usage_error("--profile: no profile '%s'", arg);
-            }
-            break;
-        case OPT_CACERT:
-            r->cafile = arg;
-            break;
-        case OPT_BUDGET:
-        case OPT_FIRST_ITEM:
-        case OPT_IDLE:
-        case OPT_STREAM_TOTAL:
-        case OPT_CONNECT_TIMEOUT:
-        case OPT_ATTEMPT_TIMEOUT:
-        case OPT_FLOOR:
-        case OPT_BACKOFF_BASE:
-        case OPT_BACKOFF_MAX:
-        case OPT_HEDGE_AFTER:
-        case OPT_HEADER_TIMEOUT:
-        case OPT_TRANSIT:
-        case OPT_DRAIN:
-            if (parse_duration(arg, &d) != 0) {
-                return usage_error("a duration like 300ms or 2s, not '%s'", arg);
-            }
-            rv = 0;
-            if (opt == OPT_BUDGET) {
-                rv = sg_op_options_set_budget(&r->policy, d);
-            } else if (opt == OPT_FIRST_ITEM) {
-                rv = sg_op_options_set_first_item_timeout(&r->policy, d);
-            } else if (opt == OPT_IDLE) {
-                rv = sg_op_options_set_idle_timeout(&r->policy, d);
-            } else if (opt == OPT_STREAM_TOTAL) {
-                rv = sg_op_options_set_stream_timeout(&r->policy, d);
-            } else if (opt == OPT_CONNECT_TIMEOUT) {
-                rv = sg_op_options_set_connect_timeout(&r->policy, d);
-            } else if (opt == OPT_ATTEMPT_TIMEOUT) {
-                rv = sg_op_options_set_attempt_timeout(&r->policy, d);
-            } else if (opt == OPT_FLOOR) {
-                rv = sg_op_options_set_floor(&r->policy, d);
-            } else if (opt == OPT_BACKOFF_BASE) {
-                s->backoff_base = d;
-                s->backoff_set = true;
-            } else if (opt == OPT_BACKOFF_MAX) {
-                s->backoff_max = d;
-                s->backoff_set = true;
-            } else if (opt == OPT_HEDGE_AFTER) {
-                s->hedge_after = d;
-            } else if (opt == OPT_HEADER_TIMEOUT) {
-                p->header_timeout = d;
-            } else if (opt == OPT_TRANSIT) {
-                p->transit_allowance = d;
-            } else {
-                p->drain = d;
-            }
+        case OPT_ROUTE:
+            route_flags = true;
+            rv = route_option(&one, name, optarg, err, sizeof(err));
             if (rv != 0) {
-                return usage_error("a duration out of range: '%s'", arg);
+                return usage_error("--%s", rv < 0 ? err : name);
             }
-            break;
-        case OPT_ATTEMPTS:
-            if (parse_count(arg, 1000, &n) != 0 || n == 0 ||
-                sg_op_options_set_max_attempts(&r->policy, (uint32_t)n) != 0) {
-                return usage_error("--attempts takes a number from 1 to 1000, not '%s'",
-                                   arg);
-            }
-            break;
-        case OPT_IDEMPOTENT:
-            r->idempotent = true;
-            sg_op_options_set_idempotent(&r->policy, true);
-            break;
-        case OPT_MAX_HEDGES:
-            if (parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0) {
-                return usage_error("--max-hedges takes a small number, not '%s'", arg);
-            }
-            s->max_hedges = n;
-            break;
-        case OPT_MAX_ITEMS:
-        case OPT_MAX_BYTES:
-            if (parse_count(arg, UINT64_MAX, &n) != 0 || n == 0) {
-                return usage_error("a count, not '%s'", arg);
-            }
-            if (opt == OPT_MAX_ITEMS) {
-                sg_op_options_set_max_items(&r->policy, n);
-            } else {
-                sg_op_options_set_max_bytes(&r->policy, n);
-            }
-            break;
-        case OPT_MAX_CONNECTIONS:
-            if (parse_count(arg, 100000, &n) != 0 || n == 0) {
-                return usage_error("--max-connections takes 1 to 100000, not '%s'", arg);
-            }
-            p->max_conns = (int)n;
-            break;
-        case OPT_MAX_BODY:
-        case OPT_CLIENT_BUFFER:
-            if (parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n == 0) {
-                return usage_error("a size in bytes up to 1 GiB, not '%s'", arg);
-            }
-            if (opt == OPT_MAX_BODY) {
-                p->max_body = (size_t)n;
-            } else {
-                p->client_buffer = (size_t)n;
-            }
-            break;
-        case OPT_LOG:
-            s->log = arg;
             break;
         case 'h':
             usage(stdout);
@@ -328,25 +229,55 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s
     if (optind < argc) {
         return usage_error("unexpected argument '%s'", argv[optind]);
     }
-    if (r->upstream == NULL || r->profile == NULL) {
-        return usage_error("--upstream and --profile are required");
-    }
-    if (s->backoff_set && sg_op_options_set_backoff(
-                              &r->policy, s->backoff_base ? s->backoff_base : SG_MS(100),
-                              s->backoff_max ? s->backoff_max : SG_SEC(2)) != 0) {
-        return usage_error("--backoff-max must be at least --backoff-base");
-    }
-    if (s->hedge_after > 0) {
-        if (!r->idempotent) {
-            return usage_error("--hedge-after repeats requests: it needs --idempotent");
+    if (config != NULL) {
+        if (route_flags) {
+            return usage_error("with --config, a route's options go in the file");
         }
-        if (sg_op_options_set_hedging(&r->policy, s->hedge_after,
-                                      s->max_hedges ? (uint32_t)s->max_hedges : 1) != 0) {
-            return usage_error("--hedge-after/--max-hedges out of range");
+        err[0] = '\0';
+        p->routes = routes_load(config, global_option, s, err, sizeof(err));
+        if (p->routes == NULL) {
+            fprintf(stderr, "%s: %s\n", prog, err);
+            return 2;
         }
+        p->config = config;
+        for (int i = 0; i < ng; i++) {
+            (void)global_option(s, longopts[gflag[i]].name, garg[i], err, sizeof(err));
+        }
+        return 0;
     }
-    r->name = "default";
+    if (one.upstream == NULL || one.profile == NULL) {
+        return usage_error("--upstream and --profile are required (or --config FILE)");
+    }
+    if (route_finish(&one, err, sizeof(err)) != 0) {
+        return usage_error("%s", err);
+    }
+    p->routes = routes_new();
+    if (p->routes == NULL) {
+        return 1;
+    }
+    p->routes->r[0] = one;
+    p->routes->n = 1;
     return 0;
+}
+
+/* SIGHUP: the config file again; new requests take the new routes, the
+ * streams in flight keep theirs.  A file that does not load changes
+ * nothing. */
+static void reload(struct proxy *p, struct settings *s) {
+    if (p->config == NULL) {
+        fprintf(stderr, "%s: SIGHUP without --config: nothing to reload\n", prog);
+        return;
+    }
+    char err[320] = "";
+    s->at_start = false;
+    struct routes *n = routes_load(p->config, global_option, s, err, sizeof(err));
+    if (n == NULL) {
+        fprintf(stderr, "%s: reload failed, the routes in force stay: %s\n", prog, err);
+        return;
+    }
+    routes_unref(p->routes);
+    p->routes = n;
+    fprintf(stderr, "%s: reloaded %d route(s) from %s\n", prog, n->n, p->config);
 }
 
 /* ADDR:PORT (IPv4, or [IPv6]:PORT).  Loopback only, unless allowed. */
@@ -437,7 +368,7 @@ static void start_drain(struct proxy *p) {
     }
 }
 
-static int run(struct proxy *p) {
+static int run(struct proxy *p, struct settings *s) {
     struct epoll_event ev[64];
     for (;;) {
         int64_t now = sg_clock_now(NULL);
@@ -476,7 +407,11 @@ static int run(struct proxy *p) {
             } else if (tag == &sg_proxy_tag_signal) {
                 struct signalfd_siginfo si;
                 while (read(p->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                    start_drain(p);
+                    if (si.ssi_signo == SIGHUP) {
+                        reload(p, s);
+                    } else {
+                        start_drain(p);
+                    }
                 }
             } else {
                 conn_ready(p, tag, ev[i].events);
@@ -506,6 +441,8 @@ int main(int argc, char **argv) {
     p.drain_deadline = SG_TIME_NEVER;
     struct settings s;
     memset(&s, 0, sizeof(s));
+    s.p = &p;
+    s.at_start = true;
     s.listen = "127.0.0.1:8787";
     int rv = parse_args(argc, argv, &p, &s);
     if (rv != 0) {
@@ -514,6 +451,7 @@ int main(int argc, char **argv) {
     p.log = stdout;
     if (s.log != NULL && (p.log = fopen(s.log, "a")) == NULL) {
         fprintf(stderr, "%s: cannot open --log %s: %s\n", prog, s.log, strerror(errno));
+        routes_unref(p.routes);
         return 1;
     }
     signal(SIGPIPE, SIG_IGN);
@@ -521,25 +459,33 @@ int main(int argc, char **argv) {
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     sigprocmask(SIG_BLOCK, &set, NULL);
     p.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     p.epfd = epoll_create1(EPOLL_CLOEXEC);
-    if (p.sigfd < 0 || p.epfd < 0 || curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK ||
-        sg_curl_multi_new(&p.multi, NULL) != 0) {
+    bool curl = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    if (p.sigfd < 0 || p.epfd < 0 || !curl || sg_curl_multi_new(&p.multi, NULL) != 0) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
-        return 1;
+        rv = 1;
+    } else {
+        rv = listen_on(&p, s.listen, s.allow_remote);
     }
-    rv = listen_on(&p, s.listen, s.allow_remote);
-    if (rv != 0) {
-        return rv;
+    if (rv == 0) {
+        add_fd(&p, p.lfd, &sg_proxy_tag_listen);
+        add_fd(&p, sg_curl_multi_fd(p.multi), &sg_proxy_tag_multi);
+        add_fd(&p, p.sigfd, &sg_proxy_tag_signal);
+        rv = run(&p, &s);
     }
-    add_fd(&p, p.lfd, &sg_proxy_tag_listen);
-    add_fd(&p, sg_curl_multi_fd(p.multi), &sg_proxy_tag_multi);
-    add_fd(&p, p.sigfd, &sg_proxy_tag_signal);
-    rv = run(&p);
+    /* every way out frees what was set up */
+    if (p.lfd >= 0) {
+        close(p.lfd);
+    }
     conns_free(&p);
+    routes_unref(p.routes);
     sg_curl_multi_free(p.multi);
-    curl_global_cleanup();
+    if (curl) {
+        curl_global_cleanup();
+    }
     if (p.log != stdout) {
         fclose(p.log);
     }

@@ -4,8 +4,10 @@
  * from its attempt records; the histograms are named after the
  * OpenTelemetry GenAI client metrics in their Prometheus form
  * (gen_ai.client.operation.duration -> ..._duration_seconds, with the
- * unit suffix).  One route in this slice: route="default".
+ * unit suffix).  Labelled by route name.
  */
+#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,7 +25,8 @@ struct histogram {
     double sum;
 };
 
-static struct {
+struct route_metrics {
+    char name[64];
     uint64_t outcomes[SG_OUTCOME_COUNT_];
     uint64_t partial;
     uint64_t attempts;
@@ -34,7 +37,26 @@ static struct {
     struct histogram duration;
     struct histogram ttfc; /* time to first chunk: the commit */
     struct histogram tpoc; /* time per output chunk after the first */
-} m;
+};
+
+/* One per route name ever served (a reload keeps the counts of a route
+ * that keeps its name); the last slot takes every name past the table. */
+static struct route_metrics table[MAX_ROUTES + 1];
+static int nroutes;
+
+static struct route_metrics *of(const char *route) {
+    for (int i = 0; i < nroutes; i++) {
+        if (strcmp(table[i].name, route) == 0) {
+            return &table[i];
+        }
+    }
+    if (nroutes == MAX_ROUTES + 1) {
+        return &table[MAX_ROUTES];
+    }
+    struct route_metrics *m = &table[nroutes++];
+    snprintf(m->name, sizeof(m->name), "%s", route);
+    return m;
+}
 
 static void observe(struct histogram *h, double s) {
     for (size_t i = 0; i < NB; i++) {
@@ -47,13 +69,15 @@ static void observe(struct histogram *h, double s) {
     h->sum += s;
 }
 
-void metrics_observe(const sg_op *op, double duration_s, double ttfc_s) {
+void metrics_observe(const char *route, const sg_op *op, double duration_s,
+                     double ttfc_s) {
+    struct route_metrics *mm = of(route);
     sg_outcome o = sg_op_outcome(op);
     if ((unsigned)o < SG_OUTCOME_COUNT_) {
-        m.outcomes[o]++;
+        mm->outcomes[o]++;
     }
     uint32_t n = sg_op_attempt_count(op);
-    m.attempts += n;
+    mm->attempts += n;
     bool any_partial = false;
     for (uint32_t i = 0; i < n; i++) {
         const sg_op_attempt *a = sg_op_attempt_at(op, i);
@@ -62,91 +86,105 @@ void metrics_observe(const sg_op *op, double duration_s, double ttfc_s) {
         }
         any_partial = any_partial || a->partial;
         if (a->hedge) {
-            m.hedges++;
+            mm->hedges++;
         } else if (i > 0) {
-            m.retries++;
+            mm->retries++;
         }
         if (a->endpoint > 0) {
-            m.fallbacks++;
+            mm->fallbacks++;
         }
         if (a->reason == SG_OP_REASON_RETRY_THROTTLED) {
-            m.throttled++;
+            mm->throttled++;
         }
     }
-    m.partial += any_partial;
-    observe(&m.duration, duration_s);
+    mm->partial += any_partial;
+    observe(&mm->duration, duration_s);
     if (ttfc_s >= 0) {
-        observe(&m.ttfc, ttfc_s);
+        observe(&mm->ttfc, ttfc_s);
         const sg_op_attempt *d = sg_op_deciding_attempt(op);
         if (d != NULL && d->items > 1 && duration_s > ttfc_s) {
-            observe(&m.tpoc, (duration_s - ttfc_s) / (double)(d->items - 1));
+            observe(&mm->tpoc, (duration_s - ttfc_s) / (double)(d->items - 1));
         }
     }
 }
 
-static size_t histogram(char *b, size_t cap, const char *name, const char *help,
-                        const struct histogram *h) {
-    size_t o = 0;
-    o += (size_t)snprintf(b + o, cap - o, "# HELP %s %s\n# TYPE %s histogram\n", name,
-                          help, name);
-    uint64_t cum = 0;
-    for (size_t i = 0; i < NB && o < cap; i++) {
-        cum += h->buckets[i];
-        o += (size_t)snprintf(b + o, cap - o,
-                              "%s_bucket{route=\"default\",le=\"%g\"} %llu\n", name,
-                              bounds[i], (unsigned long long)cum);
+/* Appends printf output to @b at *@o (bounded by @cap). */
+__attribute__((format(printf, 4, 5))) static void add(char *b, size_t cap, size_t *o,
+                                                      const char *fmt, ...) {
+    if (*o + 1 >= cap) {
+        return;
     }
-    if (o < cap) {
-        o += (size_t)snprintf(b + o, cap - o,
-                              "%s_bucket{route=\"default\",le=\"+Inf\"} %llu\n"
-                              "%s_sum{route=\"default\"} %.6f\n"
-                              "%s_count{route=\"default\"} %llu\n",
-                              name, (unsigned long long)h->count, name, h->sum, name,
-                              (unsigned long long)h->count);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(b + *o, cap - *o, fmt, ap);
+    va_end(ap);
+    if (n > 0) {
+        *o += (size_t)n < cap - *o ? (size_t)n : cap - *o - 1;
     }
-    return o < cap ? o : cap - 1;
 }
 
-static size_t counter(char *b, size_t cap, const char *name, const char *help,
-                      uint64_t v) {
-    int n =
-        snprintf(b, cap, "# HELP %s %s\n# TYPE %s counter\n%s{route=\"default\"} %llu\n",
-                 name, help, name, name, (unsigned long long)v);
-    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+static void histogram(char *b, size_t cap, size_t *o, const char *name, const char *help,
+                      size_t field) {
+    add(b, cap, o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    for (int r = 0; r < nroutes; r++) {
+        const struct histogram *h =
+            (const struct histogram *)((const char *)&table[r] + field);
+        const char *rn = table[r].name;
+        uint64_t cum = 0;
+        for (size_t i = 0; i < NB; i++) {
+            cum += h->buckets[i];
+            add(b, cap, o, "%s_bucket{route=\"%s\",le=\"%g\"} %llu\n", name, rn,
+                bounds[i], (unsigned long long)cum);
+        }
+        add(b, cap, o,
+            "%s_bucket{route=\"%s\",le=\"+Inf\"} %llu\n%s_sum{route=\"%s\"} %.6f\n"
+            "%s_count{route=\"%s\"} %llu\n",
+            name, rn, (unsigned long long)h->count, name, rn, h->sum, name, rn,
+            (unsigned long long)h->count);
+    }
+}
+
+static void counter(char *b, size_t cap, size_t *o, const char *name, const char *help,
+                    size_t field) {
+    add(b, cap, o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int r = 0; r < nroutes; r++) {
+        uint64_t v = *(const uint64_t *)((const char *)&table[r] + field);
+        add(b, cap, o, "%s{route=\"%s\"} %llu\n", name, table[r].name,
+            (unsigned long long)v);
+    }
 }
 
 size_t metrics_text(char *b, size_t cap) {
     size_t o = 0;
-    o += (size_t)snprintf(b + o, cap - o,
-                          "# HELP sg_proxy_requests_total Operations ended, by outcome.\n"
-                          "# TYPE sg_proxy_requests_total counter\n");
-    for (int i = 0; i < SG_OUTCOME_COUNT_ && o < cap; i++) {
-        o += (size_t)snprintf(
-            b + o, cap - o,
-            "sg_proxy_requests_total{route=\"default\",outcome=\"%s\"} %llu\n",
-            sg_outcome_name((sg_outcome)i), (unsigned long long)m.outcomes[i]);
+    b[0] = '\0';
+    add(b, cap, &o,
+        "# HELP sg_proxy_requests_total Operations ended, by outcome.\n"
+        "# TYPE sg_proxy_requests_total counter\n");
+    for (int r = 0; r < nroutes; r++) {
+        for (int i = 0; i < SG_OUTCOME_COUNT_; i++) {
+            add(b, cap, &o, "sg_proxy_requests_total{route=\"%s\",outcome=\"%s\"} %llu\n",
+                table[r].name, sg_outcome_name((sg_outcome)i),
+                (unsigned long long)table[r].outcomes[i]);
+        }
     }
-    if (o >= cap) {
-        return cap - 1;
-    }
-    o += counter(b + o, cap - o, "sg_proxy_partial_streams_total",
-                 "Operations with an attempt that delivered items, then failed.",
-                 m.partial);
-    o += counter(b + o, cap - o, "sg_proxy_attempts_total", "Attempts made upstream.",
-                 m.attempts);
-    o += counter(b + o, cap - o, "sg_proxy_retries_total",
-                 "Attempts after the first that were not hedges.", m.retries);
-    o += counter(b + o, cap - o, "sg_proxy_hedges_total", "Hedged attempts.", m.hedges);
-    o += counter(b + o, cap - o, "sg_proxy_fallbacks_total",
-                 "Attempts sent to a fallback upstream.", m.fallbacks);
-    o += counter(b + o, cap - o, "sg_proxy_retries_throttled_total",
-                 "Retries the retry budget refused.", m.throttled);
-    o += histogram(b + o, cap - o, "gen_ai_client_operation_duration_seconds",
-                   "Request arrival to the end of its answer.", &m.duration);
-    o += histogram(b + o, cap - o, "gen_ai_client_operation_time_to_first_chunk_seconds",
-                   "Request arrival to the first token sent to the client.", &m.ttfc);
-    o +=
-        histogram(b + o, cap - o, "gen_ai_client_operation_time_per_output_chunk_seconds",
-                  "Mean time between chunks after the first, per operation.", &m.tpoc);
+#define F(x) offsetof(struct route_metrics, x)
+    counter(b, cap, &o, "sg_proxy_partial_streams_total",
+            "Operations with an attempt that delivered items, then failed.", F(partial));
+    counter(b, cap, &o, "sg_proxy_attempts_total", "Attempts made upstream.",
+            F(attempts));
+    counter(b, cap, &o, "sg_proxy_retries_total",
+            "Attempts after the first that were not hedges.", F(retries));
+    counter(b, cap, &o, "sg_proxy_hedges_total", "Hedged attempts.", F(hedges));
+    counter(b, cap, &o, "sg_proxy_fallbacks_total",
+            "Attempts sent to a fallback upstream.", F(fallbacks));
+    counter(b, cap, &o, "sg_proxy_retries_throttled_total",
+            "Retries the retry budget refused.", F(throttled));
+    histogram(b, cap, &o, "gen_ai_client_operation_duration_seconds",
+              "Request arrival to the end of its answer.", F(duration));
+    histogram(b, cap, &o, "gen_ai_client_operation_time_to_first_chunk_seconds",
+              "Request arrival to the first token sent to the client.", F(ttfc));
+    histogram(b, cap, &o, "gen_ai_client_operation_time_per_output_chunk_seconds",
+              "Mean time between chunks after the first, per operation.", F(tpoc));
+#undef F
     return o;
 }

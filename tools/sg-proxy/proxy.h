@@ -32,11 +32,15 @@
 #include "../sg-fakemodel/http1.h"
 
 #define MAX_FALLBACKS 15
+#define MAX_ROUTES 64
 #define PROXY_MAX_HEAD SG_FM_H1_MAX_HEAD
 
-/* The route: where requests go and how they are guarded. */
+/* A route: where requests under its prefix go and how they are guarded.
+ * Its strings live in argv or in its set's config text. */
 struct route {
-    const char *name;     /* "default" in the one-route mode */
+    const char *name;   /* "default" in the one-route mode */
+    const char *prefix; /* "" (everything) or "/path" */
+    size_t prefix_len;
     const char *upstream; /* scheme://host[:port][/path], no trailing '/' kept */
     size_t upstream_len;
     const char *fallback[MAX_FALLBACKS];
@@ -47,13 +51,48 @@ struct route {
     sg_op_options policy; /* the route's; a request's budget may shrink it */
     bool idempotent;
     const char *cafile;
+    int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
+    uint32_t max_hedges;
 };
 
+/* The routes in force: counted, so that a reload never frees a route a
+ * request in flight still uses. */
+struct routes {
+    int refs;
+    int n;
+    struct route r[MAX_ROUTES];
+    char *text; /* the config file's text, its strings cut out in place */
+};
+
+/* config.c */
+void route_init(struct route *r, const char *name);
+/* Applies option @name ("budget", no "--") with @arg (NULL for a flag
+ * without a value): 0, 1 when it is not a route's option, or -1 with the
+ * reason in @err. */
+int route_option(struct route *r, const char *name, const char *arg, char *err,
+                 size_t errlen);
+/* After the last option: 0, or -1 with the reason in @err. */
+int route_finish(struct route *r, char *err, size_t errlen);
+struct routes *routes_new(void);
+void routes_unref(struct routes *s);
+/* The route with the longest prefix @target[0..@len) starts with (at a
+ * '/' or '?' boundary), or NULL. */
+const struct route *routes_match(const struct routes *s, const char *target, size_t len);
+/* A key before the first route (the proxy's own options): 0, or -1 with
+ * the reason in @err. */
+typedef int (*global_option_fn)(void *ud, const char *name, const char *arg, char *err,
+                                size_t errlen);
+/* Reads the config file at @path: its routes, its globals given to
+ * @global.  NULL with the reason (file:line: ...) in @err. */
+struct routes *routes_load(const char *path, global_option_fn global, void *ud, char *err,
+                           size_t errlen);
+
 struct proxy {
-    struct route route;
+    struct routes *routes; /* in force for new requests */
+    const char *config;    /* the file they came from, NULL: flags */
     int epfd;
     int lfd;   /* the listening socket, -1 once draining */
-    int sigfd; /* SIGTERM, SIGINT */
+    int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
     FILE *log;     /* one report line per operation */
     int max_conns; /* connections open at most */
@@ -107,8 +146,9 @@ size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status
 size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
                       char *buf, size_t cap);
 
-/* metrics.c: counted once per operation as it ends. */
-void metrics_observe(const sg_op *op, double duration_s, double ttfc_s);
+/* metrics.c: counted once per operation as it ends, by route name. */
+void metrics_observe(const char *route, const sg_op *op, double duration_s,
+                     double ttfc_s);
 /* The Prometheus text into @b (NUL-ended); returns its length. */
 size_t metrics_text(char *b, size_t cap);
 

@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# sg-proxy --config: routes by path prefix, each with its profile, its
+# upstream and its clocks; a path no route has is 404, never forwarded;
+# SIGHUP reads the file again - new requests take the new routes, a stream
+# in flight keeps its own, and a file that does not load changes nothing;
+# /metrics is labelled by route.  Against sg-fakemodel.
+# Usage: sg_proxy_config_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+PX=$1
+FM=$2
+dir=$(cd "$(dirname "$0")" && pwd)
+. "$dir/../integration/fakemodel_lib.sh"
+
+fm_start "$FM"
+UP=http://127.0.0.1:$FM_PORT
+. "$dir/sg_proxy_lib.sh"
+CFG=$FM_DIR/proxy.conf
+
+# config IDLE: two routes, the openai one with that idle clock
+config() {
+    cat >"$CFG" <<CONF
+# sg-proxy routes (the test's)
+header-timeout = 5s
+
+[route openai]
+prefix = /openai
+upstream = $UP
+profile = openai
+idle = $1
+attempts = 1
+
+[route claude]
+prefix = /anthropic/
+upstream = $UP/v1
+profile = anthropic
+first-item = 2s
+CONF
+}
+
+now_ms() { date +%s%3N; }
+
+config 2s
+px_start cfg --config "$CFG"
+B=http://127.0.0.1:$PX_PORT
+
+# routes by prefix, the prefix taken off, the upstream's path put on
+curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=2&_t=c_oa" >"$FM_DIR/oa"
+has "$FM_DIR/oa" 'data: [DONE]' "the openai route streams"
+curl -sN -X POST -d '{}' "$B/anthropic/messages?n=2&_t=c_an" >"$FM_DIR/an"
+has "$FM_DIR/an" 'event: message_stop' "the anthropic route streams"
+[ "$(fm_log "event=received" | grep -c '"path":"/v1/chat/completions"')" -ge 1 ] &&
+    [ "$(fm_log "event=received" | grep -c '"path":"/v1/messages"')" -ge 1 ] &&
+    pass "each route's upstream path: /v1/chat/completions and /v1/messages" ||
+    fail "paths: $(fm_log "event=received" | grep -o '"path":"[^"]*"')"
+
+# no route: 404, and nothing reaches the upstream
+code=$(curl -s -o "$FM_DIR/nf" -w '%{http_code}' -X POST -d '{}' "$B/gemini/x?_t=c_nf")
+[ "$code" = 404 ] && pass "a path no route has: 404" || fail "no route: $code"
+[ "$(fm_log "event=received" | grep -c 'c_nf')" -eq 0 ] && pass "... never forwarded" ||
+    fail "an unrouted request reached the upstream"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' "$B/openaix/v1/chat/completions?_t=c_px")
+[ "$code" = 404 ] && pass "/openaix is not under /openai" || fail "/openaix: $code"
+
+# a stream in flight across a reload keeps its route's clock (idle 2s):
+# its stall of 1 s passes; the reloaded route (idle 300ms) cuts a new one
+curl -sN -X POST -d '{}' \
+    "$B/openai/v1/chat/completions?n=4&stall_after=2&stall=1000&_t=c_fly" >"$FM_DIR/fly" &
+fly=$!
+for _ in $(seq 1 100); do grep -q tok1 "$FM_DIR/fly" 2>/dev/null && break; sleep 0.02; done
+config 300ms
+kill -HUP "$PX_PID"
+for _ in $(seq 1 100); do grep -q reloaded "$FM_DIR/cfg.err" && break; sleep 0.02; done
+has "$FM_DIR/cfg.err" "reloaded 2 route(s)" "SIGHUP reloads the file"
+t0=$(now_ms)
+curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=4&stall_after=2&stall=forever&_t=c_new" \
+    >"$FM_DIR/new"
+el=$(($(now_ms) - t0))
+has "$FM_DIR/new" '"code":"idle_timeout"' "a new request takes the new route: idle_timeout"
+[ "$el" -lt 1500 ] && pass "... after the new idle clock ($el ms)" || fail "took $el ms"
+wait "$fly"
+has "$FM_DIR/fly" 'data: [DONE]' "the stream in flight kept its route (idle 2s): whole"
+
+# a file that does not load changes nothing
+echo "[route broken" >"$CFG"
+kill -HUP "$PX_PID"
+for _ in $(seq 1 100); do grep -q "reload failed" "$FM_DIR/cfg.err" && break; sleep 0.02; done
+has "$FM_DIR/cfg.err" "reload failed, the routes in force stay" "a bad file is refused on SIGHUP"
+curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=2&_t=c_after" >"$FM_DIR/after"
+has "$FM_DIR/after" 'data: [DONE]' "... and the routes in force still serve"
+
+# metrics by route
+curl -s "$B/metrics" >"$FM_DIR/metrics"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="ok"} 3' "openai's ok count"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="claude",outcome="ok"} 1' "claude's ok count"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="idle_timeout"} 1' \
+    "openai's idle_timeout"
+
+# a bad file at start is a usage error naming the line
+printf '[route a]\nprefix = /a\nupstream = ftp://x\nprofile = openai\n' >"$CFG"
+"$PX" --config "$CFG" --listen 127.0.0.1:0 >"$FM_DIR/bad.out" 2>"$FM_DIR/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] && pass "a bad file at start: exit 2" || fail "bad file: exit $rc"
+has "$FM_DIR/bad.err" "proxy.conf:3: upstream takes http(s)://" "the error names file and line"
+"$PX" --config "$CFG" --upstream "$UP" --profile openai >/dev/null 2>"$FM_DIR/both.err"
+[ $? -eq 2 ] && pass "--config with a route's flags: a usage error" || fail "--config and --upstream"
+
+px_stop_all
+fm_finish

@@ -1,0 +1,376 @@
+/*
+ * config.c - routes: from flags (the one-route mode) or from a config file
+ * (docs/sg-proxy.md, "CONFIGURATION"), read at start and again on SIGHUP.
+ *
+ * The file: lines "key = value"; "#" starts a comment; a section
+ * "[route NAME]" starts a route.  The keys are the flags' names without
+ * "--", with the same values ("idempotent = true" for a flag without
+ * one); a route adds "prefix = /path".  Keys before the first route are
+ * the proxy's own (listen, max-connections, ...), read at start only.
+ *
+ * A set of routes is counted: each request holds the set it was routed
+ * by, so a reload that replaces the set never frees a route a stream in
+ * flight still uses.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proxy.h"
+
+#define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+void route_init(struct route *r, const char *name) {
+    memset(r, 0, sizeof(*r));
+    r->name = name;
+    r->prefix = "";
+    sg_op_options_init(&r->policy);
+    sg_op_options_set_budget(&r->policy, SG_SEC(60));
+    sg_op_options_set_max_attempts(&r->policy, 3);
+}
+
+/* scheme://host[:port][/path] without a trailing '/', and nothing after
+ * the path: the client's target is appended to it. */
+static int upstream_url(const char *u, size_t *len) {
+    if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+        return -1;
+    }
+    if (strchr(u, '?') != NULL || strchr(u, '#') != NULL) {
+        return -1;
+    }
+    size_t n = strlen(u);
+    while (n > 0 && u[n - 1] == '/') {
+        n--;
+    }
+    *len = n;
+    return 0;
+}
+
+static bool is_true(const char *v) {
+    return v == NULL || strcmp(v, "true") == 0 || strcmp(v, "yes") == 0 ||
+           strcmp(v, "1") == 0;
+}
+
+/* The duration options of a route: their setters. */
+static int set_clock(struct route *r, const char *name, int64_t d) {
+    sg_op_options *po = &r->policy;
+    if (strcmp(name, "budget") == 0) {
+        return sg_op_options_set_budget(po, d);
+    }
+    if (strcmp(name, "first-item") == 0) {
+        return sg_op_options_set_first_item_timeout(po, d);
+    }
+    if (strcmp(name, "idle") == 0) {
+        return sg_op_options_set_idle_timeout(po, d);
+    }
+    if (strcmp(name, "stream-total") == 0) {
+        return sg_op_options_set_stream_timeout(po, d);
+    }
+    if (strcmp(name, "connect-timeout") == 0) {
+        return sg_op_options_set_connect_timeout(po, d);
+    }
+    if (strcmp(name, "attempt-timeout") == 0) {
+        return sg_op_options_set_attempt_timeout(po, d);
+    }
+    if (strcmp(name, "floor") == 0) {
+        return sg_op_options_set_floor(po, d);
+    }
+    if (strcmp(name, "backoff-base") == 0) {
+        r->backoff_base = d;
+        return 0;
+    }
+    if (strcmp(name, "backoff-max") == 0) {
+        r->backoff_max = d;
+        return 0;
+    }
+    if (strcmp(name, "hedge-after") == 0) {
+        r->hedge_after = d;
+        return 0;
+    }
+    return 1;
+}
+
+int route_option(struct route *r, const char *name, const char *arg, char *err,
+                 size_t errlen) {
+    int64_t d;
+    uint64_t n;
+    if (strcmp(name, "upstream") == 0) {
+        r->upstream = arg;
+        if (upstream_url(arg, &r->upstream_len) != 0) {
+            return ERR("upstream takes http(s)://host[:port][/path], not '%s'", arg);
+        }
+        return 0;
+    }
+    if (strcmp(name, "fallback") == 0) {
+        if (r->nfallback == MAX_FALLBACKS) {
+            return ERR("at most %d fallbacks", MAX_FALLBACKS);
+        }
+        if (upstream_url(arg, &r->fallback_len[r->nfallback]) != 0) {
+            return ERR("fallback takes http(s)://host[:port][/path], not '%s'", arg);
+        }
+        r->fallback[r->nfallback++] = arg;
+        return 0;
+    }
+    if (strcmp(name, "profile") == 0) {
+        r->profile = arg;
+        memset(&r->framing, 0, sizeof(r->framing));
+        return sg_profile_framing(arg, &r->framing) == 0 ? 0
+                                                         : ERR("no profile '%s'", arg);
+    }
+    if (strcmp(name, "prefix") == 0) {
+        if (arg[0] != '/' || strchr(arg, '?') != NULL) {
+            return ERR("prefix takes a path starting with '/', not '%s'", arg);
+        }
+        r->prefix = arg;
+        size_t l = strlen(arg);
+        while (l > 0 && arg[l - 1] == '/') {
+            l--; /* "/openai/" is "/openai"; "/" matches everything */
+        }
+        r->prefix_len = l;
+        return 0;
+    }
+    if (strcmp(name, "cacert") == 0) {
+        r->cafile = arg;
+        return 0;
+    }
+    if (strcmp(name, "idempotent") == 0) {
+        r->idempotent = is_true(arg);
+        sg_op_options_set_idempotent(&r->policy, r->idempotent);
+        return 0;
+    }
+    if (strcmp(name, "attempts") == 0) {
+        if (arg == NULL || parse_count(arg, 1000, &n) != 0 || n == 0 ||
+            sg_op_options_set_max_attempts(&r->policy, (uint32_t)n) != 0) {
+            return ERR("attempts takes a number from 1 to 1000, not '%s'",
+                       arg ? arg : "");
+        }
+        return 0;
+    }
+    if (strcmp(name, "max-hedges") == 0) {
+        if (arg == NULL || parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0) {
+            return ERR("max-hedges takes 0 to %d, not '%s'", SG_OP_MAX_HEDGES,
+                       arg ? arg : "");
+        }
+        r->max_hedges = (uint32_t)n;
+        return 0;
+    }
+    if (strcmp(name, "max-items") == 0 || strcmp(name, "max-bytes") == 0) {
+        if (arg == NULL || parse_count(arg, UINT64_MAX, &n) != 0 || n == 0) {
+            return ERR("%s takes a count, not '%s'", name, arg ? arg : "");
+        }
+        return name[4] == 'i' ? sg_op_options_set_max_items(&r->policy, n)
+                              : sg_op_options_set_max_bytes(&r->policy, n);
+    }
+    if (arg != NULL && parse_duration(arg, &d) == 0) {
+        int rv = set_clock(r, name, d);
+        if (rv <= 0) {
+            return rv == 0 ? 0 : ERR("%s: a duration out of range: '%s'", name, arg);
+        }
+    } else if (set_clock(r, name, 1) == 0) {
+        return ERR("%s takes a duration like 300ms or 2s, not '%s'", name,
+                   arg ? arg : "");
+    }
+    return 1; /* not a route's option */
+}
+
+int route_finish(struct route *r, char *err, size_t errlen) {
+    if (r->upstream == NULL || r->profile == NULL) {
+        return ERR("route %s: upstream and profile are required", r->name);
+    }
+    if ((r->backoff_base || r->backoff_max) &&
+        sg_op_options_set_backoff(&r->policy,
+                                  r->backoff_base ? r->backoff_base : SG_MS(100),
+                                  r->backoff_max ? r->backoff_max : SG_SEC(2)) != 0) {
+        return ERR("route %s: backoff-max must be at least backoff-base", r->name);
+    }
+    if (r->hedge_after > 0) {
+        if (!r->idempotent) {
+            return ERR("route %s: hedge-after repeats requests: it needs idempotent",
+                       r->name);
+        }
+        if (sg_op_options_set_hedging(&r->policy, r->hedge_after,
+                                      r->max_hedges ? r->max_hedges : 1) != 0) {
+            return ERR("route %s: hedge-after/max-hedges out of range", r->name);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------- a set */
+
+struct routes *routes_new(void) {
+    struct routes *s = calloc(1, sizeof(*s));
+    if (s != NULL) {
+        s->refs = 1; /* the proxy's */
+    }
+    return s;
+}
+
+void routes_unref(struct routes *s) {
+    if (s != NULL && --s->refs == 0) {
+        free(s->text);
+        free(s);
+    }
+}
+
+const struct route *routes_match(const struct routes *s, const char *target, size_t len) {
+    const struct route *best = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const struct route *r = &s->r[i];
+        size_t pl = r->prefix_len;
+        if (pl > len || memcmp(target, r->prefix, pl) != 0) {
+            continue;
+        }
+        char next = pl < len ? target[pl] : '\0';
+        if (pl > 0 && next != '\0' && next != '/' && next != '?') {
+            continue; /* "/openai" is not "/openai2" */
+        }
+        if (best == NULL || pl > best->prefix_len) {
+            best = r;
+        }
+    }
+    return best;
+}
+
+static char *trim(char *s) {
+    while (*s == ' ' || *s == '\t') {
+        s++;
+    }
+    char *e = s + strlen(s);
+    while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r')) {
+        *--e = '\0';
+    }
+    return s;
+}
+
+struct routes *routes_load(const char *path, global_option_fn global, void *ud, char *err,
+                           size_t errlen) {
+    FILE *f = fopen(path, "r");
+    if (f == NULL) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct routes *s = routes_new();
+    size_t cap = 0;
+    size_t len = 0;
+    char chunk[4096];
+    size_t got;
+    while (s != NULL && (got = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+        if (len + got + 1 > (size_t)1 << 20) {
+            snprintf(err, errlen, "%s: larger than 1 MiB", path);
+            routes_unref(s);
+            s = NULL;
+            break;
+        }
+        if (len + got + 1 > cap) {
+            cap = (len + got + 1) * 2;
+            char *t = realloc(s->text, cap);
+            if (t == NULL) {
+                routes_unref(s);
+                s = NULL;
+                break;
+            }
+            s->text = t;
+        }
+        memcpy(s->text + len, chunk, got);
+        len += got;
+    }
+    fclose(f);
+    if (s == NULL) {
+        if (err[0] == '\0') {
+            snprintf(err, errlen, "%s: out of memory", path);
+        }
+        return NULL;
+    }
+    if (s->text == NULL) {
+        s->text = calloc(1, 1);
+    } else {
+        s->text[len] = '\0';
+    }
+    struct route *cur = NULL;
+    int lineno = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(s->text, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        lineno++;
+        char *hash = strchr(line, '#');
+        if (hash != NULL) {
+            *hash = '\0';
+        }
+        line = trim(line);
+        if (*line == '\0') {
+            continue;
+        }
+        char msg[300] = "";
+        int rv = 0;
+        if (line[0] == '[') {
+            char *end = strchr(line, ']');
+            if (end == NULL || strncmp(line, "[route ", 7) != 0 || end[1] != '\0') {
+                snprintf(msg, sizeof(msg), "a section is [route NAME]");
+                rv = -1;
+            } else if (cur != NULL && route_finish(cur, msg, sizeof(msg)) != 0) {
+                rv = -1;
+            } else if (s->n == MAX_ROUTES) {
+                snprintf(msg, sizeof(msg), "at most %d routes", MAX_ROUTES);
+                rv = -1;
+            } else {
+                *end = '\0';
+                char *name = trim(line + 7);
+                size_t nl = strlen(name);
+                bool ok = nl > 0 && nl < 64;
+                for (size_t k = 0; k < nl && ok; k++) {
+                    char ch = name[k];
+                    ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                         (ch >= '0' && ch <= '9') || ch == '_' || ch == '-' || ch == '.';
+                }
+                for (int k = 0; k < s->n && ok; k++) {
+                    ok = strcmp(s->r[k].name, name) != 0;
+                }
+                if (!ok) {
+                    snprintf(msg, sizeof(msg),
+                             "a route's name is 1 to 63 of A-Z a-z 0-9 _ - ., once");
+                    rv = -1;
+                } else {
+                    cur = &s->r[s->n++];
+                    route_init(cur, name);
+                }
+            }
+        } else {
+            char *eq = strchr(line, '=');
+            char *key = line;
+            char *val = NULL;
+            if (eq != NULL) {
+                *eq = '\0';
+                val = trim(eq + 1);
+                key = trim(key);
+            }
+            if (cur != NULL) {
+                rv = route_option(cur, key, val, msg, sizeof(msg));
+                if (rv == 1) {
+                    snprintf(msg, sizeof(msg), "'%s' is not an option of a route", key);
+                    rv = -1;
+                }
+            } else {
+                rv = global != NULL ? global(ud, key, val, msg, sizeof(msg)) : 0;
+            }
+        }
+        if (rv != 0) {
+            snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+            routes_unref(s);
+            return NULL;
+        }
+    }
+    char msg[300] = "";
+    if (cur != NULL && route_finish(cur, msg, sizeof(msg)) != 0) {
+        snprintf(err, errlen, "%s: %s", path, msg);
+        routes_unref(s);
+        return NULL;
+    }
+    if (s->n == 0) {
+        snprintf(err, errlen, "%s: no [route NAME]", path);
+        routes_unref(s);
+        return NULL;
+    }
+    return s;
+}
