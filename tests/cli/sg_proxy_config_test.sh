@@ -34,6 +34,12 @@ prefix = /anthropic/
 upstream = $UP/v1
 profile = anthropic
 first-item = 2s
+
+[route tls]
+prefix = /tls
+upstream = https://localhost:$FM_PORT
+cacert = $FM_CA
+profile = openai
 CONF
 }
 
@@ -53,6 +59,22 @@ has "$FM_DIR/an" 'event: message_stop' "the anthropic route streams"
     pass "each route's upstream path: /v1/chat/completions and /v1/messages" ||
     fail "paths: $(fm_log "event=received" | grep -o '"path":"[^"]*"')"
 
+# an https:// upstream that offers HTTP/2: concurrent streams share one
+# connection (libcurl's multiplexing on the proxy's one multi)
+pids=()
+for i in 1 2 3; do
+    curl -sN -X POST -d '{}' "$B/tls/v1/chat/completions?n=10&gap=20&_t=c_h2_$i" \
+        >"$FM_DIR/h2.$i" &
+    pids+=($!)
+done
+wait "${pids[@]}"
+[ "$(cat "$FM_DIR"/h2.* | grep -c 'data: \[DONE\]')" -eq 3 ] &&
+    pass "three concurrent streams over the https:// route" || fail "tls route streams"
+conns=$(fm_log "event=received" | grep 'c_h2_' | grep -o '"proto":"h2","tls":true,"conn":[0-9]*' |
+    sort -u | wc -l)
+[ "$conns" -eq 1 ] && pass "... as HTTP/2 streams of one connection" ||
+    fail "h2 connections: $conns ($(fm_log "event=received" | grep -o '"proto":"[^"]*","tls":[a-z]*,"conn":[0-9]*' | sort | uniq -c))"
+
 # no route: 404, and nothing reaches the upstream
 code=$(curl -s -o "$FM_DIR/nf" -w '%{http_code}' -X POST -d '{}' "$B/gemini/x?_t=c_nf")
 [ "$code" = 404 ] && pass "a path no route has: 404" || fail "no route: $code"
@@ -70,7 +92,7 @@ for _ in $(seq 1 100); do grep -q tok1 "$FM_DIR/fly" 2>/dev/null && break; sleep
 config 300ms
 kill -HUP "$PX_PID"
 for _ in $(seq 1 100); do grep -q reloaded "$FM_DIR/cfg.err" && break; sleep 0.02; done
-has "$FM_DIR/cfg.err" "reloaded 2 route(s)" "SIGHUP reloads the file"
+has "$FM_DIR/cfg.err" "reloaded 3 route(s)" "SIGHUP reloads the file"
 t0=$(now_ms)
 curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=4&stall_after=2&stall=forever&_t=c_new" \
     >"$FM_DIR/new"
