@@ -703,6 +703,12 @@ static void start_operation(struct conn *c) {
     if (r->cafile != NULL) {
         curl_easy_setopt(e, CURLOPT_CAINFO, r->cafile);
     }
+    if (strncmp(c->url, "https://", 8) == 0) {
+        /* wait for a connection being made to say whether it multiplexes
+         * (ALPN h2) rather than open one more beside it: concurrent
+         * requests then share one HTTP/2 connection */
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    }
     /* the client's headers, less what is the proxy's to decide */
     for (size_t i = 0; i < c->req.num_headers; i++) {
         const sg_fm_h1_header *h = &c->req.headers[i];
