@@ -20,6 +20,9 @@ packages=(
   libcmocka-dev curl nghttp2-server nghttp2-client valgrind libclang-rt-14-dev
   # clang-format for the house style; groff to check sg-stream's man page
   clang-format groff-base
+  # the tests' own tools: python3 (an independent event-stream decoder, slow
+  # and raw clients), jq (reading report lines)
+  python3 jq
 )
 
 missing=()
