@@ -53,7 +53,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sg_fm_sigv4_header h[MAX_FIELDS / 2];
     size_t nh = 0;
     for (size_t i = 3; i + 1 < n; i += 2) {
-        if (len[i] == 1 && field[i][0] == 'A' && len[i + 1] < sizeof(auth) - sizeof(scope)) {
+        if (len[i] == 1 && field[i][0] == 'A' &&
+            len[i + 1] < sizeof(auth) - sizeof(scope)) {
             memcpy(auth, scope, sizeof(scope) - 1);
             memcpy(auth + sizeof(scope) - 1, field[i + 1], len[i + 1]);
             h[nh++] = (sg_fm_sigv4_header){"Authorization", 13, auth,
@@ -68,16 +69,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     method[ml] = '\0';
     char body_hash[65];
     sg_fm_sha256_hex(data, size, body_hash);
-    sg_fm_sigv4_request r = {method, field[1], len[1], field[2], len[2],
-                             h,      nh,       body_hash};
+    sg_fm_sigv4_request r = {method, field[1], len[1], field[2],
+                             len[2], h,        nh,     body_hash};
     char why[160];
     why[0] = '\0';
     int64_t now = 1440938160; /* 2015-08-30T12:36:00Z */
-    sg_fm_sigv4_result a = sg_fm_sigv4_verify(&r, "AKIDFUZZ", "secret", now, why, sizeof(why));
+    sg_fm_sigv4_result a =
+        sg_fm_sigv4_verify(&r, "AKIDFUZZ", "secret", now, why, sizeof(why));
     check(a >= SG_FM_SIGV4_OK && a <= SG_FM_SIGV4_MISMATCH, "a known result");
     check(a == SG_FM_SIGV4_OK || why[0] != '\0', "a refusal says why");
     check(sg_fm_sigv4_result_name(a) != NULL, "the result has a name");
-    sg_fm_sigv4_result b = sg_fm_sigv4_verify(&r, "AKIDFUZZ", "secret", now, why, sizeof(why));
+    sg_fm_sigv4_result b =
+        sg_fm_sigv4_verify(&r, "AKIDFUZZ", "secret", now, why, sizeof(why));
     check(a == b, "the same answer twice");
     check(sg_fm_sigv4_verify(&r, "AKIDOTHER", "secret", now, why, sizeof(why)) !=
               SG_FM_SIGV4_OK,

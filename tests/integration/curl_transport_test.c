@@ -1550,8 +1550,8 @@ static void on_bytes_gives_the_stream_as_received_before_its_items(void **state)
  * same bytes come again - none lost, none twice; the clocks run on. */
 typedef struct pauser {
     tap t;
-    int pauses;       /* times on_bytes paused */
-    int pause_every;  /* pause at every Nth call (0: never) */
+    int pauses;      /* times on_bytes paused */
+    int pause_every; /* pause at every Nth call (0: never) */
     int calls;
     bool never_resume;
 } pauser;

@@ -224,7 +224,8 @@ static void a_signed_authority_is_the_host_on_http1(void **state) {
     assert_int_equal(verify("GET", "/", NULL, h, 3, EMPTY_SHA256, SECRET),
                      SG_FM_SIGV4_OK);
     /* on HTTP/2 the pseudo-header itself */
-    const sg_fm_sigv4_header h2[] = {H(":authority", "example.amazonaws.com"), h[1], h[2]};
+    const sg_fm_sigv4_header h2[] = {H(":authority", "example.amazonaws.com"), h[1],
+                                     h[2]};
     assert_int_equal(verify("GET", "/", NULL, h2, 3, EMPTY_SHA256, SECRET),
                      SG_FM_SIGV4_OK);
     /* another authority does not verify */
