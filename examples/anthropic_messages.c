@@ -180,17 +180,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "anthropic_messages: %s\n", sg_strerror(rv));
     } else {
         const sg_op *pol = sg_curl_op_policy(op);
-        uint32_t n = sg_op_attempt_count(pol);
-        const sg_op_attempt *last =
-            sg_op_deciding_attempt(pol); /* the winner, with hedges */
-        sg_outcome outcome = sg_curl_op_outcome(op);
         end_line(&app);
-        printf("outcome=%s phase=%s attempts=%u events=%lu partial=%s reason=%s\n",
-               sg_outcome_name(outcome), last ? sg_phase_name(last->phase) : "none", n,
-               app.events, last && last->partial ? "true" : "false",
-               sg_op_reason_name(sg_op_final_reason(pol)));
+        example_print_summary(pol, "events", app.events);
         example_print_end(pol);
-        status = outcome == SG_OUTCOME_OK ? 0 : 1;
+        status = sg_curl_op_outcome(op) == SG_OUTCOME_OK ? 0 : 1;
     }
     sg_curl_op_free(op);
     curl_slist_free_all(headers);

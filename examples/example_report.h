@@ -24,6 +24,22 @@ static inline void example_print_attempt(const sg_op_attempt *rec) {
 }
 
 /*
+ * The summary line: the outcome, the phase the deciding attempt (the
+ * winner, with hedges) ended in, how many attempts ran, how many of
+ * @what the example counted (tokens, events), whether it was partial, and
+ * why the operation stopped.
+ */
+static inline void example_print_summary(const sg_op *pol, const char *what,
+                                         unsigned long count) {
+    const sg_op_attempt *last = sg_op_deciding_attempt(pol);
+    printf("outcome=%s phase=%s attempts=%u %s=%lu partial=%s reason=%s\n",
+           sg_outcome_name(sg_op_outcome(pol)),
+           last ? sg_phase_name(last->phase) : "none", sg_op_attempt_count(pol), what,
+           count, last && last->partial ? "true" : "false",
+           sg_op_reason_name(sg_op_final_reason(pol)));
+}
+
+/*
  * After the summary line: the time to first token (under a profile the
  * first item is the first token: metadata before it does not count), the
  * provider's own words when it failed inside the stream (its type; the

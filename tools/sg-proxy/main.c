@@ -25,7 +25,7 @@
 
 char sg_proxy_tag_listen, sg_proxy_tag_multi, sg_proxy_tag_signal;
 
-static const char *const prog = "sg-proxy";
+const char *const prog = "sg-proxy"; /* usage_error names it */
 
 static void usage(FILE *f) {
     fprintf(
@@ -68,18 +68,6 @@ static void usage(FILE *f) {
         "  --drain D              on SIGTERM, how long streams may finish (10s)\n"
         "  --log FILE             report lines there (default: stdout)\n"
         "  -h, --help             -V, --version\n");
-}
-
-#include <stdarg.h>
-
-__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see --help)\n");
-    va_end(ap);
-    return 2;
 }
 
 enum {

@@ -14,9 +14,11 @@
  * provider's stream format, then the end.  Connection: close after each
  * response.
  *
- * Files: main.c (options, listening, the loop, signals), conn.c (one
- * client: its request, its operation, its answer), answer.c (what the
- * client is told, in each provider's format).
+ * Files: main.c (options, listening, the loop, signals), config.c (the
+ * routes, from flags or the config file), conn.c (one client: its
+ * request, its answer's bytes, its limits; conn.h), upstream.c (its
+ * operation and the commit), answer.c (what the client is told, in each
+ * provider's format), metrics.c (GET /metrics).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -152,8 +154,11 @@ void metrics_observe(const char *route, const sg_op *op, double duration_s,
 /* The Prometheus text into @b (NUL-ended); returns its length. */
 size_t metrics_text(char *b, size_t cap);
 
-/* ../sg-stream/values.c */
+/* ../sg-stream/values.c: the value parsers, and the usage error (it
+ * prints "prog: ... (see --help)" and returns 2). */
+extern const char *const prog;
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
+__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 
 #endif

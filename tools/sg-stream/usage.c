@@ -7,7 +7,6 @@
  * "sg-stream: ... (see --help)" and the usage exit status, so a script can
  * tell a mistake in the command line from a failed operation.
  */
-#include <stdarg.h>
 #include <stdio.h>
 
 /* ares.h counts on <sys/types.h> for fd_set, which strict POSIX keeps out */
@@ -108,16 +107,6 @@ void usage(FILE *f) {
         "or refused; 5 cancelled or cap exceeded; 6 truncated; 7 HTTP or provider "
         "error;\n"
         "8 transport or protocol error.\n");
-}
-
-int usage_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see --help)\n");
-    va_end(ap);
-    return EXIT_USAGE;
 }
 
 void print_version(void) {

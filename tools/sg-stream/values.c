@@ -4,14 +4,27 @@
  * Durations ("250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is
  * seconds), counts (digits only, bounded), and the body of -d @FILE (or
  * @- for stdin).  Each parser is strict and says only yes or no: the
- * caller, which knows the option, words the usage error.
+ * caller, which knows the option, words the usage error (usage_error).
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sg_stream.h"
+
+/* Every bad argument in one shape, "PROG: ... (see --help)", and the usage
+ * exit status (shared with sg-proxy, which names its own prog). */
+int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", prog);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, " (see --help)\n");
+    va_end(ap);
+    return EXIT_USAGE;
+}
 
 /* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */
 int parse_duration(const char *s, int64_t *out) {

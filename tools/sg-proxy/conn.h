@@ -1,0 +1,101 @@
+/*
+ * conn.h - one client connection, shared by conn.c (the client: its
+ * request, its answer's bytes, its limits) and upstream.c (its operation:
+ * the upstream request, the commit at the first token, the bytes passed
+ * on, the end).
+ */
+#ifndef SG_PROXY_CONN_H
+#define SG_PROXY_CONN_H
+
+#include "proxy.h"
+
+enum {
+    C_HEAD,      /* reading the request head */
+    C_BODY,      /* reading the request body */
+    C_UPSTREAM,  /* the operation runs; nothing answered yet */
+    C_STREAMING, /* committed: the stream goes through */
+    C_CLOSING,   /* the answer is whole: flush, then close */
+};
+
+/* One attempt's bytes before the commit. */
+struct pending {
+    uint32_t attempt; /* 0: free */
+    char *p;
+    size_t n, cap;
+    const char *chunk; /* the read being processed (valid during it) */
+    size_t chunk_len;
+    size_t chunk_at; /* where it starts in p */
+};
+
+struct conn {
+    struct conn *next;
+    struct proxy *proxy;
+    const struct route *route; /* the request's, once routed */
+    struct routes *set;        /* the set it belongs to (counted) */
+    int fd;
+    int state;
+    uint64_t id;
+    char peer[64];
+    int64_t header_deadline;
+    /* the request */
+    char *in;
+    size_t in_len, in_cap, scanned, head_len;
+    sg_fm_h1_request req;
+    int64_t arrived; /* the head was whole */
+    char *body;
+    size_t body_len;
+    sg_fm_h1_chunked chunked;
+    /* the operation */
+    CURL *easy;
+    sg_curl_op *op;
+    struct curl_slist *headers;
+    char *url;
+    char *fallback_urls[MAX_FALLBACKS];
+    sg_curl_endpoint eps[MAX_FALLBACKS + 1];
+    struct pending pend[1 + SG_OP_MAX_HEDGES];
+    bool committed;
+    uint32_t committed_attempt;
+    int64_t committed_at;
+    /* SSE and NDJSON: the committed attempt's bytes not yet given to the
+     * client.  They go out event by event (line by line) as the library
+     * delivers the item each one carries, so that the client gets exactly
+     * the items the clocks and caps accepted, and a stream cut inside an
+     * event ends on a whole one before the in-band error. */
+    char *part;
+    size_t part_len, part_cap;
+    const char *chunk; /* the read being processed, and where it starts */
+    size_t chunk_len;
+    ptrdiff_t chunk_at;
+    bool token_seen; /* held metadata comes with the first token */
+    bool client_gone;
+    bool too_slow;
+    /* the answer */
+    char *out;
+    size_t out_len, out_off, out_cap;
+    bool want_out; /* EPOLLOUT armed */
+};
+
+static inline int64_t now_ns(void) {
+    return sg_clock_now(NULL);
+}
+
+/* conn.c: the client side. */
+bool grow(char **buf, size_t *cap, size_t need);
+/* Writes what waits for the client (never blocks). */
+void flush_out(struct conn *c);
+/* Appends @n bytes for the client: false when the client has fallen more
+ * than twice client_buffer behind (or memory ran out). */
+bool put(struct conn *c, const void *p, size_t n);
+void put_str(struct conn *c, const char *s);
+/* A whole answer (status, extra header lines, a JSON body), then close. */
+void reply(struct conn *c, int status, const char *reason, const char *extra,
+           const char *body);
+void reply_error(struct conn *c, int status, const char *what);
+void free_op(struct conn *c);
+void conn_free(struct conn *c);
+
+/* upstream.c: the request, read whole, becomes one guarded operation on
+ * the proxy's multi (or an error answer: no route, out of memory). */
+void start_operation(struct conn *c);
+
+#endif

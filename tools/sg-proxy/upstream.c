@@ -1,0 +1,490 @@
+/*
+ * upstream.c - a client's request as one guarded operation upstream, and
+ * what reaches the client of it.
+ *
+ * The request goes to its route's upstream (the client's path less the
+ * route's prefix, after the upstream's path) with the client's headers
+ * less the hop-by-hop ones, under the route's policy, its budget the
+ * tighter of the route's and the client's inbound deadline.  Each
+ * attempt's body bytes wait in a buffer of their own (on_bytes) until one
+ * of its items comes.  The first item (the first token: a profile holds
+ * metadata until it) commits the answer: status and headers, then that
+ * attempt's bytes; the others' are dropped, and hedges lose.  After the
+ * commit the attempt's SSE events and NDJSON lines go to the client as
+ * the library delivers the items they carry (an event stream's bytes as
+ * they come).  The end: ok closes the connection; anything else appends
+ * the provider's in-band error first.  A failure before the commit is an
+ * HTTP error in the provider's format.
+ *
+ * A client slower than the stream: once client_buffer bytes wait for it,
+ * the upstream read is paused (SG_CURL_BYTES_PAUSE: TCP then pushes back
+ * on the upstream) and resumed when the client has read half of them, so
+ * memory never grows with a slow reader.  The stream's clocks run on
+ * while it waits: a client slower than the idle clock ends the stream as
+ * idle_timeout.  Before the commit, what an attempt holds is bounded by
+ * client_buffer too (past it the operation is cancelled).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+
+/* ------------------------------------------------------ the operation */
+
+static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
+    struct pending *free_slot = NULL;
+    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+        if (c->pend[i].attempt == attempt) {
+            return &c->pend[i];
+        }
+        if (c->pend[i].attempt == 0 && free_slot == NULL) {
+            free_slot = &c->pend[i];
+        }
+    }
+    if (make && free_slot != NULL) {
+        free_slot->attempt = attempt;
+        free_slot->n = 0;
+    }
+    return make ? free_slot : NULL;
+}
+
+/* The end of the first whole event (SSE: its blank line, "\n\n" or
+ * "\n\r\n") or line (NDJSON) of @b[0..@n) that ends at or after @from:
+ * the index after it, or 0 when none. */
+static size_t event_end(sg_format f, const char *b, size_t n, size_t from) {
+    for (size_t i = from; i < n; i++) {
+        if (b[i] != '\n') {
+            continue;
+        }
+        if (f == SG_FORMAT_NDJSON) {
+            return i + 1;
+        }
+        if (i + 1 < n && b[i + 1] == '\n') {
+            return i + 2;
+        }
+        if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') {
+            return i + 3;
+        }
+    }
+    return 0;
+}
+
+static void too_slow(struct conn *c) {
+    c->too_slow = !c->client_gone;
+}
+
+/* Gives the client @item's event (and what precedes it: comments,
+ * keepalives, held metadata), found by where the item's data ends in the
+ * read being processed - or, for an item the library assembled elsewhere
+ * (an event split across reads), as the next whole event. */
+static int release(struct conn *c, const sg_item *item) {
+    sg_format f = c->route->framing.format;
+    if (f == SG_FORMAT_EVENTSTREAM) {
+        return 0; /* passed on as it came */
+    }
+    if (!c->token_seen && item->kind == SG_ITEM_META) {
+        return 0; /* held metadata: it goes with the first token */
+    }
+    c->token_seen = true;
+    size_t from = c->chunk_at > 0 ? (size_t)c->chunk_at : 0;
+    const char *dend = item->data + item->data_len;
+    if (c->chunk != NULL && item->data >= c->chunk && dend <= c->chunk + c->chunk_len &&
+        c->chunk_at + (dend - c->chunk) >= 0) {
+        from = (size_t)(c->chunk_at + (dend - c->chunk));
+    }
+    size_t end = event_end(f, c->part, c->part_len, from);
+    if (end == 0) {
+        return 0; /* not whole here (a CR-only stream): it goes at the end */
+    }
+    if (!put(c, c->part, end)) {
+        too_slow(c);
+        return 1;
+    }
+    memmove(c->part, c->part + end, c->part_len - end);
+    c->part_len -= end;
+    c->chunk_at -= (ptrdiff_t)end;
+    flush_out(c);
+    return 0;
+}
+
+/* The committed attempt's bytes: an event stream goes to the client now
+ * (what the socket does not take waits in the buffer); SSE and NDJSON wait
+ * in @part for their items. */
+static int forward(struct conn *c, const char *p, size_t n) {
+    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
+        if (!put(c, p, n)) {
+            too_slow(c);
+            return 1;
+        }
+        flush_out(c);
+        return 0;
+    }
+    if (c->part_len + n > c->proxy->client_buffer ||
+        !grow(&c->part, &c->part_cap, c->part_len + n)) {
+        too_slow(c);
+        return 1;
+    }
+    c->chunk = p;
+    c->chunk_len = n;
+    c->chunk_at = (ptrdiff_t)c->part_len;
+    memcpy(c->part + c->part_len, p, n);
+    c->part_len += n;
+    return 0;
+}
+
+static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
+                    void *ud) {
+    (void)op;
+    struct conn *c = ud;
+    if (c->client_gone) {
+        return 1; /* nobody to stream to */
+    }
+    if (c->committed) {
+        if (attempt != c->committed_attempt) {
+            return 0;
+        }
+        if (c->out_len - c->out_off >= c->proxy->client_buffer) {
+            /* the client is a buffer behind: the upstream read waits, and
+             * libcurl gives these bytes again once it has caught up */
+            return SG_CURL_BYTES_PAUSE;
+        }
+        return forward(c, data, len);
+    }
+    struct pending *pd = pending_of(c, attempt, true);
+    if (pd == NULL || pd->n + len > c->proxy->client_buffer ||
+        !grow(&pd->p, &pd->cap, pd->n + len)) {
+        return 1; /* held bytes past the bound: not a stream worth holding */
+    }
+    pd->chunk = data;
+    pd->chunk_len = len;
+    pd->chunk_at = pd->n;
+    memcpy(pd->p + pd->n, data, len);
+    pd->n += len;
+    return 0;
+}
+
+/* The first token: the answer's head, and what its attempt sent so far. */
+static int commit(struct conn *c, uint32_t attempt) {
+    char head[512];
+    snprintf(head, sizeof(head),
+             "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
+             "Connection: close\r\nX-SG-Attempt: %u\r\n\r\n",
+             answer_content_type(&c->route->framing), attempt);
+    c->committed = true;
+    c->committed_attempt = attempt;
+    c->committed_at = now_ns();
+    c->state = C_STREAMING;
+    put_str(c, head);
+    struct pending *pd = pending_of(c, attempt, false);
+    int rv = 0;
+    if (pd != NULL && pd->n > 0) {
+        rv = forward(c, pd->p, pd->n);
+        /* the read being processed is the one in progress, not the copy */
+        c->chunk = pd->chunk;
+        c->chunk_len = pd->chunk_len;
+        c->chunk_at = (ptrdiff_t)pd->chunk_at;
+    }
+    flush_out(c);
+    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+        c->pend[i].attempt = 0; /* every other attempt's bytes go */
+        c->pend[i].n = 0;
+    }
+    return rv;
+}
+
+static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    struct conn *c = ud;
+    if (!c->committed && commit(c, item->attempt) != 0) {
+        return 1;
+    }
+    if (c->client_gone || item->attempt != c->committed_attempt) {
+        return c->client_gone ? 1 : 0;
+    }
+    return release(c, item);
+}
+
+static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
+    (void)op;
+    (void)outcome;
+    struct conn *c = ud;
+    struct pending *pd = pending_of(c, attempt, false);
+    if (pd != NULL) {
+        pd->attempt = 0;
+        pd->n = 0;
+    }
+}
+
+/* The report line: the library's report, the route and the client. */
+static void log_report(struct conn *c) {
+    struct proxy *p = c->proxy;
+    size_t need = 0;
+    char small[16384];
+    char *buf = small;
+    int rv = sg_curl_op_report(c->op, buf, sizeof(small), &need);
+    if (rv == SG_ENOBUFS && (buf = malloc(need)) != NULL) {
+        rv = sg_curl_op_report(c->op, buf, need, NULL);
+    }
+    if (rv == 0) {
+        fprintf(p->log, "{\"route\":\"%s\",\"client\":\"%s\",\"report\":%s}\n",
+                c->route->name, c->peer, buf);
+        fflush(p->log);
+    }
+    if (buf != small) {
+        free(buf);
+    }
+}
+
+/* The upstream's Retry-After, in whole seconds, for a 429 or 503 passed
+ * through ("" when it gave none). */
+static void retry_after_of(const sg_op_attempt *a, char *out, size_t cap) {
+    out[0] = '\0';
+    if (a != NULL && a->retry_after_ns >= 0) {
+        long long s = (long long)((a->retry_after_ns + SG_SEC(1) - 1) / SG_SEC(1));
+        snprintf(out, cap, "Retry-After: %lld\r\n", s);
+    }
+}
+
+static void answer_failure(struct conn *c, sg_outcome o) {
+    const sg_op *pol = sg_curl_op_policy(c->op);
+    const sg_op_attempt *a = sg_op_deciding_attempt(pol);
+    if (a == NULL) {
+        uint32_t n = sg_op_attempt_count(pol);
+        a = n > 0 ? sg_op_attempt_at(pol, n - 1) : NULL;
+    }
+    int upstream = a != NULL ? a->http_status : 0;
+    int status = answer_status(o, upstream);
+    enum answer_style style = answer_style_of(c->route->profile);
+    char body[1400];
+    const char *detail = sg_curl_op_error(c->op);
+    if (a != NULL && a->provider_error_type[0] != '\0') {
+        detail = a->provider_error_type;
+    }
+    answer_error_body(style, o, status, detail, body, sizeof(body));
+    char extra[160];
+    char ra[64] = "";
+    if (status == 429 || status == 503) {
+        retry_after_of(a, ra, sizeof(ra));
+    }
+    snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s", sg_outcome_name(o), ra);
+    reply(c, status, sg_fm_h1_status_text(status), extra, body);
+}
+
+static void answer_in_band_error(struct conn *c, sg_outcome o) {
+    enum answer_style style = answer_style_of(c->route->profile);
+    /* what the client got ends on a whole event or line (the rest of a cut
+     * one is dropped): the error is an event of its own */
+    c->part_len = 0;
+    char buf[1600];
+    const char *detail = sg_curl_op_error(c->op);
+    size_t n = answer_in_band(style, o, detail, buf, sizeof(buf));
+    (void)put(c, buf, n);
+}
+
+static void on_done(sg_curl_op *op, void *ud) {
+    struct conn *c = ud;
+    sg_outcome o = sg_curl_op_outcome(op);
+    log_report(c);
+    int64_t end = now_ns();
+    metrics_observe(c->route->name, sg_curl_op_policy(op),
+                    (double)(end - c->arrived) / 1e9,
+                    c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
+    if (!c->client_gone) {
+        if (c->committed) {
+            c->state = C_CLOSING;
+            if (o != SG_OUTCOME_OK) {
+                answer_in_band_error(c, o);
+            } else if (c->part_len > 0) {
+                /* a clean end after bytes with no event end (a terminal
+                 * without its blank line): they are the stream's too */
+                (void)put(c, c->part, c->part_len);
+                c->part_len = 0;
+            }
+            flush_out(c);
+        } else {
+            answer_failure(c, o);
+        }
+    }
+    c->state = C_CLOSING;
+    /* what is left for the client has as long as a request head had */
+    c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    /* the multi has let go of it: free it here, as the library allows */
+    free_op(c);
+    if (c->client_gone || c->out_len == 0) {
+        conn_free(c);
+    }
+}
+
+/* ------------------------------------------------------ the request */
+
+static bool hop_by_hop(const sg_fm_h1_header *h) {
+    static const char *const drop[] = {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "x-deadline-ms",
+        "grpc-timeout",
+        "idempotency-key",
+        "accept-encoding",
+        "expect",
+        NULL,
+    };
+    for (const char *const *d = drop; *d != NULL; d++) {
+        if (sg_fm_h1_iequal(h->name, h->name_len, *d, strlen(*d))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* base + the client's target, or NULL. */
+static char *join(const char *base, size_t base_len, const char *target, size_t tlen) {
+    char *u = malloc(base_len + tlen + 1);
+    if (u != NULL) {
+        memcpy(u, base, base_len);
+        memcpy(u + base_len, target, tlen);
+        u[base_len + tlen] = '\0';
+    }
+    return u;
+}
+
+/* The inbound budget (X-Deadline-Ms, or grpc-timeout), as a deadline. */
+static bool inbound_deadline(struct conn *c, int64_t *deadline) {
+    int64_t ns = -1;
+    const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->req, "x-deadline-ms");
+    if (h != NULL && sg_deadline_ms_parse(h->value, h->value_len, &ns) != 0) {
+        ns = -1;
+    }
+    const sg_fm_h1_header *g = sg_fm_h1_find_header(&c->req, "grpc-timeout");
+    int64_t gns;
+    if (g != NULL && sg_grpc_timeout_parse(g->value, g->value_len, &gns) == 0 &&
+        (ns < 0 || gns < ns)) {
+        ns = gns;
+    }
+    if (ns < 0) {
+        return false;
+    }
+    return sg_deadline_from_timeout(c->arrived, ns, c->proxy->transit_allowance,
+                                    deadline) == 0;
+}
+
+void start_operation(struct conn *c) {
+    struct proxy *p = c->proxy;
+    const struct route *r = routes_match(p->routes, c->req.target, c->req.target_len);
+    if (r == NULL) {
+        reply_error(c, 404, "no route for this path");
+        return;
+    }
+    c->route = r;
+    c->set = p->routes;
+    c->set->refs++; /* a reload must not free it under this stream */
+    const char *target = c->req.target + r->prefix_len;
+    size_t target_len = c->req.target_len - r->prefix_len;
+    c->state = C_UPSTREAM;
+    c->url = join(r->upstream, r->upstream_len, target, target_len);
+    c->easy = curl_easy_init();
+    if (c->url == NULL || c->easy == NULL) {
+        reply_error(c, 502, "out of memory");
+        return;
+    }
+    char method[32];
+    size_t ml =
+        c->req.method_len < sizeof(method) - 1 ? c->req.method_len : sizeof(method) - 1;
+    memcpy(method, c->req.method, ml);
+    method[ml] = '\0';
+    CURL *e = c->easy;
+    curl_easy_setopt(e, CURLOPT_URL, c->url);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, NULL); /* the client's, forwarded */
+    bool has_body = c->body != NULL || strcmp(method, "POST") == 0;
+    if (has_body) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body != NULL ? c->body : "");
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+    }
+    if (strcmp(method, has_body ? "POST" : "GET") != 0) {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    }
+    if (r->cafile != NULL) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, r->cafile);
+    }
+    if (strncmp(c->url, "https://", 8) == 0) {
+        /* wait for a connection being made to say whether it multiplexes
+         * (ALPN h2) rather than open one more beside it: concurrent
+         * requests then share one HTTP/2 connection */
+        curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+    }
+    /* the client's headers, less what is the proxy's to decide */
+    for (size_t i = 0; i < c->req.num_headers; i++) {
+        const sg_fm_h1_header *h = &c->req.headers[i];
+        if (hop_by_hop(h)) {
+            continue;
+        }
+        char line[8192];
+        int n = snprintf(line, sizeof(line), "%.*s: %.*s", (int)h->name_len, h->name,
+                         (int)h->value_len, h->value);
+        if (n > 0 && (size_t)n < sizeof(line)) {
+            struct curl_slist *s = curl_slist_append(c->headers, line);
+            if (s != NULL) {
+                c->headers = s;
+            }
+        }
+    }
+    struct curl_slist *s = curl_slist_append(c->headers, "Expect:");
+    c->headers = s != NULL ? s : c->headers;
+
+    sg_op_options po = r->policy;
+    sg_op_options_set_method(&po, method);
+    sg_op_options_set_target(&po, c->url);
+    const sg_fm_h1_header *key = sg_fm_h1_find_header(&c->req, "idempotency-key");
+    if (key != NULL && key->value_len > 0 && key->value_len < 256) {
+        char k[256];
+        memcpy(k, key->value, key->value_len);
+        k[key->value_len] = '\0';
+        (void)sg_op_options_set_idempotency_key(&po, k); /* a bad key: none */
+    }
+    int64_t deadline;
+    if (inbound_deadline(c, &deadline)) {
+        sg_op_options_set_deadline(&po, deadline); /* the tighter of the two */
+    }
+    sg_curl_options co;
+    memset(&co, 0, sizeof(co));
+    co.framing = r->framing;
+    co.headers = c->headers;
+    co.deadline_header = true;
+    co.cafile = r->cafile;
+    if (r->nfallback > 0) {
+        c->eps[0].url = c->url;
+        for (int i = 0; i < r->nfallback; i++) {
+            c->fallback_urls[i] =
+                join(r->fallback[i], r->fallback_len[i], target, target_len);
+            if (c->fallback_urls[i] == NULL) {
+                reply_error(c, 502, "out of memory");
+                return;
+            }
+            c->eps[i + 1].url = c->fallback_urls[i];
+        }
+        co.endpoints = c->eps;
+        co.n_endpoints = (uint32_t)r->nfallback + 1;
+    }
+    sg_curl_callbacks cbs = {.on_item = on_item,
+                             .on_discard = on_discard,
+                             .on_done = on_done,
+                             .on_bytes = on_bytes};
+    int rv = sg_curl_op_new(&c->op, e, &po, &co, &cbs, c);
+    if (rv == 0) {
+        rv = sg_curl_multi_add(p->multi, c->op);
+    }
+    if (rv != 0) {
+        char what[128];
+        snprintf(what, sizeof(what), "cannot start the operation (%s)", sg_strerror(rv));
+        free_op(c);
+        reply_error(c, 502, what);
+    }
+}
