@@ -3,13 +3,14 @@
  * read boundaries come from the input's first bytes.
  *
  * Layout: byte 0 = options (bits 0-1 max_line, 2-3 max_event, 4 data
- * sentinel "[DONE]", 5 type sentinel "message_stop"); bytes 1..8 = read
+ * sentinel "[DONE]", 5 type sentinel "message_stop", or "message" with bit
+ * 7, 6 the split feed at the portable vector level); bytes 1..8 = read
  * sizes (each 1..64, cycled); the rest is the body.
  *
  * Invariants checked (abort on failure, also in the replay binary):
  *   - the body fed whole, fed in the chosen reads, and (when short) fed one
  *     byte at a time yields the same events, comments, retries, final
- *     status, end verdict and counters;
+ *     status, end verdict and counters, whatever the vector level;
  *   - a feed returns its length or a negative code, never anything else;
  *   - items never exceed the dispatched events, views stay inside limits.
  */
@@ -20,6 +21,7 @@
 
 #include <streamguard/framing.h>
 
+#include "core/internal.h"
 #include "split_feed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -153,13 +155,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     cfg.max_line = lines[data[0] & 3];
     cfg.max_event = events[(data[0] >> 2) & 3];
     cfg.terminal_data = (data[0] & 16) ? "[DONE]" : NULL;
-    cfg.terminal_type = (data[0] & 32) ? "message_stop" : NULL;
+    cfg.terminal_type =
+        (data[0] & 32) ? (data[0] & 128) ? "message" : "message_stop" : NULL;
     const uint8_t *sizes = data + 1;
     const uint8_t *body = data + 9;
     size_t n = size - 9;
 
     run(&cfg, body, n, NULL, 0, &whole);
+    sg__simd_limit((data[0] & 64) ? SG__SIMD_SSE2 : 0);
     run(&cfg, body, n, sizes, 8, &split);
+    sg__simd_limit(0);
     same(&whole, &split);
     if (n <= 4096) {
         static const uint8_t one[1] = {0};

@@ -274,14 +274,19 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
     size_t k = 0;
     while (k < len) {
         const size_t r = len - k < 32 ? len - k : 32;
+        /* a whole block is loaded whole; the last, masked */
         const __mmask32 in = r == 32 ? 0xffffffffu : (__mmask32)((1u << r) - 1);
-        const __m256i raw = _mm256_maskz_loadu_epi8(in, u + k);
+        const __m256i raw =
+            r == 32 ? _mm256_loadu_si256((const __m256i *)(const void *)(u + k))
+                    : _mm256_maskz_loadu_epi8(in, u + k);
         /* the bytes' classes on 32 bytes, before widening: below 0x20, DEL
          * and from 0x80 are the bytes outside 0x20 .. 0x7e */
         const __mmask32 more =
             _mm256_mask_cmpge_epu8_mask(in, _mm256_sub_epi8(raw, space), span);
         if (more != 0) {
-            d = escape(d, u, &k, k + r, len); /* k may pass k + r (UTF-8) */
+            size_t at = k;
+            d = escape(d, u, &at, k + r, len); /* it may pass k + r (UTF-8) */
+            k = at;
             continue;
         }
         const __mmask32 q =
@@ -293,38 +298,35 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
         /* the bytes that count are the ones not 0: a 0 byte is a control
          * character (escape() took the block) or past the input */
         const __mmask64 keep = _mm512_test_epi8_mask(pairs, pairs);
-        const size_t n = (size_t)__builtin_popcountll(keep);
-        _mm512_mask_storeu_epi8(d, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1,
-                                _mm512_maskz_compress_epi8(keep, pairs));
+        const __m512i out = _mm512_maskz_compress_epi8(keep, pairs);
+        const size_t n = r + (size_t)__builtin_popcount(q);
+        if (len - k - r + 1 + n >= 64) {
+            /* stored whole: what follows writes over the rest (each byte
+             * still to come and the closing quote take one at least), so
+             * nothing lands past the literal */
+            _mm512_storeu_si512((void *)d, out);
+        } else {
+            _mm512_mask_storeu_epi8(d, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1,
+                                    out);
+        }
         d += n;
         k += r;
     }
     return d;
 }
 
-/* The escape paths, slowest first; the CPU's best is asked once. */
-enum { PATH_NONE, PATH_SSE2, PATH_SSSE3, PATH_AVX512 };
-static int path_best;  /* 0: not asked yet (a race asks twice, alike) */
+/* The escape paths, slowest first, from the library's vector level. */
+enum { PATH_SSE2 = 1, PATH_SSSE3, PATH_AVX512 };
 static int path_limit; /* 0: no limit (sg__json_escape_path) */
 
-static int best_path(void) {
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512vbmi2") && __builtin_cpu_supports("popcnt")) {
-        return PATH_AVX512;
-    }
-    if (__builtin_cpu_supports("ssse3") && __builtin_cpu_supports("popcnt")) {
-        return PATH_SSSE3;
-    }
-    return PATH_SSE2;
+static int path_of(int level) {
+    return level >= SG__SIMD_AVX512VBMI2 ? PATH_AVX512
+           : level >= SG__SIMD_SSSE3     ? PATH_SSSE3
+                                         : PATH_SSE2;
 }
 
 static int escape_path(void) {
-    int p = __atomic_load_n(&path_best, __ATOMIC_RELAXED);
-    if (p == PATH_NONE) {
-        p = best_path();
-        __atomic_store_n(&path_best, p, __ATOMIC_RELAXED);
-    }
+    int p = path_of(sg__simd_level());
     int lim = __atomic_load_n(&path_limit, __ATOMIC_RELAXED);
     return lim != 0 && lim < p ? lim : p;
 }

@@ -27,6 +27,26 @@
 
 /* A line callback's "stop here, no error" answer (the SSE terminal). */
 #define SG__LINES_STOP 1
+/* A line callback's "pause here, no error": the caller looks at the rest
+ * of the chunk itself (SSE's fast path after a dispatch), and may call
+ * sg__lines_scan() again on it. */
+#define SG__LINES_YIELD 2
+
+/*
+ * Where the next LF and CR lie in the chunk being scanned (NULL: unknown),
+ * shared by every search over one chunk, so it is scanned once per byte
+ * value whatever its line count, even when a caller leaves the scan and
+ * comes back to it.  Each is the first such byte at or after the position
+ * of the search that found it, or the chunk's end for none; a cache is for
+ * one chunk only.
+ */
+typedef struct sg__lines_cache {
+    const char *lf;
+    const char *cr;
+    /* when set (and CR ends lines), the CR-or-LF search of sg__lines_eol(),
+     * which needs no memory: one pass per line, none to the chunk's end */
+    const char *(*eol)(const char *p, const char *end);
+} sg__lines_cache;
 
 /* Below this many bytes an inline scan beats two memchr calls. */
 #define SG__LINES_SMALL 64
@@ -39,39 +59,68 @@ void sg__lines_reset(sg__lines *ls);
 /* true when bytes of an unterminated line (or of a possible BOM) are held. */
 bool sg__lines_partial(const sg__lines *ls);
 
-/* The first LF in [p, end), or end.  Lines of a few hundred bytes (a
- * model's chunk) are found sooner by 16-byte blocks than by a library call
- * per line; memchr takes over for a line longer than that. */
-static inline const char *sg__lines_find_lf(const char *p, const char *end) {
+/* The first CR or LF in [p, end), or end, at the widest vector level the
+ * CPU has (sg__simd_level): 64 bytes per branch, and no byte read past end.
+ * Asked once per chunk, called per line. */
+typedef const char *(*sg__lines_eol_fn)(const char *p, const char *end);
+sg__lines_eol_fn sg__lines_eol(void);
+
 #ifdef SG__LINES_SSE2
-    const __m128i vlf = _mm_set1_epi8('\n');
-    const char *stop = end - p > 512 ? p + 512 : end;
+/* The 16-byte blocks' mask of LF (and of CR when @cr) at @p. */
+static inline unsigned sg__lines_mask16(const char *p, bool cr) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i m = _mm_cmpeq_epi8(x, _mm_set1_epi8('\n'));
+    if (cr) {
+        m = _mm_or_si128(m, _mm_cmpeq_epi8(x, _mm_set1_epi8('\r')));
+    }
+    return (unsigned)_mm_movemask_epi8(m);
+}
+#endif
+
+/* The first LF (or CR, when @cr) in [p, stop) by SSE2 blocks, four per
+ * branch: most of a line has neither.  Returns it, or where the whole
+ * blocks ended (fewer than 16 bytes before @stop, not yet looked at). */
+static inline const char *sg__lines_blocks(const char *p, const char *stop, bool cr,
+                                           bool *found) {
+    *found = false;
+#ifdef SG__LINES_SSE2
     while (stop - p >= 64) {
-        /* four blocks, one branch: most of a line has no LF */
-        const __m128i *q = (const __m128i *)(const void *)p;
-        __m128i m0 = _mm_cmpeq_epi8(_mm_loadu_si128(q), vlf);
-        __m128i m1 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 1), vlf);
-        __m128i m2 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 2), vlf);
-        __m128i m3 = _mm_cmpeq_epi8(_mm_loadu_si128(q + 3), vlf);
-        if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(m0, m1), _mm_or_si128(m2, m3))) !=
-            0) {
-            uint64_t mask = (uint64_t)(unsigned)_mm_movemask_epi8(m0) |
-                            (uint64_t)(unsigned)_mm_movemask_epi8(m1) << 16 |
-                            (uint64_t)(unsigned)_mm_movemask_epi8(m2) << 32 |
-                            (uint64_t)(unsigned)_mm_movemask_epi8(m3) << 48;
+        unsigned m0 = sg__lines_mask16(p, cr);
+        unsigned m1 = sg__lines_mask16(p + 16, cr);
+        unsigned m2 = sg__lines_mask16(p + 32, cr);
+        unsigned m3 = sg__lines_mask16(p + 48, cr);
+        if ((m0 | m1 | m2 | m3) != 0) {
+            uint64_t mask = (uint64_t)m0 | (uint64_t)m1 << 16 | (uint64_t)m2 << 32 |
+                            (uint64_t)m3 << 48;
+            *found = true;
             return p + __builtin_ctzll(mask);
         }
         p += 64;
     }
     while (stop - p >= 16) {
-        unsigned mask = (unsigned)_mm_movemask_epi8(
-            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(const void *)p), vlf));
+        unsigned mask = sg__lines_mask16(p, cr);
         if (mask != 0) {
+            *found = true;
             return p + __builtin_ctz(mask);
         }
         p += 16;
     }
+#else
+    (void)stop;
+    (void)cr;
 #endif
+    return p;
+}
+
+/* The first LF in [p, end), or end.  Lines of a few hundred bytes (a
+ * model's chunk) are found sooner by 16-byte blocks than by a library call
+ * per line; memchr takes over for a line longer than that. */
+static inline const char *sg__lines_find_lf(const char *p, const char *end) {
+    bool found;
+    p = sg__lines_blocks(p, end - p > 512 ? p + 512 : end, false, &found);
+    if (found) {
+        return p;
+    }
     const char *f = memchr(p, '\n', (size_t)(end - p));
     return f != NULL ? f : end;
 }
@@ -83,22 +132,17 @@ static inline const char *sg__lines_find_lf(const char *p, const char *end) {
  * byte, so a chunk is scanned once per byte value whatever its line count.
  */
 static inline const char *sg__lines_find(const char *p, const char *end, bool cr_eol,
-                                         const char **lf, const char **cr) {
+                                         sg__lines_cache *cache) {
+    const char **lf = &cache->lf;
+    const char **cr = &cache->cr;
     if ((size_t)(end - p) < SG__LINES_SMALL) {
         /* Short reads (a token at a time) are common; two library calls
          * would cost more than looking at a few bytes. */
 #ifdef SG__LINES_SSE2
         /* SSE2 is baseline on x86-64: 16 bytes per step, both bytes at
          * once.  Only whole blocks inside [p, end) are loaded. */
-        const __m128i vlf = _mm_set1_epi8('\n');
-        const __m128i vcr = _mm_set1_epi8('\r');
         while (end - p >= 16) {
-            __m128i x = _mm_loadu_si128((const __m128i *)(const void *)p);
-            __m128i m = _mm_cmpeq_epi8(x, vlf);
-            if (cr_eol) {
-                m = _mm_or_si128(m, _mm_cmpeq_epi8(x, vcr));
-            }
-            unsigned mask = (unsigned)_mm_movemask_epi8(m);
+            unsigned mask = sg__lines_mask16(p, cr_eol);
             if (mask != 0) {
                 return p + __builtin_ctz(mask);
             }
@@ -111,6 +155,9 @@ static inline const char *sg__lines_find(const char *p, const char *end, bool cr
             }
         }
         return end;
+    }
+    if (cr_eol && cache->eol != NULL) {
+        return cache->eol(p, end);
     }
     if (cr_eol && (*cr == NULL || *cr < p)) {
         /* To the end of the chunk, not just to the LF: an LF-only stream
@@ -196,19 +243,19 @@ static inline int sg__lines_keep(sg__lines *ls, const char *tail, size_t n) {
  * each complete one (terminator excluded).  Stops early when on_line returns
  * non-zero and returns that value; returns 0 when the input ran out.  In
  * both cases *done is the offset of the first byte not yet consumed: the
- * caller passes [done, len) to sg__lines_keep() after a 0 return.
+ * caller passes [done, len) to sg__lines_keep() after a 0 return.  @cache
+ * is the chunk's (zeroed before its first scan); after SG__LINES_YIELD the
+ * caller may scan [done, len) again with it, the chunk's end unchanged.
  *
  * @cr_eol: a lone CR ends a line (SSE).  Else only LF does (NDJSON).
  * Errors: SG_ELINE_TOO_LONG for a complete line longer than the cap.
  */
 static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bool cr_eol,
                                  int (*on_line)(void *ctx, const char *line, size_t n),
-                                 void *ctx, size_t *done) {
+                                 void *ctx, size_t *done, sg__lines_cache *cache) {
     static const unsigned char bom[3] = {0xEF, 0xBB, 0xBF};
     const char *p = data;
     const char *end = data + len;
-    const char *lf = NULL;
-    const char *cr = NULL;
 
     if (len == 0) {
         *done = 0;
@@ -241,7 +288,7 @@ static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bo
         }
     }
     while (p < end) {
-        const char *eol = sg__lines_find(p, end, cr_eol, &lf, &cr);
+        const char *eol = sg__lines_find(p, end, cr_eol, cache);
         if (eol == end) {
             break;
         }

@@ -200,7 +200,8 @@ static int sse_dispatch(sg_sse_parser *p) {
     if (p->cbs_.on_event != NULL && p->cbs_.on_event(&ev, p->user_data_) != 0) {
         return SG_ECANCELED;
     }
-    return ev.terminal ? SG__LINES_STOP : 0;
+    /* A new event starts: back to the fast path, if the chunk allows it. */
+    return ev.terminal ? SG__LINES_STOP : SG__LINES_YIELD;
 }
 
 /* A line the standard ignores: to on_other, if the caller wants it. */
@@ -324,12 +325,93 @@ static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len)
 #    define SG__NOINLINE
 #endif
 
-/* The general path: lines, fields, dispatch, spill, keep.  Never inlined,
- * so that sg_sse_feed's small-read path needs no register saves. */
+/* true between events: no field of one seen, no partial line held, no
+ * CR or BOM decision pending. */
+static bool sse_between(const sg_sse_parser *p) {
+    return !p->has_data_ && p->type_len_ == 0 && !p->id_dirty_ && p->lines_.len_ == 0 &&
+           p->lines_.bom_ == 3 && !p->lines_.skip_lf_;
+}
+
+/*
+ * The fast path, for the shape nearly every model stream has: events of
+ * one "data: " line and a blank line, LF-ended, whole in this chunk.  From
+ * d + *off, between events, it dispatches each such event straight from
+ * the chunk - one LF search for both lines, no field parsing - and stops
+ * before the first that is anything else (another field, a comment, a CR,
+ * a line over a limit, a typed terminal, an event the chunk cuts), leaving
+ * it to the general path, which gives the same events, counters and
+ * errors.  Returns 0, SG__LINES_STOP (the terminal) or SG_ECANCELED, with
+ * *off past what it consumed.  @eol is sg__lines_eol()'s.
+ */
+static int sse_fast(sg_sse_parser *p, const char *d, size_t len, size_t *off,
+                    sg__lines_cache *c, sg__lines_eol_fn eol) {
+    const char *q = d + *off;
+    const char *end = d + len;
+    int rc = 0;
+    while (end - q >= 8 && memcmp(q, "data: ", 6) == 0) {
+        /* "data: " holds neither: the first CR or LF at or after q */
+        const char *lf = eol(q + 6, end);
+        if (lf == end || *lf == '\r') {
+            if (lf != end) {
+                c->cr = lf; /* none before it, from q on */
+            }
+            break; /* cut by the chunk, or a CR: the general path's */
+        }
+        c->lf = lf;
+        if (end - lf < 2 || lf[1] != '\n') {
+            break; /* cut by the chunk, or more lines to the event */
+        }
+        size_t n = (size_t)(lf - q);
+        if (n > p->lines_.cap_ || n - 6 > p->max_event_) {
+            break; /* an error the general path reports */
+        }
+        sg_sse_event ev = {"message",       7,    q + 6, n - 6, p->id_last_store_,
+                           p->id_last_len_, false};
+        q = lf + 2;
+        p->stats_.lines += 2;
+        if (p->term_data_ != NULL && ev.data_len == p->term_data_len_ &&
+            memcmp(ev.data, p->term_data_, ev.data_len) == 0) {
+            p->terminal_seen_ = true;
+            rc = SG__LINES_STOP;
+            break;
+        }
+        p->stats_.items++;
+        if (p->cbs_.on_event != NULL && p->cbs_.on_event(&ev, p->user_data_) != 0) {
+            rc = SG_ECANCELED;
+            break;
+        }
+    }
+    *off = (size_t)(q - d);
+    return rc;
+}
+
+/* The general path: lines, fields, dispatch, spill, keep; the fast path
+ * between events.  Never inlined, so that sg_sse_feed's small-read path
+ * needs no register saves. */
 static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
                                              size_t len) {
+    const sg__lines_eol_fn eol = sg__lines_eol();
+    sg__lines_cache cache = {NULL, NULL, eol};
     size_t done = 0;
-    int rc = sg__lines_scan(&parser->lines_, d, len, true, sse_line, parser, &done);
+    int rc;
+    /* With "message" the typed terminal, every untyped event would be it. */
+    const bool fast = parser->term_type_ == NULL || parser->term_type_len_ != 7 ||
+                      memcmp(parser->term_type_, "message", 7) != 0;
+    for (;;) {
+        if (fast && sse_between(parser)) {
+            rc = sse_fast(parser, d, len, &done, &cache, eol);
+            if (rc != 0 || done == len) {
+                break;
+            }
+        }
+        size_t used = 0;
+        rc = sg__lines_scan(&parser->lines_, d + done, len - done, true, sse_line, parser,
+                            &used, &cache);
+        done += used;
+        if (rc != SG__LINES_YIELD) {
+            break;
+        }
+    }
     if (rc == SG__LINES_STOP) {
         bool skip_lf = parser->lines_.skip_lf_;
         sse_clear_event(parser);

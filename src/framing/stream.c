@@ -210,14 +210,17 @@ static int settle_other(sg_stream *s) {
 
 static int on_sse_event(const sg_sse_event *ev, void *user_data) {
     sg_stream *s = user_data;
+    sg_item item = {ev->type,   ev->type_len, ev->data,  ev->data_len, ev->id,
+                    ev->id_len, s->attempt_,  s->index_, SG_ITEM_TOKEN};
+    if (s->classify_ == NULL && s->skip_types_ == NULL) {
+        return deliver(s, &item); /* per event: every one a token */
+    }
     if (s->other_len_ > 0 && settle_other(s) != 0) {
         return 1;
     }
     if (s->skip_types_ != NULL && skipped(s, ev->type, ev->type_len)) {
         return 0;
     }
-    sg_item item = {ev->type,   ev->type_len, ev->data,  ev->data_len, ev->id,
-                    ev->id_len, s->attempt_,  s->index_, SG_ITEM_TOKEN};
     return take(s, &item);
 }
 

@@ -271,7 +271,7 @@ static int maybe_hedge(sg__lifecycle *root, int64_t now) {
     return rv;
 }
 
-int sg__lc_item_gate(sg__lifecycle *lc) {
+int sg__lc_item_gate_slow(sg__lifecycle *lc) {
     if (lc->lost) {
         /* another attempt delivered first (in the same step, before its
          * cancel ran): nothing of this one reaches the consumer */

@@ -197,7 +197,14 @@ void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary);
  * stop the stream), 0 to deliver it.  The operation's first item names its
  * attempt the winner and marks every other running attempt lost (due at
  * once: the driver cancels it after the library callback returned). */
-int sg__lc_item_gate(sg__lifecycle *lc);
+int sg__lc_item_gate_slow(sg__lifecycle *lc);
+static inline int sg__lc_item_gate(sg__lifecycle *lc) {
+    const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
+    if (!lc->lost && (root->won || root->popts.hedge_after_ns_ <= 0)) {
+        return 0; /* per item: no hedge to settle */
+    }
+    return sg__lc_item_gate_slow(lc);
+}
 /* Cancels the operation and every hedge in flight (sg__lc_cancel each). */
 void sg__lc_cancel_all(sg__lifecycle *lc);
 /* The operation ended while hedges still ran (a winner faster than their

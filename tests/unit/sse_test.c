@@ -15,6 +15,8 @@
 
 #include <streamguard/framing.h>
 
+#include "core/internal.h"
+#include "framing/lines.h"
 #include "sse_cases.h"
 
 /* ------------------------------------------------------------ recorder */
@@ -216,8 +218,8 @@ static void conformance_cases_parse_as_expected_in_one_read(void **state) {
     }
 }
 
-static void conformance_cases_give_identical_events_split_at_every_offset(void **state) {
-    (void)state;
+/* Every case in two reads, cut at each offset in turn. */
+static void split_every_case_at_every_offset(void) {
     for (size_t k = 0; k < SSE_N_CASES; k++) {
         const sse_case *c = &sse_cases[k];
         for (size_t at = 0; at <= c->input.n; at++) {
@@ -227,6 +229,11 @@ static void conformance_cases_give_identical_events_split_at_every_offset(void *
             fx_free(f);
         }
     }
+}
+
+static void conformance_cases_give_identical_events_split_at_every_offset(void **state) {
+    (void)state;
+    split_every_case_at_every_offset();
 }
 
 static void conformance_cases_give_identical_events_split_at_every_pair(void **state) {
@@ -688,6 +695,112 @@ static void null_data_with_zero_length_is_a_no_op(void **state) {
     fx_free(f);
 }
 
+/* ------------------------------------------- vector levels, fast path */
+
+/* The first CR or LF by a byte loop: what every level must find. */
+static const char *ref_eol(const char *p, const char *end) {
+    for (; p < end; p++) {
+        if (*p == '\n' || *p == '\r') {
+            return p;
+        }
+    }
+    return end;
+}
+
+static void eol_search_finds_what_a_byte_loop_does_at_every_level(void **state) {
+    (void)state;
+    int best = sg__simd_limit(0);
+    unsigned seed = 7;
+    for (int level = SG__SIMD_SSE2; level <= best; level++) {
+        assert_int_equal(sg__simd_limit(level), level);
+        sg__lines_eol_fn eol = sg__lines_eol();
+        for (size_t n = 0; n <= 300; n++) {
+            /* exactly n bytes on the heap: a read past the end is caught */
+            char *buf = malloc(n > 0 ? n : 1);
+            assert_non_null(buf);
+            for (size_t at = 0; at <= n; at++) {
+                for (size_t i = 0; i < n; i++) {
+                    seed = seed * 1103515245u + 12345u;
+                    char c = (char)(seed >> 16);
+                    buf[i] = c == '\n' || c == '\r' ? 'x' : c;
+                }
+                if (at < n) {
+                    buf[at] = at % 2 ? '\r' : '\n';
+                    if (at + 7 < n) {
+                        buf[at + 7] = '\n'; /* a later one never wins */
+                    }
+                }
+                assert_ptr_equal(eol(buf, buf + n), ref_eol(buf, buf + n));
+            }
+            free(buf);
+        }
+    }
+    sg__simd_limit(0);
+}
+
+static void conformance_cases_parse_alike_at_every_vector_level(void **state) {
+    (void)state;
+    int best = sg__simd_limit(0);
+    for (int level = SG__SIMD_SSE2; level <= best; level++) {
+        assert_int_equal(sg__simd_limit(level), level);
+        split_every_case_at_every_offset();
+    }
+    sg__simd_limit(0);
+}
+
+/* "message" as the typed terminal: the first untyped event is it, even
+ * in the one-line shape the fast path takes. */
+static void terminal_type_message_ends_at_the_first_untyped_event(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, "message");
+    FEED(f, "data: a\n\ndata: b\n\n");
+    assert_int_equal(f->r.n_ev, 1);
+    assert_true(f->r.ev[0].terminal);
+    assert_true(sg_sse_terminal_seen(&f->p));
+    sg_sse_stats st;
+    assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
+    assert_int_equal(st.items, 1);
+    assert_int_equal(st.bytes_after_terminal, 9); /* "data: b\n\n" */
+    fx_free(f);
+}
+
+/* One-line events in one read, among others: the same events and counters
+ * as one byte at a time (the general path only). */
+static void one_line_events_count_as_the_general_path_counts(void **state) {
+    (void)state;
+    static const char body[] = "data: a\n\ndata: bb\n\nid: 7\ndata: c\n\n: ping\n\n"
+                               "data: d\r\n\r\ndata:e\n\ndata: f\ndata: g\n\n"
+                               "data: h\n\ndata: [DONE]\n\ndata: late\n\n";
+    sg_sse_stats whole;
+    sg_sse_stats bytes;
+    fixture *f = fx_new(64, 64, "[DONE]", NULL);
+    FEED(f, body);
+    assert_int_equal(f->r.n_ev, 7);
+    assert_int_equal(sg_sse_get_stats(&f->p, &whole), 0);
+    fixture *g = fx_new(64, 64, "[DONE]", NULL);
+    for (size_t i = 0; i < sizeof(body) - 1; i++) {
+        assert_int_equal(sg_sse_feed(&g->p, body + i, 1), 1);
+    }
+    assert_int_equal(sg_sse_get_stats(&g->p, &bytes), 0);
+    assert_int_equal(g->r.n_ev, f->r.n_ev);
+    for (int i = 0; i < f->r.n_ev; i++) {
+        assert_int_equal(f->r.ev[i].data_len, g->r.ev[i].data_len);
+        assert_memory_equal(f->r.bytes + f->r.ev[i].data_off,
+                            g->r.bytes + g->r.ev[i].data_off, f->r.ev[i].data_len);
+        assert_int_equal(f->r.ev[i].id_len, g->r.ev[i].id_len);
+    }
+    /* the id set by the third event stays on the ones after it */
+    assert_int_equal(f->r.ev[3].id_len, 1);
+    assert_memory_equal(f->r.bytes + f->r.ev[6].id_off, "7", 1);
+    assert_int_equal(whole.lines, bytes.lines);
+    assert_int_equal(whole.items, bytes.items);
+    assert_int_equal(whole.comments, bytes.comments);
+    assert_int_equal(whole.bytes_after_terminal, bytes.bytes_after_terminal);
+    assert_int_equal(whole.items, 7);
+    fx_free(f);
+    fx_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conformance_cases_parse_as_expected_in_one_read),
@@ -728,6 +841,10 @@ int main(void) {
         cmocka_unit_test(calls_on_an_uninitialised_parser_return_einval),
         cmocka_unit_test(null_data_with_zero_length_is_a_no_op),
         cmocka_unit_test(ignored_lines_go_to_on_other),
+        cmocka_unit_test(eol_search_finds_what_a_byte_loop_does_at_every_level),
+        cmocka_unit_test(conformance_cases_parse_alike_at_every_vector_level),
+        cmocka_unit_test(terminal_type_message_ends_at_the_first_untyped_event),
+        cmocka_unit_test(one_line_events_count_as_the_general_path_counts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
