@@ -3,7 +3,9 @@
 # `curl -sN`, on the same stream from the same loopback sg-fakemodel, run
 # side by side (interleaved, RUNS rounds) so the machine's load hits every
 # client alike.  Prints the median user+system CPU of each client's process
-# per item and its ratio to curl.
+# per item and its ratio to curl's median, and the median of the per-round
+# ratios (each client against the curl run of its own round, seconds
+# apart: what drifts with the machine's load between rounds cancels).
 #
 # Usage: bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
 #   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~122 bytes of SSE)
@@ -29,7 +31,7 @@ cpu() {
 }
 
 clients=(curl data jsonl none)
-declare -A samples
+declare -A samples ratios
 for r in $(seq 1 "$RUNS"); do
     for c in "${clients[@]}"; do
         case $c in
@@ -37,16 +39,19 @@ for r in $(seq 1 "$RUNS"); do
         *) ms=$(cpu "$SG" --budget 10m --output "$c" "$url") ;;
         esac
         samples[$c]="${samples[$c]:-} $ms"
+        [ "$c" = curl ] && round_curl=$ms
+        ratios[$c]="${ratios[$c]:-} $(awk -v a="$ms" -v b="$round_curl" 'BEGIN { printf "%.3f", a / b }')"
     done
 done
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(echo "${samples[curl]}" | median)
-printf '%-22s %12s %12s %8s   %s\n' client "CPU ms" "ns/item" "x curl" "samples (ms)"
+printf '%-22s %8s %9s %8s %9s   %s\n' client "CPU ms" "ns/item" "x curl" "x round" "samples (ms)"
 for c in "${clients[@]}"; do
     m=$(echo "${samples[$c]}" | median)
+    rr=$(echo "${ratios[$c]}" | median)
     name=$c
     [ "$c" = curl ] && name="curl -sN" || name="sg-stream --output $c"
-    awk -v n="$name" -v m="$m" -v b="$base" -v items="$ITEMS" -v s="${samples[$c]}" \
-        'BEGIN { printf "%-22s %12d %12.1f %8.2f  %s\n", n, m, m * 1e6 / items, m / b, s }'
+    awk -v n="$name" -v m="$m" -v b="$base" -v rr="$rr" -v items="$ITEMS" -v s="${samples[$c]}" \
+        'BEGIN { printf "%-22s %8d %9.1f %8.2f %9.2f  %s\n", n, m, m * 1e6 / items, m / b, rr, s }'
 done

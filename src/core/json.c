@@ -19,6 +19,12 @@
 
 #include "core/internal.h"
 
+#if defined(__GNUC__)
+#    define SG__JSON_NOINLINE __attribute__((noinline))
+#else
+#    define SG__JSON_NOINLINE
+#endif
+
 /* Length of the valid UTF-8 sequence at @p (1..4), or 0 when invalid
  * (overlong forms, surrogates and code points above U+10FFFF included). */
 static size_t utf8_len(const unsigned char *p, size_t n) {
@@ -264,7 +270,7 @@ escape_ssse3(char *d, const char *dend, const unsigned char *u, size_t len) {
  * the literal.  A block with a control character, DEL or a byte from 0x80
  * goes to escape().  AVX512BW/VL/VBMI2 (vpcompressb), chosen at run
  * time. */
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) static char *
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi2,popcnt"))) static char *
 escape_avx512(char *d, const unsigned char *u, size_t len) {
     const __m256i quote = _mm256_set1_epi8('"');
     const __m256i bslash8 = _mm256_set1_epi8('\\');
@@ -272,20 +278,16 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
     const __m256i span = _mm256_set1_epi8(0x5f); /* 0x20 .. 0x7e, less 0x20 */
     const __m512i bslash = _mm512_set1_epi16('\\');
     size_t k = 0;
-    while (k < len) {
-        const size_t r = len - k < 32 ? len - k : 32;
-        /* a whole block is loaded whole; the last, masked */
-        const __mmask32 in = r == 32 ? 0xffffffffu : (__mmask32)((1u << r) - 1);
-        const __m256i raw =
-            r == 32 ? _mm256_loadu_si256((const __m256i *)(const void *)(u + k))
-                    : _mm256_maskz_loadu_epi8(in, u + k);
+    /* whole blocks: loaded whole, and stored whole (64 bytes) while what
+     * follows writes over the rest - each byte still to come and the
+     * closing quote take one at least - so nothing lands past the literal */
+    while (len - k >= 32) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(const void *)(u + k));
         /* the bytes' classes on 32 bytes, before widening: below 0x20, DEL
          * and from 0x80 are the bytes outside 0x20 .. 0x7e */
-        const __mmask32 more =
-            _mm256_mask_cmpge_epu8_mask(in, _mm256_sub_epi8(raw, space), span);
-        if (more != 0) {
+        if (_mm256_cmpge_epu8_mask(_mm256_sub_epi8(raw, space), span) != 0) {
             size_t at = k;
-            d = escape(d, u, &at, k + r, len); /* it may pass k + r (UTF-8) */
+            d = escape(d, u, &at, k + 32, len); /* it may pass k + 32 (UTF-8) */
             k = at;
             continue;
         }
@@ -295,24 +297,40 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
         /* little-endian pairs: the low byte goes first */
         const __m512i pairs = _mm512_mask_blend_epi16(
             q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
-        /* the bytes that count are the ones not 0: a 0 byte is a control
-         * character (escape() took the block) or past the input */
-        const __mmask64 keep = _mm512_test_epi8_mask(pairs, pairs);
-        const __m512i out = _mm512_maskz_compress_epi8(keep, pairs);
-        const size_t n = r + (size_t)__builtin_popcount(q);
-        if (len - k - r + 1 + n >= 64) {
-            /* stored whole: what follows writes over the rest (each byte
-             * still to come and the closing quote take one at least), so
-             * nothing lands past the literal */
+        /* the bytes that count are the ones not 0 (a 0 byte is a control
+         * character, which escape() took) */
+        const __m512i out =
+            _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+        const size_t n = 32 + (size_t)__builtin_popcount(q);
+        k += 32;
+        if (len - k + 1 + n >= 64) {
             _mm512_storeu_si512((void *)d, out);
         } else {
-            _mm512_mask_storeu_epi8(d, n == 64 ? ~(__mmask64)0 : ((__mmask64)1 << n) - 1,
-                                    out);
+            _mm512_mask_storeu_epi8(d, _bzhi_u64(~0ULL, (unsigned)n), out);
         }
         d += n;
-        k += r;
     }
-    return d;
+    if (k == len) {
+        return d;
+    }
+    /* the last bytes: loaded and stored masked */
+    const size_t r = len - k;
+    const __mmask32 in = (__mmask32)_bzhi_u32(~0u, (unsigned)r);
+    const __m256i raw = _mm256_maskz_loadu_epi8(in, u + k);
+    if (_mm256_mask_cmpge_epu8_mask(in, _mm256_sub_epi8(raw, space), span) != 0) {
+        return escape(d, u, &k, len, len);
+    }
+    const __mmask32 q =
+        _mm256_cmpeq_epi8_mask(raw, quote) | _mm256_cmpeq_epi8_mask(raw, bslash8);
+    const __m512i w = _mm512_cvtepu8_epi16(raw);
+    const __m512i pairs =
+        _mm512_mask_blend_epi16(q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
+    /* past the input the pairs are 0 too */
+    const __m512i out =
+        _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+    const size_t n = r + (size_t)__builtin_popcount(q);
+    _mm512_mask_storeu_epi8(d, _bzhi_u64(~0ULL, (unsigned)n), out);
+    return d + n;
 }
 
 /* The escape paths, slowest first, from the library's vector level. */
@@ -325,7 +343,7 @@ static int path_of(int level) {
                                          : PATH_SSE2;
 }
 
-static int escape_path(void) {
+static inline int escape_path(void) {
     int p = path_of(sg__simd_level());
     int lim = __atomic_load_n(&path_limit, __ATOMIC_RELAXED);
     return lim != 0 && lim < p ? lim : p;
@@ -342,38 +360,12 @@ int sg__json_escape_path(int max) {
 }
 #endif
 
-size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len) {
-    const unsigned char *u = (const unsigned char *)p;
-    size_t i = 0;
-    if (dst != NULL && cap >= SG_JSON_ESCAPE_MAX(len)) {
-        /* room for the worst case: straight into @dst */
-        if (len == 0) {
-            memcpy(dst, "\"\"", 2);
-            return 2;
-        }
-        char *d = dst;
-        *d++ = '"';
-#ifdef SG__JSON_SSSE3
-        /* the closing quote's byte is not room for the blocks */
-        switch (escape_path()) {
-        case PATH_AVX512:
-            d = escape_avx512(d, u, len);
-            break;
-        case PATH_SSSE3:
-            d = escape_ssse3(d, dst + cap - 1, u, len);
-            break;
-        default:
-            d = escape(d, u, &i, len, len);
-            break;
-        }
-#else
-        d = escape(d, u, &i, len, len);
-#endif
-        *d++ = '"';
-        return (size_t)(d - dst);
-    }
-    /* a bounded @dst: a chunk at a time, what fits is kept, the rest counted */
+/* A bounded @dst: a chunk at a time, what fits is kept, the rest counted.
+ * Apart, so the call with room for the worst case keeps a small frame. */
+static SG__JSON_NOINLINE size_t escape_bounded(char *dst, size_t cap,
+                                               const unsigned char *u, size_t len) {
     char chunk[6 * 64 + 6 * 4];
+    size_t i = 0;
     size_t pos = 0;
     const size_t room = dst != NULL ? cap : 0;
 #define SG__PUT(src, n)                                                  \
@@ -393,4 +385,39 @@ size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len) {
     SG__PUT("\"", 1);
 #undef SG__PUT
     return pos;
+}
+
+size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len) {
+    const unsigned char *u = (const unsigned char *)p;
+    if (dst == NULL || cap < SG_JSON_ESCAPE_MAX(len)) {
+        return escape_bounded(dst, cap, u, len);
+    }
+    /* room for the worst case: straight into @dst */
+    if (len == 0) {
+        memcpy(dst, "\"\"", 2);
+        return 2;
+    }
+    char *d = dst;
+    *d++ = '"';
+#ifdef SG__JSON_SSSE3
+    /* the closing quote's byte is not room for the blocks */
+    switch (escape_path()) {
+    case PATH_AVX512:
+        d = escape_avx512(d, u, len);
+        break;
+    case PATH_SSSE3:
+        d = escape_ssse3(d, dst + cap - 1, u, len);
+        break;
+    default: {
+        size_t i = 0;
+        d = escape(d, u, &i, len, len);
+        break;
+    }
+    }
+#else
+    size_t i = 0;
+    d = escape(d, u, &i, len, len);
+#endif
+    *d++ = '"';
+    return (size_t)(d - dst);
 }

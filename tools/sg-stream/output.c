@@ -49,7 +49,7 @@ void out_free(struct out *o) {
     o->len = o->cap = 0;
 }
 
-char *out_reserve(struct out *o, size_t n) {
+char *out_grow(struct out *o, size_t n) {
     if (o->broken || o->overflow) {
         return NULL;
     }

@@ -162,8 +162,15 @@ int run_failed(const struct config *c, int rv, const char *detail);
 void out_init(struct out *o);
 void out_free(struct out *o);
 /* Room for @n more bytes at the end of the buffer (commit with o->len +=),
- * or NULL when stdout is broken or too far behind. */
-char *out_reserve(struct out *o, size_t n);
+ * or NULL when stdout is broken or too far behind.  Inline while the room
+ * is there already (per item); out_grow() else. */
+char *out_grow(struct out *o, size_t n);
+static inline char *out_reserve(struct out *o, size_t n) {
+    if (!o->broken && !o->overflow && o->len <= o->max && n <= o->cap - o->len) {
+        return o->buf + o->len;
+    }
+    return out_grow(o, n);
+}
 /* Writes what stdout takes now, never blocking on a pipe or socket. */
 void out_flush(struct out *o);
 /* Bytes wait for a non-blocking stdout. */
