@@ -79,7 +79,13 @@ static char *event_field(struct run *r, char *dst, const sg_item *item) {
         r->event_lit_len = n;
         return dst + n;
     }
-    memcpy(dst, r->event_lit, r->event_lit_len);
+    if (r->event_lit_len <= 16) {
+        /* 16 bytes at once: the line's room (32 bytes beyond the fields'
+         * worst cases) covers the excess, and what follows writes over it */
+        memcpy(dst, r->event_lit, 16);
+    } else {
+        memcpy(dst, r->event_lit, r->event_lit_len);
+    }
     return dst + r->event_lit_len;
 }
 
