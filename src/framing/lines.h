@@ -24,6 +24,9 @@
 #    include <emmintrin.h>
 #    define SG__LINES_SSE2 1
 #endif
+#if defined(SG__LINES_SSE2) && defined(__x86_64__)
+#    include <immintrin.h>
+#endif
 
 /* A line callback's "stop here, no error" answer (the SSE terminal). */
 #define SG__LINES_STOP 1
@@ -43,7 +46,7 @@
 typedef struct sg__lines_cache {
     const char *lf;
     const char *cr;
-    /* when set (and CR ends lines), the CR-or-LF search of sg__lines_eol(),
+    /* when set (and CR ends lines), the CR-or-LF search of sg__lines_eol_at(),
      * which needs no memory: one pass per line, none to the chunk's end */
     const char *(*eol)(const char *p, const char *end);
 } sg__lines_cache;
@@ -63,7 +66,8 @@ bool sg__lines_partial(const sg__lines *ls);
  * CPU has (sg__simd_level): 64 bytes per branch, and no byte read past end.
  * Asked once per chunk, called per line. */
 typedef const char *(*sg__lines_eol_fn)(const char *p, const char *end);
-sg__lines_eol_fn sg__lines_eol(void);
+/* The search for @level (sg__simd_level()). */
+sg__lines_eol_fn sg__lines_eol_at(int level);
 
 #ifdef SG__LINES_SSE2
 /* The 16-byte blocks' mask of LF (and of CR when @cr) at @p. */
@@ -111,6 +115,74 @@ static inline const char *sg__lines_blocks(const char *p, const char *stop, bool
 #endif
     return p;
 }
+
+/* ------------------------------------------------ the CR-or-LF search */
+
+/* Portable (SSE2 is x86-64's baseline): 64 bytes per branch, then 16,
+ * then bytes. */
+static inline const char *sg__eol_sse2(const char *p, const char *end) {
+    bool found;
+    p = sg__lines_blocks(p, end, true, &found);
+    if (found) {
+        return p;
+    }
+    for (; p < end; p++) {
+        if (*p == '\n' || *p == '\r') {
+            return p;
+        }
+    }
+    return end;
+}
+
+#if defined(SG__LINES_SSE2) && defined(__x86_64__)
+#    define SG__LINES_WIDE 1
+
+/* AVX2: 64 bytes per branch in two registers; the tail to the SSE2 code. */
+__attribute__((target("avx2,bmi2"))) static inline const char *
+sg__eol_avx2(const char *p, const char *end) {
+    const __m256i vlf = _mm256_set1_epi8('\n');
+    const __m256i vcr = _mm256_set1_epi8('\r');
+    while (end - p >= 64) {
+        __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)p);
+        __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+        __m256i ma =
+            _mm256_or_si256(_mm256_cmpeq_epi8(a, vlf), _mm256_cmpeq_epi8(a, vcr));
+        __m256i mb =
+            _mm256_or_si256(_mm256_cmpeq_epi8(b, vlf), _mm256_cmpeq_epi8(b, vcr));
+        if (!_mm256_testz_si256(_mm256_or_si256(ma, mb), _mm256_or_si256(ma, mb))) {
+            uint64_t mask = (uint64_t)(uint32_t)_mm256_movemask_epi8(ma) |
+                            (uint64_t)(uint32_t)_mm256_movemask_epi8(mb) << 32;
+            return p + __builtin_ctzll(mask);
+        }
+        p += 64;
+    }
+    return sg__eol_sse2(p, end);
+}
+
+/* AVX-512BW: 64 bytes per compare into a mask; the tail by a masked load,
+ * which reads nothing past @end. */
+__attribute__((target("avx512f,avx512bw,bmi2"))) static inline const char *
+sg__eol_avx512(const char *p, const char *end) {
+    const __m512i vlf = _mm512_set1_epi8('\n');
+    const __m512i vcr = _mm512_set1_epi8('\r');
+    while (end - p >= 64) {
+        __m512i x = _mm512_loadu_si512((const void *)p);
+        __mmask64 m = _mm512_cmpeq_epi8_mask(x, vlf) | _mm512_cmpeq_epi8_mask(x, vcr);
+        if (m != 0) {
+            return p + __builtin_ctzll(m);
+        }
+        p += 64;
+    }
+    if (p < end) {
+        __m512i x = _mm512_maskz_loadu_epi8(_bzhi_u64(~0ULL, (unsigned)(end - p)), p);
+        __mmask64 m = _mm512_cmpeq_epi8_mask(x, vlf) | _mm512_cmpeq_epi8_mask(x, vcr);
+        if (m != 0) {
+            return p + __builtin_ctzll(m);
+        }
+    }
+    return end;
+}
+#endif
 
 /* The first LF in [p, end), or end.  Lines of a few hundred bytes (a
  * model's chunk) are found sooner by 16-byte blocks than by a library call

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/internal.h"
 #include "framing/lines.h"
 
 #define SG__SSE_MAGIC 0x53534531u /* "SSE1" */
@@ -321,8 +322,10 @@ static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len)
 
 #if defined(__GNUC__)
 #    define SG__NOINLINE __attribute__((noinline))
+#    define SG__ALWAYS_INLINE __attribute__((always_inline))
 #else
 #    define SG__NOINLINE
+#    define SG__ALWAYS_INLINE
 #endif
 
 /* true between events: no field of one seen, no partial line held, no
@@ -341,10 +344,13 @@ static bool sse_between(const sg_sse_parser *p) {
  * a line over a limit, a typed terminal, an event the chunk cuts), leaving
  * it to the general path, which gives the same events, counters and
  * errors.  Returns 0, SG__LINES_STOP (the terminal) or SG_ECANCELED, with
- * *off past what it consumed.  @eol is sg__lines_eol()'s.
+ * *off past what it consumed.  One copy per vector level (sse_fast_for),
+ * each with its CR-or-LF search inline.
  */
-static int sse_fast(sg_sse_parser *p, const char *d, size_t len, size_t *off,
-                    sg__lines_cache *c, sg__lines_eol_fn eol) {
+static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *d,
+                                                  size_t len, size_t *off,
+                                                  sg__lines_cache *c,
+                                                  sg__lines_eol_fn eol) {
     const char *q = d + *off;
     const char *end = d + len;
     int rc = 0;
@@ -385,13 +391,51 @@ static int sse_fast(sg_sse_parser *p, const char *d, size_t len, size_t *off,
     return rc;
 }
 
+typedef int (*sse_fast_fn)(sg_sse_parser *p, const char *d, size_t len, size_t *off,
+                           sg__lines_cache *c);
+
+static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *off,
+                         sg__lines_cache *c) {
+    return sse_fast_with(p, d, len, off, c, sg__eol_sse2);
+}
+
+#ifdef SG__LINES_WIDE
+__attribute__((target("avx2,bmi2"))) static int sse_fast_avx2(sg_sse_parser *p,
+                                                              const char *d, size_t len,
+                                                              size_t *off,
+                                                              sg__lines_cache *c) {
+    return sse_fast_with(p, d, len, off, c, sg__eol_avx2);
+}
+
+__attribute__((target("avx512f,avx512bw,bmi2"))) static int
+sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off,
+                sg__lines_cache *c) {
+    return sse_fast_with(p, d, len, off, c, sg__eol_avx512);
+}
+#endif
+
+/* The fast path for the CPU's vector level (sg__simd_level). */
+static sse_fast_fn sse_fast_for(int level) {
+#ifdef SG__LINES_WIDE
+    if (level >= SG__SIMD_AVX512BW) {
+        return sse_fast_avx512;
+    }
+    if (level >= SG__SIMD_AVX2) {
+        return sse_fast_avx2;
+    }
+#endif
+    (void)level;
+    return sse_fast_sse2;
+}
+
 /* The general path: lines, fields, dispatch, spill, keep; the fast path
  * between events.  Never inlined, so that sg_sse_feed's small-read path
  * needs no register saves. */
 static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
                                              size_t len) {
-    const sg__lines_eol_fn eol = sg__lines_eol();
-    sg__lines_cache cache = {NULL, NULL, eol};
+    const int level = sg__simd_level();
+    sg__lines_cache cache = {NULL, NULL, sg__lines_eol_at(level)};
+    const sse_fast_fn sse_fast = sse_fast_for(level);
     size_t done = 0;
     int rc;
     /* With "message" the typed terminal, every untyped event would be it. */
@@ -399,7 +443,7 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
                       memcmp(parser->term_type_, "message", 7) != 0;
     for (;;) {
         if (fast && sse_between(parser)) {
-            rc = sse_fast(parser, d, len, &done, &cache, eol);
+            rc = sse_fast(parser, d, len, &done, &cache);
             if (rc != 0 || done == len) {
                 break;
             }

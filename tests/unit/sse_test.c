@@ -713,7 +713,7 @@ static void eol_search_finds_what_a_byte_loop_does_at_every_level(void **state) 
     unsigned seed = 7;
     for (int level = SG__SIMD_SSE2; level <= best; level++) {
         assert_int_equal(sg__simd_limit(level), level);
-        sg__lines_eol_fn eol = sg__lines_eol();
+        sg__lines_eol_fn eol = sg__lines_eol_at(level);
         for (size_t n = 0; n <= 300; n++) {
             /* exactly n bytes on the heap: a read past the end is caught */
             char *buf = malloc(n > 0 ? n : 1);
