@@ -264,19 +264,24 @@ escape_ssse3(char *d, const char *dend, const unsigned char *u, size_t len) {
 
 /* Quotes and backslashes 32 input bytes at a time with AVX-512: each byte
  * widened to 16 bits becomes the pair (byte, -) or, when it needs a
- * backslash, ('\\', byte); one compress keeps the bytes that count.  The
- * loads and the stores are masked to the input and to what the block
- * writes, so the last block needs no padding and nothing is written past
- * the literal.  A block with a control character, DEL or a byte from 0x80
- * goes to escape().  AVX512BW/VL/VBMI2 (vpcompressb), chosen at run
- * time. */
+ * backslash, ('\\', byte); one compress keeps the bytes that count.  A
+ * whole block is loaded whole and stored whole (64 bytes) while what
+ * follows overwrites the excess; the last ones, and the last bytes, are
+ * loaded and stored masked, so nothing is written past the literal and no
+ * byte read past the input.  A block with a control character, DEL or a
+ * byte from 0x80 goes to escape().  AVX512BW/VL/VBMI2 (vpcompressb),
+ * chosen at run time. */
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi2,popcnt"))) static char *
 escape_avx512(char *d, const unsigned char *u, size_t len) {
     const __m256i quote = _mm256_set1_epi8('"');
-    const __m256i bslash8 = _mm256_set1_epi8('\\');
     const __m256i space = _mm256_set1_epi8(0x20);
     const __m256i span = _mm256_set1_epi8(0x5f); /* 0x20 .. 0x7e, less 0x20 */
-    const __m512i bslash = _mm512_set1_epi16('\\');
+    __m512i bslash = _mm512_set1_epi16('\\');
+    __m256i bslash8 = _mm256_set1_epi8('\\');
+#    if defined(__GNUC__)
+    /* kept in registers, not rebuilt in each block */
+    __asm__("" : "+v"(bslash), "+v"(bslash8));
+#    endif
     size_t k = 0;
     /* whole blocks: loaded whole, and stored whole (64 bytes) while what
      * follows writes over the rest - each byte still to come and the
@@ -318,7 +323,8 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
     const __mmask32 in = (__mmask32)_bzhi_u32(~0u, (unsigned)r);
     const __m256i raw = _mm256_maskz_loadu_epi8(in, u + k);
     if (_mm256_mask_cmpge_epu8_mask(in, _mm256_sub_epi8(raw, space), span) != 0) {
-        return escape(d, u, &k, len, len);
+        size_t at = k; /* k itself stays in a register */
+        return escape(d, u, &at, len, len);
     }
     const __mmask32 q =
         _mm256_cmpeq_epi8_mask(raw, quote) | _mm256_cmpeq_epi8_mask(raw, bslash8);
