@@ -349,7 +349,6 @@ static bool sse_between(const sg_sse_parser *p) {
  */
 static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *d,
                                                   size_t len, size_t *off,
-                                                  sg__lines_cache *c,
                                                   sg__lines_eol_fn eol) {
     const char *q = d + *off;
     const char *end = d + len;
@@ -358,12 +357,8 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
         /* "data: " holds neither: the first CR or LF at or after q */
         const char *lf = eol(q + 6, end);
         if (lf == end || *lf == '\r') {
-            if (lf != end) {
-                c->cr = lf; /* none before it, from q on */
-            }
             break; /* cut by the chunk, or a CR: the general path's */
         }
-        c->lf = lf;
         if (end - lf < 2 || lf[1] != '\n') {
             break; /* cut by the chunk, or more lines to the event */
         }
@@ -391,26 +386,21 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
     return rc;
 }
 
-typedef int (*sse_fast_fn)(sg_sse_parser *p, const char *d, size_t len, size_t *off,
-                           sg__lines_cache *c);
+typedef int (*sse_fast_fn)(sg_sse_parser *p, const char *d, size_t len, size_t *off);
 
-static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *off,
-                         sg__lines_cache *c) {
-    return sse_fast_with(p, d, len, off, c, sg__eol_sse2);
+static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+    return sse_fast_with(p, d, len, off, sg__eol_sse2);
 }
 
 #ifdef SG__LINES_WIDE
-__attribute__((target("avx2,bmi2"))) static int sse_fast_avx2(sg_sse_parser *p,
-                                                              const char *d, size_t len,
-                                                              size_t *off,
-                                                              sg__lines_cache *c) {
-    return sse_fast_with(p, d, len, off, c, sg__eol_avx2);
+__attribute__((target("avx2,bmi2"))) static int
+sse_fast_avx2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+    return sse_fast_with(p, d, len, off, sg__eol_avx2);
 }
 
 __attribute__((target("avx512f,avx512bw,bmi2"))) static int
-sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off,
-                sg__lines_cache *c) {
-    return sse_fast_with(p, d, len, off, c, sg__eol_avx512);
+sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+    return sse_fast_with(p, d, len, off, sg__eol_avx512);
 }
 #endif
 
@@ -443,7 +433,7 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
                       memcmp(parser->term_type_, "message", 7) != 0;
     for (;;) {
         if (fast && sse_between(parser)) {
-            rc = sse_fast(parser, d, len, &done, &cache);
+            rc = sse_fast(parser, d, len, &done);
             if (rc != 0 || done == len) {
                 break;
             }
