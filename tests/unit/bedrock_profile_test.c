@@ -109,20 +109,10 @@ static void chunk(wire *w, const char *json) {
 static run play(const char *profile, const wire *first, const wire *rest, int64_t prefill,
                 bool bytewise) {
     run r;
-    memset(&r, 0, sizeof(r));
-    sg_stream_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    assert_int_equal(sg_profile_framing(profile, &cfg), 0);
-    assert_int_equal(cfg.format, SG_FORMAT_EVENTSTREAM);
-    size_t n = sg_stream_buffer_size(&cfg);
-    assert_true(n > 0);
-    char *buf = malloc(n);
     sg_stream s;
-    assert_int_equal(sg_stream_init(&s, &cfg, on_item, &r, buf, n), 0);
-    sg_guard_config g;
-    sg_guard_config_init(&g);
-    assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
-    sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
+    sg_stream_config cfg;
+    char *buf = play_begin(&s, &cfg, profile, &r, T0);
+    assert_int_equal(cfg.format, SG_FORMAT_EVENTSTREAM);
     const wire *parts[2] = {first, rest};
     for (int k = 0; k < 2 && r.feed_rc == 0; k++) {
         const wire *w = parts[k];
@@ -133,18 +123,7 @@ static run play(const char *profile, const wire *first, const wire *rest, int64_
             r.feed_rc = sg_stream_feed(&s, w->b + i, len, at);
         }
     }
-    sg_guard_result gr;
-    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
-    r.outcome = gr.outcome;
-    r.ttft = gr.first_item_ns;
-    r.partial = gr.partial;
-    const char *type = NULL;
-    const char *message = NULL;
-    if (sg_stream_provider_error(&s, &type, &message, &r.retryable)) {
-        snprintf(r.type, sizeof(r.type), "%s", type);
-        snprintf(r.message, sizeof(r.message), "%s", message);
-    }
-    free(buf);
+    play_end(&s, buf, &r, T0 + prefill + SG_MS(1));
     return r;
 }
 

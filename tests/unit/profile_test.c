@@ -24,31 +24,14 @@
 static run play(const char *profile, const char *meta, const char *rest,
                 int64_t prefill) {
     run r;
-    memset(&r, 0, sizeof(r));
-    sg_stream_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    assert_int_equal(sg_profile_framing(profile, &cfg), 0);
-    size_t n = sg_stream_buffer_size(&cfg);
-    char *buf = malloc(n);
     sg_stream s;
-    assert_int_equal(sg_stream_init(&s, &cfg, on_item, &r, buf, n), 0);
-    sg_guard_config g;
-    sg_guard_config_init(&g);
-    assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
-    sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
+    sg_stream_config cfg;
+    char *buf = play_begin(&s, &cfg, profile, &r, T0);
     r.feed_rc = sg_stream_feed(&s, meta, strlen(meta), T0);
     if (r.feed_rc == 0) {
         r.feed_rc = sg_stream_feed(&s, rest, strlen(rest), T0 + prefill);
     }
-    sg_guard_result gr;
-    assert_int_equal(sg_stream_end(&s, T0 + prefill + SG_MS(1), SG_OUTCOME_OK, &gr), 0);
-    const char *type = NULL; /* (a bare error is judged at the body's end) */
-    if (sg_stream_provider_error(&s, &type, NULL, &r.retryable)) {
-        snprintf(r.type, sizeof(r.type), "%s", type);
-    }
-    r.outcome = gr.outcome;
-    r.ttft = gr.first_item_ns;
-    free(buf);
+    play_end(&s, buf, &r, T0 + prefill + SG_MS(1));
     return r;
 }
 
