@@ -35,22 +35,6 @@
  * sg__lines_scan() again on it. */
 #define SG__LINES_YIELD 2
 
-/*
- * Where the next LF and CR lie in the chunk being scanned (NULL: unknown),
- * shared by every search over one chunk, so it is scanned once per byte
- * value whatever its line count, even when a caller leaves the scan and
- * comes back to it.  Each is the first such byte at or after the position
- * of the search that found it, or the chunk's end for none; a cache is for
- * one chunk only.
- */
-typedef struct sg__lines_cache {
-    const char *lf;
-    const char *cr;
-    /* when set (and CR ends lines), the CR-or-LF search of sg__lines_eol_at(),
-     * which needs no memory: one pass per line, none to the chunk's end */
-    const char *(*eol)(const char *p, const char *end);
-} sg__lines_cache;
-
 /* Below this many bytes an inline scan beats two memchr calls. */
 #define SG__LINES_SMALL 64
 
@@ -199,17 +183,15 @@ static inline const char *sg__lines_find_lf(const char *p, const char *end) {
 
 /*
  * Finds the first CR or LF in [p, end) when @cr_eol, or the first LF else;
- * returns end when there is none.  *@lf and *@cr cache the next known LF and
- * CR (NULL = unknown): memchr runs only from where the last search found its
- * byte, so a chunk is scanned once per byte value whatever its line count.
+ * returns end when there is none.  A long span goes to @eol (the CR-or-LF
+ * search of sg__lines_eol_at; required when @cr_eol) or to
+ * sg__lines_find_lf.
  */
 static inline const char *sg__lines_find(const char *p, const char *end, bool cr_eol,
-                                         sg__lines_cache *cache) {
-    const char **lf = &cache->lf;
-    const char **cr = &cache->cr;
+                                         sg__lines_eol_fn eol) {
     if ((size_t)(end - p) < SG__LINES_SMALL) {
-        /* Short reads (a token at a time) are common; two library calls
-         * would cost more than looking at a few bytes. */
+        /* Short reads (a token at a time) are common; a call would cost
+         * more than looking at a few bytes. */
 #ifdef SG__LINES_SSE2
         /* SSE2 is baseline on x86-64: 16 bytes per step, both bytes at
          * once.  Only whole blocks inside [p, end) are loaded. */
@@ -228,22 +210,7 @@ static inline const char *sg__lines_find(const char *p, const char *end, bool cr
         }
         return end;
     }
-    if (cr_eol && cache->eol != NULL) {
-        return cache->eol(p, end);
-    }
-    if (cr_eol && (*cr == NULL || *cr < p)) {
-        /* To the end of the chunk, not just to the LF: an LF-only stream
-         * (the common case) then costs one CR search per read, not per line. */
-        const char *f = memchr(p, '\r', (size_t)(end - p));
-        *cr = f != NULL ? f : end;
-    }
-    if (*lf == NULL || *lf < p) {
-        *lf = sg__lines_find_lf(p, end);
-    }
-    if (!cr_eol) {
-        return *lf;
-    }
-    return *cr < *lf ? *cr : *lf;
+    return cr_eol ? eol(p, end) : sg__lines_find_lf(p, end);
 }
 
 /*
@@ -315,16 +282,15 @@ static inline int sg__lines_keep(sg__lines *ls, const char *tail, size_t n) {
  * each complete one (terminator excluded).  Stops early when on_line returns
  * non-zero and returns that value; returns 0 when the input ran out.  In
  * both cases *done is the offset of the first byte not yet consumed: the
- * caller passes [done, len) to sg__lines_keep() after a 0 return.  @cache
- * is the chunk's (zeroed before its first scan); after SG__LINES_YIELD the
- * caller may scan [done, len) again with it, the chunk's end unchanged.
+ * caller passes [done, len) to sg__lines_keep() after a 0 return; after
+ * SG__LINES_YIELD it may scan [done, len) again.  @eol: sg__lines_find's.
  *
  * @cr_eol: a lone CR ends a line (SSE).  Else only LF does (NDJSON).
  * Errors: SG_ELINE_TOO_LONG for a complete line longer than the cap.
  */
 static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bool cr_eol,
                                  int (*on_line)(void *ctx, const char *line, size_t n),
-                                 void *ctx, size_t *done, sg__lines_cache *cache) {
+                                 void *ctx, size_t *done, sg__lines_eol_fn eol) {
     static const unsigned char bom[3] = {0xEF, 0xBB, 0xBF};
     const char *p = data;
     const char *end = data + len;
@@ -360,13 +326,13 @@ static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bo
         }
     }
     while (p < end) {
-        const char *eol = sg__lines_find(p, end, cr_eol, cache);
-        if (eol == end) {
+        const char *at = sg__lines_find(p, end, cr_eol, eol);
+        if (at == end) {
             break;
         }
-        size_t n = (size_t)(eol - p);
-        const char *after = eol + 1;
-        if (*eol == '\r') {
+        size_t n = (size_t)(at - p);
+        const char *after = at + 1;
+        if (*at == '\r') {
             if (after < end) {
                 if (*after == '\n') {
                     after++;

@@ -93,9 +93,8 @@ static ptrdiff_t ndjson_fail(sg_ndjson_parser *p, int rc) {
 static SG__NOINLINE ptrdiff_t ndjson_feed_lines(sg_ndjson_parser *parser, const char *d,
                                                 size_t len) {
     size_t done = 0;
-    sg__lines_cache cache = {NULL, NULL, NULL};
-    int rc = sg__lines_scan(&parser->lines_, d, len, false, ndjson_line, parser, &done,
-                            &cache);
+    int rc =
+        sg__lines_scan(&parser->lines_, d, len, false, ndjson_line, parser, &done, NULL);
     if (rc < 0) {
         return ndjson_fail(parser, rc);
     }

@@ -424,7 +424,7 @@ static sse_fast_fn sse_fast_for(int level) {
 static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
                                              size_t len) {
     const int level = sg__simd_level();
-    sg__lines_cache cache = {NULL, NULL, sg__lines_eol_at(level)};
+    const sg__lines_eol_fn eol = sg__lines_eol_at(level);
     const sse_fast_fn sse_fast = sse_fast_for(level);
     size_t done = 0;
     int rc;
@@ -440,7 +440,7 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
         }
         size_t used = 0;
         rc = sg__lines_scan(&parser->lines_, d + done, len - done, true, sse_line, parser,
-                            &used, &cache);
+                            &used, eol);
         done += used;
         if (rc != SG__LINES_YIELD) {
             break;
