@@ -8,7 +8,7 @@
 # apart: what drifts with the machine's load between rounds cancels).
 #
 # Usage: bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
-#   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~122 bytes of SSE)
+#   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~182 bytes of SSE)
 #   RUNS  default 5
 set -euo pipefail
 SG=$1
