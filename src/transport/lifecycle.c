@@ -195,10 +195,20 @@ void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary) {
 /* A cancel, or a lost hedge: the attempt in flight is dropped and
  * settled cancelled at @now, whatever it drained.  Returns 1 when the
  * operation ended. */
+/* The transport's own account of the phase, before an attempt is judged. */
+static void sync_phase(sg__lifecycle *lc, int64_t now) {
+    if (lc->tp->sync != NULL) {
+        lc->tp->sync(lc, now);
+    }
+}
+
 static int stop_now(sg__lifecycle *lc, int64_t now) {
     if (lc->lost) {
         sg__lc_error(lc, "lost a hedge: another attempt delivered first");
     }
+    /* the phase it stops in, as a clock's expiry works it out: a request
+     * sent whole is waiting for headers, whatever the transport last said */
+    sync_phase(lc, now);
     lc->tp->abort(lc);
     lc->state = SG__LC_RUNNING;
     sg__lc_decide(lc, now, SG_OUTCOME_CANCELLED);
@@ -568,9 +578,7 @@ static int own_tick(sg__lifecycle *lc, int64_t now) {
         if (now < sg_guard_next_deadline(sg__lc_guard(lc))) {
             return 0;
         }
-        if (lc->tp->sync != NULL) {
-            lc->tp->sync(lc, now);
-        }
+        sync_phase(lc, now);
         if (sg_guard_check(sg__lc_guard(lc), now, NULL) != 1) {
             return 0;
         }

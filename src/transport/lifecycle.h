@@ -84,8 +84,9 @@ typedef struct sg__transport {
     /* Drop the running attempt's request at once (an expired clock, a
      * cancel, the drain ran out): no more bytes of it reach the lifecycle. */
     void (*abort)(sg__lifecycle *lc);
-    /* Optional: bring the phase up to date before a clock is judged (the
-     * curl transport learns only on demand that the request was written). */
+    /* Optional: bring the phase up to date before an attempt is judged - a
+     * clock's expiry, a cancel, a lost hedge (the curl transport learns
+     * only on demand that the request was written). */
     void (*sync)(sg__lifecycle *lc, int64_t now);
     /* The user's callbacks, with the transport's operation type. */
     void (*discard)(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome);
