@@ -42,7 +42,11 @@
  * attempt's first request is checked just before it is written
  * (CURLINFO_EFFECTIVE_METHOD): when they differ, nothing is sent and the
  * attempt ends refused, not retried, with both methods in
- * sg_curl_op_error().
+ * sg_curl_op_error().  So does an attempt libcurl cannot begin at all - a
+ * malformed URL, a scheme it does not speak or was not built with
+ * (CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL, CURLE_NOT_BUILT_IN):
+ * refused, nothing sent, libcurl's message kept.  Which schemes an easy
+ * handle may use is the caller's choice (CURLOPT_PROTOCOLS_STR).
  *
  * Call curl_global_init() once before creating operations (libcurl's rule).
  *

@@ -572,13 +572,21 @@ static bool broke_http(const sg_curl_op *op, CURLcode result) {
     }
 }
 
+/* A request libcurl could not even begin to make from this easy handle
+ * (a malformed URL, a scheme it does not speak or was not built with):
+ * nothing was sent, and the same request would fail the same way again. */
+static bool unusable_request(CURLcode result) {
+    return result == CURLE_URL_MALFORMAT || result == CURLE_UNSUPPORTED_PROTOCOL ||
+           result == CURLE_NOT_BUILT_IN;
+}
+
 /* What a finished transfer was, from what libcurl and our callbacks saw;
  * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
 static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
     bool broken = op->at.header_overflow || broke_http(op, result);
-    if (op->at.method_mismatch) {
+    if (op->at.method_mismatch || unusable_request(result)) {
         how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
     } else if (op->at.http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;

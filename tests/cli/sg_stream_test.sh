@@ -33,6 +33,15 @@ done
 
 expect 2 "usage error: empty --skip-event" -- --skip-event "" "$CHAT"
 
+# A URL that is not an http(s) one libcurl can parse is the operator's
+# error, said before anything is dialled: never a retried network failure.
+for bad in "file:///etc/hostname" "ftp://127.0.0.1:$FM_PORT/x" "http://" "http://[::1/x" \
+    "http://127.0.0.1:99999/x" "127.0.0.1:$FM_PORT/v1/chat/completions"; do
+    expect 2 "usage error: URL '$bad'" -- --attempts 3 "$bad"
+    if [ "$(lines "$ERR")" -eq 1 ]; then pass "one-line error"; else fail "error is not one line: $(cat "$ERR")"; fi
+    expect 2 "usage error: --fallback '$bad'" -- --fallback "$bad" "$CHAT?n=1"
+done
+
 # ---- ok and the output formats -----------------------------------------------
 expect 0 "ok stream" -- --idle 2s "$CHAT?n=4&gap=5&_t=cli_ok"
 if [ "$(lines "$OUT")" -eq 4 ]; then pass "4 data lines"; else fail "got $(lines "$OUT") lines"; fi

@@ -52,6 +52,7 @@ typedef struct spec {
     long http_version;
     int cancel_after; /* cancel from on_item after N items; 0 = never */
     int port;         /* 0 = the fault server */
+    const char *url;  /* the whole URL as given, in place of path and port */
 } spec;
 
 typedef struct result {
@@ -94,7 +95,9 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
                       sg_curl_options *co, char *url, size_t url_len) {
     CURL *e = curl_easy_init();
     assert_non_null(e);
-    if (s->port != 0) {
+    if (s->url != NULL) {
+        snprintf(url, url_len, "%s", s->url);
+    } else if (s->port != 0) {
         snprintf(url, url_len, "http://127.0.0.1:%d%s", s->port, s->path);
     } else {
         snprintf(url, url_len, "%s%s", s->tls ? server.tls_base : server.base, s->path);
@@ -593,6 +596,27 @@ static void refused_connection_is_a_transport_error_in_connect_and_retried(void 
     assert_int_equal(r.attempts, 3); /* never sent: safe even for a POST */
     /* beside the outcome, libcurl's own words for each attempt */
     assert_int_equal(fm_count(r.report, "\"error\":\"curl 7 "), 3);
+}
+
+/* A URL libcurl cannot use (malformed, or a scheme it does not speak) is
+ * no network failure: refused, never retried, libcurl's words kept. */
+static void a_url_libcurl_cannot_use_is_refused_not_retried(void **state) {
+    (void)state;
+    const char *urls[] = {"http://", "http://[::1/x", "nosuchscheme://127.0.0.1/x"};
+    const char *codes[] = {"\"error\":\"curl 3 ", "\"error\":\"curl 3 ",
+                           "\"error\":\"curl 1 "};
+    for (int i = 0; i < 3; i++) {
+        spec s = {.url = urls[i], .attempts = 3, .backoff_base = SG_MS(5)};
+        result r;
+        run(&s, &r);
+        assert_string_equal(sg_outcome_name(r.outcome), "refused");
+        assert_int_equal(r.attempts, 1);
+        assert_string_equal(sg_op_reason_name(r.reason), "outcome_not_retryable");
+        assert_string_equal(sg_phase_name(r.phase), "connect");
+        if (fm_count(r.report, codes[i]) != 1) {
+            fail_msg("%s: %s", urls[i], r.report);
+        }
+    }
 }
 
 /* A CONNECT proxy on loopback, in a child process: it accepts one
@@ -1625,6 +1649,53 @@ static void a_paused_read_gives_the_same_bytes_again_and_the_clocks_run(void **s
     free(pz);
 }
 
+/* A cancel while the request, sent whole, waits for its headers: the
+ * attempt says wait_headers (the server may have it), not send - and a
+ * POST so cancelled may have taken effect. */
+static void a_cancel_after_the_request_was_sent_says_wait_headers(void **state) {
+    (void)state;
+    const char *methods[] = {"GET", "POST"};
+    for (int i = 0; i < 2; i++) {
+        spec s = {.path = i == 0 ? "/v1/chat/completions?headers_delay=3000&_t=cxl_wh0."
+                                 : "/v1/chat/completions?headers_delay=3000&_t=cxl_wh1.",
+                  .method = methods[i],
+                  .body = i == 0 ? NULL : "{\"a\":1}"};
+        CURL *e;
+        sg_op_options po;
+        sg_curl_options co;
+        char url[1024];
+        configure(&s, &e, &po, &co, url, sizeof(url));
+        sg_curl_op *op;
+        sg_curl_multi *m;
+        assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_multi_add(m, op), 0);
+        /* until the server has the request, then a little longer */
+        const char *tag = i == 0 ? "_t=cxl_wh0." : "_t=cxl_wh1.";
+        int64_t until = sg_clock_now(NULL) + SG_SEC(5);
+        while (received(tag) == 0 && sg_clock_now(NULL) < until) {
+            assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+        }
+        assert_int_equal(received(tag), 1);
+        int64_t t_cancel = sg_clock_now(NULL) + SG_MS(50);
+        while (sg_clock_now(NULL) < t_cancel) {
+            assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+        }
+        assert_int_equal(sg_curl_op_cancel(op), 0);
+        while (sg_curl_multi_running(m) > 0 && sg_clock_now(NULL) < until) {
+            assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+        }
+        assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "cancelled");
+        const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
+        assert_non_null(a);
+        assert_string_equal(sg_phase_name(a->phase), "wait_headers");
+        assert_true(a->sent);
+        sg_curl_op_free(op);
+        sg_curl_multi_free(m);
+        curl_easy_cleanup(e);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
@@ -1659,6 +1730,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(keyed_post_that_times_out_is_retried_with_the_same_key),
         cmocka_unit_test(no_request_starts_after_the_budget),
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
+        cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
         cmocka_unit_test(a_server_that_breaks_http_is_a_protocol_error_not_retried),
@@ -1667,6 +1739,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(an_observer_that_refuses_sends_nothing),
         cmocka_unit_test(the_first_lease_is_measured_after_a_blocking_intent),
         cmocka_unit_test(a_cancel_before_the_retry_ends_the_operation_cancelled),
+        cmocka_unit_test(a_cancel_after_the_request_was_sent_says_wait_headers),
         cmocka_unit_test(an_event_over_the_limit_is_a_protocol_error),
         cmocka_unit_test(an_ndjson_stream_is_one_item_per_line),
         cmocka_unit_test(an_interim_response_before_the_stream_is_skipped),

@@ -15,7 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include <curl/curl.h>
 #include <openssl/crypto.h>
 
 #include "sg_stream.h"
@@ -204,6 +206,36 @@ static int aws_credentials(struct config *c) {
     return 0;
 }
 
+/* An http:// or https:// URL that libcurl parses (its own URL parser, so
+ * what passes here is what it would dial): 0, else the usage error, before
+ * anything is sent - a URL it cannot use is the operator's mistake, not a
+ * network failure to retry. */
+static int check_url(const char *what, const char *url) {
+    CURLU *u = curl_url();
+    if (u == NULL) {
+        return usage_error("out of memory checking %s", what);
+    }
+    char *scheme = NULL;
+    CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+    if (rc == CURLUE_OK) {
+        rc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
+    }
+    int code = 0;
+    if (rc != CURLUE_OK) {
+#if LIBCURL_VERSION_NUM >= 0x075000
+        code = usage_error("%s: '%s' is not a URL libcurl can use: %s", what, url,
+                           curl_url_strerror(rc));
+#else
+        code = usage_error("%s: '%s' is not a URL libcurl can use", what, url);
+#endif
+    } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
+        code = usage_error("%s: '%s' is not an http:// or https:// URL", what, url);
+    }
+    curl_free(scheme);
+    curl_url_cleanup(u);
+    return code;
+}
+
 /* Applies one option; returns 0 or an exit code. */
 static int apply(struct config *c, int opt, const char *arg) {
     int64_t d = 0;
@@ -341,9 +373,8 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (c->nfallback == MAX_FALLBACKS) {
             return usage_error("--fallback is given at most %d times", MAX_FALLBACKS);
         }
-        if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) {
-            return usage_error("--fallback takes an http:// or https:// URL, not '%s'",
-                               arg);
+        if (check_url("--fallback", arg) != 0) {
+            return EXIT_USAGE;
         }
         c->fallback[c->nfallback++] = arg;
         break;
@@ -473,6 +504,9 @@ static int finish(struct config *c, int argc, char **argv) {
                            optind == argc ? "" : argv[optind + 1]);
     }
     c->url = argv[optind];
+    if (check_url("URL", c->url) != 0) {
+        return EXIT_USAGE;
+    }
     if (c->max_hedges > 0 && c->hedge_after == 0) {
         return usage_error("--max-hedges needs --hedge-after%s", "");
     }

@@ -31,6 +31,16 @@ static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
  * refuses an option a run cannot do without. */
 static bool setup_easy(CURL *easy, struct config *c) {
     curl_easy_setopt(easy, CURLOPT_URL, c->url);
+    /* what the options allowed (options.c) is all libcurl may speak, on
+     * this URL and on any it is sent to */
+#if LIBCURL_VERSION_NUM >= 0x075500
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS,
+                     (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(easy, CURLOPT_USERAGENT, "sg-stream/" SG_VERSION_STRING);
     /* curl's own tool reads 100 KiB at a time: a fast stream then costs a
      * sixth of the reads (and of the batched writes) of libcurl's 16 KiB. */
