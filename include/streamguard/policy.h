@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1608 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1616 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -147,6 +147,7 @@ typedef struct sg_op_options {
     int64_t hedge_after_ns_;                              /* private: 0 = off */
     uint32_t max_hedges_;                                 /* private */
     uint32_t n_endpoints_;                                /* private: 0 = none */
+    int64_t started_at_;                                  /* private: when set */
 } sg_op_options;
 
 /**
@@ -184,6 +185,24 @@ SG_EXTERN int sg_op_options_set_budget(sg_op_options *o, int64_t ns);
  * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline);
+
+/**
+ * sg_op_options_set_started_at - the instant the operation's budget began,
+ * when the caller spent time on the operation before starting it: a
+ * protocol probe, a wait in a queue.  The budget is then counted from @at,
+ * not from the start - it ends at @at + budget (or the deadline, if
+ * earlier), the first lease gets only what is left, and the report's
+ * elapsed_ms and each attempt's start_ms are measured from @at, so the
+ * time before the first attempt shows as its start_ms.  An @at later than
+ * the start is the start.  Default: the start.
+ * @o: the options.
+ * @at: CLOCK_MONOTONIC nanoseconds (the transports' clock).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_started_at(sg_op_options *o, int64_t at);
 
 /**
  * sg_op_options_set_floor - the reserve that is never leased (see
@@ -1295,6 +1314,17 @@ SG_EXTERN int sg_op_observer_error(const sg_op *op);
  * Thread-safety: reads only @op.
  */
 SG_EXTERN bool sg_op_finished(const sg_op *op);
+
+/**
+ * sg_op_finished_at - the instant the operation ended: the end of its
+ * report's elapsed_ms, measured like it from sg_budget_started_at() of
+ * sg_op_budget().
+ *
+ * Returns CLOCK_MONOTONIC nanoseconds, or SG_TIME_NEVER while it runs or
+ * sleeps, and when @op is NULL or never started.
+ * Thread-safety: reads only @op.
+ */
+SG_EXTERN int64_t sg_op_finished_at(const sg_op *op);
 
 /**
  * sg_op_outcome - the operation's outcome.

@@ -21,7 +21,8 @@ enum {
     SG__OPT_SEED = 1u << 7,
     SG__OPT_IDEMPOTENT = 1u << 8,
     SG__OPT_NO_REJECTION_RETRY = 1u << 9,
-    SG__OPT_DEADLINE = 1u << 10
+    SG__OPT_DEADLINE = 1u << 10,
+    SG__OPT_STARTED_AT = 1u << 11
 };
 
 #define SG__DEFAULT_BUDGET_NS SG_SEC(60)

@@ -120,13 +120,18 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     memset(op, 0, sizeof(*op));
     op->opts_ = *opts;
     int rc;
+    /* the budget's own start: the caller's time before the operation is
+     * its too (sg_op_options_set_started_at) */
+    const int64_t t0 = (opts->set_ & SG__OPT_STARTED_AT) && opts->started_at_ < now
+                           ? opts->started_at_
+                           : now;
     if (opts->set_ & SG__OPT_DEADLINE) {
         /* min(start + budget, the caller's absolute deadline); a deadline
          * already passed leaves nothing and the first lease is refused. */
-        int64_t end = sg_time_min(sg_time_add(now, budget), opts->deadline_);
-        rc = sg_budget_start_until(&op->budget_, now, end, floor_ns);
+        int64_t end = sg_time_min(sg_time_add(t0, budget), opts->deadline_);
+        rc = sg_budget_start_until(&op->budget_, t0, end, floor_ns);
     } else {
-        rc = sg_budget_start(&op->budget_, now, budget, floor_ns);
+        rc = sg_budget_start(&op->budget_, t0, budget, floor_ns);
     }
     if (rc != 0) {
         memset(op, 0, sizeof(*op));
@@ -801,6 +806,10 @@ int sg_op_observer_error(const sg_op *op) {
 
 bool sg_op_finished(const sg_op *op) {
     return sg__op_started(op) && op->state_ == SG__OP_FINISHED;
+}
+
+int64_t sg_op_finished_at(const sg_op *op) {
+    return sg_op_finished(op) ? op->finished_at_ : SG_TIME_NEVER;
 }
 
 sg_outcome sg_op_outcome(const sg_op *op) {

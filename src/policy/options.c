@@ -71,6 +71,15 @@ int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline) {
     return 0;
 }
 
+int sg_op_options_set_started_at(sg_op_options *o, int64_t at) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    o->started_at_ = at;
+    o->set_ |= SG__OPT_STARTED_AT;
+    return 0;
+}
+
 int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
     if (o == NULL) {
         return SG_EINVAL;

@@ -35,6 +35,9 @@ interrupt() {
     local sig=$1 what=$2
     shift 3
     rm -f "$REP"
+    # emptied here, not by the child's redirection: until the child gets
+    # that far, the last run's output would say "streaming" too early
+    : >"$OUT"
     "$SG" --report "$REP" -w '%{outcome} %{phase}\n' "$@" >"$OUT" 2>"$ERR" &
     local pid=$!
     for _ in $(seq 1 100); do

@@ -177,6 +177,11 @@ expect 0 "--http1.1" -- --http1.1 --idempotency-key cli-h1 "$CHAT?n=1&_t=cli_h1"
 if [ "$(fm_field cli-h1 received proto)" = "h1" ]; then pass "HTTP/1.1"; else fail "proto h1"; fi
 expect 0 "--http2 (h2c)" -- --http2 --idempotency-key cli-h2 "$CHAT?n=1&_t=cli_h2"
 if [ "$(fm_field cli-h2 received proto)" = "h2" ]; then pass "HTTP/2"; else fail "proto h2: $(fm_field cli-h2 received proto)"; fi
+# the later of the two wins, as in curl
+expect 0 "--http2 --http1.1" -- --http2 --http1.1 --idempotency-key cli-h21 "$CHAT?n=1&_t=cli_h21"
+if [ "$(fm_field cli-h21 received proto)" = "h1" ]; then pass "the later --http1.1 wins"; else fail "proto: $(fm_field cli-h21 received proto)"; fi
+expect 0 "--http1.1 --http2" -- --http1.1 --http2 --idempotency-key cli-h12 "$CHAT?n=1&_t=cli_h12"
+if [ "$(fm_field cli-h12 received proto)" = "h2" ]; then pass "the later --http2 wins"; else fail "proto: $(fm_field cli-h12 received proto)"; fi
 
 # ---- --http2 on streamguard's own HTTP/2 transport ---------------------------------
 if "$SG" --version | grep -q nghttp2; then
@@ -212,6 +217,39 @@ if "$SG" --version | grep -q nghttp2; then
     after=$(curl -s "$BASE/_stats" | sed 's/.*"connections_total":\([0-9]*\).*/\1/')
     # the two /_stats requests themselves are one connection each
     if [ "$after" -eq $((before + 1)) ]; then pass "a refusal dials nothing"; else fail "connections $before -> $after"; fi
+    # The probe's time is the budget's, and the report says so: a server
+    # that accepts and never answers (stopped) holds the probe for its whole
+    # lease; then libcurl's own attempt gets what is left, or nothing.
+    "$FM" --port 0 --quiet >"$FM_DIR/stopped.port" 2>/dev/null &
+    stopped=$!
+    for _ in $(seq 1 100); do [ -s "$FM_DIR/stopped.port" ] && break; sleep 0.02; done
+    kill -STOP "$stopped"
+    SURL="https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions"
+    # field NAME FILE: a top-level field of the report
+    field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"; }
+    expect 4 "the probe spends the budget: budget_exhausted" -- --budget 500ms --cacert "$FM_CA" \
+        --report "$FM_DIR/probe.json" -w '%{outcome} %{attempts} %{phase} %{elapsed_ms} %{remaining_ms}\n' "$SURL"
+    read -r wo wa wp we wr <"$OUT"
+    if [ "$wo $wa $wp" = "budget_exhausted 0 -" ] && [ "$we" -ge 480 ] && [ "$wr" -le 20 ]; then
+        pass "-w: budget_exhausted, no attempt, ${we} ms spent"
+    else fail "probe -w: $(cat "$OUT")"; fi
+    if [ "$(field budget_ms "$FM_DIR/probe.json")" = 500 ] && [ "$(field elapsed_ms "$FM_DIR/probe.json")" = "$we" ]; then
+        pass "the report: the 500 ms budget, the same elapsed as -w"
+    else fail "probe report: $(head -c 400 "$FM_DIR/probe.json")"; fi
+    has "$ERR" "HTTP/2 probe" "the diagnostic says where the budget went"
+    expect 3 "a probe cut by --connect-timeout, then libcurl's attempt" -- --budget 3s \
+        --connect-timeout 300ms --cacert "$FM_CA" --report "$FM_DIR/probe2.json" \
+        -w '%{outcome} %{attempts} %{elapsed_ms} %{remaining_ms}\n' "$SURL"
+    read -r wo wa we wr <"$OUT"
+    start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attempts"][0]["start_ms"])' "$FM_DIR/probe2.json")
+    if [ "$wo $wa" = "connect_timeout 1" ] && [ "$we" -ge 590 ] && [ "$((we + wr))" -ge 2990 ] &&
+        [ "$((we + wr))" -le 3000 ] && [ "${start:-0}" -ge 290 ]; then
+        pass "the attempt starts ${start} ms in, after the probe; ${we} + ${wr} ms = the budget"
+    else fail "probe then libcurl: -w $(cat "$OUT"), start_ms ${start:-none}"; fi
+    if [ "$(field budget_ms "$FM_DIR/probe2.json")" = 3000 ] && [ "$(field elapsed_ms "$FM_DIR/probe2.json")" = "$we" ]; then
+        pass "the report: the 3 s budget, the same elapsed as -w"
+    else fail "probe2 report: $(head -c 400 "$FM_DIR/probe2.json")"; fi
+    kill -KILL "$stopped"
     H2LEDGER=$FM_DIR/h2ledger
     expect 3 "--http2 --ledger records an unsafe POST that times out" -- --http2 \
         --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"

@@ -1283,6 +1283,61 @@ a_deadline_already_passed_is_budget_exhausted_without_an_attempt(void **state) {
     assert_int_equal(sg_op_attempt_count(&op), 0);
 }
 
+/* Time the caller spent on the operation before starting it (a protocol
+ * probe, a queue) is the budget's: counted from the instant given, in the
+ * lease, the report's elapsed_ms and the first attempt's start_ms. */
+static void a_budget_started_before_the_operation_counts_the_time_before(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op op;
+    sg_op_plan plan;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_budget(&o, SG_SEC(1)), 0);
+    assert_int_equal(sg_op_options_set_started_at(&o, T0 - SG_MS(300)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_budget_started_at(sg_op_budget(&op)), T0 - SG_MS(300));
+    assert_int_equal(sg_budget_deadline(sg_op_budget(&op)), T0 + SG_MS(700));
+    plan_ok(&op, T0, &plan);
+    assert_int_equal(plan.attempt_ns, SG_MS(700));
+    (void)end_attempt(&op, T0 + SG_MS(100), SG_OUTCOME_OK, SG_PHASE_STREAMING, true, 200,
+                      NULL);
+    assert_true(sg_op_finished(&op));
+    assert_int_equal(sg_op_finished_at(&op), T0 + SG_MS(100));
+    char rep[4096];
+    assert_true(sg_op_report_write(&op, T0 + SG_MS(100), rep, sizeof(rep), NULL) >= 0);
+    assert_non_null(strstr(rep, "\"budget_ms\":1000,"));
+    assert_non_null(strstr(rep, "\"elapsed_ms\":400,"));
+    assert_non_null(strstr(rep, "\"remaining_ms\":600,"));
+    assert_non_null(strstr(rep, "\"start_ms\":300,"));
+
+    /* with an absolute deadline too: the earlier end of the two */
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_budget(&o, SG_SEC(1)), 0);
+    assert_int_equal(sg_op_options_set_deadline(&o, T0 + SG_MS(500)), 0);
+    assert_int_equal(sg_op_options_set_started_at(&o, T0 - SG_MS(300)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_budget_deadline(sg_op_budget(&op)), T0 + SG_MS(500));
+    /* the time before spent it all: no attempt, budget_exhausted */
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_budget(&o, SG_MS(200)), 0);
+    assert_int_equal(sg_op_options_set_started_at(&o, T0 - SG_MS(300)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), SG_EREFUSED);
+    assert_int_equal(plan.outcome, SG_OUTCOME_BUDGET_EXHAUSTED);
+    assert_int_equal(sg_op_finished_at(&op), T0);
+    assert_true(sg_op_report_write(&op, T0, rep, sizeof(rep), NULL) >= 0);
+    assert_non_null(strstr(rep, "\"budget_ms\":200,"));
+    assert_non_null(strstr(rep, "\"elapsed_ms\":300,"));
+    /* an instant after the start is the start */
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_started_at(&o, T0 + SG_SEC(5)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_budget_started_at(sg_op_budget(&op)), T0);
+    assert_int_equal(sg_op_finished_at(&op), SG_TIME_NEVER);
+    assert_int_equal(sg_op_options_set_started_at(NULL, T0), SG_EINVAL);
+    assert_int_equal(sg_op_finished_at(NULL), SG_TIME_NEVER);
+}
+
 static void names_are_stable(void **state) {
     (void)state;
     assert_string_equal(sg_op_decision_name(SG_OP_RETRY), "retry");
@@ -1459,6 +1514,7 @@ int main(void) {
             an_absolute_deadline_tighter_than_the_budget_bounds_the_operation),
         cmocka_unit_test(
             a_deadline_already_passed_is_budget_exhausted_without_an_attempt),
+        cmocka_unit_test(a_budget_started_before_the_operation_counts_the_time_before),
         cmocka_unit_test(names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

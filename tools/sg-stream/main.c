@@ -21,9 +21,9 @@
 static int run(struct config *c) {
     /* The budget starts when the command does: whatever runs before the
      * operation (the HTTP/2 probe of an https:// URL) is spent from it. */
-    c->deadline =
-        sg_time_add(sg_clock_now(NULL), c->budget_ns ? c->budget_ns : SG_SEC(60));
-    sg_op_options_set_deadline(&c->policy, c->deadline);
+    int64_t started = sg_clock_now(NULL);
+    c->deadline = sg_time_add(started, c->budget_ns ? c->budget_ns : SG_SEC(60));
+    sg_op_options_set_started_at(&c->policy, started); /* elapsed_ms from here */
     if (signals_install() != 0) {
         fprintf(stderr, "%s: cannot handle SIGINT/SIGTERM: Ctrl-C will not report\n",
                 prog);

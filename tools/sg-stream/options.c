@@ -341,13 +341,15 @@ static int apply(struct config *c, int opt, const char *arg) {
         }
         c->aws_sigv4 = arg;
         break;
-    case OPT_HTTP11:
+    case OPT_HTTP11: /* the later of --http1.1 and --http2 wins, as in curl */
         c->http_version = CURL_HTTP_VERSION_1_1;
         c->http11 = true;
+        c->http2 = false;
         break;
     case OPT_HTTP2:
         c->http_version = CURL_HTTP_VERSION_2_0;
         c->http2 = true;
+        c->http11 = false;
         break;
     case OPT_DEADLINE_HEADER:
         rv = sg_op_options_set_deadline_header(&c->policy, arg);
@@ -383,8 +385,8 @@ static int apply(struct config *c, int opt, const char *arg) {
         memset(&scratch, 0, sizeof(scratch));
         if (sg_profile_framing(arg, &scratch) != 0) {
             return usage_error(
-                "--profile takes openai, openai-responses, anthropic, gemini "
-                "or ollama, not '%s'",
+                "--profile takes openai, openai-responses, anthropic, gemini, "
+                "ollama, bedrock-converse or bedrock-invoke, not '%s'",
                 arg);
         }
         c->profile = arg;

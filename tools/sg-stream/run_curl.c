@@ -109,7 +109,6 @@ int run_curl(struct config *c) {
         rv = sg_curl_multi_new(&m, NULL);
     }
     if (rv == 0) {
-        int64_t t0 = sg_clock_now(NULL);
         rv = sg_curl_multi_add(m, op);
         while (rv == 0) {
             int running = sg_curl_multi_step(m, 0);
@@ -125,10 +124,9 @@ int run_curl(struct config *c) {
             /* the multi's fd also wakes for every clock (its timerfd) */
             run_wait(&c->run, sg_curl_multi_fd(m), SG_TIME_NEVER);
         }
-        int64_t elapsed = sg_clock_now(NULL) - t0;
         if (rv == 0) {
             output_end(c);
-            code = conclude(c, sg_curl_op_policy(op), elapsed, sg_curl_op_error(op));
+            code = conclude(c, sg_curl_op_policy(op), sg_curl_op_error(op));
         }
     }
     if (rv != 0) {

@@ -190,8 +190,16 @@ int run_h2(struct config *c, bool probe) {
         rv = probe_h2(c, conn);
     }
     if (rv != 0 && probe) {
+        /* no h2 here: libcurl runs with what is left, and a run that fails
+         * says where the time went */
+        c->probe_ns = sg_clock_now(NULL) - t0;
+        const char *why = conn != NULL ? sg_h2_conn_error(conn) : NULL;
+        if (why == NULL || why[0] == '\0') {
+            why = errbuf[0] != '\0' ? errbuf : "the server did not negotiate h2";
+        }
+        snprintf(c->probe_error, sizeof(c->probe_error), "%s", why);
         sg_h2_conn_free(conn);
-        return -1; /* no h2 here: libcurl runs with what is left */
+        return -1;
     }
     if (rv != 0) {
         return run_failed(c, rv, errbuf);
@@ -217,8 +225,7 @@ int run_h2(struct config *c, bool probe) {
     }
     if (rv == 0 && op != NULL) {
         output_end(c);
-        code =
-            conclude(c, sg_h2_op_policy(op), sg_clock_now(NULL) - t0, sg_h2_op_error(op));
+        code = conclude(c, sg_h2_op_policy(op), sg_h2_op_error(op));
     } else {
         code = run_failed(c, rv, NULL);
     }

@@ -98,12 +98,14 @@ struct config {
     sg_ledger *ledger;                /* --ledger, for a run: open while it runs */
     char derived[SG_LEDGER_KEY_SIZE]; /* the key named without --idempotency-key */
     const char *idem_key;
-    bool http2;         /* --http2: streamguard's own HTTP/2 transport */
-    bool http11;        /* --http1.1: libcurl, HTTP/1.1 */
-    int64_t connect_ns; /* --connect-timeout, 0 when not given */
-    int64_t budget_ns;  /* --budget, 0 when not given */
-    int64_t floor_ns;   /* --floor, 0 when not given */
-    int64_t deadline;   /* the budget's end, fixed when the command starts */
+    bool http2;            /* --http2: streamguard's own HTTP/2 transport */
+    bool http11;           /* --http1.1: libcurl, HTTP/1.1 */
+    int64_t connect_ns;    /* --connect-timeout, 0 when not given */
+    int64_t budget_ns;     /* --budget, 0 when not given */
+    int64_t floor_ns;      /* --floor, 0 when not given */
+    int64_t deadline;      /* the budget's end, fixed when the command starts */
+    int64_t probe_ns;      /* what a failed HTTP/2 probe spent (0: none) ... */
+    char probe_error[160]; /* ... and why it failed */
     const char *reconcile;
     bool unresolved;
     bool ledger_init;   /* --ledger-init: apply the ledger's schema */
@@ -154,8 +156,7 @@ void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome);
 /* Writes the items still waiting (until the budget's end at most) and puts
  * stdout back as it was; before conclude(). */
 void output_end(struct config *c);
-int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
-             const char *error);
+int conclude(const struct config *c, const sg_op *pol, const char *error);
 int run_failed(const struct config *c, int rv, const char *detail);
 
 /* output.c */

@@ -180,9 +180,17 @@ static int64_t ms(int64_t ns) {
 }
 
 /* curl-style -w: %{name} variables and \n escapes. */
-static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
+static void write_out(const char *fmt, const sg_op *op) {
     uint32_t n = sg_op_attempt_count(op);
     const sg_op_attempt *last = last_attempt(op);
+    /* the report's span: from the budget's start (the command's) to the
+     * operation's end */
+    const sg_budget *b = sg_op_budget(op);
+    int64_t end = sg_op_finished_at(op);
+    if (end == SG_TIME_NEVER) {
+        end = sg_clock_now(NULL);
+    }
+    const int64_t elapsed_ns = end - sg_budget_started_at(b);
     for (const char *p = fmt; *p != '\0'; p++) {
         if (p[0] == '\\' && p[1] == 'n') {
             fputc('\n', stdout);
@@ -209,7 +217,7 @@ static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
         if (IS("outcome")) {
             fputs(sg_outcome_name(sg_op_outcome(op)), stdout);
         } else if (IS("phase")) {
-            fputs(last ? sg_phase_name(last->phase) : "connect", stdout);
+            fputs(last ? sg_phase_name(last->phase) : "-", stdout); /* none: null */
         } else if (IS("attempts")) {
             printf("%" PRIu32, n);
         } else if (IS("provider_error")) {
@@ -228,7 +236,11 @@ static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
         } else if (IS("items")) {
             printf("%" PRIu64, last ? last->items : 0);
         } else if (IS("http_status")) {
-            printf("%d", last ? last->http_status : 0);
+            if (last != NULL && last->http_status != 0) {
+                printf("%d", last->http_status);
+            } else {
+                fputc('-', stdout); /* no response: the report's null */
+            }
         } else if (IS("partial")) {
             fputs(last && last->partial ? "true" : "false", stdout);
         } else if (IS("outcome_unknown")) {
@@ -236,8 +248,6 @@ static void write_out(const char *fmt, const sg_op *op, int64_t elapsed_ns) {
         } else if (IS("reason")) {
             fputs(sg_op_reason_name(sg_op_final_reason(op)), stdout);
         } else if (IS("remaining_ms")) {
-            const sg_budget *b = sg_op_budget(op);
-            int64_t end = sg_budget_started_at(b) + elapsed_ns;
             printf("%" PRId64, ms(sg_budget_remaining(b, end)));
         } else {
             fwrite(p, 1, (size_t)(close - p + 1), stdout);
@@ -301,8 +311,7 @@ void output_end(struct config *c) {
 
 /* The end of a run, whatever the transport: report, -w, diagnostics, and
  * the exit status of the outcome's family. */
-int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
-             const char *error) {
+int conclude(const struct config *c, const sg_op *pol, const char *error) {
     sg_outcome o = sg_op_outcome(pol);
     int code = exit_code_for(o);
     const struct out *out = &c->run.out;
@@ -313,7 +322,7 @@ int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
         code = EXIT_INTERNAL; /* the stream was fine; its output did not arrive */
     }
     if (c->write_out != NULL && !out->broken) {
-        write_out(c->write_out, pol, elapsed);
+        write_out(c->write_out, pol);
     }
     if (out->broken && !out->lost && o == SG_OUTCOME_CANCELLED) {
         return code; /* the reader went away (| head): nothing to say */
@@ -324,11 +333,22 @@ int conclude(const struct config *c, const sg_op *pol, int64_t elapsed,
     if (!c->run.quiet && o != SG_OUTCOME_OK) {
         uint32_t n = sg_op_attempt_count(pol);
         const sg_op_attempt *last = last_attempt(pol);
-        fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s%s%s\n", prog,
-                sg_outcome_name(o), last ? sg_phase_name(last->phase) : "connect", n,
-                n == 1 ? "" : "s", sg_op_reason_name(sg_op_final_reason(pol)),
-                last && last->outcome_unknown ? "; outcome unknown: reconcile" : "",
-                error[0] ? ": " : "", error);
+        const char *reason = sg_op_reason_name(sg_op_final_reason(pol));
+        if (last == NULL) {
+            fprintf(stderr, "%s: %s before any attempt (%s)", prog, sg_outcome_name(o),
+                    reason);
+        } else {
+            fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s", prog,
+                    sg_outcome_name(o), sg_phase_name(last->phase), n, n == 1 ? "" : "s",
+                    reason, last->outcome_unknown ? "; outcome unknown: reconcile" : "");
+        }
+        fprintf(stderr, "%s%s", error[0] ? ": " : "", error);
+        if (c->probe_ns > 0) {
+            fprintf(stderr,
+                    "; the HTTP/2 probe spent %" PRId64 " ms of the budget first (%s)",
+                    ms(c->probe_ns), c->probe_error);
+        }
+        fputc('\n', stderr);
     }
     return code;
 }
