@@ -294,6 +294,15 @@ KEY=$(cut -d' ' -f1 "$OUT")
 expect 4 "the same operation is refused while unresolved" -- --ledger "$LEDGER" \
     --first-item 200ms -d '{"charge":2}' "$CHAT?hang=1&_t=cli_ledger"
 has "$ERR" "reconcile it first" "says why"
+has "$ERR" "refused before any attempt (intent_refused)" "in the run's own words"
+# a refusal is an end like any other: the report, the -w line, and -q
+expect 4 "a refusal writes the report and the -w line, quietly with -q" -- -q \
+    --ledger "$LEDGER" --report "$FM_DIR/refused.json" -w '%{outcome} %{reason} %{attempts} %{phase}\n' \
+    --first-item 200ms -d '{"charge":2}' "$CHAT?hang=1&_t=cli_ledger"
+if [ ! -s "$ERR" ]; then pass "-q: nothing on stderr"; else fail "-q said: $(cat "$ERR")"; fi
+has "$OUT" "refused intent_refused 0 -" "-w: refused, intent_refused, no attempt"
+has "$FM_DIR/refused.json" '"outcome":"refused","phase":null,"decision":"stop","reason":"intent_refused"' "the report"
+has "$FM_DIR/refused.json" '"attempts":[]' "no attempt in the report"
 if [ "$(fm_log "event=received" | grep -c "_t=cli_ledger")" -eq 1 ]; then
     pass "the refused operation never dialled out"
 else

@@ -181,9 +181,60 @@ void ledger_close_for_run(struct config *c) {
     c->ledger = NULL;
 }
 
-/* The message for an operation the ledger refused to start. */
+/* The ledger refused the operation at its intent (the same operation is
+ * unresolved), so nothing was started and there is no operation to report.
+ * The end is told as the library tells a refused intent: the run's own
+ * options, the refusal replayed through an intent that answers "refused",
+ * concluded like any other run - the report, the -w line, the diagnostic
+ * (unless -q), exit 4. */
+static int replay_start(const sg_op *op, const sg_op_intent *intent, void *user_data,
+                        sg_op_intent_wait *wait) {
+    (void)op;
+    (void)intent;
+    (void)user_data;
+    wait->fd = -1; /* never watched: it is polled at once */
+    wait->handle = NULL;
+    return SG_EINPROGRESS;
+}
+
+static int replay_poll(const sg_op *op, void *handle, void *user_data) {
+    (void)op;
+    (void)handle;
+    (void)user_data;
+    return SG_EEXIST; /* what the ledger answered */
+}
+
+static void replay_abandon(const sg_op *op, void *handle, sg_outcome outcome,
+                           void *user_data) {
+    (void)op;
+    (void)handle;
+    (void)outcome;
+    (void)user_data;
+}
+
+static const sg_op_observer refusal = {.start_intent = replay_start,
+                                       .poll_intent = replay_poll,
+                                       .abandon_intent = replay_abandon};
+
 int ledger_refused(const struct config *c) {
-    fprintf(stderr, "%s: refused: %s is unresolved in %s: reconcile it first\n", prog,
-            c->idem_key != NULL ? c->idem_key : c->derived, shown(c->ledger_dir));
-    return EXIT_BUDGET;
+    char why[512];
+    snprintf(why, sizeof(why), "%s is unresolved in %s: reconcile it first",
+             c->idem_key != NULL ? c->idem_key : c->derived, shown(c->ledger_dir));
+    sg_op_options o = c->policy;
+    sg_op_options_set_observer(&o, &refusal, NULL);
+    sg_op op;
+    int fd = -1;
+    int64_t now = sg_clock_now(NULL);
+    if (sg_op_start_async(&op, &o, now, &fd) != SG_EINPROGRESS) {
+        fprintf(stderr, "%s: refused: %s\n", prog, why);
+        return EXIT_BUDGET;
+    }
+    int code = EXIT_BUDGET;
+    if (sg_op_intent_poll(&op, now) == 1) {
+        code = conclude(c, &op, why);
+    } else {
+        fprintf(stderr, "%s: refused: %s\n", prog, why);
+    }
+    sg_op_release(&op);
+    return code;
 }
