@@ -25,13 +25,19 @@ has "$OUT" "sg-stream" "--version names the program"
 for bad in "--idle 3x $CHAT" "--budget 0 $CHAT" "--budget -1s $CHAT" "--attempts 0 $CHAT" \
     "--attempts 1001 $CHAT" "--format xml $CHAT" "--output html $CHAT" "-H nocolon $CHAT" \
     "--max-event-bytes 3 $CHAT" "--bogus $CHAT" "" "$CHAT extra" "--idle" \
-    "--first-item 400d $CHAT" "--budget 999999h $CHAT" "--idempotency-key $(printf 'a%.0s' $(seq 1 200)) $CHAT"; do
+    "--first-item 400d $CHAT" "--budget 999999h $CHAT" "--idempotency-key $(printf 'a%.0s' $(seq 1 200)) $CHAT" \
+    "--budget 0x10 $CHAT" "--budget 1e3ms $CHAT" "--idle inf $CHAT" "--idle nan $CHAT" \
+    "--idle .s $CHAT" "--idle 2.5.1s $CHAT"; do
     # shellcheck disable=SC2086
     expect 2 "usage error: '${bad:0:40}'" -- $bad
     if [ "$(lines "$ERR")" -eq 1 ]; then pass "one-line error"; else fail "error is not one line: $(cat "$ERR")"; fi
 done
 
 expect 2 "usage error: empty --skip-event" -- --skip-event "" "$CHAT"
+for bad in "$(printf 'X-A: b\r\nX-Evil: 1')" "$(printf 'ab\ncd')"; do
+    expect 2 "usage error: a header with CR/LF" -- -H "$bad" --idempotency-key "$bad" "$CHAT"
+    if [ "$(lines "$ERR")" -eq 1 ]; then pass "one-line error for control bytes"; else fail "not one line: $(od -c "$ERR" | head -3)"; fi
+done
 
 # A URL that is not an http(s) one libcurl can parse is the operator's
 # error, said before anything is dialled: never a retried network failure.
@@ -58,6 +64,9 @@ expect 0 "write-out variables" -- -q --output none \
     -w '%{outcome} %{phase} %{attempts} %{items} %{http_status} %{partial} %{outcome_unknown} %{reason}\n' \
     "$CHAT?n=2&_t=cli_w"
 has "$OUT" "ok streaming 1 2 200 false false ok" "-w prints outcome, phase, attempts, items, status, flags, reason"
+expect 0 "write-out %% and what it does not know" -- -q --output none -w '100%% %{items} %{nosuch}\n' \
+    "$CHAT?n=1&_t=cli_w2"
+has "$OUT" "100% 1 %{nosuch}" "-w: %% is %, an unknown variable is printed as written"
 
 expect 0 "report to a file" -- --report "$FM_DIR/report.json" "$CHAT?n=2&_t=cli_report"
 has "$FM_DIR/report.json" '"outcome":"ok"' "the report has the outcome"

@@ -17,12 +17,18 @@
 /* Every bad argument in one shape, "PROG: ... (see --help)", and the usage
  * exit status (shared with sg-proxy, which names its own prog). */
 int usage_error(const char *fmt, ...) {
+    char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    fprintf(stderr, "%s: ", prog);
-    vfprintf(stderr, fmt, ap);
-    fprintf(stderr, " (see --help)\n");
+    vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
+    /* one line whatever the argument held: control bytes are shown as '?' */
+    for (char *p = msg; *p != '\0'; p++) {
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            *p = '?';
+        }
+    }
+    fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
     return EXIT_USAGE;
 }
 
@@ -30,10 +36,22 @@ int usage_error(const char *fmt, ...) {
 int parse_duration(const char *s, int64_t *out) {
     char *end;
     errno = 0;
-    if (*s == '\0' || *s == '-' || *s == '+' || *s == ' ') {
+    /* decimal digits with at most one point, then the unit: no sign, no
+     * exponent, no hex, no inf or nan (which strtod would take) */
+    size_t digits = strspn(s, "0123456789");
+    size_t len = digits;
+    if (s[len] == '.') {
+        size_t frac = strspn(s + len + 1, "0123456789");
+        len += 1 + frac;
+        digits += frac;
+    }
+    if (digits == 0 || (s[len] != '\0' && (s[len] < 'a' || s[len] > 'z'))) {
         return -1;
     }
     double v = strtod(s, &end);
+    if (end != s + len) {
+        return -1;
+    }
     if (errno != 0 || end == s || !(v > 0)) {
         return -1;
     }

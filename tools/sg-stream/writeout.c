@@ -179,7 +179,7 @@ static int64_t ms(int64_t ns) {
     return ns / SG_MS(1);
 }
 
-/* curl-style -w: %{name} variables and \n escapes. */
+/* curl-style -w: %{name} variables, %% and the \n and \t escapes. */
 static void write_out(const char *fmt, const sg_op *op) {
     uint32_t n = sg_op_attempt_count(op);
     const sg_op_attempt *last = last_attempt(op);
@@ -199,6 +199,11 @@ static void write_out(const char *fmt, const sg_op *op) {
         }
         if (p[0] == '\\' && p[1] == 't') {
             fputc('\t', stdout);
+            p++;
+            continue;
+        }
+        if (p[0] == '%' && p[1] == '%') {
+            fputc('%', stdout);
             p++;
             continue;
         }
