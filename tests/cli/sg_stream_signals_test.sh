@@ -88,6 +88,9 @@ rm -f "$REP"
 signal_after 0.5 $!
 if [ "$RC" -eq 5 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT while sleeping: exit 5 after ${TOOK} ms"; else fail "SIGINT while sleeping: exit $RC after ${TOOK} ms"; fi
 if grep -q '"reason":"cancelled"' "$REP"; then pass "the report says why: cancelled"; else fail "sleep report: $(head -c 300 "$REP")"; fi
+if grep -q "cancelled while waiting to retry after 1 attempt (cancelled); it ended http_error in wait_headers" "$ERR"; then
+    pass "the diagnostic says the run was between attempts"
+else fail "sleep diagnostic: $(cat "$ERR")"; fi
 
 # A second signal exits at once: here the first one cancels, and the run
 # then waits for a stdout that does not read to take the last items.

@@ -342,6 +342,13 @@ int conclude(const struct config *c, const sg_op *pol, const char *error) {
         if (last == NULL) {
             fprintf(stderr, "%s: %s before any attempt (%s)", prog, sg_outcome_name(o),
                     reason);
+        } else if (o == SG_OUTCOME_CANCELLED && last->decision == SG_OP_RETRY) {
+            /* between attempts: the phase is the one the last ended in */
+            fprintf(stderr,
+                    "%s: cancelled while waiting to retry after %" PRIu32
+                    " attempt%s (%s); it ended %s in %s",
+                    prog, n, n == 1 ? "" : "s", reason, sg_outcome_name(last->outcome),
+                    sg_phase_name(last->phase));
         } else {
             fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s", prog,
                     sg_outcome_name(o), sg_phase_name(last->phase), n, n == 1 ? "" : "s",
