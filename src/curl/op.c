@@ -326,7 +326,18 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
 }
 
 static void tp_abort(sg__lifecycle *lc) {
-    detach_transfer(OP_OF(lc));
+    sg_curl_op *op = OP_OF(lc);
+    sg_outcome why;
+    if (lc->errbuf[0] == '\0' && sg_guard_check(guard_of(op), op_now(op), &why) == 1 &&
+        why == SG_OUTCOME_CONNECT_TIMEOUT) {
+        /* libcurl never says it (its transfer is ours to stop): in the HTTP/2
+         * transport's words, how far the connection got */
+        curl_off_t tcp = 0;
+        curl_easy_getinfo(op->easy, CURLINFO_CONNECT_TIME_T, &tcp);
+        sg__lc_error(lc, "connect timed out (%s)",
+                     tcp > 0 ? "after the TCP connect: TLS or a proxy" : "TCP connect");
+    }
+    detach_transfer(op);
 }
 
 /* A request counts as sent once libcurl wrote all of it; until then the

@@ -847,6 +847,10 @@ static void a_connect_that_never_completes_is_a_connect_timeout(void **state) {
     assert_string_equal(sg_phase_name(r.phase), "connect");
     assert_false(r.unknown);
     assert_between(r.elapsed_ns, SG_MS(200), SG_MS(200) + SLACK);
+    /* in words too, as the HTTP/2 transport says it */
+    if (fm_count(r.report, "\"error\":\"connect timed out (TCP connect)\"") != 1) {
+        fail_msg("no error text: %s", r.report);
+    }
 }
 
 static void a_consumer_can_cancel_from_the_item_callback(void **state) {
