@@ -85,9 +85,11 @@ if grep -q '^cancelled connect$' "$OUT"; then pass "the probe's run: cancelled i
 rm -f "$REP"
 # (Retry-After: 5 fixes the sleep: a jittered backoff may be too short to
 # be still asleep when the signal comes)
-"$SG" --report "$REP" --attempts 3 \
+"$SG" --report "$REP" --attempts 3 --idempotency-key sig-sleep \
     "$CHAT?status=503&retry_after=5&_t=sig_sleep" >"$OUT" 2>"$ERR" &
-signal_after 0.5 $!
+pid=$!
+fm_wait_event sig-sleep received # sent: the handlers are in place
+signal_after 0.3 "$pid"
 if [ "$RC" -eq 5 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT while sleeping: exit 5 after ${TOOK} ms"; else fail "SIGINT while sleeping: exit $RC after ${TOOK} ms"; fi
 if grep -q '"reason":"cancelled"' "$REP"; then pass "the report says why: cancelled"; else fail "sleep report: $(head -c 300 "$REP")"; fi
 if grep -q "cancelled while waiting to retry after 1 attempt (cancelled); it ended http_error in wait_headers" "$ERR"; then
@@ -98,9 +100,11 @@ else fail "sleep diagnostic: $(cat "$ERR")"; fi
 # then waits for a stdout that does not read to take the last items.
 mkfifo "$FM_DIR/fifo"
 exec 7<>"$FM_DIR/fifo" # a reader that never reads (holds the pipe open)
-"$SG" --budget 60s "$CHAT?runaway=1&gap=0&line_bytes=1000&_t=sig_twice" >"$FM_DIR/fifo" 2>"$ERR" &
+"$SG" --budget 60s --idempotency-key sig-twice "$CHAT?runaway=1&gap=0&line_bytes=1000&_t=sig_twice" \
+    >"$FM_DIR/fifo" 2>"$ERR" &
 pid=$!
-sleep 0.3
+fm_wait_event sig-twice received # sent: the handlers are in place
+sleep 0.2
 kill -INT "$pid"
 signal_after 0.2 "$pid"
 exec 7>&-
