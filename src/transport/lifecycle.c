@@ -192,9 +192,6 @@ void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary) {
 
 /* ------------------------------------------------------------ hedging */
 
-/* A cancel, or a lost hedge: the attempt in flight is dropped and
- * settled cancelled at @now, whatever it drained.  Returns 1 when the
- * operation ended. */
 /* The transport's own account of the phase, before an attempt is judged. */
 static void sync_phase(sg__lifecycle *lc, int64_t now) {
     if (lc->tp->sync != NULL) {
@@ -202,6 +199,9 @@ static void sync_phase(sg__lifecycle *lc, int64_t now) {
     }
 }
 
+/* A cancel, or a lost hedge: the attempt in flight is dropped and
+ * settled cancelled at @now, whatever it drained.  Returns 1 when the
+ * operation ended. */
 static int stop_now(sg__lifecycle *lc, int64_t now) {
     if (lc->lost) {
         sg__lc_error(lc, "lost a hedge: another attempt delivered first");
