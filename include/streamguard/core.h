@@ -102,6 +102,22 @@ static inline int64_t sg_time_add(int64_t t, int64_t d) {
 }
 
 /**
+ * sg_time_since - the duration from @since to @now, saturating: 0 when
+ * @now is not after @since, INT64_MAX when the difference would overflow
+ * (instants at the two ends of int64).  Never wraps.
+ * Thread-safety: pure function.
+ */
+static inline int64_t sg_time_since(int64_t now, int64_t since) {
+    if (now <= since) {
+        return 0;
+    }
+    if (since < 0 && now > INT64_MAX + since) {
+        return INT64_MAX;
+    }
+    return now - since;
+}
+
+/**
  * sg_time_min - the earlier of two instants.
  *
  * Returns the smaller of @a and @b (SG_TIME_NEVER is the identity).

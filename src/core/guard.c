@@ -342,8 +342,11 @@ static int end(sg_guard *g, int64_t now, sg_outcome outcome, sg_guard_result *re
     result->partial = g->items_ > 0 && outcome != SG_OUTCOME_OK;
     result->items = g->items_;
     result->bytes = g->bytes_;
-    result->first_item_ns = g->first_item_at_ >= 0 ? g->first_item_at_ - g->start_ : -1;
-    result->elapsed_ns = now > g->start_ ? now - g->start_ : 0;
+    /* any instant is one (a hand-driven clock may run below zero): "an item
+     * came" is the count's to say, and durations saturate */
+    result->first_item_ns =
+        g->items_ > 0 ? sg_time_since(g->first_item_at_, g->start_) : -1;
+    result->elapsed_ns = sg_time_since(now, g->start_);
     return 0;
 }
 

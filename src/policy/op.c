@@ -539,7 +539,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     a->bytes = r->bytes;
     a->time_to_first_item_ns =
         (r->items > 0 && r->first_item_ns >= 0) ? r->first_item_ns : -1;
-    a->elapsed_ns = now > a->started_at ? now - a->started_at : 0;
+    a->elapsed_ns = sg_time_since(now, a->started_at);
     /* bounded: the transport's and the server's words, cut to fit, never
      * trusted */
     if (r->error != NULL) {

@@ -146,7 +146,8 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_bool(s, "partial", a->partial, &first);
     sg__f_bool(s, "retryable", a->retryable, &first);
     sg__f_bool(s, "outcome_unknown", a->outcome_unknown, &first);
-    sg__f_ms(s, "start_ms", a->started_at - sg_budget_started_at(&op->budget_), false,
+    sg__f_ms(s, "start_ms",
+             sg_time_since(a->started_at, sg_budget_started_at(&op->budget_)), false,
              &first);
     sg__f_ms(s, "remaining_ms", a->remaining_ns, false, &first);
     sg__key(s, "granted_ms", &first);
@@ -276,9 +277,15 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         sg__sink_puts(s, "null");
     }
     sg__f_bool(s, "finished", finished, &first);
-    const bool have_outcome = finished || (last != NULL && !last->running);
-    sg__f_name(s, "outcome", have_outcome ? sg_outcome_name(sg_op_outcome(op)) : NULL,
-               &first);
+    /* until the operation ends, its last finished attempt's outcome (as
+     * with the phase): never "ok" for one that has not succeeded yet */
+    const char *outcome = NULL;
+    if (finished) {
+        outcome = sg_outcome_name(sg_op_outcome(op));
+    } else if (last != NULL && !last->running) {
+        outcome = sg_outcome_name(last->outcome);
+    }
+    sg__f_name(s, "outcome", outcome, &first);
     sg__f_name(s, "phase",
                (last != NULL && !last->running) ? sg_phase_name(last->phase) : NULL,
                &first);
@@ -291,9 +298,10 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     sg__f_name(s, "method", sg__opt_method(o), &first);
     sg__f_bool(s, "idempotency_key", o->idempotency_key_[0] != '\0', &first);
     sg__f_bool(s, "declared_idempotent", (o->set_ & SG__OPT_IDEMPOTENT) != 0, &first);
-    sg__f_ms(s, "budget_ms", sg_budget_deadline(&op->budget_) - start, false, &first);
+    sg__f_ms(s, "budget_ms", sg_time_since(sg_budget_deadline(&op->budget_), start),
+             false, &first);
     sg__f_ms(s, "floor_ms", sg_budget_floor(&op->budget_), false, &first);
-    sg__f_ms(s, "elapsed_ms", end > start ? end - start : 0, false, &first);
+    sg__f_ms(s, "elapsed_ms", sg_time_since(end, start), false, &first);
     sg__f_ms(s, "remaining_ms", sg_budget_remaining(&op->budget_, end), false, &first);
     sg__f_u64(s, "max_attempts", sg__opt_max_attempts(o), &first);
     if (o->hedge_after_ns_ > 0) {

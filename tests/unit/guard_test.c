@@ -429,9 +429,41 @@ static void byte_cap_fires_past_exactly_n_bytes(void **state) {
     assert_int_equal(o, SG_OUTCOME_CAP_EXCEEDED);
 }
 
+/* Any instant is one (a hand-driven clock may start below zero, or at the
+ * ends of int64): the first item is the first item, and durations saturate
+ * rather than wrap. */
+static void instants_anywhere_in_int64_give_true_durations(void **state) {
+    (void)state;
+    sg_guard_config c;
+    sg_guard g;
+    sg_guard_result r;
+    sg_guard_config_init(&c);
+    assert_int_equal(sg_guard_start(&g, &c, NULL, -SG_SEC(10)), 0);
+    assert_int_equal(sg_guard_set_phase(&g, SG_PHASE_WAIT_FIRST_ITEM, -SG_SEC(10)), 0);
+    assert_int_equal(sg_guard_on_item(&g, -SG_SEC(10) + SG_MS(20)), 0);
+    assert_int_equal(sg_guard_on_item(&g, -SG_SEC(10) + SG_MS(30)), 0);
+    assert_int_equal(sg_guard_finish(&g, -SG_SEC(9), true, &r), 0);
+    assert_int_equal(r.items, 2);
+    assert_int_equal(r.first_item_ns, SG_MS(20));
+    assert_int_equal(r.elapsed_ns, SG_SEC(1));
+
+    assert_int_equal(sg_guard_start(&g, &c, NULL, INT64_MIN), 0);
+    assert_int_equal(sg_guard_on_item(&g, INT64_MAX - 1), 0);
+    assert_int_equal(sg_guard_finish(&g, INT64_MAX - 1, true, &r), 0);
+    assert_int_equal(r.first_item_ns, INT64_MAX);
+    assert_int_equal(r.elapsed_ns, INT64_MAX);
+    assert_int_equal(sg_time_since(5, 7), 0);
+    assert_int_equal(sg_time_since(7, 5), 2);
+    assert_int_equal(sg_time_since(INT64_MAX, INT64_MIN), INT64_MAX);
+    assert_int_equal(sg_time_since(-1, INT64_MIN), INT64_MAX);
+    assert_int_equal(sg_time_since(0, INT64_MIN), INT64_MAX);
+    assert_int_equal(sg_time_since(-2, INT64_MIN + 1), INT64_MAX - 2);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(first_item_just_before_its_deadline_is_accepted),
+        cmocka_unit_test(instants_anywhere_in_int64_give_true_durations),
         cmocka_unit_test(first_item_exactly_at_its_deadline_is_late),
         cmocka_unit_test(first_item_after_its_deadline_is_late),
         cmocka_unit_test(first_item_clock_is_disarmed_by_the_first_item),

@@ -1336,6 +1336,12 @@ static void a_budget_started_before_the_operation_counts_the_time_before(void **
     assert_int_equal(sg_op_finished_at(&op), SG_TIME_NEVER);
     assert_int_equal(sg_op_options_set_started_at(NULL, T0), SG_EINVAL);
     assert_int_equal(sg_op_finished_at(NULL), SG_TIME_NEVER);
+    /* the ends of int64: the report's durations saturate, never wrap */
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_started_at(&o, INT64_MIN), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_true(sg_op_report_write(&op, INT64_MAX, rep, sizeof(rep), NULL) >= 0);
+    assert_non_null(strstr(rep, "\"elapsed_ms\":9223372036854,"));
 }
 
 static void names_are_stable(void **state) {

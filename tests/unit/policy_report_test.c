@@ -503,6 +503,30 @@ static void running_attempt_is_reported_with_null_outcome(void **state) {
              "null");
 }
 
+/* Between attempts (sleeping before a retry) the operation has no outcome
+ * of its own yet: the top level says the last attempt's, as with its phase,
+ * never "ok". */
+static void a_report_between_attempts_gives_the_last_attempts_outcome(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_seed(&o, 7), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    end(&op, T0 + SG_MS(20), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_SEND, 0, NULL, 0, 0);
+    assert_false(sg_op_finished(&op));
+    const char *doc = write_report(&op, T0 + SG_MS(30));
+    has(doc, "\"finished\":false,\"outcome\":\"transport_error\",\"phase\":\"send\"");
+    /* and while the retry runs, the same */
+    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_SEC(1), &p), 0);
+    doc = write_report(&op, T0 + SG_SEC(1) + SG_MS(5));
+    has(doc, "\"finished\":false,\"outcome\":\"transport_error\",\"phase\":\"send\"");
+    sg_op_release(&op);
+}
+
 static void refused_operation_reports_no_attempts(void **state) {
     (void)state;
     sg_op_options o;
@@ -558,6 +582,7 @@ int main(void) {
         cmocka_unit_test(small_buffer_returns_the_needed_size),
         cmocka_unit_test(file_output_matches_the_buffer),
         cmocka_unit_test(running_attempt_is_reported_with_null_outcome),
+        cmocka_unit_test(a_report_between_attempts_gives_the_last_attempts_outcome),
         cmocka_unit_test(refused_operation_reports_no_attempts),
         cmocka_unit_test(report_of_an_unstarted_op_is_invalid),
         cmocka_unit_test(json_string_writer_escapes_like_the_report),
