@@ -317,8 +317,11 @@ SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
  * attempt starts, valid until @op is freed): libcurl's message when the
  * attempt ended in transport_error or truncated ("could not start the
  * transfer: ..." when it could not be added), the framing error's
- * sg_strerror() text for protocol_error; otherwise normally "" (other
- * outcomes, no attempt ended yet), and "" when @op is NULL.
+ * sg_strerror() text for protocol_error, "connect timed out (...)" when
+ * the connect clock fired; for any other failure with nothing more to say
+ * (a clock, a cap, a cancel) the outcome's name ("idle_timeout"); "" after
+ * ok, after an http_error (the status says it), before any attempt ended,
+ * and when @op is NULL.
  * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
@@ -425,7 +428,8 @@ SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
  */
 SG_EXTERN int sg_curl_op_resume(sg_curl_op *op);
 
-/** true while on_bytes has paused a read of @op (sg_curl_op_resume). */
+/** true while on_bytes has paused a read of @op (sg_curl_op_resume);
+ *  false once the attempt or the operation has ended. */
 SG_EXTERN bool sg_curl_op_paused(const sg_curl_op *op);
 
 /**

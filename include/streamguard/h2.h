@@ -356,8 +356,9 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * @out: receives the operation, owned by @conn until sg_h2_op_free or
  *   sg_h2_conn_free.  NULL is allowed (fire and forget).
  *
- * The operation may end during this call (nothing could be leased): on_done
- * is then called before it returns.  When the connection is still being
+ * The operation may end during this call (nothing could be leased - a
+ * floor at or above the budget too, as with sg_op_start: refused,
+ * budget_below_floor): on_done is then called before it returns.  When the connection is still being
  * made the attempt waits for it (phase connect) and is sent once it is.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes
@@ -365,8 +366,7 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *   SG_EINVAL  @conn or @req is NULL, no path, a header without a name or
  *              value, a negative drain_ns, an invalid method, or an unknown
  *              format in @req->framing;
- *   SG_ERANGE  a framing limit is out of range, or the policy's floor is not
- *              below its budget;
+ *   SG_ERANGE  a framing limit is out of range;
  *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection
  *              serves one origin (fallback is the libcurl transport's);
  *   SG_EUNSAFE the policy hedges (sg_op_options_set_hedging) a request

@@ -427,10 +427,13 @@ static const sg__transport curl_transport = {
 int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
                    const sg_curl_options *opts, const sg_curl_callbacks *cbs,
                    void *user_data) {
-    if (out == NULL || easy == NULL) {
+    if (out == NULL) {
         return SG_EINVAL;
     }
-    *out = NULL;
+    *out = NULL; /* on every error */
+    if (easy == NULL) {
+        return SG_EINVAL;
+    }
     sg_curl_options o;
     if (opts != NULL) {
         o = *opts;
@@ -737,8 +740,8 @@ int sg_curl_op_resume(sg_curl_op *op) {
 }
 
 bool sg_curl_op_paused(const sg_curl_op *op) {
-    if (op == NULL) {
-        return false;
+    if (op == NULL || sg_curl_op_done(op)) {
+        return false; /* a read held by an ended attempt waits for nothing */
     }
     bool any = op->at.paused;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES && !any; i++) {

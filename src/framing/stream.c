@@ -483,6 +483,12 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
         return SG_EPROVIDER;
     }
     s->now_ = now;
+    if (len > PTRDIFF_MAX) {
+        /* as the parser would refuse it, before any byte is counted */
+        s->error_ = SG_EINVAL;
+        s->stop_at_ = now;
+        return s->error_;
+    }
     int rv = sg_guard_on_bytes(&s->guard_, now, len);
     if (rv != 0) {
         s->guard_stop_ = true;

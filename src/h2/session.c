@@ -156,10 +156,13 @@ static int connect_now(sg_h2_conn *c) {
 }
 
 int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
-    if (out == NULL || opts == NULL) {
+    if (out == NULL) {
         return SG_EINVAL;
     }
-    *out = NULL;
+    *out = NULL; /* on every error */
+    if (opts == NULL) {
+        return SG_EINVAL;
+    }
     sg_h2_conn_options o = *opts;
     if (o.host == NULL || o.host[0] == '\0' || o.port < 1 || o.port > 65535 ||
         o.connect_timeout < 0 || o.connect_timeout > SG_DURATION_MAX ||

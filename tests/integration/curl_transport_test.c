@@ -1399,8 +1399,12 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     free(log);
     /* a body on some endpoints but not all is refused */
     eps[0].body = NULL;
-    sg_curl_op *bad = NULL;
+    sg_curl_op *bad = (sg_curl_op *)&c; /* reset to NULL on every error */
     assert_int_equal(sg_curl_op_new(&bad, easy, &po, &co, &cbs, &c), SG_EINVAL);
+    assert_null(bad);
+    bad = (sg_curl_op *)&c;
+    assert_int_equal(sg_curl_op_new(&bad, NULL, &po, &co, &cbs, &c), SG_EINVAL);
+    assert_null(bad);
     sg_curl_op_free(op);
     sg_curl_multi_free(m);
     curl_easy_cleanup(easy);
@@ -1619,6 +1623,8 @@ static sg_outcome run_paused(const char *path, int64_t idle, pauser *pz) {
         }
     }
     sg_outcome o = sg_curl_op_outcome(op);
+    assert_true(sg_curl_op_done(op));
+    assert_false(sg_curl_op_paused(op)); /* ended: nothing is held any more */
     sg_curl_op_free(op);
     sg_curl_multi_free(m);
     curl_easy_cleanup(e);

@@ -25,7 +25,9 @@ static void conn_new_rejects_bad_options_before_dialling(void **state) {
     sg_h2_conn *c = (sg_h2_conn *)state; /* must be reset to NULL */
     char err[SG_H2_ERROR_SIZE] = "";
     assert_int_equal(sg_h2_conn_new(NULL, NULL), SG_EINVAL);
+    c = (sg_h2_conn *)state;
     assert_int_equal(sg_h2_conn_new(&c, NULL), SG_EINVAL);
+    assert_null(c); /* NULL options too */
 
     sg_h2_conn_options o = valid_options();
     o.errbuf = err;

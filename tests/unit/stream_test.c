@@ -195,6 +195,22 @@ static void an_oversize_line_is_a_protocol_error(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
 }
 
+/* A length no parser takes is refused as documented - and no byte of it is
+ * counted: nothing was read. */
+static void a_length_above_ptrdiff_max_is_refused_and_counts_nothing(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_SSE, NULL, 0, 0, 0);
+    assert_int_equal(feed(&f, "data: a\n\n", T0 + 1), 0);
+    assert_int_equal(sg_stream_feed(&f.s, "x", (size_t)PTRDIFF_MAX + 1, T0 + 2),
+                     SG_EINVAL);
+    assert_int_equal(sg_guard_bytes(sg_stream_guard(&f.s)), 9);
+    assert_int_equal(sg_stream_end(&f.s, T0 + 3, SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
+    assert_int_equal(r.bytes, 9);
+}
+
 static void end_of_body_without_the_sentinel_is_truncated(void **state) {
     (void)state;
     fixture f;
@@ -288,6 +304,7 @@ int main(void) {
         cmocka_unit_test(the_consumer_can_cancel),
         cmocka_unit_test(a_cancel_before_a_deadline_stays_a_cancel_when_reported_late),
         cmocka_unit_test(an_oversize_line_is_a_protocol_error),
+        cmocka_unit_test(a_length_above_ptrdiff_max_is_refused_and_counts_nothing),
         cmocka_unit_test(end_of_body_without_the_sentinel_is_truncated),
         cmocka_unit_test(without_a_sentinel_a_complete_body_is_ok),
         cmocka_unit_test(the_transport_view_decides_when_nothing_else_did),
