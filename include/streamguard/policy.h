@@ -1041,6 +1041,8 @@ SG_EXTERN int sg_op_intent_poll(sg_op *op, int64_t now);
  * freed (sg_curl_op_free, sg_h2_op_free, sg_h2_conn_free).  Harmless on an
  * operation that never grew a block, and idempotent: calling it twice is
  * the same as once.  Records from sg_op_attempt_at() are gone afterwards.
+ * An operation released while its intent is pending (sg_op_intent_pending)
+ * first hands the observer its handle back: abandon_intent, as cancelled.
  * @op: a started, released or zero-initialised sg_op (never uninitialised
  *   memory), or NULL (ignored).
  *
@@ -1245,7 +1247,10 @@ SG_EXTERN int sg_op_cancel(sg_op *op, int64_t now);
  * plus the hedge delay, while hedging is on, no attempt has delivered an
  * item (sg_op_hedge_won), fewer than 1 + max_hedges attempts run and the
  * attempt limit allows one more; SG_TIME_NEVER otherwise.  A transport
- * arms a timer for it and calls sg_op_hedge when it fires.
+ * arms a timer for it and calls sg_op_hedge when it fires.  After a hedge
+ * was refused (SG_EREFUSED) the instant stays what it was: the policy
+ * never retries a hedge by itself, so the transport stops asking until the
+ * next attempt starts (as the built-in ones do), or it would spin.
  * Thread-safety: reads only @op.
  */
 SG_EXTERN int64_t sg_op_hedge_at(const sg_op *op);

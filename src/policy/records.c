@@ -81,6 +81,14 @@ void sg_op_release(sg_op *op) {
     if (op == NULL) {
         return;
     }
+    if (sg_op_intent_pending(op) && op->intent_ != NULL) {
+        /* discarded with its intent in flight: the observer gets its handle
+         * back (as when the operation is cancelled there), never a leak */
+        void *handle = op->intent_;
+        op->intent_ = NULL;
+        op->opts_.observer_->abandon_intent(op, handle, SG_OUTCOME_CANCELLED,
+                                            op->opts_.observer_ud_);
+    }
     for (unsigned k = 0; k < SG__OP_BLOCKS; k++) {
         if (op->blocks_[k] != NULL) {
             (void)sg__op_alloc(op, op->blocks_[k], 0);

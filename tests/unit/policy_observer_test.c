@@ -341,6 +341,21 @@ static void a_pending_intent_plans_nothing_until_it_lands(void **state) {
     sg_op_release(&op);
 }
 
+/* An operation discarded with its intent in flight gives the observer its
+ * handle back (abandon_intent, as cancelled), once. */
+static void releasing_a_pending_intent_abandons_it(void **state) {
+    (void)state;
+    later l;
+    sg_op_options o;
+    sg_op op;
+    start_pending(&op, &o, &l, SG_SEC(2));
+    sg_op_release(&op);
+    assert_int_equal(l.abandons, 1);
+    assert_int_equal(l.abandoned_at, SG_OUTCOME_CANCELLED);
+    sg_op_release(&op); /* idempotent: once */
+    assert_int_equal(l.abandons, 1);
+}
+
 static void a_refusal_that_comes_later_ends_the_operation_refused(void **state) {
     (void)state;
     later l;
@@ -458,6 +473,7 @@ int main(void) {
         cmocka_unit_test(cancel_while_sleeping_ends_cancelled_and_resolves),
         cmocka_unit_test(removing_the_observer_stops_the_calls),
         cmocka_unit_test(a_pending_intent_plans_nothing_until_it_lands),
+        cmocka_unit_test(releasing_a_pending_intent_abandons_it),
         cmocka_unit_test(a_refusal_that_comes_later_ends_the_operation_refused),
         cmocka_unit_test(an_intent_past_its_deadline_is_abandoned_as_the_budget_ends),
         cmocka_unit_test(an_intent_that_times_out_early_is_judged_at_its_deadline),
