@@ -1193,8 +1193,8 @@ typedef struct sg_op_verdict {
  * - ok -> DONE.  http_error whose status is not retryable -> DONE
  *   (final_status).  cancelled, cap_exceeded, protocol_error, refused (the
  *   transport refused to send the attempt) -> STOP.
- *   budget_exhausted -> STOP.  Timeouts, truncated, transport_error and
- *   refused are retryable when safe.  A retryable status is retryable when
+ *   budget_exhausted -> STOP.  Timeouts, truncated and transport_error
+ *   are retryable when safe.  A retryable status is retryable when
  *   safe, or for 429 / 503-with-Retry-After (see set_retry_rejections).
  *   An http_error without a received status is treated like a transport
  *   error (retryable when safe).

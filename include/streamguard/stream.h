@@ -342,13 +342,20 @@ SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
  *   SG_ELINE_TOO_LONG, SG_EEVENT_TOO_LARGE  the peer exceeded a limit
  *                        (outcome protocol_error; returned again by every
  *                        later call of the attempt);
+ *   SG_EPROVIDER         the classifier found an in-band error
+ *                        (SG_ITEM_ERROR: outcome provider_error; returned
+ *                        again by every later call of the attempt);
+ *   the event-stream decoder's codes (SG_EPRELUDE_CRC and the others of
+ *                        framing.h) for SG_FORMAT_EVENTSTREAM: outcome
+ *                        protocol_error, returned again likewise;
  *   SG_ESTATE            the attempt already ended (or never began), or an
  *                        earlier call returned SG_ETIMEDOUT or SG_ECAP;
  *   SG_EINVAL            @s is not initialised, or @data is NULL with @len
  *                        > 0.  (A @len above PTRDIFF_MAX is refused by the
  *                        parser: SG_EINVAL, kept as the attempt's framing
  *                        error, so it ends as protocol_error.)
- * NDJSON has no sentinel: it never returns 1.
+ * For NDJSON the sentinel is a terminal_data line or a classifier's
+ * SG_ITEM_END; without either it never returns 1.
  * Thread-safety: touches only @s; the item callback runs on the calling
  * thread, inside this call.
  */
@@ -391,7 +398,8 @@ SG_EXTERN int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how,
  * arrive?
  *
  * Returns true once it has (also after sg_stream_end, until the next
- * sg_stream_begin); false before, always for NDJSON, and when @s is NULL,
+ * sg_stream_begin) - for NDJSON its terminal_data line or a classifier's
+ * SG_ITEM_END; false before, and when @s is NULL,
  * not initialised, or has never begun an attempt.
  * Thread-safety: reads only @s.
  */
