@@ -981,16 +981,18 @@ SG_EXTERN int sg_op_start(sg_op *op, const sg_op_options *opts, int64_t now);
 /**
  * sg_op_start_async - sg_op_start() for an event loop: when the observer
  * records intents without waiting (start_intent), the operation starts
- * with its intent pending instead of waiting for it.  The budget starts
- * at @now either way: the wait is spent from it.
+ * with its intent pending instead of waiting for it.  The wait is spent
+ * from the budget either way.
  * @fd: set to the fd to watch while the intent is pending, else -1.
  *
  * Returns 0 when the operation is ready for its first attempt (no
  * observer, one that waits in on_intent, or an intent recorded at once);
  * SG_EINPROGRESS when the intent is pending: watch *@fd for readability,
  * call sg_op_intent_poll() when it is readable or at
- * sg_op_intent_deadline(), and plan no attempt before it says 0; or any
- * error of sg_op_start() (a refusal: the operation is not started).
+ * sg_op_intent_deadline(), and plan no attempt before it says 0;
+ * SG_EINVAL when @fd is NULL; or any error of sg_op_start() (a refusal:
+ * the operation is not started).  The budget starts at @now, or at the
+ * instant of sg_op_options_set_started_at when that is earlier.
  * Thread-safety: touches only @op; reads @opts.
  */
 SG_EXTERN int sg_op_start_async(sg_op *op, const sg_op_options *opts, int64_t now,
@@ -1133,7 +1135,7 @@ typedef struct sg_op_result {
     sg_phase phase;          ///< the phase it ended in
     bool sent;               ///< any byte of the request may have been written
     bool headers_received;   ///< a final response status line/HEADERS arrived
-    bool partial;            ///< OR-ed with items > 0 && outcome != ok
+    bool partial;            ///< OR-ed with items > 0; never for ok
     int http_status;         ///< 0 when no response
     const char *retry_after; ///< raw Retry-After field value, NULL = none
     size_t retry_after_len;

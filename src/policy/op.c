@@ -582,7 +582,8 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         oc == SG_OUTCOME_OK || oc == SG_OUTCOME_PROVIDER_ERROR ||
         (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received && !gateway);
     a->sent = sent;
-    a->partial = r->partial || (r->items > 0 && oc != SG_OUTCOME_OK);
+    /* delivered and then broke: never an attempt that ended ok */
+    a->partial = oc != SG_OUTCOME_OK && (r->partial || r->items > 0);
     a->outcome_unknown = sent && !safe && !complete;
 
     /* Retry-After only means something on a response. */

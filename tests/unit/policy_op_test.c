@@ -1344,6 +1344,32 @@ static void a_budget_started_before_the_operation_counts_the_time_before(void **
     assert_non_null(strstr(rep, "\"elapsed_ms\":9223372036854,"));
 }
 
+/* partial is "delivered, then broke": an attempt that ended ok never is,
+ * whatever the transport's flag says. */
+static void an_ok_attempt_is_never_partial(void **state) {
+    (void)state;
+    sg_op_options o;
+    opts_init(&o, SG_SEC(5), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    plan_ok(&op, T0, &p);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_OK;
+    r.phase = SG_PHASE_STREAMING;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 200;
+    r.items = 3;
+    r.partial = true;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(10), &r, &v), 0);
+    assert_false(v.partial);
+    assert_int_equal(v.decision, SG_OP_DONE);
+    assert_false(sg_op_attempt_at(&op, 0)->partial);
+}
+
 static void names_are_stable(void **state) {
     (void)state;
     assert_string_equal(sg_op_decision_name(SG_OP_RETRY), "retry");
@@ -1521,6 +1547,7 @@ int main(void) {
         cmocka_unit_test(
             a_deadline_already_passed_is_budget_exhausted_without_an_attempt),
         cmocka_unit_test(a_budget_started_before_the_operation_counts_the_time_before),
+        cmocka_unit_test(an_ok_attempt_is_never_partial),
         cmocka_unit_test(names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
