@@ -964,7 +964,8 @@ SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer 
 
 /**
  * sg_op_start - begin an operation at @now: copies @opts (NULL = all
- * defaults) and starts its budget.  @op may be uninitialised: it is never
+ * defaults) and starts its budget (at @now, or at an earlier instant given
+ * by sg_op_options_set_started_at).  @op may be uninitialised: it is never
  * read, so any previous state is discarded without being freed.  To start
  * an sg_op again for a new operation, sg_op_release() it first, or the
  * blocks of its old records (if it grew any) leak.
