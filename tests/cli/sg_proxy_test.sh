@@ -132,6 +132,7 @@ check "... and it listens on nothing (no port printed)" '[ ! -s "$FM_DIR/remote.
 px_start B --upstream "$UP" --profile openai --first-item 300ms --idle 300ms --attempts 3 \
     --backoff-base 5ms --backoff-max 20ms --budget 10s
 PB=$PX_PORT
+PB_PID=$PX_PID
 nb=0
 
 # A normal stream, byte for byte as sg-fakemodel sends it.  sg-fakemodel's
@@ -297,6 +298,19 @@ nb=$((nb + 1))
 xd=$(fm_field px-grpc received x_deadline_ms)
 check "grpc-timeout 1200m: the upstream saw x_deadline_ms=$xd (0 < it <= 1200)" \
     '[[ "$xd" =~ ^[0-9]+$ ]] && [ "$xd" -gt 0 ] && [ "$xd" -le 1200 ]'
+# An inbound deadline too short to lease anything: the operation ends inside
+# its own start (budget_exhausted, nothing sent) - a 504, and the proxy
+# serves on (the connection was once freed under the caller's feet).
+preq "$PB" dl3 - '/v1/chat/completions?n=1&_t=px_dl3' -H 'X-Deadline-Ms: 3'
+nb=$((nb + 1))
+check "X-Deadline-Ms: 3 leaves nothing: 504, never sent" \
+    '[ "$CODE" = 504 ] && [ "$(fm_log event=received | grep -c "_t=px_dl3")" -eq 0 ]' "$CODE"
+preq "$PB" dl3b - '/v1/chat/completions?n=1&_t=px_dl3b' -H 'grpc-timeout: 1m'
+nb=$((nb + 1))
+check "grpc-timeout: 1m leaves nothing: 504" '[ "$CODE" = 504 ]' "$CODE"
+preq "$PB" dl3c - '/v1/chat/completions?n=2&_t=px_dl3c'
+check "and the proxy serves on: 200" '[ "$CODE" = 200 ] && kill -0 "$PB_PID" 2>/dev/null' "$CODE"
+nb=$((nb + 1))
 xd=$(fm_field px-whole received x_deadline_ms)
 check "no inbound deadline: the upstream still gets X-Deadline-Ms ($xd <= --budget 10s)" \
     '[[ "$xd" =~ ^[0-9]+$ ]] && [ "$xd" -gt 0 ] && [ "$xd" -le 10000 ]'

@@ -370,7 +370,9 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
         c->out_len - c->out_off < c->proxy->client_buffer / 2) {
         /* caught up: the upstream read goes on (from the loop, as the
          * library requires: the held bytes may come in this call) */
+        c->in_call = true;
         sg_curl_op_resume(c->op);
+        c->in_call = false;
         flush_out(c);
     }
     if (c->client_gone || (c->state == C_CLOSING && c->out_len == 0)) {

@@ -68,6 +68,7 @@ struct conn {
     ptrdiff_t chunk_at;
     bool token_seen; /* held metadata comes with the first token */
     bool client_gone;
+    bool in_call; /* inside sg_curl_multi_add or _resume: on_done must not free */
     bool too_slow;
     /* the answer */
     char *out;

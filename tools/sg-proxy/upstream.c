@@ -311,7 +311,10 @@ static void on_done(sg_curl_op *op, void *ud) {
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
     /* the multi has let go of it: free it here, as the library allows */
     free_op(c);
-    if (c->client_gone || c->out_len == 0) {
+    /* called from inside our own call into the library (the operation
+     * ended in its start: nothing could be leased): the caller still holds
+     * the connection and frees it on its way out */
+    if (!c->in_call && (c->client_gone || c->out_len == 0)) {
         conn_free(c);
     }
 }
@@ -479,7 +482,9 @@ void start_operation(struct conn *c) {
                              .on_bytes = on_bytes};
     int rv = sg_curl_op_new(&c->op, e, &po, &co, &cbs, c);
     if (rv == 0) {
+        c->in_call = true; /* on_done may run in here */
         rv = sg_curl_multi_add(p->multi, c->op);
+        c->in_call = false;
     }
     if (rv != 0) {
         char what[128];
