@@ -109,10 +109,22 @@ for _ in $(seq 1 100); do grep -q "reload failed" "$FM_DIR/cfg.err" && break; sl
 has "$FM_DIR/cfg.err" "reload failed, the routes in force stay" "a bad file is refused on SIGHUP"
 curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=2&_t=c_after" >"$FM_DIR/after"
 has "$FM_DIR/after" 'data: [DONE]' "... and the routes in force still serve"
+# ... nor does a key without its value, which once crashed the reload
+cp "$CFG" "$FM_DIR/good.conf"
+printf '[route a]\nprefix = /a\nupstream\nprofile = openai\n' >"$CFG"
+kill -HUP "$PX_PID"
+for _ in $(seq 1 50); do [ "$(grep -c "reload failed" "$FM_DIR/cfg.err")" -ge 2 ] && break; sleep 0.02; done
+if kill -0 "$PX_PID" 2>/dev/null && [ "$(grep -c "reload failed" "$FM_DIR/cfg.err")" -ge 2 ]; then
+    pass "a key without a value on SIGHUP: refused, the proxy runs on"
+else fail "bare key on SIGHUP: $(tail -n 2 "$FM_DIR/cfg.err")"; fi
+has "$FM_DIR/cfg.err" "proxy.conf:3: 'upstream' takes a value" "... naming the key and the line"
+curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=1&_t=c_after2" >"$FM_DIR/after2"
+has "$FM_DIR/after2" 'data: [DONE]' "... and the routes in force still serve"
+cp "$FM_DIR/good.conf" "$CFG"
 
 # metrics by route
 curl -s "$B/metrics" >"$FM_DIR/metrics"
-has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="ok"} 3' "openai's ok count"
+has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="ok"} 4' "openai's ok count"
 has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="claude",outcome="ok"} 1' "claude's ok count"
 has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="idle_timeout"} 1' \
     "openai's idle_timeout"
@@ -123,6 +135,16 @@ printf '[route a]\nprefix = /a\nupstream = ftp://x\nprofile = openai\n' >"$CFG"
 rc=$?
 [ "$rc" -eq 2 ] && pass "a bad file at start: exit 2" || fail "bad file: exit $rc"
 has "$FM_DIR/bad.err" "proxy.conf:3: upstream takes http(s)://" "the error names file and line"
+# blank lines count; a bare key, or one the proxy does not have, is named
+for bad in 'listen' 'bogus = 1' '[route a]\n\n\nprefix' '[route a]\nprefix = /a\n\n\nupstream'; do
+    printf "$bad\n" >"$CFG"
+    want=$(printf "$bad\n" | wc -l | tr -d ' ')
+    "$PX" --config "$CFG" --listen 127.0.0.1:0 >"$FM_DIR/bad.out" 2>"$FM_DIR/bad.err"
+    rc=$?
+    if [ "$rc" -eq 2 ] && grep -q "proxy.conf:$want: '[a-z]*' \(takes a value\|is not an option\)" "$FM_DIR/bad.err"; then
+        pass "config '$bad': exit 2 naming line $want"
+    else fail "config '$bad': exit $rc: $(cat "$FM_DIR/bad.err")"; fi
+done
 "$PX" --config "$CFG" --upstream "$UP" --profile openai >/dev/null 2>"$FM_DIR/both.err"
 [ $? -eq 2 ] && pass "--config with a route's flags: a usage error" || fail "--config and --upstream"
 

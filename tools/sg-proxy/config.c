@@ -290,9 +290,17 @@ struct routes *routes_load(const char *path, global_option_fn global, void *ud, 
     }
     struct route *cur = NULL;
     int lineno = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(s->text, "\n", &save); line != NULL;
-         line = strtok_r(NULL, "\n", &save)) {
+    /* line by line, empty ones counted too (strtok would skip them and the
+     * error would name the wrong line) */
+    for (char *line = s->text, *next = NULL; line != NULL; line = next) {
+        char *eol = strchr(line, '\n');
+        next = eol != NULL ? eol + 1 : NULL;
+        if (eol != NULL) {
+            *eol = '\0';
+        }
+        if (next == NULL && *line == '\0') {
+            break; /* after the last newline */
+        }
         lineno++;
         char *hash = strchr(line, '#');
         if (hash != NULL) {
@@ -345,7 +353,12 @@ struct routes *routes_load(const char *path, global_option_fn global, void *ud, 
                 val = trim(eq + 1);
                 key = trim(key);
             }
-            if (cur != NULL) {
+            /* only a flag may stand alone: every other key takes a value */
+            if (val == NULL && strcmp(key, "idempotent") != 0 &&
+                strcmp(key, "allow-remote") != 0) {
+                snprintf(msg, sizeof(msg), "'%s' takes a value: %s = VALUE", key, key);
+                rv = -1;
+            } else if (cur != NULL) {
                 rv = route_option(cur, key, val, msg, sizeof(msg));
                 if (rv == 1) {
                     snprintf(msg, sizeof(msg), "'%s' is not an option of a route", key);
@@ -353,6 +366,12 @@ struct routes *routes_load(const char *path, global_option_fn global, void *ud, 
                 }
             } else {
                 rv = global != NULL ? global(ud, key, val, msg, sizeof(msg)) : 0;
+                if (rv == 1) {
+                    snprintf(msg, sizeof(msg),
+                             "'%s' is not an option (before the first [route NAME])",
+                             key);
+                    rv = -1;
+                }
             }
         }
         if (rv != 0) {
