@@ -61,6 +61,34 @@ grow=$((after - before))
 grep -q '"outcome":"ok"' "$FM_DIR/slow.out" && pass "reported ok" ||
     fail "report: $(tail -c 400 "$FM_DIR/slow.out")"
 
+# a client that keeps reading gets all of it, however long the rest takes
+# after the upstream is done: --header-timeout bounds a client that takes
+# nothing, not one that reads (64 KiB buffered, ~4 MB/s, ~1.2 s after the
+# upstream's end against a 300 ms --header-timeout)
+px_start steady --upstream "$UP" --profile openai --client-buffer 4194304 --header-timeout 300ms
+read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&gap=0&_t=steady' 0)
+[ "$end" = done ] && [ "$tokens" -eq 30000 ] &&
+    pass "a steady reader past --header-timeout gets the whole answer: $tokens tokens" ||
+    fail "steady reader: $tokens tokens, end $end, $size bytes"
+
+# a body that keeps coming, a byte every 100 ms for 2 s, against a 500 ms
+# --header-timeout: the head's window does not cover the body
+px_start body --upstream "$UP" --profile openai --header-timeout 500ms
+code=$(python3 - "$PX_PORT" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+body = b'{"a":"' + b"x" * 12 + b'"}'
+s.sendall(b"POST /v1/chat/completions?n=1 HTTP/1.1\r\nHost: x\r\nContent-Length: "
+          + str(len(body)).encode() + b"\r\n\r\n")
+for i in range(len(body)):
+    time.sleep(0.1)
+    s.sendall(body[i:i + 1])
+print(s.recv(64).split(b" ")[1].decode())
+PY
+)
+[ "$code" = 200 ] && pass "a slow body within --header-timeout between its reads: 200" ||
+    fail "slow body: $code"
+
 # a client that stops reading for longer than the idle clock
 px_start stop --upstream "$UP" --profile openai --client-buffer 65536 --idle 300ms
 read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&gap=0&_t=stop' 1500)

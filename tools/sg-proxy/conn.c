@@ -18,7 +18,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -59,6 +61,11 @@ void flush_out(struct conn *c) {
             send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (w > 0) {
             c->out_off += (size_t)w;
+            if (c->state == C_CLOSING) {
+                /* the rest of an answer: --header-timeout bounds a client
+                 * that takes nothing, not one that reads */
+                c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+            }
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -310,6 +317,8 @@ static void parse(struct conn *c) {
         c->head_len = head;
         c->arrived = now_ns();
         c->state = C_BODY;
+        /* the body has a window of its own, renewed as it arrives */
+        c->header_deadline = sg_time_add(c->arrived, c->proxy->header_timeout);
         if (c->req.chunked) {
             memset(&c->chunked, 0, sizeof(c->chunked));
             c->chunked.on_data = on_chunk_data;
@@ -347,6 +356,9 @@ static void read_client(struct conn *c) {
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
         if (n > 0) {
             c->in_len += (size_t)n;
+            if (c->state == C_BODY) {
+                c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+            }
             parse(c);
             continue;
         }
@@ -401,8 +413,24 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
                 next = c->header_deadline;
             }
         } else if (c->state == C_CLOSING && c->op == NULL) {
+            int queued = 0;
+            if (now >= c->header_deadline && ioctl(c->fd, SIOCOUTQ, &queued) == 0 &&
+                queued < c->outq_seen) {
+                /* the client took some of what the kernel holds for it: it
+                 * reads, however slowly - it gets the whole answer */
+                c->outq_seen = queued;
+                c->header_deadline = sg_time_add(now, c->proxy->header_timeout);
+            }
             if (now >= c->header_deadline) {
-                conn_free(c); /* a client that does not read its answer */
+                /* a client that takes nothing of its answer: said, not
+                 * silently (the operation's own report was written at
+                 * its end) */
+                fprintf(stderr,
+                        "sg-proxy: %s took nothing of its answer for %lld ms: the last "
+                        "%zu bytes dropped\n",
+                        c->peer, (long long)(c->proxy->header_timeout / SG_MS(1)),
+                        c->out_len - c->out_off);
+                conn_free(c);
             } else if (c->header_deadline < next) {
                 next = c->header_deadline;
             }

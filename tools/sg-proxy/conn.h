@@ -37,6 +37,7 @@ struct conn {
     uint64_t id;
     char peer[64];
     int64_t header_deadline;
+    int outq_seen; /* the socket's unsent bytes at the last look (SIOCOUTQ) */
     /* the request */
     char *in;
     size_t in_len, in_cap, scanned, head_len;

@@ -24,6 +24,7 @@
  * idle_timeout.  Before the commit, what an attempt holds is bounded by
  * client_buffer too (past it the operation is cancelled).
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,8 +308,10 @@ static void on_done(sg_curl_op *op, void *ud) {
         }
     }
     c->state = C_CLOSING;
-    /* what is left for the client has as long as a request head had */
+    /* what is left for the client: --header-timeout at a time, renewed
+     * while the client takes any of it (conn.c) */
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    c->outq_seen = INT_MAX;
     /* the multi has let go of it: free it here, as the library allows */
     free_op(c);
     /* called from inside our own call into the library (the operation
