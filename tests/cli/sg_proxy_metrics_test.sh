@@ -32,8 +32,21 @@ has "$FM_DIR/metrics" 'gen_ai_client_operation_duration_seconds_count{route="def
     "three durations observed"
 has "$FM_DIR/metrics" '# TYPE gen_ai_client_operation_time_to_first_chunk_seconds histogram' \
     "time to first chunk is a histogram"
+curl -s "http://127.0.0.1:$PX_PORT/metrics?x=1" >"$FM_DIR/metrics2"
+has "$FM_DIR/metrics2" 'sg_proxy_requests_total{route="default",outcome="ok"} 2' \
+    "/metrics with a query is the proxy's own too"
 [ "$(fm_log "event=received" | grep -c '"path":"/metrics"')" -eq 0 ] &&
     pass "/metrics is never forwarded" || fail "/metrics reached the upstream"
+# a path is case-sensitive: /METRICS is the upstream's
+curl -s -o /dev/null "http://127.0.0.1:$PX_PORT/METRICS"
+[ "$(fm_log "event=received" | grep -c '"path":"/METRICS"')" -eq 1 ] &&
+    pass "/METRICS is forwarded: not the proxy's path" || fail "/METRICS was served locally"
+# a header the client's Connection header names is hop-by-hop: not forwarded
+# (here one the upstream would obey: a scripted 500)
+code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' -H 'Connection: keep-alive, X-SG-Scenario' \
+    -H 'X-SG-Scenario: status=500' "$P?n=1&_t=m_conn")
+[ "$code" = 200 ] && pass "a header named by Connection stays with the proxy" ||
+    fail "Connection-named header forwarded: $code"
 kill -TERM "$PX_PID"
 wait "$PX_PID"
 

@@ -224,8 +224,11 @@ void conn_accept(struct proxy *p) {
 
 /* GET /metrics is the proxy's own. */
 static bool serve_metrics(struct conn *c) {
-    if (!sg_fm_h1_iequal(c->req.method, c->req.method_len, "GET", 3) ||
-        !sg_fm_h1_iequal(c->req.target, c->req.target_len, "/metrics", 8)) {
+    /* the path exactly (paths are case-sensitive), whatever the query */
+    const char *t = c->req.target;
+    size_t tl = c->req.target_len;
+    bool metrics = tl >= 8 && memcmp(t, "/metrics", 8) == 0 && (tl == 8 || t[8] == '?');
+    if (!sg_fm_h1_iequal(c->req.method, c->req.method_len, "GET", 3) || !metrics) {
         return false;
     }
     static char text[65536];

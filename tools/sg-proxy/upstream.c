@@ -351,6 +351,32 @@ static bool hop_by_hop(const sg_fm_h1_header *h) {
     return false;
 }
 
+/* A header the client's Connection header names (RFC 9110 §7.6.1): as
+ * hop-by-hop as the fixed list, whatever it is called. */
+static bool named_by_connection(const sg_fm_h1_request *req, const sg_fm_h1_header *h) {
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const sg_fm_h1_header *c = &req->headers[i];
+        if (!sg_fm_h1_iequal(c->name, c->name_len, "connection", 10)) {
+            continue;
+        }
+        const char *p = c->value;
+        const char *end = c->value + c->value_len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) {
+                p++;
+            }
+            const char *t = p;
+            while (p < end && *p != ',' && *p != ' ' && *p != '\t') {
+                p++;
+            }
+            if (p > t && sg_fm_h1_iequal(h->name, h->name_len, t, (size_t)(p - t))) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
 /* base + the client's target, or NULL. */
 static char *join(const char *base, size_t base_len, const char *target, size_t tlen) {
     char *u = malloc(base_len + tlen + 1);
@@ -429,7 +455,7 @@ void start_operation(struct conn *c) {
     /* the client's headers, less what is the proxy's to decide */
     for (size_t i = 0; i < c->req.num_headers; i++) {
         const sg_fm_h1_header *h = &c->req.headers[i];
-        if (hop_by_hop(h)) {
+        if (hop_by_hop(h) || named_by_connection(&c->req, h)) {
             continue;
         }
         char line[8192];
