@@ -591,6 +591,37 @@ check "SIGTERM: exit 0 once drained (${TERM_MS} ms)" '[ "$TERM_RC" -eq 0 ] && [ 
 jqcheck "SIGTERM: the drained stream's report line is written, ok" "$(tail -n +2 "$FM_DIR/E.out")" \
     'any(.[]; .report.outcome == "ok")' -s
 
+# --drain bounds the exit whatever the clients do: one connected before the
+# SIGTERM that sends its request after it gets a 503 (no new work while
+# draining), and one that never sends anything does not hold the exit
+px_start drainidle --upstream "$UP" --profile openai --drain 500ms
+read -r late g_ms < <(python3 - "$PX_PORT" "$PX_PID" <<'PY'
+import os, signal, socket, sys, time
+port, pid = int(sys.argv[1]), int(sys.argv[2])
+idle = socket.create_connection(("127.0.0.1", port))  # held open throughout
+s = socket.create_connection(("127.0.0.1", port))
+time.sleep(0.2)
+t0 = time.time()
+os.kill(pid, signal.SIGTERM)
+time.sleep(0.3)
+s.sendall(b"POST /v1/chat/completions?n=50&gap=100 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
+code = s.recv(64).split(b" ")[1].decode()
+def gone():  # exited: a zombie until the shell reaps it
+    try:
+        return open("/proc/%d/stat" % pid).read().split(")")[-1].split()[0] in ("Z", "X")
+    except OSError:
+        return True
+while not gone() and time.time() - t0 < 10:
+    time.sleep(0.01)
+print(code, int((time.time() - t0) * 1000))
+PY
+)
+wait "$PX_PID"
+g_rc=$?
+check "a request after SIGTERM on an older connection: 503" '[ "$late" = 503 ]' "$late"
+check "--drain 500ms with an idle client held open: exit 0 ${g_ms} ms after SIGTERM (bound 500..2000)" \
+    '[ "$g_rc" -eq 0 ] && [ "$g_ms" -ge 450 ] && [ "$g_ms" -lt 2000 ]' "exit $g_rc"
+
 sigterm F 'n=100&gap=100&_t=px_cancel' --drain 300ms
 check "SIGTERM with --drain 300ms: new connections are not accepted" '[ "$REFUSED" -eq 1 ]'
 check "SIGTERM with --drain 300ms: exit 0 in ${TERM_MS} ms (bound 250..1500)" \

@@ -451,6 +451,17 @@ void conns_cancel_all(struct proxy *p) {
     }
 }
 
+void conns_close_idle(struct proxy *p) {
+    struct conn *c = p->conns;
+    while (c != NULL) {
+        struct conn *n = c->next;
+        if (c->op == NULL && (c->state == C_HEAD || c->state == C_BODY)) {
+            conn_free(c); /* no request yet, or not whole: nothing to answer */
+        }
+        c = n;
+    }
+}
+
 void conns_free(struct proxy *p) {
     while (p->conns != NULL) {
         conn_free(p->conns);

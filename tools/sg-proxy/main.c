@@ -366,10 +366,18 @@ static int run(struct proxy *p, struct settings *s) {
             if (p->conns == NULL) {
                 return 0;
             }
-            if (now >= p->drain_deadline && !p->cancelled_all) {
+            if (now >= p->drain_deadline) {
+                /* every pass from here: a stream is cancelled (its report
+                 * written as it ends) and what it says in-band has a
+                 * second to go out; then every connection is closed */
                 p->cancelled_all = true;
-                conns_cancel_all(p); /* their reports are written as they end */
+                conns_cancel_all(p);
+                conns_close_idle(p);
                 sg_curl_multi_step(p->multi, 0);
+                if (now >= sg_time_add(p->drain_deadline, SG_SEC(1))) {
+                    conns_free(p);
+                    return 0;
+                }
             }
             next = sg_time_min(next, p->cancelled_all ? sg_time_add(now, SG_MS(100))
                                                       : p->drain_deadline);

@@ -124,6 +124,7 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events);
 int64_t conns_expire(struct proxy *p, int64_t now);
 /* SIGTERM ran out of drain time: cancel every operation. */
 void conns_cancel_all(struct proxy *p);
+void conns_close_idle(struct proxy *p); /* no request being answered: closed */
 void conns_free(struct proxy *p);
 
 /* answer.c: what a client is told, in the provider's own format. */

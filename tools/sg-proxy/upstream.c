@@ -410,6 +410,12 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
 
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
+    if (p->draining) {
+        /* a request that came after SIGTERM, on a connection from before
+         * it: no new work while the proxy drains */
+        reply_error(c, 503, "shutting down");
+        return;
+    }
     const struct route *r = routes_match(p->routes, c->req.target, c->req.target_len);
     if (r == NULL) {
         reply_error(c, 404, "no route for this path");
