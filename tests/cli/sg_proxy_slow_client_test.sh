@@ -89,6 +89,13 @@ PY
 [ "$code" = 200 ] && pass "a slow body within --header-timeout between its reads: 200" ||
     fail "slow body: $code"
 
+# an event larger than --client-buffer is no slow client: it goes through
+px_start big --upstream "$UP" --profile openai --client-buffer 65536
+read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=3&event_bytes=300000&_t=big' 0)
+[ "$end" = done ] && [ "$tokens" -eq 3 ] &&
+    pass "events of 300 KB through a 64 KiB --client-buffer: $tokens tokens, whole" ||
+    fail "big events: $tokens tokens, end $end, $size bytes"
+
 # a client that stops reading for longer than the idle clock
 px_start stop --upstream "$UP" --profile openai --client-buffer 65536 --idle 300ms
 read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&gap=0&_t=stop' 1500)

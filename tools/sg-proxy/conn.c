@@ -90,8 +90,11 @@ bool put(struct conn *c, const void *p, size_t n) {
         return true; /* dropped: the operation is being cancelled */
     }
     /* the streaming bound is twice the buffer: a read is paused once the
-     * client is a buffer behind, and the read that crossed it still fits */
-    if (c->out_len - c->out_off + n > 2 * c->proxy->client_buffer &&
+     * client is a buffer behind, and the read that crossed it still fits;
+     * while less than a buffer waits, an event goes in whole whatever its
+     * size (the framing's max_event bounds it) */
+    const size_t waiting = c->out_len - c->out_off;
+    if (waiting + n > 2 * c->proxy->client_buffer && waiting > c->proxy->client_buffer &&
         c->state != C_CLOSING) {
         return false;
     }

@@ -109,6 +109,15 @@ static int release(struct conn *c, const sg_item *item) {
     return 0;
 }
 
+/* What a stream may hold of one event while it waits for the event's end:
+ * the client buffer, and room for one whole event of the largest the
+ * framing takes (its max_event) - an event is never the client's fault. */
+static size_t hold_bound(const struct conn *c) {
+    size_t ev = c->route->framing.max_event != 0 ? c->route->framing.max_event
+                                                 : SG_FRAMING_DEFAULT_MAX_EVENT;
+    return c->proxy->client_buffer + ev;
+}
+
 /* The committed attempt's bytes: an event stream goes to the client now
  * (what the socket does not take waits in the buffer); SSE and NDJSON wait
  * in @part for their items. */
@@ -121,7 +130,7 @@ static int forward(struct conn *c, const char *p, size_t n) {
         flush_out(c);
         return 0;
     }
-    if (c->part_len + n > c->proxy->client_buffer ||
+    if (c->part_len + n > hold_bound(c) ||
         !grow(&c->part, &c->part_cap, c->part_len + n)) {
         too_slow(c);
         return 1;
@@ -153,7 +162,7 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         return forward(c, data, len);
     }
     struct pending *pd = pending_of(c, attempt, true);
-    if (pd == NULL || pd->n + len > c->proxy->client_buffer ||
+    if (pd == NULL || pd->n + len > hold_bound(c) ||
         !grow(&pd->p, &pd->cap, pd->n + len)) {
         return 1; /* held bytes past the bound: not a stream worth holding */
     }
