@@ -636,6 +636,23 @@ jqcheck "SIGTERM with --drain 300ms: the client gets the in-band error naming ca
 jqcheck "SIGTERM with --drain 300ms: its report line is written, cancelled" "$(tail -n +2 "$FM_DIR/F.out")" \
     'any(.[]; .report.outcome == "cancelled")' -s
 
+# ---- Bedrock: a stream cut inside a message -------------------------------------
+# the client gets whole messages only, then the exception naming the outcome:
+# read by an independent decoder (tests/integration/eventstream_decode.py)
+px_start bedrock --upstream "$UP" --profile bedrock-converse --attempts 1
+for cut in drop end; do
+    curl -sN -m 10 -X POST -d '{"messages":[]}' -o "$FM_DIR/br_$cut.body" \
+        "http://127.0.0.1:$PX_PORT/model/m/converse-stream?n=5&cut_at=2&cut=$cut&_t=px_br_$cut"
+    python3 "$(dirname "$0")/../integration/eventstream_decode.py" "$FM_DIR/br_$cut.body" \
+        >"$FM_DIR/br_$cut.json" 2>&1
+    check "Bedrock cut=$cut inside a message: whole messages, each CRC good, ending on a boundary" \
+        '! grep -q "\"ok\": *false" "$FM_DIR/br_$cut.json" && tail -n 1 "$FM_DIR/br_$cut.json" | grep -q "\"end\": *\"clean\""' \
+        "$(tail -n 3 "$FM_DIR/br_$cut.json")"
+    check "Bedrock cut=$cut: the last message is the exception naming truncated" \
+        'tail -n 2 "$FM_DIR/br_$cut.json" | head -n 1 | grep -q "exception" && tail -n 2 "$FM_DIR/br_$cut.json" | head -n 1 | grep -q "truncated"' \
+        "$(tail -n 2 "$FM_DIR/br_$cut.json" | head -n 1)"
+done
+
 # ---- the report lines ------------------------------------------------------------
 for p in A B C D E F G H I J K L M N; do
     lines=$(tail -n +2 "$FM_DIR/$p.out")

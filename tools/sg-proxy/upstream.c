@@ -118,18 +118,9 @@ static size_t hold_bound(const struct conn *c) {
     return c->proxy->client_buffer + ev;
 }
 
-/* The committed attempt's bytes: an event stream goes to the client now
- * (what the socket does not take waits in the buffer); SSE and NDJSON wait
- * in @part for their items. */
+/* The committed attempt's bytes, into @part: an event stream goes on from
+ * there message by message; SSE and NDJSON wait for their items. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
-        if (!put(c, p, n)) {
-            too_slow(c);
-            return 1;
-        }
-        flush_out(c);
-        return 0;
-    }
     if (c->part_len + n > hold_bound(c) ||
         !grow(&c->part, &c->part_cap, c->part_len + n)) {
         too_slow(c);
@@ -140,6 +131,32 @@ static int forward(struct conn *c, const char *p, size_t n) {
     c->chunk_at = (ptrdiff_t)c->part_len;
     memcpy(c->part + c->part_len, p, n);
     c->part_len += n;
+    if (c->route->framing.format != SG_FORMAT_EVENTSTREAM) {
+        return 0; /* each event goes with its item (release) */
+    }
+    /* By each prelude's total length (the library checks the rest): a
+     * stream cut inside a message keeps that half back, so the exception
+     * that ends it is read as one.  A length that cannot be a message is
+     * held too - the library fails the stream, and the exception follows
+     * what went before. */
+    size_t off = 0;
+    while (c->part_len - off >= 16) {
+        const unsigned char *q = (const unsigned char *)c->part + off;
+        size_t total = (size_t)q[0] << 24 | (size_t)q[1] << 16 | (size_t)q[2] << 8 | q[3];
+        if (total < 16 || c->part_len - off < total) {
+            break;
+        }
+        off += total;
+    }
+    if (off > 0) {
+        if (!put(c, c->part, off)) {
+            too_slow(c);
+            return 1;
+        }
+        memmove(c->part, c->part + off, c->part_len - off);
+        c->part_len -= off;
+        flush_out(c);
+    }
     return 0;
 }
 
