@@ -127,6 +127,17 @@ timeout 5 "$PX" --upstream "$UP" --profile openai --listen 0.0.0.0:0 \
 check "a non-loopback --listen without --allow-remote is a usage error (exit 2)" '[ "$rc" -eq 2 ]' \
     "exit $rc, stderr: $(head -c 300 "$FM_DIR/remote.err")"
 check "... and it listens on nothing (no port printed)" '[ ! -s "$FM_DIR/remote.out" ]'
+# settings that cannot work are said at start, one line each, not served
+for bad in "--profile nosuch" "--cacert /nonexistent/ca.pem" "--floor 2s --budget 1s" \
+    "--max-hedges 2" "--budget 0"; do
+    rc=0
+    # shellcheck disable=SC2086
+    timeout 5 "$PX" --listen 127.0.0.1:0 --upstream "$UP" --profile openai $bad \
+        >"$FM_DIR/bad.out" 2>"$FM_DIR/bad.err" || rc=$?
+    check "sg-proxy $bad: a usage error, one line (exit 2)" \
+        '[ "$rc" -eq 2 ] && [ "$(wc -l <"$FM_DIR/bad.err")" -eq 1 ] && ! grep -q -- "--no " "$FM_DIR/bad.err"' \
+        "exit $rc: $(cat "$FM_DIR/bad.err")"
+done
 
 # ---- B: the main proxy, no --idempotent --------------------------------------
 px_start B --upstream "$UP" --profile openai --first-item 300ms --idle 300ms --attempts 3 \

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proxy.h"
 
@@ -56,6 +57,7 @@ static bool is_true(const char *v) {
 static int set_clock(struct route *r, const char *name, int64_t d) {
     sg_op_options *po = &r->policy;
     if (strcmp(name, "budget") == 0) {
+        r->budget = d;
         return sg_op_options_set_budget(po, d);
     }
     if (strcmp(name, "first-item") == 0) {
@@ -74,6 +76,7 @@ static int set_clock(struct route *r, const char *name, int64_t d) {
         return sg_op_options_set_attempt_timeout(po, d);
     }
     if (strcmp(name, "floor") == 0) {
+        r->floor = d;
         return sg_op_options_set_floor(po, d);
     }
     if (strcmp(name, "backoff-base") == 0) {
@@ -115,8 +118,11 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     if (strcmp(name, "profile") == 0) {
         r->profile = arg;
         memset(&r->framing, 0, sizeof(r->framing));
-        return sg_profile_framing(arg, &r->framing) == 0 ? 0
-                                                         : ERR("no profile '%s'", arg);
+        return sg_profile_framing(arg, &r->framing) == 0
+                   ? 0
+                   : ERR("profile takes openai, openai-responses, anthropic, gemini, "
+                         "ollama, bedrock-converse or bedrock-invoke, not '%s'",
+                         arg);
     }
     if (strcmp(name, "prefix") == 0) {
         if (arg[0] != '/' || strchr(arg, '?') != NULL) {
@@ -131,6 +137,9 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
         return 0;
     }
     if (strcmp(name, "cacert") == 0) {
+        if (access(arg, R_OK) != 0) {
+            return ERR("cacert: cannot read '%s': %s", arg, strerror(errno));
+        }
         r->cafile = arg;
         return 0;
     }
@@ -168,7 +177,7 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
             return rv == 0 ? 0 : ERR("%s: a duration out of range: '%s'", name, arg);
         }
     } else if (set_clock(r, name, 1) == 0) {
-        return ERR("%s takes a duration like 300ms or 2s, not '%s'", name,
+        return ERR("%s takes a positive duration like 300ms or 2s, not '%s'", name,
                    arg ? arg : "");
     }
     return 1; /* not a route's option */
@@ -183,6 +192,14 @@ int route_finish(struct route *r, char *err, size_t errlen) {
                                   r->backoff_base ? r->backoff_base : SG_MS(100),
                                   r->backoff_max ? r->backoff_max : SG_SEC(2)) != 0) {
         return ERR("route %s: backoff-max must be at least backoff-base", r->name);
+    }
+    if (r->floor > 0 && r->floor >= (r->budget > 0 ? r->budget : SG_SEC(60))) {
+        return ERR("route %s: floor must be below the budget (every request would be "
+                   "refused)",
+                   r->name);
+    }
+    if (r->max_hedges > 0 && r->hedge_after == 0) {
+        return ERR("route %s: max-hedges needs hedge-after", r->name);
     }
     if (r->hedge_after > 0) {
         if (!r->idempotent) {

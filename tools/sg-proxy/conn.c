@@ -209,7 +209,9 @@ void conn_accept(struct proxy *p) {
             inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
             port = ntohs(a->sin6_port);
         }
-        snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+        /* an IPv6 address in brackets, as in a URL: [::1]:54908 */
+        snprintf(c->peer, sizeof(c->peer), ss.ss_family == AF_INET6 ? "[%s]:%d" : "%s:%d",
+                 ip, port);
         struct epoll_event ev;
         memset(&ev, 0, sizeof(ev));
         ev.events = EPOLLIN | EPOLLRDHUP;

@@ -154,7 +154,8 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
     } else if (strcmp(name, "header-timeout") == 0 ||
                strcmp(name, "transit-allowance") == 0 || strcmp(name, "drain") == 0) {
         if (arg == NULL || parse_duration(arg, &d) != 0) {
-            snprintf(err, errlen, "%s takes a duration like 300ms or 2s, not '%s'", name,
+            snprintf(err, errlen,
+                     "%s takes a positive duration like 300ms or 2s, not '%s'", name,
                      arg ? arg : "");
             return -1;
         }

@@ -54,6 +54,7 @@ struct route {
     bool idempotent;
     const char *cafile;
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
+    int64_t budget, floor; /* as given (0: not given), to check them together */
     uint32_t max_hedges;
 };
 
