@@ -341,6 +341,38 @@ static void parse(struct conn *c) {
     }
 }
 
+/* Room in @c->in for @need bytes.  Once the head is parsed (the body is
+ * being read) the request's views point into @c->in: they move with it. */
+static bool grow_in(struct conn *c, size_t need) {
+    if (need <= c->in_cap) {
+        return true;
+    }
+    sg_fm_h1_request *r = &c->req;
+    const bool views = c->state == C_BODY;
+    size_t method = 0, target = 0;
+    size_t names[SG_FM_H1_MAX_HEADERS], values[SG_FM_H1_MAX_HEADERS];
+    if (views) {
+        method = (size_t)(r->method - c->in);
+        target = (size_t)(r->target - c->in);
+        for (size_t i = 0; i < r->num_headers; i++) {
+            names[i] = (size_t)(r->headers[i].name - c->in);
+            values[i] = (size_t)(r->headers[i].value - c->in);
+        }
+    }
+    if (!grow(&c->in, &c->in_cap, need)) {
+        return false;
+    }
+    if (views) {
+        r->method = c->in + method;
+        r->target = c->in + target;
+        for (size_t i = 0; i < r->num_headers; i++) {
+            r->headers[i].name = c->in + names[i];
+            r->headers[i].value = c->in + values[i];
+        }
+    }
+    return true;
+}
+
 static void read_client(struct conn *c) {
     for (;;) {
         if (c->state != C_HEAD && c->state != C_BODY) {
@@ -357,7 +389,7 @@ static void read_client(struct conn *c) {
             continue;
         }
         size_t limit = PROXY_MAX_HEAD + c->proxy->max_body + 65536;
-        if (!grow(&c->in, &c->in_cap, c->in_len + 16384) || c->in_len > limit) {
+        if (!grow_in(c, c->in_len + 16384) || c->in_len > limit) {
             reply_error(c, 413, "request too large");
             return;
         }
