@@ -180,4 +180,33 @@ for (const [name, run] of Object.entries(sdks)) {
     r.error === null && seen.length === 1 && xd > 0 && xd <= 1500, `${show(r)} ${JSON.stringify(seen)}`);
 }
 
+// An unsafe POST that timed out after it was sent may have taken effect:
+// the proxy never repeats it, and tells the SDK not to either - an SDK
+// left to its own retries (maxRetries 2) must not send it again.
+{
+  const tag = `px-sdk-unknown-${process.pid}`;
+  const client = new OpenAI({
+    baseURL: `${openaiProxy}/v1`,
+    apiKey: 'sk-proxy-SDKSECRET-1',
+    maxRetries: 2,
+    defaultHeaders: { 'X-SG-Scenario': 'n=2&first_delay=3000' },
+  });
+  let err = null;
+  try {
+    const stream = await client.chat.completions.create(
+      { model: 'sg-fakemodel', messages: [{ role: 'user', content: 'hi' }], stream: true },
+      { query: { _t: tag } },
+    );
+    for await (const _ of stream) {
+      // nothing comes
+    }
+  } catch (e) {
+    err = e;
+  }
+  const log = await (await fetch(`${fakemodel}/_log?event=received`)).json();
+  const sent = log.events.filter((e) => (e.query ?? '').includes(tag)).length;
+  check(`openai with its own retries: an outcome-unknown 504 is sent once, not repeated by the SDK (${sent} upstream request(s))`,
+    err !== null && err.status === 504 && sent === 1, `${err?.status} ${sent}`);
+}
+
 process.exit(failures === 0 ? 0 : 1);

@@ -294,7 +294,12 @@ static void answer_failure(struct conn *c, sg_outcome o) {
     if (status == 429 || status == 503) {
         retry_after_of(a, ra, sizeof(ra));
     }
-    snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s", sg_outcome_name(o), ra);
+    /* a request that may have taken effect is never to be repeated: said
+     * to the client as well (x-should-retry is what the OpenAI and
+     * Anthropic SDKs obey), so its own retries do not send it again */
+    const bool unknown = a != NULL && a->outcome_unknown;
+    snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s%s", sg_outcome_name(o), ra,
+             unknown ? "X-SG-Outcome-Unknown: true\r\nx-should-retry: false\r\n" : "");
     reply(c, status, sg_fm_h1_status_text(status), extra, body);
 }
 
