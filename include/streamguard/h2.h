@@ -358,8 +358,9 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *
  * The operation may end during this call (nothing could be leased - a
  * floor at or above the budget too, as with sg_op_start: refused,
- * budget_below_floor): on_done is then called before it returns.  When the connection is still being
- * made the attempt waits for it (phase connect) and is sent once it is.
+ * budget_below_floor): on_done is then called before it returns.  When
+ * the connection is still being made the attempt waits for it (phase
+ * connect) and is sent once it is.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes
  * (then no operation exists and no callback was called):

@@ -190,7 +190,8 @@ static void write_out(const char *fmt, const sg_op *op) {
     if (end == SG_TIME_NEVER) {
         end = sg_clock_now(NULL);
     }
-    const int64_t elapsed_ns = end - sg_budget_started_at(b);
+    const int64_t elapsed_ns =
+        sg_time_since(end, sg_budget_started_at(b)); /* as the report */
     for (const char *p = fmt; *p != '\0'; p++) {
         if (p[0] == '\\' && p[1] == 'n') {
             fputc('\n', stdout);
