@@ -264,6 +264,18 @@ check "persistent 503: status 503, Retry-After passed through, X-SG-Outcome: htt
     '[ "$CODE" = 503 ] && [ "$(hdr p503 Retry-After)" = 0 ] && [ "$(hdr p503 X-SG-Outcome)" = http_error ]' \
     "$CODE $(tr '\r\n' '  ' <"$FM_DIR/p503.hdr")"
 
+# The upstream refused the request as the client's own error (4xx): the
+# client gets that status, not a 502 it would read as the proxy's failure
+# (and that its SDK would retry).
+preq "$PB" s401 px-401 '/v1/chat/completions?status=401&_t=px_401'
+nb=$((nb + 1))
+check "upstream 401: 401 with X-SG-Outcome http_error" \
+    '[ "$CODE" = 401 ] && [ "$(hdr s401 X-SG-Outcome)" = http_error ]' "$CODE $(hdr s401 X-SG-Outcome)"
+check "upstream 401: sent once" '[ "$(fm_count px-401 received)" -eq 1 ]' "$(fm_count px-401 received)"
+preq "$PB" s404 px-404 '/v1/chat/completions?status=404&_t=px_404'
+nb=$((nb + 1))
+check "upstream 404: 404" '[ "$CODE" = 404 ]' "$CODE"
+
 # Any other upstream failure before the first token: 502.
 preq "$PB" s500 px-500 '/v1/chat/completions?status=500&_t=px_500'
 nb=$((nb + 1))

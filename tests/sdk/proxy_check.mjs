@@ -209,4 +209,31 @@ for (const [name, run] of Object.entries(sdks)) {
     err !== null && err.status === 504 && sent === 1, `${err?.status} ${sent}`);
 }
 
+// The upstream refused the request as the client's error: the SDK gets
+// that status and raises its own error for it (not a 502, which it would
+// retry), and the request went upstream once.
+{
+  const tag = `px-sdk-400-${process.pid}`;
+  const client = new OpenAI({
+    baseURL: `${openaiProxy}/v1`,
+    apiKey: 'sk-proxy-SDKSECRET-1',
+    maxRetries: 2,
+    defaultHeaders: { 'X-SG-Scenario': 'status=400' },
+  });
+  let err = null;
+  try {
+    await client.chat.completions.create(
+      { model: 'sg-fakemodel', messages: [{ role: 'user', content: 'hi' }], stream: true },
+      { query: { _t: tag } },
+    );
+  } catch (e) {
+    err = e;
+  }
+  const log = await (await fetch(`${fakemodel}/_log?event=received`)).json();
+  const sent = log.events.filter((e) => (e.query ?? '').includes(tag)).length;
+  check(`openai with its own retries: an upstream 400 is the SDK's BadRequestError, sent once (${sent} upstream request(s))`,
+    err instanceof OpenAI.BadRequestError && err.status === 400 && sent === 1,
+    `${err?.constructor?.name} ${err?.status} ${sent}`);
+}
+
 process.exit(failures === 0 ? 0 : 1);

@@ -420,6 +420,10 @@ const char *sg_fm_h1_status_text(int status) {
         return "OK";
     case 400:
         return "Bad Request";
+    case 401:
+        return "Unauthorized";
+    case 402:
+        return "Payment Required";
     case 403:
         return "Forbidden";
     case 404:
@@ -428,8 +432,14 @@ const char *sg_fm_h1_status_text(int status) {
         return "Method Not Allowed";
     case 408:
         return "Request Timeout";
+    case 409:
+        return "Conflict";
     case 413:
         return "Content Too Large";
+    case 415:
+        return "Unsupported Media Type";
+    case 422:
+        return "Unprocessable Content";
     case 429:
         return "Too Many Requests";
     case 431:

@@ -60,6 +60,13 @@ int answer_status(sg_outcome outcome, int upstream_status) {
         (upstream_status == 429 || upstream_status == 503)) {
         return upstream_status; /* the client may retry: say when */
     }
+    if (outcome == SG_OUTCOME_HTTP_ERROR && upstream_status >= 400 &&
+        upstream_status < 500) {
+        /* the upstream refused the request as the client's error (its key,
+         * its model, its parameters): a 502 would blame the proxy, and an
+         * SDK would send the same request again */
+        return upstream_status;
+    }
     if (outcome == SG_OUTCOME_REFUSED) {
         return 503; /* not enough budget to try at all */
     }
