@@ -157,7 +157,10 @@ typedef struct sg_curl_callbacks {
  * grpc_timeout:   also stamp "grpc-timeout" with the lease.  Default false.
  * drain_ns:       after the terminal sentinel, how long to wait for the
  *                 body to end (so the connection can be reused) before the
- *                 transfer is dropped; the outcome is ok either way.
+ *                 transfer is dropped; the outcome is ok either way.  The
+ *                 same after an error response's head, while its body is
+ *                 read (sg_curl_op_error_body), within the attempt's
+ *                 lease; the outcome is http_error either way.
  *                 Default 200 ms.
  * clock:          the clock; NULL = CLOCK_MONOTONIC.  Borrowed: the
  *                 operation keeps the pointer.  The managed multi waits on
@@ -325,6 +328,25 @@ SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
  * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
+
+/**
+ * sg_curl_op_error_body - what the server said in the error response that
+ * ended the last attempt: a final status of 400 or more, whose body the
+ * transport reads (while the attempt's outcome is already http_error,
+ * decided when the head arrived) until it ends, for the drain time at
+ * most (sg_curl_options.drain_ns) within the attempt's lease, so the
+ * connection may be reused.  The first SG_ERROR_BODY_MAX bytes are kept,
+ * as they came (not NUL-terminated; the response's Content-Encoding, if
+ * the easy handle asked for one, undone by libcurl); the report never
+ * holds them.  A response libcurl would answer itself (an auth challenge
+ * with CURLOPT_HTTPAUTH) is the answer: nothing more is sent.
+ *
+ * Returns the bytes inside @op (valid until the next attempt starts or
+ * @op is freed) and their count in *@len (when @len is not NULL), or NULL
+ * and 0: no attempt ended so, its body was empty, or @op is NULL.
+ * Thread-safety: only on the thread that owns @op.
+ */
+SG_EXTERN const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len);
 
 /**
  * sg_curl_op_report - the execution report (JSON, docs/report.md) into

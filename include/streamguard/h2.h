@@ -159,7 +159,10 @@ typedef struct sg_h2_header {
  * grpc_timeout:    also stamp "grpc-timeout" with the lease.  Default false.
  * drain_ns:        after the terminal sentinel, how long to wait for the
  *                  stream's END_STREAM before resetting it with CANCEL; the
- *                  outcome is ok either way.  Default 200 ms.
+ *                  outcome is ok either way.  The same after an error
+ *                  response's head, while its body is read
+ *                  (sg_h2_op_error_body), within the attempt's lease; the
+ *                  outcome is http_error either way.  Default 200 ms.
  *
  * An intent ledger, or any other record of what the operation did, plugs
  * into the policy as an observer (sg_op_options_set_observer).  Its intent
@@ -415,6 +418,17 @@ SG_EXTERN int32_t sg_h2_op_stream_id(const sg_h2_op *op);
 SG_EXTERN int sg_h2_op_http_status(const sg_h2_op *op);
 /** What went wrong in the last failed attempt ("" when nothing did). */
 SG_EXTERN const char *sg_h2_op_error(const sg_h2_op *op);
+/**
+ * sg_h2_op_error_body - what the server said in the error response that
+ * ended the last attempt (a final status of 400 or more): the first
+ * SG_ERROR_BODY_MAX bytes of its DATA, read after the head (the attempt is
+ * http_error from the head's arrival) until END_STREAM, for drain_ns at
+ * most within the attempt's lease; never in the report.  As with
+ * sg_curl_op_error_body: the bytes inside @op (valid until the next
+ * attempt starts or @op is freed) and their count in *@len, or NULL and
+ * 0.  Thread-safety: the thread that drives @op's connection.
+ */
+SG_EXTERN const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len);
 
 /**
  * sg_h2_op_report - the execution report (JSON, docs/report.md) into @buf;

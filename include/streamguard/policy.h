@@ -89,6 +89,10 @@ extern "C" {
 #define SG_OP_RETRY_AFTER_RAW_MAX 31
 /** Bytes of a transport's own error message kept per attempt. */
 #define SG_OP_ERROR_MAX 127
+/** Bytes kept of the body of an error response (a final status of 400 or
+ *  more): what the server said, for the caller (sg_curl_op_error_body,
+ *  sg_h2_op_error_body); never in the report. */
+#define SG_ERROR_BODY_MAX 4096
 /** The most hedges in flight beside an operation's attempt. */
 #define SG_OP_MAX_HEDGES 4
 /** The most endpoints an operation falls back across. */

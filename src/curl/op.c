@@ -123,10 +123,19 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
     }
     if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
         /* The end of a header block. */
-        if (sg__lc_headers_end(&op->lc, op_now(op)) == SG__LC_ERROR) {
-            /* The answer is in: no need to read an error body. */
-            op->at.http_abort = true;
-            return 0;
+        int64_t now = op_now(op);
+        if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
+            if (op->lc.http_status < 400) {
+                /* no status, or a malformed one: nothing worth reading */
+                op->at.http_abort = true;
+                return 0;
+            }
+            /* The answer is in (http_error, now); what the server said
+             * comes with the body, read while it drains. */
+            sg__lc_error_response(&op->lc, now);
+            if (op->owner != NULL) {
+                sg__curl_multi_reschedule(op->owner, op);
+            }
         }
         return n; /* interim, a stream, or a redirect libcurl may follow */
     }
@@ -157,6 +166,12 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
+    if (op->lc.state == SG__LC_DRAINING && op->lc.error_body) {
+        /* libcurl would answer an error response itself (an auth
+         * challenge with CURLOPT_HTTPAUTH): that response is the
+         * attempt's answer, and no request leaves but the policy's */
+        return CURL_PREREQFUNC_ABORT;
+    }
     if (!op->at.method_checked) {
         /* One method for safety, the report and the ledger: the one on the
          * wire.  The easy handle decides what libcurl sends (POSTFIELDS,
@@ -780,6 +795,15 @@ void *sg_curl_op_user_data(const sg_curl_op *op) {
 
 const char *sg_curl_op_error(const sg_curl_op *op) {
     return op != NULL ? op->lc.errbuf : "";
+}
+
+const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len) {
+    size_t n = 0;
+    const char *b = op != NULL ? sg__lc_error_body(&op->lc, &n) : NULL;
+    if (len != NULL) {
+        *len = n;
+    }
+    return b;
 }
 
 int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len, size_t *needed) {

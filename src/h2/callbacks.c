@@ -124,10 +124,15 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
         sg__h2_reschedule(op);
         return 0;
     default: {
-        /* The answer is in (no redirects here); an error body is not worth
-         * reading. */
+        /* The answer is in (no redirects here): http_error now; what the
+         * server said comes in its DATA, read while the stream drains. */
         bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
-        sg__h2_decide(op, now, SG_OUTCOME_HTTP_ERROR, ended ? -1 : NGHTTP2_CANCEL);
+        if (ended || op->lc.http_status < 400) {
+            sg__h2_decide(op, now, SG_OUTCOME_HTTP_ERROR, ended ? -1 : NGHTTP2_CANCEL);
+            return 0;
+        }
+        sg__lc_error_response(&op->lc, now);
+        sg__h2_reschedule(op);
         return 0;
     }
     }

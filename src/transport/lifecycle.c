@@ -75,6 +75,10 @@ void sg__lc_release(sg__lifecycle *lc) {
     sg__lc_drop_intent(lc);
     free(lc->parser_buf);
     lc->parser_buf = NULL;
+    free(lc->ebody);
+    lc->ebody = NULL;
+    lc->ebody_len = 0;
+    lc->ebody_attempt = 0;
     sg_op_release(&lc->policy); /* the records of attempts past the inline ones */
 }
 
@@ -150,6 +154,9 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     lc->sent = false;
     lc->headers_done = false;
     lc->body_is_stream = false;
+    lc->error_body = false;
+    lc->ebody_len = 0;
+    lc->ebody_attempt = 0;
     lc->not_processed = false;
     lc->lost = false;
     if (lc->primary == NULL && !plan->hedge) {
@@ -395,7 +402,9 @@ int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now) {
 
 void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
     if (lc->state == SG__LC_DRAINING) {
-        how = SG_OUTCOME_OK; /* the terminal already decided it */
+        /* the terminal already decided it, or the error response's head
+         * (whose stream ended there: its result stands) */
+        how = lc->error_body ? SG_OUTCOME_HTTP_ERROR : SG_OUTCOME_OK;
     }
     if (sg_stream_active(&lc->stream)) {
         sg_stream_end(&lc->stream, now, how, &lc->gr);
@@ -671,7 +680,54 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
     return SG__LC_ERROR;
 }
 
+void sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
+    if (sg_stream_active(&lc->stream)) {
+        sg_stream_end(&lc->stream, now, SG_OUTCOME_HTTP_ERROR, &lc->gr);
+    }
+    lc->error_body = true;
+    lc->ebody_len = 0;
+    lc->ebody_attempt = lc->attempt;
+    lc->state = SG__LC_DRAINING;
+    lc->drain_until = sg_time_min(sg_time_add(now, lc->drain_ns), lc->attempt_end);
+}
+
+const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len) {
+    *len = 0;
+    if (root == NULL) {
+        return NULL;
+    }
+    const uint32_t last = sg_op_attempt_count(root->pol);
+    for (size_t i = 0; last > 0 && i <= SG_OP_MAX_HEDGES; i++) {
+        const sg__lifecycle *lc = i == 0 ? root : root->slots[i - 1];
+        if (lc != NULL && lc->ebody_attempt == last && lc->ebody_len > 0) {
+            *len = lc->ebody_len;
+            return lc->ebody;
+        }
+    }
+    return NULL;
+}
+
+/* An error response's body: the first SG_ERROR_BODY_MAX bytes are kept
+ * (none when the memory is not there: the outcome does not depend on
+ * them), the rest drained. */
+static void keep_error_body(sg__lifecycle *lc, const void *data, size_t len) {
+    if (lc->ebody_len >= SG_ERROR_BODY_MAX || len == 0) {
+        return;
+    }
+    if (lc->ebody == NULL && (lc->ebody = malloc(SG_ERROR_BODY_MAX)) == NULL) {
+        return;
+    }
+    size_t n = SG_ERROR_BODY_MAX - lc->ebody_len;
+    n = len < n ? len : n;
+    memcpy(lc->ebody + lc->ebody_len, data, n);
+    lc->ebody_len += n;
+}
+
 int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
+    if (lc->state == SG__LC_DRAINING && lc->error_body) {
+        keep_error_body(lc, data, len);
+        return 0;
+    }
     if (lc->state != SG__LC_RUNNING || !lc->body_is_stream) {
         return 0; /* draining after the terminal, or a body that is no stream */
     }

@@ -38,7 +38,9 @@
 enum sg__lc_state {
     SG__LC_NEW = 0,  /* created, not started */
     SG__LC_RUNNING,  /* an attempt's request is in flight */
-    SG__LC_DRAINING, /* terminal seen: decided ok, waiting for the body end */
+    SG__LC_DRAINING, /* terminal seen: decided ok, waiting for the body end;
+                      * or an error response's head: decided http_error,
+                      * its body read (error_body) */
     SG__LC_ENDING,   /* attempt decided; sg__lc_settle hands it over */
     SG__LC_SLEEPING, /* backoff before the next attempt */
     SG__LC_DONE,
@@ -150,6 +152,7 @@ struct sg__lifecycle {
     bool sent;            /* the request may have reached the server */
     bool headers_done;    /* a final (non-1xx) header block ended */
     bool body_is_stream;  /* 2xx: the body is parsed into items */
+    bool error_body;      /* DRAINING an error response: its body is kept */
     bool not_processed;   /* the server did no processing: never sent */
     int feed_error;       /* framing error that stopped the body, 0 none */
     sg_guard_result gr;   /* the decided attempt (ENDING) */
@@ -162,6 +165,11 @@ struct sg__lifecycle {
     bool deadline_header; /* stamp the policy's deadline header */
     bool grpc_timeout;    /* stamp grpc-timeout */
     char errbuf[SG__LC_ERROR_SIZE];
+    /* the body of this line's last error response (allocated at its first
+     * byte, SG_ERROR_BODY_MAX), and the attempt it answered (0: none) */
+    char *ebody;
+    size_t ebody_len;
+    uint32_t ebody_attempt;
 };
 
 /* Sets @lc up: validates @framing (NULL: defaults), allocates its buffer.
@@ -236,6 +244,16 @@ void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len);
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len);
 /* The header block ended: its class (and for 2xx, phase wait_first_item). */
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
+/* An error response's head ended at @now (sg__lc_headers_end said
+ * SG__LC_ERROR; a status of 400 or more): the attempt is decided
+ * http_error at this instant, and the lifecycle drains its body, keeping
+ * SG_ERROR_BODY_MAX bytes of it (sg__lc_error_body), until the body ends
+ * or for the drain time at most, within the attempt's lease.  The
+ * transport then decides (the outcome stays http_error) and settles. */
+void sg__lc_error_response(sg__lifecycle *lc, int64_t now);
+/* What the error response that ended the operation's last attempt said
+ * (any line of @root's: a hedge's too), or NULL and *@len 0. */
+const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len);
 /* Body bytes at @now.  Returns 0 when taken (or ignored: not a stream,
  * draining), 1 when the terminal arrived (draining now), or the negative
  * code of sg_stream_feed (the attempt must stop: abort and decide). */
@@ -243,7 +261,8 @@ int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now);
 
 /* The attempt is decided at @now: @how is what the transport saw; a cause
  * latched in the stream (expiry, cap, cancel, framing) wins, and an
- * attempt that was draining is ok.  Leaves the lifecycle ENDING. */
+ * attempt that was draining is ok (after its terminal) or http_error
+ * (after an error response's head).  Leaves the lifecycle ENDING. */
 void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how);
 /* Hands the ENDING attempt to the policy at @now and runs the callbacks:
  * leaves SLEEPING (a retry) or ends the operation.  Returns 1 when it

@@ -69,6 +69,9 @@ typedef struct result {
     sg_op_reason reason;
     char last_event[64];
     char report[32768];
+    char error_body[SG_ERROR_BODY_MAX + 1]; /* sg_curl_op_error_body, NUL added */
+    size_t error_body_len;
+    bool has_error_body;
 } result;
 
 static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
@@ -173,6 +176,13 @@ static void collect(result *r, sg_curl_op *op, int64_t t0) {
     }
     r->started = t0;
     assert_int_equal(sg_curl_op_report(op, r->report, sizeof(r->report), NULL), 0);
+    size_t n = 99;
+    const char *b = sg_curl_op_error_body(op, &n);
+    r->has_error_body = b != NULL;
+    assert_true(b != NULL ? n > 0 && n <= SG_ERROR_BODY_MAX : n == 0);
+    memcpy(r->error_body, b != NULL ? b : "", n);
+    r->error_body[n] = '\0';
+    r->error_body_len = n;
 }
 
 static void run(const spec *s, result *r) {
@@ -364,6 +374,7 @@ status_429_then_success_retries_with_one_key_and_a_shrinking_deadline(void **sta
     run(&s, &r);
     assert_string_equal(sg_outcome_name(r.outcome), "ok");
     assert_int_equal(r.attempts, 3);
+    assert_false(r.has_error_body); /* the last attempt's answer was no error */
     char *log = fm_fetch(&server, "/_log?event=received&key=it-429-key", 0);
     assert_non_null(log);
     assert_int_equal(fm_count(log, "\"event\":\"received\""), 3);
@@ -449,6 +460,59 @@ static void a_final_error_status_is_not_retried(void **state) {
     assert_int_equal(r.http_status, 404);
     assert_int_equal(r.attempts, 1);
     assert_string_equal(sg_op_reason_name(r.reason), "final_status");
+    /* what the server said, kept for the caller; never in the report */
+    assert_string_equal(r.error_body,
+                        "{\"error\":{\"message\":\"sg-fakemodel scripted "
+                        "status 404\",\"type\":\"scripted\",\"code\":404}}\n");
+    assert_null(strstr(r.report, "scripted"));
+}
+
+/* An error response's body is read after its head - the attempt is
+ * http_error from the head on - and kept up to SG_ERROR_BODY_MAX bytes;
+ * the rest is drained, so the connection is reused by the next request. */
+static void an_error_response_says_why_and_its_connection_is_reused(void **state) {
+    (void)state;
+    CURL *e = curl_easy_init();
+    assert_non_null(e);
+    char url[512];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?status=400&error_pad=20000&_t=epad.", server.base);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    assert_int_equal(sg_op_options_set_method(&po, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&po, 1), 0);
+    sg_curl_options co;
+    memset(&co, 0, sizeof(co));
+    co.framing.terminal_data = "[DONE]";
+    sg_curl_callbacks cbs = {.on_item = on_item};
+    result r;
+    memset(&r, 0, sizeof(r));
+    spec s = {0};
+    void *ud[2] = {&r, &s};
+    sg_curl_multi *m; /* one multi: its connection cache outlives each op */
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    for (int i = 0; i < 2; i++) {
+        sg_curl_op *op;
+        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_multi_add(m, op), 0);
+        assert_int_equal(sg_curl_multi_run(m), 0);
+        collect(&r, op, 0);
+        sg_curl_op_free(op);
+        assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+        assert_int_equal(r.http_status, 400);
+        assert_int_equal(r.error_body_len, SG_ERROR_BODY_MAX);
+        static const char head[] =
+            "{\"error\":{\"message\":\"sg-fakemodel scripted status 400";
+        assert_memory_equal(r.error_body, head, strlen(head));
+        assert_int_equal(strspn(r.error_body + strlen(head), "x"),
+                         SG_ERROR_BODY_MAX - strlen(head)); /* cut there */
+        long connects = -1;
+        curl_easy_getinfo(e, CURLINFO_NUM_CONNECTS, &connects);
+        assert_int_equal(connects, i == 0 ? 1 : 0); /* the second: the same connection */
+    }
+    sg_curl_multi_free(m);
+    curl_easy_cleanup(e);
 }
 
 static void
@@ -1741,6 +1805,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(no_request_starts_after_the_budget),
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
+        cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
         cmocka_unit_test(a_server_that_breaks_http_is_a_protocol_error_not_retried),

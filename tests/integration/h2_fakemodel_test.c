@@ -752,6 +752,14 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     assert_int_equal(sg_h2_op_http_status(e.op), 429);
     const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(e.op), 0);
     assert_true(a->retry_after_present);
+    /* what the server said, from the DATA after the head */
+    size_t blen = 0;
+    const char *body = sg_h2_op_error_body(e.op, &blen);
+    static const char said[] = "{\"error\":{\"message\":\"sg-fakemodel scripted status "
+                               "429\",\"type\":\"scripted\",\"code\":429}}\n";
+    assert_non_null(body);
+    assert_int_equal(blen, strlen(said));
+    assert_memory_equal(body, said, blen);
     char *log = fm_fetch(&s, "/_log", 0);
     assert_non_null(log);
     assert_non_null(strstr(log, "\"idempotency_key\":\"key-429\""));
@@ -761,6 +769,30 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     char report[8192];
     assert_int_equal(sg_h2_op_report(e.op, report, sizeof(report), NULL), 0);
     assert_non_null(strstr(report, "http_error"));
+    assert_null(strstr(report, "scripted")); /* never in the report */
+    sg_h2_op_free(e.op);
+
+    /* a long one: SG_ERROR_BODY_MAX bytes kept, the rest drained; the
+     * connection goes on */
+    memset(&e, 0, sizeof(e));
+    req.path = "/v1/chat/completions?status=400&error_pad=20000&_tag=2";
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
+    body = sg_h2_op_error_body(e.op, &blen);
+    assert_non_null(body);
+    assert_int_equal(blen, SG_ERROR_BODY_MAX);
+    assert_int_equal(body[SG_ERROR_BODY_MAX - 1], 'x');
+    sg_h2_op_free(e.op);
+    memset(&e, 0, sizeof(e));
+    req.path = "/v1/chat/completions?n=2&_tag=3";
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
+    assert_null(sg_h2_op_error_body(e.op, &blen));
+    assert_int_equal(blen, 0);
     sg_h2_conn_free(c);
     h2t_stop(&s);
 }

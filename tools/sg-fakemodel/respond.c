@@ -188,15 +188,23 @@ static void start_stream_response(exchange *ex) {
         /* The scripted failure: status, Retry-After, a JSON error body
          * (Bedrock's shape and x-amzn-ErrorType for the Bedrock formats). */
         sg_fm_buf b = {0};
+        /* error_pad: that many 'x' end the message (a long error body) */
+        char pad[4096];
+        memset(pad, 'x', sizeof(pad));
+        sg_fm_buf_printf(&b,
+                         es ? "{\"message\":\"sg-fakemodel scripted status %d"
+                            : "{\"error\":{\"message\":\"sg-fakemodel scripted "
+                              "status %d",
+                         ex->status);
+        for (int64_t left = ex->sc.error_pad; left > 0; left -= (int64_t)sizeof(pad)) {
+            sg_fm_buf_append(&b, pad,
+                             left < (int64_t)sizeof(pad) ? (size_t)left : sizeof(pad));
+        }
         if (es) {
-            sg_fm_buf_printf(&b, "{\"message\":\"sg-fakemodel scripted status %d\"}\n",
-                             ex->status);
+            sg_fm_buf_printf(&b, "\"}\n");
             ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
         } else {
-            sg_fm_buf_printf(&b,
-                             "{\"error\":{\"message\":\"sg-fakemodel scripted status "
-                             "%d\",\"type\":\"scripted\",\"code\":%d}}\n",
-                             ex->status, ex->status);
+            sg_fm_buf_printf(&b, "\",\"type\":\"scripted\",\"code\":%d}}\n", ex->status);
         }
         int st = ex->status;
         ex->st = X_STREAMING;
