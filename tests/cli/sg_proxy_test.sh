@@ -255,8 +255,8 @@ nb=$((nb + 1))
 check "persistent 429: status 429" '[ "$CODE" = 429 ]' "got $CODE"
 check "persistent 429: Retry-After passed through" '[ "$(hdr p429 Retry-After)" = 1 ]' "$(cat "$FM_DIR/p429.hdr")"
 check "persistent 429: X-SG-Outcome: http_error" '[ "$(hdr p429 X-SG-Outcome)" = http_error ]' "$(hdr p429 X-SG-Outcome)"
-jqcheck "persistent 429: an OpenAI error body" "$(cat "$FM_DIR/p429.body")" \
-    '.error.type == "http_error" and .error.code == "http_error" and (.error.message | type == "string")'
+jqcheck "persistent 429: the upstream's own error body" "$(cat "$FM_DIR/p429.body")" \
+    '.error.message == "sg-fakemodel scripted status 429" and .error.code == 429'
 
 preq "$PB" p503 px-p503 '/v1/chat/completions?status=503&retry_after=0&_t=px_p503'
 nb=$((nb + 1))
@@ -272,15 +272,23 @@ nb=$((nb + 1))
 check "upstream 401: 401 with X-SG-Outcome http_error" \
     '[ "$CODE" = 401 ] && [ "$(hdr s401 X-SG-Outcome)" = http_error ]' "$CODE $(hdr s401 X-SG-Outcome)"
 check "upstream 401: sent once" '[ "$(fm_count px-401 received)" -eq 1 ]' "$(fm_count px-401 received)"
-preq "$PB" s404 px-404 '/v1/chat/completions?status=404&_t=px_404'
+jqcheck "upstream 401: the upstream's own error body, what it said" "$(cat "$FM_DIR/s401.body")" \
+    '.error.message == "sg-fakemodel scripted status 401" and .error.code == 401'
+check "upstream 401: the upstream's Content-Type" '[ "$(hdr s401 Content-Type)" = application/json ]' "$(hdr s401 Content-Type)"
+preq "$PB" s404 px-404 '/v1/chat/completions?status=404&error_pad=5000&_t=px_404'
 nb=$((nb + 1))
 check "upstream 404: 404" '[ "$CODE" = 404 ]' "$CODE"
+jqcheck "upstream 404 with a body longer than the library keeps: the proxy's own, not a cut one" \
+    "$(cat "$FM_DIR/s404.body")" '.error.type == "http_error"'
 
 # Any other upstream failure before the first token: 502.
 preq "$PB" s500 px-500 '/v1/chat/completions?status=500&_t=px_500'
 nb=$((nb + 1))
 check "upstream 500: 502 with X-SG-Outcome http_error" \
     '[ "$CODE" = 502 ] && [ "$(hdr s500 X-SG-Outcome)" = http_error ]' "$CODE $(hdr s500 X-SG-Outcome)"
+jqcheck "upstream 500: the 502 is the proxy's, its body says so" "$(cat "$FM_DIR/s500.body")" \
+    '.error.type == "http_error"'
+
 
 # A slow first token on every attempt: 504 first_item_timeout, long before
 # the upstream's 3 s.

@@ -234,6 +234,8 @@ for (const [name, run] of Object.entries(sdks)) {
   check(`openai with its own retries: an upstream 400 is the SDK's BadRequestError, sent once (${sent} upstream request(s))`,
     err instanceof OpenAI.BadRequestError && err.status === 400 && sent === 1,
     `${err?.constructor?.name} ${err?.status} ${sent}`);
+  check('openai: the upstream 400\'s own message reaches the SDK\'s error',
+    (err?.message ?? '').includes('sg-fakemodel scripted status 400'), err?.message);
 }
 
 process.exit(failures === 0 ? 0 : 1);

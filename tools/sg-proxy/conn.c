@@ -151,15 +151,20 @@ void conn_free(struct conn *c) {
  * timeout): status, a short JSON error, then close. */
 void reply(struct conn *c, int status, const char *reason, const char *extra,
            const char *body) {
-    char head[512];
+    reply_bytes(c, status, reason, extra, "application/json", body, strlen(body));
+}
+
+void reply_bytes(struct conn *c, int status, const char *reason, const char *extra,
+                 const char *ctype, const char *body, size_t len) {
+    char head[768];
     snprintf(head, sizeof(head),
-             "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+             "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
              "Connection: close\r\n%s\r\n",
-             status, reason, strlen(body), extra != NULL ? extra : "");
+             status, reason, ctype, len, extra != NULL ? extra : "");
     c->state = C_CLOSING;
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
     put_str(c, head);
-    put_str(c, body);
+    (void)put(c, body, len);
     flush_out(c);
 }
 

@@ -92,6 +92,9 @@ void put_str(struct conn *c, const char *s);
 /* A whole answer (status, extra header lines, a JSON body), then close. */
 void reply(struct conn *c, int status, const char *reason, const char *extra,
            const char *body);
+/* The same with any body: @len bytes of type @ctype (one header value). */
+void reply_bytes(struct conn *c, int status, const char *reason, const char *extra,
+                 const char *ctype, const char *body, size_t len);
 void reply_error(struct conn *c, int status, const char *what);
 void free_op(struct conn *c);
 void conn_free(struct conn *c);

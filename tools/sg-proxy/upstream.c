@@ -273,6 +273,31 @@ static void retry_after_of(const sg_op_attempt *a, char *out, size_t cap) {
     }
 }
 
+/* The type of an upstream error body passed through: the upstream's own
+ * Content-Type when it is a plain header value, else JSON when it looks
+ * like JSON (provider errors are), else text. */
+static const char *error_body_type(const struct conn *c, const char *body, size_t len) {
+    const char *ct = NULL;
+    CURL *easy = sg_curl_op_easy(c->op);
+    if (easy != NULL && curl_easy_getinfo(easy, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK &&
+        ct != NULL && ct[0] != '\0' && strlen(ct) < 128) {
+        bool plain = true;
+        for (const char *q = ct; *q != '\0'; q++) {
+            plain = plain && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x7f;
+        }
+        if (plain) {
+            return ct;
+        }
+    }
+    size_t i = 0;
+    while (i < len &&
+           (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n')) {
+        i++;
+    }
+    return i < len && (body[i] == '{' || body[i] == '[') ? "application/json"
+                                                         : "text/plain; charset=utf-8";
+}
+
 static void answer_failure(struct conn *c, sg_outcome o) {
     const sg_op *pol = sg_curl_op_policy(c->op);
     const sg_op_attempt *a = sg_op_deciding_attempt(pol);
@@ -300,6 +325,23 @@ static void answer_failure(struct conn *c, sg_outcome o) {
     const bool unknown = a != NULL && a->outcome_unknown;
     snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s%s", sg_outcome_name(o), ra,
              unknown ? "X-SG-Outcome-Unknown: true\r\nx-should-retry: false\r\n" : "");
+    /* the upstream's status passed through: so is what it said (the
+     * reason an SDK shows: "invalid api key", "model not found") */
+    size_t ulen = 0;
+    const char *said = NULL;
+    uint32_t n = sg_op_attempt_count(pol);
+    if (o == SG_OUTCOME_HTTP_ERROR && status == upstream && n > 0 &&
+        a == sg_op_attempt_at(pol, n - 1)) {
+        said = sg_curl_op_error_body(c->op, &ulen);
+        if (ulen >= SG_ERROR_BODY_MAX) {
+            said = NULL; /* it may have been cut: no half a JSON text */
+        }
+    }
+    if (said != NULL) {
+        reply_bytes(c, status, sg_fm_h1_status_text(status), extra,
+                    error_body_type(c, said, ulen), said, ulen);
+        return;
+    }
     reply(c, status, sg_fm_h1_status_text(status), extra, body);
 }
 
