@@ -117,6 +117,20 @@ has "$OUT" "[DONE]" "with another sentinel, [DONE] is an ordinary item"
 
 # ---- exit 7: HTTP errors, retries, Retry-After --------------------------------
 expect 7 "http error" -- "$CHAT?status=500&_t=cli_500"
+# What the server said with its error is the operator's answer to "why".
+expect 7 "http error: the status and the server's words on stderr" -- "$CHAT?status=401&_t=cli_401"
+has "$ERR" "http_error (HTTP 401) in wait_headers" "the diagnostic names the status"
+has "$ERR" 'the server said: {"error":{"message":"sg-fakemodel scripted status 401"' \
+    "the diagnostic quotes the error body"
+if [ -s "$OUT" ]; then fail "an error body is no item: stdout $(head -c 200 "$OUT")"; else pass "stdout holds no item"; fi
+expect 7 "http error, a long body: cut, on one line" -- "$CHAT?status=400&error_pad=3000&_t=cli_400"
+if [ "$(lines "$ERR")" -eq 2 ] && [ "$(wc -c <"$ERR")" -lt 900 ] && grep -q 'xxx\.\.\.$' "$ERR"; then
+    pass "a long error body is cut, marked, on its own line"
+else
+    fail "long error body: $(wc -c <"$ERR") bytes, $(lines "$ERR") lines: $(tail -c 100 "$ERR")"
+fi
+expect 7 "http error with -q: nothing on stderr" -- -q "$CHAT?status=401&_t=cli_401q"
+if [ -s "$ERR" ]; then fail "-q: $(cat "$ERR")"; else pass "-q keeps the server's words off stderr too"; fi
 expect 0 "429 then success with a key" -- --attempts 3 --idempotency-key cli-429 \
     --deadline-header X-Deadline-Ms -d '{"q":1}' -w '%{attempts}\n' \
     "$CHAT?status=429&retry_after=0&fail_first=2&n=1&_t=cli_429"

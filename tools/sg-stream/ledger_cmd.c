@@ -231,7 +231,7 @@ int ledger_refused(const struct config *c) {
     }
     int code = EXIT_BUDGET;
     if (sg_op_intent_poll(&op, now) == 1) {
-        code = conclude(c, &op, why);
+        code = conclude(c, &op, why, NULL, 0);
     } else {
         fprintf(stderr, "%s: refused: %s\n", prog, why);
     }

@@ -126,7 +126,10 @@ int run_curl(struct config *c) {
         }
         if (rv == 0) {
             output_end(c);
-            code = conclude(c, sg_curl_op_policy(op), sg_curl_op_error(op));
+            size_t said_len = 0;
+            const char *said = sg_curl_op_error_body(op, &said_len);
+            code =
+                conclude(c, sg_curl_op_policy(op), sg_curl_op_error(op), said, said_len);
         }
     }
     if (rv != 0) {

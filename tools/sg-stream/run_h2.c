@@ -225,7 +225,9 @@ int run_h2(struct config *c, bool probe) {
     }
     if (rv == 0 && op != NULL) {
         output_end(c);
-        code = conclude(c, sg_h2_op_policy(op), sg_h2_op_error(op));
+        size_t said_len = 0;
+        const char *said = sg_h2_op_error_body(op, &said_len);
+        code = conclude(c, sg_h2_op_policy(op), sg_h2_op_error(op), said, said_len);
     } else {
         code = run_failed(c, rv, NULL);
     }

@@ -156,7 +156,10 @@ void note_discard(const struct run *r, uint32_t attempt, sg_outcome outcome);
 /* Writes the items still waiting (until the budget's end at most) and puts
  * stdout back as it was; before conclude(). */
 void output_end(struct config *c);
-int conclude(const struct config *c, const sg_op *pol, const char *error);
+/* @said (@said_len bytes, NULL for none): what the server said with the
+ * error response that ended the last attempt, quoted after an http_error. */
+int conclude(const struct config *c, const sg_op *pol, const char *error,
+             const char *said, size_t said_len);
 int run_failed(const struct config *c, int rv, const char *detail);
 
 /* output.c */

@@ -315,9 +315,35 @@ void output_end(struct config *c) {
     out_free(o); /* blocking again, for the -w line */
 }
 
+/* At most this much of what the server said with an error is quoted. */
+#define SAID_MAX 400
+
+/* The server's error body on its own line: control bytes and DEL as '?'
+ * (line ends as spaces), cut at SAID_MAX with "..." when longer. */
+static void quote_said(const char *said, size_t len) {
+    while (len > 0 && (said[len - 1] == '\n' || said[len - 1] == '\r' ||
+                       said[len - 1] == ' ' || said[len - 1] == '\t')) {
+        len--;
+    }
+    if (len == 0) {
+        return;
+    }
+    fprintf(stderr, "%s: the server said: ", prog);
+    size_t n = len < SAID_MAX ? len : SAID_MAX;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)said[i];
+        fputc(b == '\n' || b == '\r' || b == '\t' ? ' '
+              : b < 0x20 || b == 0x7f             ? '?'
+                                                  : b,
+              stderr);
+    }
+    fputs(len > n ? "...\n" : "\n", stderr);
+}
+
 /* The end of a run, whatever the transport: report, -w, diagnostics, and
  * the exit status of the outcome's family. */
-int conclude(const struct config *c, const sg_op *pol, const char *error) {
+int conclude(const struct config *c, const sg_op *pol, const char *error,
+             const char *said, size_t said_len) {
     sg_outcome o = sg_op_outcome(pol);
     int code = exit_code_for(o);
     const struct out *out = &c->run.out;
@@ -351,9 +377,14 @@ int conclude(const struct config *c, const sg_op *pol, const char *error) {
                     prog, n, n == 1 ? "" : "s", reason, sg_outcome_name(last->outcome),
                     sg_phase_name(last->phase));
         } else {
-            fprintf(stderr, "%s: %s in %s after %" PRIu32 " attempt%s (%s)%s", prog,
-                    sg_outcome_name(o), sg_phase_name(last->phase), n, n == 1 ? "" : "s",
-                    reason, last->outcome_unknown ? "; outcome unknown: reconcile" : "");
+            char status[24] = "";
+            if (o == SG_OUTCOME_HTTP_ERROR && last->http_status > 0) {
+                snprintf(status, sizeof(status), " (HTTP %d)", last->http_status);
+            }
+            fprintf(stderr, "%s: %s%s in %s after %" PRIu32 " attempt%s (%s)%s", prog,
+                    sg_outcome_name(o), status, sg_phase_name(last->phase), n,
+                    n == 1 ? "" : "s", reason,
+                    last->outcome_unknown ? "; outcome unknown: reconcile" : "");
         }
         fprintf(stderr, "%s%s", error[0] ? ": " : "", error);
         if (c->probe_ns > 0) {
@@ -362,6 +393,9 @@ int conclude(const struct config *c, const sg_op *pol, const char *error) {
                     ms(c->probe_ns), c->probe_error);
         }
         fputc('\n', stderr);
+        if (o == SG_OUTCOME_HTTP_ERROR && said != NULL) {
+            quote_said(said, said_len);
+        }
     }
     return code;
 }
