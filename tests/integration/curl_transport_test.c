@@ -470,6 +470,36 @@ static void a_final_error_status_is_not_retried(void **state) {
 /* An error response's body is read after its head - the attempt is
  * http_error from the head on - and kept up to SG_ERROR_BODY_MAX bytes;
  * the rest is drained, so the connection is reused by the next request. */
+/* An auth challenge libcurl could answer itself (CURLOPT_HTTPAUTH): the
+ * 401 is the attempt's answer, and libcurl's second request never leaves
+ * (the policy judged one request, not two). */
+static void an_auth_challenge_is_the_answer_and_nothing_more_is_sent(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?status=401&challenge=1&_t=chal.",
+              .attempts = 3};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    result r;
+    memset(&r, 0, sizeof(r));
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_ANY);
+    curl_easy_setopt(e, CURLOPT_USERPWD, "user:secret");
+    void *ud[2] = {&r, &s};
+    sg_curl_callbacks cbs = {.on_item = on_item};
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    collect(&r, op, 0);
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_int_equal(r.http_status, 401);
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(received("_t=chal."), 1);
+}
+
 static void an_error_response_says_why_and_its_connection_is_reused(void **state) {
     (void)state;
     CURL *e = curl_easy_init();
@@ -1806,6 +1836,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
+        cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
         cmocka_unit_test(a_server_that_breaks_http_is_a_protocol_error_not_retried),

@@ -93,6 +93,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         if (ex->amzn_error_type != NULL) {
             NV("x-amzn-errortype", ex->amzn_error_type);
         }
+        if (status >= 400 && ex->sc.challenge) {
+            NV("www-authenticate", "Basic realm=\"sg-fakemodel\"");
+        }
 #undef NV
         nghttp2_data_provider prd;
         prd.source.ptr = ex;
@@ -113,6 +116,10 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         }
         if (ex->amzn_error_type != NULL) {
             sg_fm_buf_printf(&c->out, "x-amzn-ErrorType: %s\r\n", ex->amzn_error_type);
+        }
+        if (status >= 400 && ex->sc.challenge) {
+            sg_fm_buf_printf(&c->out,
+                             "WWW-Authenticate: Basic realm=\"sg-fakemodel\"\r\n");
         }
         if (content_length >= 0) {
             sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",

@@ -224,6 +224,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                 rc = -1;
             }
             s->status = (int)x;
+        } else if (name_is(n, nn, "challenge")) {
+            rc = parse_bool(v, vn, &s->challenge);
         } else if (name_is(n, nn, "error_pad")) {
             rc = parse_int(v, vn, 1 << 20, 0, &s->error_pad);
         } else if (name_is(n, nn, "retry_after")) {

@@ -58,6 +58,7 @@ typedef struct {
     int status;            /* 0: none; else the scripted error status */
     char retry_after[128]; /* Retry-After value, "" for none */
     int64_t error_pad;     /* with status: bytes of 'x' added to the message */
+    int challenge;         /* with status: WWW-Authenticate: Basic */
     int early_hints;       /* a 103 Early Hints before the real response */
     int has_date;          /* send a Date header: server time + date_offset_s */
     int64_t date_offset_s;
