@@ -52,9 +52,10 @@ typedef struct sg_item {
     uint64_t index;   ///< 0-based item number within the attempt
     /** What the stream's classifier (a provider profile) said it is, an
      *  sg_item_kind: SG_ITEM_TOKEN, SG_ITEM_META (metadata; held before the
-     *  first token and delivered with it) or SG_ITEM_END (the clean end,
-     *  delivered).  Always SG_ITEM_TOKEN without a classifier.  A consumer
-     *  that prints only content skips what is not a token. */
+     *  first token and delivered with it), SG_ITEM_END (the clean end,
+     *  delivered) or SG_ITEM_END_TOKEN (content that is the end too).
+     *  Always SG_ITEM_TOKEN without a classifier.  A consumer that prints
+     *  only content keeps SG_ITEM_TOKEN and SG_ITEM_END_TOKEN. */
     uint8_t kind;
 } sg_item;
 
@@ -85,13 +86,22 @@ typedef enum sg_item_kind {
     SG_ITEM_META,
     /** A keepalive: never delivered, no clock, not counted. */
     SG_ITEM_KEEPALIVE,
-    /** The clean end, delivered (a token if none came before it): the
-     *  attempt is decided ok at its arrival; what follows is ignored. */
+    /** The clean end, delivered; no content, so never a token: an end
+     *  before any token leaves the first-token clock unsatisfied (no time
+     *  to first token is reported; the attempt stays in wait_first_item)
+     *  and delivers the held metadata before it.  The attempt is decided ok
+     *  at its arrival; what follows is ignored (see end_at_eof).  Content
+     *  that ends the stream is SG_ITEM_END_TOKEN. */
     SG_ITEM_END,
     /** A failure the server reports inside the stream: not delivered; the
      *  attempt ends provider_error (sg_stream_feed returns SG_EPROVIDER),
      *  with the type and message the classifier gives. */
     SG_ITEM_ERROR,
+    /** Content that is also the clean end (Gemini's last chunk, text and
+     *  its finishReason; an Ollama "done": true line that carries text): a
+     *  token - the first token when none came before it - and then the end,
+     *  as SG_ITEM_END. */
+    SG_ITEM_END_TOKEN,
 } sg_item_kind;
 
 /** The most bytes kept of an in-band error's type and message. */

@@ -188,15 +188,17 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
         err->retryable = false; /* a message only: transient or not is unknown */
         return SG_ITEM_ERROR;
     }
-    sg__jval v;
-    if ((may & 2) && at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
-        return SG_ITEM_END;
-    }
     static const sg__jpath tokens[] = {
         SG__JPATH2("message", "content"),    SG__JPATH1("response"),
         SG__JPATH2("message", "thinking"),   SG__JPATH1("thinking"),
         SG__JPATH2("message", "tool_calls"),
     };
+    sg__jval v;
+    if ((may & 2) && at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
+        /* the done line usually has "" for content; when it carries text
+         * it is a token too */
+        return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_END_TOKEN : SG_ITEM_END;
+    }
     return item->index > 0 || any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN
                                                                        : SG_ITEM_META;
 }
@@ -219,13 +221,14 @@ static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, voi
         SG__JPATH3("candidates", "[]", "finishReason"),
         SG__JPATH2("promptFeedback", "blockReason"),
     };
-    if ((may & 6) && any_present(item, ends, COUNT(ends))) {
-        return SG_ITEM_END;
-    }
     static const sg__jpath tokens[] = {
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "text"),
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "functionCall"),
     };
+    if ((may & 6) && any_present(item, ends, COUNT(ends))) {
+        /* the last chunk often carries the last text beside its reason */
+        return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_END_TOKEN : SG_ITEM_END;
+    }
     return item->index > 0 || any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN
                                                                        : SG_ITEM_META;
 }
@@ -374,15 +377,6 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
     if (typed && is(t.p, t.n, "content_block_delta")) {
         return SG_ITEM_TOKEN;
     }
-    for (size_t i = 0; i < COUNT(ends); i++) {
-        sg__jval e;
-        if (at(&model, &ends[i], &e) && sg__jval_present(&e) && e.type != SG__JFALSE) {
-            return SG_ITEM_END;
-        }
-    }
-    if (item->index > 0) {
-        return SG_ITEM_TOKEN;
-    }
     static const sg__jpath texts[] = {
         SG__JPATH2("delta", "text"),
         SG__JPATH1("outputText"),
@@ -392,6 +386,18 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
         SG__JPATH1("completion"),
         SG__JPATH2("delta", "partial_json"),
     };
+    for (size_t i = 0; i < COUNT(ends); i++) {
+        sg__jval e;
+        if (at(&model, &ends[i], &e) && sg__jval_present(&e) && e.type != SG__JFALSE) {
+            /* Titan, Llama, Mistral, Cohere: the last text and the stop
+             * reason in one chunk */
+            return any_present(&model, texts, COUNT(texts)) ? SG_ITEM_END_TOKEN
+                                                            : SG_ITEM_END;
+        }
+    }
+    if (item->index > 0) {
+        return SG_ITEM_TOKEN;
+    }
     return any_present(&model, texts, COUNT(texts)) ? SG_ITEM_TOKEN : SG_ITEM_META;
 }
 

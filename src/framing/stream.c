@@ -79,15 +79,9 @@ static int hold(sg_stream *s, const sg_item *item) {
     return 0;
 }
 
-/* The first token (or the end): the clocks see it, then the consumer gets
- * what was held, in order, and then it. */
-static int first_token(sg_stream *s, sg_item *item) {
-    s->got_token_ = true;
-    int rv = sg_guard_on_item(&s->guard_, s->now_);
-    if (rv != 0) {
-        s->guard_stop_ = true;
-        return 1;
-    }
+/* What was held goes to the consumer, in order (the guard counted none of
+ * it).  Non-zero when the consumer stopped. */
+static int release_held(sg_stream *s) {
     size_t off = 0;
     for (uint32_t k = 0; k < s->hold_n_; k++) {
         held h;
@@ -110,6 +104,34 @@ static int first_token(sg_stream *s, sg_item *item) {
     }
     s->hold_n_ = 0;
     s->hold_len_ = 0;
+    return 0;
+}
+
+/* The first token: the clocks see it, then the consumer gets what was
+ * held and then it. */
+static int first_token(sg_stream *s, sg_item *item) {
+    s->got_token_ = true;
+    int rv = sg_guard_on_item(&s->guard_, s->now_);
+    if (rv != 0) {
+        s->guard_stop_ = true;
+        return 1;
+    }
+    return release_held(s) != 0 ? 1 : to_consumer(s, item);
+}
+
+/* An end before any token, or what follows it (end_at_eof): no content,
+ * so no first token - the first-token clock is checked, not satisfied -
+ * and the consumer gets what was held and then it, counted beside the
+ * guard's items. */
+static int without_token(sg_stream *s, sg_item *item) {
+    if (sg_guard_check(&s->guard_, s->now_, NULL) != 0) {
+        s->guard_stop_ = true; /* too late: the clock's expiry is latched */
+        return 1;
+    }
+    if (release_held(s) != 0) {
+        return 1;
+    }
+    s->released_++;
     return to_consumer(s, item);
 }
 
@@ -147,12 +169,22 @@ static int take(sg_stream *s, sg_item *item) {
         provider_failed(s, &err);
         return 1;
     }
-    item->kind = (uint8_t)k;
-    if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_) {
-        return hold(s, item);
+    if ((unsigned)k > (unsigned)SG_ITEM_END_TOKEN) {
+        k = SG_ITEM_TOKEN; /* no kind at all: content, as without a classifier */
     }
-    int rv = s->got_token_ ? deliver(s, item) : first_token(s, item);
-    if (rv == 0 && k == SG_ITEM_END) {
+    item->kind = (uint8_t)k;
+    if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_ && !s->end_seen_) {
+        return hold(s, item); /* (after the end nothing waits for a token) */
+    }
+    int rv;
+    if (s->got_token_) {
+        rv = deliver(s, item);
+    } else if (k == SG_ITEM_END || s->end_seen_) {
+        rv = without_token(s, item);
+    } else {
+        rv = first_token(s, item);
+    }
+    if (rv == 0 && (k == SG_ITEM_END || k == SG_ITEM_END_TOKEN)) {
         if (s->end_at_eof_) {
             s->end_seen_ = true; /* ok if the body ends now: read on */
             return 0;
@@ -588,9 +620,11 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
     }
     int rv = stream_end(s, now, how, result);
     if (rv == 0) {
-        /* the items the consumer got: the guard's, and the metadata held
-         * before the first token and delivered with it */
+        /* the items the consumer got: the guard's, and those it did not
+         * count - the metadata held before the first token and delivered
+         * with it, an end before any token and what followed it */
         result->items += s->released_;
+        result->partial = result->items > 0 && result->outcome != SG_OUTCOME_OK;
     }
     return rv;
 }

@@ -209,6 +209,22 @@ static void converse_metadata_alone_is_no_first_token(void **state) {
     assert_true(r.ttft < 0);
 }
 
+/* A message with no content: messageStop (no token) and the usage after
+ * it; ok, with no time to first token - the metadata event after the end
+ * is not one either - and everything delivered. */
+static void converse_without_content_has_no_first_token(void **state) {
+    (void)state;
+    wire a, b;
+    converse_start(&a);
+    memset(&b, 0, sizeof(b));
+    converse_end(&b, true);
+    run r = play("bedrock-converse", &a, &b, SG_MS(60), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_true(r.ttft < 0);
+    assert_int_equal(r.items, 5); /* start, block start, block stop, stop, metadata */
+    assert_int_equal(r.ends, 1);
+}
+
 static void
 throttling_before_the_first_token_is_a_transient_provider_error(void **state) {
     (void)state;
@@ -342,6 +358,15 @@ static void invoke_reads_other_model_families(void **state) {
         assert_int_equal(r.metas, 1);
         assert_int_equal(r.ends, 1);
     }
+    /* the whole answer in the chunk that stops: the first token, and the end */
+    wire a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    chunk(&b, "{\"outputText\":\"Hi\",\"completionReason\":\"FINISH\"}");
+    run r = play("bedrock-invoke", &a, &b, SG_MS(25), false);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_true(r.ttft == SG_MS(25));
+    assert_int_equal(r.end_tokens, 1);
 }
 
 static void invoke_sees_the_models_own_error_and_the_streams_exceptions(void **state) {
@@ -371,6 +396,7 @@ int main(void) {
         cmocka_unit_test(converse_is_guarded_from_its_first_delta_to_messagestop),
         cmocka_unit_test(converse_ends_cleanly_only_after_messagestop),
         cmocka_unit_test(converse_metadata_alone_is_no_first_token),
+        cmocka_unit_test(converse_without_content_has_no_first_token),
         cmocka_unit_test(throttling_before_the_first_token_is_a_transient_provider_error),
         cmocka_unit_test(other_exceptions_and_error_messages_are_not_transient),
         cmocka_unit_test(a_damaged_message_is_a_protocol_error),

@@ -16,7 +16,7 @@
 
 typedef struct run {
     int items;
-    int tokens, metas, ends; /* by sg_item.kind */
+    int tokens, metas, ends, end_tokens; /* by sg_item.kind */
     sg_outcome outcome;
     int feed_rc;
     char type[64];     /* the in-band error's type, "" none */
@@ -33,6 +33,7 @@ static int on_item(const sg_item *item, void *ud) {
     r->tokens += item->kind == SG_ITEM_TOKEN;
     r->metas += item->kind == SG_ITEM_META;
     r->ends += item->kind == SG_ITEM_END;
+    r->end_tokens += item->kind == SG_ITEM_END_TOKEN;
     return 0;
 }
 

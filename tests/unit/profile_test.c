@@ -98,6 +98,13 @@ static void anthropic(void **state) {
              "\"invalid_request_error\",\"message\":\"no\"}}\n\n",
              SG_MS(5));
     assert_false(r.retryable);
+    /* no content at all, then the end: ok, and no time to first token */
+    r = play("anthropic", meta,
+             "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", SG_MS(40));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, -1);
+    assert_int_equal(r.metas, 2); /* delivered with the end */
+    assert_int_equal(r.ends, 1);
     /* a stream cut before message_stop */
     r = play("anthropic", meta,
              "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n",
@@ -115,6 +122,23 @@ static void gemini(void **state) {
                  0);
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.items, 2);
+    assert_int_equal(r.tokens, 1);
+    assert_int_equal(r.end_tokens, 1); /* the last text comes with the end */
+    /* a short answer in one chunk: its text and its finishReason - the
+     * first token, and the end */
+    r = play("gemini", "",
+             "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]},"
+             "\"finishReason\":\"STOP\"}]}\n\n",
+             SG_MS(80));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(80));
+    assert_int_equal(r.end_tokens, 1);
+    /* an end with no text (a blocked prompt): ok, no first token */
+    r = play("gemini", "", "data: {\"promptFeedback\":{\"blockReason\":\"SAFETY\"}}\n\n",
+             SG_MS(80));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, -1);
+    assert_int_equal(r.ends, 1);
     /* no finishReason: a stream that simply stops is truncated */
     r = play("gemini", "",
              "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi\"}]}}]}\n\n",
@@ -201,6 +225,16 @@ static void ollama(void **state) {
     assert_false(r.retryable);
     r = play("ollama", "", "{\"message\":{\"content\":\"Hi\"},\"done\":false}\n", 0);
     assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED); /* no done: true */
+    /* the whole answer on the done line: the first token, and the end */
+    r = play("ollama", "", "{\"response\":\"Hi\",\"done\":true}\n", SG_MS(30));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(30));
+    assert_int_equal(r.end_tokens, 1);
+    /* an empty answer: the done line alone is no token */
+    r = play("ollama", "", "{\"message\":{\"content\":\"\"},\"done\":true}\n", SG_MS(30));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, -1);
+    assert_int_equal(r.ends, 1);
 }
 
 static void names(void **state) {

@@ -49,8 +49,13 @@ static sg_item_kind classify(const sg_item *item, sg_item_error *err, void *ud) 
     if (item->data_len >= 3 && memcmp(item->data, "end", 3) == 0) {
         return SG_ITEM_END;
     }
+    if (item->data_len >= 3 && memcmp(item->data, "fin", 3) == 0) {
+        return SG_ITEM_END_TOKEN; /* content, and the end */
+    }
     return SG_ITEM_TOKEN;
 }
+
+static bool g_end_at_eof; /* begin(): the end item, then the body's end */
 
 static int on_item(const sg_item *item, void *ud) {
     fixture *f = ud;
@@ -69,7 +74,8 @@ static void begin(fixture *f, sg_format format, bool at_once, bool end_required,
                             .max_event = max_event,
                             .classify = classify,
                             .meta_at_once = at_once,
-                            .end_required = end_required};
+                            .end_required = end_required,
+                            .end_at_eof = g_end_at_eof};
     size_t n = sg_stream_buffer_size(&cfg);
     sg_stream_config plain = cfg;
     plain.classify = NULL;
@@ -303,10 +309,86 @@ static void each_attempt_starts_afresh(void **state) {
     done(&f);
 }
 
+/* An end before any token is no token: the first-token clock was never
+ * satisfied (no time to first token in the result), yet the stream ended
+ * cleanly - ok, with the held metadata and the end delivered. */
+static void an_end_before_any_token_is_no_first_token(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: meta a\n\n", T0 + SG_MS(10)), 0);
+    assert_int_equal(feed(&f, "data: end\n\n", T0 + SG_MS(50)), 1);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(60), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.first_item_ns, -1);
+    assert_int_equal(r.phase, SG_PHASE_WAIT_FIRST_ITEM); /* it never got past it */
+    assert_string_equal(f.seen, "meta a|end|");
+    assert_int_equal(r.items, 2);
+    assert_false(r.partial);
+    done(&f);
+    /* an end that comes after the first-token clock ran out is too late */
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: end\n\n", T0 + SG_MS(600)), SG_ETIMEDOUT);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(600), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_FIRST_ITEM_TIMEOUT);
+    assert_int_equal(f.items, 0);
+    done(&f);
+}
+
+/* Content that also ends the stream (SG_ITEM_END_TOKEN) is the first
+ * token when none came before, and the clean end. */
+static void content_that_ends_the_stream_is_a_token(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: meta a\n\n", T0 + SG_MS(10)), 0);
+    assert_int_equal(feed(&f, "data: fin Hi\n\n", T0 + SG_MS(70)), 1);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(80), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.first_item_ns, SG_MS(70));
+    assert_string_equal(f.seen, "meta a|fin Hi|");
+    assert_int_equal(r.items, 2);
+    done(&f);
+}
+
+/* With end_at_eof the stream reads on after the end: what follows an end
+ * that came before any token is no first token either (Bedrock's usage
+ * metadata after messageStop), and a failure after them is partial - the
+ * consumer has items. */
+static void after_an_end_without_a_token_nothing_is_a_first_token(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    g_end_at_eof = true;
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: meta a\n\ndata: end\n\n", T0 + SG_MS(10)), 0);
+    assert_int_equal(feed(&f, "data: usage\n\n", T0 + SG_MS(20)), 0);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(30), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.first_item_ns, -1);
+    assert_string_equal(f.seen, "meta a|end|usage|");
+    assert_int_equal(r.items, 3);
+    done(&f);
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: end\n\n", T0 + SG_MS(10)), 0);
+    assert_int_equal(feed(&f, "data: err boom x\n\n", T0 + SG_MS(20)), SG_EPROVIDER);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(30), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_int_equal(r.items, 1);
+    assert_true(r.partial); /* the end was delivered: never retried */
+    done(&f);
+    g_end_at_eof = false;
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(metadata_does_not_satisfy_the_first_token_clock),
         cmocka_unit_test(the_first_token_delivers_what_was_held),
+        cmocka_unit_test(an_end_before_any_token_is_no_first_token),
+        cmocka_unit_test(content_that_ends_the_stream_is_a_token),
+        cmocka_unit_test(after_an_end_without_a_token_nothing_is_a_first_token),
         cmocka_unit_test(keepalives_keep_nothing_alive),
         cmocka_unit_test(an_end_item_ends_cleanly),
         cmocka_unit_test(without_the_end_item_the_body_is_truncated),
