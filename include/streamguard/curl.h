@@ -339,7 +339,11 @@ SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
  * as they came (not NUL-terminated; the response's Content-Encoding, if
  * the easy handle asked for one, undone by libcurl); the report never
  * holds them.  A response libcurl would answer itself (an auth challenge
- * with CURLOPT_HTTPAUTH) is the answer: nothing more is sent.
+ * with CURLOPT_HTTPAUTH) is the answer: nothing more is sent (libcurl
+ * then skips its body: none is kept).  A cancel while the body arrives
+ * stops the operation there (no retry).  Not with hedging
+ * (sg_op_options_set_hedging): beside hedges every attempt is judged the
+ * instant its head arrives, and no error body is read.
  *
  * Returns the bytes inside @op (valid until the next attempt starts or
  * @op is freed) and their count in *@len (when @len is not NULL), or NULL

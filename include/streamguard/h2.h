@@ -423,7 +423,8 @@ SG_EXTERN const char *sg_h2_op_error(const sg_h2_op *op);
  * ended the last attempt (a final status of 400 or more): the first
  * SG_ERROR_BODY_MAX bytes of its DATA, read after the head (the attempt is
  * http_error from the head's arrival) until END_STREAM, for drain_ns at
- * most within the attempt's lease; never in the report.  As with
+ * most within the attempt's lease; never in the report; not with hedging
+ * (the head is the answer there).  As with
  * sg_curl_op_error_body: the bytes inside @op (valid until the next
  * attempt starts or @op is freed) and their count in *@len, or NULL and
  * 0.  Thread-safety: the thread that drives @op's connection.

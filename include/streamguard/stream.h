@@ -86,12 +86,13 @@ typedef enum sg_item_kind {
     SG_ITEM_META,
     /** A keepalive: never delivered, no clock, not counted. */
     SG_ITEM_KEEPALIVE,
-    /** The clean end, delivered; no content, so never a token: an end
-     *  before any token leaves the first-token clock unsatisfied (no time
-     *  to first token is reported; the attempt stays in wait_first_item)
-     *  and delivers the held metadata before it.  The attempt is decided ok
-     *  at its arrival; what follows is ignored (see end_at_eof).  Content
-     *  that ends the stream is SG_ITEM_END_TOKEN. */
+    /** The clean end, delivered; no content, so never a token.  An end
+     *  before any token is the first item the clocks see (a late one is
+     *  too late; what follows it runs on the idle clock) and delivers the
+     *  held metadata before it, but the result reports no first token
+     *  (first_item_ns -1): none came.  The attempt is decided ok at its
+     *  arrival; what follows is ignored (see end_at_eof).  Content that
+     *  ends the stream is SG_ITEM_END_TOKEN. */
     SG_ITEM_END,
     /** A failure the server reports inside the stream: not delivered; the
      *  attempt ends provider_error (sg_stream_feed returns SG_EPROVIDER),

@@ -125,14 +125,13 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         /* The end of a header block. */
         int64_t now = op_now(op);
         if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
-            if (op->lc.http_status < 400) {
-                /* no status, or a malformed one: nothing worth reading */
+            /* The answer is in (http_error, now); what the server said
+             * comes with the body, read while it drains - but not for no
+             * status or a malformed one, nor beside hedges. */
+            if (op->lc.http_status < 400 || !sg__lc_error_response(&op->lc, now)) {
                 op->at.http_abort = true;
                 return 0;
             }
-            /* The answer is in (http_error, now); what the server said
-             * comes with the body, read while it drains. */
-            sg__lc_error_response(&op->lc, now);
             if (op->owner != NULL) {
                 sg__curl_multi_reschedule(op->owner, op);
             }

@@ -107,32 +107,19 @@ static int release_held(sg_stream *s) {
     return 0;
 }
 
-/* The first token: the clocks see it, then the consumer gets what was
- * held and then it. */
-static int first_token(sg_stream *s, sg_item *item) {
-    s->got_token_ = true;
+/* The first item the consumer gets, with what was held before it: the
+ * clocks see it (a late one is too late; the idle clock starts).  It is
+ * the first token unless it is an end (@token false): an end before any
+ * token, or what follows it (end_at_eof), is no content, and the result
+ * then says no token came (sg_stream_end). */
+static int first_item(sg_stream *s, sg_item *item, bool token) {
     int rv = sg_guard_on_item(&s->guard_, s->now_);
     if (rv != 0) {
         s->guard_stop_ = true;
         return 1;
     }
+    s->got_token_ = token;
     return release_held(s) != 0 ? 1 : to_consumer(s, item);
-}
-
-/* An end before any token, or what follows it (end_at_eof): no content,
- * so no first token - the first-token clock is checked, not satisfied -
- * and the consumer gets what was held and then it, counted beside the
- * guard's items. */
-static int without_token(sg_stream *s, sg_item *item) {
-    if (sg_guard_check(&s->guard_, s->now_, NULL) != 0) {
-        s->guard_stop_ = true; /* too late: the clock's expiry is latched */
-        return 1;
-    }
-    if (release_held(s) != 0) {
-        return 1;
-    }
-    s->released_++;
-    return to_consumer(s, item);
 }
 
 /* A bounded, NUL-terminated copy of a view (NULL: ""). */
@@ -176,14 +163,8 @@ static int take(sg_stream *s, sg_item *item) {
     if (k == SG_ITEM_META && !s->got_token_ && !s->meta_at_once_ && !s->end_seen_) {
         return hold(s, item); /* (after the end nothing waits for a token) */
     }
-    int rv;
-    if (s->got_token_) {
-        rv = deliver(s, item);
-    } else if (k == SG_ITEM_END || s->end_seen_) {
-        rv = without_token(s, item);
-    } else {
-        rv = first_token(s, item);
-    }
+    int rv = s->got_token_ ? deliver(s, item)
+                           : first_item(s, item, k != SG_ITEM_END && !s->end_seen_);
     if (rv == 0 && (k == SG_ITEM_END || k == SG_ITEM_END_TOKEN)) {
         if (s->end_at_eof_) {
             s->end_seen_ = true; /* ok if the body ends now: read on */
@@ -624,7 +605,9 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
          * count - the metadata held before the first token and delivered
          * with it, an end before any token and what followed it */
         result->items += s->released_;
-        result->partial = result->items > 0 && result->outcome != SG_OUTCOME_OK;
+        if (s->classify_ != NULL && !s->got_token_) {
+            result->first_item_ns = -1; /* an end, and what followed it: no token */
+        }
     }
     return rv;
 }

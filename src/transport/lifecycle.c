@@ -405,6 +405,11 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
         /* the terminal already decided it, or the error response's head
          * (whose stream ended there: its result stands) */
         how = lc->error_body ? SG_OUTCOME_HTTP_ERROR : SG_OUTCOME_OK;
+        if (lc->error_body) {
+            /* how the body's reading ended (a lost connection, libcurl's
+             * abort) says nothing: the status does */
+            lc->errbuf[0] = '\0';
+        }
     }
     if (sg_stream_active(&lc->stream)) {
         sg_stream_end(&lc->stream, now, how, &lc->gr);
@@ -557,7 +562,10 @@ static int64_t own_deadline(const sg__lifecycle *lc) {
 void sg__lc_cancel(sg__lifecycle *lc) {
     /* ENDING too: a cancel from on_attempt stops the retry it announces */
     if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_ENDING ||
-        lc->state == SG__LC_SLEEPING || lc->state == SG__LC_INTENT) {
+        lc->state == SG__LC_SLEEPING || lc->state == SG__LC_INTENT ||
+        (lc->state == SG__LC_DRAINING && lc->error_body)) {
+        /* (an error response's body: its attempt is decided, but the
+         * retry it may earn is still to come) */
         lc->cancel = true;
     }
 }
@@ -680,7 +688,13 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
     return SG__LC_ERROR;
 }
 
-void sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
+bool sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
+    const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
+    if (root->popts.hedge_after_ns_ > 0) {
+        /* with hedges every attempt is judged the instant it ends, beside
+         * the others: the head is the answer, its body is not read */
+        return false;
+    }
     if (sg_stream_active(&lc->stream)) {
         sg_stream_end(&lc->stream, now, SG_OUTCOME_HTTP_ERROR, &lc->gr);
     }
@@ -689,6 +703,7 @@ void sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
     lc->ebody_attempt = lc->attempt;
     lc->state = SG__LC_DRAINING;
     lc->drain_until = sg_time_min(sg_time_add(now, lc->drain_ns), lc->attempt_end);
+    return true;
 }
 
 const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len) {

@@ -249,8 +249,10 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
  * http_error at this instant, and the lifecycle drains its body, keeping
  * SG_ERROR_BODY_MAX bytes of it (sg__lc_error_body), until the body ends
  * or for the drain time at most, within the attempt's lease.  The
- * transport then decides (the outcome stays http_error) and settles. */
-void sg__lc_error_response(sg__lifecycle *lc, int64_t now);
+ * transport then decides (the outcome stays http_error) and settles.
+ * false, with nothing changed, when the operation hedges: the transport
+ * then decides http_error at once, as for a response with no body. */
+bool sg__lc_error_response(sg__lifecycle *lc, int64_t now);
 /* What the error response that ended the operation's last attempt said
  * (any line of @root's: a hedge's too), or NULL and *@len 0. */
 const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len);

@@ -498,6 +498,36 @@ static void an_auth_challenge_is_the_answer_and_nothing_more_is_sent(void **stat
     assert_int_equal(r.http_status, 401);
     assert_int_equal(r.attempts, 1);
     assert_int_equal(received("_t=chal."), 1);
+    /* the status says it: no word of how the body's reading ended */
+    assert_non_null(strstr(r.report, "\"error\":null"));
+    assert_null(strstr(r.report, "aborted"));
+}
+
+/* Beside hedges every attempt is judged the instant it ends: an error
+ * response's head is the answer there, and its body is not read. */
+static void with_hedging_an_error_head_is_the_answer(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?status=404&_t=hed404.", .attempts = 3};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    result r;
+    memset(&r, 0, sizeof(r));
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    assert_int_equal(sg_op_options_set_hedging(&po, SG_SEC(2), 1), 0);
+    void *ud[2] = {&r, &s};
+    sg_curl_callbacks cbs = {.on_item = on_item};
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    collect(&r, op, 0);
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    assert_string_equal(sg_outcome_name(r.outcome), "http_error");
+    assert_int_equal(r.http_status, 404);
+    assert_int_equal(r.attempts, 1);
+    assert_false(r.has_error_body);
 }
 
 static void an_error_response_says_why_and_its_connection_is_reused(void **state) {
@@ -862,6 +892,57 @@ static int raw_server_start(const char *resp, size_t len, pid_t *pid) {
         close(c);
     }
     _exit(0);
+}
+
+/* A cancel while an error response's body is still arriving stops the
+ * operation there: the attempt stays http_error (its head decided it), and
+ * the retry its 503 would have earned is not made. */
+static void a_cancel_during_an_error_body_stops_the_retry(void **state) {
+    (void)state;
+    static const char resp[] =
+        "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 0\r\n"
+        "Content-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+        "{\"error\":"; /* and the rest never comes */
+    pid_t pid;
+    int port = raw_server_start(resp, sizeof(resp) - 1, &pid);
+    spec s = {.path = "/v1/chat/completions", .port = port, .attempts = 3};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    co.drain_ns = SG_SEC(5); /* a long window for the body */
+    result r;
+    memset(&r, 0, sizeof(r));
+    void *ud[2] = {&r, &s};
+    sg_curl_callbacks cbs = {.on_item = on_item};
+    sg_curl_multi *m;
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_multi_add(m, op), 0);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(5);
+    size_t len = 0;
+    while (sg_curl_op_error_body(op, &len) == NULL && sg_clock_now(NULL) < until) {
+        assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+    }
+    assert_int_equal(len, 9); /* the body's first bytes are in */
+    int64_t t_cancel = sg_clock_now(NULL);
+    assert_int_equal(sg_curl_op_cancel(op), 0);
+    while (sg_curl_multi_running(m) > 0 && sg_clock_now(NULL) < until + SG_SEC(5)) {
+        assert_true(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+    }
+    int64_t took = sg_clock_now(NULL) - t_cancel;
+    collect(&r, op, 0);
+    sg_curl_op_free(op);
+    sg_curl_multi_free(m);
+    curl_easy_cleanup(e);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_string_equal(sg_outcome_name(r.outcome), "cancelled");
+    assert_int_equal(r.attempts, 1);
+    assert_int_equal(r.http_status, 503);
+    assert_true(took < SG_MS(500));
 }
 
 /* What a server that breaks HTTP/1.1 gets: protocol_error, never retried
@@ -1837,9 +1918,11 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
         cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
+        cmocka_unit_test(with_hedging_an_error_head_is_the_answer),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
         cmocka_unit_test(a_server_that_breaks_http_is_a_protocol_error_not_retried),
+        cmocka_unit_test(a_cancel_during_an_error_body_stops_the_retry),
         cmocka_unit_test(a_consumer_can_cancel_from_the_item_callback),
         cmocka_unit_test(a_callers_observer_sees_every_attempt_of_a_retried_operation),
         cmocka_unit_test(an_observer_that_refuses_sends_nothing),

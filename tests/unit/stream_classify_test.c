@@ -322,7 +322,7 @@ static void an_end_before_any_token_is_no_first_token(void **state) {
     assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(60), SG_OUTCOME_OK, &r), 0);
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.first_item_ns, -1);
-    assert_int_equal(r.phase, SG_PHASE_WAIT_FIRST_ITEM); /* it never got past it */
+    assert_int_equal(r.phase, SG_PHASE_STREAMING); /* an item came: the end */
     assert_string_equal(f.seen, "meta a|end|");
     assert_int_equal(r.items, 2);
     assert_false(r.partial);
@@ -378,6 +378,17 @@ static void after_an_end_without_a_token_nothing_is_a_first_token(void **state) 
     assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
     assert_int_equal(r.items, 1);
     assert_true(r.partial); /* the end was delivered: never retried */
+    done(&f);
+    /* the end just inside the first-token clock, the body's end after it:
+     * the rest of the body runs on the idle clock, not the first-token
+     * one - ok */
+    begin(&f, SG_FORMAT_SSE, false, true, 1024, SG_MS(500), SG_MS(200));
+    assert_int_equal(feed(&f, "data: end\n\n", T0 + SG_MS(490)), 0);
+    assert_int_equal(feed(&f, "data: usage\n\n", T0 + SG_MS(550)), 0);
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(600), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.first_item_ns, -1);
+    assert_int_equal(r.items, 2);
     done(&f);
     g_end_at_eof = false;
 }
