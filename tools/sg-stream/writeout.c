@@ -330,6 +330,9 @@ static void quote_said(const char *said, size_t len) {
     }
     fprintf(stderr, "%s: the server said: ", prog);
     size_t n = len < SAID_MAX ? len : SAID_MAX;
+    while (n < len && n > 0 && ((unsigned char)said[n] & 0xC0) == 0x80) {
+        n--; /* cut before a UTF-8 sequence, not inside it */
+    }
     for (size_t i = 0; i < n; i++) {
         unsigned char b = (unsigned char)said[i];
         fputc(b == '\n' || b == '\r' || b == '\t' ? ' '
