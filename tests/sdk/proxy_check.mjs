@@ -238,4 +238,29 @@ for (const [name, run] of Object.entries(sdks)) {
     (err?.message ?? '').includes('sg-fakemodel scripted status 400'), err?.message);
 }
 
+// The same through the anthropic route: a 401 upstream is the SDK's
+// AuthenticationError, not an InternalServerError it would retry.
+{
+  const tag = `px-sdk-401-${process.pid}`;
+  const client = new Anthropic({
+    baseURL: anthropicProxy,
+    apiKey: 'sk-ant-SDKSECRET-2',
+    maxRetries: 2,
+    defaultHeaders: { 'X-SG-Scenario': `status=401&_t=${tag}` },
+  });
+  let err = null;
+  try {
+    await client.messages.create({
+      model: 'sg-fakemodel', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }], stream: true,
+    });
+  } catch (e) {
+    err = e;
+  }
+  const log = await (await fetch(`${fakemodel}/_log?event=received`)).json();
+  const sent = log.events.filter((e) => (e.query ?? '').includes(tag) || JSON.stringify(e).includes(tag)).length;
+  check(`anthropic with its own retries: an upstream 401 is the SDK's AuthenticationError, sent once (${sent} upstream request(s))`,
+    err instanceof Anthropic.AuthenticationError && err.status === 401 && sent === 1,
+    `${err?.constructor?.name} ${err?.status} ${sent}`);
+}
+
 process.exit(failures === 0 ? 0 : 1);
