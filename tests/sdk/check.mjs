@@ -48,12 +48,12 @@ const sgPath = {
 function sgRun(profile, scenario) {
   const r = spawnSync(sgStream, ['--profile', profile, '--output', 'jsonl', '--budget', '10s',
     '-H', `X-SG-Scenario: ${scenario}`,
-    '-w', '\n%{outcome} %{first_token_ms} %{provider_error}\n',
+    '-w', '\n%{outcome} %{first_token_ms} %{http_status} %{provider_error}\n',
     '-q', `${base}${sgPath[profile]}`], { encoding: 'utf8' });
   const lines = r.stdout.split('\n').filter((l) => l.length > 0);
-  const [outcome, ttft, type] = lines.pop().split(' ');
+  const [outcome, ttft, http, type] = lines.pop().split(' ');
   const text = lines.map((l) => sgText[profile](JSON.parse(l))).join('');
-  return { text, outcome, type: type ?? '', first_token_ms: Number(ttft) };
+  return { text, outcome, type: type ?? '', first_token_ms: Number(ttft), http_status: Number(http) };
 }
 
 // The ways an SDK and a profile are known to disagree, only when the text
@@ -86,6 +86,12 @@ function agree(name, profile, scenario, sdk) {
   const sgError = sg.outcome !== 'ok';
   let ok = sg.text === sdk.text && sdkError === sgError &&
     (!sdkError || sdk.error.type === null || sdk.error.type === sg.type);
+  const status = Number(new URLSearchParams(scenario).get('status') ?? 0);
+  if (status > 0) {
+    // an error status: both say it is that status (sg-stream: http_error)
+    ok = sg.text === sdk.text && sdkError && sdk.status === status &&
+      sg.outcome === 'http_error' && sg.http_status === status;
+  }
   const delay = Number(new URLSearchParams(scenario).get('first_delay') ?? 0);
   if (delay > 0) {
     // both must see the first token after the delay: metadata before it
@@ -138,6 +144,7 @@ async function collect(stream, textOf) {
 async function run(name, scenario, fn) {
   const out = { case: name, text: '', error: null };
   let firstTokenMs = null;
+  let status = null;
   try {
     const acc = await fn(scenario, Date.now());
     out.text = acc.text;
@@ -150,9 +157,10 @@ async function run(name, scenario, fn) {
     };
     out.text = e.partial?.text ?? out.text;
     firstTokenMs = e.partial?.firstTokenMs ?? null;
+    status = e?.status ?? e?.status_code ?? null;
   }
   console.log(JSON.stringify(out));
-  agree(name, fn.profile, scenario, { ...out, firstTokenMs });
+  agree(name, fn.profile, scenario, { ...out, firstTokenMs, status });
 }
 
 async function openaiText(scenario, t0) {
@@ -261,3 +269,10 @@ await run('gemini no finishReason', 'n=3&gap=0&no_done=1', geminiTextOf);
 await run('ollama normal', 'n=3&gap=0&format=ollama', ollamaText);
 await run('ollama error after 2', 'n=5&gap=0&error_at=2&format=ollama', ollamaText);
 await run('ollama no done line', 'n=3&gap=0&format=ollama&no_done=1', ollamaText);
+// an error status with the provider's own error body: each SDK raises its
+// error for that status, with the body's message
+await run('openai status 401', 'status=401', openaiText);
+await run('responses status 400', 'status=400', responsesText);
+await run('anthropic status 401', 'status=401', anthropicText);
+await run('gemini status 403', 'status=403', geminiTextOf);
+await run('ollama status 404', 'status=404&format=ollama', ollamaText);

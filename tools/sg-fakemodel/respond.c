@@ -183,6 +183,102 @@ static int64_t first_delay(const struct exchange *ex) {
     return ex->sc.first_delay_ms;
 }
 
+/* A status's error type as Anthropic names it. */
+static const char *anthropic_error_type(int status) {
+    switch (status) {
+    case 400:
+        return "invalid_request_error";
+    case 401:
+        return "authentication_error";
+    case 403:
+        return "permission_error";
+    case 404:
+        return "not_found_error";
+    case 413:
+        return "request_too_large";
+    case 429:
+        return "rate_limit_error";
+    case 529:
+        return "overloaded_error";
+    default:
+        return "api_error";
+    }
+}
+
+/* A status's google.rpc.Code name, as the Gemini API gives it. */
+static const char *gemini_error_status(int status) {
+    switch (status) {
+    case 400:
+        return "INVALID_ARGUMENT";
+    case 401:
+        return "UNAUTHENTICATED";
+    case 403:
+        return "PERMISSION_DENIED";
+    case 404:
+        return "NOT_FOUND";
+    case 429:
+        return "RESOURCE_EXHAUSTED";
+    case 500:
+        return "INTERNAL";
+    case 503:
+        return "UNAVAILABLE";
+    case 504:
+        return "DEADLINE_EXCEEDED";
+    default:
+        return "UNKNOWN";
+    }
+}
+
+/* A scripted status's error body in the shape of @format's provider, cut
+ * in two around the end of its message ("sg-fakemodel scripted status N",
+ * then error_pad's bytes): OpenAI's {"error": {message, type, code}},
+ * Anthropic's {"type": "error", "error": {type, message}}, Gemini's
+ * {"error": {code, message, status}}, Ollama's {"error": "..."}, Bedrock's
+ * {"message": "..."}. */
+static void error_shape_open(sg_fm_buf *b, int format, int status) {
+    switch (format) {
+    case SG_FM_FMT_ANTHROPIC:
+        sg_fm_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":",
+                         anthropic_error_type(status));
+        break;
+    case SG_FM_FMT_GEMINI:
+        sg_fm_buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", status);
+        break;
+    case SG_FM_FMT_OLLAMA:
+    case SG_FM_FMT_NDJSON:
+        sg_fm_buf_printf(b, "{\"error\":");
+        break;
+    case SG_FM_FMT_BEDROCK_CONVERSE:
+    case SG_FM_FMT_BEDROCK_INVOKE:
+        sg_fm_buf_printf(b, "{\"message\":");
+        break;
+    default:
+        sg_fm_buf_printf(b, "{\"error\":{\"message\":");
+        break;
+    }
+    sg_fm_buf_printf(b, "\"sg-fakemodel scripted status %d", status);
+}
+
+static void error_shape_close(sg_fm_buf *b, int format, int status) {
+    switch (format) {
+    case SG_FM_FMT_ANTHROPIC:
+        sg_fm_buf_printf(b, "\"}}\n");
+        break;
+    case SG_FM_FMT_GEMINI:
+        sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", gemini_error_status(status));
+        break;
+    case SG_FM_FMT_OLLAMA:
+    case SG_FM_FMT_NDJSON:
+    case SG_FM_FMT_BEDROCK_CONVERSE:
+    case SG_FM_FMT_BEDROCK_INVOKE:
+        sg_fm_buf_printf(b, "\"}\n");
+        break;
+    default:
+        sg_fm_buf_printf(b, "\",\"type\":\"scripted\",\"code\":%d}}\n", status);
+        break;
+    }
+}
+
 static void start_stream_response(exchange *ex) {
     int64_t now = sg_fm_now();
     int es = sg_fm_format_is_eventstream(ex->sc.format);
@@ -192,26 +288,21 @@ static void start_stream_response(exchange *ex) {
         : es ? "application/vnd.amazon.eventstream"
              : "text/event-stream";
     if (ex->status > 0 && ex->status != 200) {
-        /* The scripted failure: status, Retry-After, a JSON error body
-         * (Bedrock's shape and x-amzn-ErrorType for the Bedrock formats). */
+        /* The scripted failure: status, Retry-After, and the error body
+         * in the provider's own shape (error_shape_open/close), with
+         * x-amzn-ErrorType for the Bedrock formats. */
         sg_fm_buf b = {0};
+        error_shape_open(&b, ex->sc.format, ex->status);
         /* error_pad: that many 'x' end the message (a long error body) */
         char pad[4096];
         memset(pad, 'x', sizeof(pad));
-        sg_fm_buf_printf(&b,
-                         es ? "{\"message\":\"sg-fakemodel scripted status %d"
-                            : "{\"error\":{\"message\":\"sg-fakemodel scripted "
-                              "status %d",
-                         ex->status);
         for (int64_t left = ex->sc.error_pad; left > 0; left -= (int64_t)sizeof(pad)) {
             sg_fm_buf_append(&b, pad,
                              left < (int64_t)sizeof(pad) ? (size_t)left : sizeof(pad));
         }
+        error_shape_close(&b, ex->sc.format, ex->status);
         if (es) {
-            sg_fm_buf_printf(&b, "\"}\n");
             ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
-        } else {
-            sg_fm_buf_printf(&b, "\",\"type\":\"scripted\",\"code\":%d}}\n", ex->status);
         }
         int st = ex->status;
         ex->st = X_STREAMING;
