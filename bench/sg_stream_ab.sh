@@ -3,7 +3,9 @@
 # `curl -sN`, on the same loopback sg-fakemodel stream, interleaved for
 # RUNS rounds: the median user+system CPU of each client (bash `time`, the
 # kernel's account) and its ratio to curl's median.  For a before/after of
-# a change: build each version, copy its sg-stream aside, compare.
+# a change: build each version in its own tree (a git worktree) and name
+# each tree's sg-stream - not a copy: a copied sg-stream still loads
+# libstreamguard from the build tree its RPATH names.
 #
 # Usage: bench/sg_stream_ab.sh SG_FAKEMODEL ITEMS RUNS MODE SG_STREAM...
 set -euo pipefail

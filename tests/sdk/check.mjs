@@ -92,6 +92,11 @@ function agree(name, profile, scenario, sdk) {
     ok = sg.text === sdk.text && sdkError && sdk.status === status &&
       sg.outcome === 'http_error' && sg.http_status === status;
   }
+  if (!sdkError && sdk.text === '') {
+    // an empty answer: no first token, on either side (sg-stream's -w
+    // prints '-' for the report's null)
+    ok = ok && sdk.firstTokenMs === null && Number.isNaN(sg.first_token_ms);
+  }
   const delay = Number(new URLSearchParams(scenario).get('first_delay') ?? 0);
   if (delay > 0) {
     // both must see the first token after the delay: metadata before it
@@ -269,6 +274,13 @@ await run('gemini no finishReason', 'n=3&gap=0&no_done=1', geminiTextOf);
 await run('ollama normal', 'n=3&gap=0&format=ollama', ollamaText);
 await run('ollama error after 2', 'n=5&gap=0&error_at=2&format=ollama', ollamaText);
 await run('ollama no done line', 'n=3&gap=0&format=ollama&no_done=1', ollamaText);
+// an empty answer: the prelude and the clean end, no content - ok, and no
+// time to first token
+await run('openai empty answer', 'n=0&role_chunk=1', openaiText);
+await run('responses empty answer', 'n=0', responsesText);
+await run('anthropic empty answer', 'n=0', anthropicText);
+await run('gemini empty answer', 'n=0', geminiTextOf);
+await run('ollama empty answer', 'n=0&format=ollama', ollamaText);
 // an error status with the provider's own error body: each SDK raises its
 // error for that status, with the body's message
 await run('openai status 401', 'status=401', openaiText);

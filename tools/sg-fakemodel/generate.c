@@ -607,6 +607,14 @@ void ex_step(exchange *ex) {
                 let_end_go(ex, now);
                 return;
             }
+            if (!ex->sc.runaway && ex->sc.n == 0) {
+                /* n=0: an empty answer - the prelude, then the end */
+                emit_end(ex);
+                ex->reason = ex->sc.no_done ? "no_done" : "done";
+                ex->eof_pending = 1;
+                let_end_go(ex, now);
+                return;
+            }
             emit_item(ex);
             ex->items++;
             ex->last_emit_at = now;
