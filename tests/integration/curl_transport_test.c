@@ -50,9 +50,11 @@ typedef struct spec {
     bool tls;
     bool no_cafile;
     long http_version;
-    int cancel_after; /* cancel from on_item after N items; 0 = never */
-    int port;         /* 0 = the fault server */
-    const char *url;  /* the whole URL as given, in place of path and port */
+    int cancel_after;    /* cancel from on_item after N items; 0 = never */
+    int port;            /* 0 = the fault server */
+    const char *url;     /* the whole URL as given, in place of path and port */
+    bool http_auth;      /* CURLOPT_HTTPAUTH any, with a user and password */
+    int64_t hedge_after; /* first-token hedging (one hedge); 0 = off */
 } spec;
 
 typedef struct result {
@@ -158,6 +160,13 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
     co->framing.max_line = s->max_event;
     co->deadline_header = s->deadline_header;
     co->cafile = s->tls && !s->no_cafile ? server.ca_path : NULL;
+    if (s->http_auth) {
+        curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_ANY);
+        curl_easy_setopt(e, CURLOPT_USERPWD, "user:secret");
+    }
+    if (s->hedge_after) {
+        assert_int_equal(sg_op_options_set_hedging(po, s->hedge_after, 1), 0);
+    }
     *easy_out = e;
 }
 
@@ -476,24 +485,10 @@ static void a_final_error_status_is_not_retried(void **state) {
 static void an_auth_challenge_is_the_answer_and_nothing_more_is_sent(void **state) {
     (void)state;
     spec s = {.path = "/v1/chat/completions?status=401&challenge=1&_t=chal.",
-              .attempts = 3};
-    CURL *e;
-    sg_op_options po;
-    sg_curl_options co;
-    char url[1024];
+              .attempts = 3,
+              .http_auth = true};
     result r;
-    memset(&r, 0, sizeof(r));
-    configure(&s, &e, &po, &co, url, sizeof(url));
-    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_ANY);
-    curl_easy_setopt(e, CURLOPT_USERPWD, "user:secret");
-    void *ud[2] = {&r, &s};
-    sg_curl_callbacks cbs = {.on_item = on_item};
-    sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
-    assert_int_equal(sg_curl_perform(op), 0);
-    collect(&r, op, 0);
-    sg_curl_op_free(op);
-    curl_easy_cleanup(e);
+    run(&s, &r);
     assert_string_equal(sg_outcome_name(r.outcome), "http_error");
     assert_int_equal(r.http_status, 401);
     assert_int_equal(r.attempts, 1);
@@ -507,23 +502,11 @@ static void an_auth_challenge_is_the_answer_and_nothing_more_is_sent(void **stat
  * response's head is the answer there, and its body is not read. */
 static void with_hedging_an_error_head_is_the_answer(void **state) {
     (void)state;
-    spec s = {.path = "/v1/chat/completions?status=404&_t=hed404.", .attempts = 3};
-    CURL *e;
-    sg_op_options po;
-    sg_curl_options co;
-    char url[1024];
+    spec s = {.path = "/v1/chat/completions?status=404&_t=hed404.",
+              .attempts = 3,
+              .hedge_after = SG_SEC(2)};
     result r;
-    memset(&r, 0, sizeof(r));
-    configure(&s, &e, &po, &co, url, sizeof(url));
-    assert_int_equal(sg_op_options_set_hedging(&po, SG_SEC(2), 1), 0);
-    void *ud[2] = {&r, &s};
-    sg_curl_callbacks cbs = {.on_item = on_item};
-    sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
-    assert_int_equal(sg_curl_perform(op), 0);
-    collect(&r, op, 0);
-    sg_curl_op_free(op);
-    curl_easy_cleanup(e);
+    run(&s, &r);
     assert_string_equal(sg_outcome_name(r.outcome), "http_error");
     assert_int_equal(r.http_status, 404);
     assert_int_equal(r.attempts, 1);
