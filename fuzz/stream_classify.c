@@ -4,10 +4,11 @@
  * Deterministic: configuration, read sizes and time come from the input.
  *
  * Layout: byte 0 = options (bit 0 NDJSON, bit 1 meta_at_once, bit 2
- * end_required, bits 3-4 max_event 64/256/1024/4096); bytes 1..8 = read
- * sizes (1..64, cycled); the rest is the body.  An item whose data starts
- * with 'm' is metadata, 'k' a keepalive, 'e' the end, 'x' an in-band
- * error, anything else a token.  Each read advances the hand-driven clock by 1 ms.
+ * end_required, bits 3-4 max_event 64/256/1024/4096, bit 5 end_at_eof);
+ * bytes 1..8 = read sizes (1..64, cycled); the rest is the body.  An item
+ * whose data starts with 'm' is metadata, 'k' a keepalive, 'e' the end,
+ * 'f' content that is the end too, 'x' an in-band error, anything else a
+ * token.  Each read advances the hand-driven clock by 1 ms.
  *
  * Invariants (abort on failure, also in the replay binary):
  *   - the body fed whole and in the chosen reads delivers the same items
@@ -16,7 +17,10 @@
  *     keepalive is never delivered; item indexes count up from 0;
  *   - the stream's verdict is one of ok, truncated, protocol_error,
  *     first_item_timeout, and an ok end with end_required came with an end
- *     item.
+ *     item;
+ *   - a time to first token is reported exactly when content was
+ *     delivered (a token, an end that carries content, metadata at once)
+ *     before any plain end: an end is no token.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +43,7 @@ typedef struct run_state {
     uint64_t delivered;
     bool token_seen; /* a token or end was delivered */
     bool end_seen;
+    bool content_seen; /* content delivered before any plain end */
     bool at_once;
 } run_state;
 
@@ -55,6 +60,7 @@ static sg_item_kind classify(const sg_item *item, sg_item_error *err, void *ud) 
     return c == 'm'   ? SG_ITEM_META
            : c == 'k' ? SG_ITEM_KEEPALIVE
            : c == 'e' ? SG_ITEM_END
+           : c == 'f' ? SG_ITEM_END_TOKEN
                       : SG_ITEM_TOKEN;
 }
 
@@ -65,10 +71,15 @@ static int on_item(const sg_item *item, void *ud) {
     check(k != SG_ITEM_KEEPALIVE, "a keepalive is never delivered");
     check(k != SG_ITEM_ERROR, "an error item is never delivered");
     check(item->index == r->delivered, "indexes count up from 0");
-    if (k == SG_ITEM_TOKEN || k == SG_ITEM_END) {
+    check(item->kind == (uint8_t)k, "the item says its kind");
+    if (!r->end_seen && (k == SG_ITEM_TOKEN || k == SG_ITEM_END_TOKEN ||
+                         (k == SG_ITEM_META && r->at_once && !r->token_seen))) {
+        r->content_seen = true;
+    }
+    if (k != SG_ITEM_META || r->at_once) {
         r->token_seen = true;
     }
-    if (k == SG_ITEM_END) {
+    if (k == SG_ITEM_END || k == SG_ITEM_END_TOKEN) {
         r->end_seen = true;
     }
     r->delivered++;
@@ -93,7 +104,8 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
                             .max_event = events[(opt >> 3) & 3],
                             .classify = classify,
                             .meta_at_once = (opt & 2) != 0,
-                            .end_required = (opt & 4) != 0};
+                            .end_required = (opt & 4) != 0,
+                            .end_at_eof = (opt & 32) != 0};
     size_t need = sg_stream_buffer_size(&cfg);
     check(need > 0, "buffer size");
     char *buf = malloc(need);
@@ -142,6 +154,8 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
     if (res.outcome == SG_OUTCOME_OK && cfg.end_required) {
         check(out->r.end_seen, "ok with end_required means an end item");
     }
+    check((res.first_item_ns >= 0) == out->r.content_seen,
+          "a time to first token exactly when content was delivered");
     free(buf);
 }
 
