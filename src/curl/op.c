@@ -126,9 +126,9 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         int64_t now = op_now(op);
         if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
             /* The answer is in (http_error, now); what the server said
-             * comes with the body, read while it drains - but not for no
-             * status or a malformed one, nor beside hedges. */
-            if (op->lc.http_status < 400 || !sg__lc_error_response(&op->lc, now)) {
+             * comes with the body, read while it drains (when the
+             * lifecycle wants it). */
+            if (!sg__lc_error_response(&op->lc, now)) {
                 op->at.http_abort = true;
                 return 0;
             }
@@ -165,7 +165,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
-    if (op->lc.state == SG__LC_DRAINING && op->lc.error_body) {
+    if (sg__lc_error_draining(&op->lc)) {
         /* libcurl would answer an error response itself (an auth
          * challenge with CURLOPT_HTTPAUTH): that response is the
          * attempt's answer, and no request leaves but the policy's */
@@ -797,12 +797,7 @@ const char *sg_curl_op_error(const sg_curl_op *op) {
 }
 
 const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len) {
-    size_t n = 0;
-    const char *b = op != NULL ? sg__lc_error_body(&op->lc, &n) : NULL;
-    if (len != NULL) {
-        *len = n;
-    }
-    return b;
+    return sg__lc_error_body(op != NULL ? &op->lc : NULL, len);
 }
 
 int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len, size_t *needed) {

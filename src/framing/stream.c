@@ -601,9 +601,8 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
     }
     int rv = stream_end(s, now, how, result);
     if (rv == 0) {
-        /* the items the consumer got: the guard's, and those it did not
-         * count - the metadata held before the first token and delivered
-         * with it, an end before any token and what followed it */
+        /* the items the consumer got: the guard's, and the metadata held
+         * before the first item and delivered with it */
         result->items += s->released_;
         if (s->classify_ != NULL && !s->got_token_) {
             result->first_item_ns = -1; /* an end, and what followed it: no token */

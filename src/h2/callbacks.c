@@ -127,7 +127,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
         /* The answer is in (no redirects here): http_error now; what the
          * server said comes in its DATA, read while the stream drains. */
         bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
-        if (ended || op->lc.http_status < 400 || !sg__lc_error_response(&op->lc, now)) {
+        if (ended || !sg__lc_error_response(&op->lc, now)) {
             sg__h2_decide(op, now, SG_OUTCOME_HTTP_ERROR, ended ? -1 : NGHTTP2_CANCEL);
             return 0;
         }

@@ -623,12 +623,7 @@ const char *sg_h2_op_error(const sg_h2_op *op) {
 }
 
 const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len) {
-    size_t n = 0;
-    const char *b = op != NULL ? sg__lc_error_body(&op->lc, &n) : NULL;
-    if (len != NULL) {
-        *len = n;
-    }
-    return b;
+    return sg__lc_error_body(op != NULL ? &op->lc : NULL, len);
 }
 
 int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed) {

@@ -78,7 +78,6 @@ void sg__lc_release(sg__lifecycle *lc) {
     free(lc->ebody);
     lc->ebody = NULL;
     lc->ebody_len = 0;
-    lc->ebody_attempt = 0;
     sg_op_release(&lc->policy); /* the records of attempts past the inline ones */
 }
 
@@ -156,7 +155,6 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     lc->body_is_stream = false;
     lc->error_body = false;
     lc->ebody_len = 0;
-    lc->ebody_attempt = 0;
     lc->not_processed = false;
     lc->lost = false;
     if (lc->primary == NULL && !plan->hedge) {
@@ -563,7 +561,7 @@ void sg__lc_cancel(sg__lifecycle *lc) {
     /* ENDING too: a cancel from on_attempt stops the retry it announces */
     if (lc->state == SG__LC_RUNNING || lc->state == SG__LC_ENDING ||
         lc->state == SG__LC_SLEEPING || lc->state == SG__LC_INTENT ||
-        (lc->state == SG__LC_DRAINING && lc->error_body)) {
+        sg__lc_error_draining(lc)) {
         /* (an error response's body: its attempt is decided, but the
          * retry it may earn is still to come) */
         lc->cancel = true;
@@ -690,36 +688,27 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
 
 bool sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
     const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
-    if (root->popts.hedge_after_ns_ > 0) {
-        /* with hedges every attempt is judged the instant it ends, beside
-         * the others: the head is the answer, its body is not read */
+    if (lc->http_status < 400 || root->popts.hedge_after_ns_ > 0) {
+        /* no status (nothing worth reading); or hedges, where every
+         * attempt is judged the instant it ends, beside the others: the
+         * head is the answer, its body is not read */
         return false;
     }
     if (sg_stream_active(&lc->stream)) {
         sg_stream_end(&lc->stream, now, SG_OUTCOME_HTTP_ERROR, &lc->gr);
     }
     lc->error_body = true;
-    lc->ebody_len = 0;
-    lc->ebody_attempt = lc->attempt;
     lc->state = SG__LC_DRAINING;
     lc->drain_until = sg_time_min(sg_time_add(now, lc->drain_ns), lc->attempt_end);
     return true;
 }
 
-const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len) {
-    *len = 0;
-    if (root == NULL) {
-        return NULL;
+const char *sg__lc_error_body(const sg__lifecycle *lc, size_t *len) {
+    const size_t n = lc != NULL ? lc->ebody_len : 0;
+    if (len != NULL) {
+        *len = n;
     }
-    const uint32_t last = sg_op_attempt_count(root->pol);
-    for (size_t i = 0; last > 0 && i <= SG_OP_MAX_HEDGES; i++) {
-        const sg__lifecycle *lc = i == 0 ? root : root->slots[i - 1];
-        if (lc != NULL && lc->ebody_attempt == last && lc->ebody_len > 0) {
-            *len = lc->ebody_len;
-            return lc->ebody;
-        }
-    }
-    return NULL;
+    return n > 0 ? lc->ebody : NULL;
 }
 
 /* An error response's body: the first SG_ERROR_BODY_MAX bytes are kept
@@ -739,7 +728,7 @@ static void keep_error_body(sg__lifecycle *lc, const void *data, size_t len) {
 }
 
 int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
-    if (lc->state == SG__LC_DRAINING && lc->error_body) {
+    if (sg__lc_error_draining(lc)) {
         keep_error_body(lc, data, len);
         return 0;
     }

@@ -165,11 +165,10 @@ struct sg__lifecycle {
     bool deadline_header; /* stamp the policy's deadline header */
     bool grpc_timeout;    /* stamp grpc-timeout */
     char errbuf[SG__LC_ERROR_SIZE];
-    /* the body of this line's last error response (allocated at its first
-     * byte, SG_ERROR_BODY_MAX), and the attempt it answered (0: none) */
+    /* the running attempt's error response body (SG_ERROR_BODY_MAX,
+     * allocated at its first byte; emptied when an attempt launches) */
     char *ebody;
     size_t ebody_len;
-    uint32_t ebody_attempt;
 };
 
 /* Sets @lc up: validates @framing (NULL: defaults), allocates its buffer.
@@ -245,17 +244,23 @@ void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len);
 /* The header block ended: its class (and for 2xx, phase wait_first_item). */
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
 /* An error response's head ended at @now (sg__lc_headers_end said
- * SG__LC_ERROR; a status of 400 or more): the attempt is decided
+ * SG__LC_ERROR): with a status of 400 or more the attempt is decided
  * http_error at this instant, and the lifecycle drains its body, keeping
  * SG_ERROR_BODY_MAX bytes of it (sg__lc_error_body), until the body ends
  * or for the drain time at most, within the attempt's lease.  The
  * transport then decides (the outcome stays http_error) and settles.
- * false, with nothing changed, when the operation hedges: the transport
- * then decides http_error at once, as for a response with no body. */
+ * false, with nothing changed, for no status or a malformed one, and when
+ * the operation hedges: the transport then decides http_error at once,
+ * as for a response with no body. */
 bool sg__lc_error_response(sg__lifecycle *lc, int64_t now);
-/* What the error response that ended the operation's last attempt said
- * (any line of @root's: a hedge's too), or NULL and *@len 0. */
-const char *sg__lc_error_body(const sg__lifecycle *root, size_t *len);
+/* Draining an error response's body (sg__lc_error_response). */
+static inline bool sg__lc_error_draining(const sg__lifecycle *lc) {
+    return lc->state == SG__LC_DRAINING && lc->error_body;
+}
+/* What the error response that ended @lc's last attempt said (hedging
+ * keeps none), or NULL; its length in *@len when @len is not NULL (0
+ * with NULL).  @lc may be NULL. */
+const char *sg__lc_error_body(const sg__lifecycle *lc, size_t *len);
 /* Body bytes at @now.  Returns 0 when taken (or ignored: not a stream,
  * draining), 1 when the terminal arrived (draining now), or the negative
  * code of sg_stream_feed (the attempt must stop: abort and decide). */

@@ -183,50 +183,32 @@ static int64_t first_delay(const struct exchange *ex) {
     return ex->sc.first_delay_ms;
 }
 
-/* A status's error type as Anthropic names it. */
-static const char *anthropic_error_type(int status) {
-    switch (status) {
-    case 400:
-        return "invalid_request_error";
-    case 401:
-        return "authentication_error";
-    case 403:
-        return "permission_error";
-    case 404:
-        return "not_found_error";
-    case 413:
-        return "request_too_large";
-    case 429:
-        return "rate_limit_error";
-    case 529:
-        return "overloaded_error";
-    default:
-        return "api_error";
-    }
-}
+/* A status's names in the providers' errors: Anthropic's error type, the
+ * google.rpc.Code the Gemini API gives (the last row: any other). */
+static const struct error_names {
+    int status;
+    const char *anthropic;
+    const char *gemini;
+} error_names[] = {
+    {400, "invalid_request_error", "INVALID_ARGUMENT"},
+    {401, "authentication_error", "UNAUTHENTICATED"},
+    {403, "permission_error", "PERMISSION_DENIED"},
+    {404, "not_found_error", "NOT_FOUND"},
+    {413, "request_too_large", "UNKNOWN"},
+    {429, "rate_limit_error", "RESOURCE_EXHAUSTED"},
+    {500, "api_error", "INTERNAL"},
+    {503, "api_error", "UNAVAILABLE"},
+    {504, "api_error", "DEADLINE_EXCEEDED"},
+    {529, "overloaded_error", "UNKNOWN"},
+    {0, "api_error", "UNKNOWN"},
+};
 
-/* A status's google.rpc.Code name, as the Gemini API gives it. */
-static const char *gemini_error_status(int status) {
-    switch (status) {
-    case 400:
-        return "INVALID_ARGUMENT";
-    case 401:
-        return "UNAUTHENTICATED";
-    case 403:
-        return "PERMISSION_DENIED";
-    case 404:
-        return "NOT_FOUND";
-    case 429:
-        return "RESOURCE_EXHAUSTED";
-    case 500:
-        return "INTERNAL";
-    case 503:
-        return "UNAVAILABLE";
-    case 504:
-        return "DEADLINE_EXCEEDED";
-    default:
-        return "UNKNOWN";
+static const struct error_names *names_of(int status) {
+    const struct error_names *e = error_names;
+    while (e->status != 0 && e->status != status) {
+        e++;
     }
+    return e;
 }
 
 /* A scripted status's error body in the shape of @format's provider, cut
@@ -239,7 +221,7 @@ static void error_shape_open(sg_fm_buf *b, int format, int status) {
     switch (format) {
     case SG_FM_FMT_ANTHROPIC:
         sg_fm_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":",
-                         anthropic_error_type(status));
+                         names_of(status)->anthropic);
         break;
     case SG_FM_FMT_GEMINI:
         sg_fm_buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", status);
@@ -265,7 +247,7 @@ static void error_shape_close(sg_fm_buf *b, int format, int status) {
         sg_fm_buf_printf(b, "\"}}\n");
         break;
     case SG_FM_FMT_GEMINI:
-        sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", gemini_error_status(status));
+        sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", names_of(status)->gemini);
         break;
     case SG_FM_FMT_OLLAMA:
     case SG_FM_FMT_NDJSON:
