@@ -77,7 +77,7 @@ rm -f "$REP"
 "$SG" --report "$REP" -w '%{outcome} %{phase}\n' --cacert "$FM_CA" \
     "https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions" >"$OUT" 2>"$ERR" &
 signal_after 0.4 $!
-kill -KILL "$stopped"
+{ kill -KILL "$stopped" && wait "$stopped"; } 2>/dev/null
 if [ "$RC" -eq 5 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT during the https probe: exit 5 after ${TOOK} ms"; else fail "SIGINT during the probe: exit $RC after ${TOOK} ms; $(head -c 300 "$ERR")"; fi
 if grep -q '^cancelled connect$' "$OUT"; then pass "the probe's run: cancelled in phase connect"; else fail "probe -w: $(head -c 200 "$OUT")"; fi
 
@@ -97,17 +97,15 @@ if grep -q "cancelled while waiting to retry after 1 attempt (cancelled); it end
 else fail "sleep diagnostic: $(cat "$ERR")"; fi
 
 # A second signal exits at once: here the first one cancels, and the run
-# then waits for a stdout that does not read to take the last items.
-mkfifo "$FM_DIR/fifo"
-exec 7<>"$FM_DIR/fifo" # a reader that never reads (holds the pipe open)
-"$SG" --budget 60s --idempotency-key sig-twice "$CHAT?runaway=1&gap=0&line_bytes=1000&_t=sig_twice" \
-    >"$FM_DIR/fifo" 2>"$ERR" &
+# then blocks opening its report, a FIFO nobody opens for reading.
+mkfifo "$FM_DIR/fifo" "$FM_DIR/report.fifo"
+"$SG" --budget 60s --report "$FM_DIR/report.fifo" --idempotency-key sig-twice \
+    "$CHAT?runaway=1&gap=5&_t=sig_twice" >/dev/null 2>"$ERR" &
 pid=$!
 fm_wait_event sig-twice received # sent: the handlers are in place
 sleep 0.2
 kill -INT "$pid"
 signal_after 0.2 "$pid"
-exec 7>&-
 if [ "$RC" -eq 130 ] && [ "$TOOK" -lt 100 ]; then pass "a second SIGINT exits at once (130, ${TOOK} ms)"; else fail "second SIGINT: exit $RC after ${TOOK} ms"; fi
 
 # `| head -3`: the reader goes away; the run ends cancelled, quietly.
@@ -131,6 +129,25 @@ if [ "$rc" -eq 3 ]; then pass "stdout stuck: exit 3 (idle_timeout), ${took} ms";
 if grep -q '"outcome":"idle_timeout"' "$REP"; then pass "stdout stuck: the idle clock still fired"; else fail "stdout stuck: $(head -c 300 "$REP")"; fi
 if grep -q "stdout did not take" "$ERR"; then pass "stdout stuck: the dropped bytes are named"; else fail "stdout stuck: stderr: $(head -c 300 "$ERR")"; fi
 
+# Ctrl-C while an ended run waits for a stdout that does not read to take
+# its last items: the wait ends at once, the rest is dropped (said unless
+# -q), and the run ends as an ok one whose output was lost (exit 1).
+for q in "" -q; do
+    exec 7<>"$FM_DIR/fifo"
+    rm -f "$REP"
+    "$SG" $q --budget 20s --report "$REP" --idempotency-key "sig-drain$q" \
+        "$CHAT?n=200&gap=0&line_bytes=10000&_t=sig_drain" >"$FM_DIR/fifo" 2>"$ERR" &
+    pid=$!
+    fm_wait_event "sig-drain$q" finished # the stream has ended: only stdout waits
+    signal_after 0.3 "$pid"
+    exec 7>&-
+    if [ "$RC" -eq 1 ] && [ "$TOOK" -lt 200 ]; then pass "SIGINT while stdout drains ($q): exit 1 after ${TOOK} ms"; else fail "SIGINT while stdout drains ($q): exit $RC after ${TOOK} ms"; fi
+    if grep -q '"outcome":"ok"' "$REP"; then pass "drain ($q): the report says ok"; else fail "drain ($q): report: $(head -c 300 "$REP")"; fi
+    if [ -z "$q" ]; then
+        if grep -q "bytes of items by the signal: dropped" "$ERR"; then pass "drain: the dropped bytes are named"; else fail "drain: stderr: $(head -c 300 "$ERR")"; fi
+    elif [ ! -s "$ERR" ]; then pass "drain -q: nothing on stderr"; else fail "drain -q said: $(head -c 300 "$ERR")"; fi
+done
+
 # ... and a reader that falls 8 MiB behind a fast stream cancels the run:
 # memory stays bounded.
 exec 7<>"$FM_DIR/fifo"
@@ -141,5 +158,10 @@ rc=$?
 exec 7>&-
 if [ "$rc" -eq 5 ]; then pass "a reader 8 MiB behind: exit 5 (cancelled)"; else fail "reader behind: exit $rc; $(head -c 300 "$ERR")"; fi
 if grep -q "stdout fell" "$ERR"; then pass "a reader 8 MiB behind: said so"; else fail "reader behind: stderr: $(head -c 300 "$ERR")"; fi
+exec 7<>"$FM_DIR/fifo"
+"$SG" -q --budget 3s "$CHAT?runaway=1&gap=0&line_bytes=4000&_t=sig_behind_q" >"$FM_DIR/fifo" 2>"$ERR"
+rc=$?
+exec 7>&-
+if [ "$rc" -eq 5 ] && [ ! -s "$ERR" ]; then pass "a reader 8 MiB behind, -q: exit 5, nothing on stderr"; else fail "reader behind -q: exit $rc; $(head -c 300 "$ERR")"; fi
 
 fm_finish

@@ -48,6 +48,34 @@ for bad in "file:///etc/hostname" "ftp://127.0.0.1:$FM_PORT/x" "http://" "http:/
     expect 2 "usage error: --fallback '$bad'" -- --fallback "$bad" "$CHAT?n=1"
 done
 
+# ---- what an operator typed is not echoed with its secrets ---------------------
+# A header value, a URL's password or its query (an API key may be in
+# either) never reaches stderr: a usage error names what is wrong without
+# them.
+nosecret() {
+    if grep -q SECRET "$ERR"; then fail "$1: the secret is on stderr: $(cat "$ERR")"; else pass "$1: no secret on stderr"; fi
+}
+expect 2 "a header without a colon" -- -H 'Authorization Bearer sk-SECRET' "$CHAT"
+nosecret "a header without a colon"
+has "$ERR" "Authorization" "the header is named"
+expect 2 "a header value ending in CR (a key file with CRLF)" -- -H "$(printf 'Authorization: Bearer sk-SECRET\r')" "$CHAT"
+nosecret "a header with a CR"
+has "$ERR" "'Authorization'" "the header with the CR is named"
+for bad in "http://u:SECRET@[::1/x" "http://127.0.0.1:99999/x?key=SECRET" "ftp://u:SECRET@127.0.0.1/x"; do
+    expect 2 "usage error: a bad URL with a secret" -- "$bad"
+    nosecret "a bad URL with a secret"
+done
+expect 2 "an unknown long option with a value" -- --bogus=SECRET "$CHAT"
+nosecret "an unknown long option with a value"
+has "$ERR" "'--bogus'" "the unknown option is named"
+expect 2 "an unknown short option in a group" -- -zq "$CHAT"
+has "$ERR" "unknown option '-z'" "the unknown letter is named, not another argument"
+expect 2 "a short option without its value" -- "$CHAT" -H
+has "$ERR" "'-H' needs a value" "the option without a value is named"
+expect 2 "-d @ a directory" -- -d @/ "$CHAT?n=1&_t=cli_dir"
+has "$ERR" "cannot read '/'" "a body that cannot be read is a usage error"
+if [ "$(fm_log "event=received" | grep -c "_t=cli_dir")" -eq 0 ]; then pass "no request sent without its body"; else fail "an empty body was sent"; fi
+
 # ---- ok and the output formats -----------------------------------------------
 expect 0 "ok stream" -- --idle 2s "$CHAT?n=4&gap=5&_t=cli_ok"
 if [ "$(lines "$OUT")" -eq 4 ]; then pass "4 data lines"; else fail "got $(lines "$OUT") lines"; fi
@@ -226,6 +254,33 @@ if "$SG" --version | grep -q nghttp2; then
     expect 0 "--http1.1 keeps https:// on HTTP/1.1" -- --http1.1 --cacert "$FM_CA" \
         --idempotency-key cli-alpn1 --output none "$TLS/v1/chat/completions?n=1&_t=cli_alpn1"
     if [ "$(fm_field cli-alpn1 received proto)" = "h1" ]; then pass "https:// over h1"; else fail "h1 proto"; fi
+    # An https:// URL as libcurl takes it: credentials (libcurl sends them,
+    # so no probe), a fragment, the scheme in capitals.
+    expect 0 "https:// with credentials goes to libcurl" -- --cacert "$FM_CA" --output none \
+        --idempotency-key cli-cred "https://u:SECRET@localhost:$FM_PORT/v1/chat/completions?n=1&_t=cli_cred"
+    if [ -n "$(fm_field cli-cred received proto)" ]; then pass "credentials: the request was sent"; else fail "credentials: not received"; fi
+    expect 0 "https:// with a user and no password" -- --cacert "$FM_CA" --output none \
+        "https://u@localhost:$FM_PORT/v1/chat/completions?n=1&_t=cli_user"
+    expect 2 "--http2 refuses credentials in the URL" -- --http2 --cacert "$FM_CA" \
+        "https://u:SECRET@localhost:$FM_PORT/v1/chat/completions?n=1&_t=cli_cred2"
+    nosecret "--http2 with credentials"
+    has "$ERR" "Authorization" "says how to send them instead"
+    expect 0 "https:// with a fragment" -- --cacert "$FM_CA" --output none --idempotency-key cli-frag \
+        "https://localhost:$FM_PORT/v1/chat/completions?n=1&_t=cli_frag#part"
+    if [ "$(fm_field cli-frag received proto)" = "h2" ]; then pass "a fragment: still the h2 probe"; else fail "fragment proto: $(fm_field cli-frag received proto)"; fi
+    expect 0 "--http2 HTTPS:// in capitals" -- --http2 --cacert "$FM_CA" --output none \
+        "HTTPS://LOCALHOST:$FM_PORT/v1/chat/completions?n=1&_t=cli_caps"
+    # --http2 without --connect-timeout: the connection is bounded by the
+    # lease alone (no hidden 10 s clock).  A stopped server's kernel takes
+    # the TCP connection; the TLS handshake never ends.
+    "$FM" --port 0 --quiet >"$FM_DIR/stopped.port" 2>/dev/null &
+    STOPPED=$!
+    for _ in $(seq 1 200); do [ -s "$FM_DIR/stopped.port" ] && break; sleep 0.02; done
+    kill -STOP "$STOPPED"
+    expect 4 "--http2: a handshake that never ends runs to the budget" -- --http2 --budget 10500ms \
+        --attempts 1 -w '%{outcome} %{phase}\n' "https://localhost:$(head -n 1 "$FM_DIR/stopped.port")/"
+    has "$OUT" "budget_exhausted connect" "the budget, not a hidden connect clock, ended it"
+    { kill -KILL "$STOPPED" && wait "$STOPPED"; } 2>/dev/null
     # The HTTP/2 connection is part of each attempt: leased, reported, retried.
     expect 8 "--http2 to a closed port: three attempts" -- --http2 --attempts 3 \
         --backoff-base 10ms --report "$FM_DIR/h2closed.json" -w '%{outcome} %{attempts}\n' \
@@ -340,6 +395,11 @@ expect 0 "--unresolved" -- --ledger "$LEDGER" --unresolved
 if [ ! -s "$OUT" ]; then pass "a done operation is not listed"; else fail "done listed"; fi
 expect 2 "--reconcile an unknown key" -- --ledger "$LEDGER" --reconcile no-such-key
 expect 2 "--unresolved needs --ledger" -- --unresolved
+"$SG" --ledger 'postgresql://u:SECRET@127.0.0.1:1/db?password=SECRET&connect_timeout=1' --unresolved >"$OUT" 2>"$ERR"
+if [ -s "$ERR" ]; then nosecret "a ledger URI that cannot be reached"; else fail "no word on an unreachable ledger"; fi
+expect 2 "--unresolved on a ledger that does not exist" -- --ledger "$FM_DIR/no-such-ledger" --unresolved
+has "$ERR" "not found" "a mistyped ledger is not an all-clear"
+if [ ! -e "$FM_DIR/no-such-ledger" ]; then pass "listing did not create the ledger"; else fail "--unresolved created $FM_DIR/no-such-ledger"; fi
 
 # ---- one TLS name policy for both transports: subject alternative names only --
 # A second server whose certificate names localhost only in its CN (RFC 9525

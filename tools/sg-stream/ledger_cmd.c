@@ -10,8 +10,10 @@
  * recorded before anything is sent, each attempt after it, and the end; an operation that
  * is still unresolved from an earlier run is refused, and ledger_refused() says so.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "sg_stream.h"
 
@@ -19,26 +21,7 @@
  * password=...) is masked.  Points into a static buffer. */
 static const char *shown(const char *loc) {
     static char buf[1024];
-    char tmp[sizeof(buf)];
-    snprintf(buf, sizeof(buf), "%s", loc);
-    char *auth = strstr(buf, "://");
-    if (auth != NULL) {
-        auth += 3;
-        char *at = memchr(auth, '@', strcspn(auth, "/?"));
-        char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        if (colon != NULL) {
-            snprintf(tmp, sizeof(tmp), "%.*s:***%s", (int)(colon - buf), buf, at);
-            memcpy(buf, tmp, strlen(tmp) + 1);
-        }
-    }
-    char *pw = strstr(buf, "password=");
-    if (pw != NULL) {
-        pw += 9;
-        snprintf(tmp, sizeof(tmp), "%.*s***%s", (int)(pw - buf), buf,
-                 pw + strcspn(pw, "&"));
-        memcpy(buf, tmp, strlen(tmp) + 1);
-    }
-    return buf;
+    return masked_url(buf, sizeof(buf), loc, false);
 }
 
 /* The one wording of a ledger failure. */
@@ -78,6 +61,16 @@ int ledger_command(const struct config *c) {
     int rv = 0;
     if (c->ledger_init) {
         rv = sg_ledger_init_schema(c->ledger_dir, &o);
+    }
+    struct stat st;
+    if (!c->ledger_init && strstr(c->ledger_dir, "://") == NULL &&
+        stat(c->ledger_dir, &st) != 0 && errno == ENOENT) {
+        /* opening would create it: a mistyped directory is no all-clear */
+        if (!c->run.quiet) {
+            fprintf(stderr, "%s: ledger %s: not found (--ledger-init creates one)\n",
+                    prog, shown(c->ledger_dir));
+        }
+        return EXIT_USAGE;
     }
     if (rv == 0 && (c->unresolved || c->reconcile != NULL)) {
         rv = sg_ledger_open(&l, c->ledger_dir, &o);
@@ -226,14 +219,18 @@ int ledger_refused(const struct config *c) {
     int fd = -1;
     int64_t now = sg_clock_now(NULL);
     if (sg_op_start_async(&op, &o, now, &fd) != SG_EINPROGRESS) {
-        fprintf(stderr, "%s: refused: %s\n", prog, why);
+        if (!c->run.quiet) {
+            fprintf(stderr, "%s: refused: %s\n", prog, why);
+        }
         return EXIT_BUDGET;
     }
     int code = EXIT_BUDGET;
     if (sg_op_intent_poll(&op, now) == 1) {
         code = conclude(c, &op, why, NULL, 0);
     } else {
-        fprintf(stderr, "%s: refused: %s\n", prog, why);
+        if (!c->run.quiet) {
+            fprintf(stderr, "%s: refused: %s\n", prog, why);
+        }
     }
     sg_op_release(&op);
     return code;

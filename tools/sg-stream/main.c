@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sg_stream.h"
 
@@ -33,7 +34,7 @@ static int run(struct config *c) {
     /* fallback endpoints are followed, and --aws-sigv4 signed, by the
      * libcurl transport only */
     bool probe = !c->http2 && !c->http11 && c->nfallback == 0 && c->aws_sigv4 == NULL &&
-                 strncmp(c->url, "https://", 8) == 0;
+                 strncasecmp(c->url, "https://", 8) == 0;
     int code = -1;
     if (c->http2 || probe) {
         code = run_h2(c, probe);

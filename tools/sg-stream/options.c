@@ -221,15 +221,18 @@ static int check_url(const char *what, const char *url) {
         rc = curl_url_get(u, CURLUPART_SCHEME, &scheme, 0);
     }
     int code = 0;
+    char shown[512]; /* its password and query values masked */
     if (rc != CURLUE_OK) {
+        masked_url(shown, sizeof(shown), url, true);
 #if LIBCURL_VERSION_NUM >= 0x075000
-        code = usage_error("%s: '%s' is not a URL libcurl can use: %s", what, url,
+        code = usage_error("%s: '%s' is not a URL libcurl can use: %s", what, shown,
                            curl_url_strerror(rc));
 #else
-        code = usage_error("%s: '%s' is not a URL libcurl can use", what, url);
+        code = usage_error("%s: '%s' is not a URL libcurl can use", what, shown);
 #endif
     } else if (strcasecmp(scheme, "http") != 0 && strcasecmp(scheme, "https") != 0) {
-        code = usage_error("%s: '%s' is not an http:// or https:// URL", what, url);
+        masked_url(shown, sizeof(shown), url, true);
+        code = usage_error("%s: '%s' is not an http:// or https:// URL", what, shown);
     }
     curl_free(scheme);
     curl_url_cleanup(u);
@@ -301,8 +304,16 @@ static int apply(struct config *c, int opt, const char *arg) {
         c->method = arg;
         break;
     case 'H': {
-        if (strchr(arg, ':') == NULL || strpbrk(arg, "\r\n") != NULL) {
-            return usage_error("invalid header '%s' (expected 'Name: value')", arg);
+        /* named, never shown whole: its value may be a key */
+        int nl = (int)header_name_len(arg);
+        if (strpbrk(arg, "\r\n") != NULL) {
+            return usage_error("header '%.*s' has a CR or LF in it (a value read from a "
+                               "file with a line ending?)",
+                               nl, arg);
+        }
+        if (strchr(arg, ':') == NULL) {
+            return usage_error("invalid header '%.*s...' (expected 'Name: value')", nl,
+                               arg);
         }
         struct curl_slist *l = curl_slist_append(c->headers, arg);
         if (l == NULL) {
@@ -595,9 +606,29 @@ int config_parse(struct config *c, int argc, char **argv) {
             print_version();
             return -1;
         case '?':
-            return usage_error("unknown option '%s'", argv[optind - 1]);
-        case ':':
-            return usage_error("option '%s' needs a value", argv[optind - 1]);
+        case ':': {
+            /* a short one by its letter (in a group, argv[optind - 1] may be
+             * another argument), a long one without what follows its '=' */
+            char name[64];
+            const char *a = argv[optind - 1];
+            const char *g = optind < argc ? argv[optind] : "";
+            /* an unknown letter before the end of its group: optind is
+             * still on the group */
+            bool in_group = optopt > 0 && optopt < 128 && g[0] == '-' && g[1] != '-' &&
+                            strchr(g + 1, optopt) != NULL;
+            bool is_long = !in_group && strncmp(a, "--", 2) == 0;
+            if (is_long) {
+                snprintf(name, sizeof(name), "%.*s", (int)strcspn(a, "="), a);
+            } else {
+                snprintf(name, sizeof(name), "-%c", optopt);
+            }
+            if (opt == ':') {
+                return usage_error("option '%s' needs a value", name);
+            }
+            return is_long && optopt != 0
+                       ? usage_error("option '%s' takes no value", name)
+                       : usage_error("unknown option '%s'", name);
+        }
         default:
             code = apply(c, opt, optarg);
             if (code != 0) {

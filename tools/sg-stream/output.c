@@ -16,7 +16,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -107,14 +106,9 @@ int out_drain(struct out *o, int64_t deadline) {
         if (o->len == 0 || o->broken) {
             return o->broken ? -1 : 0;
         }
-        int64_t left = deadline - sg_clock_now(NULL);
-        if (left <= 0) {
-            return -1;
+        if (signals_first() != 0 || deadline - sg_clock_now(NULL) <= 0) {
+            return -1; /* Ctrl-C: the operator waits no longer */
         }
-        struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
-        int ms = (int)((left + SG_MS(1) - 1) / SG_MS(1));
-        if (poll(&p, 1, ms) < 0 && errno != EINTR) {
-            return -1;
-        }
+        wait_stdout(deadline);
     }
 }

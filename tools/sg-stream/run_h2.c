@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sg_stream.h"
 
@@ -31,51 +32,53 @@ static void h2_on_discard(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
     note_discard(user_data, attempt, outcome);
 }
 
-/* Splits an http(s) URL into host, port and path (with its query). */
+/* An http(s) URL as libcurl parses it (the one parser check_url used):
+ * host (no brackets), port (the scheme's by default) and path with its
+ * query, which the caller frees; the fragment is never sent.  *@creds when
+ * it has user information, which this transport does not send.  0, or -1
+ * when it is not a URL this transport can dial. */
 static int split_url(const char *url, bool *tls, char *host, size_t host_len, int *port,
-                     const char **path) {
-    const char *p;
-    if (strncmp(url, "https://", 8) == 0) {
-        *tls = true;
-        p = url + 8;
-    } else if (strncmp(url, "http://", 7) == 0) {
-        *tls = false;
-        p = url + 7;
-    } else {
-        return -1;
-    }
-    const char *end = p + strcspn(p, "/?#");
-    const char *colon = NULL;
-    const char *h = p;
-    const char *he;
-    if (*p == '[') { /* [v6 address] */
-        const char *close = memchr(p, ']', (size_t)(end - p));
-        if (close == NULL) {
-            return -1;
+                     char **path, bool *creds) {
+    CURLU *u = curl_url();
+    char *scheme = NULL, *h = NULL, *pt = NULL, *pa = NULL, *q = NULL, *user = NULL;
+    int rv = -1;
+    if (u != NULL && curl_url_set(u, CURLUPART_URL, url, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &h, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &pt, CURLU_DEFAULT_PORT) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PATH, &pa, 0) == CURLUE_OK) {
+        (void)curl_url_get(u, CURLUPART_QUERY, &q, 0); /* none: q stays NULL */
+        *creds = curl_url_get(u, CURLUPART_USER, &user, 0) == CURLUE_OK;
+        *tls = strcasecmp(scheme, "https") == 0;
+        size_t hl = strlen(h);
+        const char *hp = h;
+        if (hl >= 2 && h[0] == '[') { /* [v6 address] */
+            hp++;
+            hl -= 2;
         }
-        h = p + 1;
-        he = close;
-        colon = close[1] == ':' ? close + 1 : NULL;
-    } else {
-        colon = memchr(p, ':', (size_t)(end - p));
-        he = colon != NULL ? colon : end;
-    }
-    if (he == h || (size_t)(he - h) >= host_len) {
-        return -1;
-    }
-    memcpy(host, h, (size_t)(he - h));
-    host[he - h] = '\0';
-    *port = *tls ? 443 : 80;
-    if (colon != NULL) {
         char *pe;
-        long v = strtol(colon + 1, &pe, 10);
-        if (pe != end || v < 1 || v > 65535) {
-            return -1;
+        long v = strtol(pt, &pe, 10);
+        size_t plen = strlen(pa) + (q != NULL ? 1 + strlen(q) : 0) + 1;
+        *path = (*tls || strcasecmp(scheme, "http") == 0) && hl > 0 && hl < host_len &&
+                        *pe == '\0' && v >= 1 && v <= 65535
+                    ? malloc(plen)
+                    : NULL;
+        if (*path != NULL) {
+            memcpy(host, hp, hl);
+            host[hl] = '\0';
+            *port = (int)v;
+            snprintf(*path, plen, "%s%s%s", pa, q != NULL ? "?" : "", q != NULL ? q : "");
+            rv = 0;
         }
-        *port = (int)v;
     }
-    *path = *end == '\0' ? "/" : end;
-    return (*path)[0] == '/' || (*path)[0] == '?' ? 0 : -1;
+    curl_free(scheme);
+    curl_free(h);
+    curl_free(pt);
+    curl_free(pa);
+    curl_free(q);
+    curl_free(user);
+    curl_url_cleanup(u);
+    return rv;
 }
 
 /* Request headers: "Name: value" -> lowercase name, trimmed value.  The
@@ -86,8 +89,14 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
     for (const struct curl_slist *h = c->headers; h != NULL; h = h->next) {
         const char *colon = strchr(h->data, ':');
         size_t nlen = (size_t)(colon - h->data);
-        if (nh == MAX_HEADERS || nlen == 0 || nlen >= sizeof(names[0])) {
-            return usage_error("header '%s' not usable over HTTP/2", h->data);
+        if (nh == MAX_HEADERS) {
+            return usage_error("--http2 takes %d headers at most", MAX_HEADERS);
+        }
+        if (nlen == 0 || nlen >= sizeof(names[0])) {
+            return usage_error("header '%.*s' not usable over HTTP/2 (a name of 1 to %zu "
+                               "bytes)",
+                               (int)header_name_len(h->data), h->data,
+                               sizeof(names[0]) - 1);
         }
         for (size_t k = 0; k < nlen; k++) {
             char ch = h->data[k];
@@ -147,16 +156,30 @@ int run_h2(struct config *c, bool probe) {
     char host[256];
     char errbuf[SG_H2_ERROR_SIZE] = "";
     bool tls = false;
+    bool creds = false;
     int port = 0;
-    const char *path = NULL;
-    if (split_url(c->url, &tls, host, sizeof(host), &port, &path) != 0) {
-        return usage_error("--http2 needs an http:// or https:// URL, not '%s'", c->url);
+    char *path = NULL;
+    if (split_url(c->url, &tls, host, sizeof(host), &port, &path, &creds) != 0) {
+        /* check_url passed it: a host this transport cannot take */
+        return probe ? -1
+                     : usage_error("--http2 cannot dial this URL's host (%zu bytes "
+                                   "at most)",
+                                   sizeof(host) - 1);
+    }
+    if (creds) {
+        free(path);
+        /* libcurl sends them (no probe); this transport does not */
+        return probe ? -1
+                     : usage_error("--http2 does not send the URL's credentials: give "
+                                   "them as -H 'Authorization: ...'%s",
+                                   "");
     }
     sg_h2_header hdrs[MAX_HEADERS];
     char names[MAX_HEADERS][128];
     size_t nh = 0;
     int code = h2_headers(c, hdrs, names, &nh);
     if (code != 0) {
+        free(path);
         return code;
     }
     sg_h2_request req = {.method = c->method,
@@ -172,8 +195,10 @@ int run_h2(struct config *c, bool probe) {
     /* With --http2 the connection is part of each attempt (leased from the
      * budget, reported, retried when safe); the probe must connect first to
      * learn whether the server speaks h2 at all. */
-    int64_t bound = probe ? probe_bound(c) : (c->connect_ns ? c->connect_ns : SG_SEC(10));
+    int64_t bound =
+        probe ? probe_bound(c) : (c->connect_ns ? c->connect_ns : SG_DURATION_MAX);
     if (probe && bound == 0) {
+        free(path);
         return -1; /* libcurl refuses it without dialling */
     }
     sg_h2_conn_options co = {.host = host,
@@ -199,9 +224,11 @@ int run_h2(struct config *c, bool probe) {
         }
         snprintf(c->probe_error, sizeof(c->probe_error), "%s", why);
         sg_h2_conn_free(conn);
+        free(path);
         return -1;
     }
     if (rv != 0) {
+        free(path);
         return run_failed(c, rv, errbuf);
     }
     sg_h2_op *op = NULL;
@@ -234,6 +261,7 @@ int run_h2(struct config *c, bool probe) {
 out:
     sg_h2_op_free(op);
     sg_h2_conn_free(conn);
+    free(path);
     ledger_close_for_run(c);
     return code;
 }

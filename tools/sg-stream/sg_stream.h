@@ -143,6 +143,14 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
 char *read_file(const char *path, size_t *len);
+/* @url as a message may show it, written into @buf (@size bytes, cut to
+ * fit): a password in its user information masked (user:***@), and the
+ * value of every query parameter and the fragment (@every_value: an API
+ * key may be any of them) or only a password= parameter; returns @buf. */
+const char *masked_url(char *buf, size_t size, const char *url, bool every_value);
+/* How much of the header @h a message may show: its name (up to ':',
+ * a space or a control byte; 64 bytes at most), never its value. */
+size_t header_name_len(const char *h);
 
 /* options.c: 0 to go on, < 0 when done without error (--help, --version),
  * else the exit status.  Call config_free() after it, whatever it returns. */
@@ -179,7 +187,8 @@ static inline char *out_reserve(struct out *o, size_t n) {
 void out_flush(struct out *o);
 /* Bytes wait for a non-blocking stdout. */
 bool out_waiting(const struct out *o);
-/* Writes everything, waiting until @deadline at most: 0, or -1. */
+/* Writes everything, waiting until @deadline at most, and not past a
+ * signal: 0, or -1. */
 int out_drain(struct out *o, int64_t deadline);
 
 /* signals.c */
@@ -192,6 +201,8 @@ bool run_interrupted(struct run *r);
 /* Waits for @fd to be readable, a signal, stdout to take bytes, or
  * @until (SG_TIME_NEVER: no limit).  true when @fd is readable. */
 bool run_wait(struct run *r, int fd, int64_t until);
+/* Waits for stdout to take bytes, a signal, or @until. */
+void wait_stdout(int64_t until);
 
 /* ledger_cmd.c */
 int ledger_command(const struct config *c);

@@ -64,10 +64,10 @@ bool run_interrupted(struct run *r) {
     return false;
 }
 
-bool run_wait(struct run *r, int fd, int64_t until) {
-    struct pollfd p[3] = {
-        {fd, POLLIN, 0}, {g_pipe[0], POLLIN, 0}, {STDOUT_FILENO, POLLOUT, 0}};
-    nfds_t n = out_waiting(&r->out) ? 3 : 2;
+/* ppoll on @p[0..@n) - the signal pipe is p[1] - until @until
+ * (SG_TIME_NEVER: no limit); the signal pipe is emptied.  How many are
+ * ready (0 at @until, -1 on EINTR). */
+static int wait_until(struct pollfd *p, nfds_t n, int64_t until) {
     struct timespec ts;
     struct timespec *tsp = NULL;
     if (until != SG_TIME_NEVER) {
@@ -83,5 +83,18 @@ bool run_wait(struct run *r, int fd, int64_t until) {
         while (read(g_pipe[0], drain, sizeof(drain)) > 0) {
         }
     }
+    return got;
+}
+
+bool run_wait(struct run *r, int fd, int64_t until) {
+    struct pollfd p[3] = {
+        {fd, POLLIN, 0}, {g_pipe[0], POLLIN, 0}, {STDOUT_FILENO, POLLOUT, 0}};
+    int got = wait_until(p, out_waiting(&r->out) ? 3 : 2, until);
     return got > 0 && p[0].revents != 0;
+}
+
+void wait_stdout(int64_t until) {
+    struct pollfd p[3] = {
+        {-1, 0, 0}, {g_pipe[0], POLLIN, 0}, {STDOUT_FILENO, POLLOUT, 0}};
+    (void)wait_until(p, 3, until);
 }

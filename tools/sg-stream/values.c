@@ -5,6 +5,8 @@
  * seconds), counts (digits only, bounded), and the body of -d @FILE (or
  * @- for stdin).  Each parser is strict and says only yes or no: the
  * caller, which knows the option, words the usage error (usage_error).
+ * And what a message may show of what the operator typed: a URL with its
+ * secrets masked, a header by its name alone.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -91,6 +93,8 @@ int parse_count(const char *s, uint64_t max, uint64_t *out) {
     return 0;
 }
 
+/* NULL with errno set when the file cannot be opened or read whole (a
+ * directory, an I/O error): never a body cut short. */
 char *read_file(const char *path, size_t *len) {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (f == NULL) {
@@ -115,9 +119,80 @@ char *read_file(const char *path, size_t *len) {
             cap *= 2;
         }
     }
+    if (buf != NULL && ferror(f)) {
+        int saved = errno; /* fread's own (EISDIR, EIO) */
+        free(buf);
+        buf = NULL;
+        errno = saved != 0 ? saved : EIO;
+    }
     if (f != stdin) {
+        int saved = errno;
         fclose(f);
+        errno = saved;
     }
     *len = n;
     return buf;
+}
+
+/* Appends @p[0..@n) at *@d, within @end (one byte kept for the NUL). */
+static void put(char **d, const char *end, const char *p, size_t n) {
+    size_t room = (size_t)(end - *d) - 1;
+    n = n < room ? n : room;
+    memcpy(*d, p, n);
+    *d += n;
+}
+
+const char *masked_url(char *buf, size_t size, const char *url, bool every_value) {
+    char *d = buf;
+    const char *end = buf + size;
+    const char *p = url;
+    const char *auth = strstr(url, "://");
+    if (auth != NULL) {
+        auth += 3;
+        size_t alen = strcspn(auth, "/?#");
+        const char *at = NULL;
+        for (const char *q = auth; q < auth + alen; q++) {
+            at = *q == '@' ? q : at; /* the last one: a password may hold '@' */
+        }
+        const char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+        if (colon != NULL) {
+            put(&d, end, url, (size_t)(colon - url));
+            put(&d, end, ":***", 4);
+            p = at;
+        }
+    }
+    size_t plen = strcspn(p, "?#");
+    put(&d, end, p, plen);
+    p += plen;
+    while (*p == '?' || *p == '&') { /* each parameter: its name, its value masked */
+        put(&d, end, p, 1);
+        p++;
+        size_t nlen = strcspn(p, "=&#");
+        bool secret = every_value || (nlen == 8 && strncmp(p, "password", 8) == 0);
+        put(&d, end, p, nlen);
+        p += nlen;
+        if (*p == '=') {
+            size_t vlen = strcspn(p + 1, "&#");
+            if (secret) {
+                put(&d, end, "=***", 4);
+            } else {
+                put(&d, end, p, vlen + 1);
+            }
+            p += vlen + 1;
+        }
+    }
+    if (*p == '#') {
+        put(&d, end, every_value ? "#***" : p, every_value ? 4 : strlen(p));
+    }
+    *d = '\0';
+    return buf;
+}
+
+size_t header_name_len(const char *h) {
+    size_t n = 0;
+    while (n < 64 && h[n] != '\0' && h[n] != ':' && (unsigned char)h[n] > 0x20 &&
+           h[n] != 0x7f) {
+        n++;
+    }
+    return n;
 }

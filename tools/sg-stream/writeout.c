@@ -299,16 +299,16 @@ static int write_report(const struct config *c, const sg_op *pol) {
 
 void output_end(struct config *c) {
     struct out *o = &c->run.out;
-    if (o->overflow) {
+    if (o->overflow && !c->run.quiet) {
         fprintf(stderr, "%s: stdout fell %zu MiB behind the stream: cancelled\n", prog,
                 o->max >> 20);
     }
-    size_t left = o->len;
     if (out_drain(o, c->deadline) != 0 && !o->broken) {
-        fprintf(stderr,
-                "%s: stdout did not take %zu bytes of items by the budget's end: "
-                "dropped\n",
-                prog, left);
+        if (!c->run.quiet) {
+            fprintf(stderr, "%s: stdout did not take %zu bytes of items by %s: dropped\n",
+                    prog, o->len,
+                    signals_first() != 0 ? "the signal" : "the budget's end");
+        }
         o->broken = true;
         o->lost = true;
     }
@@ -410,7 +410,9 @@ int run_failed(const struct config *c, int rv, const char *detail) {
     if (rv == SG_EEXIST && c->ledger != NULL) {
         return ledger_refused(c);
     }
-    fprintf(stderr, "%s: %s%s%s\n", prog, sg_strerror(rv), detail != NULL ? ": " : "",
-            detail != NULL ? detail : "");
+    if (!c->run.quiet) {
+        fprintf(stderr, "%s: %s%s%s\n", prog, sg_strerror(rv), detail != NULL ? ": " : "",
+                detail != NULL ? detail : "");
+    }
     return rv == SG_EINVAL || rv == SG_ERANGE ? EXIT_USAGE : EXIT_INTERNAL;
 }
