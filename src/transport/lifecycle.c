@@ -755,9 +755,10 @@ int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
     }
     if (rv == 1) {
         /* Decided at the instant the terminal arrived; the rest of the body
-         * is only drained so the connection can be reused. */
+         * is only drained so the connection can be reused - within the
+         * lease: the operation never ends past its budget for it. */
         lc->state = SG__LC_DRAINING;
-        lc->drain_until = sg_time_add(now, lc->drain_ns);
+        lc->drain_until = sg_time_min(sg_time_add(now, lc->drain_ns), lc->attempt_end);
     }
     return rv;
 }

@@ -55,6 +55,7 @@ typedef struct spec {
     const char *url;     /* the whole URL as given, in place of path and port */
     bool http_auth;      /* CURLOPT_HTTPAUTH any, with a user and password */
     int64_t hedge_after; /* first-token hedging (one hedge); 0 = off */
+    int64_t drain;       /* sg_curl_options.drain_ns; 0 = the default */
 } spec;
 
 typedef struct result {
@@ -159,6 +160,7 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
     co->framing.max_event = s->max_event;
     co->framing.max_line = s->max_event;
     co->deadline_header = s->deadline_header;
+    co->drain_ns = s->drain;
     co->cafile = s->tls && !s->no_cafile ? server.ca_path : NULL;
     if (s->http_auth) {
         curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_ANY);
@@ -479,6 +481,22 @@ static void a_final_error_status_is_not_retried(void **state) {
 /* An error response's body is read after its head - the attempt is
  * http_error from the head on - and kept up to SG_ERROR_BODY_MAX bytes;
  * the rest is drained, so the connection is reused by the next request. */
+/* The drain after the terminal sentinel is inside the lease: a server that
+ * keeps a finished body open is waited for until the lease's end at most,
+ * so the operation ends within its budget (ok: the answer was whole). */
+static void the_drain_after_the_end_stays_inside_the_budget(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=1&first_delay=500&linger=5000&_t=linger.",
+              .budget = SG_MS(800),
+              .drain = SG_SEC(5)};
+    result r;
+    run(&s, &r);
+    assert_string_equal(sg_outcome_name(r.outcome), "ok");
+    assert_int_equal(r.items, 1);
+    assert_between(r.elapsed_ns, SG_MS(500), SG_MS(800) + SG_MS(150));
+    assert_non_null(strstr(r.report, "\"budget_ms\":800"));
+}
+
 /* An auth challenge libcurl could answer itself (CURLOPT_HTTPAUTH): the
  * 401 is the attempt's answer, and libcurl's second request never leaves
  * (the policy judged one request, not two). */
@@ -1901,6 +1919,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
         cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
+        cmocka_unit_test(the_drain_after_the_end_stays_inside_the_budget),
         cmocka_unit_test(with_hedging_an_error_head_is_the_answer),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),

@@ -573,6 +573,11 @@ void ex_step(exchange *ex) {
             return;
         }
         if (now >= ex->next_item_at) {
+            if (ex->lingering) {
+                ex->eof_pending = 1; /* linger is over: the body ends */
+                let_end_go(ex, now);
+                return;
+            }
             if (ex->sc.error_at >= 0 && ex->items == ex->sc.error_at) {
                 /* a failure reported inside the stream, then its end */
                 emit_error(ex);
@@ -624,6 +629,13 @@ void ex_step(exchange *ex) {
             if (!ex->sc.runaway && ex->items >= ex->sc.n) {
                 emit_end(ex);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
+                if (ex->sc.linger_ms > 0) {
+                    /* the end is out; the body stays open (keepalives
+                     * going on) until the linger's end */
+                    ex->lingering = 1;
+                    ex->next_item_at = sg_fm_add_ms(now, ex->sc.linger_ms);
+                    break;
+                }
                 ex->eof_pending = 1;
                 let_end_go(ex, now);
                 return;

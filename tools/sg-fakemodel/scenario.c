@@ -191,6 +191,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->tail_first);
         } else if (name_is(n, nn, "stall_after")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->stall_after);
+        } else if (name_is(n, nn, "linger")) {
+            rc = parse_int(v, vn, MAX_MS, 1, &s->linger_ms);
         } else if (name_is(n, nn, "stall")) {
             rc = parse_int(v, vn, MAX_MS, 1, &s->stall_ms);
         } else if (name_is(n, nn, "keepalive")) {

@@ -55,6 +55,7 @@ typedef struct {
     int64_t rst_code;      /* HTTP/2 drop=rst error code; -1: INTERNAL_ERROR */
     int refuse;            /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
     int no_done;           /* end cleanly but without the terminal sentinel */
+    int64_t linger_ms;     /* the body stays open this long after its end */
     int status;            /* 0: none; else the scripted error status */
     char retry_after[128]; /* Retry-After value, "" for none */
     int64_t error_pad;     /* with status: bytes of 'x' added to the message */

@@ -89,6 +89,7 @@ struct exchange {
     sg_fm_buf pend;
     size_t allow; /* bytes that may leave pend now; SIZE_MAX: no limit */
     int eof_pending;
+    int lingering; /* linger: the end is sent, the body not yet ended */
     int drop_pending;
     int blocked;  /* waiting for its output to drain */
     int deferred; /* HTTP/2 data provider returned NGHTTP2_ERR_DEFERRED */
