@@ -304,6 +304,15 @@ check "slow first token every time: retried with the key (3 upstream requests)" 
 check "slow first token every time: answered in ${EL} ms (3 x 300 ms first-item clocks; bound 2500)" \
     '[ "$EL" -lt 2500 ]'
 
+# Many attempts that each got bytes (keepalives) but no first token: each
+# one's held bytes go when it ends, so the eighth is as free as the first.
+px_start many --upstream "$UP" --profile openai --first-item 150ms --attempts 8 \
+    --backoff-base 5ms --backoff-max 20ms --budget 10s
+preq "$PX_PORT" many px-many '/v1/chat/completions?first_delay=3000&keepalive=40&_t=px_many'
+check "eight attempts with bytes and no token: 504" '[ "$CODE" = 504 ]' "got $CODE, $(hdr many X-SG-Outcome)"
+check "eight attempts with bytes and no token: all 8 sent" \
+    '[ "$(fm_count px-many received)" -eq 8 ]' "$(fm_count px-many received)"
+
 # The same without a key on a proxy without --idempotent: a POST that was
 # sent and timed out is not safe to repeat.
 preq "$PB" unsafe - '/v1/chat/completions?first_delay=3000&_t=px_unsafe'

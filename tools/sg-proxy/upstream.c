@@ -232,14 +232,30 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
     return release(c, item);
 }
 
-static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
-    (void)op;
-    (void)outcome;
-    struct conn *c = ud;
+/* What attempt @attempt held before the commit goes: it can never be
+ * the answer now. */
+static void release_pending(struct conn *c, uint32_t attempt) {
     struct pending *pd = pending_of(c, attempt, false);
     if (pd != NULL) {
         pd->attempt = 0;
         pd->n = 0;
+    }
+}
+
+static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
+    (void)op;
+    (void)outcome;
+    release_pending(ud, attempt);
+}
+
+/* Every attempt that ends uncommitted frees its slot - not only a partial
+ * one (on_discard): one that got bytes and no first token holds them too,
+ * and the slots are as many as the attempts that may run at once. */
+static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *ud) {
+    (void)op;
+    struct conn *c = ud;
+    if (!c->committed || rec->n != c->committed_attempt) {
+        release_pending(c, rec->n);
     }
 }
 
@@ -586,6 +602,7 @@ void start_operation(struct conn *c) {
     }
     sg_curl_callbacks cbs = {.on_item = on_item,
                              .on_discard = on_discard,
+                             .on_attempt = on_attempt,
                              .on_done = on_done,
                              .on_bytes = on_bytes};
     int rv = sg_curl_op_new(&c->op, e, &po, &co, &cbs, c);
