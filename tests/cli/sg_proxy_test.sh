@@ -313,6 +313,14 @@ check "eight attempts with bytes and no token: 504" '[ "$CODE" = 504 ]' "got $CO
 check "eight attempts with bytes and no token: all 8 sent" \
     '[ "$(fm_count px-many received)" -eq 8 ]' "$(fm_count px-many received)"
 
+# A key longer than the library keeps (127) is still the upstream's: sent
+# as the client sent it.
+LONGKEY=$(printf 'k%.0s' $(seq 1 128))
+preq "$PX_PORT" longkey "$LONGKEY" '/v1/chat/completions?n=2&_t=px_longkey'
+check "a 128-character Idempotency-Key: answered" 'clean longkey 2' "got $CODE"
+check "a 128-character Idempotency-Key reaches the upstream" \
+    '[ "$(fm_count "$LONGKEY" received)" -eq 1 ]' "$(fm_count "$LONGKEY" received)"
+
 # The same without a key on a proxy without --idempotent: a POST that was
 # sent and timed out is not safe to repeat.
 preq "$PB" unsafe - '/v1/chat/completions?first_delay=3000&_t=px_unsafe'

@@ -413,6 +413,28 @@ static void on_done(sg_curl_op *op, void *ud) {
 
 /* ------------------------------------------------------ the request */
 
+/* Appends the client's header @h to the upstream request's: false when
+ * the memory is not there. */
+static bool forward_header(struct conn *c, const sg_fm_h1_header *h) {
+    size_t n = h->name_len + 2 + h->value_len + 1;
+    char small[1024];
+    char *line = n <= sizeof(small) ? small : malloc(n);
+    if (line == NULL) {
+        return false;
+    }
+    snprintf(line, n, "%.*s: %.*s", (int)h->name_len, h->name, (int)h->value_len,
+             h->value);
+    struct curl_slist *s = curl_slist_append(c->headers, line); /* copies it */
+    if (line != small) {
+        free(line);
+    }
+    if (s == NULL) {
+        return false;
+    }
+    c->headers = s;
+    return true;
+}
+
 static bool hop_by_hop(const sg_fm_h1_header *h) {
     static const char *const drop[] = {
         "host",
@@ -547,34 +569,40 @@ void start_operation(struct conn *c) {
          * requests then share one HTTP/2 connection */
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    /* the client's headers, less what is the proxy's to decide */
-    for (size_t i = 0; i < c->req.num_headers; i++) {
+    /* the client's headers, less what is the proxy's to decide: each one
+     * whole, whatever its size (the head's limit bounds them) */
+    bool forwarded = true;
+    for (size_t i = 0; i < c->req.num_headers && forwarded; i++) {
         const sg_fm_h1_header *h = &c->req.headers[i];
-        if (hop_by_hop(h) || named_by_connection(&c->req, h)) {
-            continue;
-        }
-        char line[8192];
-        int n = snprintf(line, sizeof(line), "%.*s: %.*s", (int)h->name_len, h->name,
-                         (int)h->value_len, h->value);
-        if (n > 0 && (size_t)n < sizeof(line)) {
-            struct curl_slist *s = curl_slist_append(c->headers, line);
-            if (s != NULL) {
-                c->headers = s;
-            }
+        if (!hop_by_hop(h) && !named_by_connection(&c->req, h)) {
+            forwarded = forward_header(c, h);
         }
     }
-    struct curl_slist *s = curl_slist_append(c->headers, "Expect:");
-    c->headers = s != NULL ? s : c->headers;
+    struct curl_slist *s = forwarded ? curl_slist_append(c->headers, "Expect:") : NULL;
+    if (s == NULL) {
+        reply_error(c, 502, "out of memory");
+        return;
+    }
+    c->headers = s;
 
     sg_op_options po = r->policy;
     sg_op_options_set_method(&po, method);
     sg_op_options_set_target(&po, c->url);
     const sg_fm_h1_header *key = sg_fm_h1_find_header(&c->req, "idempotency-key");
-    if (key != NULL && key->value_len > 0 && key->value_len < 256) {
-        char k[256];
+    bool key_taken = false;
+    if (key != NULL && key->value_len > 0 &&
+        key->value_len <= SG_OP_IDEMPOTENCY_KEY_MAX) {
+        char k[SG_OP_IDEMPOTENCY_KEY_MAX + 1];
         memcpy(k, key->value, key->value_len);
         k[key->value_len] = '\0';
-        (void)sg_op_options_set_idempotency_key(&po, k); /* a bad key: none */
+        key_taken = sg_op_options_set_idempotency_key(&po, k) == 0;
+    }
+    if (key != NULL && !key_taken && !forward_header(c, key)) {
+        /* a key the library does not take (longer than it keeps, or not
+         * printable ASCII) is still the upstream's: forwarded as sent, and
+         * the request is retried as one without a key */
+        reply_error(c, 502, "out of memory");
+        return;
     }
     int64_t deadline;
     if (inbound_deadline(c, &deadline)) {
