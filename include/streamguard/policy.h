@@ -859,7 +859,7 @@ typedef struct sg_op {
     uint32_t decider_;          /* private: the attempt whose end decided, 0 none */
     uint32_t ep_ra_;            /* private: bit e: ep_back_[e] is a Retry-After */
     void *intent_;              /* private: the observer's pending intent */
-    int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (0 = any time) */
+    int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* private: not before (INT64_MIN: any time) */
     /* private: the allocator of the blocks; NULL = malloc/free */
     void *(*alloc_)(void *ud, void *p, size_t size);
     void *alloc_ud_;                              /* private */

@@ -148,6 +148,9 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     }
     op->retry_at_ = now;
     op->finished_at_ = -1;
+    for (uint32_t e = 0; e < SG_OP_MAX_ENDPOINTS; e++) {
+        op->ep_back_[e] = INT64_MIN; /* any time: a clock may read below 0 */
+    }
     op->state_ = SG__OP_READY;
     op->magic_ = SG__OP_MAGIC;
     const sg_op_observer *obs = opts->observer_;
@@ -504,6 +507,22 @@ static uint64_t sg__op_random(sg_op *op) {
     return sg__xorshift64s(&op->rng_);
 }
 
+/* Endpoint @e may be tried again from @at (@ra: the server's Retry-After
+ * named it, else a backoff) - never earlier than a time already set: a
+ * hedge's failure does not shorten the Retry-After of the attempt beside
+ * it. */
+static void back_until(sg_op *op, uint32_t e, int64_t at, bool ra) {
+    if (at < op->ep_back_[e]) {
+        return;
+    }
+    op->ep_back_[e] = at;
+    if (ra) {
+        op->ep_ra_ |= 1u << e;
+    } else {
+        op->ep_ra_ &= ~(1u << e);
+    }
+}
+
 int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verdict *v) {
     if (!sg__op_started(op) || r == NULL || v == NULL) {
         return SG_EINVAL;
@@ -704,7 +723,11 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     int64_t delay = 0;
     if (op->running_ > 0 && oc != SG_OUTCOME_OK && !a->partial && !a->outcome_unknown) {
         /* hedged attempts of this operation still run: this line stops,
-         * the operation waits for them */
+         * the operation waits for them - and a time to come back its
+         * server named is kept for the retry they may still decide */
+        if (retryable && ra_valid && oc == SG_OUTCOME_HTTP_ERROR) {
+            back_until(op, a->endpoint, sg_time_add(now, ra_ns), true);
+        }
         a->decision = SG_OP_STOP;
         a->reason = SG_OP_REASON_HEDGE_RUNNING;
         memset(v, 0, sizeof(*v));
@@ -729,17 +752,14 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             const uint32_t e = a->endpoint;
             const uint32_t n_ep = o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
             const uint32_t next = (e + 1) % n_ep;
-            int64_t wait;
-            if (ra_valid && oc == SG_OUTCOME_HTTP_ERROR) {
-                wait = ra_ns;
-                op->ep_ra_ |= 1u << e;
-            } else {
+            const bool ra = ra_valid && oc == SG_OUTCOME_HTTP_ERROR;
+            int64_t wait = ra_ns;
+            if (!ra) {
                 const int64_t ceil = sg__backoff_ceiling(
                     sg__opt_backoff_base(o), sg__opt_backoff_cap(o), op->count_ - 1);
                 wait = sg__uniform(sg__op_random(op), ceil);
-                op->ep_ra_ &= ~(1u << e);
             }
-            op->ep_back_[e] = sg_time_add(now, wait);
+            back_until(op, e, sg_time_add(now, wait), ra);
             delay = op->ep_back_[next] > now ? op->ep_back_[next] - now : 0;
             const bool ra_wait = (op->ep_ra_ >> next & 1) != 0;
             sg_op_reason too_long = ra_wait ? SG_OP_REASON_RETRY_AFTER_EXCEEDS_BUDGET

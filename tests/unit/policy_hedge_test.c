@@ -74,6 +74,34 @@ static void only_a_request_safe_to_repeat_is_hedged(void **state) {
     assert_int_equal(sg_op_options_set_hedging(NULL, 0, 0), SG_EINVAL);
 }
 
+/* An attempt that ends with a Retry-After while a hedge still runs names
+ * the server's time to come back: the retry the hedge's failure decides
+ * later waits for it, not for a backoff of its own (one endpoint). */
+static void a_retry_after_beside_a_running_hedge_is_kept(void **state) {
+    (void)state;
+    sg_op op;
+    sg_op_plan p;
+    original_and_hedge(&op, &p, 1);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.attempt = 1;
+    r.outcome = SG_OUTCOME_HTTP_ERROR;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 429;
+    r.retry_after = "2";
+    r.retry_after_len = 1;
+    r.first_item_ns = -1;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(300), &r, &v), 0);
+    assert_int_equal(v.reason, SG_OP_REASON_HEDGE_RUNNING);
+    v = result(&op, 2, T0 + SG_MS(1000), SG_OUTCOME_FIRST_ITEM_TIMEOUT, 200, 0);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.retry_at, T0 + SG_MS(300) + SG_SEC(2));
+    sg_op_release(&op);
+}
+
 /* The hedge wins: the original is the loser, cancelled, hedge_lost; the
  * operation is the hedge's, ok. */
 static void the_first_to_deliver_wins(void **state) {
@@ -209,6 +237,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(only_a_request_safe_to_repeat_is_hedged),
         cmocka_unit_test(the_first_to_deliver_wins),
+        cmocka_unit_test(a_retry_after_beside_a_running_hedge_is_kept),
         cmocka_unit_test(a_failed_hedge_leaves_the_original_running),
         cmocka_unit_test(when_all_fail_the_last_decides),
         cmocka_unit_test(a_late_loser_is_recorded_after_the_end),

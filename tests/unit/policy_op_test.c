@@ -1384,6 +1384,30 @@ static void names_are_stable(void **state) {
 
 /* ---------------------------------------------------------------- fallback */
 
+/* A clock that reads below zero (a caller's own, or an injected one): an
+ * endpoint that never failed has no time of its own to wait for. */
+static void a_fresh_endpoint_waits_for_nothing_on_a_negative_clock(void **state) {
+    (void)state;
+    static const char *const two[] = {"http://a/", "http://b/"};
+    const int64_t t0 = -SG_SEC(10);
+    sg_op_options o;
+    opts_init(&o, SG_SEC(60), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&o, 2), 0);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_endpoints(&o, two, 2), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, t0), 0);
+    sg_op_plan p;
+    plan_ok(&op, t0, &p);
+    sg_op_verdict v = end_attempt(&op, t0 + SG_MS(10), SG_OUTCOME_TRANSPORT_ERROR,
+                                  SG_PHASE_CONNECT, false, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.delay_ns, 0);
+    plan_ok(&op, t0 + SG_MS(10), &p);
+    assert_int_equal(p.endpoint, 1);
+    sg_op_release(&op);
+}
+
 /* Three endpoints: each retryable failure moves to the next, at once when
  * that endpoint has no time of its own to wait for; all from one budget
  * and one attempt count; back on an endpoint, its own backoff or
@@ -1498,6 +1522,7 @@ int main(void) {
         cmocka_unit_test(ok_attempt_is_done),
         cmocka_unit_test(a_provider_error_is_retried_only_when_transient_and_safe),
         cmocka_unit_test(fallback_moves_to_the_next_endpoint),
+        cmocka_unit_test(a_fresh_endpoint_waits_for_nothing_on_a_negative_clock),
         cmocka_unit_test(never_sent_post_is_always_safe_to_retry),
         cmocka_unit_test(unsafe_post_sent_without_answer_is_outcome_unknown),
         cmocka_unit_test(post_is_treated_as_sent_once_the_phase_passed_send),
