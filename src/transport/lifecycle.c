@@ -512,6 +512,14 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (v.decision == SG_OP_RETRY && lc->primary != NULL) {
         /* a hedge slot runs no retry: the primary sleeps and runs it */
         sg__lifecycle *p = lc->primary;
+        if (lc->cancel || p->cancel) {
+            /* cancelled while this attempt ended (on_attempt): the flag
+             * is this slot's, the primary idle - no retry, and nothing
+             * left for the slot's next hedge */
+            lc->cancel = false;
+            sg_op_cancel(lc->pol, now);
+            return finish(lc);
+        }
         lc->state = SG__LC_IDLE;
         p->state = SG__LC_SLEEPING;
         p->wake_at = v.retry_at;

@@ -21,6 +21,8 @@ static int64_t g_now;
 static int g_aborts, g_finished, g_items;
 static sg__lifecycle *g_slots[SG_OP_MAX_HEDGES];
 static int g_nslots;
+static sg__lifecycle *g_root;
+static uint32_t g_cancel_at; /* the attempt whose end cancels (on_attempt) */
 
 static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
                      int64_t *now, sg_outcome *fail) {
@@ -35,7 +37,10 @@ static void tp_discard(sg__lifecycle *lc, uint32_t attempt, sg_outcome outcome) 
     (void)lc, (void)attempt, (void)outcome;
 }
 static void tp_attempt(sg__lifecycle *lc, const sg_op_attempt *rec) {
-    (void)lc, (void)rec;
+    (void)lc;
+    if (rec->n == g_cancel_at) {
+        sg__lc_cancel_all(g_root); /* what sg_*_op_cancel does from on_attempt */
+    }
 }
 static void tp_finished(sg__lifecycle *lc) {
     sg__lc_settle_losers(lc, g_now);
@@ -88,11 +93,13 @@ static void respond(sg__lifecycle *lc, int n) {
 static void setup_op(sg__lifecycle *root, sg_op_options *po) {
     g_now = T0;
     g_aborts = g_finished = g_items = g_nslots = 0;
+    g_root = root;
+    g_cancel_at = 0;
     memset(g_slots, 0, sizeof(g_slots));
     sg_op_options_init(po);
     sg_op_options_set_budget(po, SG_SEC(10));
     sg_op_options_set_method(po, "GET");
-    sg_op_options_set_max_attempts(po, 2);
+    sg_op_options_set_max_attempts(po, 3);
     assert_int_equal(sg_op_options_set_hedging(po, SG_MS(200), 1), 0);
     assert_int_equal(sg__lc_init(root, &g_tp, po, &g_sse, 0, on_item, root), 0);
     root->slots[0] = NULL;
@@ -176,10 +183,38 @@ static void the_original_wins_and_the_hedge_is_recorded(void **state) {
     teardown_op(&root);
 }
 
+/* The original fails while the hedge runs; the hedge's failure then
+ * decides a retry, and on_attempt cancels the operation there: no third
+ * attempt is sent, and the slot keeps no cancel for a later hedge. */
+static void a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides(void **state) {
+    (void)state;
+    sg__lifecycle root;
+    sg_op_options po;
+    setup_op(&root, &po);
+    sg__lifecycle *slot = g_slots[0];
+    g_now = T0 + SG_MS(300);
+    sg__lc_decide(&root, g_now, SG_OUTCOME_TRANSPORT_ERROR);
+    assert_int_equal(sg__lc_settle(&root, g_now), 0);
+    assert_int_equal(sg_op_attempt_at(root.pol, 0)->reason, SG_OP_REASON_HEDGE_RUNNING);
+    g_cancel_at = 2;
+    g_now = T0 + SG_MS(400);
+    sg__lc_decide(slot, g_now, SG_OUTCOME_TRANSPORT_ERROR);
+    assert_int_equal(sg__lc_settle(slot, g_now), 1); /* the operation ended */
+    assert_int_equal(g_finished, 1);
+    assert_int_equal(root.state, SG__LC_DONE);
+    assert_false(slot->cancel);
+    const sg_op *op = root.pol;
+    assert_true(sg_op_finished(op));
+    assert_int_equal(sg_op_outcome(op), SG_OUTCOME_CANCELLED);
+    assert_int_equal(sg_op_attempt_count(op), 2); /* no third attempt */
+    teardown_op(&root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_winner_that_ends_first_leaves_no_loser_unrecorded),
         cmocka_unit_test(the_original_wins_and_the_hedge_is_recorded),
+        cmocka_unit_test(a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
