@@ -28,6 +28,9 @@ struct sg_curl_op {
     sg_curl_callbacks cbs;
     void *user_data;
     struct curl_slist *req_headers;
+    /* the stamped deadline lines in req_headers (NULL: none), written with
+     * room for any later value: restamped when the request goes */
+    struct curl_slist *dl_line, *grpc_line;
     const char **ep_urls; /* the endpoints' URLs, for the policy (owned) */
     /* hedging: a hedge slot (an attempt runner with its own easy handle,
      * a duplicate of the root's, and a lifecycle on the root's policy)

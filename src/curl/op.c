@@ -158,6 +158,22 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
     return n;
 }
 
+/* A stamped deadline's line is written with this many value bytes (the
+ * longest value either header has, a lease of milliseconds or a
+ * grpc-timeout), so the value written when the request goes (restamp)
+ * always fits in place. */
+#define STAMP_ROOM (SG_DEADLINE_VALUE_MAX - 1)
+
+/* Writes @value (shorter than SG_DEADLINE_VALUE_MAX) over the value of
+ * the stamped @line, in place: its allocation has STAMP_ROOM bytes for it
+ * whatever was written there since. */
+static void restamp_line(struct curl_slist *line, const char *value) {
+    if (line != NULL) {
+        char *v = strchr(line->data, ':') + 2;
+        snprintf(v, STAMP_ROOM + 1, "%s", value);
+    }
+}
+
 static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primary_port,
                      int local_port) {
     (void)primary_ip;
@@ -185,7 +201,11 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
             return CURL_PREREQFUNC_ABORT;
         }
     }
-    /* Connected; the request is about to be written. */
+    /* Connected; the request is about to be written, with what is left
+     * of the lease now (the connection took part of it). */
+    sg__lc_restamp(&op->lc, op_now(op));
+    restamp_line(op->dl_line, op->lc.dl_value);
+    restamp_line(op->grpc_line, op->lc.grpc_value);
     op->lc.sent = true;
     sg_guard_set_phase(guard_of(op), SG_PHASE_SEND, op_now(op));
     return CURL_PREREQFUNC_OK;
@@ -246,6 +266,15 @@ static int append_header(sg_curl_op *op, const char *line) {
     return 0;
 }
 
+/* The last line of op->req_headers. */
+static struct curl_slist *last_line(sg_curl_op *op) {
+    struct curl_slist *l = op->req_headers;
+    while (l != NULL && l->next != NULL) {
+        l = l->next;
+    }
+    return l;
+}
+
 /* The request headers of one attempt: the caller's, then the lifecycle's
  * stamp (idempotency key, the lease). */
 static int build_headers(sg_curl_op *op, const struct curl_slist *given,
@@ -253,15 +282,27 @@ static int build_headers(sg_curl_op *op, const struct curl_slist *given,
     char line[256];
     curl_slist_free_all(op->req_headers);
     op->req_headers = NULL;
+    op->dl_line = op->grpc_line = NULL;
     for (const struct curl_slist *h = given; h != NULL; h = h->next) {
         if (append_header(op, h->data) != 0) {
             return SG_ENOMEM;
         }
     }
     for (size_t i = 0; i < st->n; i++) {
-        snprintf(line, sizeof(line), "%s: %s", st->h[i].name, st->h[i].value);
+        const char *v = st->h[i].value;
+        bool dl = v == op->lc.dl_value;
+        bool grpc = v == op->lc.grpc_value;
+        /* a deadline's room is padding until on_prereq writes the value
+         * again, before anything is sent */
+        snprintf(line, sizeof(line), "%s: %-*s", st->h[i].name,
+                 dl || grpc ? STAMP_ROOM : 0, v);
         if (append_header(op, line) != 0) {
             return SG_ENOMEM;
+        }
+        if (dl) {
+            op->dl_line = last_line(op);
+        } else if (grpc) {
+            op->grpc_line = last_line(op);
         }
     }
     return 0;

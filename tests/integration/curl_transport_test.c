@@ -1246,6 +1246,54 @@ static void the_first_lease_is_measured_after_a_blocking_intent(void **state) {
     }
 }
 
+/* A connection that takes 300 ms to open (the socket's own callback
+ * blocks: the slow connect itself, not a wait for a timeout). */
+static curl_socket_t slow_socket(void *clientp, curlsocktype purpose,
+                                 struct curl_sockaddr *a) {
+    (void)clientp;
+    (void)purpose;
+    struct timespec ts = {0, 300 * 1000 * 1000L};
+    nanosleep(&ts, NULL);
+    return socket(a->family, a->socktype, a->protocol);
+}
+
+/* The deadline is stamped when the request goes, after the connection
+ * was made: the server is told what is left of the lease then, not what
+ * was leased before the connect. */
+static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
+    (void)state;
+    spec s = {.path = "/v1/chat/completions?n=1&_t=slow_connect.",
+              .budget = SG_SEC(2),
+              .deadline_header = true};
+    CURL *e;
+    sg_op_options po;
+    sg_curl_options co;
+    char url[1024];
+    configure(&s, &e, &po, &co, url, sizeof(url));
+    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, slow_socket);
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_perform(op), 0);
+    assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    char *log = fm_fetch(&server, "/_log?event=received", 0);
+    assert_non_null(log);
+    const char *p = strstr(log, "_t=slow_connect.");
+    assert_non_null(p);
+    p = strstr(p, "\"x_deadline_ms\":\"");
+    assert_non_null(p);
+    char *end;
+    long ms = strtol(p + strlen("\"x_deadline_ms\":\""), &end, 10);
+    assert_int_equal(*end, '"'); /* the value alone: no padding sent */
+    free(log);
+    if (ms > 1700 || ms < 1000) {
+        fail_msg("X-Deadline-Ms: %ld, but 300 of the 2000 ms went to the connect", ms);
+    }
+}
+
 static void a_callers_observer_sees_every_attempt_of_a_retried_operation(void **state) {
     (void)state;
     watch w = {0};
@@ -1920,6 +1968,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
         cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
         cmocka_unit_test(the_drain_after_the_end_stays_inside_the_budget),
+        cmocka_unit_test(the_deadline_is_stamped_after_the_connection_is_made),
         cmocka_unit_test(with_hedging_an_error_head_is_the_answer),
         cmocka_unit_test(a_connect_that_never_completes_is_a_connect_timeout),
         cmocka_unit_test(phases_stay_true_through_a_connect_proxy),
