@@ -351,6 +351,18 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     return sg__plan_attempt(op, now, plan, op->ep_next_, false);
 }
 
+/* The minimum attempt of this operation: the option's, never more than
+ * its own budget could ever lease above the floor (an absolute deadline or
+ * an earlier start leaves less than the budget configured). */
+static int64_t min_attempt(const sg_op *op) {
+    int64_t m = sg__opt_min_attempt(&op->opts_);
+    const sg_budget *b = &op->budget_;
+    const int64_t leasable =
+        sg_time_since(sg_budget_deadline(b), sg_budget_started_at(b)) -
+        sg_budget_floor(b);
+    return leasable > 0 && leasable < m ? leasable : m;
+}
+
 /* Leases and records the next attempt (a hedge when @hedge: then a
  * refusal leaves the operation running its other attempts). */
 int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
@@ -361,7 +373,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     const int64_t wanted = o->attempt_ns_ > 0 ? o->attempt_ns_ : SG_TIME_NEVER;
     int64_t granted = 0;
     int rc = sg_budget_lease(&op->budget_, now, wanted, &granted);
-    if (rc == 0 && granted < sg__opt_min_attempt(o)) {
+    if (rc == 0 && granted < min_attempt(op)) {
         rc = SG_EREFUSED;
         plan->reason = SG_OP_REASON_LEASE_TOO_SHORT;
     } else if (rc == SG_EREFUSED) {
@@ -771,7 +783,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             const int64_t after = avail - delay; /* both in 0 .. DURATION_MAX */
             if (ra_wait && delay > sg__opt_max_retry_after(o)) {
                 reason = SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
-            } else if (after <= 0 || after < sg__opt_min_attempt(o)) {
+            } else if (after <= 0 || after < min_attempt(op)) {
                 reason = too_long;
             } else if (sg__reserve(op, op->count_) != 0) {
                 /* The next attempt could not be recorded: it is not sent,

@@ -1269,6 +1269,24 @@ an_absolute_deadline_tighter_than_the_budget_bounds_the_operation(void **state) 
     assert_int_equal(sg_op_options_set_deadline(NULL, T0), SG_EINVAL);
 }
 
+/* An inbound deadline that leaves less than the minimum attempt: the
+ * minimum is never more than this operation's own budget could lease, so
+ * the first attempt is leased what there is, not refused. */
+static void a_deadline_below_the_minimum_attempt_still_leases_it(void **state) {
+    (void)state;
+    sg_op_options o;
+    sg_op op;
+    sg_op_plan plan;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_budget(&o, SG_SEC(60)), 0);
+    assert_int_equal(sg_op_options_set_floor(&o, 0), 0);
+    assert_int_equal(sg_op_options_set_deadline(&o, T0 + SG_MS(8)), 0);
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    assert_int_equal(plan.attempt_ns, SG_MS(8));
+    sg_op_release(&op);
+}
+
 static void
 a_deadline_already_passed_is_budget_exhausted_without_an_attempt(void **state) {
     (void)state;
@@ -1569,6 +1587,7 @@ int main(void) {
         cmocka_unit_test(floor_at_or_above_the_budget_is_refused_without_an_attempt),
         cmocka_unit_test(
             an_absolute_deadline_tighter_than_the_budget_bounds_the_operation),
+        cmocka_unit_test(a_deadline_below_the_minimum_attempt_still_leases_it),
         cmocka_unit_test(
             a_deadline_already_passed_is_budget_exhausted_without_an_attempt),
         cmocka_unit_test(a_budget_started_before_the_operation_counts_the_time_before),
