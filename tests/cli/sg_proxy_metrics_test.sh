@@ -50,4 +50,27 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' -H 'Connection: ke
 kill -TERM "$PX_PID"
 wait "$PX_PID"
 
+# ---- many routes: /metrics is whole however long it is -------------------------
+CFG=$FM_DIR/many.conf
+: >"$CFG"
+for r in $(seq 1 16); do
+    printf '[route r%d]\nprefix = /r%d/\nupstream = %s\nprofile = openai\n\n' "$r" "$r" "$UP" >>"$CFG"
+done
+px_start many --config "$CFG"
+for r in $(seq 1 16); do
+    curl -sN -X POST -d '{}' "http://127.0.0.1:$PX_PORT/r$r/v1/chat/completions?n=2&_t=m_r$r" >/dev/null
+done
+curl -s -D "$FM_DIR/many.hdr" "http://127.0.0.1:$PX_PORT/metrics" >"$FM_DIR/many.metrics"
+len=$(grep -i '^content-length:' "$FM_DIR/many.hdr" | tr -dc 0-9)
+[ "$len" = "$(wc -c <"$FM_DIR/many.metrics")" ] && [ "$len" -gt 65536 ] &&
+    pass "16 routes: /metrics is $len bytes, as its Content-Length says" ||
+    fail "16 routes: Content-Length $len, body $(wc -c <"$FM_DIR/many.metrics")"
+has "$FM_DIR/many.metrics" 'gen_ai_client_operation_time_per_output_chunk_seconds_count{route="r16"} 1' \
+    "16 routes: the last route's last line is there"
+bad=$(grep -cvE '^(# (HELP|TYPE) .*|[a-z_]+(\{[^}]*\})? [0-9.e+-]+)$' "$FM_DIR/many.metrics")
+[ "$bad" -eq 0 ] && [ "$(tail -c 1 "$FM_DIR/many.metrics" | od -An -c | tr -d ' ')" = '\n' ] &&
+    pass "16 routes: every line whole" || fail "16 routes: $bad lines not in the text format"
+kill -TERM "$PX_PID"
+wait "$PX_PID"
+
 fm_finish

@@ -241,8 +241,15 @@ static bool serve_metrics(struct conn *c) {
     if (!sg_fm_h1_iequal(c->req.method, c->req.method_len, "GET", 3) || !metrics) {
         return false;
     }
-    static char text[65536];
-    size_t n = metrics_text(text, sizeof(text));
+    /* whole, however many routes: measured, then written (the loop is
+     * single-threaded: nothing changes between the two) */
+    size_t n = metrics_text(NULL, 0);
+    char *text = malloc(n + 1);
+    if (text == NULL) {
+        reply_error(c, 503, "out of memory");
+        return true;
+    }
+    n = metrics_text(text, n + 1);
     char head[256];
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"
@@ -252,6 +259,7 @@ static bool serve_metrics(struct conn *c) {
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
     put_str(c, head);
     (void)put(c, text, n);
+    free(text);
     flush_out(c);
     return true;
 }

@@ -108,18 +108,17 @@ void metrics_observe(const char *route, const sg_op *op, double duration_s,
     }
 }
 
-/* Appends printf output to @b at *@o (bounded by @cap). */
+/* Appends printf output to @b at *@o, as far as @cap allows, and counts
+ * it whole in *@o either way (@b may be NULL: counted only). */
 __attribute__((format(printf, 4, 5))) static void add(char *b, size_t cap, size_t *o,
                                                       const char *fmt, ...) {
-    if (*o + 1 >= cap) {
-        return;
-    }
+    char *dst = b != NULL && *o < cap ? b + *o : NULL;
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(b + *o, cap - *o, fmt, ap);
+    int n = vsnprintf(dst, dst != NULL ? cap - *o : 0, fmt, ap);
     va_end(ap);
     if (n > 0) {
-        *o += (size_t)n < cap - *o ? (size_t)n : cap - *o - 1;
+        *o += (size_t)n;
     }
 }
 
@@ -156,7 +155,9 @@ static void counter(char *b, size_t cap, size_t *o, const char *name, const char
 
 size_t metrics_text(char *b, size_t cap) {
     size_t o = 0;
-    b[0] = '\0';
+    if (b != NULL && cap > 0) {
+        b[0] = '\0';
+    }
     add(b, cap, &o,
         "# HELP sg_proxy_requests_total Operations ended, by outcome.\n"
         "# TYPE sg_proxy_requests_total counter\n");

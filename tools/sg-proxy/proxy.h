@@ -153,7 +153,9 @@ size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *d
 /* metrics.c: counted once per operation as it ends, by route name. */
 void metrics_observe(const char *route, const sg_op *op, double duration_s,
                      double ttfc_s);
-/* The Prometheus text into @b (NUL-ended); returns its length. */
+/* The Prometheus text into @b (NUL-ended) as far as @cap allows; returns
+ * its whole length, as snprintf does: it is all in @b when less than @cap
+ * (@b NULL and @cap 0: the length alone). */
 size_t metrics_text(char *b, size_t cap);
 
 /* ../sg-stream/values.c: the value parsers, and the usage error (it
