@@ -568,6 +568,18 @@ CODE=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Expect:' --data-binary @
     "http://127.0.0.1:$PC/v1/chat/completions?_t=px_413")
 check "a body over --max-body 4096: 413" '[ "$CODE" = 413 ]' "got $CODE"
 check "... and it never reached the upstream" '[ "$(fm_log event=received | grep -c "_t=px_413")" -eq 0 ]'
+# ... and one still being sent when the 413 goes: the proxy half-closes
+# and reads on, so the answer is not lost to a reset (five tries: a reset
+# is a race the client often wins on loopback)
+head -c 8000000 /dev/zero | tr '\0' x >"$FM_DIR/huge.body"
+got413=0
+for _ in 1 2 3 4 5; do
+    CODE=$(curl -s -m 10 -o /dev/null -w '%{http_code}' -H 'Expect:' --data-binary @"$FM_DIR/huge.body" \
+        "http://127.0.0.1:$PC/v1/chat/completions?_t=px_413big")
+    rc=$?
+    [ "$CODE" = 413 ] && [ "$rc" -eq 0 ] && got413=$((got413 + 1))
+done
+check "an 8 MB body still uploading: 413 every time, no reset" '[ "$got413" -eq 5 ]' "$got413 of 5 (last: $CODE, curl exit $rc)"
 
 # ---- D: a full connection table ------------------------------------------------
 px_start D --upstream "$UP" --profile openai --max-connections 4 --header-timeout 10s

@@ -263,4 +263,26 @@ for (const [name, run] of Object.entries(sdks)) {
     `${err?.constructor?.name} ${err?.status} ${sent}`);
 }
 
+// A body over --max-body (8 MiB here) is refused 413 from its head, while
+// the SDK is still sending it: the proxy half-closes and reads on, so the
+// SDK reads the 413 (an APIError it does not retry) rather than a reset
+// (an APIConnectionError it would retry, re-sending 9 MB each time).
+{
+  const client = new OpenAI({ baseURL: `${openaiProxy}/v1`, apiKey: 'sk-proxy-SDKSECRET-1', maxRetries: 0 });
+  const huge = 'x'.repeat(9 * 1024 * 1024);
+  const got = [];
+  for (let i = 0; i < 5; i++) {
+    try {
+      await client.chat.completions.create({
+        model: 'sg-fakemodel', messages: [{ role: 'user', content: huge }], stream: true,
+      });
+      got.push('no error');
+    } catch (e) {
+      got.push(e instanceof OpenAI.APIConnectionError ? `connection: ${e.cause?.code ?? e.message}` : e.status);
+    }
+  }
+  check('openai: a 9 MB body over --max-body is the SDK\'s 413, five times in five (no reset)',
+    got.every((g) => g === 413), got.join(', '));
+}
+
 process.exit(failures === 0 ? 0 : 1);

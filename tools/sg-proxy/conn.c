@@ -161,6 +161,7 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
              "Connection: close\r\n%s\r\n",
              status, reason, ctype, len, extra != NULL ? extra : "");
+    c->linger = c->state == C_HEAD || c->state == C_BODY; /* the client may still send */
     c->state = C_CLOSING;
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
     put_str(c, head);
@@ -174,6 +175,23 @@ void reply_error(struct conn *c, int status, const char *what) {
              "{\"error\":{\"message\":\"sg-proxy: %s\",\"type\":\"%s\"}}", what,
              "invalid_request");
     reply(c, status, sg_fm_h1_status_text(status), NULL, body);
+}
+
+/* The answer is out (or the client gone): the connection ends - at once,
+ * or, when its request was not read whole, with a half-close, and what the
+ * client still sends read and dropped until it closes or --header-timeout
+ * passes: a close with bytes unread resets the connection, and a client
+ * still sending would lose the answer to the reset (RFC 9112 §9.6). */
+static void conn_end(struct conn *c) {
+    if (c->client_gone || !c->linger) {
+        conn_free(c);
+        return;
+    }
+    if (!c->lingering) {
+        shutdown(c->fd, SHUT_WR);
+        c->lingering = true;
+        c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    }
 }
 
 /* ------------------------------------------------------------ accepting */
@@ -444,7 +462,7 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
         if (c->op != NULL) {
             sg_curl_op_cancel(c->op); /* on_done frees the connection */
         } else {
-            conn_free(c);
+            conn_end(c);
         }
     }
 }
@@ -460,8 +478,14 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
             if (now >= c->header_deadline) {
                 reply_error(c, 408, "request not received in time");
                 if (c->out_len == 0 || c->client_gone) {
-                    conn_free(c);
+                    conn_end(c);
                 }
+            } else if (c->header_deadline < next) {
+                next = c->header_deadline;
+            }
+        } else if (c->lingering) {
+            if (now >= c->header_deadline) {
+                conn_free(c); /* answered; what it still sends is not read */
             } else if (c->header_deadline < next) {
                 next = c->header_deadline;
             }

@@ -71,6 +71,9 @@ struct conn {
     bool client_gone;
     bool in_call; /* inside sg_curl_multi_add or _resume: on_done must not free */
     bool too_slow;
+    /* answered before its request was read whole (a limit, a timeout):
+     * the end is a half-close, reading on (lingering), not a close */
+    bool linger, lingering;
     /* the answer */
     char *out;
     size_t out_len, out_off, out_cap;
