@@ -49,6 +49,17 @@ config 2s
 px_start cfg --config "$CFG"
 B=http://127.0.0.1:$PX_PORT
 
+# a dot segment would leave the route's prefix and the upstream's path
+# behind (libcurl or the upstream resolves it): 400, never forwarded
+for path in "/anthropic/../../admin" "/anthropic/%2e%2E/x" "/openai/./v1/../../y"; do
+    code=$(curl -s --path-as-is -o /dev/null -w '%{http_code}' -X POST -d '{}' "$B$path?_t=c_dot")
+    [ "$code" = 400 ] && pass "$path: 400" || fail "$path: $code"
+done
+[ "$(fm_log "event=received" | grep -c '_t=c_dot')" -eq 0 ] &&
+    pass "no dot-segment path reached the upstream" || fail "a dot-segment path was forwarded"
+curl -sN -X POST -d '{}' "$B/tls/v1/chat/completions?n=1&_v=1.2..3&_t=c_dotq" >"$FM_DIR/dotq"
+has "$FM_DIR/dotq" 'data: [DONE]' "dots in the query are no dot segment"
+
 # routes by prefix, the prefix taken off, the upstream's path put on
 curl -sN -X POST -d '{}' "$B/openai/v1/chat/completions?n=2&_t=c_oa" >"$FM_DIR/oa"
 has "$FM_DIR/oa" 'data: [DONE]' "the openai route streams"

@@ -519,12 +519,55 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
                                     deadline) == 0;
 }
 
+/* true when segment @s[0..@n) is "." or "..", written plainly or with
+ * %2E (RFC 3986 §6.2.2.2: a normaliser decodes it before it removes dot
+ * segments). */
+static bool dot_segment(const char *s, size_t n) {
+    size_t dots = 0;
+    for (size_t i = 0; i < n; dots++) {
+        if (s[i] == '.') {
+            i++;
+        } else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' &&
+                   (s[i + 2] == 'e' || s[i + 2] == 'E')) {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    return dots == 1 || dots == 2;
+}
+
+/* true when the path of @t (up to its query) has a dot segment: resolved
+ * by libcurl or the upstream, "/route/../x" would leave the route's
+ * prefix and the upstream URL's path behind. */
+static bool has_dot_segment(const char *t, size_t tlen) {
+    size_t end = 0;
+    while (end < tlen && t[end] != '?' && t[end] != '#') {
+        end++;
+    }
+    for (size_t i = 0; i < end;) {
+        size_t j = i;
+        while (j < end && t[j] != '/') {
+            j++;
+        }
+        if (dot_segment(t + i, j - i)) {
+            return true;
+        }
+        i = j + 1;
+    }
+    return false;
+}
+
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
     if (p->draining) {
         /* a request that came after SIGTERM, on a connection from before
          * it: no new work while the proxy drains */
         reply_error(c, 503, "shutting down");
+        return;
+    }
+    if (has_dot_segment(c->req.target, c->req.target_len)) {
+        reply_error(c, 400, "a path with a '.' or '..' segment");
         return;
     }
     const struct route *r = routes_match(p->routes, c->req.target, c->req.target_len);
