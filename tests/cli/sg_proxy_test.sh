@@ -192,6 +192,18 @@ spread=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.1f", b - a }')
 check "items stream through as they arrive: tok0 to tok3 (upstream 450 ms apart) took ${spread} ms at the client (bound >= 400)" \
     '[ -n "$t_first" ] && [ -n "$t_last" ] && ge "$spread" 400'
 
+# The same when the upstream ends its SSE lines with a bare CR (as the
+# standard allows): each event goes when it is whole, not at the end.
+curl -sN -m 15 -H 'Content-Type: application/json' -H 'Idempotency-Key: px-paced-cr' -d '{"stream":true}' \
+    "http://127.0.0.1:$PB/v1/chat/completions?n=4&gap=150&eol=cr&_t=px_paced_cr" |
+    stdbuf -o0 tr '\r' '\n' | stamp >"$FM_DIR/pacedcr.t"
+nb=$((nb + 1))
+t_first=$(grep '"content":"tok0"' "$FM_DIR/pacedcr.t" | cut -d' ' -f1)
+t_last=$(grep '"content":"tok3"' "$FM_DIR/pacedcr.t" | cut -d' ' -f1)
+spread=$(awk -v a="$t_first" -v b="$t_last" 'BEGIN { printf "%.1f", b - a }')
+check "CR-ended events stream through too: tok0 to tok3 took ${spread} ms at the client (bound >= 400)" \
+    '[ -n "$t_first" ] && [ -n "$t_last" ] && ge "$spread" 400'
+
 # A mid-stream stall: the in-band OpenAI error naming idle_timeout, within
 # the idle clock (300 ms) plus slack of the last item, then the end.
 curl -sN -m 15 -D "$FM_DIR/stall.hdr" -H 'Content-Type: application/json' \

@@ -271,6 +271,14 @@ void ex_gone(exchange *ex, const char *reason, int h2_code) {
 
 /* ------------------------------------------------------------ delivery */
 
+void ex_eol(const exchange *ex, char *p, size_t n) {
+    if (ex->sc.eol_cr) {
+        for (char *e = p + n; p < e; p++) {
+            *p = *p == '\n' ? '\r' : *p; /* every SSE line ends in one LF */
+        }
+    }
+}
+
 size_t ex_backlog(const exchange *ex) {
     return ex->pend.len + (ex->c->mode == M_H1 ? ex->c->out.len : 0);
 }
@@ -299,6 +307,7 @@ void ex_pump(exchange *ex) {
         if (!ex->h10) {
             sg_fm_buf_printf(&c->out, "%zx\r\n", n);
         }
+        ex_eol(ex, sg_fm_buf_data(&ex->pend), n);
         sg_fm_buf_append(&c->out, sg_fm_buf_data(&ex->pend), n);
         if (!ex->h10) {
             sg_fm_buf_append(&c->out, "\r\n", 2);

@@ -25,6 +25,7 @@ ssize_t h2_read(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_
     }
     if (n > 0) {
         memcpy(buf, sg_fm_buf_data(&ex->pend), n);
+        ex_eol(ex, (char *)buf, n);
         sg_fm_buf_consume(&ex->pend, n);
         if (ex->allow != SIZE_MAX) {
             ex->allow -= n;

@@ -191,6 +191,14 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->tail_first);
         } else if (name_is(n, nn, "stall_after")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->stall_after);
+        } else if (name_is(n, nn, "eol")) {
+            if (vn == 2 && memcmp(v, "cr", 2) == 0) {
+                s->eol_cr = 1;
+            } else if (vn == 2 && memcmp(v, "lf", 2) == 0) {
+                s->eol_cr = 0;
+            } else {
+                rc = -1;
+            }
         } else if (name_is(n, nn, "linger")) {
             rc = parse_int(v, vn, MAX_MS, 1, &s->linger_ms);
         } else if (name_is(n, nn, "stall")) {
@@ -361,6 +369,11 @@ int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
     }
     if (s->tool_use && s->format != SG_FM_FMT_BEDROCK_CONVERSE) {
         snprintf(err, errlen, "tool_use needs format=bedrock-converse");
+        return -1;
+    }
+    if (s->eol_cr && s->format != SG_FM_FMT_SSE && s->format != SG_FM_FMT_ANTHROPIC &&
+        s->format != SG_FM_FMT_GEMINI && s->format != SG_FM_FMT_RESPONSES) {
+        snprintf(err, errlen, "eol=cr needs an SSE format");
         return -1;
     }
     /* A keepalive would be bytes outside any message: event streams have

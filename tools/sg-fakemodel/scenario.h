@@ -56,6 +56,7 @@ typedef struct {
     int refuse;            /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
     int no_done;           /* end cleanly but without the terminal sentinel */
     int64_t linger_ms;     /* the body stays open this long after its end */
+    int eol_cr;            /* SSE lines end with a bare CR, not LF */
     int status;            /* 0: none; else the scripted error status */
     char retry_after[128]; /* Retry-After value, "" for none */
     int64_t error_pad;     /* with status: bytes of 'x' added to the message */

@@ -169,6 +169,8 @@ void ex_arm(exchange *ex, int64_t due);
 void ex_finish(exchange *ex, const char *reason);
 /* The peer went away; h2_code is the RST_STREAM code, or -1. */
 void ex_gone(exchange *ex, const char *reason, int h2_code);
+/* eol=cr: the LFs of @p[0..@n) (SSE bytes on their way out) become CRs. */
+void ex_eol(const exchange *ex, char *p, size_t n);
 size_t ex_backlog(const exchange *ex);
 size_t ex_backlog_high(const exchange *ex);
 void ex_pump(exchange *ex);

@@ -50,23 +50,31 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
-/* The end of the first whole event (SSE: its blank line, "\n\n" or
- * "\n\r\n") or line (NDJSON) of @b[0..@n) that ends at or after @from:
- * the index after it, or 0 when none. */
+/* The end of the first whole event (SSE: its blank line; a line ends
+ * with CRLF, LF or a bare CR) or line (NDJSON) of @b[0..@n) that ends at
+ * or after @from, which is inside a line: the index after it, or 0 when
+ * none. */
 static size_t event_end(sg_format f, const char *b, size_t n, size_t from) {
+    size_t line = SIZE_MAX; /* where the current line began: not known */
     for (size_t i = from; i < n; i++) {
-        if (b[i] != '\n') {
+        if (b[i] != '\n' && b[i] != '\r') {
             continue;
         }
         if (f == SG_FORMAT_NDJSON) {
-            return i + 1;
+            if (b[i] == '\n') {
+                return i + 1;
+            }
+            continue;
         }
-        if (i + 1 < n && b[i + 1] == '\n') {
-            return i + 2;
+        /* a CR last in @b ends its line: an LF after it, in later
+         * bytes, is read with them as the same line end (the standard's
+         * parser reads the stream, not its reads) */
+        size_t eol = b[i] == '\r' && i + 1 < n && b[i + 1] == '\n' ? 2 : 1;
+        if (i == line) {
+            return i + eol; /* a blank line: the event's end */
         }
-        if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') {
-            return i + 3;
-        }
+        line = i + eol;
+        i += eol - 1;
     }
     return 0;
 }
@@ -96,7 +104,7 @@ static int release(struct conn *c, const sg_item *item) {
     }
     size_t end = event_end(f, c->part, c->part_len, from);
     if (end == 0) {
-        return 0; /* not whole here (a CR-only stream): it goes at the end */
+        return 0; /* not whole yet: it goes with a later item, or at the end */
     }
     if (!put(c, c->part, end)) {
         too_slow(c);
