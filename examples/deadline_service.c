@@ -49,8 +49,9 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *user_data) {
 static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data) {
     (void)op;
     (void)user_data;
-    /* attempt_ns is the lease: exactly what went out as X-Deadline-Ms. */
-    printf("upstream attempt %u: stamped X-Deadline-Ms=%lld outcome=%s phase=%s "
+    /* attempt_ns is the lease; X-Deadline-Ms says what was left of it when
+     * the request went, after the connection was made: at most this. */
+    printf("upstream attempt %u: leased %lld ms outcome=%s phase=%s "
            "elapsed_ms=%lld decision=%s\n",
            rec->n, (long long)(rec->attempt_ns / SG_MS(1)), sg_outcome_name(rec->outcome),
            sg_phase_name(rec->phase), (long long)(rec->elapsed_ns / SG_MS(1)),

@@ -374,7 +374,14 @@ deadline_service:ok)
     else
         fail "upstream X-Deadline-Ms is '$ms', expected 1500..1850"
     fi
-    expect "stamped X-Deadline-Ms=$ms"
+    # ... what was left of the lease when the request went: at most the
+    # lease, less the connect
+    lease=$(sed -n 's/.*leased \([0-9]*\) ms.*/\1/p' "$out" | head -n 1)
+    if [ -n "$lease" ] && [ -n "$ms" ] && [ "$ms" -le "$lease" ] && [ "$ms" -ge $((lease - 50)) ]; then
+        pass "X-Deadline-Ms $ms: the lease ($lease ms) less the connect"
+    else
+        fail "X-Deadline-Ms '$ms' against the lease '$lease'"
+    fi
     ;;
 deadline_service:budget_exhausted)
     # 400 ms inbound leaves a 250 ms lease; the first token takes 2 s.
