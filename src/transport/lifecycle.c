@@ -99,6 +99,8 @@ static int finish(sg__lifecycle *lc) {
         if (in_flight(p)) {
             p->lost = true;
             (void)stop_now(p, p->tp->now(p));
+        } else if (p->state == SG__LC_ENDING) {
+            (void)sg__lc_settle(p, p->tp->now(p)); /* decided, not yet settled */
         }
         return finish(p);
     }
@@ -325,6 +327,11 @@ void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
         if (s != NULL && in_flight(s)) {
             s->lost = true;
             (void)stop_now(s, now);
+        } else if (s != NULL && s->state == SG__LC_ENDING) {
+            /* decided, its settle still queued by the transport (HTTP/2
+             * settles in order what its callbacks decided): recorded now,
+             * and the queued settle finds nothing left to do */
+            (void)sg__lc_settle(s, now);
         }
     }
 }

@@ -42,9 +42,11 @@ static void tp_attempt(sg__lifecycle *lc, const sg_op_attempt *rec) {
         sg__lc_cancel_all(g_root); /* what sg_*_op_cancel does from on_attempt */
     }
 }
+static int g_unrecorded_at_done; /* attempts still running when on_done ran */
 static void tp_finished(sg__lifecycle *lc) {
     sg__lc_settle_losers(lc, g_now);
     g_finished++;
+    g_unrecorded_at_done = (int)sg_op_running(lc->pol); /* what on_done would see */
 }
 static int64_t tp_now(sg__lifecycle *lc) {
     (void)lc;
@@ -210,11 +212,40 @@ static void a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides(void **stat
     teardown_op(&root);
 }
 
+/* The original ends the operation while the hedge's end is already
+ * decided but not yet settled (HTTP/2 queues what its callbacks decide
+ * and settles in order): that loser is recorded before on_done too. */
+static void a_decided_loser_is_recorded_before_on_done(void **state) {
+    (void)state;
+    sg__lifecycle root;
+    sg_op_options po;
+    setup_op(&root, &po);
+    sg__lifecycle *slot = g_slots[0];
+    g_now = T0 + SG_MS(260);
+    respond(&root, 2);
+    sg__lc_decide(&root, g_now, SG_OUTCOME_OK); /* queued first */
+    sg__lc_status(slot, 200, g_now);
+    sg__lc_headers_end(slot, g_now);
+    assert_true(sg__lc_feed(slot, "data: y\n\n", 9, g_now) < 0);
+    sg__lc_decide(slot, g_now, SG_OUTCOME_CANCELLED); /* queued second */
+    assert_int_equal(sg__lc_settle(&root, g_now), 1);
+    assert_int_equal(g_finished, 1);
+    assert_int_equal(g_unrecorded_at_done, 0);
+    const sg_op_attempt *a2 = sg_op_attempt_at(root.pol, 1);
+    assert_false(a2->running);
+    assert_int_equal(a2->reason, SG_OP_REASON_HEDGE_LOST);
+    /* the transport's queue then settles it again: nothing more */
+    assert_int_equal(sg__lc_settle(slot, g_now), 0);
+    assert_int_equal(sg_op_attempt_count(root.pol), 2);
+    teardown_op(&root);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_winner_that_ends_first_leaves_no_loser_unrecorded),
         cmocka_unit_test(the_original_wins_and_the_hedge_is_recorded),
         cmocka_unit_test(a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides),
+        cmocka_unit_test(a_decided_loser_is_recorded_before_on_done),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
