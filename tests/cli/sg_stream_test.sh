@@ -395,7 +395,7 @@ expect 0 "--unresolved" -- --ledger "$LEDGER" --unresolved
 if [ ! -s "$OUT" ]; then pass "a done operation is not listed"; else fail "done listed"; fi
 expect 2 "--reconcile an unknown key" -- --ledger "$LEDGER" --reconcile no-such-key
 expect 2 "--unresolved needs --ledger" -- --unresolved
-"$SG" --ledger 'postgresql://u:SECRET@127.0.0.1:1/db?password=SECRET&connect_timeout=1' --unresolved >"$OUT" 2>"$ERR"
+"$SG" --ledger 'postgresql://u:SECRET@127.0.0.1:1/db?password=SECRET&sslpassword=SECRET&connect_timeout=1' --unresolved >"$OUT" 2>"$ERR"
 if [ -s "$ERR" ]; then nosecret "a ledger URI that cannot be reached"; else fail "no word on an unreachable ledger"; fi
 expect 2 "--unresolved on a ledger that does not exist" -- --ledger "$FM_DIR/no-such-ledger" --unresolved
 has "$ERR" "not found" "a mistyped ledger is not an all-clear"

@@ -146,7 +146,8 @@ char *read_file(const char *path, size_t *len);
 /* @url as a message may show it, written into @buf (@size bytes, cut to
  * fit): a password in its user information masked (user:***@), and the
  * value of every query parameter and the fragment (@every_value: an API
- * key may be any of them) or only a password= parameter; returns @buf. */
+ * key may be any of them) or only the parameters whose names end in
+ * "password" (libpq's password and sslpassword); returns @buf. */
 const char *masked_url(char *buf, size_t size, const char *url, bool every_value);
 /* How much of the header @h a message may show: its name (up to ':',
  * a space or a control byte; 64 bytes at most), never its value. */

@@ -168,7 +168,8 @@ const char *masked_url(char *buf, size_t size, const char *url, bool every_value
         put(&d, end, p, 1);
         p++;
         size_t nlen = strcspn(p, "=&#");
-        bool secret = every_value || (nlen == 8 && strncmp(p, "password", 8) == 0);
+        /* password=, and libpq's sslpassword= too: any name ending so */
+        bool secret = every_value || (nlen >= 8 && strncmp(p + nlen - 8, "password", 8) == 0);
         put(&d, end, p, nlen);
         p += nlen;
         if (*p == '=') {
