@@ -36,6 +36,7 @@ static const sg__jpath P_ERROR_STATUS = SG__JPATH2("error", "status");
 static const sg__jpath P_ERROR_MESSAGE = SG__JPATH2("error", "message");
 static const sg__jpath P_CODE = SG__JPATH1("code");
 static const sg__jpath P_MESSAGE = SG__JPATH1("message");
+static const sg__jpath P_TYPE = SG__JPATH1("type");
 static const sg__jpath P_RESPONSE_ERROR_CODE = SG__JPATH3("response", "error", "code");
 static const sg__jpath P_RESPONSE_ERROR_MESSAGE =
     SG__JPATH3("response", "error", "message");
@@ -130,9 +131,15 @@ static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *
 
 /* Chat Completions (and the servers that copy it: vLLM, llama.cpp, ...):
  * data: chunks, [DONE]; the first token is the first chunk with content,
- * a tool call, a refusal or reasoning; an error is {"error": {...}}. */
+ * a tool call (or the legacy function_call), a refusal, reasoning or
+ * audio; an error is {"error": {...}}, or an event named error (the SDK
+ * raises it whatever its data). */
 static sg_item_kind classify_openai(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
+    if (is(item->event, item->event_len, "error")) {
+        (void)top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
+        return named_error(item, err, &P_TYPE, &P_MESSAGE);
+    }
     if (top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
         return err->type == NULL ? named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE)
                                  : SG_ITEM_ERROR;
@@ -146,6 +153,8 @@ static sg_item_kind classify_openai(const sg_item *item, sg_item_error *err, voi
         SG__JPATH4("choices", "[]", "delta", "refusal"),
         SG__JPATH4("choices", "[]", "delta", "reasoning_content"),
         SG__JPATH4("choices", "[]", "delta", "reasoning"),
+        SG__JPATH4("choices", "[]", "delta", "audio"),
+        SG__JPATH4("choices", "[]", "delta", "function_call"),
     };
     return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN : SG_ITEM_META;
 }

@@ -344,6 +344,19 @@ static size_t hold_size(const sg_stream_config *c) {
     return ev + SG_STREAM_HOLD_MAX_ITEMS * sizeof(held);
 }
 
+/* The clean end (the terminal sentinel or line, or a profile's end item):
+ * decided ok at the instant it arrived.  What was held for a first token
+ * that never came goes to the consumer now, as an end item delivers it
+ * (a content filter's end, usage): nothing the server sent is lost. */
+static int at_terminal(sg_stream *s, int64_t now) {
+    if (s->hold_n_ > 0 && release_held(s) != 0) {
+        return SG_ECANCELED; /* the consumer stopped */
+    }
+    sg_guard_finish(&s->guard_, now, true, &s->result_);
+    s->state_ = STREAM_TERMINAL;
+    return 1;
+}
+
 /* Room for the lines outside SSE (other_json; after the held items'). */
 static size_t other_size(const sg_stream_config *c) {
     if (c->classify == NULL || !c->other_json || c->format != SG_FORMAT_SSE) {
@@ -512,10 +525,7 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
                         ? sg_ndjson_feed(&s->parser_.nd, data, len)
                         : sg_es_feed(&s->parser_.es, data, len);
     if (fed < 0 && s->nd_terminal_seen_) {
-        /* Decided at the instant the terminal line arrived. */
-        sg_guard_finish(&s->guard_, now, true, &s->result_);
-        s->state_ = STREAM_TERMINAL;
-        return 1;
+        return at_terminal(s, now); /* the terminal line, or a profile's end */
     }
     if (fed < 0) {
         if (s->cancelled_) {
@@ -537,10 +547,7 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
         return s->error_;
     }
     if (s->format_ == SG_FORMAT_SSE && sg_sse_terminal_seen(&s->parser_.sse)) {
-        /* Decided at the instant the sentinel arrived. */
-        sg_guard_finish(&s->guard_, now, true, &s->result_);
-        s->state_ = STREAM_TERMINAL;
-        return 1;
+        return at_terminal(s, now);
     }
     return 0;
 }

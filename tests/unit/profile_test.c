@@ -65,6 +65,39 @@ static void openai(void **state) {
              "data: {\"choices\":[{\"delta\":{\"reasoning\":\"hmm\"}}]}\n\n", 0);
     assert_int_equal(r.items, 1);
     assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED); /* no [DONE] */
+    /* no token at all (a content filter's end, then usage): [DONE] ends it
+     * ok and what was held goes to the consumer with it, as the SDK
+     * yields every chunk */
+    r = play(
+        "openai", role,
+        "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":"
+        "\"content_filter\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"total_tokens\":3}}"
+        "\n\ndata: [DONE]\n\n",
+        SG_MS(30));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.items, 3);
+    assert_int_equal(r.ttft, -1); /* no token came */
+    /* event: error - the SDK raises it whatever its data says */
+    r = play("openai", role,
+             "event: error\ndata: {\"message\":\"boom\",\"type\":\"server_error\"}\n\n"
+             "data: [DONE]\n\n",
+             SG_MS(10));
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "server_error");
+    assert_true(r.retryable);
+    /* audio and the legacy function_call are output: the first token */
+    r = play("openai", role,
+             "data: {\"choices\":[{\"delta\":{\"content\":null,\"audio\":{\"transcript\":"
+             "\"Hel\"}}}]}\n\ndata: [DONE]\n\n",
+             SG_MS(50));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(50));
+    r = play(
+        "openai", role,
+        "data: {\"choices\":[{\"delta\":{\"function_call\":{\"arguments\":\"{\\\"a\"}}}]}"
+        "\n\ndata: [DONE]\n\n",
+        SG_MS(60));
+    assert_int_equal(r.ttft, SG_MS(60));
 }
 
 static void anthropic(void **state) {
