@@ -344,8 +344,10 @@ static ptrdiff_t unbase64(const char *p, size_t n, char *out, size_t cap) {
  * messages events (content_block_delta the tokens, message_stop the end,
  * type "error" a failure); others' text fields (Amazon Titan outputText,
  * Meta generation, Mistral outputs[].text, Cohere text, Claude's older
- * completion) and stop fields (completionReason, stop_reason, a non-null
- * finish).  Bedrock adds amazon-bedrock-invocationMetrics to a stream's
+ * completion; Amazon Nova's contentBlockDelta, the Converse shape; the
+ * OpenAI-shaped models' choices[].delta) and stop fields
+ * (completionReason, stop_reason, a non-null finish, Nova's messageStop,
+ * choices[].finish_reason).  Bedrock adds amazon-bedrock-invocationMetrics to a stream's
  * last chunk: an end too. */
 static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, void *ud) {
     (void)ud;
@@ -373,6 +375,8 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
         SG__JPATH3("outputs", "[]", "stop_reason"),
         SG__JPATH1("finish_reason"),
         SG__JPATH1("is_finished"),
+        SG__JPATH1("messageStop"),                    /* Amazon Nova */
+        SG__JPATH3("choices", "[]", "finish_reason"), /* OpenAI-shaped models */
     };
     sg__jval t;
     bool typed = at(&model, &p_type, &t) && t.type == SG__JSTRING;
@@ -394,6 +398,13 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
         SG__JPATH1("text"),
         SG__JPATH1("completion"),
         SG__JPATH2("delta", "partial_json"),
+        SG__JPATH3("contentBlockDelta", "delta", "text"), /* Amazon Nova */
+        SG__JPATH3("contentBlockDelta", "delta", "toolUse"),
+        SG__JPATH3("contentBlockDelta", "delta", "reasoningContent"),
+        SG__JPATH4("choices", "[]", "delta", "content"), /* OpenAI-shaped models */
+        SG__JPATH4("choices", "[]", "delta", "tool_calls"),
+        SG__JPATH4("choices", "[]", "delta", "reasoning_content"),
+        SG__JPATH3("choices", "[]", "text"),
     };
     for (size_t i = 0; i < COUNT(ends); i++) {
         sg__jval e;

@@ -344,8 +344,19 @@ static void invoke_reads_other_model_families(void **state) {
          "{\"generation\":\"Hi\",\"prompt_token_count\":null,\"stop_reason\":null}",
          "{\"generation\":\"\",\"stop_reason\":\"stop\",\"amazon-bedrock-"
          "invocationMetrics\":{\"outputTokenCount\":1}}"},
+        /* Amazon Nova: the Converse shapes inside the chunks */
+        {"{\"messageStart\":{\"role\":\"assistant\"}}",
+         "{\"contentBlockDelta\":{\"delta\":{\"text\":\"Hello\"},\"contentBlockIndex\":0}"
+         "}",
+         "{\"messageStop\":{\"stopReason\":\"end_turn\"}}"},
+        /* OpenAI-shaped models (gpt-oss): choices[].delta */
+        {"{\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\"},"
+         "\"finish_reason\":null}]}",
+         "{\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"},\"finish_reason\":"
+         "null}]}",
+         "{\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}"},
     };
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 4; i++) {
         wire a, b;
         memset(&a, 0, sizeof(a));
         chunk(&a, streams[i][0]); /* no text yet: metadata */
