@@ -132,8 +132,11 @@ typedef struct sg_item_error {
 typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
                                        void *user_data);
 
-/** Items held before the first token, at most (see sg_stream_config). */
-#define SG_STREAM_HOLD_MAX_ITEMS 64
+/** Items held before the first token, at most (see sg_stream_config): as
+ *  many as a tool-heavy start sends (a Responses stream's web searches, five
+ *  events each); their bytes are bounded by max_event, their records take
+ *  12 bytes each. */
+#define SG_STREAM_HOLD_MAX_ITEMS 1024
 
 /**
  * sg_stream_config - framing of the body.  Zero-initialise it; every zero

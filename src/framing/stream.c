@@ -61,7 +61,7 @@ static int hold(sg_stream *s, const sg_item *item) {
         /* metadata beyond the framing's bound: a protocol error */
         s->error_ = SG_EEVENT_TOO_LARGE;
         s->error_text_ = "more metadata than can be held before the first token "
-                         "(64 items or max_event bytes): no token came - is the "
+                         "(1024 items or max_event bytes): no token came - is the "
                          "profile the right one for this stream?";
         s->stop_at_ = s->now_;
         return 1;

@@ -237,6 +237,31 @@ static void openai_responses(void **state) {
              0);
     assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
     assert_string_equal(r.type, "server_error");
+    /* a tool-heavy start: 20 web searches, five events each, before the
+     * first delta - all held, none an error */
+    static const char step[] =
+        "event: response.output_item.added\ndata: "
+        "{\"type\":\"response.output_item.added\"}\n\n"
+        "event: response.web_search_call.in_progress\ndata: {\"type\":\"x\"}\n\n"
+        "event: response.web_search_call.searching\ndata: {\"type\":\"x\"}\n\n"
+        "event: response.web_search_call.completed\ndata: {\"type\":\"x\"}\n\n"
+        "event: response.output_item.done\ndata: "
+        "{\"type\":\"response.output_item.done\"}\n\n";
+    char *many = malloc(strlen(meta) + 20 * strlen(step) + 1);
+    assert_non_null(many);
+    strcpy(many, meta);
+    for (int i = 0; i < 20; i++) {
+        strcat(many, step);
+    }
+    r = play("openai-responses", many,
+             "event: response.output_text.delta\ndata: {\"type\":"
+             "\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"
+             "event: response.completed\ndata: {\"type\":\"response.completed\"}\n\n",
+             SG_MS(70));
+    free(many);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(70));
+    assert_int_equal(r.items, 2 + 100 + 2);
 }
 
 static void ollama(void **state) {
