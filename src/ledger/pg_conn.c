@@ -189,6 +189,20 @@ int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
     if (p->conn == NULL) {
         return SG_ECONNRESET;
     }
+    if (PQtransactionStatus(p->conn) == PQTRANS_INERROR) {
+        /* an aborted transaction runs nothing but its end (ROLLBACK, or a
+         * COMMIT that rolls back): the statement_timeout before it would
+         * fail, and the pipeline's abort skip the end itself - the
+         * transaction would never end */
+        if (PQenterPipelineMode(p->conn) == 0 ||
+            PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
+            PQpipelineSync(p->conn) == 0) {
+            sg__pg_drop(p);
+            return SG_ECONNRESET;
+        }
+        int rv = flush(p, until);
+        return rv != 0 ? rv : collect(p, 0, true, until, out);
+    }
     char tmo[32];
     server_timeout(until, tmo);
     const char *tv[1] = {tmo};

@@ -318,6 +318,34 @@ static void records_do_not_wait_for_the_database(void) {
     sg_ledger_close(l);
 }
 
+/* A batch the server cancels (its statement_timeout, behind a row another
+ * transaction holds) is rolled back, and the writer's connection stays
+ * usable: the next batch commits.  (The ROLLBACK used to follow the
+ * statement_timeout's own set_config in one pipeline, which an aborted
+ * transaction refuses: the transaction never ended, and no record after
+ * it was ever committed.) */
+static void a_cancelled_batch_leaves_the_writer_usable(void) {
+    sg_ledger *l = open_ledger(SG_MS(400));
+    CHECK_RV(sg_ledger_intent(l, "pg-cx-1", "POST", "https://h/cx"), 0);
+    CHECK_RV(sg_ledger_intent(l, "pg-cx-2", "POST", "https://h/cx"), 0);
+    PGconn *c = admin();
+    sql(c, "BEGIN");
+    sql(c, "SELECT * FROM streamguard_ledger_ops WHERE key = 'pg-cx-1' FOR UPDATE");
+    CHECK_RV(sg_ledger_resolve(l, "pg-cx-1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    (void)sg_ledger_sync(l, SG_SEC(1)); /* the server cancels the batch */
+    sql(c, "ROLLBACK");
+    CHECK_RV(sg_ledger_resolve(l, "pg-cx-2", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    CHECK_RV(sg_ledger_sync(l, SG_SEC(3)), 0);
+    CHECK(count(c, "SELECT count(*) FROM streamguard_ledger_ops "
+                   "WHERE key = 'pg-cx-2' AND state = 'done'") == 1);
+    /* the cancelled one stays pending: listed, to reconcile - never lost */
+    CHECK(count(c, "SELECT count(*) FROM streamguard_ledger_ops "
+                   "WHERE key = 'pg-cx-1' AND state = 'pending'") == 1);
+    CHECK_RV(sg_ledger_reconcile(l, "pg-cx-1", NULL), 0);
+    PQfinish(c);
+    sg_ledger_close(l);
+}
+
 /* sg_ledger_close commits what is queued; when the database cannot take
  * it, close still returns within the handle's timeout, and the operation
  * stays pending (listed, to reconcile): never lost silently. */
@@ -461,6 +489,7 @@ int main(int argc, char **argv) {
     a_late_owner_is_fenced_off();
     every_call_is_bounded();
     records_do_not_wait_for_the_database();
+    a_cancelled_batch_leaves_the_writer_usable();
     close_flushes_within_its_bound();
     lost_connection_refuses_then_reconnects();
     processes_race_each_key_owned_once();
