@@ -93,7 +93,10 @@ typedef struct sg_h2_op sg_h2_op;
  * max_header_list: the largest response header list accepted (advertised
  *                  as SETTINGS_MAX_HEADER_LIST_SIZE and enforced per
  *                  stream: the stream is reset with PROTOCOL_ERROR and the
- *                  attempt is protocol_error).  Default 64 KiB.
+ *                  attempt is protocol_error), 128 .. 2^31-1 (a head
+ *                  smaller than 128 bytes holds little beyond :status,
+ *                  counted as RFC 9113 does).  Default
+ *                  64 KiB.
  * clock:           the clock; NULL = CLOCK_MONOTONIC.  sg_h2_conn_run waits
  *                  on real time, so inject a clock only for reads.  Copied.
  * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
@@ -148,8 +151,12 @@ typedef struct sg_h2_header {
  * path:            ":path", e.g. "/v1/chat/completions" (required).
  * authority:       ":authority".  Default: host, or host:port when the
  *                  port is not the scheme's default.
- * headers, nheaders: extra request headers (lowercase names; no pseudo-
- *                  headers).  Sent on every attempt together with
+ * headers, nheaders: extra request headers (names are lowercased; no
+ *                  pseudo-headers; none of the connection-specific fields
+ *                  HTTP/2 forbids - connection, keep-alive,
+ *                  proxy-connection, transfer-encoding, upgrade, te other
+ *                  than "trailers" - and no value with a space or tab at
+ *                  either end, RFC 9113 §8.2).  Sent on every attempt together with
  *                  idempotency-key (when the policy has a key) and the
  *                  deadline header(s).
  * body, body_len:  request body; NULL/0 for none.
@@ -367,8 +374,9 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes
  * (then no operation exists and no callback was called):
- *   SG_EINVAL  @conn or @req is NULL, no path, a header without a name or
- *              value, a negative drain_ns, an invalid method, or an unknown
+ *   SG_EINVAL  @conn or @req is NULL, a path that is not absolute (nor
+ *              "*"), a header without a name or value or one HTTP/2 does
+ *              not carry (see sg_h2_request), a negative drain_ns, an invalid method, or an unknown
  *              format in @req->framing;
  *   SG_ERANGE  a framing limit is out of range;
  *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 /* ------------------------------------------------------------------ heap */
 
@@ -382,16 +383,42 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
     return 0;
 }
 
+/* A field HTTP/2 does not carry (RFC 9113 §8.2.2): connection-specific,
+ * or TE other than "trailers". */
+static bool connection_specific(const sg_h2_header *h) {
+    static const char *const names[] = {"connection",       "keep-alive",
+                                        "proxy-connection", "transfer-encoding",
+                                        "upgrade",          NULL};
+    for (const char *const *n = names; *n != NULL; n++) {
+        if (strcasecmp(h->name, *n) == 0) {
+            return true;
+        }
+    }
+    return strcasecmp(h->name, "te") == 0 && strcmp(h->value, "trailers") != 0;
+}
+
+/* A field HTTP/2 can carry (RFC 9113 §8.2.1): a name (lowercased when
+ * the request is copied), no control byte, a value without whitespace at
+ * either end. */
+static bool field_ok(const sg_h2_header *h) {
+    if (h->name == NULL || h->value == NULL || h->name[0] == '\0' || h->name[0] == ':' ||
+        !token_char_ok(h->name) || !token_char_ok(h->value)) {
+        return false;
+    }
+    size_t n = strlen(h->value);
+    return n == 0 || (h->value[0] != ' ' && h->value[0] != '\t' &&
+                      h->value[n - 1] != ' ' && h->value[n - 1] != '\t');
+}
+
 static int check_request(const sg_h2_request *req) {
-    if (req->path == NULL || req->path[0] == '\0' || req->drain_ns < 0 ||
-        (req->headers == NULL && req->nheaders > 0) ||
+    /* an absolute path, or "*" (OPTIONS), as :path must be (§8.3.1) */
+    if (req->path == NULL || (req->path[0] != '/' && strcmp(req->path, "*") != 0) ||
+        req->drain_ns < 0 || (req->headers == NULL && req->nheaders > 0) ||
         (req->body == NULL && req->body_len > 0) || !token_char_ok(req->path)) {
         return SG_EINVAL;
     }
     for (size_t i = 0; i < req->nheaders; i++) {
-        const sg_h2_header *h = &req->headers[i];
-        if (h->name == NULL || h->value == NULL || h->name[0] == '\0' ||
-            h->name[0] == ':' || !token_char_ok(h->name) || !token_char_ok(h->value)) {
+        if (!field_ok(&req->headers[i]) || connection_specific(&req->headers[i])) {
             return SG_EINVAL;
         }
     }

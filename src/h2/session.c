@@ -169,6 +169,8 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
         (o.stream_window != 0 &&
          (o.stream_window < 65535 || o.stream_window > 0x7fffffffu)) ||
         (o.conn_window != 0 && (o.conn_window < 65535 || o.conn_window > 0x7fffffffu)) ||
+        (o.max_header_list != 0 &&
+         (o.max_header_list < 128 || o.max_header_list > 0x7fffffffu)) ||
         (o.dns_servers != NULL && o.dns_servers[0] == '\0')) {
         conn_err_out(opts, "invalid connection options");
         return SG_EINVAL;

@@ -254,6 +254,12 @@ if "$SG" --version | grep -q nghttp2; then
     expect 0 "--http1.1 keeps https:// on HTTP/1.1" -- --http1.1 --cacert "$FM_CA" \
         --idempotency-key cli-alpn1 --output none "$TLS/v1/chat/completions?n=1&_t=cli_alpn1"
     if [ "$(fm_field cli-alpn1 received proto)" = "h1" ]; then pass "https:// over h1"; else fail "h1 proto"; fi
+    # -H fields HTTP/2 does not carry (connection-specific) are left out,
+    # as curl does, and a value's trailing space trimmed: the request goes
+    expect 0 "--http2 with HTTP/1.1's connection headers" -- --http2 --output none \
+        -H 'Connection: keep-alive' -H 'Keep-Alive: timeout=5' -H 'TE: gzip' -H 'X-A: b  ' \
+        --idempotency-key cli-h2-conn "$CHAT?n=1&_t=cli_h2_conn"
+    if [ "$(fm_field cli-h2-conn received proto)" = "h2" ]; then pass "sent over h2"; else fail "h2 conn headers: $(fm_field cli-h2-conn received proto)"; fi
     # An https:// URL as libcurl takes it: credentials (libcurl sends them,
     # so no probe), a fragment, the scheme in capitals.
     expect 0 "https:// with credentials goes to libcurl" -- --cacert "$FM_CA" --output none \

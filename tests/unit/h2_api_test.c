@@ -59,6 +59,49 @@ static void conn_new_rejects_bad_options_before_dialling(void **state) {
     o = valid_options();
     o.conn_window = 100;
     assert_int_equal(sg_h2_conn_new(&c, &o), SG_EINVAL);
+
+    o = valid_options();
+    o.max_header_list = 16; /* below any response's head: every one refused */
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_EINVAL);
+    o.max_header_list = 0x80000000u;
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_EINVAL);
+}
+
+/* RFC 9113 §8.2: what an HTTP/2 request must not carry is refused before
+ * anything is sent - connection-specific fields, an uppercase name, a
+ * value with whitespace at an end, a path that is not absolute - rather
+ * than sent for the server to reset (and the attempt to be judged sent). */
+static void stream_start_refuses_what_http2_forbids(void **state) {
+    (void)state;
+    sg_h2_conn_options o = valid_options();
+    o.connect_on_demand = true; /* nothing dialled */
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    static const sg_h2_header bad[][1] = {
+        {{"connection", "keep-alive"}}, {{"keep-alive", "timeout=5"}},
+        {{"proxy-connection", "x"}},    {{"transfer-encoding", "chunked"}},
+        {{"upgrade", "h2c"}},           {{"te", "gzip"}},
+        {{"Connection", "close"}},      {{"x-a", "trailing "}},
+        {{"x-a", "\tleading"}},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = "/x";
+        req.headers = bad[i];
+        req.nheaders = 1;
+        sg_h2_op *op = NULL;
+        if (sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op) != SG_EINVAL) {
+            fail_msg("header '%s: %s' was not refused", bad[i][0].name, bad[i][0].value);
+        }
+        assert_null(op);
+    }
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "x";
+    sg_h2_op *op = NULL;
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), SG_EINVAL);
+    sg_h2_conn_free(c);
 }
 
 static void stream_start_rejects_bad_arguments(void **state) {
@@ -99,6 +142,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conn_new_rejects_bad_options_before_dialling),
         cmocka_unit_test(stream_start_rejects_bad_arguments),
+        cmocka_unit_test(stream_start_refuses_what_http2_forbids),
         cmocka_unit_test(readers_are_null_safe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -81,13 +81,30 @@ static int split_url(const char *url, bool *tls, char *host, size_t host_len, in
     return rv;
 }
 
+/* A connection-specific field (RFC 9113 §8.2.2), which HTTP/2 does not
+ * carry: @name lowercased, @value as given (after the colon). */
+static bool h2_forbidden(const char *name, const char *value) {
+    static const char *const names[] = {"connection",       "keep-alive",
+                                        "proxy-connection", "transfer-encoding",
+                                        "upgrade",          NULL};
+    for (const char *const *n = names; *n != NULL; n++) {
+        if (strcmp(name, *n) == 0) {
+            return true;
+        }
+    }
+    while (*value == ' ' || *value == '\t') {
+        value++;
+    }
+    return strcmp(name, "te") == 0 && strncmp(value, "trailers", 8) != 0;
+}
+
 /* Request headers: "Name: value" -> lowercase name, trimmed value.  The
  * names are copied into @names; the values point into c->headers. */
 static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
                       char names[MAX_HEADERS][128], size_t *count) {
     size_t nh = 0;
     for (const struct curl_slist *h = c->headers; h != NULL; h = h->next) {
-        const char *colon = strchr(h->data, ':');
+        char *colon = strchr(h->data, ':');
         size_t nlen = (size_t)(colon - h->data);
         if (nh == MAX_HEADERS) {
             return usage_error("--http2 takes %d headers at most", MAX_HEADERS);
@@ -103,9 +120,16 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
             names[nh][k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
         }
         names[nh][nlen] = '\0';
-        const char *v = colon + 1;
+        if (h2_forbidden(names[nh], colon + 1)) {
+            continue; /* HTTP/1.1's own: left out, as curl does over h2 */
+        }
+        char *v = colon + 1;
         while (*v == ' ' || *v == '\t') {
             v++;
+        }
+        size_t vl = strlen(v);
+        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) {
+            v[--vl] = '\0'; /* HTTP/2 takes no whitespace at a value's end */
         }
         hdrs[nh].name = names[nh];
         hdrs[nh].value = v;
