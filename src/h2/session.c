@@ -141,6 +141,11 @@ static int connect_now(sg_h2_conn *c) {
         if (l->state == SG__H2L_CLOSED) {
             return l->fail_rv;
         }
+        /* what the socket is watched for, as a step's flush narrows it: a
+         * handshake waiting for the server waits for it to be readable,
+         * not for a socket that is always writable (the link, neither
+         * ready nor closed, stays) */
+        sg__h2_links_flush(c);
         int64_t left = real_end - sg_clock_monotonic_now(NULL);
         if (left <= 0) {
             snprintf(c->errbuf, sizeof(c->errbuf), "connect to %s:%d timed out", c->host,

@@ -253,6 +253,41 @@ static void connect_to_a_closed_port_fails(void **state) {
     assert_int_equal(sg_h2_conn_new(&c, &o), SG_ECONNECT);
 }
 
+/* A TLS handshake nobody answers (a socket that listens and never
+ * accepts: the kernel completes the TCP handshake) is waited for, not
+ * spun on: the connect's time is spent asleep until its timeout. */
+static void an_unanswered_handshake_is_waited_for_not_spun_on(void **state) {
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t al = sizeof(a);
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(lfd, 4), 0);
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "127.0.0.1";
+    o.port = ntohs(a.sin_port);
+    o.tls = true;
+    o.connect_timeout = SG_MS(400);
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), SG_ETIMEDOUT);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    close(lfd);
+    int64_t cpu =
+        (int64_t)(c1.tv_sec - c0.tv_sec) * SG_SEC(1) + (c1.tv_nsec - c0.tv_nsec);
+    if (cpu > SG_MS(100)) {
+        fail_msg("%lld ms of CPU in a 400 ms wait for a handshake",
+                 (long long)(cpu / SG_MS(1)));
+    }
+}
+
 /* With connect_on_demand the connection is part of each attempt: a port
  * nobody listens on is three attempts in phase connect, never sent, each
  * leased and reported; a server that is there is an ordinary stream. */
@@ -1058,6 +1093,8 @@ int main(int argc, char **argv) {
                                   h2t_teardown),
         cmocka_unit_test_teardown(tls_server_without_h2_is_refused_clearly, h2t_teardown),
         cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
+        cmocka_unit_test_teardown(an_unanswered_handshake_is_waited_for_not_spun_on,
+                                  h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_unreachable_first_address_costs_one_attempt_delay,
