@@ -482,8 +482,11 @@ void sg__h2_links_step(sg_h2_conn *c, int64_t now, bool read) {
     for (sg__h2_link *l = c->links; l != NULL; l = l->next) {
         if (l->state < SG__H2L_READY) {
             connect_step(l, now);
-        } else if (read && l->state == SG__H2L_READY && l->session != NULL &&
-                   (l->more_to_read || readiness(c, l->fd) != 0)) {
+        } else if (l->state == SG__H2L_READY && l->session != NULL &&
+                   (l->more_to_read || (read && readiness(c, l->fd) != 0))) {
+            /* a read that stopped at its budget reads on whatever this
+             * step was told: the socket may hold more, or be empty (then
+             * the read says so, and nothing is due at once any more) */
             if (sg__h2_read(l, deliver) != 0) {
                 link_lose(l);
             }

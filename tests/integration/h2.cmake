@@ -12,7 +12,7 @@ endif()
 foreach(name h2_fakemodel_test h2_peer_test)
   add_executable(${name} ${CMAKE_CURRENT_LIST_DIR}/${name}.c)
   target_link_libraries(${name} PRIVATE streamguard_static PkgConfig::CMOCKA)
-  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_LIST_DIR} ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE -Wall -Wextra -Wno-unused-function)
 endforeach()
 

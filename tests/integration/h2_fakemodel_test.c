@@ -8,6 +8,8 @@
  */
 #include "h2_test_util.h"
 
+#include "h2/internal.h" /* one test looks at a link's read state */
+
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -251,6 +253,44 @@ static void connect_to_a_closed_port_fails(void **state) {
     o.port = port;
     sg_h2_conn *c = NULL;
     assert_int_equal(sg_h2_conn_new(&c, &o), SG_ECONNECT);
+}
+
+/* A read that stopped at its per-step budget just as the socket drained:
+ * the next step reads on (h2.h: "even without @readable"), finds nothing
+ * and says so, so the loop sleeps again instead of stepping at once
+ * forever. */
+static void a_read_stopped_at_its_budget_is_read_on_by_the_next_step(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?n=1&first_delay=5000&_tag=budget";
+    expect e;
+    memset(&e, 0, sizeof(e));
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+    for (int i = 0; i < 3; i++) { /* the request goes; the server says nothing */
+        sg_h2_conn_step(c, h2t_now(), true, true);
+    }
+    c->cur->more_to_read = true; /* as a read that spent SG__H2_READ_BUDGET leaves it */
+    int64_t now = h2t_now();
+    assert_true(sg_h2_conn_next_deadline(c) <= now);
+    sg_h2_conn_step(c, now, false, true);
+    assert_false(c->cur->more_to_read);
+    assert_true(sg_h2_conn_next_deadline(c) > now + SG_SEC(1));
+    sg_h2_op_cancel(e.op);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    sg_h2_op_free(e.op);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
 }
 
 /* A TLS handshake nobody answers (a socket that listens and never
@@ -1095,6 +1135,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(connect_to_a_closed_port_fails, h2t_teardown),
         cmocka_unit_test_teardown(an_unanswered_handshake_is_waited_for_not_spun_on,
                                   h2t_teardown),
+        cmocka_unit_test_teardown(
+            a_read_stopped_at_its_budget_is_read_on_by_the_next_step, h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_unreachable_first_address_costs_one_attempt_delay,
