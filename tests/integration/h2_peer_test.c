@@ -381,6 +381,7 @@ enum peer_mode {
     PEER_GOAWAY_DRAIN, /* 1st connection: GOAWAY(last=1) right after the
                           response headers of stream 1, which then runs on
                           as PEER_SLOW; later connections: PEER_PLAIN */
+    PEER_FLOOD_ONE,    /* MAX_CONCURRENT_STREAMS 1, then as PEER_PING_FLOOD */
 };
 
 enum { SLOW_ITEMS = 8, SLOW_GAP_MS = 50 };
@@ -476,7 +477,7 @@ static void peer_respond(peer *p, int32_t id) {
         }
         return;
     }
-    if (p->mode == PEER_PING_FLOOD) {
+    if (p->mode == PEER_PING_FLOOD || p->mode == PEER_FLOOD_ONE) {
         /* headers only: the stream stays open under the flood */
         nghttp2_submit_headers(p->s, NGHTTP2_FLAG_NONE, id, NULL, nva, n, NULL);
         return;
@@ -525,7 +526,9 @@ static void peer_serve_conn(peer *p) {
     nghttp2_option_set_max_send_header_block_length(opt, 4u << 20);
     nghttp2_session_server_new2(&p->s, cb, p, opt);
     nghttp2_option_del(opt);
-    nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, NULL, 0);
+    nghttp2_settings_entry one = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1};
+    nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, &one,
+                            p->mode == PEER_FLOOD_ONE ? 1 : 0);
     uint8_t buf[16384];
     for (;;) {
         const uint8_t *out;
@@ -535,7 +538,8 @@ static void peer_serve_conn(peer *p) {
                 goto done;
             }
         }
-        if (p->mode == PEER_PING_FLOOD && p->requests > 0) {
+        if ((p->mode == PEER_PING_FLOOD || p->mode == PEER_FLOOD_ONE) &&
+            p->requests > 0) {
             /* Raw PING frames (length 8, type 6, stream 0), each wanting
              * an ACK, far faster than any client may answer them. */
             static uint8_t pings[30000 * 17];
@@ -733,6 +737,35 @@ static void a_server_that_breaks_http2_is_a_protocol_error(void **state) {
         sg_h2_conn_free(c);
         peer_stop(pid);
     }
+}
+
+/* The server breaks HTTP/2 with a request of ours queued behind its
+ * MAX_CONCURRENT_STREAMS 1: the stream it saw is protocol_error, the one
+ * that never left is no protocol error of its (never seen, never
+ * processed) - transport_error, unsent, and retried. */
+static void a_stream_the_breaking_server_never_saw_is_retried(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_FLOOD_ONE, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    expect seen, queued;
+    memset(&seen, 0, sizeof(seen));
+    memset(&queued, 0, sizeof(queued));
+    get(c, "/hostile-1", &g_sse, &seen, 1);
+    get(c, "/hostile-2", &g_sse, &queued, 2);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(seen.op), SG_OUTCOME_PROTOCOL_ERROR);
+    const sg_op *pol = sg_h2_op_policy(queued.op);
+    assert_true(sg_op_attempt_count(pol) >= 1);
+    const sg_op_attempt *first = sg_op_attempt_at(pol, 0);
+    if (first->outcome != SG_OUTCOME_TRANSPORT_ERROR || first->sent) {
+        fail_msg("the queued stream's first attempt: %s, sent %d",
+                 sg_outcome_name(first->outcome), (int)first->sent);
+    }
+    assert_int_equal(sg_op_attempt_count(pol), 2); /* retried: it was never sent */
+    sg_h2_conn_free(c);
+    peer_stop(pid);
 }
 
 /* --------------------------------------------- the scripted DNS server */
@@ -1010,6 +1043,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(a_name_resolves_through_the_dns_servers_given,
                                   teardown),
         cmocka_unit_test_teardown(oversized_response_header_list_is_protocol_error,
+                                  teardown),
+        cmocka_unit_test_teardown(a_stream_the_breaking_server_never_saw_is_retried,
                                   teardown),
         cmocka_unit_test_teardown(a_server_that_breaks_http2_is_a_protocol_error,
                                   teardown),
