@@ -233,6 +233,10 @@ static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, voi
     static const sg__jpath tokens[] = {
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "text"),
         SG__JPATH6("candidates", "[]", "content", "parts", "[]", "functionCall"),
+        /* image output and code execution are output too */
+        SG__JPATH6("candidates", "[]", "content", "parts", "[]", "inlineData"),
+        SG__JPATH6("candidates", "[]", "content", "parts", "[]", "executableCode"),
+        SG__JPATH6("candidates", "[]", "content", "parts", "[]", "codeExecutionResult"),
     };
     if ((may & 6) && any_present(item, ends, COUNT(ends))) {
         /* the last chunk often carries the last text beside its reason */

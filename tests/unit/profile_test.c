@@ -216,6 +216,18 @@ static void gemini(void **state) {
     r = play("gemini", "junk\n\n", stop, 0);
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.items, 1);
+    /* an image or code the model runs is output: the first token */
+    static const char *const parts[] = {
+        "{\"inlineData\":{\"mimeType\":\"image/png\",\"data\":\"iVBO\"}}",
+        "{\"executableCode\":{\"language\":\"PYTHON\",\"code\":\"print(1)\"}}",
+    };
+    for (size_t i = 0; i < 2; i++) {
+        char chunk[256];
+        snprintf(chunk, sizeof(chunk),
+                 "data: {\"candidates\":[{\"content\":{\"parts\":[%s]}}]}\n\n", parts[i]);
+        r = play("gemini", "", chunk, SG_MS(15));
+        assert_int_equal(r.ttft, SG_MS(15));
+    }
 }
 
 static void openai_responses(void **state) {
