@@ -158,11 +158,14 @@ static void link_lose(sg__h2_link *l) {
             continue;
         }
         /* A request whose HEADERS never left (queued behind the peer's
-         * concurrency limit) was never seen by the server. */
+         * concurrency limit) was never seen by the server: however the
+         * server broke the connection, it broke nothing of that request,
+         * which is unsent and retried like any never sent. */
         op->lc.not_processed = !op->lc.sent;
         sg__lc_error(&op->lc, "%s", l->errbuf);
         sg__h2_decide(op, now,
-                      l->peer_broke           ? SG_OUTCOME_PROTOCOL_ERROR
+                      !op->lc.sent            ? SG_OUTCOME_TRANSPORT_ERROR
+                      : l->peer_broke         ? SG_OUTCOME_PROTOCOL_ERROR
                       : op->lc.body_is_stream ? SG_OUTCOME_TRUNCATED
                                               : SG_OUTCOME_TRANSPORT_ERROR,
                       -1);
