@@ -394,7 +394,7 @@ static bool connection_specific(const sg_h2_header *h) {
             return true;
         }
     }
-    return strcasecmp(h->name, "te") == 0 && strcmp(h->value, "trailers") != 0;
+    return strcasecmp(h->name, "te") == 0 && strcasecmp(h->value, "trailers") != 0;
 }
 
 /* A field HTTP/2 can carry (RFC 9113 §8.2.1): a name (lowercased when

@@ -58,10 +58,13 @@ nosecret() {
 expect 2 "a header without a colon" -- -H 'Authorization Bearer sk-SECRET' "$CHAT"
 nosecret "a header without a colon"
 has "$ERR" "Authorization" "the header is named"
+expect 2 "a header that is a key alone" -- -H 'sk-proj-SECRETSECRET' "$CHAT"
+nosecret "a header that is a key alone"
 expect 2 "a header value ending in CR (a key file with CRLF)" -- -H "$(printf 'Authorization: Bearer sk-SECRET\r')" "$CHAT"
 nosecret "a header with a CR"
 has "$ERR" "'Authorization'" "the header with the CR is named"
-for bad in "http://u:SECRET@[::1/x" "http://127.0.0.1:99999/x?key=SECRET" "ftp://u:SECRET@127.0.0.1/x"; do
+for bad in "http://u:SECRET@[::1/x" "http://127.0.0.1:99999/x?key=SECRET" "ftp://u:SECRET@127.0.0.1/x" \
+    "u:SECRET@127.0.0.1:99999/x" "http://u:pa?SECRET@[::1/x" "http://127.0.0.1:99999/x?sk-SECRET"; do
     expect 2 "usage error: a bad URL with a secret" -- "$bad"
     nosecret "a bad URL with a secret"
 done
@@ -257,7 +260,8 @@ if "$SG" --version | grep -q nghttp2; then
     # -H fields HTTP/2 does not carry (connection-specific) are left out,
     # as curl does, and a value's trailing space trimmed: the request goes
     expect 0 "--http2 with HTTP/1.1's connection headers" -- --http2 --output none \
-        -H 'Connection: keep-alive' -H 'Keep-Alive: timeout=5' -H 'TE: gzip' -H 'X-A: b  ' \
+        -H 'Connection: keep-alive' -H 'Keep-Alive: timeout=5' -H 'TE: gzip' \
+        -H 'te: trailers, deflate' -H 'X-A: b  ' \
         --idempotency-key cli-h2-conn "$CHAT?n=1&_t=cli_h2_conn"
     if [ "$(fm_field cli-h2-conn received proto)" = "h2" ]; then pass "sent over h2"; else fail "h2 conn headers: $(fm_field cli-h2-conn received proto)"; fi
     # An https:// URL as libcurl takes it: credentials (libcurl sends them,

@@ -68,9 +68,10 @@ static void conn_new_rejects_bad_options_before_dialling(void **state) {
 }
 
 /* RFC 9113 §8.2: what an HTTP/2 request must not carry is refused before
- * anything is sent - connection-specific fields, an uppercase name, a
- * value with whitespace at an end, a path that is not absolute - rather
- * than sent for the server to reset (and the attempt to be judged sent). */
+ * anything is sent - connection-specific fields (whatever their case), a
+ * TE other than "trailers", a value with whitespace at an end, a path
+ * that is not absolute - rather than sent for the server to reset (and
+ * the attempt to be judged sent). */
 static void stream_start_refuses_what_http2_forbids(void **state) {
     (void)state;
     sg_h2_conn_options o = valid_options();
@@ -80,7 +81,7 @@ static void stream_start_refuses_what_http2_forbids(void **state) {
     static const sg_h2_header bad[][1] = {
         {{"connection", "keep-alive"}}, {{"keep-alive", "timeout=5"}},
         {{"proxy-connection", "x"}},    {{"transfer-encoding", "chunked"}},
-        {{"upgrade", "h2c"}},           {{"te", "gzip"}},
+        {{"upgrade", "h2c"}},           {{"te", "trailers, deflate"}},
         {{"Connection", "close"}},      {{"x-a", "trailing "}},
         {{"x-a", "\tleading"}},
     };

@@ -312,8 +312,15 @@ static int apply(struct config *c, int opt, const char *arg) {
                                nl, arg);
         }
         if (strchr(arg, ':') == NULL) {
-            return usage_error("invalid header '%.*s...' (expected 'Name: value')", nl,
-                               arg);
+            /* a name and a space ("Authorization Bearer ..."): the name;
+             * one bare word may be the key itself: nothing of it */
+            if (arg[nl] == ' ' || arg[nl] == '\t') {
+                return usage_error("invalid header '%.*s...' (expected 'Name: value')",
+                                   nl, arg);
+            }
+            return usage_error("invalid header of %zu bytes with no ':' (expected 'Name: "
+                               "value')",
+                               strlen(arg));
         }
         struct curl_slist *l = curl_slist_append(c->headers, arg);
         if (l == NULL) {

@@ -95,7 +95,12 @@ static bool h2_forbidden(const char *name, const char *value) {
     while (*value == ' ' || *value == '\t') {
         value++;
     }
-    return strcmp(name, "te") == 0 && strncmp(value, "trailers", 8) != 0;
+    size_t n = strlen(value);
+    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t')) {
+        n--;
+    }
+    /* TE: only "trailers" itself, as the library takes it */
+    return strcmp(name, "te") == 0 && !(n == 8 && strncasecmp(value, "trailers", 8) == 0);
 }
 
 /* Request headers: "Name: value" -> lowercase name, trimmed value.  The

@@ -146,20 +146,21 @@ const char *masked_url(char *buf, size_t size, const char *url, bool every_value
     char *d = buf;
     const char *end = buf + size;
     const char *p = url;
+    /* the authority: after "scheme://" (a "://" before any '/', '?' or
+     * '#'), else from the start (a URL without its scheme); it ends at the
+     * first '/' - a password may hold '?' or '#' (libpq reads it to '@') */
     const char *auth = strstr(url, "://");
-    if (auth != NULL) {
-        auth += 3;
-        size_t alen = strcspn(auth, "/?#");
-        const char *at = NULL;
-        for (const char *q = auth; q < auth + alen; q++) {
-            at = *q == '@' ? q : at; /* the last one: a password may hold '@' */
-        }
-        const char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
-        if (colon != NULL) {
-            put(&d, end, url, (size_t)(colon - url));
-            put(&d, end, ":***", 4);
-            p = at;
-        }
+    auth = auth != NULL && (size_t)(auth - url) <= strcspn(url, "/?#") ? auth + 3 : url;
+    size_t alen = strcspn(auth, "/");
+    const char *at = NULL;
+    for (const char *q = auth; q < auth + alen; q++) {
+        at = *q == '@' ? q : at; /* the last one: a password may hold '@' */
+    }
+    const char *colon = at != NULL ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon != NULL) {
+        put(&d, end, url, (size_t)(colon - url));
+        put(&d, end, ":***", 4);
+        p = at;
     }
     size_t plen = strcspn(p, "?#");
     put(&d, end, p, plen);
@@ -169,8 +170,13 @@ const char *masked_url(char *buf, size_t size, const char *url, bool every_value
         p++;
         size_t nlen = strcspn(p, "=&#");
         /* password=, and libpq's sslpassword= too: any name ending so */
-        bool secret = every_value || (nlen >= 8 && strncmp(p + nlen - 8, "password", 8) == 0);
-        put(&d, end, p, nlen);
+        bool secret =
+            every_value || (nlen >= 8 && strncmp(p + nlen - 8, "password", 8) == 0);
+        if (every_value && p[nlen] != '=' && nlen > 0) {
+            put(&d, end, "***", 3); /* a bare value ("?sk-..."): no name to show */
+        } else {
+            put(&d, end, p, nlen);
+        }
         p += nlen;
         if (*p == '=') {
             size_t vlen = strcspn(p + 1, "&#");
