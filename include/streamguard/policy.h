@@ -387,10 +387,11 @@ SG_EXTERN int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns);
  * lease shorter than this is refused, and a backoff sleep is only taken if
  * at least this (plus the floor) is left after it.  The effective value is
  * min(this, attempt timeout when set, budget - floor), the budget being the
- * operation's own (an absolute deadline, sg_op_options_set_deadline, or an
- * earlier start, sg_op_options_set_started_at, may leave less than the
- * one set), so neither a short attempt timeout nor a small budget refuses
- * every attempt.
+ * operation's own (an absolute deadline, sg_op_options_set_deadline, may
+ * make it less than the one set; time spent before an earlier start,
+ * sg_op_options_set_started_at, is spent from it, not taken off it), so
+ * neither a short attempt timeout nor a small budget refuses every
+ * attempt.
  * Default: 10 ms.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:

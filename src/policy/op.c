@@ -352,8 +352,8 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
 }
 
 /* The minimum attempt of this operation: the option's, never more than
- * its own budget could ever lease above the floor (an absolute deadline or
- * an earlier start leaves less than the budget configured). */
+ * its own budget could ever lease above the floor (an absolute deadline
+ * may leave less than the budget configured). */
 static int64_t min_attempt(const sg_op *op) {
     int64_t m = sg__opt_min_attempt(&op->opts_);
     const sg_budget *b = &op->budget_;
