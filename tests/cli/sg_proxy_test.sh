@@ -619,6 +619,24 @@ for _ in $(seq 1 40); do
 done
 check "--max-connections: once they close, requests are served again" '[ "$ok" -eq 1 ]' "last $CODE"
 
+# A request read whole and answered at once (no route for its path: the
+# one-route proxy has one, so a dot segment's 400) frees its connection
+# when the answer is out, even while the client keeps its socket open:
+# only an answer sent before the request was read whole lingers.
+px_start D1 --upstream "$UP" --profile openai --max-connections 1 --header-timeout 10s
+exec {fd}<>"/dev/tcp/127.0.0.1/$PX_PORT"
+printf 'GET /v1/../x HTTP/1.1\r\nHost: x\r\n\r\n' >&"$fd"
+head -c 12 <&"$fd" >"$FM_DIR/d1.status"
+ok=0
+for _ in $(seq 1 20); do
+    CODE=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$PX_PORT/v1/chat/completions?n=1&_t=px_d1")
+    [ "$CODE" = 200 ] && ok=1 && break
+    sleep 0.05
+done
+exec {fd}>&-
+check "a whole request answered 400: its connection is free while the client holds it" \
+    '[ "$(cat "$FM_DIR/d1.status")" = "HTTP/1.1 400" ] && [ "$ok" -eq 1 ]' "$(cat "$FM_DIR/d1.status"), last $CODE"
+
 # ---- E, F: SIGTERM drains -------------------------------------------------------
 # sigterm NAME QUERY [proxy options...]: a proxy, a stream through it to
 # $FM_DIR/NAME.body, SIGTERM once its first item has arrived; then

@@ -161,7 +161,8 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
              "Connection: close\r\n%s\r\n",
              status, reason, ctype, len, extra != NULL ? extra : "");
-    c->linger = c->state == C_HEAD || c->state == C_BODY; /* the client may still send */
+    /* answered before its request was read whole: the client may still send */
+    c->linger = (c->state == C_HEAD || c->state == C_BODY) && !c->request_whole;
     c->state = C_CLOSING;
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
     put_str(c, head);
@@ -366,6 +367,7 @@ static void parse(struct conn *c) {
     }
     if (c->state == C_BODY) {
         int done = read_body(c);
+        c->request_whole = done == 1; /* an answer now is to all of it */
         if (done == 1 && !serve_metrics(c)) {
             start_operation(c);
         }

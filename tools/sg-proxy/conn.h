@@ -74,6 +74,7 @@ struct conn {
     /* answered before its request was read whole (a limit, a timeout):
      * the end is a half-close, reading on (lingering), not a close */
     bool linger, lingering;
+    bool request_whole; /* its body read to the end */
     /* the answer */
     char *out;
     size_t out_len, out_off, out_cap;
