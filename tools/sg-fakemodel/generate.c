@@ -552,6 +552,19 @@ static void let_end_go(exchange *ex, int64_t now) {
     ex_pump(ex);
 }
 
+/* The end is out: the body ends now, or (linger) stays open until the
+ * linger's end, keepalives going on.  true when it lingers. */
+static bool end_body(exchange *ex, int64_t now) {
+    if (ex->sc.linger_ms > 0) {
+        ex->lingering = 1;
+        ex->next_item_at = sg_fm_add_ms(now, ex->sc.linger_ms);
+        return true;
+    }
+    ex->eof_pending = 1;
+    let_end_go(ex, now);
+    return false;
+}
+
 /* Generates whatever is due, as far as the client's reading allows. */
 void ex_step(exchange *ex) {
     if (ex->st != X_STREAMING || ex->finished) {
@@ -616,8 +629,9 @@ void ex_step(exchange *ex) {
                 /* n=0: an empty answer - the prelude, then the end */
                 emit_end(ex);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
-                ex->eof_pending = 1;
-                let_end_go(ex, now);
+                if (end_body(ex, now)) {
+                    break; /* lingering: on to the timers */
+                }
                 return;
             }
             emit_item(ex);
@@ -629,15 +643,9 @@ void ex_step(exchange *ex) {
             if (!ex->sc.runaway && ex->items >= ex->sc.n) {
                 emit_end(ex);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
-                if (ex->sc.linger_ms > 0) {
-                    /* the end is out; the body stays open (keepalives
-                     * going on) until the linger's end */
-                    ex->lingering = 1;
-                    ex->next_item_at = sg_fm_add_ms(now, ex->sc.linger_ms);
-                    break;
+                if (end_body(ex, now)) {
+                    break; /* lingering: on to the timers */
                 }
-                ex->eof_pending = 1;
-                let_end_go(ex, now);
                 return;
             }
             /* Count the gap from when this item was due, not from when the
