@@ -189,33 +189,25 @@ int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
     if (p->conn == NULL) {
         return SG_ECONNRESET;
     }
-    if (PQtransactionStatus(p->conn) == PQTRANS_INERROR) {
-        /* an aborted transaction runs nothing but its end (ROLLBACK, or a
-         * COMMIT that rolls back): the statement_timeout before it would
-         * fail, and the pipeline's abort skip the end itself - the
-         * transaction would never end */
-        if (PQenterPipelineMode(p->conn) == 0 ||
-            PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
-            PQpipelineSync(p->conn) == 0) {
-            sg__pg_drop(p);
-            return SG_ECONNRESET;
-        }
-        int rv = flush(p, until);
-        return rv != 0 ? rv : collect(p, 0, true, until, out);
-    }
+    /* an aborted transaction runs nothing but its end (ROLLBACK, or a
+     * COMMIT that rolls back): the statement_timeout before it would fail,
+     * and the pipeline's abort skip the end itself - the transaction would
+     * never end */
+    const bool aborted = PQtransactionStatus(p->conn) == PQTRANS_INERROR;
     char tmo[32];
     server_timeout(until, tmo);
     const char *tv[1] = {tmo};
     if (PQenterPipelineMode(p->conn) == 0 ||
-        PQsendQueryParams(p->conn, "SELECT set_config('statement_timeout', $1, false)", 1,
-                          NULL, tv, NULL, NULL, 0) == 0 ||
+        (!aborted &&
+         PQsendQueryParams(p->conn, "SELECT set_config('statement_timeout', $1, false)",
+                           1, NULL, tv, NULL, NULL, 0) == 0) ||
         PQsendQueryParams(p->conn, sql, n, NULL, vals, NULL, NULL, 0) == 0 ||
         PQpipelineSync(p->conn) == 0) {
         sg__pg_drop(p);
         return SG_ECONNRESET;
     }
     int rv = flush(p, until);
-    return rv != 0 ? rv : collect(p, 1, true, until, out);
+    return rv != 0 ? rv : collect(p, aborted ? 0 : 1, true, until, out);
 }
 
 /* A script without parameters (the schema), by @until. */
