@@ -164,6 +164,9 @@ void sg__h2_detach_stream(sg_h2_op *op);
 void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code);
 /* Sends the request of an op that waited for its link, now READY. */
 void sg__h2_submit_waiting(sg_h2_op *op, int64_t now);
+/* Whether READY link @l may open one more stream under the server's
+ * MAX_CONCURRENT_STREAMS (nghttp2's view of it). */
+bool sg__h2_link_has_room(const sg__h2_link *l);
 /* Runs the policy and the callbacks of every decided attempt. */
 void sg__h2_process_decided(sg_h2_conn *c);
 /* Every operation whose intent's answer is in: its first attempt goes, or it

@@ -504,10 +504,31 @@ static bool session_finished(const sg__h2_link *l) {
            !nghttp2_session_want_write(l->session);
 }
 
+/* Streams that wait for a slot on READY link @l go as slots free, in the
+ * order they were started, each stamped now. */
+static void admit_waiting(sg__h2_link *l) {
+    sg_h2_conn *c = l->conn;
+    if (l->state != SG__H2L_READY || l->waiting == 0 || !sg__h2_link_has_room(l)) {
+        return;
+    }
+    /* c->ops is newest first: the oldest waiting goes first */
+    sg_h2_op *last = NULL;
+    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
+        last = op;
+    }
+    int64_t now = sg__h2_now(c);
+    for (sg_h2_op *op = last; op != NULL && sg__h2_link_has_room(l); op = op->prev) {
+        if (op->link == l && op->waiting) {
+            sg__h2_submit_waiting(op, now);
+        }
+    }
+}
+
 void sg__h2_links_flush(sg_h2_conn *c) {
     sg__h2_link **pp = &c->links;
     while (*pp != NULL) {
         sg__h2_link *l = *pp;
+        admit_waiting(l);
         if (l->state == SG__H2L_READY && l != c->cur && l->active == 0) {
             /* an old link with nothing left on it: say goodbye */
             nghttp2_session_terminate_session(l->session, NGHTTP2_NO_ERROR);

@@ -179,9 +179,17 @@ static int submit(sg_h2_op *op, int64_t now) {
     return 0;
 }
 
-/* Takes the link new streams go on: a READY one gets the request now;
- * one still connecting makes the op wait (phase connect, under the
- * attempt's own clocks) until link.c sends it or fails it. */
+bool sg__h2_link_has_room(const sg__h2_link *l) {
+    uint32_t max = nghttp2_session_get_remote_settings(
+        l->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    return l->active >= 0 && (uint32_t)l->active < max;
+}
+
+/* Takes the link new streams go on: a READY one with a stream to spare
+ * gets the request now; one still connecting makes the op wait (phase
+ * connect, under the attempt's own clocks) until link.c sends it or fails
+ * it; one at the server's MAX_CONCURRENT_STREAMS makes it wait for a slot
+ * (phase send), so its deadline is stamped when it goes, not now. */
 static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
                      int64_t *now, sg_outcome *fail) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
@@ -198,7 +206,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
         return SG_ENOMEM;
     }
     op->link = l;
-    if (l->state != SG__H2L_READY) {
+    if (l->state != SG__H2L_READY || !sg__h2_link_has_room(l)) {
+        if (l->state == SG__H2L_READY) {
+            sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_SEND, *now);
+        }
         op->waiting = true;
         l->waiting++;
         sg__h2_reschedule(op);
@@ -214,7 +225,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
 void sg__h2_submit_waiting(sg_h2_op *op, int64_t now) {
     op->waiting = false;
     op->link->waiting--;
-    /* the connection took time: the stamp says what is left now */
+    /* the connection, or a slot, took time: the stamp says what is left */
     sg__lc_restamp(&op->lc, now);
     if (submit(op, now) != 0) {
         op->lc.not_processed = true;

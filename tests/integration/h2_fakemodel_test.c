@@ -255,6 +255,57 @@ static void connect_to_a_closed_port_fails(void **state) {
     assert_int_equal(sg_h2_conn_new(&c, &o), SG_ECONNECT);
 }
 
+/* A stream that waits for a slot under the server's MAX_CONCURRENT_STREAMS
+ * is stamped when its request goes, not when it was started: the server
+ * is told what is left of the lease then. */
+static void a_stream_waiting_for_a_slot_is_stamped_when_it_goes(void **state) {
+    (void)state;
+    fm_server s;
+    const char *extra[] = {"--h2-max-streams", "1", NULL};
+    assert_int_equal(h2t_start(&s, g_fm_path, extra), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    for (int i = 0; i < 3; i++) { /* the server's SETTINGS are in */
+        sg_h2_conn_step(c, h2t_now(), true, true);
+        usleep(10 * 1000);
+    }
+    expect ex[2];
+    memset(ex, 0, sizeof(ex));
+    for (int i = 0; i < 2; i++) {
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(5));
+        sg_op_options_set_max_attempts(&po, 3);
+        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = i == 0 ? "/v1/chat/completions?n=2&gap=300&_tag=slot0"
+                          : "/v1/chat/completions?n=1&_tag=slot1";
+        req.deadline_header = true;
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+                                            &ex[i], &ex[i].op),
+                         0);
+    }
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(sg_h2_op_outcome(ex[i].op), SG_OUTCOME_OK);
+    }
+    char *log = h2t_log_when(&s, "_tag=slot1", 1);
+    assert_non_null(log);
+    const char *p = strstr(log, "_tag=slot1");
+    assert_non_null(p);
+    p = strstr(p, "\"x_deadline_ms\":\"");
+    assert_non_null(p);
+    long ms = strtol(p + strlen("\"x_deadline_ms\":\""), NULL, 10);
+    free(log);
+    if (ms > 4800) { /* 5000 less the ~300 ms the first stream held the slot */
+        fail_msg("X-Deadline-Ms %ld after about 300 ms of waiting for a slot", ms);
+    }
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 /* A read that stopped at its per-step budget just as the socket drained:
  * the next step reads on (h2.h: "even without @readable"), finds nothing
  * and says so, so the loop sleeps again instead of stepping at once
@@ -1139,6 +1190,8 @@ int main(int argc, char **argv) {
                                   h2t_teardown),
         cmocka_unit_test_teardown(
             a_read_stopped_at_its_budget_is_read_on_by_the_next_step, h2t_teardown),
+        cmocka_unit_test_teardown(a_stream_waiting_for_a_slot_is_stamped_when_it_goes,
+                                  h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_unreachable_first_address_costs_one_attempt_delay,
