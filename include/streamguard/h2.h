@@ -95,8 +95,7 @@ typedef struct sg_h2_op sg_h2_op;
  *                  stream: the stream is reset with PROTOCOL_ERROR and the
  *                  attempt is protocol_error), 128 .. 2^31-1 (a head
  *                  smaller than 128 bytes holds little beyond :status,
- *                  counted as RFC 9113 does).  Default
- *                  64 KiB.
+ *                  counted as RFC 9113 does).  Default 64 KiB.
  * clock:           the clock; NULL = CLOCK_MONOTONIC.  sg_h2_conn_run waits
  *                  on real time, so inject a clock only for reads.  Copied.
  * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
@@ -156,9 +155,9 @@ typedef struct sg_h2_header {
  *                  HTTP/2 forbids - connection, keep-alive,
  *                  proxy-connection, transfer-encoding, upgrade, te other
  *                  than "trailers" - and no value with a space or tab at
- *                  either end, RFC 9113 §8.2).  Sent on every attempt together with
- *                  idempotency-key (when the policy has a key) and the
- *                  deadline header(s).
+ *                  either end, RFC 9113 §8.2).  Sent on every attempt
+ *                  together with idempotency-key (when the policy has a
+ *                  key) and the deadline header(s).
  * body, body_len:  request body; NULL/0 for none.
  * deadline_header: stamp the attempt's lease in whole milliseconds under
  *                  the policy's deadline header name, fresh per attempt.
@@ -376,8 +375,8 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * (then no operation exists and no callback was called):
  *   SG_EINVAL  @conn or @req is NULL, a path that is not absolute (nor
  *              "*"), a header without a name or value or one HTTP/2 does
- *              not carry (see sg_h2_request), a negative drain_ns, an invalid method, or an unknown
- *              format in @req->framing;
+ *              not carry (see sg_h2_request), a negative drain_ns, an
+ *              invalid method, or an unknown format in @req->framing;
  *   SG_ERANGE  a framing limit is out of range;
  *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection
  *              serves one origin (fallback is the libcurl transport's);
@@ -390,6 +389,17 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  *              key is unresolved, SG_EINVAL without any key): nothing was
  *              sent.
  */
+/**
+ * sg_h2_connection_specific - whether the request field @name: @value is
+ * one HTTP/2 does not carry (RFC 9113 §8.2.2): connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade, or a te other than
+ * "trailers" (names and that value compared without regard to case).
+ * sg_h2_stream_start refuses such a field; a caller turning HTTP/1.1
+ * headers into HTTP/2 ones leaves them out.  NULL is never one.
+ * Thread-safety: any thread.
+ */
+SG_EXTERN bool sg_h2_connection_specific(const char *name, const char *value);
+
 SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
                                  const sg_op_options *policy, const sg_h2_callbacks *cbs,
                                  void *user_data, sg_h2_op **out);

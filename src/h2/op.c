@@ -182,7 +182,7 @@ static int submit(sg_h2_op *op, int64_t now) {
 bool sg__h2_link_has_room(const sg__h2_link *l) {
     uint32_t max = nghttp2_session_get_remote_settings(
         l->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-    return l->active >= 0 && (uint32_t)l->active < max;
+    return (uint32_t)l->active < max;
 }
 
 /* Takes the link new streams go on: a READY one with a stream to spare
@@ -394,18 +394,19 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
     return 0;
 }
 
-/* A field HTTP/2 does not carry (RFC 9113 §8.2.2): connection-specific,
- * or TE other than "trailers". */
-static bool connection_specific(const sg_h2_header *h) {
+bool sg_h2_connection_specific(const char *name, const char *value) {
     static const char *const names[] = {"connection",       "keep-alive",
                                         "proxy-connection", "transfer-encoding",
                                         "upgrade",          NULL};
+    if (name == NULL || value == NULL) {
+        return false;
+    }
     for (const char *const *n = names; *n != NULL; n++) {
-        if (strcasecmp(h->name, *n) == 0) {
+        if (strcasecmp(name, *n) == 0) {
             return true;
         }
     }
-    return strcasecmp(h->name, "te") == 0 && strcasecmp(h->value, "trailers") != 0;
+    return strcasecmp(name, "te") == 0 && strcasecmp(value, "trailers") != 0;
 }
 
 /* A field HTTP/2 can carry (RFC 9113 §8.2.1): a name (lowercased when
@@ -429,7 +430,8 @@ static int check_request(const sg_h2_request *req) {
         return SG_EINVAL;
     }
     for (size_t i = 0; i < req->nheaders; i++) {
-        if (!field_ok(&req->headers[i]) || connection_specific(&req->headers[i])) {
+        const sg_h2_header *h = &req->headers[i];
+        if (!field_ok(h) || sg_h2_connection_specific(h->name, h->value)) {
             return SG_EINVAL;
         }
     }

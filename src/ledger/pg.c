@@ -129,12 +129,6 @@ static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, in
  * the BEGIN, which did nothing: one more connection may take it. */
 static int begin_tx(pg_ledger *p, const char *sql, int64_t until) {
     PGresult *res;
-    if (p->conn != NULL && PQtransactionStatus(p->conn) != PQTRANS_IDLE) {
-        /* a transaction left open (one whose end was not seen): ended
-         * first, or the BEGIN would fail inside it */
-        (void)sg__pg_run(p, "ROLLBACK", 0, NULL, until, &res);
-        PQclear(res);
-    }
     int rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
     PQclear(res);
     if (rv == SG_ECONNRESET) {

@@ -218,20 +218,15 @@ int ledger_refused(const struct config *c) {
     sg_op op;
     int fd = -1;
     int64_t now = sg_clock_now(NULL);
-    if (sg_op_start_async(&op, &o, now, &fd) != SG_EINPROGRESS) {
-        if (!c->run.quiet) {
-            fprintf(stderr, "%s: refused: %s\n", prog, why);
-        }
-        return EXIT_BUDGET;
-    }
+    bool started = sg_op_start_async(&op, &o, now, &fd) == SG_EINPROGRESS;
     int code = EXIT_BUDGET;
-    if (sg_op_intent_poll(&op, now) == 1) {
+    if (started && sg_op_intent_poll(&op, now) == 1) {
         code = conclude(c, &op, why, NULL, 0);
-    } else {
-        if (!c->run.quiet) {
-            fprintf(stderr, "%s: refused: %s\n", prog, why);
-        }
+    } else if (!c->run.quiet) {
+        fprintf(stderr, "%s: refused: %s\n", prog, why); /* no operation to report */
     }
-    sg_op_release(&op);
+    if (started) {
+        sg_op_release(&op);
+    }
     return code;
 }

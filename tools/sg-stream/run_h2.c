@@ -81,28 +81,6 @@ static int split_url(const char *url, bool *tls, char *host, size_t host_len, in
     return rv;
 }
 
-/* A connection-specific field (RFC 9113 §8.2.2), which HTTP/2 does not
- * carry: @name lowercased, @value as given (after the colon). */
-static bool h2_forbidden(const char *name, const char *value) {
-    static const char *const names[] = {"connection",       "keep-alive",
-                                        "proxy-connection", "transfer-encoding",
-                                        "upgrade",          NULL};
-    for (const char *const *n = names; *n != NULL; n++) {
-        if (strcmp(name, *n) == 0) {
-            return true;
-        }
-    }
-    while (*value == ' ' || *value == '\t') {
-        value++;
-    }
-    size_t n = strlen(value);
-    while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t')) {
-        n--;
-    }
-    /* TE: only "trailers" itself, as the library takes it */
-    return strcmp(name, "te") == 0 && !(n == 8 && strncasecmp(value, "trailers", 8) == 0);
-}
-
 /* Request headers: "Name: value" -> lowercase name, trimmed value.  The
  * names are copied into @names; the values point into c->headers. */
 static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
@@ -125,9 +103,6 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
             names[nh][k] = ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch;
         }
         names[nh][nlen] = '\0';
-        if (h2_forbidden(names[nh], colon + 1)) {
-            continue; /* HTTP/1.1's own: left out, as curl does over h2 */
-        }
         char *v = colon + 1;
         while (*v == ' ' || *v == '\t') {
             v++;
@@ -135,6 +110,9 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
         size_t vl = strlen(v);
         while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) {
             v[--vl] = '\0'; /* HTTP/2 takes no whitespace at a value's end */
+        }
+        if (sg_h2_connection_specific(names[nh], v)) {
+            continue; /* HTTP/1.1's own: left out, as curl does over h2 */
         }
         hdrs[nh].name = names[nh];
         hdrs[nh].value = v;
