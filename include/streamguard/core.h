@@ -225,7 +225,7 @@ SG_EXTERN sg_clock sg_manual_clock_as(sg_manual_clock *mc);
     XX(ENOTFOUND, -23, "not found")                                             \
     XX(EEXIST, -24, "already exists")                                           \
     XX(ECORRUPT, -25, "corrupt record")                                         \
-    XX(ELOCKED, -26, "resource locked by another process")                      \
+    XX(ELOCKED, -26, "resource locked by another process or thread")            \
     XX(ESYS, -27, "system call failed (see errno)")                             \
     XX(ETOOMANY, -28, "too many objects")                                       \
     XX(EUNSUPPORTED, -29, "not supported")                                      \

@@ -128,7 +128,9 @@ typedef enum sg_ledger_fsync {
  *                  Wall time is only displayed, never used as a duration.
  * max_live:        most unresolved operations the index holds; an intent
  *                  beyond it is refused with SG_ETOOMANY.  Default 1048576.
- * lock_timeout_ns: how long a call waits for another process's lock before
+ * lock_timeout_ns: how long a call waits for another process's lock, or
+ *                  for the handle while another thread of this process uses
+ *                  it (a sync, a compaction, a listing's callbacks), before
  *                  failing with SG_ELOCKED (PostgreSQL: its lock_timeout, for
  *                  another worker's transaction on the same row).  Default
  *                  0: wait as long as it takes.  At most SG_DURATION_MAX.
@@ -302,7 +304,8 @@ SG_EXTERN int sg_ledger_key_check(const char *key);
  *   SG_ETOOMANY  max_live unresolved operations are already recorded (or
  *                catching up with other processes' records found more);
  *   SG_ENOMEM    out of memory;
- *   SG_ELOCKED   another process held the lock longer than lock_timeout_ns;
+ *   SG_ELOCKED   another process held the lock (or another thread the
+ *                handle) longer than lock_timeout_ns;
  *   SG_ESYS      a lock, stat, truncate or reopen call failed (errno says
  *                why);
  *   SG_EIO       reading or writing the file failed, or fdatasync failed:
@@ -466,13 +469,15 @@ SG_EXTERN const char *sg_ledger_op_key(const sg_op *op, const char *fallback);
 /**
  * sg_ledger_op_intent - sg_ledger_intent for a started operation, with its
  * method: call it before the first request; if it fails, send nothing.
- * Waiting for another process's lock ends when the operation's budget
- * could lease nothing more (its deadline less its floor, on
- * CLOCK_MONOTONIC), or after lock_timeout_ns, whichever is first: then
- * SG_ELOCKED, and the operation is refused rather than late.  PostgreSQL:
- * the whole intent - connecting again if the connection was lost, and the
- * statement (its server-side statement_timeout too) - ends by the same
- * instant or by timeout_ns, whichever is first: then SG_ETIMEDOUT.
+ * Waiting for another process's lock, or for the handle while another
+ * thread uses it, ends when the operation's budget could lease nothing
+ * more (its deadline less its floor, on CLOCK_MONOTONIC), or after
+ * lock_timeout_ns, whichever is first: then SG_ELOCKED, and the operation
+ * is refused rather than late.  PostgreSQL: the whole intent - its turn on
+ * the handle's intent connection behind other threads' intents,
+ * connecting again if the connection was lost, and the statement (its
+ * server-side statement_timeout too) - ends by the same instant or by
+ * timeout_ns, whichever is first: then SG_ETIMEDOUT.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op never started, or @key or @url is NULL;

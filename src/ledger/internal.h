@@ -265,6 +265,9 @@ int sg__ledger_lock(sg_ledger *l, int how);
 /* The same, waiting for the file lock no later than @until (monotonic;
  * SG_TIME_NEVER: only lock_timeout_ns bounds it): SG_ELOCKED after. */
 int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until);
+/* The instant a wait for the ledger that starts now ends: @until, or
+ * lock_timeout_ns from now when that is sooner. */
+int64_t sg__ledger_lock_deadline(const sg_ledger *l, int64_t until);
 void sg__ledger_unlock(sg_ledger *l);
 int sg__ledger_fsync(int fd);
 int sg__ledger_open_data(sg_ledger *l, int *fd_out);
@@ -305,6 +308,11 @@ int sg__ledger_cond_init(pthread_cond_t *cond);
  * @deadline (SG_TIME_NEVER: no bound): SG_ETIMEDOUT once it has passed,
  * else 0 (woken, or a spurious wakeup: the caller checks again). */
 int sg__ledger_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t deadline);
+
+/* @mu, waited for at most until @deadline (CLOCK_MONOTONIC; SG_TIME_NEVER:
+ * no bound): 0 once held, SG_ETIMEDOUT when @deadline passed first (another
+ * thread of this process held it: a sync, a statement, a listing). */
+int sg__ledger_mutex_lock_until(pthread_mutex_t *mu, int64_t deadline);
 
 typedef int (*sg__ledger_locked_fn)(sg_ledger *l, void *arg);
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg);

@@ -371,8 +371,8 @@ int sg_ledger_list_unresolved(sg_ledger *l,
     if (l == NULL || cb == NULL) {
         return SG_EINVAL;
     }
-    pthread_mutex_lock(&l->mu);
     if (l->db != NULL) {
+        pthread_mutex_lock(&l->mu);
         int rv = l->db->list(l, cb, user_data);
         pthread_mutex_unlock(&l->mu);
         return rv;
@@ -380,7 +380,11 @@ int sg_ledger_list_unresolved(sg_ledger *l,
     /* The shared lock is held only to catch up: the index is then a
      * snapshot of the file at one record boundary, and the callbacks run
      * without holding up writers in other processes. */
-    int rv = sg__ledger_lock(l, LOCK_SH);
+    int64_t deadline = sg__ledger_lock_deadline(l, SG_TIME_NEVER);
+    if (sg__ledger_mutex_lock_until(&l->mu, deadline) != 0) {
+        return SG_ELOCKED;
+    }
+    int rv = sg__ledger_lock_until(l, LOCK_SH, deadline);
     if (rv == 0) {
         rv = sg__ledger_refresh(l);
         sg__ledger_unlock(l);

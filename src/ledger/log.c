@@ -216,6 +216,12 @@ int sg__ledger_lock(sg_ledger *l, int how) {
     return sg__ledger_lock_until(l, how, SG_TIME_NEVER);
 }
 
+int64_t sg__ledger_lock_deadline(const sg_ledger *l, int64_t until) {
+    return l->opts.lock_timeout_ns == 0
+               ? until
+               : sg_time_min(sg_time_add(mono_now(), l->opts.lock_timeout_ns), until);
+}
+
 int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until) {
     if (l->opts.lock_timeout_ns == 0 && until == SG_TIME_NEVER) {
         while (flock(l->lock_fd, how) != 0) {
@@ -225,10 +231,7 @@ int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until) {
         }
         return 0;
     }
-    int64_t deadline =
-        l->opts.lock_timeout_ns == 0
-            ? until
-            : sg_time_min(sg_time_add(mono_now(), l->opts.lock_timeout_ns), until);
+    int64_t deadline = sg__ledger_lock_deadline(l, until);
     for (;;) {
         if (flock(l->lock_fd, how | LOCK_NB) == 0) {
             return 0;
@@ -407,8 +410,14 @@ int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *a
 
 int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg,
                                int64_t until) {
-    pthread_mutex_lock(&l->mu);
-    int rv = sg__ledger_lock_until(l, how, until);
+    /* One bound for both waits: another thread of this process holding the
+     * handle is waited for no longer than another process holding the file
+     * (lock_timeout_ns, and @until). */
+    int64_t deadline = sg__ledger_lock_deadline(l, until);
+    if (sg__ledger_mutex_lock_until(&l->mu, deadline) != 0) {
+        return SG_ELOCKED;
+    }
+    int rv = sg__ledger_lock_until(l, how, deadline);
     if (rv == 0) {
         rv = sg__ledger_refresh(l);
         if (rv == 0) {

@@ -402,7 +402,9 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     until = sg__pg_bound(p, until);
     /* This handle's resolution of the key, still queued: the row is
      * pending until it commits, and the intent would be refused. */
-    pthread_mutex_lock(&l->mu);
+    if (sg__ledger_mutex_lock_until(&l->mu, until) != 0) {
+        return SG_ETIMEDOUT; /* a listing held the handle past the bound */
+    }
     fence *prev = *fence_slot(p, key);
     uint64_t ended = prev != NULL ? prev->ended : 0;
     pthread_mutex_unlock(&l->mu);
@@ -424,7 +426,12 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     }
     memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
-    pthread_mutex_lock(&p->ic_mu);
+    /* Another thread's intent has the connection: its turn is waited for
+     * within this intent's bound, as its statement would be. */
+    if (sg__ledger_mutex_lock_until(&p->ic_mu, until) != 0) {
+        free(f);
+        return SG_ETIMEDOUT;
+    }
     rv = sg__pg_exec(
         p->ic,
         "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "

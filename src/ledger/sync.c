@@ -129,6 +129,18 @@ int sg__ledger_wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t dea
     return 0;
 }
 
+int sg__ledger_mutex_lock_until(pthread_mutex_t *mu, int64_t deadline) {
+    if (deadline == SG_TIME_NEVER) {
+        pthread_mutex_lock(mu);
+        return 0;
+    }
+    struct timespec ts = {(time_t)(deadline / SG_SEC(1)), (long)(deadline % SG_SEC(1))};
+    if (deadline < 0) {
+        ts = (struct timespec){0, 0}; /* long past: one try, no wait */
+    }
+    return pthread_mutex_clocklock(mu, CLOCK_MONOTONIC, &ts) == 0 ? 0 : SG_ETIMEDOUT;
+}
+
 int sg__ledger_cond_init(pthread_cond_t *cond) {
     pthread_condattr_t ca;
     if (pthread_condattr_init(&ca) != 0) {

@@ -15,6 +15,7 @@
 
 #include <arpa/inet.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdio.h>
@@ -231,6 +232,64 @@ static void every_call_is_bounded(void) {
     CHECK_RV(sg_ledger_open(&l, uri, &o2), 0);
     CHECK_RV(sg_ledger_intent(l, "pg-long", "POST", "https://h/long"), 0);
     CHECK_RV(sg_ledger_reconcile(l, "pg-long", NULL), 0);
+    sg_ledger_close(l);
+}
+
+/* Intents take turns on the handle's intent connection.  One thread's
+ * intent waits on a row another transaction holds (up to the handle's 2 s
+ * timeout); another thread's operation, with a 200 ms budget, waits for
+ * its turn no longer than its budget: SG_ETIMEDOUT then, not 2 s later. */
+typedef struct blocked_intent {
+    sg_ledger *l;
+    int rv;
+} blocked_intent;
+
+static void *blocked_main(void *arg) {
+    blocked_intent *b = arg;
+    b->rv = sg_ledger_intent(b->l, "pg-turn-held", "POST", "https://h/held");
+    return NULL;
+}
+
+static long long count(PGconn *c, const char *q);
+
+static void an_intent_waits_its_turn_no_longer_than_its_budget(void) {
+    sg_ledger *l = open_ledger(SG_SEC(2));
+    CHECK_RV(sg_ledger_intent(l, "pg-turn-held", "POST", "https://h/held"), 0);
+    CHECK_RV(sg_ledger_resolve(l, "pg-turn-held", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    CHECK_RV(sg_ledger_sync(l, SG_SEC(5)), 0);
+    PGconn *c = admin();
+    sql(c, "BEGIN");
+    sql(c, "SELECT * FROM streamguard_ledger_ops WHERE key = 'pg-turn-held' FOR UPDATE");
+    blocked_intent b = {l, 1};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, blocked_main, &b) == 0);
+    /* the first intent's statement waits on the row */
+    PGconn *w = admin();
+    int64_t until = sg_clock_now(NULL) + SG_SEC(1);
+    while (
+        count(w, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") <
+            1 &&
+        sg_clock_now(NULL) < until) {
+        usleep(5000);
+    }
+    PQfinish(w);
+    sg_op_options o;
+    sg_op_options_init(&o);
+    sg_op_options_set_budget(&o, SG_MS(200));
+    sg_op_options_set_method(&o, "POST");
+    sg_op op;
+    int64_t t0 = sg_clock_now(NULL);
+    CHECK_RV(sg_op_start(&op, &o, t0), 0);
+    CHECK_RV(sg_ledger_op_intent(l, "pg-turn-free", &op, "https://h/free"), SG_ETIMEDOUT);
+    int64_t took = sg_clock_now(NULL) - t0;
+    CHECK(took < SG_MS(200) + SG_MS(300));
+    sg_op_release(&op);
+    sql(c, "ROLLBACK");
+    pthread_join(th, NULL);
+    /* the first one had its turn once the row was free */
+    CHECK_RV(b.rv, 0);
+    CHECK_RV(sg_ledger_reconcile(l, "pg-turn-held", NULL), 0);
+    PQfinish(c);
     sg_ledger_close(l);
 }
 
@@ -488,6 +547,7 @@ int main(int argc, char **argv) {
     lifecycle_round_trip();
     a_late_owner_is_fenced_off();
     every_call_is_bounded();
+    an_intent_waits_its_turn_no_longer_than_its_budget();
     records_do_not_wait_for_the_database();
     a_cancelled_batch_leaves_the_writer_usable();
     close_flushes_within_its_bound();

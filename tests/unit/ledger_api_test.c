@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -380,6 +381,77 @@ static void an_intent_waits_for_the_lock_no_longer_than_the_budget(void **state)
     assert_int_equal(sg_op_start(&op, &o, sg_clock_now(NULL)), 0);
     assert_int_equal(sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy"), 0);
     sg_ledger_close(l);
+}
+
+/* Another thread holds the handle (a listing whose callback is slow: the
+ * handle's mutex is held while it runs).  The intent of an operation with a
+ * 200 ms budget waits for it no longer than for another process's lock:
+ * it refuses at the budget, not when the other thread lets go (1.5 s). */
+typedef struct holder {
+    sg_ledger *l;
+    int entered; /* atomic: the callback runs, the mutex is held */
+    int release; /* atomic: the callback may return */
+} holder;
+
+static int hold_cb(const sg_ledger_entry *e, void *ud) {
+    (void)e;
+    holder *h = ud;
+    __atomic_store_n(&h->entered, 1, __ATOMIC_SEQ_CST);
+    int64_t until = sg_clock_now(NULL) + SG_MS(1500);
+    while (!__atomic_load_n(&h->release, __ATOMIC_SEQ_CST) &&
+           sg_clock_now(NULL) < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+static void *hold_main(void *arg) {
+    holder *h = arg;
+    (void)sg_ledger_list_unresolved(h->l, hold_cb, h);
+    return NULL;
+}
+
+static void an_intent_waits_for_another_thread_no_longer_than_the_budget(void **state) {
+    fixture *f = *state;
+    for (int pass = 0; pass < 2; pass++) {
+        /* the operation's budget; then lock_timeout_ns alone */
+        f->opts.lock_timeout_ns = pass == 0 ? 0 : SG_MS(200);
+        sg_ledger *l = open_ledger(f);
+        assert_int_equal(sg_ledger_intent(l, "listed", "POST", "https://h/l"), 0);
+        holder h = {l, 0, 0};
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, hold_main, &h), 0);
+        while (!__atomic_load_n(&h.entered, __ATOMIC_SEQ_CST)) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        int64_t t0 = sg_clock_now(NULL);
+        int rv;
+        if (pass == 0) {
+            sg_op_options o;
+            sg_op_options_init(&o);
+            sg_op_options_set_budget(&o, SG_MS(200));
+            sg_op op;
+            assert_int_equal(sg_op_start(&op, &o, t0), 0);
+            rv = sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy");
+        } else {
+            rv = sg_ledger_intent(l, "busy-key", "POST", "https://h/busy");
+        }
+        int64_t waited = sg_clock_now(NULL) - t0;
+        __atomic_store_n(&h.release, 1, __ATOMIC_SEQ_CST);
+        pthread_join(th, NULL);
+        assert_int_equal(rv, SG_ELOCKED);
+        assert_true(waited >= SG_MS(200));
+        assert_true(waited < SG_MS(200) + SG_MS(500));
+        /* once the other thread lets go, the same intent goes through */
+        assert_int_equal(sg_ledger_intent(l, "busy-key", "POST", "https://h/busy"), 0);
+        assert_int_equal(sg_ledger_resolve(l, "busy-key", SG_LEDGER_DONE, SG_OUTCOME_OK),
+                         0);
+        assert_int_equal(sg_ledger_resolve(l, "listed", SG_LEDGER_DONE, SG_OUTCOME_OK),
+                         0);
+        sg_ledger_close(l);
+    }
 }
 
 static void pending_intent_of_a_dead_process_can_be_reconciled(void **state) {
@@ -1035,6 +1107,9 @@ int main(void) {
             garbage_appended_by_someone_else_is_never_a_record, setup, teardown),
         cmocka_unit_test_setup_teardown(lock_held_elsewhere_times_out_with_elocked, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            an_intent_waits_for_another_thread_no_longer_than_the_budget, setup,
+            teardown),
         cmocka_unit_test_setup_teardown(every_fsync_policy_records_the_same, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(one_handle_is_shared_by_threads, setup, teardown),
