@@ -563,7 +563,8 @@ SG_EXTERN int sg_op_options_set_endpoints(sg_op_options *o, const char *const *u
 
 /** The largest max_tokens of a retry budget (gRPC's bound). */
 #define SG_RETRY_BUDGET_MAX_TOKENS 1000
-/** Defaults used by sg-stream and documented in docs/design.md. */
+/** The suggested settings (gRFC A6's example), documented in docs/design.md
+ *  (retry rule 7); sg_retry_budget_init takes its values explicitly. */
 #define SG_RETRY_BUDGET_DEFAULT_MAX_TOKENS 10
 #define SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO 0.1
 

@@ -129,7 +129,7 @@ check "a non-loopback --listen without --allow-remote is a usage error (exit 2)"
 check "... and it listens on nothing (no port printed)" '[ ! -s "$FM_DIR/remote.out" ]'
 # settings that cannot work are said at start, one line each, not served
 for bad in "--profile nosuch" "--cacert /nonexistent/ca.pem" "--floor 2s --budget 1s" \
-    "--max-hedges 2" "--budget 0"; do
+    "--max-hedges 2" "--budget 0" "--idempotent --hedge-after 100ms --max-hedges 0"; do
     rc=0
     # shellcheck disable=SC2086
     timeout 5 "$PX" --listen 127.0.0.1:0 --upstream "$UP" --profile openai $bad \
@@ -137,6 +137,17 @@ for bad in "--profile nosuch" "--cacert /nonexistent/ca.pem" "--floor 2s --budge
     check "sg-proxy $bad: a usage error, one line (exit 2)" \
         '[ "$rc" -eq 2 ] && [ "$(wc -l <"$FM_DIR/bad.err")" -eq 1 ] && ! grep -q -- "--no " "$FM_DIR/bad.err"' \
         "exit $rc: $(cat "$FM_DIR/bad.err")"
+done
+
+# one end of the backoff given, the other is the library's (10 s cap, 100 ms
+# base) or the given one where that would not fit: served, not refused
+for one in "--backoff-base 5s" "--backoff-base 20s" "--backoff-max 50ms"; do
+    rc=0
+    # shellcheck disable=SC2086
+    timeout 1 "$PX" --listen 127.0.0.1:0 --upstream "$UP" --profile openai $one \
+        >"$FM_DIR/one.out" 2>"$FM_DIR/one.err" || rc=$?
+    check "sg-proxy $one alone: serves (exit by the timeout, 124)" '[ "$rc" -eq 124 ]' \
+        "exit $rc: $(cat "$FM_DIR/one.err")"
 done
 
 # ---- B: the main proxy, no --idempotent --------------------------------------

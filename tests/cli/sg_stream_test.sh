@@ -174,6 +174,12 @@ expect 7 "retry-after beyond the budget stops at once" -- --attempts 3 --idempot
 if [ "$(fm_count cli-ra received)" -eq 1 ]; then pass "one request, no sleep into the deadline"; else fail "ra count"; fi
 expect 0 "backoff flags" -- --attempts 3 --idempotent --backoff-base 5ms --backoff-max 20ms \
     -X GET "$CHAT?status=503&fail_first=1&n=1&_t=cli_backoff"
+# one end alone: the other is the default (100 ms base, 10 s cap) where it fits
+expect 0 "--backoff-max below the default base, alone" -- --attempts 2 --idempotent \
+    --backoff-max 30ms --report "$FM_DIR/bmax.json" -X GET "$CHAT?status=503&fail_first=1&n=1&_t=cli_bmax"
+if [ "$(jq '.attempts[0].backoff_ms <= 30' "$FM_DIR/bmax.json")" = true ]; then
+    pass "--backoff-max 30ms: the sleep is within it"
+else fail "bmax: $(jq -c '.attempts[0]' "$FM_DIR/bmax.json")"; fi
 # The budget bounds retries, not a fixed count: 50 attempts run and are all reported.
 expect 7 "--attempts 50: every attempt runs" -- --attempts 50 --backoff-base 1ms \
     --backoff-max 2ms --idempotency-key cli-a50 --report "$FM_DIR/a50.json" -w '%{attempts} %{reason}\n' \

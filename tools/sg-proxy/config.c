@@ -157,8 +157,8 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
         return 0;
     }
     if (strcmp(name, "max-hedges") == 0) {
-        if (arg == NULL || parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0) {
-            return ERR("max-hedges takes 0 to %d, not '%s'", SG_OP_MAX_HEDGES,
+        if (arg == NULL || parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0 || n == 0) {
+            return ERR("max-hedges takes 1 to %d, not '%s'", SG_OP_MAX_HEDGES,
                        arg ? arg : "");
         }
         r->max_hedges = (uint32_t)n;
@@ -187,10 +187,7 @@ int route_finish(struct route *r, char *err, size_t errlen) {
     if (r->upstream == NULL || r->profile == NULL) {
         return ERR("route %s: upstream and profile are required", r->name);
     }
-    if ((r->backoff_base || r->backoff_max) &&
-        sg_op_options_set_backoff(&r->policy,
-                                  r->backoff_base ? r->backoff_base : SG_MS(100),
-                                  r->backoff_max ? r->backoff_max : SG_SEC(2)) != 0) {
+    if (set_backoff(&r->policy, r->backoff_base, r->backoff_max) != 0) {
         return ERR("route %s: backoff-max must be at least backoff-base", r->name);
     }
     if (r->floor > 0 && r->floor >= (r->budget > 0 ? r->budget : SG_SEC(60))) {

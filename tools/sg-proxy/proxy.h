@@ -163,6 +163,7 @@ size_t metrics_text(char *b, size_t cap);
 extern const char *const prog;
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
+int set_backoff(sg_op_options *o, int64_t base, int64_t cap);
 __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 
 #endif

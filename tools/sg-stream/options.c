@@ -292,9 +292,10 @@ static int apply(struct config *c, int opt, const char *arg) {
         c->idem_key = arg;
         rv = sg_op_options_set_idempotency_key(&c->policy, arg);
         if (rv != 0) {
-            return usage_error("invalid idempotency key '%s' (printable ASCII, at most "
-                               "127 characters)",
-                               arg);
+            return usage_error(
+                "invalid idempotency key '%s' (1 to 127 characters from '!' "
+                "to '~': no spaces)",
+                arg);
         }
         break;
     case OPT_IDEMPOTENT:
@@ -543,13 +544,8 @@ static int finish(struct config *c, int argc, char **argv) {
                            "itself): drop --http2%s",
                            "");
     }
-    if (c->backoff_base || c->backoff_max) {
-        int64_t base = c->backoff_base ? c->backoff_base : SG_MS(100);
-        int64_t cap =
-            c->backoff_max ? c->backoff_max : (base > SG_SEC(10) ? base : SG_SEC(10));
-        if (sg_op_options_set_backoff(&c->policy, base, cap) != 0) {
-            return usage_error("--backoff-max must not be below --backoff-base%s", "");
-        }
+    if (set_backoff(&c->policy, c->backoff_base, c->backoff_max) != 0) {
+        return usage_error("--backoff-max must not be below --backoff-base%s", "");
     }
     if (c->aws_sigv4 != NULL) {
         int code = aws_credentials(c);

@@ -143,6 +143,12 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
 char *read_file(const char *path, size_t *len);
+/* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
+ * end not given is the library's default (base 100 ms, cap 10 s), or the
+ * given end where the default would not fit beside it; neither given
+ * leaves @o as it is.  sg_op_options_set_backoff's result (SG_EINVAL: both
+ * given, @cap below @base).  Shared with sg-proxy. */
+int set_backoff(sg_op_options *o, int64_t base, int64_t cap);
 /* @url as a message may show it, written into @buf (@size bytes, cut to
  * fit): a password in its user information masked (user:***@), and the
  * value of every query parameter and the fragment (@every_value: an API

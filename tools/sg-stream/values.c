@@ -203,3 +203,16 @@ size_t header_name_len(const char *h) {
     }
     return n;
 }
+
+int set_backoff(sg_op_options *o, int64_t base, int64_t cap) {
+    if (base == 0 && cap == 0) {
+        return 0; /* neither given: the library's own */
+    }
+    if (base == 0) {
+        base = cap < SG_MS(100) ? cap : SG_MS(100);
+    }
+    if (cap == 0) {
+        cap = base > SG_SEC(10) ? base : SG_SEC(10);
+    }
+    return sg_op_options_set_backoff(o, base, cap);
+}
