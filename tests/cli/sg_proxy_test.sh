@@ -150,10 +150,22 @@ for one in "--backoff-base 5s" "--backoff-base 20s" "--backoff-max 50ms"; do
         "exit $rc: $(cat "$FM_DIR/one.err")"
 done
 
+# a client header of 8 KiB or more reaches the upstream whole (it was once
+# dropped without a word): the upstream counts 12,000 bytes of it
+px_start big --upstream "$UP" --profile openai
+big=$(head -c 12000 /dev/zero | tr '\0' a)
+curl -sN -X POST -d '{}' -H "Idempotency-Key: px-big" -H "X-Big: $big" \
+    "http://127.0.0.1:$PX_PORT/v1/chat/completions?n=1&_t=px_big" >"$FM_DIR/big.body"
+hb=$(fm_field px-big received header_bytes)
+check "a 12,000-byte header reaches the upstream whole" '[ "${hb:-0}" -gt 12000 ]' \
+    "the upstream counted ${hb:-no} header bytes"
+check "... and the stream came back" 'ends_done "$FM_DIR/big.body"' "$(tail -c 300 "$FM_DIR/big.body")"
+
 # ---- B: the main proxy, no --idempotent --------------------------------------
 px_start B --upstream "$UP" --profile openai --first-item 300ms --idle 300ms --attempts 3 \
     --backoff-base 5ms --backoff-max 20ms --budget 10s
 PB=$PX_PORT
+
 PB_PID=$PX_PID
 nb=0
 

@@ -113,7 +113,9 @@ void log_received(exchange *ex, const char *error) {
     if (ex->scenario_hdr != NULL) {
         json_field(&b, "x_sg_scenario", ex->scenario_hdr);
     }
-    sg_fm_buf_printf(&b, ",\"body_bytes\":%llu", (unsigned long long)ex->body_bytes);
+    sg_fm_buf_printf(&b, ",\"body_bytes\":%llu,\"header_bytes\":%llu",
+                     (unsigned long long)ex->body_bytes,
+                     (unsigned long long)ex->header_bytes);
     if (error != NULL) {
         json_field(&b, "error", error);
     }
@@ -182,6 +184,7 @@ void ex_free(exchange *ex) {
 
 void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
                     size_t vlen) {
+    ex->header_bytes += nlen + vlen;
     if (ex->c->srv->o->sigv4_akid == NULL || ex->n_hdrs == MAX_KEPT_HEADERS) {
         return;
     }

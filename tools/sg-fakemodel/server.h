@@ -77,6 +77,7 @@ struct exchange {
     char *scenario_hdr;
     int expect_continue;
     uint64_t body_bytes;
+    uint64_t header_bytes; /* the request's field names and values, summed */
     int64_t t_received;
     /* The response. */
     sg_fm_scenario sc;
