@@ -54,6 +54,20 @@ bool grow(char **buf, size_t *cap, size_t need) {
     return true;
 }
 
+bool client_took(struct conn *c) {
+    int queued = 0;
+    if (ioctl(c->fd, SIOCOUTQ, &queued) != 0 || queued < 0 ||
+        (uint64_t)queued > c->sent) {
+        return false;
+    }
+    /* what it took, not the queue's length: the sends since the last look
+     * refill the queue while the client drains it */
+    uint64_t taken = c->sent - (uint64_t)queued;
+    bool took = taken > c->taken_seen;
+    c->taken_seen = taken;
+    return took;
+}
+
 /* Writes what waits for the client (never blocks). */
 void flush_out(struct conn *c) {
     while (c->out_off < c->out_len && !c->client_gone) {
@@ -61,6 +75,7 @@ void flush_out(struct conn *c) {
             send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
         if (w > 0) {
             c->out_off += (size_t)w;
+            c->sent += (uint64_t)w;
             if (c->state == C_CLOSING) {
                 /* the rest of an answer: --header-timeout bounds a client
                  * that takes nothing, not one that reads */
@@ -492,12 +507,9 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
                 next = c->header_deadline;
             }
         } else if (c->state == C_CLOSING && c->op == NULL) {
-            int queued = 0;
-            if (now >= c->header_deadline && ioctl(c->fd, SIOCOUTQ, &queued) == 0 &&
-                queued < c->outq_seen) {
+            if (now >= c->header_deadline && client_took(c)) {
                 /* the client took some of what the kernel holds for it: it
                  * reads, however slowly - it gets the whole answer */
-                c->outq_seen = queued;
                 c->header_deadline = sg_time_add(now, c->proxy->header_timeout);
             }
             if (now >= c->header_deadline) {

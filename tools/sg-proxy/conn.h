@@ -37,7 +37,10 @@ struct conn {
     uint64_t id;
     char peer[64];
     int64_t header_deadline;
-    int outq_seen; /* the socket's unsent bytes at the last look (SIOCOUTQ) */
+    /* what the client has taken of what was sent (sent less the socket's
+     * unsent bytes, SIOCOUTQ) at the last look; sent counts every byte
+     * handed to the kernel */
+    uint64_t sent, taken_seen;
     /* the request */
     char *in;
     size_t in_len, in_cap, scanned, head_len;
@@ -87,6 +90,9 @@ static inline int64_t now_ns(void) {
 
 /* conn.c: the client side. */
 bool grow(char **buf, size_t *cap, size_t need);
+/* Whether the client took any of what was sent since the last look (the
+ * bytes sent less the socket's unsent ones, SIOCOUTQ); the look is kept. */
+bool client_took(struct conn *c);
 /* Writes what waits for the client (never blocks). */
 void flush_out(struct conn *c);
 /* Appends @n bytes for the client: false when the client has fallen more

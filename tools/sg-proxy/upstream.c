@@ -408,7 +408,7 @@ static void on_done(sg_curl_op *op, void *ud) {
     /* what is left for the client: --header-timeout at a time, renewed
      * while the client takes any of it (conn.c) */
     c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
-    c->outq_seen = INT_MAX;
+    (void)client_took(c); /* what it took so far: the next look's start */
     /* the multi has let go of it: free it here, as the library allows */
     free_op(c);
     /* called from inside our own call into the library (the operation
