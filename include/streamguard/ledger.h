@@ -489,11 +489,14 @@ SG_EXTERN int sg_ledger_op_intent(sg_ledger *l, const char *key, const sg_op *op
                                   const char *url);
 
 /**
- * sg_ledger_op_attempt - records @op's latest attempt (call it after
- * sg_op_attempt_done).
+ * sg_ledger_op_attempt - records @op's latest attempt that has ended (call
+ * it after sg_op_attempt_done: the attempt it settled, unless a later
+ * attempt - a hedge beside it - has ended since; one still running is
+ * never recorded).  The observer (sg_ledger_observer) records each attempt
+ * exactly as it ends.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @op is NULL or has no attempt;
+ *   SG_EINVAL  @op is NULL or has no attempt that has ended;
  *   any error of sg_ledger_attempt_record().
  * Thread-safety: as sg_ledger_attempt.
  */

@@ -45,7 +45,14 @@ int sg_ledger_op_attempt(sg_ledger *l, const char *key, const sg_op *op) {
     if (op == NULL || n == 0) {
         return SG_EINVAL;
     }
-    return sg_ledger_attempt_record(l, key, sg_op_attempt_at(op, n - 1));
+    /* the latest that has ended: a hedge started after it may still run */
+    for (uint32_t i = n; i > 0; i--) {
+        const sg_op_attempt *a = sg_op_attempt_at(op, i - 1);
+        if (a != NULL && !a->running) {
+            return sg_ledger_attempt_record(l, key, a);
+        }
+    }
+    return SG_EINVAL;
 }
 
 int sg_ledger_op_resolve(sg_ledger *l, const char *key, const sg_op *op) {
@@ -66,10 +73,12 @@ static int obs_intent(const sg_op *op, const sg_op_intent *intent, void *user_da
                                intent->target);
 }
 
+/* @rec is the attempt that ended: with a hedge beside it, not the latest
+ * started, which is still running. */
 static int obs_attempt_end(const sg_op *op, const sg_op_attempt *rec, void *user_data) {
-    (void)rec;
     const sg_ledger_binding *b = user_data;
-    return sg_ledger_op_attempt(b->ledger, sg_ledger_op_key(op, b->fallback_key), op);
+    return sg_ledger_attempt_record(b->ledger, sg_ledger_op_key(op, b->fallback_key),
+                                    rec);
 }
 
 static int obs_resolve(const sg_op *op, void *user_data) {

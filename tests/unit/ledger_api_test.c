@@ -352,6 +352,66 @@ static void an_operation_is_recorded_through_the_op_helpers(void **state) {
     sg_ledger_close(l);
 }
 
+/* The observer records the attempt that ended, not the latest started:
+ * attempt 1 fails (500) while its hedge, attempt 2, still runs - the
+ * ledger holds attempt 1's result, and attempt 2's once it ends. */
+static void the_observer_records_the_attempt_that_ended(void **state) {
+    fixture *f = *state;
+    sg_ledger *l = open_ledger(f);
+    sg_ledger_binding b = {l, NULL};
+    sg_op_options o;
+    sg_op_options_init(&o);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_idempotency_key(&o, "hedged-key"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&o, 3), 0);
+    assert_int_equal(sg_op_options_set_hedging(&o, SG_MS(200), 1), 0);
+    assert_int_equal(sg_op_options_set_target(&o, "https://h/hedged"), 0);
+    assert_int_equal(sg_op_options_set_observer(&o, sg_ledger_observer(), &b), 0);
+    const int64_t t0 = sg_clock_now(NULL);
+    sg_op op;
+    sg_op_plan plan;
+    assert_int_equal(sg_op_start(&op, &o, t0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, t0, &plan), 0);
+    assert_int_equal(sg_op_hedge(&op, t0 + SG_MS(200), &plan), 0);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.attempt = 1;
+    r.outcome = SG_OUTCOME_HTTP_ERROR;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 500;
+    r.first_item_ns = -1;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, t0 + SG_MS(250), &r, &v), 0);
+    listing *ls = list(l);
+    assert_int_equal(ls->n, 1);
+    assert_int_equal(ls->first.attempts, 1);
+    assert_true(ls->first.has_last);
+    assert_int_equal(ls->first.last_outcome, SG_OUTCOME_HTTP_ERROR);
+    assert_int_equal(ls->first.last_http_status, 500);
+    assert_true(ls->first.last_sent);
+    /* sg_ledger_op_attempt, called by hand, takes the same one */
+    assert_int_equal(sg_ledger_op_attempt(l, "hedged-key", &op), 0);
+    ls = list(l);
+    assert_int_equal(ls->first.attempts, 1);
+    assert_int_equal(ls->first.last_http_status, 500);
+    /* the hedge ends ok: its own record, then the resolution */
+    memset(&r, 0, sizeof(r));
+    r.attempt = 2;
+    r.outcome = SG_OUTCOME_OK;
+    r.phase = SG_PHASE_STREAMING;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 200;
+    r.items = 3;
+    r.first_item_ns = SG_MS(20);
+    assert_int_equal(sg_op_attempt_done(&op, t0 + SG_MS(400), &r, &v), 0);
+    assert_int_equal(count_unresolved(l), 0);
+    sg_op_release(&op);
+    sg_ledger_close(l);
+}
+
 /* Another process holds the file lock (a second open file description's
  * flock conflicts like one): the intent of an operation with a 200 ms
  * budget waits no longer than its budget, then refuses - it never waits
@@ -1081,6 +1141,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(
             an_intent_waits_for_the_lock_no_longer_than_the_budget, setup, teardown),
         cmocka_unit_test_setup_teardown(an_operation_is_recorded_through_the_op_helpers,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(the_observer_records_the_attempt_that_ended,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(
             pending_intent_of_a_dead_process_can_be_reconciled, setup, teardown),
