@@ -232,17 +232,25 @@ int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until) {
         return 0;
     }
     int64_t deadline = sg__ledger_lock_deadline(l, until);
-    for (;;) {
+    for (bool waited = false;; waited = true) {
         if (flock(l->lock_fd, how | LOCK_NB) == 0) {
+            if (waited && mono_now() >= deadline) {
+                /* it came, but at the deadline: refused rather than late */
+                sg__ledger_unlock(l);
+                return SG_ELOCKED;
+            }
             return 0;
         }
         if (errno != EWOULDBLOCK && errno != EINTR) {
             return SG_ESYS;
         }
-        if (mono_now() >= deadline) {
+        int64_t left = deadline - mono_now();
+        if (left <= 0) {
             return SG_ELOCKED;
         }
-        struct timespec ts = {0, 1000000}; /* 1 ms: locks are held for µs..ms */
+        /* 1 ms at a time (locks are held for µs..ms), never past the
+         * deadline */
+        struct timespec ts = {0, left < SG_MS(1) ? (long)left : 1000000L};
         nanosleep(&ts, NULL);
     }
 }
