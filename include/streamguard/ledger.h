@@ -674,7 +674,8 @@ SG_EXTERN int sg_ledger_sync(sg_ledger *l, int64_t max_wait_ns);
  * sg_ledger_get_stats - what the handle has seen (it does not catch up).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @l or @out is NULL.
+ *   SG_EINVAL  @l or @out is NULL;
+ *   SG_ELOCKED another thread held the handle longer than lock_timeout_ns.
  */
 SG_EXTERN int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out);
 

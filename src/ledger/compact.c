@@ -158,8 +158,11 @@ int sg_ledger_compact(sg_ledger *l) {
         return SG_EINVAL;
     }
     if (l->db != NULL) {
-        pthread_mutex_lock(&l->mu);
-        int rv = l->db->compact(l);
+        int rv = sg__ledger_lock_handle(l);
+        if (rv != 0) {
+            return rv;
+        }
+        rv = l->db->compact(l);
         pthread_mutex_unlock(&l->mu);
         return rv;
     }

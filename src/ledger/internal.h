@@ -268,6 +268,9 @@ int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until);
 /* The instant a wait for the ledger that starts now ends: @until, or
  * lock_timeout_ns from now when that is sooner. */
 int64_t sg__ledger_lock_deadline(const sg_ledger *l, int64_t until);
+/* The handle's mutex, waited for at most lock_timeout_ns: 0, or
+ * SG_ELOCKED (another thread held it longer). */
+int sg__ledger_lock_handle(sg_ledger *l);
 void sg__ledger_unlock(sg_ledger *l);
 int sg__ledger_fsync(int fd);
 int sg__ledger_open_data(sg_ledger *l, int *fd_out);

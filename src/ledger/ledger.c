@@ -295,8 +295,11 @@ static int update(sg_ledger *l, sg__ledger_rec *r) {
     if (l->db == NULL) {
         return sg__ledger_with_lock(l, LOCK_EX, do_update, r);
     }
-    pthread_mutex_lock(&l->mu);
-    int rv = l->db->update(l, r);
+    int rv = sg__ledger_lock_handle(l);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = l->db->update(l, r);
     pthread_mutex_unlock(&l->mu);
     return rv;
 }
@@ -372,8 +375,11 @@ int sg_ledger_list_unresolved(sg_ledger *l,
         return SG_EINVAL;
     }
     if (l->db != NULL) {
-        pthread_mutex_lock(&l->mu);
-        int rv = l->db->list(l, cb, user_data);
+        int rv = sg__ledger_lock_handle(l);
+        if (rv != 0) {
+            return rv;
+        }
+        rv = l->db->list(l, cb, user_data);
         pthread_mutex_unlock(&l->mu);
         return rv;
     }
@@ -382,7 +388,7 @@ int sg_ledger_list_unresolved(sg_ledger *l,
      * without holding up writers in other processes. */
     int64_t deadline = sg__ledger_lock_deadline(l, SG_TIME_NEVER);
     if (sg__ledger_mutex_lock_until(&l->mu, deadline) != 0) {
-        return SG_ELOCKED;
+        return SG_ELOCKED; /* another thread held the handle */
     }
     int rv = sg__ledger_lock_until(l, LOCK_SH, deadline);
     if (rv == 0) {
@@ -420,7 +426,10 @@ int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out) {
     if (l == NULL || out == NULL) {
         return SG_EINVAL;
     }
-    pthread_mutex_lock(&l->mu);
+    int rv = sg__ledger_lock_handle(l);
+    if (rv != 0) {
+        return rv;
+    }
     if (l->db != NULL) {
         /* Nothing is replayed; unsynced: the records queued, not committed. */
         memset(out, 0, sizeof(*out));

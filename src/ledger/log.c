@@ -222,6 +222,11 @@ int64_t sg__ledger_lock_deadline(const sg_ledger *l, int64_t until) {
                : sg_time_min(sg_time_add(mono_now(), l->opts.lock_timeout_ns), until);
 }
 
+int sg__ledger_lock_handle(sg_ledger *l) {
+    int64_t deadline = sg__ledger_lock_deadline(l, SG_TIME_NEVER);
+    return sg__ledger_mutex_lock_until(&l->mu, deadline) == 0 ? 0 : SG_ELOCKED;
+}
+
 int sg__ledger_lock_until(sg_ledger *l, int how, int64_t until) {
     if (l->opts.lock_timeout_ns == 0 && until == SG_TIME_NEVER) {
         while (flock(l->lock_fd, how) != 0) {
