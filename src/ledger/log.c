@@ -325,11 +325,13 @@ int sg__ledger_refresh(sg_ledger *l) {
             if (fstat(fd, &fs) != 0) {
                 return SG_ESYS;
             }
-            /* A compactor running with FSYNC_NEVER may not have synced its
-             * rename: our synced records must not land in a file whose name
-             * a power loss could take back. */
+            /* A compactor running with FSYNC_NEVER synced neither its file
+             * nor its rename: our durable records, now only there, must not
+             * sit in unwritten pages or under a name a power loss could
+             * take back. */
             if (l->opts.fsync != SG_LEDGER_FSYNC_NEVER &&
-                sg__ledger_fsync(l->dir_fd) != 0) {
+                (l->sync.datasync(fd, l->sync.datasync_ud) != 0 ||
+                 sg__ledger_fsync(l->dir_fd) != 0)) {
                 return SG_EIO;
             }
         }

@@ -493,6 +493,31 @@ static void another_handles_compaction_moves_pending_syncs_to_the_new_file(void 
     sg_ledger_close(a);
 }
 
+/* Another handle, running with FSYNC_NEVER, compacts: its new file was
+ * never synced, and this handle's durable records now live only there.
+ * Following it, this handle syncs the new file before it goes on - its
+ * acknowledged records stay durable - not only the directory's rename. */
+static void following_an_unsynced_compaction_syncs_the_new_file(void **state) {
+    fixture *f = *state;
+    sg_ledger *a = open_probed(f);
+    assert_int_equal(sg_ledger_intent(a, "k1", "POST", "/x"), 0);
+    assert_int_equal(sg_ledger_intent(a, "k2", "POST", "/x"), 0);
+    assert_int_equal(sg_ledger_resolve(a, "k1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    assert_int_equal(sg_ledger_sync(a, -1), 0); /* all of it durable */
+    sg_ledger_options never = f->opts;
+    never.fsync = SG_LEDGER_FSYNC_NEVER;
+    sg_ledger *b = NULL;
+    assert_int_equal(sg_ledger_open(&b, f->d.ledger, &never), 0);
+    assert_int_equal(sg_ledger_compact(b), 0);
+    int before = probe_get(&f->p, &f->p.on_caller);
+    assert_int_equal(count_unresolved(a), 1); /* a follows the new file */
+    assert_int_equal(probe_get(&f->p, &f->p.on_caller), before + 1);
+    assert_int_equal(probe_last(&f->p), data_size(f)); /* the new file, whole */
+    assert_int_equal(sg_ledger_sync(a, -1), 0);
+    sg_ledger_close(b);
+    sg_ledger_close(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(only_the_intent_is_synced_on_the_callers_thread,
@@ -514,6 +539,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(
             another_handles_compaction_moves_pending_syncs_to_the_new_file, setup,
             teardown),
+        cmocka_unit_test_setup_teardown(
+            following_an_unsynced_compaction_syncs_the_new_file, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
