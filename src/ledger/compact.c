@@ -134,7 +134,7 @@ static int do_compact(sg_ledger *l, void *arg) {
     }
     /* Synced, the new file makes every record written before it durable:
      * the live ones are in it, the settled ones are gone for good. */
-    sg__ledger_sync_swap_fd(l, fd, sync && rv == 0);
+    (void)sg__ledger_sync_swap_fd(l, fd, sync && rv == 0, SG_TIME_NEVER);
     if ((uint64_t)fs.st_size == c.total) {
         l->off = l->size = c.total;
         memset(&l->stats, 0, sizeof(l->stats));
@@ -145,7 +145,7 @@ static int do_compact(sg_ledger *l, void *arg) {
         sg__ledger_clear_index(l);
         l->off = 0;
         memset(&l->stats, 0, sizeof(l->stats));
-        int r2 = sg__ledger_refresh(l);
+        int r2 = sg__ledger_refresh(l, SG_TIME_NEVER);
         if (rv == 0) {
             rv = r2;
         }

@@ -274,8 +274,10 @@ int sg__ledger_lock_handle(sg_ledger *l);
 void sg__ledger_unlock(sg_ledger *l);
 int sg__ledger_fsync(int fd);
 int sg__ledger_open_data(sg_ledger *l, int *fd_out);
-/* Under the lock: catch up with the file (and its replacement). */
-int sg__ledger_refresh(sg_ledger *l);
+/* Under the lock: catch up with the file (and its replacement), waiting
+ * for the sync thread's fdatasync in progress no later than @deadline
+ * (SG_ELOCKED then; SG_TIME_NEVER: no bound). */
+int sg__ledger_refresh(sg_ledger *l, int64_t deadline);
 int sg__ledger_write_all(int fd, const uint8_t *p, size_t n);
 /* Under the exclusive lock, after a refresh: append @rec, apply it, and
  * sync it as @mode says. */
@@ -294,9 +296,11 @@ int sg__ledger_datasync(int fd, void *user_data);
  * fdatasync failed. */
 int sg__ledger_sync_written(sg_ledger *l, sg__ledger_sync_mode mode);
 /* Under the handle's mutex: close data_fd and put @fd in its place once the
- * thread is not syncing it.  @covered: every record written so far is
- * durable in @fd's file already (a synced compaction). */
-void sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered);
+ * thread is not syncing it, waiting for that no later than @deadline
+ * (SG_ETIMEDOUT then, and nothing changed; SG_TIME_NEVER: no bound).
+ * @covered: every record written so far is durable in @fd's file already
+ * (a synced compaction). */
+int sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered, int64_t deadline);
 /* Before an intent is written: SG_EIO when a background sync failed since
  * an intent last heard of it (then it has), else 0. */
 int sg__ledger_sync_take_failure(sg_ledger *l);

@@ -193,7 +193,7 @@ int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *op
     if (rv == 0) {
         rv = sg__ledger_lock(l, LOCK_SH);
         if (rv == 0) {
-            rv = sg__ledger_refresh(l);
+            rv = sg__ledger_refresh(l, SG_TIME_NEVER);
             sg__ledger_unlock(l);
         }
     }
@@ -392,7 +392,7 @@ int sg_ledger_list_unresolved(sg_ledger *l,
     }
     int rv = sg__ledger_lock_until(l, LOCK_SH, deadline);
     if (rv == 0) {
-        rv = sg__ledger_refresh(l);
+        rv = sg__ledger_refresh(l, deadline);
         sg__ledger_unlock(l);
     }
     for (const sg__ledger_ent *e = rv == 0 ? l->head : NULL; e != NULL; e = e->next) {

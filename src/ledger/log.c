@@ -296,7 +296,7 @@ int sg__ledger_open_data(sg_ledger *l, int *fd_out) {
 
 /* Under the lock: follow a compaction done elsewhere, then read what was
  * appended since this handle last looked. */
-int sg__ledger_refresh(sg_ledger *l) {
+int sg__ledger_refresh(sg_ledger *l, int64_t deadline) {
     struct stat fs;
     struct stat ps;
     if (fstat(l->data_fd, &fs) != 0) {
@@ -321,7 +321,10 @@ int sg__ledger_refresh(sg_ledger *l) {
             if (rv != 0) {
                 return rv;
             }
-            sg__ledger_sync_swap_fd(l, fd, false);
+            if (sg__ledger_sync_swap_fd(l, fd, false, deadline) != 0) {
+                close(fd); /* the next call follows it */
+                return SG_ELOCKED;
+            }
             if (fstat(fd, &fs) != 0) {
                 return SG_ESYS;
             }
@@ -434,7 +437,7 @@ int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, v
     }
     int rv = sg__ledger_lock_until(l, how, deadline);
     if (rv == 0) {
-        rv = sg__ledger_refresh(l);
+        rv = sg__ledger_refresh(l, deadline);
         if (rv == 0) {
             rv = fn(l, arg);
         }

@@ -178,13 +178,17 @@ int sg__ledger_sync_written(sg_ledger *l, sg__ledger_sync_mode mode) {
     return rv;
 }
 
-void sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered) {
+int sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered, int64_t deadline) {
     sg__ledger_syncer *s = &l->sync;
     pthread_mutex_lock(&s->mu);
-    /* At most one fdatasync: the thread holds the old descriptor, and a
-     * closed number could be reused by then for another file. */
+    /* The fdatasync in progress (the thread holds the old descriptor, and
+     * a closed number could be reused by then for another file), waited
+     * for no later than @deadline. */
     while (s->busy) {
-        pthread_cond_wait(&s->done, &s->mu);
+        if (sg__ledger_wait_until(&s->done, &s->mu, deadline) != 0) {
+            pthread_mutex_unlock(&s->mu);
+            return SG_ETIMEDOUT;
+        }
     }
     close(l->data_fd);
     l->data_fd = fd;
@@ -195,6 +199,7 @@ void sg__ledger_sync_swap_fd(sg_ledger *l, int fd, bool covered) {
         settle(s, s->written, 0);
     }
     pthread_mutex_unlock(&s->mu);
+    return 0;
 }
 
 int sg__ledger_sync_take_failure(sg_ledger *l) {

@@ -518,6 +518,50 @@ static void following_an_unsynced_compaction_syncs_the_new_file(void **state) {
     sg_ledger_close(a);
 }
 
+static void *release_later(void *arg) {
+    probe *p = arg;
+    struct timespec ts = {2, 0};
+    nanosleep(&ts, NULL);
+    probe_hold(p, false);
+    return NULL;
+}
+
+/* The sync thread is inside an fdatasync when another handle compacts:
+ * following the new file waits for that fdatasync (the thread holds the
+ * old descriptor) - an operation's intent no longer than its budget. */
+static void following_a_compaction_waits_no_longer_than_the_budget(void **state) {
+    fixture *f = *state;
+    sg_ledger *a = open_probed(f);
+    sg_ledger *b = NULL;
+    assert_int_equal(sg_ledger_open(&b, f->d.ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_intent(a, "k1", "POST", "/x"), 0);
+    probe_hold(&f->p, true);
+    assert_int_equal(sg_ledger_resolve(a, "k1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    probe_wait_held(&f->p);
+    assert_int_equal(sg_ledger_compact(b), 0);
+    pthread_t th; /* lets the fdatasync go after 2 s, whatever happens here */
+    assert_int_equal(pthread_create(&th, NULL, release_later, &f->p), 0);
+    sg_op_options o;
+    sg_op_options_init(&o);
+    sg_op_options_set_budget(&o, SG_MS(100));
+    sg_op_options_set_method(&o, "POST");
+    sg_op op;
+    int64_t t0 = sg_clock_now(NULL);
+    assert_int_equal(sg_op_start(&op, &o, t0), 0);
+    int rv = sg_ledger_op_intent(a, "k2", &op, "https://h/x");
+    int64_t took = sg_clock_now(NULL) - t0;
+    pthread_join(th, NULL);
+    assert_int_equal(rv, SG_ELOCKED);
+    assert_true(took < SG_MS(100) + SG_MS(500));
+    /* the fdatasync done, the handle follows the new file */
+    assert_int_equal(sg_ledger_intent(a, "k2", "POST", "/x"), 0);
+    assert_int_equal(count_unresolved(a), 1);
+    assert_int_equal(count_unresolved(b), 1);
+    assert_int_equal(probe_get(&f->p, &f->p.closed_fd), 0);
+    sg_ledger_close(b);
+    sg_ledger_close(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(only_the_intent_is_synced_on_the_callers_thread,
@@ -541,6 +585,8 @@ int main(void) {
             teardown),
         cmocka_unit_test_setup_teardown(
             following_an_unsynced_compaction_syncs_the_new_file, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            following_a_compaction_waits_no_longer_than_the_budget, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
