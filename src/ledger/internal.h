@@ -81,7 +81,10 @@ int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap);
  * or a plausible header whose record runs past @avail); -1 when the bytes
  * are not a valid record (bad magic, version, length, checksum or field).
  * A record of an unknown type with a good checksum decodes with its type
- * set and no other field. */
+ * set and no other field; an attempt or a resolution carrying a value this
+ * version does not know (an outcome, phase, flag or resolution added
+ * since) decodes as type 0 and no field: both are skipped, never taken for
+ * corrupt bytes. */
 int sg__ledger_decode(const uint8_t *p, size_t avail, sg__ledger_rec *rec);
 
 /* Called for each valid record with its offset and size.  A negative return

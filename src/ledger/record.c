@@ -280,6 +280,7 @@ static const char *take_str(rbuf *r, size_t n) {
 static int decode_payload(uint8_t type, const uint8_t *p, size_t len,
                           sg__ledger_rec *rec) {
     rbuf r = {p, len, 0, false};
+    bool newer = false;
     memset(rec, 0, sizeof(*rec));
     rec->type = type;
     if (type < SG__LREC_INTENT || type > SG__LREC_RECONCILE) {
@@ -311,20 +312,24 @@ static int decode_payload(uint8_t type, const uint8_t *p, size_t len,
         rec->phase = take_u8(&r);
         rec->flags = take_u8(&r);
         rec->http_status = take_u16(&r);
-        if (r.bad || rec->n == 0 || rec->outcome >= SG_OUTCOME_COUNT_ ||
-            rec->phase >= SG_PHASE_COUNT_ ||
-            (rec->flags & ~(SG__LATT_SENT | SG__LATT_UNKNOWN)) != 0 ||
+        if (r.bad || rec->n == 0 ||
             (rec->http_status != 0 &&
              (rec->http_status < 100 || rec->http_status > 599))) {
             return -1;
+        }
+        if (rec->outcome >= SG_OUTCOME_COUNT_ || rec->phase >= SG_PHASE_COUNT_ ||
+            (rec->flags & ~(SG__LATT_SENT | SG__LATT_UNKNOWN)) != 0) {
+            newer = true; /* an outcome, phase or flag added since */
         }
         break;
     case SG__LREC_RESOLVE:
         rec->resolution = take_u8(&r);
         rec->outcome = take_u8(&r);
-        if (r.bad || rec->resolution < SG_LEDGER_DONE ||
-            rec->resolution > SG_LEDGER_UNKNOWN || rec->outcome >= SG_OUTCOME_COUNT_) {
+        if (r.bad || rec->resolution < SG_LEDGER_DONE) {
             return -1;
+        }
+        if (rec->resolution > SG_LEDGER_UNKNOWN || rec->outcome >= SG_OUTCOME_COUNT_) {
+            newer = true; /* a resolution or outcome added since */
         }
         break;
     case SG__LREC_RECONCILE:
@@ -338,7 +343,16 @@ static int decode_payload(uint8_t type, const uint8_t *p, size_t len,
         return -1;
     }
     /* Trailing bytes would mean a writer we do not understand: refuse. */
-    return r.at == len ? 0 : -1;
+    if (r.at != len) {
+        return -1;
+    }
+    if (newer) {
+        /* A later version's values in a record whose checksum held: skipped
+         * whole, as an unknown type is - not corrupt bytes, which at the
+         * end of the file the next writer would cut off. */
+        memset(rec, 0, sizeof(*rec));
+    }
+    return 0;
 }
 
 int sg__ledger_decode(const uint8_t *p, size_t avail, sg__ledger_rec *rec) {

@@ -140,6 +140,63 @@ static void encoder_refuses_invalid_fields(void **state) {
     assert_int_equal(sg__ledger_encode(&r, buf, 100), SG_ENOBUFS);
 }
 
+/* Sets byte @at of the encoded record @buf (@n bytes) and its checksum
+ * again, as a later version's writer would have written it. */
+static void rewrite(uint8_t *buf, int n, size_t at, uint8_t v) {
+    buf[at] = v;
+    uint32_t crc = sg__crc32c(0, buf, 12);
+    crc = sg__crc32c(crc, buf + SG__LEDGER_HDR, (size_t)n - SG__LEDGER_HDR);
+    for (int i = 0; i < 4; i++) {
+        buf[12 + i] = (uint8_t)(crc >> (8 * i)); /* little-endian, as written */
+    }
+}
+
+/* A later version may add outcomes, phases, attempt flags or resolutions:
+ * its attempt or resolution, checksum intact, is a record this version
+ * skips whole (as an unknown type) - never corrupt bytes, which at the end
+ * of the file the next writer would cut off, destroying it. */
+static void a_later_versions_values_are_skipped_not_corrupt(void **state) {
+    (void)state;
+    uint8_t buf[SG__LEDGER_REC_MAX];
+    sg__ledger_rec out;
+    sg__ledger_rec a = {.type = SG__LREC_ATTEMPT,
+                        .key = "k",
+                        .key_len = 1,
+                        .n = 2,
+                        .outcome = SG_OUTCOME_OK,
+                        .phase = SG_PHASE_STREAMING,
+                        .http_status = 200};
+    const size_t at = SG__LEDGER_HDR + 8 + 1 + 1 + 4; /* wall, key, n */
+    const uint8_t attempt_values[][2] = {
+        {0, SG_OUTCOME_COUNT_ + 3}, /* outcome */
+        {1, SG_PHASE_COUNT_},       /* phase */
+        {2, 0x80},                  /* a flag */
+    };
+    for (size_t i = 0; i < 3; i++) {
+        int n = sg__ledger_encode(&a, buf, sizeof(buf));
+        assert_true(n > 0);
+        rewrite(buf, n, at + attempt_values[i][0], attempt_values[i][1]);
+        assert_int_equal(sg__ledger_decode(buf, (size_t)n, &out), n);
+        assert_int_equal(out.type, 0); /* skipped: not applied */
+    }
+    sg__ledger_rec s = {.type = SG__LREC_RESOLVE,
+                        .key = "k",
+                        .key_len = 1,
+                        .resolution = SG_LEDGER_DONE,
+                        .outcome = SG_OUTCOME_OK};
+    for (size_t i = 0; i < 2; i++) {
+        int n = sg__ledger_encode(&s, buf, sizeof(buf));
+        rewrite(buf, n, SG__LEDGER_HDR + 8 + 1 + 1 + i, i == 0 ? 9 : SG_OUTCOME_COUNT_);
+        assert_int_equal(sg__ledger_decode(buf, (size_t)n, &out), n);
+        assert_int_equal(out.type, 0);
+    }
+    /* a malformed one is still refused: a status out of range */
+    int n = sg__ledger_encode(&a, buf, sizeof(buf));
+    rewrite(buf, n, at + 3, 0xff);
+    rewrite(buf, n, at + 4, 0xff);
+    assert_int_equal(sg__ledger_decode(buf, (size_t)n, &out), -1);
+}
+
 static void every_single_bit_flip_is_detected(void **state) {
     (void)state;
     uint8_t buf[SG__LEDGER_REC_MAX];
@@ -299,6 +356,7 @@ int main(void) {
         cmocka_unit_test(crc32c_matches_the_standard_check_value),
         cmocka_unit_test(every_record_type_round_trips),
         cmocka_unit_test(encoder_refuses_invalid_fields),
+        cmocka_unit_test(a_later_versions_values_are_skipped_not_corrupt),
         cmocka_unit_test(every_single_bit_flip_is_detected),
         cmocka_unit_test(decoder_wants_more_for_a_partial_record),
         cmocka_unit_test(scan_of_every_truncation_keeps_exactly_the_whole_records),
