@@ -127,7 +127,13 @@ typedef enum sg_ledger_fsync {
  *                  nanoseconds.  Default NULL: clock_gettime(CLOCK_REALTIME).
  *                  Wall time is only displayed, never used as a duration.
  * max_live:        most unresolved operations the index holds; an intent
- *                  beyond it is refused with SG_ETOOMANY.  Default 1048576.
+ *                  beyond it is refused with SG_ETOOMANY.  Replaying the
+ *                  file is bounded by it too: a file that, at some point of
+ *                  its history, held more unresolved at once (written by a
+ *                  handle with a larger max_live) is refused with
+ *                  SG_ETOOMANY by every call until a handle that can hold
+ *                  it compacts the file.  Give every handle on one
+ *                  directory the same max_live.  Default 1048576.
  * lock_timeout_ns: how long a call waits for another process's lock, or
  *                  for the handle while another thread of this process uses
  *                  it (a sync, a compaction, a listing's callbacks), before
@@ -202,7 +208,8 @@ typedef struct sg_ledger sg_ledger;
  *   SG_EIO       reading the file failed, or syncing the directory entry of
  *                a newly created file failed;
  *   SG_ELOCKED   another process held the lock longer than lock_timeout_ns;
- *   SG_ETOOMANY  the file holds more than max_live unresolved operations.
+ *   SG_ETOOMANY  the file holds (or held, before a compaction yet to come)
+ *                more than max_live unresolved operations at once.
  */
 SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
                              const sg_ledger_options *opts);
