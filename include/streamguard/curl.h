@@ -140,8 +140,9 @@ typedef struct sg_curl_callbacks {
  *                 or NDJSON), the terminal sentinel (terminal_data such as
  *                 "[DONE]", not delivered; or terminal_type such as
  *                 "message_stop", delivered), skip_types (event types that
- *                 are not items), and the size limits max_line (64 KiB) and
- *                 max_event (1 MiB), exceeding either is protocol_error.
+ *                 are not items), and the size limits max_line (64 KiB;
+ *                 under a profile, max_event) and max_event (1 MiB),
+ *                 exceeding either is protocol_error.
  *                 The same sg_stream_config every transport embeds; see
  *                 <streamguard/stream.h>.  Memory per operation is bounded
  *                 by 4 * max_line + max_event (allocated once, untouched

@@ -166,7 +166,10 @@ typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
  *                none.
  * terminal_type: SSE event type marking the clean end, delivered
  *                ("message_stop").  Default NULL: none.
- * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE).
+ * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE; with a
+ *                classifier - a provider profile - max_event, or that
+ *                default when larger: one line may carry a whole output,
+ *                as Responses' response.completed does).
  * max_event:     largest SSE event (default SG_FRAMING_DEFAULT_MAX_EVENT).
  * skip_types:    a NULL-terminated list of SSE event types that are not
  *                items, e.g. {"ping", NULL} for Anthropic's keepalive

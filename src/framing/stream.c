@@ -365,6 +365,18 @@ static size_t other_size(const sg_stream_config *c) {
     return c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
 }
 
+/* The line limit in effect: the caller's; under a classifier (a provider
+ * profile) left at 0, an event's (at least the plain default), since one
+ * line may carry a whole output (Responses' response.completed repeats the
+ * answer; Ollama's last line its context; an inline image). */
+static size_t line_limit(const sg_stream_config *c) {
+    if (c->max_line != 0 || c->classify == NULL) {
+        return c->max_line;
+    }
+    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    return ev > SG_FRAMING_DEFAULT_MAX_LINE ? ev : SG_FRAMING_DEFAULT_MAX_LINE;
+}
+
 size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     sg_stream_config c;
     if (cfg != NULL) {
@@ -372,6 +384,7 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     } else {
         memset(&c, 0, sizeof(c));
     }
+    c.max_line = line_limit(&c);
     size_t n = 0;
     if (c.format == SG_FORMAT_SSE) {
         sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
@@ -383,7 +396,16 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
         sg_es_config ec = es_config(&c);
         n = sg_es_buffer_size(&ec);
     }
-    return n > 0 && c.classify != NULL ? n + hold_size(&c) + other_size(&c) : n;
+    if (n == 0 || c.classify == NULL) {
+        return n;
+    }
+    /* (a 32-bit size_t could wrap on the largest limits: refused instead) */
+    size_t hold = hold_size(&c);
+    size_t other = other_size(&c);
+    if (hold > SIZE_MAX - n || other > SIZE_MAX - n - hold) {
+        return 0;
+    }
+    return n + hold + other;
 }
 
 int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
@@ -401,6 +423,7 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     }
     memset(s, 0, sizeof(*s));
     int rv;
+    c.max_line = line_limit(&c);
     size_t need = sg_stream_buffer_size(&c);
     if (need == 0) {
         return SG_ERANGE;

@@ -274,6 +274,34 @@ static void openai_responses(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.ttft, SG_MS(70));
     assert_int_equal(r.items, 2 + 100 + 2);
+    /* response.completed repeats the whole answer on one line: 200 KB of
+     * it is no line too long under the profile's default limits (a line
+     * may be as long as an event) */
+    static const char head[] =
+        "event: response.completed\ndata: {\"type\":\"response.completed\","
+        "\"response\":{\"output\":[{\"content\":[{\"text\":\"";
+    static const char tail[] = "\"}]}]}}\n\n";
+    size_t body = 200 * 1024;
+    char *done = malloc(sizeof(head) + body + sizeof(tail));
+    assert_non_null(done);
+    memcpy(done, head, sizeof(head) - 1);
+    memset(done + sizeof(head) - 1, 'a', body);
+    memcpy(done + sizeof(head) - 1 + body, tail, sizeof(tail));
+    r = play("openai-responses", meta,
+             "event: response.output_text.delta\ndata: {\"type\":"
+             "\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n",
+             SG_MS(20));
+    assert_int_equal(r.outcome, SG_OUTCOME_TRUNCATED); /* (no end yet) */
+    char *all = malloc(strlen(meta) + 200 + strlen(done) + 1);
+    assert_non_null(all);
+    strcpy(all, "event: response.output_text.delta\ndata: {\"type\":"
+                "\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n");
+    strcat(all, done);
+    r = play("openai-responses", meta, all, SG_MS(20));
+    free(all);
+    free(done);
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.items, 2 + 2);
 }
 
 static void ollama(void **state) {
