@@ -197,17 +197,19 @@ static void fill(const char *p, const char *e, sg__jval *out) {
 }
 
 /* The value at @p, looked into along path steps k..: just after it, with
- * *@found when the path ended inside it. */
+ * *@found when the path ended inside it (on a present value, when
+ * @present: an empty one lets the search go on to the next element). */
 static const char *find(const char *p, const char *e, const sg__jpath *path, unsigned k,
-                        sg__jval *out, bool *found) {
+                        bool present, sg__jval *out, bool *found) {
     p = skip_ws(p, e);
     if (p >= e) {
         return e;
     }
     if (k == path->n) {
         fill(p, e, out);
-        *found = out->type != SG__JNONE;
-        return e; /* the caller stops at once */
+        *found = present ? sg__jval_present(out) : out->type != SG__JNONE;
+        /* found: the caller stops at once; else on past this value */
+        return *found ? e : value_end(p, e);
     }
     bool any = path->len[k] == 2 && path->step[k][0] == '[' && path->step[k][1] == ']';
     if (*p != (any ? '[' : '{')) {
@@ -227,7 +229,7 @@ static const char *find(const char *p, const char *e, const sg__jpath *path, uns
             continue;
         }
         if (any) {
-            const char *next = find(p, e, path, k + 1, out, found);
+            const char *next = find(p, e, path, k + 1, present, out, found);
             if (next <= p) {
                 return e; /* malformed (a stray ':'): no progress, give up */
             }
@@ -249,7 +251,8 @@ static const char *find(const char *p, const char *e, const sg__jpath *path, uns
                 return e;
             }
             p++;
-            p = match ? find(p, e, path, k + 1, out, found) : value_end(skip_ws(p, e), e);
+            p = match ? find(p, e, path, k + 1, present, out, found)
+                      : value_end(skip_ws(p, e), e);
         }
         if (*found) {
             return e;
@@ -257,16 +260,26 @@ static const char *find(const char *p, const char *e, const sg__jpath *path, uns
     }
 }
 
-bool sg__jscan_find(const char *p, size_t n, const sg__jpath *path, sg__jval *out) {
+static bool find_from(const char *p, size_t n, const sg__jpath *path, bool present,
+                      sg__jval *out) {
     memset(out, 0, sizeof(*out));
     bool found = false;
     if (p != NULL && path != NULL && path->n > 0) {
-        (void)find(p, p + n, path, 0, out, &found);
+        (void)find(p, p + n, path, 0, present, out, &found);
     }
     if (!found) {
         memset(out, 0, sizeof(*out));
     }
     return found;
+}
+
+bool sg__jscan_find(const char *p, size_t n, const sg__jpath *path, sg__jval *out) {
+    return find_from(p, n, path, false, out);
+}
+
+bool sg__jscan_find_present(const char *p, size_t n, const sg__jpath *path,
+                            sg__jval *out) {
+    return find_from(p, n, path, true, out);
 }
 
 bool sg__jval_present(const sg__jval *v) {

@@ -90,6 +90,12 @@ int sg__jpath_parse(sg__jpath *path, const char *text);
  * *@out when found; false (and out->type SG__JNONE) otherwise. */
 bool sg__jscan_find(const char *p, size_t n, const sg__jpath *path, sg__jval *out);
 
+/* The same, the first *present* value (sg__jval_present): where a "[]"
+ * step's element holds an empty one ({"text": ""}), the search goes on to
+ * the next element ([{"text": ""}, {"text": "Hello"}] has "Hello"). */
+bool sg__jscan_find_present(const char *p, size_t n, const sg__jpath *path,
+                            sg__jval *out);
+
 /* A quick reject before a scan: false proves that no key @key (unescaped,
  * as the scanner matches keys) is in [p, p + n) at any depth - the bytes
  * "key" in quotes do not occur.  true says only that they do.  16 bytes at

@@ -51,21 +51,40 @@ static bool at(const sg_item *item, const sg__jpath *path, sg__jval *v) {
 static bool any_present(const sg_item *item, const sg__jpath *paths, size_t n) {
     for (size_t i = 0; i < n; i++) {
         sg__jval v;
-        if (at(item, &paths[i], &v) && sg__jval_present(&v)) {
+        if (sg__jscan_find_present(item->data, item->data_len, &paths[i], &v)) {
             return true;
         }
     }
     return false;
 }
 
-/* A string at @path into err's type or message (views into the item). */
-static void take_string(const sg_item *item, const sg__jpath *path, const char **p,
-                        size_t *n) {
+/* A string at @path into err's type or message (views into the item); a
+ * number too when @number (a code such as OpenRouter's 502 names the
+ * error by itself). */
+static void take_value(const sg_item *item, const sg__jpath *path, bool number,
+                       const char **p, size_t *n) {
     sg__jval v;
-    if (at(item, path, &v) && v.type == SG__JSTRING) {
+    if (at(item, path, &v) &&
+        (v.type == SG__JSTRING || (number && v.type == SG__JNUMBER))) {
         *p = v.p;
         *n = v.n;
     }
+}
+
+static void take_string(const sg_item *item, const sg__jpath *path, const char **p,
+                        size_t *n) {
+    take_value(item, path, false, p, n);
+}
+
+/* An HTTP-like numeric error.code that says "come back later": 408, 429,
+ * or 5xx (vLLM's and OpenRouter's errors carry one; provider-streams.md). */
+static bool transient_code(const sg_item *item) {
+    sg__jval v;
+    if (!at(item, &P_ERROR_CODE, &v) || v.type != SG__JNUMBER || v.n != 3) {
+        return false;
+    }
+    int code = (v.p[0] - '0') * 100 + (v.p[1] - '0') * 10 + (v.p[2] - '0');
+    return code == 408 || code == 429 || (code >= 500 && code <= 599);
 }
 
 static bool one_of(const char *p, size_t n, const char *const *list) {
@@ -80,9 +99,20 @@ static bool one_of(const char *p, size_t n, const char *const *list) {
 /* Error types that say "come back later": overload, rate limit,
  * unavailable, a server-side hiccup. */
 static const char *const transient_types[] = {
-    "server_error",        "overloaded_error", "rate_limit_error",  "rate_limit_exceeded",
-    "service_unavailable", "api_error",        "timeout_error",     "UNAVAILABLE",
-    "RESOURCE_EXHAUSTED",  "INTERNAL",         "DEADLINE_EXCEEDED", NULL,
+    "server_error",
+    "overloaded_error",
+    "rate_limit_error",
+    "rate_limit_exceeded",
+    "service_unavailable",
+    "api_error",
+    "timeout_error",
+    "unavailable_error",
+    "UNAVAILABLE",
+    "RESOURCE_EXHAUSTED",
+    "INTERNAL",
+    "DEADLINE_EXCEEDED",
+    "vector_store_timeout",
+    NULL,
 };
 
 /* The error's type and message at two paths (unless found already), and
@@ -91,13 +121,15 @@ static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
                                 const sg__jpath *type_path,
                                 const sg__jpath *message_path) {
     if (err->type == NULL) {
-        take_string(item, type_path, &err->type, &err->type_len);
+        take_value(item, type_path, type_path == &P_ERROR_CODE, &err->type,
+                   &err->type_len);
     }
     if (err->message == NULL) {
         take_string(item, message_path, &err->message, &err->message_len);
     }
     err->retryable =
-        err->type != NULL && one_of(err->type, err->type_len, transient_types);
+        (err->type != NULL && one_of(err->type, err->type_len, transient_types)) ||
+        transient_code(item);
     return SG_ITEM_ERROR;
 }
 

@@ -98,6 +98,35 @@ static void openai(void **state) {
         "\n\ndata: [DONE]\n\n",
         SG_MS(60));
     assert_int_equal(r.ttft, SG_MS(60));
+    /* transient by the servers' own words (provider-streams.md): llama.cpp's
+     * unavailable_error, a numeric code of 408, 429 or 5xx (OpenRouter's
+     * code alone, vLLM's InternalServerError with its 500); a 4xx is not */
+    static const struct {
+        const char *error;
+        const char *type;
+        bool retryable;
+    } errors[] = {
+        {"{\"code\":503,\"type\":\"unavailable_error\",\"message\":\"x\"}",
+         "unavailable_error", true},
+        {"{\"code\":502,\"message\":\"Network connection lost.\",\"metadata\":{}}", "502",
+         true},
+        {"{\"code\":429,\"message\":\"slow down\"}", "429", true},
+        {"{\"code\":408,\"message\":\"timeout\"}", "408", true},
+        {"{\"type\":\"InternalServerError\",\"code\":500,\"message\":\"x\"}",
+         "InternalServerError", true},
+        {"{\"code\":400,\"message\":\"bad\"}", "400", false},
+        {"{\"type\":\"BadRequestError\",\"code\":400,\"message\":\"x\"}",
+         "BadRequestError", false},
+    };
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++) {
+        char body[512];
+        snprintf(body, sizeof(body), "data: {\"error\":%s}\n\ndata: [DONE]\n\n",
+                 errors[i].error);
+        r = play("openai", role, body, SG_MS(10));
+        assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+        assert_string_equal(r.type, errors[i].type);
+        assert_int_equal(r.retryable, errors[i].retryable);
+    }
 }
 
 static void anthropic(void **state) {
@@ -166,6 +195,15 @@ static void gemini(void **state) {
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.ttft, SG_MS(80));
     assert_int_equal(r.end_tokens, 1);
+    /* an empty part before the text: the chunk is still the first token */
+    r = play("gemini",
+             "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"}]}}]}\n\n",
+             "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"\"},"
+             "{\"text\":\"Hello\"}]}}]}\n\n"
+             "data: {\"candidates\":[{\"finishReason\":\"STOP\"}]}\n\n",
+             SG_MS(90));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(90));
     /* an end with no text (a blocked prompt): ok, no first token */
     r = play("gemini", "", "data: {\"promptFeedback\":{\"blockReason\":\"SAFETY\"}}\n\n",
              SG_MS(80));
@@ -249,6 +287,14 @@ static void openai_responses(void **state) {
              0);
     assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
     assert_string_equal(r.type, "server_error");
+    /* the SDK's transient codes: server_error, rate_limit_exceeded and
+     * vector_store_timeout */
+    r = play("openai-responses", meta,
+             "event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{"
+             "\"error\":{\"code\":\"vector_store_timeout\",\"message\":\"x\"}}}\n\n",
+             0);
+    assert_string_equal(r.type, "vector_store_timeout");
+    assert_true(r.retryable);
     /* a tool-heavy start: 20 web searches, five events each, before the
      * first delta - all held, none an error */
     static const char step[] =
