@@ -418,8 +418,10 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     }
     if (s == NULL || buf == NULL ||
         (c.format != SG_FORMAT_SSE && c.format != SG_FORMAT_NDJSON &&
-         c.format != SG_FORMAT_EVENTSTREAM)) {
-        return SG_EINVAL;
+         c.format != SG_FORMAT_EVENTSTREAM) ||
+        (c.format == SG_FORMAT_NDJSON && c.terminal_data != NULL &&
+         c.terminal_data[0] == '\0')) {
+        return SG_EINVAL; /* (an empty NDJSON line is skipped: it could never end it) */
     }
     memset(s, 0, sizeof(*s));
     int rv;
@@ -660,9 +662,12 @@ const char *sg_stream_error_text(const sg_stream *s) {
 }
 
 bool sg_stream_terminal_seen(const sg_stream *s) {
-    return valid(s) && (s->state_ == STREAM_TERMINAL ||
-                        (s->format_ == SG_FORMAT_SSE && s->state_ != STREAM_IDLE &&
-                         sg_sse_terminal_seen(&s->parser_.sse)));
+    /* (end_seen_: a classifier's end item under end_at_eof, which reads on
+     * to the body's end) */
+    return valid(s) &&
+           (s->state_ == STREAM_TERMINAL || (s->state_ != STREAM_IDLE && s->end_seen_) ||
+            (s->format_ == SG_FORMAT_SSE && s->state_ != STREAM_IDLE &&
+             sg_sse_terminal_seen(&s->parser_.sse)));
 }
 
 bool sg_stream_active(const sg_stream *s) {

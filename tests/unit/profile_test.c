@@ -204,6 +204,24 @@ static void gemini(void **state) {
              SG_MS(90));
     assert_int_equal(r.outcome, SG_OUTCOME_OK);
     assert_int_equal(r.ttft, SG_MS(90));
+    /* the end item is the terminal signal (sg_stream_terminal_seen), as
+     * before and after the body's end */
+    {
+        sg_stream st;
+        sg_stream_config cfg;
+        run rr;
+        char *buf = play_begin(&st, &cfg, "gemini", &rr, T0);
+        const char *end = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
+                          "\"Hi\"}]},\"finishReason\":\"STOP\"}]}\n\n";
+        assert_false(sg_stream_terminal_seen(&st));
+        assert_int_equal(sg_stream_feed(&st, end, strlen(end), T0), 0);
+        assert_true(sg_stream_terminal_seen(&st));
+        sg_guard_result gr;
+        assert_int_equal(sg_stream_end(&st, T0 + 1, SG_OUTCOME_OK, &gr), 0);
+        assert_int_equal(gr.outcome, SG_OUTCOME_OK);
+        assert_true(sg_stream_terminal_seen(&st));
+        free(buf);
+    }
     /* an end with no text (a blocked prompt): ok, no first token */
     r = play("gemini", "", "data: {\"promptFeedback\":{\"blockReason\":\"SAFETY\"}}\n\n",
              SG_MS(80));

@@ -286,6 +286,14 @@ static void bad_arguments_are_rejected(void **state) {
         .format = SG_FORMAT_SSE, .max_line = 256, .max_event = 1024};
     assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)),
                      SG_ENOBUFS);
+    /* an empty sentinel could never match: refused, for NDJSON as for SSE */
+    static char big[1 << 17];
+    sg_stream_config empty = {.format = SG_FORMAT_NDJSON, .terminal_data = ""};
+    assert_int_equal(sg_stream_init(&s, &empty, NULL, NULL, big, sizeof(big)), SG_EINVAL);
+    empty.format = SG_FORMAT_SSE;
+    empty.max_line = 1024;
+    empty.max_event = 1024;
+    assert_int_equal(sg_stream_init(&s, &empty, NULL, NULL, big, sizeof(big)), SG_EINVAL);
     sg_stream zero = {0};
     assert_int_equal(sg_stream_feed(&zero, "x", 1, T0), SG_EINVAL);
     assert_int_equal(sg_stream_end(&zero, T0, SG_OUTCOME_OK, &r), SG_EINVAL);
