@@ -110,7 +110,9 @@ typedef struct sg_sse_event {
  *             parser knows (the standard ignores it, and so does the
  *             parser): for a caller that wants what a server wrote outside
  *             SSE, such as a JSON error object written bare into the
- *             stream.  The view is valid during the call only.
+ *             stream; also, from sg_sse_end, such a line the body ended
+ *             in without its line end (its return value is then
+ *             ignored).  The view is valid during the call only.
  */
 typedef struct sg_sse_callbacks {
     int (*on_event)(const sg_sse_event *event, void *user_data);

@@ -213,6 +213,19 @@ static int sse_other(sg_sse_parser *p, const char *line, size_t n) {
     return 0;
 }
 
+/* Whether @line names a field this parser acts on (data, event, id,
+ * retry), as sse_line would take it; a comment is none. */
+static bool sse_field_line(const char *line, size_t n) {
+    static const char *const fields[] = {"data", "event", "id", "retry"};
+    for (size_t i = 0; i < 4; i++) {
+        size_t l = strlen(fields[i]);
+        if (n >= l && memcmp(line, fields[i], l) == 0 && (n == l || line[l] == ':')) {
+            return true;
+        }
+    }
+    return false;
+}
+
 static int sse_line(void *ctx, const char *line, size_t n) {
     sg_sse_parser *p = ctx;
     p->stats_.lines++;
@@ -506,6 +519,14 @@ int sg_sse_end(sg_sse_parser *parser, bool *clean) {
             parser->clean_ = parser->terminal_seen_;
         } else {
             parser->clean_ = !parser->has_data_ && !sg__lines_partial(&parser->lines_);
+        }
+        /* An unterminated last line no field takes (a JSON error written
+         * bare, its LF never sent) goes where a terminated one would: to
+         * on_other.  A field's, like the pending event, is discarded. */
+        if (parser->error_ == 0 && parser->cbs_.on_other != NULL &&
+            parser->lines_.len_ > 0 && parser->lines_.buf_[0] != ':' &&
+            !sse_field_line(parser->lines_.buf_, parser->lines_.len_)) {
+            (void)sse_other(parser, parser->lines_.buf_, parser->lines_.len_);
         }
         /* A pending event is discarded, never dispatched. */
         sse_clear_event(parser);

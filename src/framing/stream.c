@@ -604,6 +604,14 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
         bool clean = false;
         if (s->format_ == SG_FORMAT_SSE) {
             sg_sse_end(&s->parser_.sse, &clean);
+            if (s->other_len_ > 0 && !s->cancelled_ && !s->guard_stop_) {
+                /* its last line, unterminated, outside SSE: an error? */
+                s->now_ = now;
+                if (settle_other(s) != 0) {
+                    return sg_guard_fail(&s->guard_, s->stop_at_,
+                                         SG_OUTCOME_PROVIDER_ERROR, result);
+                }
+            }
         } else if (s->format_ == SG_FORMAT_NDJSON) {
             sg_ndjson_end(&s->parser_.nd, &clean);
             /* with a terminal line configured, only it is a clean end */

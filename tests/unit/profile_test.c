@@ -251,6 +251,13 @@ static void gemini(void **state) {
     assert_string_equal(r.type, "UNAVAILABLE");
     assert_true(r.retryable);
     assert_int_equal(r.items, 0);
+    /* on one line, the body ending without its LF: the same */
+    r = play("gemini", "",
+             "{\"error\":{\"code\":503,\"message\":\"x\",\"status\":\"UNAVAILABLE\"}}",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "UNAVAILABLE");
+    assert_true(r.retryable);
     /* ... and after a finishReason chunk: the end item waits for the
      * body's end, and the error after it is the outcome */
     const char *stop = "data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":"
