@@ -355,6 +355,8 @@ static int resolve_step(sg__h2_link *l) {
     return 0;
 }
 
+static void admit_waiting(sg__h2_link *l);
+
 static void link_ready(sg__h2_link *l, int64_t now) {
     sg_h2_conn *c = l->conn;
     int rv = session_open(l);
@@ -365,9 +367,11 @@ static void link_ready(sg__h2_link *l, int64_t now) {
     l->state = SG__H2L_READY;
     l->usable = true;
     l->errbuf[0] = '\0';
+    /* oldest first, as slots allow; the rest wait for a slot (phase send) */
+    admit_waiting(l);
     for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
         if (op->link == l && op->waiting) {
-            sg__h2_submit_waiting(op, now);
+            sg_guard_set_phase(sg__lc_guard(&op->lc), SG_PHASE_SEND, now);
         }
     }
 }

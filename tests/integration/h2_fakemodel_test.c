@@ -306,6 +306,81 @@ static void a_stream_waiting_for_a_slot_is_stamped_when_it_goes(void **state) {
     h2t_stop(&s);
 }
 
+/* X-Deadline-Ms of the received request tagged @tag in @log (-1 none),
+ * and where in the log it was received (@at). */
+static long deadline_of(const char *log, const char *tag, const char **at) {
+    const char *p = strstr(log, tag);
+    *at = p;
+    if (p == NULL || (p = strstr(p, "\"x_deadline_ms\":\"")) == NULL) {
+        return -1;
+    }
+    return strtol(p + strlen("\"x_deadline_ms\":\""), NULL, 10);
+}
+
+/* Streams started before the connection is up (connect_on_demand), more
+ * of them than the server's MAX_CONCURRENT_STREAMS (1): when it is up they
+ * go oldest first, as many as the limit nghttp2 knows then allows (100
+ * until the server's SETTINGS; the server refuses the excess, never
+ * processed, and they go again as slots free, stamped when they go) - not
+ * newest first, the oldest one refused. */
+static void streams_waiting_for_the_connection_go_as_slots_free(void **state) {
+    (void)state;
+    fm_server s;
+    const char *extra[] = {"--h2-max-streams", "1", NULL};
+    assert_int_equal(h2t_start(&s, g_fm_path, extra), 0);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "127.0.0.1";
+    o.port = s.port;
+    o.connect_timeout = SG_SEC(5);
+    o.connect_on_demand = true;
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    expect ex[3];
+    memset(ex, 0, sizeof(ex));
+    static const char *const paths[] = {
+        "/v1/chat/completions?n=2&gap=300&_tag=wait0",
+        "/v1/chat/completions?n=2&gap=300&_tag=wait1",
+        "/v1/chat/completions?n=1&_tag=wait2",
+    };
+    for (int i = 0; i < 3; i++) {
+        sg_op_options po;
+        sg_op_options_init(&po);
+        sg_op_options_set_budget(&po, SG_SEC(5));
+        sg_h2_request req;
+        memset(&req, 0, sizeof(req));
+        req.path = paths[i];
+        req.deadline_header = true;
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+                                            &ex[i], &ex[i].op),
+                         0);
+    }
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(sg_h2_op_outcome(ex[i].op), SG_OUTCOME_OK);
+    }
+    char *log = h2t_log_when(&s, "_tag=wait2", 1);
+    assert_non_null(log);
+    const char *at[3];
+    long ms[3];
+    for (int i = 0; i < 3; i++) {
+        char tag[16];
+        snprintf(tag, sizeof(tag), "_tag=wait%d", i);
+        ms[i] = deadline_of(log, tag, &at[i]);
+        assert_true(ms[i] > 0);
+    }
+    free(log);
+    /* received oldest first */
+    assert_true(at[0] < at[1] && at[1] < at[2]);
+    /* each stamped when it went: after ~300 and ~600 ms of waiting */
+    if (ms[1] > 4800 || ms[2] > 4500) {
+        fail_msg("X-Deadline-Ms %ld, %ld, %ld: not stamped when they went", ms[0], ms[1],
+                 ms[2]);
+    }
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 /* A read that stopped at its per-step budget just as the socket drained:
  * the next step reads on (h2.h: "even without @readable"), finds nothing
  * and says so, so the loop sleeps again instead of stepping at once
@@ -1191,6 +1266,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(
             a_read_stopped_at_its_budget_is_read_on_by_the_next_step, h2t_teardown),
         cmocka_unit_test_teardown(a_stream_waiting_for_a_slot_is_stamped_when_it_goes,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(streams_waiting_for_the_connection_go_as_slots_free,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
                                   h2t_teardown),
