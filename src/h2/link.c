@@ -528,7 +528,41 @@ static void admit_waiting(sg__h2_link *l) {
     }
 }
 
+/* Streams waiting for a slot on READY link @l, which takes no new stream
+ * now (GOAWAY, stream ids spent), oldest first: to the link new streams go
+ * on, as one started now would (sent at once when it has room, else
+ * waiting there; a new link's connect is part of their attempt). */
+static void move_waiting(sg__h2_link *l) {
+    sg_h2_conn *c = l->conn;
+    sg_h2_op *last = NULL;
+    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
+        last = op;
+    }
+    int64_t now = sg__h2_now(c);
+    for (sg_h2_op *op = last; op != NULL && l->waiting > 0; op = op->prev) {
+        if (op->link != l || !op->waiting) {
+            continue;
+        }
+        sg__h2_link *to = sg__h2_link_for_streams(c, now);
+        if (to == NULL || to == l) {
+            break; /* (no other link to be had: they wait here) */
+        }
+        l->waiting--;
+        op->link = to;
+        to->waiting++;
+        if (to->state == SG__H2L_READY && sg__h2_link_has_room(to)) {
+            sg__h2_submit_waiting(op, now);
+        }
+    }
+}
+
 void sg__h2_links_flush(sg_h2_conn *c) {
+    /* first, so the walk below sees any link this opens (at the head) */
+    for (sg__h2_link *l = c->links; l != NULL; l = l->next) {
+        if (l->state == SG__H2L_READY && !l->usable && l->waiting > 0) {
+            move_waiting(l);
+        }
+    }
     sg__h2_link **pp = &c->links;
     while (*pp != NULL) {
         sg__h2_link *l = *pp;

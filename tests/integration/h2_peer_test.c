@@ -382,6 +382,8 @@ enum peer_mode {
                           response headers of stream 1, which then runs on
                           as PEER_SLOW; later connections: PEER_PLAIN */
     PEER_FLOOD_ONE,    /* MAX_CONCURRENT_STREAMS 1, then as PEER_PING_FLOOD */
+    PEER_GOAWAY_ONE,   /* as PEER_GOAWAY_DRAIN, the 1st connection with
+                          MAX_CONCURRENT_STREAMS 1 */
 };
 
 enum { SLOW_ITEMS = 8, SLOW_GAP_MS = 50 };
@@ -420,7 +422,9 @@ static ssize_t peer_slow_body(nghttp2_session *s, int32_t id, uint8_t *buf, size
 }
 
 static bool slow_mode(const peer *p) {
-    return p->mode == PEER_SLOW || (p->mode == PEER_GOAWAY_DRAIN && p->conn_no == 1);
+    return p->mode == PEER_SLOW ||
+           ((p->mode == PEER_GOAWAY_DRAIN || p->mode == PEER_GOAWAY_ONE) &&
+            p->conn_no == 1);
 }
 
 static ssize_t peer_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
@@ -471,7 +475,7 @@ static void peer_respond(peer *p, int32_t id) {
         prd.source.ptr = p;
         prd.read_callback = peer_slow_body;
         nghttp2_submit_response(p->s, id, nva, n, &prd);
-        if (p->mode == PEER_GOAWAY_DRAIN) {
+        if (p->mode == PEER_GOAWAY_DRAIN || p->mode == PEER_GOAWAY_ONE) {
             /* stream 1 is processed; the client must open new ones elsewhere */
             nghttp2_submit_goaway(p->s, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL, 0);
         }
@@ -527,8 +531,10 @@ static void peer_serve_conn(peer *p) {
     nghttp2_session_server_new2(&p->s, cb, p, opt);
     nghttp2_option_del(opt);
     nghttp2_settings_entry one = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1};
-    nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, &one,
-                            p->mode == PEER_FLOOD_ONE ? 1 : 0);
+    nghttp2_submit_settings(
+        p->s, NGHTTP2_FLAG_NONE, &one,
+        p->mode == PEER_FLOOD_ONE || (p->mode == PEER_GOAWAY_ONE && p->conn_no == 1) ? 1
+                                                                                     : 0);
     uint8_t buf[16384];
     for (;;) {
         const uint8_t *out;
@@ -921,6 +927,42 @@ after_goaway_new_streams_open_a_new_connection_while_the_old_drains(void **state
     peer_stop(pid);
 }
 
+/* A request waiting for a slot (the server's MAX_CONCURRENT_STREAMS 1)
+ * when the server sends GOAWAY: it goes at once on a new connection, as a
+ * new one would, one attempt - not held for the old connection's slot and
+ * then refused there. */
+static void
+after_goaway_a_stream_waiting_for_a_slot_goes_on_a_new_connection(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_GOAWAY_ONE, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    for (int i = 0; i < 5; i++) { /* the server's SETTINGS are in */
+        struct pollfd pf = {sg_h2_conn_fd(c), POLLIN, 0};
+        poll(&pf, 1, 10);
+        sg_h2_conn_step(c, sg_clock_monotonic_now(NULL), true, true);
+    }
+    expect a, b;
+    memset(&a, 0, sizeof(a));
+    memset(&b, 0, sizeof(b));
+    get(c, "/slow", &g_sse, &a, 1);
+    post(c, &b, 1, SG_SEC(3)); /* waits for the one slot */
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    if (sg_h2_op_outcome(b.op) != SG_OUTCOME_OK) {
+        fail_msg("the waiting op after GOAWAY: %s: %s",
+                 sg_outcome_name(sg_h2_op_outcome(b.op)), sg_h2_op_error(b.op));
+    }
+    assert_int_equal(b.items, 3);
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(b.op)), 1);
+    assert_int_equal(sg_h2_op_outcome(a.op), SG_OUTCOME_OK);
+    assert_int_equal(a.items, SLOW_ITEMS);
+    /* side by side: it ended while the old connection's stream still ran */
+    assert_true(b.done_at < a.done_at);
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
 /* DNS that never answers: the lookup runs inside the loop (c-ares), other
  * streams on the same loop keep their pace, and the connect timeout ends
  * the wait - an attempt in phase connect, never sent. */
@@ -1038,6 +1080,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(
             after_goaway_new_streams_open_a_new_connection_while_the_old_drains,
             teardown),
+        cmocka_unit_test_teardown(
+            after_goaway_a_stream_waiting_for_a_slot_goes_on_a_new_connection, teardown),
         cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
         cmocka_unit_test_teardown(the_budget_bounds_a_connection_being_made, teardown),
         cmocka_unit_test_teardown(a_name_resolves_through_the_dns_servers_given,
