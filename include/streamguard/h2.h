@@ -16,11 +16,14 @@
  *     id: never processed.  The attempt is recorded as not sent
  *     (transport_error, phase send), so the policy retries it when the
  *     budget allows - even for a POST without an idempotency key.
- *   - any other RST_STREAM: truncated after the response headers,
- *     transport_error before them.
- *   - connection lost (EOF, reset, TLS or HTTP/2 protocol failure): every
- *     running stream ends the same way (truncated / transport_error, the
- *     phase it was in, partial when items were delivered).
+ *   - any other RST_STREAM (NO_ERROR too, before the response's
+ *     END_STREAM): truncated after the response headers, transport_error
+ *     before them.
+ *   - connection lost (EOF, reset, TLS failure): every running stream ends
+ *     the same way (truncated / transport_error, the phase it was in,
+ *     partial when items were delivered).  The server breaking HTTP/2 on
+ *     the connection instead ends every request it saw protocol_error
+ *     (never retried); the ones still queued, unsent, transport_error.
  *   A retry that needs a stream after the connection was lost opens a new
  *   connection; after a GOAWAY new streams go on a new connection at once
  *   while the old one drains its streams.  A connection that cannot be made

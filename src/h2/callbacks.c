@@ -100,6 +100,13 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
                  (int)frame->goaway.last_stream_id);
         return 0;
     }
+    if ((frame->hd.type == NGHTTP2_DATA || frame->hd.type == NGHTTP2_HEADERS) &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        sg_h2_op *op = op_of(session, frame->hd.stream_id);
+        if (op != NULL && op->stream_id == frame->hd.stream_id) {
+            op->end_stream = true; /* the body ended: a close now is no reset */
+        }
+    }
     if (frame->hd.type != NGHTTP2_HEADERS) {
         return 0;
     }
@@ -226,7 +233,13 @@ static int on_stream_close(nghttp2_session *session, int32_t stream_id,
         return 0;
     }
     sg_outcome how;
-    if (error_code == NGHTTP2_NO_ERROR) {
+    if (error_code == NGHTTP2_NO_ERROR && !op->end_stream && op->lc.body_is_stream) {
+        /* RST_STREAM(NO_ERROR) before END_STREAM: the body was cut, not
+         * ended (RFC 9113 §8.1 allows it only after a complete response) */
+        how = SG_OUTCOME_TRUNCATED;
+        sg__lc_error(&op->lc, "%s",
+                     "stream reset by the server before its end: NO_ERROR");
+    } else if (error_code == NGHTTP2_NO_ERROR) {
         how = op->lc.body_is_stream ? SG_OUTCOME_OK
               : op->lc.headers_done ? SG_OUTCOME_HTTP_ERROR
                                     : SG_OUTCOME_TRANSPORT_ERROR;

@@ -41,6 +41,7 @@ struct sg_h2_op {
     int32_t stream_id;  /* 0: no stream of ours is open on the session */
     size_t body_off;
     size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
+    bool end_stream;     /* the response's END_STREAM arrived */
 
     /* hedging: a hedge slot points at its operation (root), shares its
      * request block and runs attempts on its policy as streams of its own;

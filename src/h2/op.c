@@ -198,6 +198,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     op->stream_id = 0;
     op->body_off = 0;
     op->header_bytes = 0;
+    op->end_stream = false;
     op->stamp = *st; /* values live in the lifecycle and the policy */
     *fail = SG_OUTCOME_TRANSPORT_ERROR;
     sg__h2_link *l = sg__h2_link_for_streams(c, *now);

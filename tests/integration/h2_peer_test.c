@@ -384,6 +384,8 @@ enum peer_mode {
     PEER_FLOOD_ONE,    /* MAX_CONCURRENT_STREAMS 1, then as PEER_PING_FLOOD */
     PEER_GOAWAY_ONE,   /* as PEER_GOAWAY_DRAIN, the 1st connection with
                           MAX_CONCURRENT_STREAMS 1 */
+    PEER_RST_NO_ERROR, /* every request: two NDJSON lines without
+                          END_STREAM, then RST_STREAM(NO_ERROR) */
 };
 
 enum { SLOW_ITEMS = 8, SLOW_GAP_MS = 50 };
@@ -397,6 +399,8 @@ typedef struct peer {
     bool goaway_sent;
     nghttp2_session *s;
     int32_t slow_id; /* the slow stream, 0: none */
+    int32_t rst_id;  /* PEER_RST_NO_ERROR: the stream to reset once sent */
+    bool rst_due;    /* its lines are out */
     int slow_ready;  /* items it may send so far */
     int slow_sent;
 } peer;
@@ -444,6 +448,19 @@ static ssize_t peer_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t le
     return (ssize_t)n;
 }
 
+/* Two NDJSON lines, the DATA without END_STREAM (a reset ends it). */
+static ssize_t peer_cut_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                             uint32_t *flags, nghttp2_data_source *src, void *ud) {
+    (void)s;
+    (void)id;
+    (void)ud;
+    peer *p = src->ptr;
+    int n = snprintf((char *)buf, len, "{\"a\":1}\n{\"a\":2}\n");
+    *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    p->rst_due = true;
+    return n;
+}
+
 static size_t g_offsets[256];
 static pid_t g_peer_pid; /* killed even when an assertion fails */
 
@@ -479,6 +496,14 @@ static void peer_respond(peer *p, int32_t id) {
             /* stream 1 is processed; the client must open new ones elsewhere */
             nghttp2_submit_goaway(p->s, NGHTTP2_FLAG_NONE, id, NGHTTP2_NO_ERROR, NULL, 0);
         }
+        return;
+    }
+    if (p->mode == PEER_RST_NO_ERROR) {
+        nghttp2_data_provider prd;
+        prd.source.ptr = p;
+        prd.read_callback = peer_cut_body;
+        p->rst_id = id;
+        nghttp2_submit_response(p->s, id, nva, n, &prd);
         return;
     }
     if (p->mode == PEER_PING_FLOOD || p->mode == PEER_FLOOD_ONE) {
@@ -543,6 +568,14 @@ static void peer_serve_conn(peer *p) {
             if (send(p->fd, out, (size_t)n, MSG_NOSIGNAL) != n) {
                 goto done;
             }
+        }
+        if (p->rst_due && p->rst_id != 0) {
+            /* the lines are out: end the stream by a reset, not END_STREAM */
+            nghttp2_submit_rst_stream(p->s, NGHTTP2_FLAG_NONE, p->rst_id,
+                                      NGHTTP2_NO_ERROR);
+            p->rst_id = 0;
+            p->rst_due = false;
+            continue;
         }
         if ((p->mode == PEER_PING_FLOOD || p->mode == PEER_FLOOD_ONE) &&
             p->requests > 0) {
@@ -963,6 +996,31 @@ after_goaway_a_stream_waiting_for_a_slot_goes_on_a_new_connection(void **state) 
     peer_stop(pid);
 }
 
+/* RST_STREAM(NO_ERROR) before END_STREAM ends a body that was not
+ * finished: an NDJSON stream without a terminal line, cut that way after
+ * two lines, is truncated (partial), not a clean end. */
+static void rst_stream_no_error_before_the_end_is_truncated(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_RST_NO_ERROR, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    expect a;
+    memset(&a, 0, sizeof(a));
+    get(c, "/cut.ndjson", &g_nd, &a, 1);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    if (sg_h2_op_outcome(a.op) != SG_OUTCOME_TRUNCATED) {
+        fail_msg("a body reset with NO_ERROR: %s (%s)",
+                 sg_outcome_name(sg_h2_op_outcome(a.op)),
+                 sg_h2_op_error(a.op) != NULL ? sg_h2_op_error(a.op) : "");
+    }
+    assert_int_equal(a.items, 2);
+    const sg_op_attempt *r = sg_op_attempt_at(sg_h2_op_policy(a.op), 0);
+    assert_true(r->partial);
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
 /* DNS that never answers: the lookup runs inside the loop (c-ares), other
  * streams on the same loop keep their pace, and the connect timeout ends
  * the wait - an attempt in phase connect, never sent. */
@@ -1082,6 +1140,8 @@ int main(int argc, char **argv) {
             teardown),
         cmocka_unit_test_teardown(
             after_goaway_a_stream_waiting_for_a_slot_goes_on_a_new_connection, teardown),
+        cmocka_unit_test_teardown(rst_stream_no_error_before_the_end_is_truncated,
+                                  teardown),
         cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
         cmocka_unit_test_teardown(the_budget_bounds_a_connection_being_made, teardown),
         cmocka_unit_test_teardown(a_name_resolves_through_the_dns_servers_given,
