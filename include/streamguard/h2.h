@@ -87,7 +87,11 @@ typedef struct sg_h2_op sg_h2_op;
  * server_name:     name for SNI and the hostname check.  Default: host.
  * connect_timeout: nanoseconds for DNS + TCP connect + TLS handshake, for
  *                  each connection made (the attempts waiting for one are
- *                  also bounded by their own clocks).  Default 10 s.
+ *                  also bounded by their own clocks); and, once connected,
+ *                  the longest the server may leave what was sent
+ *                  unacknowledged, or unsent behind a zero window
+ *                  (TCP_USER_TIMEOUT): past it the connection is lost and
+ *                  retries and new streams go on a new one.  Default 10 s.
  * stream_window:   receive window of each stream (SETTINGS_INITIAL_
  *                  WINDOW_SIZE), 65535 .. 2^31-1.  Default 4 MiB: a long
  *                  generation never waits for a WINDOW_UPDATE.

@@ -18,6 +18,7 @@
 #include <ares.h>
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -406,6 +407,15 @@ static void connect_step(sg__h2_link *l, int64_t now) {
             int one = 1;
             /* Small frames (RST_STREAM, WINDOW_UPDATE) must not wait for Nagle. */
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            /* A server that stops reading (a zero window) or a path that
+             * went dark: once what we sent waits unacknowledged, or unsent,
+             * connect_timeout long, the kernel ends the connection, and it
+             * is lost - retries and new streams go on a new one instead of
+             * queueing behind it. */
+            int64_t ms = c->opts.connect_timeout / SG_MS(1);
+            unsigned int ut =
+                ms > (int64_t)UINT_MAX ? UINT_MAX : (unsigned int)(ms > 0 ? ms : 1);
+            setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof(ut));
             l->fd = fd;
             l->fd_events = EPOLLIN | EPOLLOUT;
             watch(c, fd, l->fd_events);

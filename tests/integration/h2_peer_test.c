@@ -386,6 +386,9 @@ enum peer_mode {
                           MAX_CONCURRENT_STREAMS 1 */
     PEER_RST_NO_ERROR, /* every request: two NDJSON lines without
                           END_STREAM, then RST_STREAM(NO_ERROR) */
+    PEER_STOP_READING, /* 1st connection: windows wide open, then it stops
+                          reading once a request begins (a zero TCP window
+                          for the client); later connections: PEER_PLAIN */
 };
 
 enum { SLOW_ITEMS = 8, SLOW_GAP_MS = 50 };
@@ -401,6 +404,7 @@ typedef struct peer {
     int32_t slow_id; /* the slow stream, 0: none */
     int32_t rst_id;  /* PEER_RST_NO_ERROR: the stream to reset once sent */
     bool rst_due;    /* its lines are out */
+    bool stop;       /* PEER_STOP_READING: read nothing more */
     int slow_ready;  /* items it may send so far */
     int slow_sent;
 } peer;
@@ -521,6 +525,11 @@ static void peer_respond(peer *p, int32_t id) {
 static int peer_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
     (void)s;
     peer *p = ud;
+    if (p->mode == PEER_STOP_READING && p->conn_no == 1 &&
+        f->hd.type == NGHTTP2_HEADERS) {
+        p->stop = true; /* its body, megabytes of it, is never read */
+        return 0;
+    }
     /* A request is complete at END_STREAM, on HEADERS or on its body. */
     if ((f->hd.type != NGHTTP2_HEADERS && f->hd.type != NGHTTP2_DATA) ||
         !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
@@ -560,6 +569,12 @@ static void peer_serve_conn(peer *p) {
         p->s, NGHTTP2_FLAG_NONE, &one,
         p->mode == PEER_FLOOD_ONE || (p->mode == PEER_GOAWAY_ONE && p->conn_no == 1) ? 1
                                                                                      : 0);
+    if (p->mode == PEER_STOP_READING) {
+        /* every window wide open: the client's DATA is held by TCP alone */
+        nghttp2_settings_entry wide = {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 0x7fffffff};
+        nghttp2_submit_settings(p->s, NGHTTP2_FLAG_NONE, &wide, 1);
+        nghttp2_submit_window_update(p->s, NGHTTP2_FLAG_NONE, 0, 0x7fffffff - 65535);
+    }
     uint8_t buf[16384];
     for (;;) {
         const uint8_t *out;
@@ -568,6 +583,10 @@ static void peer_serve_conn(peer *p) {
             if (send(p->fd, out, (size_t)n, MSG_NOSIGNAL) != n) {
                 goto done;
             }
+        }
+        if (p->stop) {
+            sleep(20); /* reads nothing: the client's sends fill the socket */
+            goto done;
         }
         if (p->rst_due && p->rst_id != 0) {
             /* the lines are out: end the stream by a reset, not END_STREAM */
@@ -1021,6 +1040,53 @@ static void rst_stream_no_error_before_the_end_is_truncated(void **state) {
     peer_stop(pid);
 }
 
+/* A server that stops reading (a zero TCP window): after connect_timeout
+ * without progress the connection is lost, and the retry goes on a new
+ * one - not back onto the stalled connection, attempt after attempt,
+ * until the budget is gone. */
+static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_STOP_READING, &port);
+    sg_h2_conn_options o;
+    memset(&o, 0, sizeof(o));
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.connect_timeout = SG_MS(500);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    static char body[64 << 20]; /* far more than the sockets hold */
+    memset(body, 'b', sizeof(body));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(10));
+    sg_op_options_set_first_item_timeout(&po, SG_SEC(4));
+    sg_op_options_set_max_attempts(&po, 3);
+    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    sg_op_options_set_idempotency_key(&po, "stall-1");
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions";
+    req.body = body;
+    req.body_len = sizeof(body);
+    expect a;
+    memset(&a, 0, sizeof(a));
+    int64_t t0 = sg_clock_monotonic_now(NULL);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &a, &a.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int64_t took = sg_clock_monotonic_now(NULL) - t0;
+    if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
+        fail_msg("after the server stopped reading: %s: %s",
+                 sg_outcome_name(sg_h2_op_outcome(a.op)), sg_h2_op_error(a.op));
+    }
+    assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(a.op)), 2);
+    /* given up by the connection's bound, not by the first-item clock */
+    assert_true(took < SG_SEC(4));
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
 /* DNS that never answers: the lookup runs inside the loop (c-ares), other
  * streams on the same loop keep their pace, and the connect timeout ends
  * the wait - an attempt in phase connect, never sent. */
@@ -1141,6 +1207,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(
             after_goaway_a_stream_waiting_for_a_slot_goes_on_a_new_connection, teardown),
         cmocka_unit_test_teardown(rst_stream_no_error_before_the_end_is_truncated,
+                                  teardown),
+        cmocka_unit_test_teardown(a_connection_the_server_stopped_reading_is_given_up,
                                   teardown),
         cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
         cmocka_unit_test_teardown(the_budget_bounds_a_connection_being_made, teardown),
