@@ -105,6 +105,16 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
         sg_h2_op *op = op_of(session, frame->hd.stream_id);
         if (op != NULL && op->stream_id == frame->hd.stream_id) {
             op->end_stream = true; /* the body ended: a close now is no reset */
+            if (frame->hd.type == NGHTTP2_DATA && op->lc.state == SG__LC_RUNNING &&
+                op->lc.body_is_stream &&
+                !nghttp2_session_get_stream_local_close(session, frame->hd.stream_id)) {
+                /* The response is whole while our request still goes out
+                 * (held by flow control, say): the answer needs no more of
+                 * it (RFC 9113 §8.1) - the stream's end now, our side
+                 * stopped without error, not a wait for a close that the
+                 * rest of the upload would have to come first. */
+                sg__h2_decide(op, l->recv_now, SG_OUTCOME_OK, NGHTTP2_NO_ERROR);
+            }
         }
     }
     if (frame->hd.type != NGHTTP2_HEADERS) {
@@ -135,7 +145,15 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame,
          * server said comes in its DATA, read while the stream drains. */
         bool ended = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
         if (ended || !sg__lc_error_response(&op->lc, now)) {
-            sg__h2_decide(op, now, SG_OUTCOME_HTTP_ERROR, ended ? -1 : NGHTTP2_CANCEL);
+            /* ended while our request still goes out: our side stops too
+             * (NO_ERROR), or nghttp2 would keep the stream open behind the
+             * upload, a slot the link no longer counts */
+            int rst =
+                !ended ? NGHTTP2_CANCEL
+                : nghttp2_session_get_stream_local_close(session, frame->hd.stream_id)
+                    ? -1
+                    : NGHTTP2_NO_ERROR;
+            sg__h2_decide(op, now, SG_OUTCOME_HTTP_ERROR, rst);
             return 0;
         }
         sg__h2_reschedule(op);

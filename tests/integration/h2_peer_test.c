@@ -386,6 +386,9 @@ enum peer_mode {
                           MAX_CONCURRENT_STREAMS 1 */
     PEER_RST_NO_ERROR, /* every request: two NDJSON lines without
                           END_STREAM, then RST_STREAM(NO_ERROR) */
+    PEER_EARLY_ANSWER, /* answers on the request's HEADERS, whole (two NDJSON
+                          lines, END_STREAM), and grants no window for the
+                          body: the client's upload stays blocked */
     PEER_STOP_READING, /* 1st connection: windows wide open, then it stops
                           reading once a request begins (a zero TCP window
                           for the client); later connections: PEER_PLAIN */
@@ -466,6 +469,18 @@ static ssize_t peer_cut_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_
 }
 
 static size_t g_offsets[256];
+
+/* Two NDJSON lines and END_STREAM. */
+static ssize_t peer_lines_body(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                               uint32_t *flags, nghttp2_data_source *src, void *ud) {
+    (void)s;
+    (void)id;
+    (void)ud;
+    (void)src;
+    int n = snprintf((char *)buf, len, "{\"a\":1}\n{\"a\":2}\n");
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return n;
+}
 static pid_t g_peer_pid; /* killed even when an assertion fails */
 
 static void peer_respond(peer *p, int32_t id) {
@@ -502,6 +517,13 @@ static void peer_respond(peer *p, int32_t id) {
         }
         return;
     }
+    if (p->mode == PEER_EARLY_ANSWER) {
+        nghttp2_data_provider prd;
+        prd.source.ptr = p;
+        prd.read_callback = peer_lines_body;
+        nghttp2_submit_response(p->s, id, nva, n, &prd);
+        return;
+    }
     if (p->mode == PEER_RST_NO_ERROR) {
         nghttp2_data_provider prd;
         prd.source.ptr = p;
@@ -525,6 +547,11 @@ static void peer_respond(peer *p, int32_t id) {
 static int peer_on_frame(nghttp2_session *s, const nghttp2_frame *f, void *ud) {
     (void)s;
     peer *p = ud;
+    if (p->mode == PEER_EARLY_ANSWER && f->hd.type == NGHTTP2_HEADERS &&
+        !(f->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+        peer_respond(p, f->hd.stream_id); /* before the body: it needs none */
+        return 0;
+    }
     if (p->mode == PEER_STOP_READING && p->conn_no == 1 &&
         f->hd.type == NGHTTP2_HEADERS) {
         p->stop = true; /* its body, megabytes of it, is never read */
@@ -562,6 +589,9 @@ static void peer_serve_conn(peer *p) {
     nghttp2_option *opt;
     nghttp2_option_new(&opt);
     nghttp2_option_set_max_send_header_block_length(opt, 4u << 20);
+    if (p->mode == PEER_EARLY_ANSWER) {
+        nghttp2_option_set_no_auto_window_update(opt, 1); /* the body waits */
+    }
     nghttp2_session_server_new2(&p->s, cb, p, opt);
     nghttp2_option_del(opt);
     nghttp2_settings_entry one = {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 1};
@@ -1040,6 +1070,46 @@ static void rst_stream_no_error_before_the_end_is_truncated(void **state) {
     peer_stop(pid);
 }
 
+/* The server answers whole (two NDJSON lines, END_STREAM) on the request's
+ * HEADERS and grants no window for its 1 MiB body: the answer is the
+ * stream's end - ok at once, our side stopped - not an idle timeout while
+ * the upload waits for a window that never comes. */
+static void a_whole_answer_before_the_request_body_ends_the_stream(void **state) {
+    (void)state;
+    int port;
+    pid_t pid = peer_start(PEER_EARLY_ANSWER, &port);
+    sg_h2_conn *c = NULL;
+    assert_int_equal(connect_h2(port, false, NULL, &c), 0);
+    static char body[1 << 20];
+    memset(body, 'b', sizeof(body));
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_op_options_set_idle_timeout(&po, SG_MS(800));
+    sg_op_options_set_max_attempts(&po, 1);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/upload.ndjson";
+    req.body = body;
+    req.body_len = sizeof(body);
+    expect a;
+    memset(&a, 0, sizeof(a));
+    int64_t t0 = sg_clock_monotonic_now(NULL);
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_nd), &po, &g_cbs, &a, &a.op), 0);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    int64_t took = sg_clock_monotonic_now(NULL) - t0;
+    if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
+        fail_msg("a whole answer before the body: %s: %s",
+                 sg_outcome_name(sg_h2_op_outcome(a.op)),
+                 sg_h2_op_error(a.op) != NULL ? sg_h2_op_error(a.op) : "");
+    }
+    assert_int_equal(a.items, 2);
+    assert_true(took < SG_MS(800));
+    sg_h2_conn_free(c);
+    peer_stop(pid);
+}
+
 /* A server that stops reading (a zero TCP window): after connect_timeout
  * without progress the connection is lost, and the retry goes on a new
  * one - not back onto the stalled connection, attempt after attempt,
@@ -1209,6 +1279,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(rst_stream_no_error_before_the_end_is_truncated,
                                   teardown),
         cmocka_unit_test_teardown(a_connection_the_server_stopped_reading_is_given_up,
+                                  teardown),
+        cmocka_unit_test_teardown(a_whole_answer_before_the_request_body_ends_the_stream,
                                   teardown),
         cmocka_unit_test_teardown(a_silent_dns_server_does_not_block_the_loop, teardown),
         cmocka_unit_test_teardown(the_budget_bounds_a_connection_being_made, teardown),
