@@ -287,6 +287,11 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
     (void)ud;
     const char *t = item->event;
     size_t n = item->event_len;
+    if (n == 0 || is(t, n, "message")) {
+        /* no event: line (a server that writes data: lines alone): the
+         * event's own "type", as the SDK reads it */
+        take_string(item, &P_TYPE, &t, &n);
+    }
     if (is(t, n, "keepalive")) {
         return SG_ITEM_KEEPALIVE;
     }

@@ -312,6 +312,19 @@ static void openai_responses(void **state) {
              0);
     assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
     assert_string_equal(r.type, "server_error");
+    /* without event: lines, the data's own "type" names each event */
+    r = play("openai-responses", "data: {\"type\":\"response.created\"}\n\n",
+             "data: {\"type\":\"response.output_text.delta\",\"delta\":\"Hi\"}\n\n"
+             "data: {\"type\":\"response.completed\"}\n\n",
+             SG_MS(40));
+    assert_int_equal(r.outcome, SG_OUTCOME_OK);
+    assert_int_equal(r.ttft, SG_MS(40));
+    r = play("openai-responses", "data: {\"type\":\"response.created\"}\n\n",
+             "data: {\"type\":\"response.failed\",\"response\":{\"error\":{\"code\":"
+             "\"server_error\",\"message\":\"x\"}}}\n\n",
+             0);
+    assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+    assert_string_equal(r.type, "server_error");
     /* the SDK's transient codes: server_error, rate_limit_exceeded and
      * vector_store_timeout */
     r = play("openai-responses", meta,
