@@ -381,9 +381,12 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * Returns 0 if it succeeds, or one of the following negative error codes
  * (then no operation exists and no callback was called):
  *   SG_EINVAL  @conn or @req is NULL, a path that is not absolute (nor
- *              "*"), a header without a name or value or one HTTP/2 does
- *              not carry (see sg_h2_request), a negative drain_ns, an
- *              invalid method, or an unknown format in @req->framing;
+ *              "*") or holds a space or a control byte, an authority that
+ *              is empty or holds one, a header whose name is not a token
+ *              (RFC 9110 §5.6.2) or whose value holds a control byte other
+ *              than tab, or one HTTP/2 does not carry (see sg_h2_request),
+ *              a negative drain_ns, an invalid method, or an unknown
+ *              format in @req->framing;
  *   SG_ERANGE  a framing limit is out of range;
  *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection
  *              serves one origin (fallback is the libcurl transport's);

@@ -328,9 +328,38 @@ static int on_item(const sg_item *item, void *user_data) {
 
 /* ---------------------------------------------------------- operations */
 
-static bool token_char_ok(const char *s) {
+/* No control byte, DEL or space: a :path, an authority. */
+static bool visible_ok(const char *s) {
     for (; *s != '\0'; s++) {
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) {
+        if ((unsigned char)*s <= 0x20 || *s == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A field name: one or more tchar (RFC 9110 §5.6.2); capitals allowed,
+ * they go lowercased (RFC 9113 §8.2.1). */
+static bool name_ok(const char *s) {
+    if (*s == '\0') {
+        return false;
+    }
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
+              (ch >= 'A' && ch <= 'Z') || strchr("!#$%&'*+-.^_`|~", ch) != NULL)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* A field value: no NUL, CR or LF (RFC 9113 §8.2.1), nor another control
+ * byte or DEL (RFC 9110 §5.5) - a tab inside is fine. */
+static bool value_ok(const char *s) {
+    for (; *s != '\0'; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
             return false;
         }
     }
@@ -410,12 +439,11 @@ bool sg_h2_connection_specific(const char *name, const char *value) {
     return strcasecmp(name, "te") == 0 && strcasecmp(value, "trailers") != 0;
 }
 
-/* A field HTTP/2 can carry (RFC 9113 §8.2.1): a name (lowercased when
- * the request is copied), no control byte, a value without whitespace at
- * either end. */
+/* A field HTTP/2 can carry (RFC 9113 §8.2.1): a token for a name
+ * (lowercased when the request is copied), a value without a control byte
+ * but tab, and without whitespace at either end. */
 static bool field_ok(const sg_h2_header *h) {
-    if (h->name == NULL || h->value == NULL || h->name[0] == '\0' || h->name[0] == ':' ||
-        !token_char_ok(h->name) || !token_char_ok(h->value)) {
+    if (h->name == NULL || h->value == NULL || !name_ok(h->name) || !value_ok(h->value)) {
         return false;
     }
     size_t n = strlen(h->value);
@@ -427,7 +455,9 @@ static int check_request(const sg_h2_request *req) {
     /* an absolute path, or "*" (OPTIONS), as :path must be (§8.3.1) */
     if (req->path == NULL || (req->path[0] != '/' && strcmp(req->path, "*") != 0) ||
         req->drain_ns < 0 || (req->headers == NULL && req->nheaders > 0) ||
-        (req->body == NULL && req->body_len > 0) || !token_char_ok(req->path)) {
+        (req->body == NULL && req->body_len > 0) || !visible_ok(req->path) ||
+        (req->authority != NULL &&
+         (req->authority[0] == '\0' || !visible_ok(req->authority)))) {
         return SG_EINVAL;
     }
     for (size_t i = 0; i < req->nheaders; i++) {

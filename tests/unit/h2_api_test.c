@@ -79,11 +79,20 @@ static void stream_start_refuses_what_http2_forbids(void **state) {
     sg_h2_conn *c = NULL;
     assert_int_equal(sg_h2_conn_new(&c, &o), 0);
     static const sg_h2_header bad[][1] = {
-        {{"connection", "keep-alive"}}, {{"keep-alive", "timeout=5"}},
-        {{"proxy-connection", "x"}},    {{"transfer-encoding", "chunked"}},
-        {{"upgrade", "h2c"}},           {{"te", "trailers, deflate"}},
-        {{"Connection", "close"}},      {{"x-a", "trailing "}},
+        {{"connection", "keep-alive"}},
+        {{"keep-alive", "timeout=5"}},
+        {{"proxy-connection", "x"}},
+        {{"transfer-encoding", "chunked"}},
+        {{"upgrade", "h2c"}},
+        {{"te", "trailers, deflate"}},
+        {{"Connection", "close"}},
+        {{"x-a", "trailing "}},
         {{"x-a", "\tleading"}},
+        {{"x a", "space in the name"}},
+        {{"x:a", "colon in the name"}},
+        {{"x\xc3\xa9", "a byte from 0x80"}},
+        {{"x-a", "cr\rlf"}},
+        {{"x-a", "l\nf"}},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         sg_h2_request req;
@@ -102,6 +111,23 @@ static void stream_start_refuses_what_http2_forbids(void **state) {
     req.path = "x";
     sg_h2_op *op = NULL;
     assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), SG_EINVAL);
+    /* a path with a space, an authority with a line break */
+    req.path = "/a b";
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), SG_EINVAL);
+    req.path = "/ok";
+    req.authority = "host\r\nx-evil: 1";
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), SG_EINVAL);
+    req.authority = "host name";
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), SG_EINVAL);
+    assert_null(op);
+    /* what RFC 9113 allows is taken: a tab inside a value, a name in
+     * capitals (it goes lowercased) */
+    static const sg_h2_header fine[] = {{"X-Trace", "a\tb"}};
+    req.authority = NULL;
+    req.headers = fine;
+    req.nheaders = 1;
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), 0);
+    assert_non_null(op);
     sg_h2_conn_free(c);
 }
 
