@@ -40,7 +40,9 @@
  * sg_h2_conn_run is that loop on ppoll(2).
  *
  * Callbacks: on_item runs inside the step that read its bytes and must not
- * free the operation or the connection (return non-zero to cancel).
+ * free the operation or the connection (return non-zero to cancel); it may
+ * start new operations (their callbacks, even an at-once refusal's
+ * on_done, come after nghttp2 has returned).
  * on_discard, on_attempt and on_done run from the step after nghttp2 has
  * returned, never from inside an nghttp2 callback; on_done may free its
  * own operation or start new ones.  No callback may free the connection.

@@ -22,6 +22,7 @@ struct sg_h2_op {
     sg_h2_op *done_next;   /* the connection's queue of decided attempts */
     sg__dheap_node node;   /* in the connection's deadline heap */
     bool queued;           /* in the decided queue */
+    sg_h2_op *ended_next;  /* the queue of on_done calls held while in_recv */
     sg_h2_callbacks cbs;
     void *user_data;
 
@@ -133,6 +134,7 @@ struct sg_h2_conn {
     sg_retry_budget *retry_budget; /* for operations without their own */
 
     int epfd;          /* every socket of every link: the fd the caller polls */
+    int in_recv;       /* inside nghttp2_session_mem_recv (its callbacks) */
     sg__watch intents; /* operations waiting for their intent (in epfd) */
     SSL_CTX *ssl_ctx;
     nghttp2_session_callbacks *cbs;
@@ -146,6 +148,8 @@ struct sg_h2_conn {
     sg_h2_op *ops; /* every operation not freed */
     sg_h2_op *done_head;
     sg_h2_op *done_tail;
+    sg_h2_op *ended_head; /* ops ended inside nghttp2: on_done after it */
+    sg_h2_op *ended_tail;
     sg__dheap heap; /* every running operation, by next deadline */
     int running;
 
@@ -170,6 +174,8 @@ void sg__h2_submit_waiting(sg_h2_op *op, int64_t now);
 bool sg__h2_link_has_room(const sg__h2_link *l);
 /* Runs the policy and the callbacks of every decided attempt. */
 void sg__h2_process_decided(sg_h2_conn *c);
+/* The on_done calls held while inside nghttp2 (in_recv), now. */
+void sg__h2_run_ended(sg_h2_conn *c);
 /* Every operation whose intent's answer is in: its first attempt goes, or it
  * ends. */
 void sg__h2_run_intents(sg_h2_conn *c, int64_t now);

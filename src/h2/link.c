@@ -451,7 +451,11 @@ static void connect_step(sg__h2_link *l, int64_t now) {
 /* ------------------------------------------------------------- the step */
 
 static int deliver(sg__h2_link *l, const uint8_t *data, size_t len) {
+    sg_h2_conn *c = l->conn;
+    c->in_recv++;
     ssize_t r = nghttp2_session_mem_recv(l->session, data, len);
+    c->in_recv--;
+    sg__h2_run_ended(c);
     if (r < 0) {
         /* Out of memory, or a callback of ours, is not the server's doing;
          * anything else nghttp2 refuses (a flood, bad framing) is. */

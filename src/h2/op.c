@@ -264,8 +264,33 @@ static void tp_finished(sg__lifecycle *lc) {
         sg__dheap_remove(&c->heap, &op->node);
         c->running--;
     }
+    if (c->in_recv > 0) {
+        /* ended inside an nghttp2 callback (started from on_item and
+         * refused at once): on_done once nghttp2 has returned */
+        op->ended_next = NULL;
+        if (c->ended_tail != NULL) {
+            c->ended_tail->ended_next = op;
+        } else {
+            c->ended_head = op;
+        }
+        c->ended_tail = op;
+        return;
+    }
     if (op->cbs.on_done != NULL) {
         op->cbs.on_done(op, op->user_data);
+    }
+}
+
+void sg__h2_run_ended(sg_h2_conn *c) {
+    while (c->ended_head != NULL && c->in_recv == 0) {
+        sg_h2_op *op = c->ended_head;
+        c->ended_head = op->ended_next;
+        if (c->ended_head == NULL) {
+            c->ended_tail = NULL;
+        }
+        if (op->cbs.on_done != NULL) {
+            op->cbs.on_done(op, op->user_data); /* (it may free op) */
+        }
     }
 }
 
@@ -554,7 +579,11 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
         sg_h2_op_free(op);
         return rv;
     }
-    sg__h2_process_decided(c);
+    if (c->in_recv == 0) {
+        /* (started from on_item, inside nghttp2: the step that called it
+         * processes what was decided once nghttp2 has returned) */
+        sg__h2_process_decided(c);
+    }
     return 0;
 }
 

@@ -306,6 +306,75 @@ static void a_stream_waiting_for_a_slot_is_stamped_when_it_goes(void **state) {
     h2t_stop(&s);
 }
 
+/* A stream started from inside another's on_item (which runs inside
+ * nghttp2's callback): its callbacks run after nghttp2 returned, never
+ * inside on_item - here one refused at once (floor above its budget),
+ * whose on_attempt and on_done are due at its start. */
+typedef struct nested {
+    sg_h2_conn *c;
+    bool in_item;          /* inside the outer op's on_item */
+    bool done_inside_item; /* the inner op's on_done ran inside it */
+    bool inner_done;
+    sg_h2_op *inner;
+    uint64_t items;
+} nested;
+
+static void inner_done(sg_h2_op *op, void *ud) {
+    (void)op;
+    nested *n = ud;
+    n->inner_done = true;
+    n->done_inside_item = n->done_inside_item || n->in_item;
+}
+
+static int outer_item(sg_h2_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    nested *n = ud;
+    if (n->items++ > 0) {
+        return 0;
+    }
+    n->in_item = true;
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(1));
+    sg_op_options_set_floor(&po, SG_SEC(2)); /* nothing to lease: refused */
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?n=1&_tag=inner";
+    static const sg_h2_callbacks cbs = {.on_done = inner_done};
+    assert_int_equal(
+        sg_h2_stream_start(n->c, with_framing(&req, &g_sse), &po, &cbs, n, &n->inner), 0);
+    n->in_item = false;
+    return 0;
+}
+
+static void a_stream_started_inside_on_item_calls_back_after_it(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    nested n;
+    memset(&n, 0, sizeof(n));
+    assert_int_equal(h2t_connect(&s, false, &n.c, err), 0);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    sg_op_options_set_budget(&po, SG_SEC(5));
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    req.path = "/v1/chat/completions?n=3&gap=20&_tag=outer";
+    static const sg_h2_callbacks cbs = {.on_item = outer_item};
+    sg_h2_op *outer = NULL;
+    assert_int_equal(
+        sg_h2_stream_start(n.c, with_framing(&req, &g_sse), &po, &cbs, &n, &outer), 0);
+    assert_int_equal(sg_h2_conn_run(n.c), 0);
+    assert_int_equal(sg_h2_op_outcome(outer), SG_OUTCOME_OK);
+    assert_true(n.inner_done);
+    assert_false(n.done_inside_item);
+    assert_int_equal(sg_h2_op_outcome(n.inner), SG_OUTCOME_REFUSED);
+    sg_h2_conn_free(n.c);
+    h2t_stop(&s);
+}
+
 /* X-Deadline-Ms of the received request tagged @tag in @log (-1 none),
  * and where in the log it was received (@at). */
 static long deadline_of(const char *log, const char *tag, const char **at) {
@@ -1268,6 +1337,8 @@ int main(int argc, char **argv) {
         cmocka_unit_test_teardown(a_stream_waiting_for_a_slot_is_stamped_when_it_goes,
                                   h2t_teardown),
         cmocka_unit_test_teardown(streams_waiting_for_the_connection_go_as_slots_free,
+                                  h2t_teardown),
+        cmocka_unit_test_teardown(a_stream_started_inside_on_item_calls_back_after_it,
                                   h2t_teardown),
         cmocka_unit_test_teardown(an_on_demand_connection_is_part_of_the_attempt,
                                   h2t_teardown),
