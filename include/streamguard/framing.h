@@ -328,7 +328,7 @@ typedef struct sg_ndjson_config {
 /** sg_ndjson_stats - counters since init or reset. */
 typedef struct sg_ndjson_stats {
     uint64_t bytes; /* every byte fed */
-    uint64_t lines; /* complete lines, empty ones included */
+    uint64_t lines; /* complete lines within max_line, empty ones included */
     uint64_t items; /* non-empty lines delivered */
 } sg_ndjson_stats;
 

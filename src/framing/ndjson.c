@@ -57,16 +57,24 @@ int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
     return 0;
 }
 
+/* The partial line fills the splitter's room, whose last byte is for a CR
+ * before its LF only: anything else there is past max_line. */
+static bool past_max_line(const sg_ndjson_parser *p) {
+    return p->lines_.len_ == p->lines_.cap_ && p->lines_.buf_[p->lines_.len_ - 1] != '\r';
+}
+
 static int ndjson_line(void *ctx, const char *line, size_t n) {
     sg_ndjson_parser *p = ctx;
-    p->stats_.lines++;
     if (n > 0 && line[n - 1] == '\r') {
         n--;
     }
-    /* The splitter's cap has one byte of room for that CR. */
+    /* The splitter's cap has one byte of room for that CR.  A line past it
+     * is not counted: a partial one is refused as soon as it passes, and
+     * the count must not depend on where the reads fell. */
     if (n + 1 > p->lines_.cap_) {
         return SG_ELINE_TOO_LONG;
     }
+    p->stats_.lines++;
     if (n == 0) {
         return 0;
     }
@@ -99,6 +107,9 @@ static SG__NOINLINE ptrdiff_t ndjson_feed_lines(sg_ndjson_parser *parser, const 
         return ndjson_fail(parser, rc);
     }
     rc = sg__lines_keep(&parser->lines_, d + done, len - done);
+    if (rc == 0 && past_max_line(parser)) {
+        rc = SG_ELINE_TOO_LONG;
+    }
     if (rc < 0) {
         return ndjson_fail(parser, rc);
     }
@@ -122,7 +133,8 @@ ptrdiff_t sg_ndjson_feed(sg_ndjson_parser *parser, const void *data, size_t len)
     parser->stats_.bytes += len;
     if (sg__lines_append_small(&parser->lines_, d, len, false)) {
         /* A short read inside a line: nothing to deliver yet. */
-        return (ptrdiff_t)len;
+        return past_max_line(parser) ? ndjson_fail(parser, SG_ELINE_TOO_LONG)
+                                     : (ptrdiff_t)len;
     }
     return ndjson_feed_lines(parser, d, len);
 }

@@ -171,6 +171,14 @@ static void unterminated_line_is_refused_once_past_max_line(void **state) {
     FEED(f, "\r"); /* might still be a CRLF */
     assert_int_equal(sg_ndjson_feed(&f->p, "x", 1), SG_ELINE_TOO_LONG);
     free(f);
+    /* one byte past max_line that is no CR: refused at once, not held */
+    f = fx_new(16);
+    FEED(f, "0123456789abcdef");
+    assert_int_equal(sg_ndjson_feed(&f->p, "g", 1), SG_ELINE_TOO_LONG);
+    free(f);
+    f = fx_new(16);
+    assert_int_equal(sg_ndjson_feed(&f->p, "0123456789abcdefg", 17), SG_ELINE_TOO_LONG);
+    free(f);
 }
 
 static void error_is_sticky_until_reset(void **state) {
