@@ -648,7 +648,8 @@ typedef struct sg_ledger_stats {
     uint64_t file_bytes;      /* size of the file as last seen */
     size_t live;              /* unresolved operations in the index */
     uint64_t unsynced;        /* records written, their fdatasync not done yet */
-    uint64_t sync_failures;   /* fdatasyncs of records that failed, since open */
+    uint64_t sync_failures;   /* fdatasyncs of records (or directory syncs after
+                               * a compaction's rename) that failed, since open */
 } sg_ledger_stats;
 
 /**

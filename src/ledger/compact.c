@@ -121,7 +121,7 @@ static int do_compact(sg_ledger *l, void *arg) {
         unlinkat(l->dir_fd, SG__LEDGER_TMP, 0);
         return rv;
     }
-    rv = sync ? sg__ledger_fsync(l->dir_fd) : 0;
+    rv = sync ? sg__ledger_sync_dir(l) : 0;
     /* From here the new file is the ledger whatever happens; follow it. */
     int fd = openat(l->dir_fd, SG__LEDGER_DATA, O_RDWR | O_APPEND | O_CLOEXEC);
     struct stat fs;

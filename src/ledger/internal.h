@@ -170,13 +170,17 @@ typedef struct sg__ledger_syncer {
     uint64_t written;     /* records written under a syncing policy */
     uint64_t wanted;      /* the thread is to sync through this one */
     uint64_t synced;      /* records settled: durable, or their sync failed */
-    uint64_t failures;    /* fdatasyncs that failed, since open */
+    uint64_t failures;    /* fdatasyncs (and directory syncs) that failed */
     uint64_t told_intent; /* failures an intent (or a record's caller) saw */
     uint64_t told_sync;   /* failures sg_ledger_sync reported */
     /* The fdatasync itself: sg__ledger_datasync unless a unit test puts its
      * own here before the first record.  Returns 0 or SG_EIO. */
     int (*datasync)(int fd, void *user_data);
     void *datasync_ud;
+    /* The directory's fsync after a rename (a compaction, ours or one we
+     * follow): sg__ledger_dirsync unless a unit test puts its own here.
+     * Same user data; 0 or SG_EIO. */
+    int (*dirsync)(int fd, void *user_data);
 } sg__ledger_syncer;
 
 /* A backend other than the file (pg.c): the public calls check their
@@ -294,6 +298,14 @@ int sg__ledger_sync_init(sg_ledger *l);
 void sg__ledger_sync_close(sg_ledger *l);
 /* fdatasync(@fd), retried on EINTR: 0 or SG_EIO.  The default datasync. */
 int sg__ledger_datasync(int fd, void *user_data);
+/* fsync(@fd) of a directory, retried on EINTR: 0 or SG_EIO.  The default
+ * dirsync. */
+int sg__ledger_dirsync(int fd, void *user_data);
+/* The ledger directory made durable (its entries: a rename) through the
+ * dirsync.  A failure counts as a failed sync: the next intent and
+ * sg_ledger_sync report it (SG_EIO), as they do a failed fdatasync - the
+ * records after it may sit under a name a power loss takes back. */
+int sg__ledger_sync_dir(sg_ledger *l);
 /* Under the handle's mutex, right after a record was written: count it and
  * make it durable as @mode says.  Returns 0, or SG_EIO when an inline
  * fdatasync failed. */

@@ -334,7 +334,7 @@ int sg__ledger_refresh(sg_ledger *l, int64_t deadline) {
              * take back. */
             if (l->opts.fsync != SG_LEDGER_FSYNC_NEVER &&
                 (l->sync.datasync(fd, l->sync.datasync_ud) != 0 ||
-                 sg__ledger_fsync(l->dir_fd) != 0)) {
+                 sg__ledger_sync_dir(l) != 0)) {
                 return SG_EIO;
             }
         }

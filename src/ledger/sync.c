@@ -44,9 +44,26 @@ int sg__ledger_datasync(int fd, void *user_data) {
     return 0;
 }
 
+int sg__ledger_dirsync(int fd, void *user_data) {
+    (void)user_data;
+    return sg__ledger_fsync(fd);
+}
+
+int sg__ledger_sync_dir(sg_ledger *l) {
+    sg__ledger_syncer *s = &l->sync;
+    int rv = s->dirsync(l->dir_fd, s->datasync_ud);
+    if (rv != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->failures++; /* told to the next intent and sg_ledger_sync */
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rv;
+}
+
 int sg__ledger_sync_init(sg_ledger *l) {
     sg__ledger_syncer *s = &l->sync;
     s->datasync = sg__ledger_datasync;
+    s->dirsync = sg__ledger_dirsync;
     if (pthread_mutex_init(&s->mu, NULL) != 0) {
         return SG_ENOMEM;
     }

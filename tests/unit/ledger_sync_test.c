@@ -562,6 +562,35 @@ static void following_a_compaction_waits_no_longer_than_the_budget(void **state)
     sg_ledger_close(a);
 }
 
+static int failing_dirsync(int fd, void *ud) {
+    (void)fd;
+    (void)ud;
+    return SG_EIO;
+}
+
+/* The directory's fsync after a compaction's rename fails: the compaction
+ * says so, and so does the next intent (and sg_ledger_sync) - its record
+ * is in a file whose name a power loss could take back - rather than call
+ * it durable; after that, as after a failed fdatasync, calls go on. */
+static void a_failed_directory_sync_is_told_to_the_next_intent(void **state) {
+    fixture *f = *state;
+    sg_ledger *a = open_probed(f);
+    assert_int_equal(sg_ledger_intent(a, "k1", "POST", "/x"), 0);
+    assert_int_equal(sg_ledger_resolve(a, "k1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    assert_int_equal(sg_ledger_sync(a, -1), 0);
+    a->sync.dirsync = failing_dirsync;
+    assert_int_equal(sg_ledger_compact(a), SG_EIO);
+    assert_int_equal(sg_ledger_intent(a, "k2", "POST", "/x"), SG_EIO);
+    assert_int_equal(sg_ledger_sync(a, -1), SG_EIO);
+    a->sync.dirsync = sg__ledger_dirsync;
+    assert_int_equal(sg_ledger_intent(a, "k3", "POST", "/x"), 0);
+    assert_int_equal(sg_ledger_sync(a, -1), 0);
+    sg_ledger_stats st;
+    assert_int_equal(sg_ledger_get_stats(a, &st), 0);
+    assert_int_equal(st.sync_failures, 1);
+    sg_ledger_close(a);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(only_the_intent_is_synced_on_the_callers_thread,
@@ -587,6 +616,8 @@ int main(void) {
             following_an_unsynced_compaction_syncs_the_new_file, setup, teardown),
         cmocka_unit_test_setup_teardown(
             following_a_compaction_waits_no_longer_than_the_budget, setup, teardown),
+        cmocka_unit_test_setup_teardown(
+            a_failed_directory_sync_is_told_to_the_next_intent, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
