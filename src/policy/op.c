@@ -519,19 +519,26 @@ static uint64_t sg__op_random(sg_op *op) {
     return sg__xorshift64s(&op->rng_);
 }
 
+/* ep_ra_: bit e, ep_back_[e] is a Retry-After; bit 16 + e, one beyond
+ * max_retry_after (it stops the operation when e is the one to wait for,
+ * however much of it has passed by then). */
+#define EP_RA_OVER(e) (1u << (16 + (e)))
+
 /* Endpoint @e may be tried again from @at (@ra: the server's Retry-After
- * named it, else a backoff) - never earlier than a time already set: a
- * hedge's failure does not shorten the Retry-After of the attempt beside
- * it. */
-static void back_until(sg_op *op, uint32_t e, int64_t at, bool ra) {
+ * named it, of @ra_ns; else a backoff) - never earlier than a time already
+ * set: a hedge's failure does not shorten the Retry-After of the attempt
+ * beside it. */
+static void back_until(sg_op *op, uint32_t e, int64_t at, bool ra, int64_t ra_ns) {
     if (at < op->ep_back_[e]) {
         return;
     }
     op->ep_back_[e] = at;
+    op->ep_ra_ &= ~((1u << e) | EP_RA_OVER(e));
     if (ra) {
         op->ep_ra_ |= 1u << e;
-    } else {
-        op->ep_ra_ &= ~(1u << e);
+        if (ra_ns > sg__opt_max_retry_after(&op->opts_)) {
+            op->ep_ra_ |= EP_RA_OVER(e);
+        }
     }
 }
 
@@ -738,7 +745,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
          * the operation waits for them - and a time to come back its
          * server named is kept for the retry they may still decide */
         if (retryable && ra_valid && oc == SG_OUTCOME_HTTP_ERROR) {
-            back_until(op, a->endpoint, sg_time_add(now, ra_ns), true);
+            back_until(op, a->endpoint, sg_time_add(now, ra_ns), true, ra_ns);
         }
         a->decision = SG_OP_STOP;
         a->reason = SG_OP_REASON_HEDGE_RUNNING;
@@ -771,7 +778,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
                     sg__opt_backoff_base(o), sg__opt_backoff_cap(o), op->count_ - 1);
                 wait = sg__uniform(sg__op_random(op), ceil);
             }
-            back_until(op, e, sg_time_add(now, wait), ra);
+            back_until(op, e, sg_time_add(now, wait), ra, wait);
             delay = op->ep_back_[next] > now ? op->ep_back_[next] - now : 0;
             const bool ra_wait = (op->ep_ra_ >> next & 1) != 0;
             sg_op_reason too_long = ra_wait ? SG_OP_REASON_RETRY_AFTER_EXCEEDS_BUDGET
@@ -781,7 +788,8 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             const int64_t avail =
                 sg_budget_remaining(&op->budget_, now) - sg_budget_floor(&op->budget_);
             const int64_t after = avail - delay; /* both in 0 .. DURATION_MAX */
-            if (ra_wait && delay > sg__opt_max_retry_after(o)) {
+            if (ra_wait && (delay > sg__opt_max_retry_after(o) ||
+                            (op->ep_ra_ & EP_RA_OVER(next)) != 0)) {
                 reason = SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
             } else if (after <= 0 || after < min_attempt(op)) {
                 reason = too_long;

@@ -1426,6 +1426,36 @@ static void a_fresh_endpoint_waits_for_nothing_on_a_negative_clock(void **state)
     sg_op_release(&op);
 }
 
+/* A Retry-After beyond the maximum stops the operation when its endpoint
+ * is the one to wait for, however long ago it was given: a's 90 s (the
+ * maximum 60 s) still stops it after b failed 40 s later, when only 50 s
+ * of it are left - not a 50 s sleep that honours all 90. */
+static void a_retry_after_beyond_the_maximum_stops_later_too(void **state) {
+    (void)state;
+    static const char *const two[] = {"http://a/", "http://b/"};
+    sg_op_options o;
+    opts_init(&o, SG_SEC(300), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&o, 5), 0);
+    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_retry_after(&o, SG_SEC(60)), 0);
+    assert_int_equal(sg_op_options_set_endpoints(&o, two, 2), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    plan_ok(&op, T0, &p);
+    sg_op_verdict v = end_attempt(&op, T0 + SG_MS(10), SG_OUTCOME_HTTP_ERROR,
+                                  SG_PHASE_WAIT_HEADERS, true, 503, "90");
+    assert_int_equal(v.decision, SG_OP_RETRY); /* b, at once */
+    assert_int_equal(v.delay_ns, 0);
+    plan_ok(&op, T0 + SG_MS(10), &p);
+    assert_int_equal(p.endpoint, 1);
+    v = end_attempt(&op, T0 + SG_SEC(40), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_CONNECT,
+                    false, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX);
+    sg_op_release(&op);
+}
+
 /* Three endpoints: each retryable failure moves to the next, at once when
  * that endpoint has no time of its own to wait for; all from one budget
  * and one attempt count; back on an endpoint, its own backoff or
@@ -1540,6 +1570,7 @@ int main(void) {
         cmocka_unit_test(ok_attempt_is_done),
         cmocka_unit_test(a_provider_error_is_retried_only_when_transient_and_safe),
         cmocka_unit_test(fallback_moves_to_the_next_endpoint),
+        cmocka_unit_test(a_retry_after_beyond_the_maximum_stops_later_too),
         cmocka_unit_test(a_fresh_endpoint_waits_for_nothing_on_a_negative_clock),
         cmocka_unit_test(never_sent_post_is_always_safe_to_retry),
         cmocka_unit_test(unsafe_post_sent_without_answer_is_outcome_unknown),
