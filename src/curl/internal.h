@@ -22,6 +22,8 @@ struct sg_curl_op {
         bool write_abort;     /* our write callback stopped the transfer */
         bool header_overflow; /* the response head exceeded our bound */
         bool paused;          /* on_bytes paused the read (CURL_WRITEFUNC_PAUSE) */
+        bool answered;        /* a status line came since the request went */
+        bool resent;          /* libcurl was about to send it again: stopped */
         size_t header_bytes;  /* of the current response head */
     } at;
     sg_curl_options opts;

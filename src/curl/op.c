@@ -118,6 +118,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
                 status = c >= '0' && c <= '9' ? status * 10 + (c - '0') : -1000;
             }
         }
+        op->at.answered = true;
         sg__lc_status(&op->lc, status > 0 ? status : 0, op_now(op));
         return n;
     }
@@ -201,6 +202,15 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
             return CURL_PREREQFUNC_ABORT;
         }
     }
+    if (op->lc.sent && !op->at.answered && !sg_op_options_repeatable(&op->lc.popts)) {
+        /* Sent already in this attempt, and no answer since: libcurl's own
+         * retry of a reused connection that died before any response
+         * byte.  A request not safe to repeat goes once - the attempt
+         * ends here, sent (outcome unknown), for the policy to judge. */
+        op->at.resent = true;
+        return CURL_PREREQFUNC_ABORT;
+    }
+    op->at.answered = false;
     /* Connected; the request is about to be written, with what is left
      * of the lease now (the connection took part of it). */
     sg__lc_restamp(&op->lc, op_now(op));
@@ -655,8 +665,14 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
     bool broken = op->at.header_overflow || broke_http(op, result);
-    if (op->at.method_mismatch || unusable_request(result)) {
+    if (op->at.method_mismatch || (unusable_request(result) && !op->lc.sent)) {
         how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
+    } else if (unusable_request(result)) {
+        /* after the request went: a reply that is not HTTP (HTTP/0.9), or a
+         * Location libcurl cannot follow - the server's doing */
+        how = SG_OUTCOME_PROTOCOL_ERROR;
+    } else if (op->at.resent) {
+        how = SG_OUTCOME_TRANSPORT_ERROR; /* the connection died before an answer */
     } else if (op->at.http_abort) {
         how = SG_OUTCOME_HTTP_ERROR;
     } else if (broken) {
@@ -678,7 +694,7 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
      * CURLcode, before anything of ours is written into the same buffer. */
     char native[SG__LC_ERROR_SIZE] = "";
     bool ours = op->at.http_abort || op->at.method_mismatch || op->at.write_abort ||
-                op->at.header_overflow;
+                op->at.header_overflow || op->at.resent;
     if (result != CURLE_OK && !ours) {
         /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
         snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
@@ -695,6 +711,11 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
                      "the easy handle sends %s but the policy's method is %s: set the "
                      "same method on both (sg_op_options_set_method); nothing was sent",
                      wire != NULL ? wire : "?", sg_op_method(op->lc.pol));
+    }
+    if (op->at.resent) {
+        sg__lc_error(&op->lc, "%s",
+                     "the connection closed before any answer, after the request was "
+                     "sent; not sent again (the request is not safe to repeat)");
     }
     if (op->at.header_overflow) {
         sg__lc_error(&op->lc, "response header exceeds %u bytes",

@@ -576,6 +576,51 @@ static void an_error_response_says_why_and_its_connection_is_reused(void **state
     curl_easy_cleanup(e);
 }
 
+/* An unsafe POST over a pooled connection that the server closes without
+ * an answer: libcurl would send it again, on a new connection, inside the
+ * same attempt (its own retry of a dead reused connection) - a second
+ * charge the policy never saw.  It goes once: the attempt ends there,
+ * sent, outcome unknown. */
+static void an_unsafe_request_is_never_sent_twice_in_one_attempt(void **state) {
+    (void)state;
+    CURL *e = curl_easy_init();
+    assert_non_null(e);
+    sg_curl_multi *m; /* one multi: the first op's connection is pooled */
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    sg_curl_options co;
+    memset(&co, 0, sizeof(co));
+    co.framing.terminal_data = "[DONE]";
+    sg_curl_callbacks cbs = {.on_item = on_item};
+    result r;
+    spec s = {0};
+    void *ud[2] = {&r, &s};
+    for (int i = 0; i < 2; i++) {
+        char url[512];
+        snprintf(url, sizeof(url), "%s/v1/chat/completions?%s", server.base,
+                 i == 0 ? "n=1&_t=warm." : "refuse=1&_t=twice.");
+        curl_easy_setopt(e, CURLOPT_URL, url);
+        sg_op_options po;
+        sg_op_options_init(&po);
+        assert_int_equal(sg_op_options_set_method(&po, i == 0 ? "GET" : "POST"), 0);
+        assert_int_equal(sg_op_options_set_max_attempts(&po, 1), 0);
+        if (i == 1) {
+            curl_easy_setopt(e, CURLOPT_POSTFIELDS, "{\"charge\":1}");
+        }
+        memset(&r, 0, sizeof(r));
+        sg_curl_op *op;
+        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_multi_add(m, op), 0);
+        assert_int_equal(sg_curl_multi_run(m), 0);
+        collect(&r, op, 0);
+        sg_curl_op_free(op);
+    }
+    assert_int_equal(received("_t=twice."), 1);
+    assert_true(r.unknown);
+    assert_int_equal(r.attempts, 1);
+    sg_curl_multi_free(m);
+    curl_easy_cleanup(e);
+}
+
 static void
 a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers(void **state) {
     (void)state;
@@ -975,6 +1020,9 @@ static void a_server_that_breaks_http_is_a_protocol_error_not_retried(void **sta
         {chunk, sizeof(chunk) - 1, "chunked-encoding"},
         {big, (size_t)n + big_len + 4, "header line over libcurl's limit"},
         {many, many_len, "response header exceeds 65536 bytes"},
+        /* no status line: libcurl's UNSUPPORTED_PROTOCOL after the request
+         * went - the server's doing, not a refusal of ours */
+        {"hello, this is no HTTP\r\n\r\n", 26, "HTTP/0.9"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         pid_t pid;
@@ -1989,6 +2037,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(refused_connection_is_a_transport_error_in_connect_and_retried),
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
+        cmocka_unit_test(an_unsafe_request_is_never_sent_twice_in_one_attempt),
         cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
         cmocka_unit_test(the_drain_after_the_end_stays_inside_the_budget),
         cmocka_unit_test(the_deadline_is_stamped_after_the_connection_is_made),
