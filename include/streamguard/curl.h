@@ -206,6 +206,10 @@ typedef struct sg_curl_options {
  *
  * @easy: a configured easy handle (URL, method, body...); the caller keeps
  *   ownership and must not free or reuse it until the operation is freed.
+ *   Then it is the caller's plain handle again: the operation's callbacks,
+ *   their data, its header list and error buffer are taken off it (the
+ *   options it sets for each attempt - timeouts, NOSIGNAL and the like -
+ *   stay as they were last set).
  * @policy: budget, clocks, retries (see <streamguard/policy.h>); NULL means
  *   the policy defaults.  Copied.  The budget starts when the operation is
  *   run or attached, not here.

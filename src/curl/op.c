@@ -623,9 +623,20 @@ void sg_curl_op_free(sg_curl_op *op) {
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
-    /* The easy handle may outlive us: leave no pointer into freed memory. */
+    /* The easy handle may outlive us: leave no pointer into freed memory,
+     * and none of our callbacks to run on it - it is a plain handle again
+     * (its other options, the caller's, as they were set). */
     curl_easy_setopt(op->easy, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(op->easy, CURLOPT_ERRORBUFFER, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_WRITEFUNCTION, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_HEADERFUNCTION, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_HEADERDATA, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_PREREQFUNCTION, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_PREREQDATA, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_FUNCTION, NULL);
+    curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_DATA, NULL);
     curl_slist_free_all(op->req_headers);
     sg__lc_release(&op->lc);
     free(op->ep_urls);

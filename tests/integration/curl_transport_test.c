@@ -621,6 +621,40 @@ static void an_unsafe_request_is_never_sent_twice_in_one_attempt(void **state) {
     curl_easy_cleanup(e);
 }
 
+/* The easy handle outlives its operation (curl.h allows its reuse once
+ * the op is freed): a plain transfer on it afterwards runs none of the
+ * op's callbacks on freed memory (the sanitizer build would stop here). */
+static void the_easy_handle_is_plain_again_after_the_op_is_freed(void **state) {
+    (void)state;
+    CURL *e = curl_easy_init();
+    assert_non_null(e);
+    char url[512];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions?n=1&_t=reuse.", server.base);
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    sg_op_options po;
+    sg_op_options_init(&po);
+    assert_int_equal(sg_op_options_set_method(&po, "GET"), 0);
+    sg_curl_options co;
+    memset(&co, 0, sizeof(co));
+    co.framing.terminal_data = "[DONE]";
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_multi_add(m, op), 0);
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    assert_int_equal(sg_curl_op_outcome(op), SG_OUTCOME_OK);
+    sg_curl_op_free(op);
+    sg_curl_multi_free(m);
+    /* a HEAD of the same URL: headers and a pre-request, no body */
+    curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    assert_int_equal(curl_easy_perform(e), CURLE_OK);
+    long code = 0;
+    curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+    assert_true(code > 0);
+    curl_easy_cleanup(e);
+}
+
 static void
 a_server_that_never_answers_is_a_first_item_timeout_in_wait_headers(void **state) {
     (void)state;
@@ -2038,6 +2072,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_url_libcurl_cannot_use_is_refused_not_retried),
         cmocka_unit_test(an_error_response_says_why_and_its_connection_is_reused),
         cmocka_unit_test(an_unsafe_request_is_never_sent_twice_in_one_attempt),
+        cmocka_unit_test(the_easy_handle_is_plain_again_after_the_op_is_freed),
         cmocka_unit_test(an_auth_challenge_is_the_answer_and_nothing_more_is_sent),
         cmocka_unit_test(the_drain_after_the_end_stays_inside_the_budget),
         cmocka_unit_test(the_deadline_is_stamped_after_the_connection_is_made),
