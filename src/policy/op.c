@@ -614,11 +614,12 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
      * so it says nothing about the effect (docs/design.md, "outcome
      * unknown"). */
     const bool gateway = r->http_status == 502 || r->http_status == 504;
-    /* The server's own answer settles the effect: a final status, or a
-     * failure it reported inside the stream (provider_error). */
-    const bool complete =
-        oc == SG_OUTCOME_OK || oc == SG_OUTCOME_PROVIDER_ERROR ||
-        (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received && !gateway);
+    /* The server's own answer settles the effect: a final status (one
+     * read: headers without a status are no answer), or a failure it
+     * reported inside the stream (provider_error). */
+    const bool complete = oc == SG_OUTCOME_OK || oc == SG_OUTCOME_PROVIDER_ERROR ||
+                          (oc == SG_OUTCOME_HTTP_ERROR && r->headers_received &&
+                           r->http_status > 0 && !gateway);
     a->sent = sent;
     /* delivered and then broke: never an attempt that ended ok */
     a->partial = oc != SG_OUTCOME_OK && (r->partial || r->items > 0);

@@ -566,6 +566,35 @@ static void non_retryable_status_is_a_final_answer(void **state) {
 /* An unsafe POST answered with an error status: a server's own 408 or 500
  * is a complete answer (stop, not unknown); a gateway's 502 or 504 says
  * nothing about what the upstream did with it: outcome unknown. */
+/* An http_error with headers but no status (a transport that could not
+ * read one) is no complete answer: an unsafe POST so ended is outcome
+ * unknown, with that reason - never a stop with reason none. */
+static void an_http_error_without_a_status_is_no_answer(void **state) {
+    (void)state;
+    sg_op_options o;
+    opts_init(&o, SG_SEC(10), 0);
+    assert_int_equal(sg_op_options_set_method(&o, "POST"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(&o, 3), 0);
+    sg_op op;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    sg_op_plan p;
+    plan_ok(&op, T0, &p);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_HTTP_ERROR;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 0;
+    r.wall_now_s = WALL;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(10), &r, &v), 0);
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_true(v.outcome_unknown);
+    assert_int_equal(v.reason, SG_OP_REASON_OUTCOME_UNKNOWN);
+    sg_op_release(&op);
+}
+
 static void
 unsafe_post_answered_500_is_final_but_a_gateways_502_504_unknown(void **state) {
     (void)state;
@@ -1571,6 +1600,7 @@ int main(void) {
         cmocka_unit_test(a_provider_error_is_retried_only_when_transient_and_safe),
         cmocka_unit_test(fallback_moves_to_the_next_endpoint),
         cmocka_unit_test(a_retry_after_beyond_the_maximum_stops_later_too),
+        cmocka_unit_test(an_http_error_without_a_status_is_no_answer),
         cmocka_unit_test(a_fresh_endpoint_waits_for_nothing_on_a_negative_clock),
         cmocka_unit_test(never_sent_post_is_always_safe_to_retry),
         cmocka_unit_test(unsafe_post_sent_without_answer_is_outcome_unknown),
