@@ -2,6 +2,9 @@
 #ifndef SG_CORE_INTERNAL_H
 #define SG_CORE_INTERNAL_H
 
+#include <stdbool.h>
+#include <string.h>
+
 #include <streamguard/core.h>
 
 /* Marks a started budget, so a zeroed one is refused instead of being read
@@ -39,5 +42,13 @@ int sg__simd_limit(int max);
  * @max > 0 limits it to that one at most (for tests and benchmarks, set
  * while nothing escapes); 0 lifts the limit.  Returns the path now used. */
 int sg__json_escape_path(int max);
+
+/* A token's byte (tchar, RFC 9110 §5.6.2): HTTP methods, field names. */
+static inline bool sg__tchar(unsigned char c) {
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
+        return true;
+    }
+    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
 
 #endif

@@ -522,6 +522,16 @@ static bool session_finished(const sg__h2_link *l) {
            !nghttp2_session_want_write(l->session);
 }
 
+/* The operation started first (c->ops is newest first), NULL when none:
+ * waiting streams go oldest first from here, along ->prev. */
+static sg_h2_op *oldest_op(const sg_h2_conn *c) {
+    sg_h2_op *last = NULL;
+    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
+        last = op;
+    }
+    return last;
+}
+
 /* Streams that wait for a slot on READY link @l go as slots free, in the
  * order they were started, each stamped now. */
 static void admit_waiting(sg__h2_link *l) {
@@ -530,10 +540,7 @@ static void admit_waiting(sg__h2_link *l) {
         return;
     }
     /* c->ops is newest first: the oldest waiting goes first */
-    sg_h2_op *last = NULL;
-    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
-        last = op;
-    }
+    sg_h2_op *last = oldest_op(c);
     int64_t now = sg__h2_now(c);
     for (sg_h2_op *op = last; op != NULL && sg__h2_link_has_room(l); op = op->prev) {
         if (op->link == l && op->waiting) {
@@ -548,10 +555,7 @@ static void admit_waiting(sg__h2_link *l) {
  * waiting there; a new link's connect is part of their attempt). */
 static void move_waiting(sg__h2_link *l) {
     sg_h2_conn *c = l->conn;
-    sg_h2_op *last = NULL;
-    for (sg_h2_op *op = c->ops; op != NULL; op = op->next) {
-        last = op;
-    }
+    sg_h2_op *last = oldest_op(c);
     int64_t now = sg__h2_now(c);
     for (sg_h2_op *op = last; op != NULL && l->waiting > 0; op = op->prev) {
         if (op->link != l || !op->waiting) {

@@ -13,6 +13,7 @@
  * from that queue after nghttp2 returned.
  */
 #include "h2/internal.h"
+#include "core/internal.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -370,9 +371,7 @@ static bool name_ok(const char *s) {
         return false;
     }
     for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'z') ||
-              (ch >= 'A' && ch <= 'Z') || strchr("!#$%&'*+-.^_`|~", ch) != NULL)) {
+        if (!sg__tchar((unsigned char)*s)) {
             return false;
         }
     }

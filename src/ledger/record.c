@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "ledger/internal.h"
+#include "core/internal.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -86,19 +87,12 @@ int sg__ledger_check_key(const char *s, size_t len) {
     return len > SG_LEDGER_KEY_MAX ? SG_ERANGE : 0;
 }
 
-static bool is_tchar(unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
 int sg__ledger_check_method(const char *s, size_t len) {
     if (len == 0) {
         return SG_EINVAL;
     }
     for (size_t i = 0; i < len; i++) {
-        if (!is_tchar((unsigned char)s[i])) {
+        if (!sg__tchar((unsigned char)s[i])) {
             return SG_EINVAL;
         }
     }

@@ -4,17 +4,11 @@
  * data, no allocation: an sg_op_options is copied into every sg_op.
  */
 #include "internal.h"
+#include "core/internal.h"
 
 #include <string.h>
 
 /* ------------------------------------------------------------------ options */
-
-static bool sg__is_tchar(unsigned char c) {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {
-        return true;
-    }
-    return c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
 
 /* Validates a token and copies it into @dst (room for max + NUL). */
 static int sg__copy_token(char *dst, size_t max, const char *src) {
@@ -23,7 +17,7 @@ static int sg__copy_token(char *dst, size_t max, const char *src) {
     }
     size_t n = strlen(src);
     for (size_t i = 0; i < n; i++) {
-        if (!sg__is_tchar((unsigned char)src[i])) {
+        if (!sg__tchar((unsigned char)src[i])) {
             return SG_EINVAL;
         }
     }
