@@ -1007,6 +1007,20 @@ SG_EXTERN bool sg_guard_running(const sg_guard *guard);
  */
 SG_EXTERN size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len);
 
+/**
+ * sg_mem - where buffers that grow as they are used get their memory (the
+ * framing buffers of sg_stream_init_mem): one function with realloc's
+ * contract - @ptr NULL allocates; @size 0 frees @ptr and returns NULL; NULL
+ * for a non-zero @size means no memory, and @ptr is then left as it was -
+ * and the user_data handed to it.  resize NULL means the C library's
+ * realloc and free.  The core never allocates; this only describes an
+ * allocator for the layers above it.
+ */
+typedef struct sg_mem {
+    void *(*resize)(void *ptr, size_t size, void *user_data);
+    void *user_data;
+} sg_mem;
+
 #ifdef __cplusplus
 }
 #endif

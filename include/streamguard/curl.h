@@ -144,9 +144,11 @@ typedef struct sg_curl_callbacks {
  *                 under a profile, max_event) and max_event (1 MiB),
  *                 exceeding either is protocol_error.
  *                 The same sg_stream_config every transport embeds; see
- *                 <streamguard/stream.h>.  Memory per operation is bounded
- *                 by 4 * max_line + max_event (allocated once, untouched
- *                 pages cost nothing).
+ *                 <streamguard/stream.h>.  The framing's memory grows as
+ *                 a line or event spans reads and is freed once it is
+ *                 whole (sg_stream_init_mem), at most
+ *                 sg_stream_buffer_size(&framing) bytes: nothing is
+ *                 reserved for the limits.
  * headers:        request headers, sent on every attempt together with
  *                 Idempotency-Key (when the policy has a key) and the
  *                 deadline header.  Default NULL: none.

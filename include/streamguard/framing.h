@@ -71,6 +71,8 @@ typedef struct sg__lines {
     char *buf_;         /* private: the caller's buffer, partial line first */
     size_t cap_;        /* private: maximum line size */
     size_t len_;        /* private: bytes of the partial line held in buf_ */
+    size_t room_;       /* private: bytes buf_ holds (cap_ for a lent buffer) */
+    const sg_mem *mem_; /* private: the allocator of a growing buf_, or NULL */
     unsigned char bom_; /* private: leading BOM bytes matched so far (3 = done) */
     bool skip_lf_;      /* private: last read ended in CR; drop one leading LF */
 } sg__lines;
@@ -173,6 +175,10 @@ typedef struct sg_sse_parser {
     char *id_pending_store_; /* private: id field not yet dispatched */
     char *id_last_store_;    /* private: last event id string */
     char *data_store_;       /* private: data that spans reads or lines */
+    size_t type_room_;       /* private: each store's size (growing stores) */
+    size_t id_pending_room_; /* private */
+    size_t id_last_room_;    /* private */
+    size_t data_room_;       /* private */
     const char *type_;       /* private: event type view */
     size_t type_len_;        /* private */
     const char *id_pending_; /* private: last event id buffer view */
@@ -564,6 +570,8 @@ typedef struct sg_es_stats {
  */
 typedef struct sg_es_decoder {
     unsigned char *buf_;          /* private: the caller's buffer */
+    size_t room_;                 /* private: its size (growing: as used) */
+    const sg_mem *mem_;           /* private: the allocator that grows it, or NULL */
     size_t max_message_;          /* private */
     size_t max_headers_;          /* private */
     sg_es_message_cb on_message_; /* private */

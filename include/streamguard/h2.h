@@ -47,10 +47,11 @@
  * returned, never from inside an nghttp2 callback; on_done may free its
  * own operation or start new ones.  No callback may free the connection.
  *
- * Memory: per operation, three allocations when it starts - the operation
- * (about 5 KiB), its request copy, and its framing buffer (4 * max_line +
- * max_event; untouched pages cost nothing) - plus nghttp2's stream state.
- * Nothing is allocated per item.  About 9 KiB RSS per open stream.
+ * Memory: per operation, two allocations when it starts - the operation
+ * (about 5 KiB) and its request copy - plus nghttp2's stream state.  The
+ * framing's buffers grow as a line or event spans reads and are freed once
+ * it is whole (sg_stream_init_mem): nothing is reserved for its limits.
+ * Nothing is allocated per item that arrives whole.
  *
  * Thread-safety: a connection and its operations belong to one thread at a
  * time; distinct connections may run on distinct threads.

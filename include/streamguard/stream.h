@@ -9,7 +9,10 @@
  * byte counts toward the byte cap (never toward the idle clock), every item
  * is checked against the clocks before it is delivered, and the terminal
  * sentinel ends the attempt cleanly the instant it arrives.  Sans-I/O and
- * libc only; no allocation (the caller lends the parser's buffer).
+ * libc only.  With sg_stream_init nothing is allocated: the caller lends
+ * one buffer sized for the limits (sg_stream_buffer_size).  With
+ * sg_stream_init_mem the stream's buffers grow from an allocator as bytes
+ * must be kept and are freed as they empty, so a quiet stream holds none.
  *
  * Thread-safety: plain data owned by the caller; reentrant functions.
  *
@@ -257,7 +260,8 @@ typedef struct sg_stream {
     bool end_required_;             /* private */
     bool got_token_;                /* private: the first token arrived */
     char *hold_;                    /* private: items held before it */
-    size_t hold_cap_;               /* private */
+    size_t hold_cap_;               /* private: their bound */
+    size_t hold_room_;              /* private: bytes hold_ has (as used) */
     size_t hold_len_;               /* private */
     uint32_t hold_n_;               /* private */
     uint64_t released_;             /* private: held items delivered */
@@ -267,6 +271,9 @@ typedef struct sg_stream {
     char *other_;                   /* private: lines outside SSE (other_json) */
     size_t other_cap_;              /* private: 0 without other_json */
     size_t other_len_;              /* private */
+    size_t other_room_;             /* private: bytes other_ has (as used) */
+    sg_mem mem_;                    /* private: growing buffers' allocator */
+    bool grows_;                    /* private: sg_stream_init_mem */
     bool provider_error_;           /* private: an SG_ITEM_ERROR ended it */
     bool provider_retryable_;       /* private */
     char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];       /* private */
@@ -306,6 +313,45 @@ SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
 SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
                              sg_item_cb on_item, void *user_data, void *buf,
                              size_t buf_size);
+
+/**
+ * sg_stream_init_mem - as sg_stream_init, but no buffer is lent: the stream
+ * keeps what spans reads - a partial line, an event whose lines arrive in
+ * different reads, the last event id, a message that spans reads, the
+ * items held before the first token, the lines outside SSE - in buffers
+ * that grow from @mem as they are used and are freed as soon as they hold
+ * nothing.  A quiet stream between items holds none (the last SSE event
+ * id excepted, when the server sends one); a stream never holds more than
+ * sg_stream_buffer_size(@cfg) bytes of them, so the limits stay the bound
+ * and exceeding one is the same error.  This is what every transport uses.
+ *
+ * @mem: the allocator, copied; NULL or a NULL resize means realloc and
+ *   free.  When it has no memory for bytes the stream must keep,
+ *   sg_stream_feed returns SG_ENOMEM and the attempt ends transport_error
+ *   (no fault of the peer; sg_stream_error_text is NULL).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL   @s is NULL, the format is unknown, or a sentinel is the
+ *               empty string;
+ *   SG_ERANGE   a limit in @cfg is out of range.
+ * Nothing is allocated here.  Free what the stream holds with
+ * sg_stream_release once it is no longer used; sg_stream_end frees it too
+ * (nothing of a body is kept past its end).  @s must not be moved or
+ * copied while initialised (the parser points into it).
+ * Thread-safety: touches only @s; @mem is called on the thread that feeds.
+ */
+SG_EXTERN int sg_stream_init_mem(sg_stream *s, const sg_stream_config *cfg,
+                                 sg_item_cb on_item, void *user_data, const sg_mem *mem);
+
+/**
+ * sg_stream_release - free what a stream made by sg_stream_init_mem holds;
+ * for one made by sg_stream_init it does nothing to the lent buffer.
+ * Either way @s is no longer initialised afterwards (every call but
+ * sg_stream_init* refuses it with SG_EINVAL).  NULL or an uninitialised
+ * stream is fine.
+ * Thread-safety: touches only @s.
+ */
+SG_EXTERN void sg_stream_release(sg_stream *s);
 
 /**
  * sg_stream_begin - start attempt @attempt at @now: resets the parser (a new
@@ -359,6 +405,10 @@ SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
  *   SG_ELINE_TOO_LONG, SG_EEVENT_TOO_LARGE  the peer exceeded a limit
  *                        (outcome protocol_error; returned again by every
  *                        later call of the attempt);
+ *   SG_ENOMEM            (sg_stream_init_mem) no memory for bytes the
+ *                        stream must keep: outcome transport_error,
+ *                        returned again by every later call of the
+ *                        attempt;
  *   SG_EPROVIDER         the classifier found an in-band error
  *                        (SG_ITEM_ERROR: outcome provider_error; returned
  *                        again by every later call of the attempt);

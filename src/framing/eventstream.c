@@ -16,6 +16,8 @@
 
 #include <streamguard/framing.h>
 
+#include "framing/mem.h"
+
 #define SG__ES_MAGIC 0x45533031u /* "ES01" */
 
 /* The fixed part around the headers and payload: prelude and message CRC. */
@@ -61,27 +63,66 @@ static bool es_valid(const sg_es_decoder *d) {
     return d != NULL && d->magic_ == SG__ES_MAGIC;
 }
 
-int sg_es_init(sg_es_decoder *dec, const sg_es_config *cfg, sg_es_message_cb on_message,
-               void *user_data, void *buf, size_t buf_size) {
+/* Either a lent @buf of @buf_size bytes, or (@buf NULL) a buffer that
+ * grows from @mem as a message that spans feeds needs it. */
+static int es_init(sg_es_decoder *dec, const sg_es_config *cfg,
+                   sg_es_message_cb on_message, void *user_data, void *buf,
+                   size_t buf_size, const sg_mem *mem) {
     size_t mm;
     size_t mh;
-    if (dec == NULL || buf == NULL) {
-        return SG_EINVAL;
-    }
     int rc = es_limits(cfg, &mm, &mh);
     if (rc != 0) {
         return rc;
     }
-    if (buf_size < SG_ES_BUFFER_SIZE(mm)) {
+    if (buf != NULL && buf_size < SG_ES_BUFFER_SIZE(mm)) {
         return SG_ENOBUFS;
     }
     memset(dec, 0, sizeof(*dec));
     dec->buf_ = buf;
+    dec->room_ = buf != NULL ? SG_ES_BUFFER_SIZE(mm) : 0;
+    dec->mem_ = buf != NULL ? NULL : mem;
     dec->max_message_ = mm;
     dec->max_headers_ = mh;
     dec->on_message_ = on_message;
     dec->user_data_ = user_data;
     dec->magic_ = SG__ES_MAGIC;
+    return 0;
+}
+
+int sg_es_init(sg_es_decoder *dec, const sg_es_config *cfg, sg_es_message_cb on_message,
+               void *user_data, void *buf, size_t buf_size) {
+    if (dec == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    return es_init(dec, cfg, on_message, user_data, buf, buf_size, NULL);
+}
+
+int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg,
+                    sg_es_message_cb on_message, void *user_data, const sg_mem *mem) {
+    if (dec == NULL || mem == NULL) {
+        return SG_EINVAL;
+    }
+    return es_init(dec, cfg, on_message, user_data, NULL, 0, mem);
+}
+
+/* A growing buffer is freed when no message is held (a lent one stays). */
+static void es_trim(sg_es_decoder *d) {
+    if (d->mem_ != NULL && d->buf_ != NULL) {
+        d->buf_ = sg__mem_free(d->mem_, d->buf_, &d->room_);
+    }
+}
+
+/* Room for the first @need bytes after the prelude: 0, or SG_ENOMEM. */
+static int es_room(sg_es_decoder *d, size_t need) {
+    if (need <= d->room_) {
+        return 0;
+    }
+    unsigned char *b = sg__mem_grow(d->mem_, d->buf_, &d->room_, need,
+                                    SG_ES_BUFFER_SIZE(d->max_message_));
+    if (b == NULL) {
+        return SG_ENOMEM;
+    }
+    d->buf_ = b;
     return 0;
 }
 
@@ -263,6 +304,7 @@ static int es_finish(sg_es_decoder *d, const unsigned char *body) {
 static ptrdiff_t es_fail(sg_es_decoder *d, int rc) {
     d->have_ = 0;
     d->error_ = rc;
+    es_trim(d);
     return rc;
 }
 
@@ -326,6 +368,10 @@ ptrdiff_t sg_es_feed(sg_es_decoder *dec, const void *data, size_t len) {
          * offset after the prelude; hashed up to the trailing CRC. */
         size_t need = dec->total_ - dec->have_;
         size_t take = need < left ? need : left;
+        rc = es_room(dec, dec->have_ - SG_ES_PRELUDE_SIZE + take);
+        if (rc < 0) {
+            return es_fail(dec, rc);
+        }
         memcpy(dec->buf_ + (dec->have_ - SG_ES_PRELUDE_SIZE), p, take);
         dec->stats_.copied += take;
         size_t crc_end = dec->total_ - 4;
@@ -342,6 +388,7 @@ ptrdiff_t sg_es_feed(sg_es_decoder *dec, const void *data, size_t len) {
             if (rc < 0) {
                 return es_fail(dec, rc);
             }
+            es_trim(dec); /* delivered: nothing held */
         }
     }
     return (ptrdiff_t)len;
@@ -355,6 +402,7 @@ int sg_es_end(sg_es_decoder *dec, bool *clean) {
         dec->clean_ = dec->error_ == 0 && dec->have_ == 0;
         dec->have_ = 0;
         dec->ended_ = true;
+        es_trim(dec);
     }
     *clean = dec->clean_;
     return 0;
@@ -365,6 +413,7 @@ int sg_es_reset(sg_es_decoder *dec) {
         return SG_EINVAL;
     }
     dec->have_ = 0;
+    es_trim(dec);
     dec->total_ = 0;
     dec->headers_len_ = 0;
     dec->crc_ = 0;

@@ -39,6 +39,13 @@
 #define SG__LINES_SMALL 64
 
 void sg__lines_init(sg__lines *ls, char *buf, size_t cap);
+/* A splitter whose buffer grows from @mem as a partial line needs it, up to
+ * @cap, and is freed when none is held (mem.h). */
+void sg__lines_init_mem(sg__lines *ls, const sg_mem *mem, size_t cap);
+/* Room for @need bytes of partial line (@need <= cap_): 0, or SG_ENOMEM. */
+int sg__lines_grow(sg__lines *ls, size_t need);
+/* A growing buffer that holds no partial line is freed. */
+void sg__lines_trim(sg__lines *ls);
 /* Drops the partial line and the CR memory; keeps a finished BOM check. */
 void sg__lines_drop(sg__lines *ls);
 /* Back to the start of a stream (a BOM may follow again). */
@@ -223,8 +230,8 @@ static inline const char *sg__lines_find(const char *p, const char *end, bool cr
  */
 static inline bool sg__lines_append_small(sg__lines *ls, const char *data, size_t len,
                                           bool cr_eol) {
-    if (len > 16 || ls->bom_ != 3 || ls->skip_lf_ || len > ls->cap_ - ls->len_) {
-        return false;
+    if (len > 16 || ls->bom_ != 3 || ls->skip_lf_ || len > ls->room_ - ls->len_) {
+        return false; /* (room_ <= cap_: a growing buffer grows elsewhere) */
     }
 #ifdef SG__LINES_SSE2
     if (len == 16) {
@@ -260,6 +267,9 @@ static inline bool sg__lines_append_small(sg__lines *ls, const char *data, size_
 static inline int sg__lines_keep(sg__lines *ls, const char *tail, size_t n) {
     if (n > ls->cap_ - ls->len_) {
         return SG_ELINE_TOO_LONG;
+    }
+    if (n > ls->room_ - ls->len_ && sg__lines_grow(ls, ls->len_ + n) != 0) {
+        return SG_ENOMEM;
     }
     char *dst = ls->buf_ + ls->len_;
     if (n >= 8 && n <= 16) {
@@ -312,6 +322,10 @@ static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bo
                 return 0;
             }
             /* Not a BOM: the held bytes start the first line. */
+            if (ls->bom_ > ls->room_ - ls->len_ &&
+                sg__lines_grow(ls, ls->len_ + ls->bom_) != 0) {
+                return SG_ENOMEM;
+            }
             memcpy(ls->buf_ + ls->len_, bom, ls->bom_);
             ls->len_ += ls->bom_;
             ls->bom_ = 3;
@@ -345,6 +359,9 @@ static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bo
         if (ls->len_ > 0) {
             if (n > ls->cap_ - ls->len_) {
                 return SG_ELINE_TOO_LONG;
+            }
+            if (n > ls->room_ - ls->len_ && sg__lines_grow(ls, ls->len_ + n) != 0) {
+                return SG_ENOMEM;
             }
             memcpy(ls->buf_ + ls->len_, p, n);
             line = ls->buf_;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "framing/lines.h"
+#include "framing/mem.h"
 
 #define SG__NDJSON_MAGIC 0x4E444A31u /* "NDJ1" */
 
@@ -35,26 +36,46 @@ static bool ndjson_valid(const sg_ndjson_parser *p) {
     return p != NULL && p->magic_ == SG__NDJSON_MAGIC;
 }
 
-int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
-                   sg_ndjson_item_cb on_item, void *user_data, void *buf,
-                   size_t buf_size) {
+/* Either a lent @buf of @buf_size bytes, or (@buf NULL) a buffer that
+ * grows from @mem as used. */
+static int ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
+                       sg_ndjson_item_cb on_item, void *user_data, void *buf,
+                       size_t buf_size, const sg_mem *mem) {
     size_t ml;
-    if (parser == NULL || buf == NULL) {
-        return SG_EINVAL;
-    }
     int rc = ndjson_limit(cfg, &ml);
     if (rc != 0) {
         return rc;
     }
-    if (buf_size < SG_NDJSON_BUFFER_SIZE(ml)) {
+    if (buf != NULL && buf_size < SG_NDJSON_BUFFER_SIZE(ml)) {
         return SG_ENOBUFS;
     }
     memset(parser, 0, sizeof(*parser));
-    sg__lines_init(&parser->lines_, buf, ml + 1);
+    if (buf != NULL) {
+        sg__lines_init(&parser->lines_, buf, ml + 1);
+    } else {
+        sg__lines_init_mem(&parser->lines_, mem, ml + 1);
+    }
     parser->on_item_ = on_item;
     parser->user_data_ = user_data;
     parser->magic_ = SG__NDJSON_MAGIC;
     return 0;
+}
+
+int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
+                   sg_ndjson_item_cb on_item, void *user_data, void *buf,
+                   size_t buf_size) {
+    if (parser == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    return ndjson_init(parser, cfg, on_item, user_data, buf, buf_size, NULL);
+}
+
+int sg__ndjson_init_mem(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
+                        sg_ndjson_item_cb on_item, void *user_data, const sg_mem *mem) {
+    if (parser == NULL || mem == NULL) {
+        return SG_EINVAL;
+    }
+    return ndjson_init(parser, cfg, on_item, user_data, NULL, 0, mem);
 }
 
 /* The partial line fills the splitter's room, whose last byte is for a CR
@@ -113,6 +134,7 @@ static SG__NOINLINE ptrdiff_t ndjson_feed_lines(sg_ndjson_parser *parser, const 
     if (rc < 0) {
         return ndjson_fail(parser, rc);
     }
+    sg__lines_trim(&parser->lines_); /* a growing buffer: freed when empty */
     return (ptrdiff_t)len;
 }
 

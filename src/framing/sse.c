@@ -14,6 +14,7 @@
 
 #include "core/internal.h"
 #include "framing/lines.h"
+#include "framing/mem.h"
 
 #define SG__SSE_MAGIC 0x53534531u /* "SSE1" */
 
@@ -58,18 +59,17 @@ static void sse_clear_event(sg_sse_parser *p) {
     p->data_len_ = 0;
     p->type_len_ = 0;
     p->id_dirty_ = false;
-    p->id_pending_ = p->id_last_store_;
+    p->id_pending_ = p->id_last_len_ > 0 ? p->id_last_store_ : "";
     p->id_pending_len_ = p->id_last_len_;
 }
 
-int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
-                const sg_sse_callbacks *cbs, void *user_data, void *buf,
-                size_t buf_size) {
+/* Either a lent @buf of @buf_size bytes, carved into the stores, or (@buf
+ * NULL) stores that grow from @mem as used. */
+static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
+                    const sg_sse_callbacks *cbs, void *user_data, void *buf,
+                    size_t buf_size, const sg_mem *mem) {
     size_t ml;
     size_t me;
-    if (parser == NULL || buf == NULL) {
-        return SG_EINVAL;
-    }
     int rc = sse_limits(cfg, &ml, &me);
     if (rc != 0) {
         return rc;
@@ -80,16 +80,24 @@ int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
         /* An empty sentinel would match every "data:" event or no type. */
         return SG_EINVAL;
     }
-    if (buf_size < SG_SSE_BUFFER_SIZE(ml, me)) {
+    if (buf != NULL && buf_size < SG_SSE_BUFFER_SIZE(ml, me)) {
         return SG_ENOBUFS;
     }
     memset(parser, 0, sizeof(*parser));
-    char *b = buf;
-    sg__lines_init(&parser->lines_, b, ml);
-    parser->type_store_ = b + ml;
-    parser->id_pending_store_ = b + 2 * ml;
-    parser->id_last_store_ = b + 3 * ml;
-    parser->data_store_ = b + 4 * ml;
+    if (buf != NULL) {
+        char *b = buf;
+        sg__lines_init(&parser->lines_, b, ml);
+        parser->type_store_ = b + ml;
+        parser->id_pending_store_ = b + 2 * ml;
+        parser->id_last_store_ = b + 3 * ml;
+        parser->data_store_ = b + 4 * ml;
+        parser->type_room_ = ml;
+        parser->id_pending_room_ = ml;
+        parser->id_last_room_ = ml;
+        parser->data_room_ = me;
+    } else {
+        sg__lines_init_mem(&parser->lines_, mem, ml); /* the stores start empty */
+    }
     if (cbs != NULL) {
         parser->cbs_ = *cbs;
     }
@@ -102,6 +110,78 @@ int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
     sse_clear_event(parser);
     parser->magic_ = SG__SSE_MAGIC;
     return 0;
+}
+
+int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
+                const sg_sse_callbacks *cbs, void *user_data, void *buf,
+                size_t buf_size) {
+    if (parser == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    return sse_init(parser, cfg, cbs, user_data, buf, buf_size, NULL);
+}
+
+int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg,
+                     const sg_sse_callbacks *cbs, void *user_data, const sg_mem *mem) {
+    if (parser == NULL || mem == NULL) {
+        return SG_EINVAL;
+    }
+    return sse_init(parser, cfg, cbs, user_data, NULL, 0, mem);
+}
+
+/* Room for @need bytes in the store *@store of *@room bytes, at most
+ * @limit (checked by the caller): 0, or SG_ENOMEM.  A view into the store
+ * must follow it (it may move). */
+static int sse_room(const sg_sse_parser *p, char **store, size_t *room, size_t need,
+                    size_t limit) {
+    if (need <= *room) {
+        return 0;
+    }
+    char *s = sg__mem_grow(p->lines_.mem_, *store, room, need, limit);
+    if (s == NULL) {
+        return SG_ENOMEM;
+    }
+    *store = s;
+    return 0;
+}
+
+/* Growing stores that hold nothing are freed (a lent buffer's stay): all
+ * but the partial line's, which sg__lines_trim frees. */
+static void sse_trim(sg_sse_parser *p) {
+    const sg_mem *m = p->lines_.mem_;
+    if (m == NULL) {
+        return;
+    }
+    if (!p->has_data_ && p->data_store_ != NULL) {
+        p->data_store_ = sg__mem_free(m, p->data_store_, &p->data_room_);
+    }
+    if (p->type_len_ == 0 && p->type_store_ != NULL) {
+        p->type_store_ = sg__mem_free(m, p->type_store_, &p->type_room_);
+    }
+    if (!p->id_dirty_ && p->id_pending_store_ != NULL) {
+        p->id_pending_store_ =
+            sg__mem_free(m, p->id_pending_store_, &p->id_pending_room_);
+    }
+    if (p->id_last_len_ == 0 && p->id_last_store_ != NULL) {
+        p->id_last_store_ = sg__mem_free(m, p->id_last_store_, &p->id_last_room_);
+        p->id_pending_ = p->id_dirty_ ? p->id_pending_ : "";
+    }
+    sg__lines_trim(&p->lines_);
+}
+
+void sg__sse_free(sg_sse_parser *parser) {
+    if (sse_valid(parser)) {
+        parser->id_last_len_ = 0;
+        sse_clear_event(parser);
+        sg__lines_drop(&parser->lines_);
+        sse_trim(parser);
+    }
+}
+
+/* The last event id, as a view: "" when none (a growing store may be
+ * NULL then). */
+static const char *sse_id(const sg_sse_parser *p) {
+    return p->id_last_len_ > 0 ? p->id_last_store_ : "";
 }
 
 static int sse_data(sg_sse_parser *p, const char *v, size_t vlen) {
@@ -119,10 +199,15 @@ static int sse_data(sg_sse_parser *p, const char *v, size_t vlen) {
     if (vlen >= p->max_event_ - p->data_len_) {
         return SG_EEVENT_TOO_LARGE;
     }
-    if (p->data_ != p->data_store_) {
-        memcpy(p->data_store_, p->data_, p->data_len_);
-        p->data_ = p->data_store_;
+    const bool stored = p->data_ == p->data_store_;
+    if (sse_room(p, &p->data_store_, &p->data_room_, p->data_len_ + 1 + vlen,
+                 p->max_event_) != 0) {
+        return SG_ENOMEM;
     }
+    if (!stored && p->data_len_ > 0) {
+        memcpy(p->data_store_, p->data_, p->data_len_);
+    }
+    p->data_ = p->data_store_;
     /* The standard appends value + LF and strips one final LF at dispatch;
      * storing LF only between values gives the same bytes. */
     p->data_store_[p->data_len_] = '\n';
@@ -158,9 +243,15 @@ static int sse_dispatch(sg_sse_parser *p) {
     if (p->id_dirty_) {
         /* Step 1 of dispatch runs even when no event follows: an "id:" block
          * without data still moves the last event id. */
-        memcpy(p->id_last_store_, p->id_pending_, p->id_pending_len_);
+        if (sse_room(p, &p->id_last_store_, &p->id_last_room_, p->id_pending_len_,
+                     p->lines_.cap_) != 0) {
+            return SG_ENOMEM;
+        }
+        if (p->id_pending_len_ > 0) {
+            memcpy(p->id_last_store_, p->id_pending_, p->id_pending_len_);
+        }
         p->id_last_len_ = p->id_pending_len_;
-        p->id_pending_ = p->id_last_store_;
+        p->id_pending_ = sse_id(p);
         p->id_dirty_ = false;
     }
     if (!p->has_data_) {
@@ -177,7 +268,7 @@ static int sse_dispatch(sg_sse_parser *p) {
     }
     ev.data = p->data_;
     ev.data_len = p->data_len_;
-    ev.id = p->id_last_store_;
+    ev.id = sse_id(p);
     ev.id_len = p->id_last_len_;
     ev.terminal = false;
     /* The views stay valid through the callback: nothing writes the stores
@@ -297,24 +388,44 @@ static int sse_line(void *ctx, const char *line, size_t n) {
 
 /* Copies the pending event's views into the caller's buffer before the
  * bytes they point at go away (end of feed). */
-static void sse_spill(sg_sse_parser *p) {
+static int sse_spill(sg_sse_parser *p) {
+    const size_t ml = p->lines_.cap_;
     if (p->has_data_ && p->data_ != p->data_store_) {
-        memcpy(p->data_store_, p->data_, p->data_len_);
-        p->data_ = p->data_store_;
+        if (p->data_len_ == 0) {
+            p->data_ = ""; /* nothing to keep: no store needed */
+        } else if (sse_room(p, &p->data_store_, &p->data_room_, p->data_len_,
+                            p->max_event_) != 0) {
+            return SG_ENOMEM;
+        } else {
+            memcpy(p->data_store_, p->data_, p->data_len_);
+            p->data_ = p->data_store_;
+        }
     }
     if (p->type_len_ > 0 && p->type_ != p->type_store_) {
+        if (sse_room(p, &p->type_store_, &p->type_room_, p->type_len_, ml) != 0) {
+            return SG_ENOMEM;
+        }
         memcpy(p->type_store_, p->type_, p->type_len_);
         p->type_ = p->type_store_;
     }
     if (p->id_dirty_ && p->id_pending_ != p->id_pending_store_) {
-        memcpy(p->id_pending_store_, p->id_pending_, p->id_pending_len_);
-        p->id_pending_ = p->id_pending_store_;
+        if (p->id_pending_len_ == 0) {
+            p->id_pending_ = "";
+        } else if (sse_room(p, &p->id_pending_store_, &p->id_pending_room_,
+                            p->id_pending_len_, ml) != 0) {
+            return SG_ENOMEM;
+        } else {
+            memcpy(p->id_pending_store_, p->id_pending_, p->id_pending_len_);
+            p->id_pending_ = p->id_pending_store_;
+        }
     }
+    return 0;
 }
 
 static ptrdiff_t sse_fail(sg_sse_parser *p, int rc) {
     sse_clear_event(p);
     sg__lines_drop(&p->lines_);
+    sse_trim(p);
     p->error_ = rc;
     return rc;
 }
@@ -379,8 +490,7 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
         if (n > p->lines_.cap_ || n - 6 > p->max_event_) {
             break; /* an error the general path reports */
         }
-        sg_sse_event ev = {"message",       7,    q + 6, n - 6, p->id_last_store_,
-                           p->id_last_len_, false};
+        sg_sse_event ev = {"message", 7, q + 6, n - 6, sse_id(p), p->id_last_len_, false};
         q = lf + 2;
         p->stats_.lines += 2;
         if (p->term_data_ != NULL && ev.data_len == p->term_data_len_ &&
@@ -463,6 +573,7 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
         bool skip_lf = parser->lines_.skip_lf_;
         sse_clear_event(parser);
         sg__lines_drop(&parser->lines_);
+        sse_trim(parser);
         parser->lines_.skip_lf_ = skip_lf;
         if (done < len) {
             (void)sse_after_terminal(parser, d + done, len - done);
@@ -472,11 +583,14 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
     if (rc < 0) {
         return sse_fail(parser, rc);
     }
-    sse_spill(parser);
-    rc = sg__lines_keep(&parser->lines_, d + done, len - done);
+    rc = sse_spill(parser);
+    if (rc == 0) {
+        rc = sg__lines_keep(&parser->lines_, d + done, len - done);
+    }
     if (rc < 0) {
         return sse_fail(parser, rc);
     }
+    sse_trim(parser);
     return (ptrdiff_t)len;
 }
 
@@ -531,6 +645,7 @@ int sg_sse_end(sg_sse_parser *parser, bool *clean) {
         /* A pending event is discarded, never dispatched. */
         sse_clear_event(parser);
         sg__lines_drop(&parser->lines_);
+        sse_trim(parser);
         parser->ended_ = true;
     }
     *clean = parser->clean_;
@@ -544,6 +659,7 @@ int sg_sse_reset(sg_sse_parser *parser) {
     sg__lines_reset(&parser->lines_);
     parser->id_last_len_ = 0;
     sse_clear_event(parser);
+    sse_trim(parser);
     parser->terminal_seen_ = false;
     parser->ended_ = false;
     parser->clean_ = false;
@@ -556,7 +672,7 @@ int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id, size_t *l
     if (!sse_valid(parser) || id == NULL || len == NULL) {
         return SG_EINVAL;
     }
-    *id = parser->id_last_len_ > 0 ? parser->id_last_store_ : "";
+    *id = sse_id(parser);
     *len = parser->id_last_len_;
     return 0;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "framing/jscan.h"
+#include "framing/mem.h"
 
 #define SG__STREAM_MAGIC 0x53475374u /* "SGSt" */
 
@@ -50,6 +51,37 @@ typedef struct held {
     uint32_t event_len, data_len, id_len;
 } held;
 
+/* A framing limit passed, or no memory for what must be kept: the
+ * attempt ends here (protocol_error, or transport_error for SG_ENOMEM). */
+static int stream_error(sg_stream *s, int code, const char *text) {
+    s->error_ = code;
+    s->error_text_ = text;
+    s->stop_at_ = s->now_;
+    return 1;
+}
+
+/* Room for @need bytes in a growing store (@need within its bound): 0, or
+ * 1 with the attempt ended out of memory. */
+static int stream_room(sg_stream *s, char **store, size_t *room, size_t need,
+                       size_t limit) {
+    if (need <= *room) {
+        return 0;
+    }
+    char *p = sg__mem_grow(s->grows_ ? &s->mem_ : NULL, *store, room, need, limit);
+    if (p == NULL) {
+        return stream_error(s, SG_ENOMEM, NULL);
+    }
+    *store = p;
+    return 0;
+}
+
+/* A growing store that holds nothing is freed (a lent buffer's part stays). */
+static void stream_free(sg_stream *s, char **store, size_t *room) {
+    if (s->grows_) {
+        *store = sg__mem_free(&s->mem_, *store, room);
+    }
+}
+
 static int hold(sg_stream *s, const sg_item *item) {
     size_t bytes = item->event_len + item->data_len + item->id_len;
     size_t need = sizeof(held) + bytes;
@@ -59,11 +91,13 @@ static int hold(sg_stream *s, const sg_item *item) {
     if (s->hold_n_ == SG_STREAM_HOLD_MAX_ITEMS || bytes > max_bytes - held_bytes ||
         need > s->hold_cap_ - s->hold_len_) {
         /* metadata beyond the framing's bound: a protocol error */
-        s->error_ = SG_EEVENT_TOO_LARGE;
-        s->error_text_ = "more metadata than can be held before the first token "
-                         "(1024 items or max_event bytes): no token came - is the "
-                         "profile the right one for this stream?";
-        s->stop_at_ = s->now_;
+        return stream_error(s, SG_EEVENT_TOO_LARGE,
+                            "more metadata than can be held before the first token "
+                            "(1024 items or max_event bytes): no token came - is the "
+                            "profile the right one for this stream?");
+    }
+    if (stream_room(s, &s->hold_, &s->hold_room_, s->hold_len_ + need, s->hold_cap_) !=
+        0) {
         return 1;
     }
     held h = {(uint32_t)item->event_len, (uint32_t)item->data_len,
@@ -104,6 +138,7 @@ static int release_held(sg_stream *s) {
     }
     s->hold_n_ = 0;
     s->hold_len_ = 0;
+    stream_free(s, &s->hold_, &s->hold_room_);
     return 0;
 }
 
@@ -196,6 +231,10 @@ static int on_sse_other(const char *line, size_t len, void *user_data) {
     size_t room = s->other_cap_ - s->other_len_;
     size_t n = len + 1 <= room ? len : room > 0 ? room - 1 : 0;
     if (room > 0) {
+        if (stream_room(s, &s->other_, &s->other_room_, s->other_len_ + n + 1,
+                        s->other_cap_) != 0) {
+            return 1;
+        }
         memcpy(s->other_ + s->other_len_, line, n);
         s->other_[s->other_len_ + n] = '\n';
         s->other_len_ += n + 1;
@@ -214,11 +253,11 @@ static int settle_other(sg_stream *s) {
     memset(&err, 0, sizeof(err));
     sg_item_kind k = s->classify_(&it, &err, s->classify_data_);
     s->other_len_ = 0;
-    if (k != SG_ITEM_ERROR) {
-        return 0;
+    if (k == SG_ITEM_ERROR) {
+        provider_failed(s, &err); /* (copies err's views, into other_) */
     }
-    provider_failed(s, &err);
-    return 1;
+    stream_free(s, &s->other_, &s->other_room_);
+    return k == SG_ITEM_ERROR ? 1 : 0;
 }
 
 static int on_sse_event(const sg_sse_event *ev, void *user_data) {
@@ -408,15 +447,41 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     return n + hold + other;
 }
 
-int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
-                   void *user_data, void *buf, size_t buf_size) {
+/* The parser, with a lent @buf of @parser_size bytes or (@buf NULL)
+ * growing stores from the stream's allocator. */
+static int parser_init(sg_stream *s, const sg_stream_config *c, void *buf,
+                       size_t parser_size) {
+    const sg_mem *m = &s->mem_;
+    if (c->format == SG_FORMAT_SSE) {
+        static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL, on_sse_other};
+        sg_sse_config sc = {c->max_line, c->max_event, c->terminal_data,
+                            c->terminal_type};
+        return buf != NULL ? sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size)
+                           : sg__sse_init_mem(&s->parser_.sse, &sc, &cbs, s, m);
+    }
+    if (c->format == SG_FORMAT_NDJSON) {
+        sg_ndjson_config nc = {c->max_line};
+        return buf != NULL
+                   ? sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf,
+                                    parser_size)
+                   : sg__ndjson_init_mem(&s->parser_.nd, &nc, on_ndjson_line, s, m);
+    }
+    sg_es_config ec = es_config(c);
+    return buf != NULL
+               ? sg_es_init(&s->parser_.es, &ec, on_es_message, s, buf, parser_size)
+               : sg__es_init_mem(&s->parser_.es, &ec, on_es_message, s, m);
+}
+
+/* sg_stream_init with a lent @buf, or (@buf NULL) sg_stream_init_mem. */
+static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
+                       void *user_data, void *buf, size_t buf_size, const sg_mem *mem) {
     sg_stream_config c;
     if (cfg != NULL) {
         c = *cfg;
     } else {
         memset(&c, 0, sizeof(c));
     }
-    if (s == NULL || buf == NULL ||
+    if (s == NULL ||
         (c.format != SG_FORMAT_SSE && c.format != SG_FORMAT_NDJSON &&
          c.format != SG_FORMAT_EVENTSTREAM) ||
         (c.format == SG_FORMAT_NDJSON && c.terminal_data != NULL &&
@@ -430,32 +495,33 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     if (need == 0) {
         return SG_ERANGE;
     }
-    if (buf_size < need) {
+    if (buf != NULL && buf_size < need) {
         return SG_ENOBUFS;
+    }
+    if (buf == NULL) {
+        s->grows_ = true;
+        s->mem_ = *mem;
+        if (s->mem_.resize == NULL) {
+            s->mem_.resize = sg__mem_std;
+        }
     }
     /* the parser's part first, the held items' after it, then the lines
      * outside SSE */
     size_t parser_size =
         c.classify != NULL ? need - hold_size(&c) - other_size(&c) : need;
-    if (c.format == SG_FORMAT_SSE) {
-        static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL, on_sse_other};
-        sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
-        rv = sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size);
-    } else if (c.format == SG_FORMAT_NDJSON) {
-        sg_ndjson_config nc = {c.max_line};
-        rv = sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf, parser_size);
-    } else {
-        sg_es_config ec = es_config(&c);
-        rv = sg_es_init(&s->parser_.es, &ec, on_es_message, s, buf, parser_size);
-    }
+    rv = parser_init(s, &c, buf, parser_size);
     if (rv != 0) {
         return rv;
     }
     if (c.classify != NULL) {
-        s->hold_ = (char *)buf + parser_size;
         s->hold_cap_ = hold_size(&c);
-        s->other_ = s->hold_ + s->hold_cap_;
         s->other_cap_ = other_size(&c);
+        if (buf != NULL) {
+            s->hold_ = (char *)buf + parser_size;
+            s->other_ = s->hold_ + s->hold_cap_;
+            s->hold_room_ = s->hold_cap_;
+            s->other_room_ = s->other_cap_;
+        }
     }
     s->classify_ = c.classify;
     s->classify_data_ = c.classify_data;
@@ -470,6 +536,48 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
     s->state_ = STREAM_IDLE;
     s->magic_ = SG__STREAM_MAGIC;
     return 0;
+}
+
+int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
+                   void *user_data, void *buf, size_t buf_size) {
+    if (buf == NULL) {
+        return SG_EINVAL;
+    }
+    return stream_init(s, cfg, on_item, user_data, buf, buf_size, NULL);
+}
+
+int sg_stream_init_mem(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
+                       void *user_data, const sg_mem *mem) {
+    static const sg_mem std = {NULL, NULL};
+    return stream_init(s, cfg, on_item, user_data, NULL, 0, mem != NULL ? mem : &std);
+}
+
+/* Everything a growing stream holds is freed (the attempt is over, or the
+ * stream is): the parser's stores, the held items, the lines outside SSE. */
+static void stream_drop(sg_stream *s) {
+    if (!s->grows_) {
+        return;
+    }
+    bool clean;
+    if (s->format_ == SG_FORMAT_SSE) {
+        sg__sse_free(&s->parser_.sse);
+    } else if (s->format_ == SG_FORMAT_NDJSON) {
+        (void)sg_ndjson_end(&s->parser_.nd, &clean);
+    } else {
+        (void)sg_es_end(&s->parser_.es, &clean);
+    }
+    s->hold_n_ = 0;
+    s->hold_len_ = 0;
+    s->other_len_ = 0;
+    stream_free(s, &s->hold_, &s->hold_room_);
+    stream_free(s, &s->other_, &s->other_room_);
+}
+
+void sg_stream_release(sg_stream *s) {
+    if (valid(s)) {
+        stream_drop(s);
+        s->magic_ = 0;
+    }
 }
 
 int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *budget,
@@ -504,6 +612,8 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->error_text_ = NULL;
     s->end_seen_ = false;
     s->other_len_ = 0;
+    stream_free(s, &s->hold_, &s->hold_room_); /* an abandoned attempt's */
+    stream_free(s, &s->other_, &s->other_room_);
     s->error_ = 0;
     s->now_ = now;
     s->state_ = STREAM_RUNNING;
@@ -595,7 +705,11 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
         return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_CANCELLED, result);
     }
     if (s->error_ != 0) {
-        return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_PROTOCOL_ERROR, result);
+        /* the peer passed a limit; or memory ran out here, no fault of it */
+        return sg_guard_fail(&s->guard_, s->stop_at_,
+                             s->error_ == SG_ENOMEM ? SG_OUTCOME_TRANSPORT_ERROR
+                                                    : SG_OUTCOME_PROTOCOL_ERROR,
+                             result);
     }
     if (s->provider_error_) {
         return sg_guard_fail(&s->guard_, s->stop_at_, SG_OUTCOME_PROVIDER_ERROR, result);
@@ -640,6 +754,7 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
         settle_other(s);
     }
     int rv = stream_end(s, now, how, result);
+    stream_drop(s); /* nothing of the body is needed past its end */
     if (rv == 0) {
         /* the items the consumer got: the guard's, and the metadata held
          * before the first item and delivered with it */

@@ -30,19 +30,11 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
         drain_ns < 0) {
         return SG_EINVAL;
     }
-    size_t buf_size = sg_stream_buffer_size(&cfg);
-    if (buf_size == 0) {
-        return SG_ERANGE;
-    }
     memset(lc, 0, sizeof(*lc));
-    lc->parser_buf = malloc(buf_size);
-    if (lc->parser_buf == NULL) {
-        return SG_ENOMEM;
-    }
-    int rv =
-        sg_stream_init(&lc->stream, &cfg, on_item, item_ud, lc->parser_buf, buf_size);
+    /* the body's buffers grow as bytes must be kept and are freed as they
+     * empty: an operation reserves nothing for the framing's limits */
+    int rv = sg_stream_init_mem(&lc->stream, &cfg, on_item, item_ud, NULL);
     if (rv != 0) {
-        sg__lc_release(lc);
         return rv;
     }
     lc->tp = tp;
@@ -73,8 +65,7 @@ void sg__lc_drop_intent(sg__lifecycle *lc) {
 
 void sg__lc_release(sg__lifecycle *lc) {
     sg__lc_drop_intent(lc);
-    free(lc->parser_buf);
-    lc->parser_buf = NULL;
+    sg_stream_release(&lc->stream);
     free(lc->ebody);
     lc->ebody = NULL;
     lc->ebody_len = 0;
@@ -156,6 +147,8 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     lc->headers_done = false;
     lc->body_is_stream = false;
     lc->error_body = false;
+    free(lc->ebody); /* the last attempt's error body: this one has none yet */
+    lc->ebody = NULL;
     lc->ebody_len = 0;
     lc->not_processed = false;
     lc->lost = false;
@@ -419,7 +412,9 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
     if (sg_stream_active(&lc->stream)) {
         sg_stream_end(&lc->stream, now, how, &lc->gr);
     }
-    if (lc->gr.outcome == SG_OUTCOME_PROTOCOL_ERROR && lc->feed_error != 0) {
+    if ((lc->gr.outcome == SG_OUTCOME_PROTOCOL_ERROR ||
+         lc->gr.outcome == SG_OUTCOME_TRANSPORT_ERROR) &&
+        lc->feed_error != 0) {
         /* say what stopped the body, not how the transport noticed */
         const char *why = sg_stream_error_text(&lc->stream);
         sg__lc_error(lc, "%s", why != NULL ? why : sg_strerror(lc->feed_error));

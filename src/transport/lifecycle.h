@@ -135,8 +135,8 @@ struct sg__lifecycle {
     struct sg__lifecycle *slots[SG_OP_MAX_HEDGES];
     bool won;         /* an attempt of this line delivered the first item */
     bool hedge_off;   /* a hedge was refused: none more in this line */
-    sg_stream stream; /* the body: framing + the attempt's guard */
-    void *parser_buf;
+    sg_stream stream; /* the body: framing + the attempt's guard; its
+                       * buffers grow as used (sg_stream_init_mem) */
     int state;
     int intent_fd;     /* INTENT: the fd watched for the observer's answer */
     bool async_intent; /* the transport can watch it (tp->watch works) */
@@ -166,13 +166,14 @@ struct sg__lifecycle {
     bool grpc_timeout;    /* stamp grpc-timeout */
     char errbuf[SG__LC_ERROR_SIZE];
     /* the running attempt's error response body (SG_ERROR_BODY_MAX,
-     * allocated at its first byte; emptied when an attempt launches) */
+     * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
     size_t ebody_len;
 };
 
-/* Sets @lc up: validates @framing (NULL: defaults), allocates its buffer.
- * @on_item gets @item_ud.  0, SG_EINVAL, SG_ERANGE or SG_ENOMEM. */
+/* Sets @lc up: validates @framing (NULL: defaults); allocates nothing (the
+ * body's buffers grow as used).  @on_item gets @item_ud.  0, SG_EINVAL or
+ * SG_ERANGE. */
 int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
                 const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
                 void *item_ud);

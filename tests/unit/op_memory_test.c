@@ -1,0 +1,111 @@
+/*
+ * What an operation allocates when it starts, on both transports: no
+ * buffer sized for the worst case (the framing's limits), only what it
+ * uses.  The library's own calls to malloc, calloc and realloc are counted
+ * through the linker's --wrap (tests/CMakeLists.txt): libcurl's and
+ * nghttp2's are not, since they are other libraries; the figure is ours.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+
+#include <streamguard/curl.h>
+#include <streamguard/h2.h>
+
+void *__real_malloc(size_t size);
+void *__real_calloc(size_t n, size_t size);
+void *__real_realloc(void *p, size_t size);
+
+/* Bytes asked for since the count was reset, and the largest one ask. */
+static size_t asked;
+static size_t largest;
+
+static void count(size_t n) {
+    asked += n;
+    largest = n > largest ? n : largest;
+}
+
+void *__wrap_malloc(size_t size) {
+    count(size);
+    return __real_malloc(size);
+}
+
+void *__wrap_calloc(size_t n, size_t size) {
+    count(n * size);
+    return __real_calloc(n, size);
+}
+
+void *__wrap_realloc(void *p, size_t size) {
+    count(size);
+    return __real_realloc(p, size);
+}
+
+static void reset_count(void) {
+    asked = 0;
+    largest = 0;
+}
+
+/* An operation under a provider profile (max_event 1 MiB, a line as long,
+ * items held before the first token): the case that reserved 6 MiB. */
+static const size_t MAX_START = 16 * 1024;
+
+static void curl_op_start_reserves_no_framing_buffer(void **state) {
+    (void)state;
+    CURL *easy = curl_easy_init();
+    assert_non_null(easy);
+    sg_curl_options o;
+    memset(&o, 0, sizeof(o));
+    assert_int_equal(sg_profile_framing("openai", &o.framing), 0);
+    sg_curl_op *op = NULL;
+    reset_count();
+    assert_int_equal(sg_curl_op_new(&op, easy, NULL, &o, NULL, NULL), 0);
+    size_t got = asked;
+    size_t big = largest;
+    sg_curl_op_free(op);
+    curl_easy_cleanup(easy);
+    print_message("sg_curl_op_new: %zu bytes asked, the largest %zu\n", got, big);
+    assert_true(got <= MAX_START);
+}
+
+static void h2_op_start_reserves_no_framing_buffer(void **state) {
+    (void)state;
+    sg_h2_conn_options co;
+    memset(&co, 0, sizeof(co));
+    co.host = "127.0.0.1";
+    co.port = 9;
+    co.connect_on_demand = true; /* never dialled: nothing steps it */
+    sg_h2_conn *c = NULL;
+    assert_int_equal(sg_h2_conn_new(&c, &co), 0);
+    sg_h2_request req;
+    memset(&req, 0, sizeof(req));
+    assert_int_equal(sg_profile_framing("anthropic", &req.framing), 0);
+    req.method = "POST";
+    req.path = "/v1/messages";
+    req.body = "{}";
+    req.body_len = 2;
+    sg_h2_op *op = NULL;
+    reset_count();
+    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), 0);
+    size_t got = asked;
+    size_t big = largest;
+    sg_h2_conn_free(c);
+    print_message("sg_h2_stream_start: %zu bytes asked, the largest %zu\n", got, big);
+    assert_true(got <= MAX_START);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(curl_op_start_reserves_no_framing_buffer),
+        cmocka_unit_test(h2_op_start_reserves_no_framing_buffer),
+    };
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
