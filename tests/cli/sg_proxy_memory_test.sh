@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# sg-proxy reserves no memory a stream does not use: under a 1 GiB
+# address-space limit (ulimit -v) 300 streams open at once all commit (each
+# once reserved 6 MiB, and only 165 opened: the rest got 502 "out of
+# memory"), and after bursts of them the proxy's resident memory comes back
+# down near where it started.  The client is bench/proxy_memory.py.
+#   sg_proxy_memory_test.sh SG_PROXY SG_FAKEMODEL
+PX=$1
+FM=$2
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../integration/fakemodel_lib.sh
+. "$HERE/../integration/fakemodel_lib.sh"
+# shellcheck source=sg_proxy_lib.sh
+. "$HERE/sg_proxy_lib.sh"
+DRIVER=$HERE/../../bench/proxy_memory.py
+N=300
+ulimit -n 4096 2>/dev/null || true
+
+fm_start "$FM"
+
+# px_start_limited NAME VMEM_KIB: sg-proxy in front of the fake server, its
+# address space limited to VMEM_KIB.
+px_start_limited() {
+    local name=$1 vmem=$2
+    (
+        ulimit -v "$vmem"
+        exec "$PX" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$FM_PORT" \
+            --profile openai --max-connections $((N + 64)) --budget 5m --log /dev/null
+    ) >"$FM_DIR/$name.out" 2>"$FM_DIR/$name.err" &
+    PX_PID=$!
+    PX_PIDS+=("$PX_PID")
+    PX_PORT=$(read_port "$PX_PID" "$FM_DIR/$name.out" "$FM_DIR/$name.err" "sg-proxy ($name)") || exit 1
+}
+
+px_start_limited limited 1048576
+python3 "$DRIVER" --port "$PX_PORT" --pid "$PX_PID" -n "$N" --bursts 3 --settle 2 \
+    >"$FM_DIR/limited.txt" 2>&1
+cat "$FM_DIR/limited.txt"
+if grep -q '^open_all=yes' "$FM_DIR/limited.txt"; then
+    pass "$N streams open at once under a 1 GiB address space, three times"
+else
+    fail "not every stream opened under a 1 GiB address space"
+fi
+
+# Resident memory after the bursts: near the baseline, not ratcheting up
+# burst after burst (the streams' memory went back).
+base=$(sed -n 's/^baseline .*VmRSS_kib=\([0-9]*\).*/\1/p' "$FM_DIR/limited.txt")
+last=$(sed -n 's/^burst 3 closed .*VmRSS_kib=\([0-9]*\).*/\1/p' "$FM_DIR/limited.txt")
+if [ -n "$base" ] && [ -n "$last" ] && [ "$last" -le $((base + 4096)) ]; then
+    pass "RSS after three bursts ${last} KiB, baseline ${base} KiB"
+else
+    fail "RSS after three bursts ${last:-?} KiB, baseline ${base:-?} KiB: more than 4 MiB above"
+fi
+
+px_stop_all
+fm_finish
