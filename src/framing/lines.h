@@ -265,6 +265,9 @@ static inline bool sg__lines_append_small(sg__lines *ls, const char *data, size_
  * copies for short tails: with one small read per token this runs per read.
  */
 static inline int sg__lines_keep(sg__lines *ls, const char *tail, size_t n) {
+    if (n == 0) {
+        return 0; /* (a growing buffer may be NULL: no offset from it) */
+    }
     if (n > ls->cap_ - ls->len_) {
         return SG_ELINE_TOO_LONG;
     }
@@ -326,8 +329,10 @@ static inline int sg__lines_scan(sg__lines *ls, const char *data, size_t len, bo
                 sg__lines_grow(ls, ls->len_ + ls->bom_) != 0) {
                 return SG_ENOMEM;
             }
-            memcpy(ls->buf_ + ls->len_, bom, ls->bom_);
-            ls->len_ += ls->bom_;
+            if (ls->bom_ > 0) {
+                memcpy(ls->buf_ + ls->len_, bom, ls->bom_);
+                ls->len_ += ls->bom_;
+            }
             ls->bom_ = 3;
         }
     }
