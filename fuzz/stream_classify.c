@@ -12,7 +12,10 @@
  *
  * Invariants (abort on failure, also in the replay binary):
  *   - the body fed whole and in the chosen reads delivers the same items
- *     in the same order, and ends the same way;
+ *     in the same order, and ends the same way - with a lent buffer, and
+ *     with buffers that grow as used (sg_stream_init_mem), which never
+ *     hold more than the lent buffer's size and hold nothing after the
+ *     end;
  *   - nothing is delivered before the first token unless meta_at_once; a
  *     keepalive is never delivered; item indexes count up from 0;
  *   - the stream's verdict is one of ok, truncated, protocol_error,
@@ -96,8 +99,34 @@ typedef struct verdict {
     uint64_t items;
 } verdict;
 
+/* An allocator that counts the bytes live (sg_stream_init_mem). */
+typedef struct counted {
+    size_t live, peak;
+} counted;
+
+static void *count_resize(void *ptr, size_t size, void *ud) {
+    counted *c = ud;
+    size_t old = 0;
+    unsigned char *base = NULL;
+    if (ptr != NULL) {
+        base = (unsigned char *)ptr - 16;
+        memcpy(&old, base, sizeof(old));
+    }
+    if (size == 0) {
+        free(base);
+        c->live -= old;
+        return NULL;
+    }
+    unsigned char *p = realloc(base, size + 16);
+    check(p != NULL, "realloc");
+    memcpy(p, &size, sizeof(size));
+    c->live = c->live - old + size;
+    c->peak = c->live > c->peak ? c->live : c->peak;
+    return p + 16;
+}
+
 static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t *body,
-                size_t n, verdict *out) {
+                size_t n, bool grow, verdict *out) {
     static const size_t events[4] = {64, 256, 1024, 4096};
     sg_stream_config cfg = {.format = (opt & 1) ? SG_FORMAT_NDJSON : SG_FORMAT_SSE,
                             .max_line = 4096,
@@ -108,12 +137,16 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
                             .end_at_eof = (opt & 32) != 0};
     size_t need = sg_stream_buffer_size(&cfg);
     check(need > 0, "buffer size");
-    char *buf = malloc(need);
-    check(buf != NULL, "malloc");
+    char *buf = grow ? NULL : malloc(need);
+    check(grow || buf != NULL, "malloc");
     memset(out, 0, sizeof(*out));
     out->r.at_once = cfg.meta_at_once;
     sg_stream s;
-    check(sg_stream_init(&s, &cfg, on_item, &out->r, buf, need) == 0, "init");
+    counted mem = {0, 0};
+    sg_mem m = {count_resize, &mem};
+    check((grow ? sg_stream_init_mem(&s, &cfg, on_item, &out->r, &m)
+                : sg_stream_init(&s, &cfg, on_item, &out->r, buf, need)) == 0,
+          "init");
     sg_guard_config g;
     sg_guard_config_init(&g);
     sg_guard_config_set_first_item(&g, SG_SEC(10)); /* never fires: 1 ms per read */
@@ -156,6 +189,9 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
     }
     check((res.first_item_ns >= 0) == out->r.content_seen,
           "a time to first token exactly when content was delivered");
+    check(mem.live == 0, "a growing stream holds nothing after its end");
+    check(mem.peak <= need, "a growing stream holds at most the lent buffer's size");
+    sg_stream_release(&s);
     free(buf);
 }
 
@@ -163,11 +199,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 9 || size > 65536) {
         return 0;
     }
-    verdict whole, split;
-    run(data[0], NULL, 0, data + 9, size - 9, &whole);
-    run(data[0], data + 1, 8, data + 9, size - 9, &split);
+    verdict whole, split, grown;
+    run(data[0], NULL, 0, data + 9, size - 9, false, &whole);
+    run(data[0], data + 1, 8, data + 9, size - 9, false, &split);
+    run(data[0], data + 1, 8, data + 9, size - 9, true, &grown);
     check(whole.r.hash == split.r.hash && whole.r.delivered == split.r.delivered,
           "the same items whatever the reads");
     check(whole.outcome == split.outcome, "the same verdict whatever the reads");
+    check(whole.r.hash == grown.r.hash && whole.r.delivered == grown.r.delivered &&
+              whole.outcome == grown.outcome,
+          "growing buffers give what the lent buffer gives");
     return 0;
 }
