@@ -32,6 +32,8 @@
 
 #include <streamguard/streamguard.h>
 
+#include "count_mem.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void check(int ok, const char *what) {
@@ -99,32 +101,6 @@ typedef struct verdict {
     uint64_t items;
 } verdict;
 
-/* An allocator that counts the bytes live (sg_stream_init_mem). */
-typedef struct counted {
-    size_t live, peak;
-} counted;
-
-static void *count_resize(void *ptr, size_t size, void *ud) {
-    counted *c = ud;
-    size_t old = 0;
-    unsigned char *base = NULL;
-    if (ptr != NULL) {
-        base = (unsigned char *)ptr - 16;
-        memcpy(&old, base, sizeof(old));
-    }
-    if (size == 0) {
-        free(base);
-        c->live -= old;
-        return NULL;
-    }
-    unsigned char *p = realloc(base, size + 16);
-    check(p != NULL, "realloc");
-    memcpy(p, &size, sizeof(size));
-    c->live = c->live - old + size;
-    c->peak = c->live > c->peak ? c->live : c->peak;
-    return p + 16;
-}
-
 static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t *body,
                 size_t n, bool grow, verdict *out) {
     static const size_t events[4] = {64, 256, 1024, 4096};
@@ -142,8 +118,8 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
     memset(out, 0, sizeof(*out));
     out->r.at_once = cfg.meta_at_once;
     sg_stream s;
-    counted mem = {0, 0};
-    sg_mem m = {count_resize, &mem};
+    count_mem mem = {0, 0, 0};
+    sg_mem m = {count_mem_resize, &mem};
     check((grow ? sg_stream_init_mem(&s, &cfg, on_item, &out->r, &m)
                 : sg_stream_init(&s, &cfg, on_item, &out->r, buf, need)) == 0,
           "init");

@@ -17,41 +17,7 @@
 
 #include <streamguard/streamguard.h>
 
-/* ------------------------------------------------- a counting allocator */
-
-typedef struct counter {
-    size_t live;  /* bytes allocated now */
-    size_t peak;  /* the most at once */
-    size_t calls; /* allocations and growths */
-    size_t limit; /* past this many live bytes: no memory (0: none) */
-} counter;
-
-static void *count_resize(void *ptr, size_t size, void *ud) {
-    counter *c = ud;
-    size_t old = 0;
-    unsigned char *base = NULL;
-    if (ptr != NULL) {
-        base = (unsigned char *)ptr - 16;
-        memcpy(&old, base, sizeof(old));
-    }
-    if (size == 0) {
-        c->live -= old;
-        free(base);
-        return NULL;
-    }
-    if (c->limit != 0 && c->live - old + size > c->limit) {
-        return NULL;
-    }
-    unsigned char *p = realloc(base, size + 16);
-    if (p == NULL) {
-        return NULL;
-    }
-    memcpy(p, &size, sizeof(size));
-    c->live = c->live - old + size;
-    c->peak = c->live > c->peak ? c->live : c->peak;
-    c->calls++;
-    return p + 16;
-}
+#include "../../fuzz/count_mem.h"
 
 /* ------------------------------------------- items, as one string each */
 
@@ -84,12 +50,12 @@ static sg_guard_config no_clocks(void) {
 
 /* Feeds @in in reads cut at @cuts (ascending offsets), then ends the body;
  * a growing stream (with @c) or one with a lent buffer (@c NULL). */
-static void run_stream(const sg_stream_config *cfg, counter *c, const char *in,
+static void run_stream(const sg_stream_config *cfg, count_mem *c, const char *in,
                        size_t len, const size_t *cuts, size_t ncuts, run *r) {
     static char lent[8 << 20];
     memset(r, 0, sizeof(*r));
     sg_stream s;
-    sg_mem m = {count_resize, c};
+    sg_mem m = {count_mem_resize, c};
     if (c != NULL) {
         assert_int_equal(sg_stream_init_mem(&s, cfg, on_item, &r->items, &m), 0);
         assert_int_equal(c->live, 0); /* nothing reserved */
@@ -125,7 +91,7 @@ static void same_as_lent(const sg_stream_config *cfg, const char *in, size_t len
                          size_t *peak) {
     run want;
     run got;
-    counter c = {0};
+    count_mem c = {0, 0, 0};
     run_stream(cfg, NULL, in, len, NULL, 0, &want);
     for (size_t cut = 0; cut <= len; cut++) {
         run_stream(cfg, &c, in, len, &cut, 1, &got);
@@ -196,8 +162,8 @@ static void profile_stream_holds_little_and_nothing_between_items(void **state) 
     assert_true(peak <= 4096);
 
     /* fed whole events, a read each: nothing held after any of them */
-    counter c = {0};
-    sg_mem m = {count_resize, &c};
+    count_mem c = {0, 0, 0};
+    sg_mem m = {count_mem_resize, &c};
     sg_stream s;
     seen items = {{0}, 0};
     assert_int_equal(sg_stream_init_mem(&s, &cfg, on_item, &items, &m), 0);
@@ -294,7 +260,7 @@ static void limits_stay_the_bound(void **state) {
     same_as_lent(&cfg, in, 102, &peak);
     assert_true(peak <= sg_stream_buffer_size(&cfg));
     run r;
-    counter c = {0};
+    count_mem c = {0, 0, 0};
     run_stream(&cfg, &c, in, 102, NULL, 0, &r);
     assert_int_equal(r.last_feed, SG_ELINE_TOO_LONG);
     assert_int_equal(r.outcome, SG_OUTCOME_PROTOCOL_ERROR);
@@ -322,7 +288,7 @@ static void no_memory_is_transport_error_and_frees_all(void **state) {
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     assert_int_equal(sg_profile_framing("openai", &cfg), 0);
-    counter c = {0};
+    count_mem c = {0, 0, 0};
     c.limit = 300; /* less than the role chunk's record, split below */
     run r;
     size_t cut = 10; /* the first event spans two reads: a partial line */
@@ -338,8 +304,8 @@ static void no_memory_is_transport_error_and_frees_all(void **state) {
 
 static void release_frees_a_pending_event_and_the_last_id(void **state) {
     (void)state;
-    counter c = {0};
-    sg_mem m = {count_resize, &c};
+    count_mem c = {0, 0, 0};
+    sg_mem m = {count_mem_resize, &c};
     sg_stream s;
     seen items = {{0}, 0};
     assert_int_equal(sg_stream_init_mem(&s, NULL, on_item, &items, &m), 0);
