@@ -42,10 +42,6 @@
 #define DEFAULT_TIMEOUT SG_SEC(10)
 /* Rows a listing holds at a time (each at most one URL of 8 KiB). */
 #define LIST_CHUNK "256"
-/* Records the writer commits in one transaction, at most. */
-#define BATCH_MAX 256
-/* Records queued and not committed, at most: beyond, SG_ETOOMANY. */
-#define QUEUE_MAX 65536
 
 static const char schema_sql[] = {
 #include "pg_schema_v1.inc"
@@ -104,170 +100,13 @@ static void fence_clear(pg_ledger *p) {
     }
 }
 
-/* -------------------------------------------------------------- writer */
-
-static void free_jobs(job *j) {
-    while (j != NULL) {
-        job *next = j->next;
-        free(j);
-        j = next;
-    }
-}
-
-static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
-                      int64_t until);
-static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
-                      int64_t until);
-
-/* Commits @batch (in queue order) in one transaction by @stop_by (and the
- * handle's bound).  Returns how many of its records failed: all of them
- * when the transaction did not commit (or its commit was not seen), else
- * those the database refused (fenced off, resolved, unknown key), which
- * change nothing. */
-/* Opens a transaction with @sql ("BEGIN ...") by @until.  A connection
- * that died while idle (a server restarted, a backend terminated) fails
- * the BEGIN, which did nothing: one more connection may take it. */
-static int begin_tx(pg_ledger *p, const char *sql, int64_t until) {
-    PGresult *res;
-    int rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
-    PQclear(res);
-    if (rv == SG_ECONNRESET) {
-        rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
-        PQclear(res);
-    }
-    return rv;
-}
-
-static uint64_t commit_batch(pg_ledger *b, job *batch, int64_t stop_by) {
-    int64_t until = sg__pg_bound(b, stop_by);
-    uint64_t n = 0;
-    uint64_t refused = 0;
-    PGresult *res;
-    int rv = begin_tx(b, "BEGIN", until);
-    bool open = rv == 0;
-    for (job *j = batch; j != NULL; j = j->next) {
-        n++;
-        if (rv != 0) {
-            continue;
-        }
-        int r = j->rec.type == SG__LREC_ATTEMPT
-                    ? pg_attempt(b, j->key, &j->rec, j->generation, until)
-                    : pg_resolve(b, j->key, &j->rec, j->generation, until);
-        if (r == SG_ESTATE || r == SG_ENOTFOUND) {
-            refused++; /* the statement ran and changed nothing */
-        } else if (r != 0) {
-            rv = r; /* the transaction is aborted, or the connection gone */
-        }
-    }
-    if (open && b->conn != NULL) {
-        int end = sg__pg_run(b, rv == 0 ? "COMMIT" : "ROLLBACK", 0, NULL, until, &res);
-        PQclear(res);
-        if (rv == 0) {
-            rv = end;
-        }
-    }
-    return rv == 0 ? refused : n;
-}
-
-static void *writer_main(void *arg) {
-    writer *w = arg;
-    pthread_mutex_lock(&w->mu);
-    for (;;) {
-        while (w->head == NULL && !w->stop) {
-            pthread_cond_wait(&w->work, &w->mu);
-        }
-        if (w->head == NULL) {
-            break; /* stopping, and nothing is left */
-        }
-        job *batch = w->head;
-        job *last = batch;
-        for (int i = 1; i < BATCH_MAX && last->next != NULL; i++) {
-            last = last->next;
-        }
-        w->head = last->next;
-        if (w->head == NULL) {
-            w->tail = NULL;
-        }
-        last->next = NULL;
-        int64_t stop_by = w->stop ? w->stop_by : SG_TIME_NEVER;
-        pthread_mutex_unlock(&w->mu);
-        uint64_t failed = commit_batch(w->conn, batch, stop_by);
-        uint64_t through = last->seq;
-        free_jobs(batch);
-        pthread_mutex_lock(&w->mu);
-        w->settled = through;
-        w->failures += failed;
-        pthread_cond_broadcast(&w->done);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
-}
-
-/* Queues @r (fenced by @gen) for the writer: 0 and its number in *@seq;
- * 1 when the thread cannot be started (the caller records it itself, as
- * before); SG_ENOMEM, or SG_ETOOMANY when QUEUE_MAX records wait. */
-static int enqueue(writer *w, const sg__ledger_rec *r, int64_t gen, uint64_t *seq) {
-    job *j = malloc(sizeof(*j));
-    if (j == NULL) {
-        return SG_ENOMEM;
-    }
-    memcpy(j->key, r->key, r->key_len);
-    j->key[r->key_len] = '\0';
-    j->rec = *r;
-    j->rec.key = j->key;
-    j->generation = gen;
-    j->next = NULL;
-    int rv = 0;
-    pthread_mutex_lock(&w->mu);
-    if (w->queued - w->settled >= QUEUE_MAX) {
-        rv = SG_ETOOMANY;
-    } else if (!w->started) {
-        w->started = sg__ledger_spawn(&w->thread, writer_main, w) == 0;
-        rv = w->started ? 0 : 1;
-    }
-    if (rv == 0) {
-        j->seq = *seq = ++w->queued;
-        if (w->tail != NULL) {
-            w->tail->next = j;
-        } else {
-            w->head = j;
-        }
-        w->tail = j;
-        pthread_cond_signal(&w->work);
-    }
-    pthread_mutex_unlock(&w->mu);
-    if (rv != 0) {
-        free(j);
-    }
-    return rv;
-}
-
-/* Waits until the first @seq records are settled, by @until: 0 or
- * SG_ETIMEDOUT. */
-static int writer_wait(writer *w, uint64_t seq, int64_t until) {
-    int rv = 0;
-    pthread_mutex_lock(&w->mu);
-    while (w->settled < seq && rv == 0) {
-        rv = sg__ledger_wait_until(&w->done, &w->mu, until);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return rv;
-}
-
 /* Everything this handle queued is settled (by the handle's bound): what
  * a read, a reconcile or a compaction of this handle must see first. */
 static int flush_queue(pg_ledger *p) {
     pthread_mutex_lock(&p->w->mu);
     uint64_t through = p->w->queued;
     pthread_mutex_unlock(&p->w->mu);
-    return writer_wait(p->w, through, sg__pg_bound(p, SG_TIME_NEVER));
-}
-
-static uint64_t writer_settled(writer *w) {
-    pthread_mutex_lock(&w->mu);
-    uint64_t settled = w->settled;
-    pthread_mutex_unlock(&w->mu);
-    return settled;
+    return sg__pg_writer_wait(p->w, through, sg__pg_bound(p, SG_TIME_NEVER));
 }
 
 /* Ended fences whose resolution is settled go, once as many are ended as
@@ -278,7 +117,7 @@ static void fence_sweep(pg_ledger *p) {
     if (p->ended < p->sweep_at) {
         return;
     }
-    uint64_t settled = writer_settled(p->w);
+    uint64_t settled = sg__pg_writer_settled(p->w);
     for (size_t i = 0; i < FENCE_BUCKETS; i++) {
         fence **f = &p->fences[i];
         while (*f != NULL) {
@@ -293,92 +132,6 @@ static void fence_sweep(pg_ledger *p) {
         }
     }
     p->sweep_at = p->ended * 2 > 64 ? p->ended * 2 : 64;
-}
-
-static int writer_init(pg_ledger *p) {
-    writer *w = calloc(1, sizeof(*w));
-    if (w == NULL) {
-        return SG_ENOMEM;
-    }
-    if (pthread_mutex_init(&w->mu, NULL) != 0) {
-        free(w);
-        return SG_ENOMEM;
-    }
-    if (pthread_cond_init(&w->work, NULL) != 0) {
-        pthread_mutex_destroy(&w->mu);
-        free(w);
-        return SG_ENOMEM;
-    }
-    if (sg__ledger_cond_init(&w->done) != 0) {
-        pthread_cond_destroy(&w->work);
-        pthread_mutex_destroy(&w->mu);
-        free(w);
-        return SG_ENOMEM;
-    }
-    p->w = w;
-    return 0;
-}
-
-static void pg_free(pg_ledger *p);
-
-/* Commits what is queued by the handle's bound from now (what the thread
- * has not committed by then fails and is lost: the operations stay
- * pending), then joins the thread. */
-static void writer_close(pg_ledger *p) {
-    writer *w = p->w;
-    if (w == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&w->mu);
-    w->stop = true;
-    w->stop_by = sg__pg_bound(p, SG_TIME_NEVER);
-    pthread_cond_signal(&w->work);
-    bool started = w->started;
-    pthread_mutex_unlock(&w->mu);
-    if (started) {
-        pthread_join(w->thread, NULL);
-    }
-    free_jobs(w->head);
-    pg_free(w->conn);
-    pthread_cond_destroy(&w->done);
-    pthread_cond_destroy(&w->work);
-    pthread_mutex_destroy(&w->mu);
-    free(w);
-    p->w = NULL;
-}
-
-/* Before an intent: SG_EIO when a queued record failed since an intent
- * last heard of it (then it has), else 0. */
-static int take_failure(writer *w) {
-    pthread_mutex_lock(&w->mu);
-    int rv = w->told_intent < w->failures ? SG_EIO : 0;
-    w->told_intent = w->failures;
-    pthread_mutex_unlock(&w->mu);
-    return rv;
-}
-
-static int pg_sync(sg_ledger *l, int64_t until) {
-    writer *w = ((pg_ledger *)l->db_state)->w;
-    int rv = 0;
-    pthread_mutex_lock(&w->mu);
-    uint64_t through = w->queued;
-    while (w->settled < through && rv == 0) {
-        rv = sg__ledger_wait_until(&w->done, &w->mu, until);
-    }
-    if (w->told_sync < w->failures) {
-        w->told_sync = w->failures;
-        rv = SG_EIO;
-    }
-    pthread_mutex_unlock(&w->mu);
-    return rv;
-}
-
-static void pg_stats(sg_ledger *l, sg_ledger_stats *out) {
-    writer *w = ((pg_ledger *)l->db_state)->w;
-    pthread_mutex_lock(&w->mu);
-    out->unsynced = w->queued - w->settled;
-    out->sync_failures = w->failures;
-    pthread_mutex_unlock(&w->mu);
 }
 
 /* -------------------------------------------------------------- records */
@@ -408,11 +161,11 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     fence *prev = *fence_slot(p, key);
     uint64_t ended = prev != NULL ? prev->ended : 0;
     pthread_mutex_unlock(&l->mu);
-    int rv = ended != 0 ? writer_wait(p->w, ended, until) : 0;
+    int rv = ended != 0 ? sg__pg_writer_wait(p->w, ended, until) : 0;
     /* A queued record that failed says the database is failing this
      * handle: refuse this intent (nothing is sent) rather than promise. */
     if (rv == 0) {
-        rv = take_failure(p->w);
+        rv = sg__pg_take_failure(p->w);
     }
     if (rv != 0) {
         return rv;
@@ -461,100 +214,6 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     return rv;
 }
 
-/* 0 rows changed: SG_ESTATE when the key is resolved unknown, or when a
- * later intent took it (its generation is not @gen); else SG_ENOTFOUND.
- * @res: (changed count, state, generation). */
-static int changed(const PGresult *res, int64_t gen) {
-    if (PQntuples(res) != 1) {
-        return SG_EIO;
-    }
-    if (atoi(PQgetvalue(res, 0, 0)) > 0) {
-        return 0;
-    }
-    if (PQgetisnull(res, 0, 1)) {
-        return SG_ENOTFOUND;
-    }
-    const char *st = PQgetvalue(res, 0, 1);
-    bool live = strcmp(st, "pending") == 0 || strcmp(st, "unknown") == 0;
-    if (live && gen >= 0 && strtoll(PQgetvalue(res, 0, 2), NULL, 10) != gen) {
-        return SG_ESTATE;
-    }
-    return strcmp(st, "unknown") == 0 ? SG_ESTATE : SG_ENOTFOUND;
-}
-
-/* An attempt's or a resolution's statement, fenced by $@n (the generation
- * this handle owns the key with, or NULL: another handle's key, unfenced,
- * as the file ledger's); its result is (changed count, state, generation). */
-static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals, int64_t g,
-                       int64_t until) {
-    char gen[24];
-    snprintf(gen, sizeof(gen), "%" PRId64, g);
-    vals[n - 1] = g >= 0 ? gen : NULL;
-    PGresult *res;
-    int rv = sg__pg_exec(p, sql, n, vals, until, &res);
-    if (rv == 0) {
-        rv = changed(res, g);
-    }
-    PQclear(res);
-    return rv;
-}
-
-static int pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
-                      int64_t until) {
-    char n[16], status[8];
-    snprintf(n, sizeof(n), "%" PRIu32, r->n);
-    snprintf(status, sizeof(status), "%u", (unsigned)r->http_status);
-    const char *vals[8] = {
-        key,
-        n,
-        sg_outcome_name((sg_outcome)r->outcome),
-        sg_phase_name((sg_phase)r->phase),
-        (r->flags & SG__LATT_SENT) != 0 ? "true" : "false",
-        status,
-        (r->flags & SG__LATT_UNKNOWN) != 0 ? "true" : "false",
-        NULL,
-    };
-    return exec_update(
-        p,
-        "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
-        "WHERE key = $1), "
-        "up AS (UPDATE streamguard_ledger_ops SET "
-        "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
-        "last_phase = $4, last_sent = $5::boolean, "
-        "last_http_status = NULLIF($6::integer, 0), "
-        "last_outcome_unknown = $7::boolean, updated = now() "
-        "WHERE key = $1 AND state = 'pending' "
-        "AND ($8::bigint IS NULL OR generation = $8::bigint) RETURNING generation), "
-        "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
-        "outcome, phase, sent, http_status, outcome_unknown) "
-        "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
-        "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
-        "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur), "
-        "(SELECT generation FROM cur)",
-        8, vals, gen, until);
-}
-
-static int pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
-                      int64_t until) {
-    const char *vals[4] = {
-        key,
-        sg_ledger_resolution_name((sg_ledger_resolution)r->resolution),
-        sg_outcome_name((sg_outcome)r->outcome),
-        NULL,
-    };
-    return exec_update(
-        p,
-        "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
-        "WHERE key = $1), "
-        "up AS (UPDATE streamguard_ledger_ops SET state = $2, "
-        "final_outcome = $3, resolved_at = now(), updated = now() "
-        "WHERE key = $1 AND state = 'pending' "
-        "AND ($4::bigint IS NULL OR generation = $4::bigint) RETURNING 1) "
-        "SELECT (SELECT count(*) FROM up), (SELECT state FROM cur), "
-        "(SELECT generation FROM cur)",
-        4, vals, gen, until);
-}
-
 static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
     char note[SG_LEDGER_NOTE_MAX + 1];
     memcpy(note, r->note, r->note_len);
@@ -585,12 +244,12 @@ static int queue_update(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     }
     int64_t gen = f != NULL ? f->generation : -1;
     uint64_t seq = 0;
-    int rv = enqueue(p->w, r, gen, &seq);
+    int rv = sg__pg_enqueue(p->w, r, gen, &seq);
     if (rv == 1) {
         /* No thread: committed here, as before it existed. */
         int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
-        rv = r->type == SG__LREC_ATTEMPT ? pg_attempt(p, key, r, gen, until)
-                                         : pg_resolve(p, key, r, gen, until);
+        rv = r->type == SG__LREC_ATTEMPT ? sg__pg_attempt(p, key, r, gen, until)
+                                         : sg__pg_resolve(p, key, r, gen, until);
         if (rv == 0 && f != NULL && r->type == SG__LREC_RESOLVE) {
             /* A failure keeps the fence: a retry must not land on a
              * later owner's operation. */
@@ -677,7 +336,7 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
     }
     int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
     PGresult *res;
-    rv = begin_tx(p, "BEGIN READ ONLY", until);
+    rv = sg__pg_begin(p, "BEGIN READ ONLY", until);
     if (rv == 0) {
         rv = sg__pg_run(
             p,
@@ -733,11 +392,11 @@ static int pg_compact(sg_ledger *l) {
 
 /* ------------------------------------------------------------ open, close */
 
-static void pg_free(pg_ledger *p) {
+void sg__pg_free(pg_ledger *p) {
     if (p != NULL) {
-        writer_close(p);
+        sg__pg_writer_close(p);
         if (p->ic != NULL) {
-            pg_free(p->ic);
+            sg__pg_free(p->ic);
             pthread_mutex_destroy(&p->ic_mu);
         }
         fence_clear(p);
@@ -748,12 +407,13 @@ static void pg_free(pg_ledger *p) {
 }
 
 static void pg_close(sg_ledger *l) {
-    pg_free(state(l));
+    sg__pg_free(state(l));
     l->db_state = NULL;
 }
 
 static const sg__ledger_backend pg_backend = {
-    "postgresql", pg_close, pg_intent, pg_update, pg_list, pg_compact, pg_sync, pg_stats,
+    "postgresql", pg_close,   pg_intent,   pg_update,
+    pg_list,      pg_compact, sg__pg_sync, sg__pg_stats,
 };
 
 static pg_ledger *pg_new(const char *location, const sg_ledger_options *opts) {
@@ -785,7 +445,7 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
     }
     int rv = sg__pg_connect(p, sg__pg_bound(p, SG_TIME_NEVER), true);
     if (rv == 0) {
-        rv = writer_init(p);
+        rv = sg__pg_writer_init(p);
     }
     if (rv == 0) {
         /* The writer's connection: opened by its first batch. */
@@ -808,20 +468,20 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         }
     }
     if (rv != 0) {
-        pg_free(p);
+        sg__pg_free(p);
         return rv;
     }
     /* The struct is the file ledger's too; only db and mu are used here. */
     sg_ledger *l = calloc(1, sizeof(*l));
     if (l == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
         free(l);
-        pg_free(p);
+        sg__pg_free(p);
         return SG_ENOMEM;
     }
     if (sg__ledger_intents_init(l) != 0) {
         pthread_mutex_destroy(&l->mu);
         free(l);
-        pg_free(p);
+        sg__pg_free(p);
         return SG_ENOMEM;
     }
     l->db = &pg_backend;
@@ -842,6 +502,6 @@ int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opt
     if (rv == 0) {
         rv = sg__pg_run_script(p, schema_sql, until);
     }
-    pg_free(p);
+    sg__pg_free(p);
     return rv;
 }

@@ -1,7 +1,8 @@
 /*
  * The PostgreSQL ledger's private types and its connection layer
  * (pg_conn.c): libpq's non-blocking API bounded by our own deadline and by
- * the server's statement_timeout.  The backend itself is pg.c.
+ * the server's statement_timeout.  The backend itself is pg.c, its writer
+ * thread pg_writer.c.
  */
 #ifndef SG_LEDGER_PG_H
 #define SG_LEDGER_PG_H
@@ -79,6 +80,37 @@ typedef struct pg_ledger {
     pthread_mutex_t ic_mu;
 } pg_ledger;
 
+/* pg.c: frees @p, its writer and its intents' connections (NULL is fine). */
+void sg__pg_free(pg_ledger *p);
+
+/* The writer (pg_writer.c).  Init and close bracket the handle's life:
+ * close commits what is queued by the handle's bound from now (what the
+ * thread has not committed by then fails and is lost: the operations stay
+ * pending), then joins the thread. */
+int sg__pg_writer_init(pg_ledger *p);
+void sg__pg_writer_close(pg_ledger *p);
+/* Queues @r (fenced by @gen) for the writer: 0 and its number in *@seq;
+ * 1 when the thread cannot be started (the caller records it itself, as
+ * before); SG_ENOMEM, or SG_ETOOMANY when too many records wait. */
+int sg__pg_enqueue(writer *w, const sg__ledger_rec *r, int64_t gen, uint64_t *seq);
+/* Waits until the first @seq records are settled, by @until: 0 or
+ * SG_ETIMEDOUT. */
+int sg__pg_writer_wait(writer *w, uint64_t seq, int64_t until);
+uint64_t sg__pg_writer_settled(writer *w);
+/* Before an intent: SG_EIO when a queued record failed since an intent
+ * last heard of it (then it has), else 0. */
+int sg__pg_take_failure(writer *w);
+/* The backend's sync and stats (sg__ledger_backend). */
+int sg__pg_sync(sg_ledger *l, int64_t until);
+void sg__pg_stats(sg_ledger *l, sg_ledger_stats *out);
+/* An attempt's or a resolution's statement on @p, fenced by @gen (-1:
+ * unfenced), by @until: 0, SG_ESTATE or SG_ENOTFOUND (it ran and changed
+ * nothing), or the connection layer's error. */
+int sg__pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                   int64_t until);
+int sg__pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
+                   int64_t until);
+
 /* Connection layer (pg_conn.c). */
 void sg__pg_drop(pg_ledger *p);
 int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
@@ -88,5 +120,8 @@ int sg__pg_connect(pg_ledger *p, int64_t until, bool check);
 int64_t sg__pg_bound(const pg_ledger *p, int64_t until);
 int sg__pg_exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
                 int64_t until, PGresult **out);
+/* Opens a transaction with @sql ("BEGIN ...") by @until, once more on a
+ * new connection when the one it had was found dead. */
+int sg__pg_begin(pg_ledger *p, const char *sql, int64_t until);
 
 #endif

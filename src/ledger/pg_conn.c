@@ -306,6 +306,20 @@ int64_t sg__pg_bound(const pg_ledger *p, int64_t until) {
     return until == SG_TIME_NEVER || until > own ? own : until;
 }
 
+/* A connection that died while idle (a server restarted, a backend
+ * terminated) fails the BEGIN, which did nothing: one more connection may
+ * take it. */
+int sg__pg_begin(pg_ledger *p, const char *sql, int64_t until) {
+    PGresult *res;
+    int rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
+    PQclear(res);
+    if (rv == SG_ECONNRESET) {
+        rv = sg__pg_exec(p, sql, 0, NULL, until, &res);
+        PQclear(res);
+    }
+    return rv;
+}
+
 /* Runs one statement, connecting first when the connection was lost. */
 int sg__pg_exec(pg_ledger *p, const char *sql, int n, const char *const *vals,
                 int64_t until, PGresult **out) {
