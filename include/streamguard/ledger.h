@@ -93,6 +93,9 @@ extern "C" {
 #define SG_LEDGER_URL_MAX 8192
 /** Longest reconciliation note, not counting the NUL. */
 #define SG_LEDGER_NOTE_MAX 1024
+/** Most intent connections a PostgreSQL handle may have
+ *  (sg_ledger_options.intent_connections). */
+#define SG_LEDGER_INTENT_CONNECTIONS_MAX 64
 /** Room for any line sg_ledger_format_unresolved_line writes, NUL included. */
 #define SG_LEDGER_LINE_MAX \
     (SG_LEDGER_KEY_MAX + SG_LEDGER_METHOD_MAX + SG_LEDGER_URL_MAX + 128)
@@ -145,11 +148,24 @@ typedef enum sg_ledger_fsync {
  *                  of every call that no operation's budget bounds; an
  *                  operation's intent is bounded by its budget instead (see
  *                  sg_ledger_op_intent).  Past it: SG_ETIMEDOUT.  Default 0:
- *                  10 s.  At most SG_DURATION_MAX.  The file ledger ignores
- *                  it, and PostgreSQL ignores fsync, wall_clock and max_live
- *                  (the intent is committed before its call returns and the
- *                  rest by the writer thread, the database's clock stamps
- *                  them, and the handle holds no index).
+ *                  10 s.  At most SG_DURATION_MAX.
+ * intent_connections: PostgreSQL only: how many intents the handle records
+ *                  at once, each on a connection of its own.  An intent
+ *                  waiting for a row another transaction holds keeps its
+ *                  connection; intents of other keys go on, on the others,
+ *                  so the wait is charged to that operation alone.  With
+ *                  this many waiting at once, the next waits for one to
+ *                  come free, within its own bound.  The first is the
+ *                  connection sg_ledger_open makes; the others are opened
+ *                  by an intent that finds none free (its bound pays for
+ *                  connecting) and kept until close.  sg_ledger_observer's
+ *                  intent threads are as many.  Default 0: 4.  At most
+ *                  SG_LEDGER_INTENT_CONNECTIONS_MAX.
+ * The file ledger ignores timeout_ns and intent_connections (its intents
+ * take turns on the file lock whatever their keys), and PostgreSQL ignores
+ * fsync, wall_clock and max_live (the intent is committed before its call
+ * returns and the rest by the writer thread, the database's clock stamps
+ * them, and the handle holds no index).
  */
 typedef struct sg_ledger_options {
     sg_ledger_fsync fsync;
@@ -157,6 +173,7 @@ typedef struct sg_ledger_options {
     size_t max_live;
     int64_t lock_timeout_ns;
     int64_t timeout_ns;
+    size_t intent_connections;
 } sg_ledger_options;
 
 /** Resets @o to every default (the same as zero-initialising it). */
@@ -173,12 +190,13 @@ typedef struct sg_ledger sg_ledger;
  *
  * PostgreSQL: connects, bounded by opts.timeout_ns, and checks that the
  * database has the ledger's schema (sql/ledger_schema_v1.sql, applied by
- * sg_ledger_init_schema, never by this call).  Up to three connections
- * per handle: the intents' (the one this call makes), the writer
- * thread's (opened with the first attempt or resolution) and one for
- * reads, reconciles and compaction (opened by the first); a call that
- * finds its connection lost connects
- * again, bounded as that call is.  The intent is committed
+ * sg_ledger_init_schema, never by this call).  Up to
+ * intent_connections + 2 connections per handle: the intents' (the first
+ * is the one this call makes, the others are opened as intents wait side
+ * by side), the writer thread's (opened with the first attempt or
+ * resolution) and one for reads, reconciles and compaction (opened by the
+ * first); a call that finds its connection lost connects again, bounded
+ * as that call is.  The intent is committed
  * (synchronous_commit as the server has it; a session with it off turns
  * it on) before its call returns; attempts and resolutions are queued to
  * the writer thread, which commits them in call order - sg_ledger_sync
@@ -200,8 +218,9 @@ typedef struct sg_ledger sg_ledger;
  * error codes:
  *   SG_EINVAL    @out or @dir is NULL, @dir is empty, or @opts has an
  *                unknown fsync policy or a negative lock_timeout_ns;
- *   SG_ERANGE    @dir is longer than PATH_MAX allows, or lock_timeout_ns >
- *                SG_DURATION_MAX;
+ *   SG_ERANGE    @dir is longer than PATH_MAX allows, lock_timeout_ns or
+ *                timeout_ns > SG_DURATION_MAX, or intent_connections >
+ *                SG_LEDGER_INTENT_CONNECTIONS_MAX;
  *   SG_ENOMEM    out of memory;
  *   SG_ESYS      creating or opening the directory or a file failed (errno
  *                says why, e.g. EACCES, ENOTDIR);
@@ -440,20 +459,24 @@ typedef struct sg_ledger_binding {
  *                  the transports' own event loops (sg_curl_multi,
  *                  sg_h2_conn) use these, so an operation waiting for its
  *                  intent never holds up the others on the loop.  The
- *                  handle's intent thread (started by the first) records
- *                  them one at a time, in order, each bounded by its
- *                  operation's budget, and makes an eventfd (one per
- *                  pending intent) readable when the answer is in.  An
- *                  intent that lands after its operation ended (cancelled,
- *                  budget spent) is resolved at once as failed with that
- *                  outcome: nothing was sent.  On PostgreSQL the intent
- *                  thread has a connection of its own and holds none of the
- *                  handle's locks while the database answers, so the
- *                  loop's attempt and resolution records (queued to the
- *                  writer thread) never wait for it; the file ledger's
- *                  intent holds the handle through its write and
- *                  fdatasync, which a record of another operation may wait
- *                  for.
+ *                  handle's intent threads (started as intents arrive)
+ *                  record them in order, each bounded by its operation's
+ *                  budget, and make an eventfd (one per pending intent)
+ *                  readable when the answer is in.  An intent that lands
+ *                  after its operation ended (cancelled, budget spent) is
+ *                  resolved at once as failed with that outcome: nothing
+ *                  was sent.  On PostgreSQL there are up to
+ *                  intent_connections threads, each intent on a connection
+ *                  of its own: one waiting for a row another transaction
+ *                  holds delays no intent of another key (with that many
+ *                  waiting at once, the next waits for a thread, within
+ *                  its budget); none holds the handle's locks while the
+ *                  database answers, so the loop's attempt and resolution
+ *                  records (queued to the writer thread) never wait for
+ *                  it.  The file ledger has one thread, its intents taking
+ *                  turns as they do on the file lock; each holds the
+ *                  handle through its write and fdatasync, which a record
+ *                  of another operation may wait for.
  * Errors after the intent never change the outcome; the operation keeps
  * the first (sg_op_observer_error) and its transport reports it.
  *
@@ -480,11 +503,11 @@ SG_EXTERN const char *sg_ledger_op_key(const sg_op *op, const char *fallback);
  * thread uses it, ends when the operation's budget could lease nothing
  * more (its deadline less its floor, on CLOCK_MONOTONIC), or after
  * lock_timeout_ns, whichever is first: then SG_ELOCKED, and the operation
- * is refused rather than late.  PostgreSQL: the whole intent - its turn on
- * the handle's intent connection behind other threads' intents,
- * connecting again if the connection was lost, and the statement (its
- * server-side statement_timeout too) - ends by the same instant or by
- * timeout_ns, whichever is first: then SG_ETIMEDOUT.
+ * is refused rather than late.  PostgreSQL: the whole intent - waiting for
+ * a free intent connection when intent_connections intents are in flight,
+ * connecting (a new connection, or again after one was lost), and the
+ * statement (its server-side statement_timeout too) - ends by the same
+ * instant or by timeout_ns, whichever is first: then SG_ETIMEDOUT.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op never started, or @key or @url is NULL;

@@ -1,13 +1,16 @@
 /*
  * Intents off the caller's thread: the ledger observer's start_intent,
  * poll_intent and abandon_intent.  An event loop that drives many
- * operations hands each intent to the handle's intent thread and goes on
- * with the others; the thread records the intents one after another
- * (sg__ledger_intent_until, bounded by each operation's budget) and makes
- * each one's eventfd readable when its answer is in.  An operation that
- * ends first (cancelled, or its budget spent) abandons its intent: if it
- * lands after all, the thread resolves it at once - failed, with the
- * operation's outcome - since nothing was or will be sent for it.
+ * operations hands each intent to the handle's intent threads and goes on
+ * with the others; a thread records one intent at a time
+ * (sg__ledger_intent_until, bounded by its operation's budget) and makes
+ * its eventfd readable when the answer is in.  Up to intents.max threads
+ * take the queue in order, so an intent that waits (on PostgreSQL, for a
+ * row another transaction holds) holds up no intent queued after it while
+ * a thread is free.  An operation that ends first (cancelled, or its
+ * budget spent) abandons its intent: if it lands after all, the thread
+ * resolves it at once - failed, with the operation's outcome - since
+ * nothing was or will be sent for it.
  */
 #define _GNU_SOURCE
 #include "ledger/internal.h"
@@ -50,7 +53,9 @@ static void *intent_main(void *arg) {
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (q->head == NULL && !q->stop) {
+            q->idle++;
             pthread_cond_wait(&q->work, &q->mu);
+            q->idle--;
         }
         if (q->head == NULL) {
             break;
@@ -60,6 +65,7 @@ static void *intent_main(void *arg) {
         if (q->head == NULL) {
             q->tail = NULL;
         }
+        q->queued--;
         if (j->abandoned) {
             job_free(j); /* never recorded, never to be */
             continue;
@@ -86,8 +92,12 @@ static void *intent_main(void *arg) {
     return NULL;
 }
 
-int sg__ledger_intents_init(sg_ledger *l) {
+int sg__ledger_intents_init(sg_ledger *l, size_t max) {
     sg__ledger_intents *q = &l->intents;
+    /* the options were checked: the clamp only keeps threads[] safe */
+    q->max =
+        max > SG_LEDGER_INTENT_CONNECTIONS_MAX ? SG_LEDGER_INTENT_CONNECTIONS_MAX : max;
+    q->max = q->max < 1 ? 1 : q->max;
     if (pthread_mutex_init(&q->mu, NULL) != 0) {
         return SG_ENOMEM;
     }
@@ -110,20 +120,35 @@ void sg__ledger_intents_close(sg_ledger *l) {
      * them), so these are abandoned ones - never recorded. */
     sg__intent_job *j = q->head;
     q->head = q->tail = NULL;
-    pthread_cond_signal(&q->work);
-    bool started = q->started;
+    q->queued = 0;
+    pthread_cond_broadcast(&q->work);
+    size_t n = q->nthreads;
     pthread_mutex_unlock(&q->mu);
     while (j != NULL) {
         sg__intent_job *next = j->next;
         job_free(j);
         j = next;
     }
-    if (started) {
-        pthread_join(q->thread, NULL);
+    for (size_t i = 0; i < n; i++) {
+        pthread_join(q->threads[i], NULL);
     }
     pthread_cond_destroy(&q->work);
     pthread_mutex_destroy(&q->mu);
     q->ready = false;
+}
+
+/* Under the queue's mutex, before @queued jobs wait: one more thread when
+ * fewer are free than that and there is room.  SG_ESYS only when there is
+ * no thread at all (the ones there take the queue in turn otherwise). */
+static int spawn_for(sg_ledger *l, size_t queued) {
+    sg__ledger_intents *q = &l->intents;
+    if (q->idle >= queued || q->nthreads >= q->max) {
+        return 0;
+    }
+    if (sg__ledger_spawn(&q->threads[q->nthreads], intent_main, l) == 0) {
+        q->nthreads++;
+    }
+    return q->nthreads > 0 ? 0 : SG_ESYS;
 }
 
 int sg__ledger_intent_start(sg_ledger *l, const char *key, const char *method,
@@ -153,11 +178,7 @@ int sg__ledger_intent_start(sg_ledger *l, const char *key, const char *method,
     j->until = until;
     sg__ledger_intents *q = &l->intents;
     pthread_mutex_lock(&q->mu);
-    rv = 0;
-    if (!q->started) {
-        q->started = sg__ledger_spawn(&q->thread, intent_main, l) == 0;
-        rv = q->started ? 0 : SG_ESYS;
-    }
+    rv = spawn_for(l, q->queued + 1);
     if (rv == 0) {
         if (q->tail != NULL) {
             q->tail->next = j;
@@ -165,6 +186,7 @@ int sg__ledger_intent_start(sg_ledger *l, const char *key, const char *method,
             q->head = j;
         }
         q->tail = j;
+        q->queued++;
         pthread_cond_signal(&q->work);
     }
     pthread_mutex_unlock(&q->mu);

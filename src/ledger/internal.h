@@ -206,22 +206,29 @@ typedef struct sg__ledger_backend {
     void (*stats)(sg_ledger *l, sg_ledger_stats *out);
 } sg__ledger_backend;
 
-/* The intent thread (async.c): intents recorded off the caller's thread
- * for sg_ledger_observer's start_intent.  Started by the first. */
+/* The intent threads (async.c): intents recorded off the caller's thread
+ * for sg_ledger_observer's start_intent, up to @max at once.  A thread is
+ * started when an intent is queued and no started one is free to take
+ * it, until there are @max. */
 typedef struct sg__intent_job sg__intent_job;
 typedef struct sg__ledger_intents {
     pthread_mutex_t mu; /* taken alone, or after nothing of the handle */
     pthread_cond_t work;
-    pthread_t thread;
-    bool ready;   /* mu and work are initialised */
-    bool started; /* the thread runs */
+    pthread_t threads[SG_LEDGER_INTENT_CONNECTIONS_MAX];
+    size_t max;      /* threads at most */
+    size_t nthreads; /* started */
+    size_t idle;     /* started, waiting for a job */
+    size_t queued;   /* jobs in the queue */
+    bool ready;      /* mu and work are initialised */
     bool stop;
     sg__intent_job *head; /* queued, in order */
     sg__intent_job *tail;
 } sg__ledger_intents;
 
-int sg__ledger_intents_init(sg_ledger *l);
-/* Joins the thread after the intent it records, if any; frees the queue. */
+/* @max: how many intents are recorded at once (1 .. the threads' room). */
+int sg__ledger_intents_init(sg_ledger *l, size_t max);
+/* Joins the threads after the intents they record, if any; frees the
+ * queue. */
 void sg__ledger_intents_close(sg_ledger *l);
 /* Queues an intent of @key for the thread, bounded by @until: 0 and the
  * job in *@out, or SG_EINVAL (a bad field), SG_ENOMEM, SG_ESYS. */

@@ -106,7 +106,8 @@ static int check_options(const char *location, const sg_ledger_options *opts,
     if (o->lock_timeout_ns < 0 || o->timeout_ns < 0) {
         return SG_EINVAL;
     }
-    if (o->lock_timeout_ns > SG_DURATION_MAX || o->timeout_ns > SG_DURATION_MAX) {
+    if (o->lock_timeout_ns > SG_DURATION_MAX || o->timeout_ns > SG_DURATION_MAX ||
+        o->intent_connections > SG_LEDGER_INTENT_CONNECTIONS_MAX) {
         return SG_ERANGE;
     }
     return 0;
@@ -165,7 +166,8 @@ int sg_ledger_open(sg_ledger **out, const char *dir, const sg_ledger_options *op
         free(l);
         return SG_ENOMEM;
     }
-    if (sg__ledger_intents_init(l) != 0) {
+    /* One intent thread: the file's intents take turns on its lock anyway. */
+    if (sg__ledger_intents_init(l, 1) != 0) {
         sg_ledger_close(l); /* the group commit is set up: close takes it down */
         return SG_ENOMEM;
     }

@@ -11,8 +11,10 @@
  *
  * An intent is one statement in its own implicit transaction, committed
  * before the call returns (the schema: sql/ledger_schema_v1.sql, embedded
- * at build time).  Attempts and resolutions are queued, in call order, to
- * a writer thread with a connection of its own, which commits those queued
+ * at build time), on one of the handle's intent connections
+ * (opts.intent_connections, lent one to an intent), so an intent waiting
+ * for a row holds up no intent of another key.  Attempts and resolutions are queued, in
+ * call order, to a writer thread with a connection of its own, which commits those queued
  * together in one transaction: the caller (an event loop, through the
  * observer) never waits for the database for them.  A record it could not
  * commit fails the next intent and the next sg_ledger_sync (SG_EIO); reads
@@ -39,7 +41,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define DEFAULT_TIMEOUT SG_SEC(10)
 /* Rows a listing holds at a time (each at most one URL of 8 KiB). */
 #define LIST_CHUNK "256"
 
@@ -144,8 +145,9 @@ static void key_of(const sg__ledger_rec *r, char out[SG_LEDGER_KEY_MAX + 1]) {
 
 /* Without the handle's mutex (it guards only the fences here): an intent
  * holds no lock of the handle while the database answers, so the records
- * of other operations (queued under that mutex) never wait for it.
- * Intents take turns on the intent connection instead. */
+ * of other operations (queued under that mutex) never wait for it.  Each
+ * intent has an intent connection to itself: one that waits for a row
+ * holds up no intent of another key. */
 static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     pg_ledger *p = state(l);
     char key[SG_LEDGER_KEY_MAX + 1];
@@ -179,14 +181,16 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     }
     memcpy(f->key, key, r->key_len + 1);
     PGresult *res;
-    /* Another thread's intent has the connection: its turn is waited for
+    /* All of them lent to other intents: one coming back is waited for
      * within this intent's bound, as its statement would be. */
-    if (sg__ledger_mutex_lock_until(&p->ic_mu, until) != 0) {
+    pg_ledger *c;
+    rv = sg__pg_pool_take(p, until, &c);
+    if (rv != 0) {
         free(f);
-        return SG_ETIMEDOUT;
+        return rv;
     }
     rv = sg__pg_exec(
-        p->ic,
+        c,
         "INSERT INTO streamguard_ledger_ops AS o (key, method, url, state, host, pid) "
         "VALUES ($1, $2, $3, 'pending', $4, $5) "
         "ON CONFLICT (key) DO UPDATE SET method = EXCLUDED.method, url = EXCLUDED.url, "
@@ -198,7 +202,7 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
         "resolved_at = NULL, note = NULL "
         "WHERE o.state IN ('done', 'failed', 'reconciled') RETURNING generation",
         5, vals, until, &res);
-    pthread_mutex_unlock(&p->ic_mu);
+    sg__pg_pool_give(p, c);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_EEXIST; /* another worker's intent owns the key */
     }
@@ -395,10 +399,7 @@ static int pg_compact(sg_ledger *l) {
 void sg__pg_free(pg_ledger *p) {
     if (p != NULL) {
         sg__pg_writer_close(p);
-        if (p->ic != NULL) {
-            sg__pg_free(p->ic);
-            pthread_mutex_destroy(&p->ic_mu);
-        }
+        sg__pg_pool_free(p);
         fence_clear(p);
         sg__pg_drop(p);
         free(p->location);
@@ -416,30 +417,9 @@ static const sg__ledger_backend pg_backend = {
     pg_list,      pg_compact, sg__pg_sync, sg__pg_stats,
 };
 
-static pg_ledger *pg_new(const char *location, const sg_ledger_options *opts) {
-    pg_ledger *p = calloc(1, sizeof(*p));
-    if (p == NULL) {
-        return NULL;
-    }
-    p->location = strdup(location);
-    if (p->location == NULL) {
-        free(p);
-        return NULL;
-    }
-    p->opts = *opts;
-    if (p->opts.timeout_ns == 0) {
-        p->opts.timeout_ns = DEFAULT_TIMEOUT;
-    }
-    if (gethostname(p->host, sizeof(p->host)) != 0) {
-        p->host[0] = '\0';
-    }
-    p->host[sizeof(p->host) - 1] = '\0';
-    return p;
-}
-
 int sg__ledger_pg_open(sg_ledger **out, const char *location,
                        const sg_ledger_options *opts) {
-    pg_ledger *p = pg_new(location, opts);
+    pg_ledger *p = sg__pg_new(location, opts);
     if (p == NULL) {
         return SG_ENOMEM;
     }
@@ -449,23 +429,14 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
     }
     if (rv == 0) {
         /* The writer's connection: opened by its first batch. */
-        p->w->conn = pg_new(location, &p->opts);
+        p->w->conn = sg__pg_new(location, &p->opts);
         rv = p->w->conn != NULL ? 0 : SG_ENOMEM;
     }
     if (rv == 0) {
-        /* The intents' connection: the one already made (checked); reads,
-         * reconciles and compactions get one of their own when they first
-         * need it. */
-        p->ic = pg_new(location, &p->opts);
-        if (p->ic == NULL || pthread_mutex_init(&p->ic_mu, NULL) != 0) {
-            free(p->ic != NULL ? p->ic->location : NULL);
-            free(p->ic);
-            p->ic = NULL;
-            rv = SG_ENOMEM;
-        } else {
-            p->ic->conn = p->conn;
-            p->conn = NULL;
-        }
+        /* The intents' first connection: the one already made (checked);
+         * reads, reconciles and compactions get one of their own when
+         * they first need it. */
+        rv = sg__pg_pool_init(p);
     }
     if (rv != 0) {
         sg__pg_free(p);
@@ -478,7 +449,7 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         sg__pg_free(p);
         return SG_ENOMEM;
     }
-    if (sg__ledger_intents_init(l) != 0) {
+    if (sg__ledger_intents_init(l, p->opts.intent_connections) != 0) {
         pthread_mutex_destroy(&l->mu);
         free(l);
         sg__pg_free(p);
@@ -493,7 +464,7 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
 }
 
 int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts) {
-    pg_ledger *p = pg_new(location, opts);
+    pg_ledger *p = sg__pg_new(location, opts);
     if (p == NULL) {
         return SG_ENOMEM;
     }

@@ -63,6 +63,18 @@ typedef struct writer {
 
 #define FENCE_BUCKETS 1024
 
+/* The intents' connections (pg_conn.c): up to @max, each lent to one
+ * intent at a time; made when an intent finds none idle, kept until the
+ * handle closes.  Under @mu. */
+typedef struct pg_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t freed; /* one went back (timed waits: monotonic) */
+    size_t max;
+    size_t made;  /* lent or idle */
+    size_t nidle; /* idle[0 .. nidle): the last returned is lent first */
+    struct pg_ledger *idle[SG_LEDGER_INTENT_CONNECTIONS_MAX];
+} pg_pool;
+
 typedef struct pg_ledger {
     PGconn *conn;
     char *location;
@@ -74,10 +86,9 @@ typedef struct pg_ledger {
     size_t ended;    /* fences whose resolution is queued or done */
     size_t sweep_at; /* ... the count at which they are swept */
     writer *w;       /* NULL on the writer's own connection */
-    /* Intents' own connection and its turn (NULL on the writer's and on
-     * the intents' connection itself). */
-    struct pg_ledger *ic;
-    pthread_mutex_t ic_mu;
+    /* The intents' connections (NULL on the writer's and on those
+     * themselves). */
+    pg_pool *pool;
 } pg_ledger;
 
 /* pg.c: frees @p, its writer and its intents' connections (NULL is fine). */
@@ -112,6 +123,18 @@ int sg__pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64
                    int64_t until);
 
 /* Connection layer (pg_conn.c). */
+/* A handle's state for @location, without a connection (NULL: out of
+ * memory); defaults applied to its options. */
+pg_ledger *sg__pg_new(const char *location, const sg_ledger_options *opts);
+/* @p's pool of opts.intent_connections, whose first is @p's connection
+ * (moved there): 0 or SG_ENOMEM. */
+int sg__pg_pool_init(pg_ledger *p);
+void sg__pg_pool_free(pg_ledger *p);
+/* One of @p's intent connections, waiting for one to come back no later
+ * than @until: 0 and it in *@out, SG_ETIMEDOUT, or SG_ENOMEM. */
+int sg__pg_pool_take(pg_ledger *p, int64_t until, pg_ledger **out);
+/* @c goes back to @p's pool. */
+void sg__pg_pool_give(pg_ledger *p, pg_ledger *c);
 void sg__pg_drop(pg_ledger *p);
 int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
                int64_t until, PGresult **out);

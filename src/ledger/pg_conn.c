@@ -9,13 +9,118 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#define DEFAULT_TIMEOUT SG_SEC(10)
+#define DEFAULT_INTENT_CONNECTIONS 4
+
 static int64_t now_ns(void) {
     return sg_clock_monotonic_now(NULL);
+}
+
+pg_ledger *sg__pg_new(const char *location, const sg_ledger_options *opts) {
+    pg_ledger *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+        return NULL;
+    }
+    p->location = strdup(location);
+    if (p->location == NULL) {
+        free(p);
+        return NULL;
+    }
+    p->opts = *opts;
+    if (p->opts.timeout_ns == 0) {
+        p->opts.timeout_ns = DEFAULT_TIMEOUT;
+    }
+    if (p->opts.intent_connections == 0) {
+        p->opts.intent_connections = DEFAULT_INTENT_CONNECTIONS;
+    }
+    if (gethostname(p->host, sizeof(p->host)) != 0) {
+        p->host[0] = '\0';
+    }
+    p->host[sizeof(p->host) - 1] = '\0';
+    return p;
+}
+
+/* ------------------------------------------------------------ the pool */
+
+int sg__pg_pool_init(pg_ledger *p) {
+    pg_pool *pool = calloc(1, sizeof(*pool));
+    pg_ledger *first = sg__pg_new(p->location, &p->opts);
+    if (pool == NULL || first == NULL || pthread_mutex_init(&pool->mu, NULL) != 0) {
+        free(pool);
+        sg__pg_free(first);
+        return SG_ENOMEM;
+    }
+    if (sg__ledger_cond_init(&pool->freed) != 0) {
+        pthread_mutex_destroy(&pool->mu);
+        free(pool);
+        sg__pg_free(first);
+        return SG_ENOMEM;
+    }
+    pool->max = p->opts.intent_connections;
+    first->conn = p->conn; /* checked by the open */
+    p->conn = NULL;
+    pool->idle[pool->nidle++] = first;
+    pool->made = 1;
+    p->pool = pool;
+    return 0;
+}
+
+/* Every connection is idle: no intent runs while the handle closes. */
+void sg__pg_pool_free(pg_ledger *p) {
+    pg_pool *pool = p->pool;
+    if (pool == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < pool->nidle; i++) {
+        sg__pg_free(pool->idle[i]);
+    }
+    pthread_cond_destroy(&pool->freed);
+    pthread_mutex_destroy(&pool->mu);
+    free(pool);
+    p->pool = NULL;
+}
+
+int sg__pg_pool_take(pg_ledger *p, int64_t until, pg_ledger **out) {
+    pg_pool *pool = p->pool;
+    *out = NULL;
+    pthread_mutex_lock(&pool->mu);
+    while (pool->nidle == 0 && pool->made >= pool->max) {
+        if (sg__ledger_wait_until(&pool->freed, &pool->mu, until) != 0) {
+            pthread_mutex_unlock(&pool->mu);
+            return SG_ETIMEDOUT;
+        }
+    }
+    if (pool->nidle > 0) {
+        *out = pool->idle[--pool->nidle];
+        pthread_mutex_unlock(&pool->mu);
+        return 0;
+    }
+    pool->made++; /* its slot, while it is made without the mutex */
+    pthread_mutex_unlock(&pool->mu);
+    /* Not connected: the intent's statement connects, within its bound. */
+    *out = sg__pg_new(p->location, &p->opts);
+    if (*out == NULL) {
+        pthread_mutex_lock(&pool->mu);
+        pool->made--;
+        pthread_cond_signal(&pool->freed);
+        pthread_mutex_unlock(&pool->mu);
+        return SG_ENOMEM;
+    }
+    return 0;
+}
+
+void sg__pg_pool_give(pg_ledger *p, pg_ledger *c) {
+    pg_pool *pool = p->pool;
+    pthread_mutex_lock(&pool->mu);
+    pool->idle[pool->nidle++] = c;
+    pthread_cond_signal(&pool->freed);
+    pthread_mutex_unlock(&pool->mu);
 }
 
 /* ------------------------------------------------------------ connection */

@@ -88,6 +88,7 @@ typedef struct watch {
     sg_op_reason reason;
     uint32_t attempts;
     int64_t first_attempt_at; /* since start, -1 none */
+    int64_t ended_at;         /* since start */
     int observer_error;
     char error[256];
 } watch;
@@ -109,6 +110,7 @@ static void seen_end(watch *w, const sg_op *pol, const char *err) {
     w->attempts = sg_op_attempt_count(pol);
     const sg_op_attempt *a = sg_op_attempt_at(pol, 0);
     w->first_attempt_at = a != NULL ? a->started_at - w->start : -1;
+    w->ended_at = now_ns() - w->start;
     w->observer_error = sg_op_observer_error(pol);
     snprintf(w->error, sizeof(w->error), "%s", err != NULL ? err : "");
 }
@@ -362,6 +364,38 @@ static void cancelled_while_waiting(runner run, const char *what, const char *ke
     PQfinish(c);
 }
 
+/* Two operations on one loop, the first's key held by another
+ * transaction past its whole budget (1 s), the second's key free: the
+ * second's intent goes on beside the first's, so it starts at once and
+ * completes ok, its row done; the first ends budget_exhausted with no
+ * attempt.  The wait for a row is charged to its own operation alone. */
+static void a_slow_intent_holds_up_no_other(runner run, const char *what,
+                                            const char *held, const char *free_key) {
+    sg_ledger *l;
+    PGconn *c = row_held(held, &l);
+    scenario sc = {{held, free_key}, SG_SEC(1), SG_MS(1500), 0};
+    watch steady, w[2];
+    run(l, c, &sc, &steady, w);
+    steady_ok(what, &steady);
+    CHECK(w[0].done && w[0].outcome == SG_OUTCOME_BUDGET_EXHAUSTED && w[0].attempts == 0);
+    printf("%s: beside a held key: free key %s after %.1f ms (first attempt at %.1f ms); "
+           "held key %s after %.1f ms\n",
+           what, sg_outcome_name(w[1].outcome), (double)w[1].ended_at / 1e6,
+           (double)w[1].first_attempt_at / 1e6, sg_outcome_name(w[0].outcome),
+           (double)w[0].ended_at / 1e6);
+    CHECK(w[1].done && w[1].outcome == SG_OUTCOME_OK && w[1].items == 3);
+    CHECK(w[1].attempts == 1 && w[1].first_attempt_at >= 0);
+    CHECK(w[1].first_attempt_at < SG_MS(250));
+    CHECK(sg_ledger_sync(l, SG_SEC(5)) == 0);
+    char st[64];
+    row_state(c, free_key, st, sizeof(st));
+    CHECK(strcmp(st, "done/ok") == 0);
+    row_state(c, held, st, sizeof(st));
+    CHECK(strcmp(st, "done/ok") == 0); /* the held key was never taken */
+    sg_ledger_close(l);
+    PQfinish(c);
+}
+
 /* Another worker owns the key: the intent is refused off the loop, the
  * operation ends as refused (intent_refused, SG_EEXIST), nothing sent. */
 static void refused_off_the_loop(runner run, const char *what, const char *key) {
@@ -469,6 +503,8 @@ int main(int argc, char **argv) {
     budget_ends_while_waiting(run_h2, "h2", "loop-h2-budget");
     cancelled_while_waiting(run_curl, "curl", "loop-curl-cancel");
     cancelled_while_waiting(run_h2, "h2", "loop-h2-cancel");
+    a_slow_intent_holds_up_no_other(run_curl, "curl", "loop-curl-slow", "loop-curl-free");
+    a_slow_intent_holds_up_no_other(run_h2, "h2", "loop-h2-slow", "loop-h2-free");
     refused_off_the_loop(run_curl, "curl", "loop-curl-refused");
     refused_off_the_loop(run_h2, "h2", "loop-h2-refused");
     freed_while_waiting("loop-curl-freed");
