@@ -161,7 +161,21 @@ typedef enum sg_ledger_fsync {
  *                  connecting) and kept until close.  sg_ledger_observer's
  *                  intent threads are as many.  Default 0: 4.  At most
  *                  SG_LEDGER_INTENT_CONNECTIONS_MAX.
- * The file ledger ignores timeout_ns and intent_connections (its intents
+ * close_timeout_ns: PostgreSQL only: the most sg_ledger_close waits,
+ *                  counted from the close, for the attempts and resolutions
+ *                  still queued to commit (and for intents still being
+ *                  recorded for operations already gone).  When it passes,
+ *                  every statement still running is given up at once - its
+ *                  connection closed, so the server rolls back what it had
+ *                  not committed - and what was not committed is dropped:
+ *                  those operations stay listed pending until reconciled.
+ *                  A caller that must end by a deadline calls sg_ledger_sync
+ *                  with the time it has left first (its answer says
+ *                  whether every record was committed), with a short
+ *                  close_timeout_ns.  Default 0: timeout_ns.  At most
+ *                  SG_DURATION_MAX.
+ * The file ledger ignores timeout_ns, intent_connections and
+ * close_timeout_ns (its intents
  * take turns on the file lock whatever their keys), and PostgreSQL ignores
  * fsync, wall_clock and max_live (the intent is committed before its call
  * returns and the rest by the writer thread, the database's clock stamps
@@ -174,6 +188,7 @@ typedef struct sg_ledger_options {
     int64_t lock_timeout_ns;
     int64_t timeout_ns;
     size_t intent_connections;
+    int64_t close_timeout_ns;
 } sg_ledger_options;
 
 /** Resets @o to every default (the same as zero-initialising it). */
@@ -217,13 +232,15 @@ typedef struct sg_ledger sg_ledger;
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes:
  *   SG_EINVAL    @out or @dir is NULL, @dir is empty, or @opts has an
- *                unknown fsync policy or a negative lock_timeout_ns;
- *   SG_ERANGE    @dir is longer than PATH_MAX allows, lock_timeout_ns or
- *                timeout_ns > SG_DURATION_MAX, or intent_connections >
- *                SG_LEDGER_INTENT_CONNECTIONS_MAX;
+ *                unknown fsync policy or a negative lock_timeout_ns,
+ *                timeout_ns or close_timeout_ns;
+ *   SG_ERANGE    @dir is longer than PATH_MAX allows, lock_timeout_ns,
+ *                timeout_ns or close_timeout_ns > SG_DURATION_MAX, or
+ *                intent_connections > SG_LEDGER_INTENT_CONNECTIONS_MAX;
  *   SG_ENOMEM    out of memory;
  *   SG_ESYS      creating or opening the directory or a file failed (errno
- *                says why, e.g. EACCES, ENOTDIR);
+ *                says why, e.g. EACCES, ENOTDIR); PostgreSQL: the handle's
+ *                eventfd could not be made;
  *   SG_EIO       reading the file failed, or syncing the directory entry of
  *                a newly created file failed;
  *   SG_ELOCKED   another process held the lock longer than lock_timeout_ns;
@@ -258,6 +275,10 @@ SG_EXTERN int sg_ledger_init_schema(const char *location, const sg_ledger_option
  * policy closing first waits for the sync thread to fdatasync the ones not
  * yet synced (one fdatasync at most, usually), then joins it.  Whether that
  * last fdatasync worked is not returned: call sg_ledger_sync first to know.
+ * PostgreSQL: commits the attempts and resolutions still queued, and lets
+ * the intent threads finish the intents they record, for at most
+ * opts.close_timeout_ns from the call; then gives up what is still running
+ * (see sg_ledger_options) and returns, within a few milliseconds of that.
  * No other call on @l may run or follow.
  */
 SG_EXTERN void sg_ledger_close(sg_ledger *l);

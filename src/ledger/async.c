@@ -71,6 +71,7 @@ static void *intent_main(void *arg) {
             continue;
         }
         j->state = JOB_RUNNING;
+        q->running++;
         pthread_mutex_unlock(&q->mu);
         int rc = sg__ledger_intent_until(l, j->key, j->method, j->url, j->until);
         pthread_mutex_lock(&q->mu);
@@ -87,6 +88,8 @@ static void *intent_main(void *arg) {
             uint64_t one = 1;
             (void)!write(j->fd, &one, sizeof(one));
         }
+        q->running--;
+        pthread_cond_broadcast(&q->done);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -105,11 +108,16 @@ int sg__ledger_intents_init(sg_ledger *l, size_t max) {
         pthread_mutex_destroy(&q->mu);
         return SG_ENOMEM;
     }
+    if (sg__ledger_cond_init(&q->done) != 0) {
+        pthread_cond_destroy(&q->work);
+        pthread_mutex_destroy(&q->mu);
+        return SG_ENOMEM;
+    }
     q->ready = true;
     return 0;
 }
 
-void sg__ledger_intents_close(sg_ledger *l) {
+void sg__ledger_intents_close(sg_ledger *l, int64_t until) {
     sg__ledger_intents *q = &l->intents;
     if (!q->ready) {
         return;
@@ -123,7 +131,15 @@ void sg__ledger_intents_close(sg_ledger *l) {
     q->queued = 0;
     pthread_cond_broadcast(&q->work);
     size_t n = q->nthreads;
+    /* Those being recorded (of operations gone too: an intent that lands
+     * is resolved) have until @until; then they are given up. */
+    while (q->running > 0 && sg__ledger_wait_until(&q->done, &q->mu, until) == 0) {
+    }
+    bool late = q->running > 0;
     pthread_mutex_unlock(&q->mu);
+    if (late && l->db != NULL) {
+        l->db->interrupt(l);
+    }
     while (j != NULL) {
         sg__intent_job *next = j->next;
         job_free(j);
@@ -132,6 +148,7 @@ void sg__ledger_intents_close(sg_ledger *l) {
     for (size_t i = 0; i < n; i++) {
         pthread_join(q->threads[i], NULL);
     }
+    pthread_cond_destroy(&q->done);
     pthread_cond_destroy(&q->work);
     pthread_mutex_destroy(&q->mu);
     q->ready = false;

@@ -190,7 +190,12 @@ typedef struct sg__ledger_syncer {
  * backend's own bound). */
 typedef struct sg__ledger_backend {
     const char *name;
-    void (*close)(sg_ledger *l);
+    /* The records still queued are committed by @until at the latest;
+     * what is still running then is given up (interrupt). */
+    void (*close)(sg_ledger *l, int64_t until);
+    /* From any thread: every statement running, or run from now on, on the
+     * handle's connections fails at once (SG_ECANCELED).  For close. */
+    void (*interrupt)(sg_ledger *l);
     /* Without the handle's mutex: the backend takes it for what it guards,
      * never while the database answers. */
     int (*intent)(sg_ledger *l, const sg__ledger_rec *r, int64_t until);
@@ -214,11 +219,13 @@ typedef struct sg__intent_job sg__intent_job;
 typedef struct sg__ledger_intents {
     pthread_mutex_t mu; /* taken alone, or after nothing of the handle */
     pthread_cond_t work;
+    pthread_cond_t done; /* a job ended (close waits here; monotonic) */
     pthread_t threads[SG_LEDGER_INTENT_CONNECTIONS_MAX];
     size_t max;      /* threads at most */
     size_t nthreads; /* started */
     size_t idle;     /* started, waiting for a job */
     size_t queued;   /* jobs in the queue */
+    size_t running;  /* jobs being recorded */
     bool ready;      /* mu and work are initialised */
     bool stop;
     sg__intent_job *head; /* queued, in order */
@@ -227,9 +234,10 @@ typedef struct sg__ledger_intents {
 
 /* @max: how many intents are recorded at once (1 .. the threads' room). */
 int sg__ledger_intents_init(sg_ledger *l, size_t max);
-/* Joins the threads after the intents they record, if any; frees the
- * queue. */
-void sg__ledger_intents_close(sg_ledger *l);
+/* Frees the queue and joins the threads after the intents they record,
+ * if any: waiting for those no later than @until, then giving them up
+ * through the backend's interrupt (the file's cannot be: SG_TIME_NEVER). */
+void sg__ledger_intents_close(sg_ledger *l, int64_t until);
 /* Queues an intent of @key for the thread, bounded by @until: 0 and the
  * job in *@out, or SG_EINVAL (a bad field), SG_ENOMEM, SG_ESYS. */
 int sg__ledger_intent_start(sg_ledger *l, const char *key, const char *method,

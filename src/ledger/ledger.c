@@ -63,10 +63,16 @@ void sg_ledger_close(sg_ledger *l) {
     if (l == NULL) {
         return;
     }
-    /* First: the intent thread records through the handle. */
-    sg__ledger_intents_close(l);
+    /* A database backend waits no longer than close_timeout_ns (its
+     * default applied at open) for what is under way, then gives it up;
+     * the file's fdatasyncs cannot be given up. */
+    int64_t until = l->db != NULL ? sg_time_add(sg_clock_monotonic_now(NULL),
+                                                l->opts.close_timeout_ns)
+                                  : SG_TIME_NEVER;
+    /* First: the intent threads record through the handle. */
+    sg__ledger_intents_close(l, until);
     if (l->db != NULL) {
-        l->db->close(l);
+        l->db->close(l, until);
         pthread_mutex_destroy(&l->mu);
         free(l);
         return;
@@ -103,10 +109,11 @@ static int check_options(const char *location, const sg_ledger_options *opts,
         o->fsync != SG_LEDGER_FSYNC_NEVER) {
         return SG_EINVAL;
     }
-    if (o->lock_timeout_ns < 0 || o->timeout_ns < 0) {
+    if (o->lock_timeout_ns < 0 || o->timeout_ns < 0 || o->close_timeout_ns < 0) {
         return SG_EINVAL;
     }
     if (o->lock_timeout_ns > SG_DURATION_MAX || o->timeout_ns > SG_DURATION_MAX ||
+        o->close_timeout_ns > SG_DURATION_MAX ||
         o->intent_connections > SG_LEDGER_INTENT_CONNECTIONS_MAX) {
         return SG_ERANGE;
     }

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 /* Rows a listing holds at a time (each at most one URL of 8 KiB). */
@@ -398,23 +399,41 @@ static int pg_compact(sg_ledger *l) {
 
 void sg__pg_free(pg_ledger *p) {
     if (p != NULL) {
-        sg__pg_writer_close(p);
+        sg__pg_writer_close(p, 0); /* pg_close closed it; else nothing queued */
         sg__pg_pool_free(p);
         fence_clear(p);
         sg__pg_drop(p);
+        if (p->stop_owned) {
+            close(p->stop_fd);
+        }
         free(p->location);
         free(p);
     }
 }
 
-static void pg_close(sg_ledger *l) {
-    sg__pg_free(state(l));
+/* After the intent threads are joined: the writer commits what is queued
+ * by @until, then everything is freed. */
+static void pg_close(sg_ledger *l, int64_t until) {
+    pg_ledger *p = state(l);
+    sg__pg_writer_close(p, until);
+    sg__pg_free(p);
     l->db_state = NULL;
 }
 
+static void pg_interrupt(sg_ledger *l) {
+    sg__pg_interrupt(state(l));
+}
+
 static const sg__ledger_backend pg_backend = {
-    "postgresql", pg_close,   pg_intent,   pg_update,
-    pg_list,      pg_compact, sg__pg_sync, sg__pg_stats,
+    .name = "postgresql",
+    .close = pg_close,
+    .interrupt = pg_interrupt,
+    .intent = pg_intent,
+    .update = pg_update,
+    .list = pg_list,
+    .compact = pg_compact,
+    .sync = sg__pg_sync,
+    .stats = sg__pg_stats,
 };
 
 int sg__ledger_pg_open(sg_ledger **out, const char *location,
@@ -423,7 +442,12 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
     if (p == NULL) {
         return SG_ENOMEM;
     }
-    int rv = sg__pg_connect(p, sg__pg_bound(p, SG_TIME_NEVER), true);
+    p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    p->stop_owned = p->stop_fd >= 0;
+    int rv = p->stop_owned ? 0 : SG_ESYS;
+    if (rv == 0) {
+        rv = sg__pg_connect(p, sg__pg_bound(p, SG_TIME_NEVER), true);
+    }
     if (rv == 0) {
         rv = sg__pg_writer_init(p);
     }
@@ -431,6 +455,9 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         /* The writer's connection: opened by its first batch. */
         p->w->conn = sg__pg_new(location, &p->opts);
         rv = p->w->conn != NULL ? 0 : SG_ENOMEM;
+    }
+    if (rv == 0) {
+        p->w->conn->stop_fd = p->stop_fd;
     }
     if (rv == 0) {
         /* The intents' first connection: the one already made (checked);

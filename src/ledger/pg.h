@@ -77,6 +77,11 @@ typedef struct pg_pool {
 
 typedef struct pg_ledger {
     PGconn *conn;
+    /* The handle's eventfd, readable once it gives up what runs (close):
+     * every wait for the database ends then (-1: none).  The handle's own
+     * state owns it; its connections' share it. */
+    int stop_fd;
+    bool stop_owned;
     char *location;
     sg_ledger_options opts;
     char host[256];
@@ -95,11 +100,11 @@ typedef struct pg_ledger {
 void sg__pg_free(pg_ledger *p);
 
 /* The writer (pg_writer.c).  Init and close bracket the handle's life:
- * close commits what is queued by the handle's bound from now (what the
- * thread has not committed by then fails and is lost: the operations stay
- * pending), then joins the thread. */
+ * close commits what is queued by @until (then gives up the commit under
+ * way, sg__pg_interrupt: what the thread has not committed fails and is
+ * lost, the operations stay pending), then joins the thread. */
 int sg__pg_writer_init(pg_ledger *p);
-void sg__pg_writer_close(pg_ledger *p);
+void sg__pg_writer_close(pg_ledger *p, int64_t until);
 /* Queues @r (fenced by @gen) for the writer: 0 and its number in *@seq;
  * 1 when the thread cannot be started (the caller records it itself, as
  * before); SG_ENOMEM, or SG_ETOOMANY when too many records wait. */
@@ -135,6 +140,9 @@ void sg__pg_pool_free(pg_ledger *p);
 int sg__pg_pool_take(pg_ledger *p, int64_t until, pg_ledger **out);
 /* @c goes back to @p's pool. */
 void sg__pg_pool_give(pg_ledger *p, pg_ledger *c);
+/* Every wait for the database on @p's connections, now and from now on,
+ * ends with SG_ECANCELED, dropping its connection.  Any thread. */
+void sg__pg_interrupt(pg_ledger *p);
 void sg__pg_drop(pg_ledger *p);
 int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
                int64_t until, PGresult **out);

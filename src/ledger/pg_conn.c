@@ -32,9 +32,13 @@ pg_ledger *sg__pg_new(const char *location, const sg_ledger_options *opts) {
         free(p);
         return NULL;
     }
+    p->stop_fd = -1;
     p->opts = *opts;
     if (p->opts.timeout_ns == 0) {
         p->opts.timeout_ns = DEFAULT_TIMEOUT;
+    }
+    if (p->opts.close_timeout_ns == 0) {
+        p->opts.close_timeout_ns = p->opts.timeout_ns;
     }
     if (p->opts.intent_connections == 0) {
         p->opts.intent_connections = DEFAULT_INTENT_CONNECTIONS;
@@ -64,6 +68,7 @@ int sg__pg_pool_init(pg_ledger *p) {
     }
     pool->max = p->opts.intent_connections;
     first->conn = p->conn; /* checked by the open */
+    first->stop_fd = p->stop_fd;
     p->conn = NULL;
     pool->idle[pool->nidle++] = first;
     pool->made = 1;
@@ -112,6 +117,7 @@ int sg__pg_pool_take(pg_ledger *p, int64_t until, pg_ledger **out) {
         pthread_mutex_unlock(&pool->mu);
         return SG_ENOMEM;
     }
+    (*out)->stop_fd = p->stop_fd;
     return 0;
 }
 
@@ -125,15 +131,21 @@ void sg__pg_pool_give(pg_ledger *p, pg_ledger *c) {
 
 /* ------------------------------------------------------------ connection */
 
+void sg__pg_interrupt(pg_ledger *p) {
+    uint64_t one = 1;
+    (void)!write(p->stop_fd, &one, sizeof(one));
+}
+
 void sg__pg_drop(pg_ledger *p) {
     PQfinish(p->conn);
     p->conn = NULL;
 }
 
-/* Waits until @p's socket is ready for @events or @until passes. */
-static int wait_socket(PGconn *c, short events, int64_t until) {
+/* Waits until @p's socket is ready for @events or @until passes, or its
+ * handle is closing and gives it up (sg__pg_interrupt: SG_ECANCELED). */
+static int wait_socket(pg_ledger *p, short events, int64_t until) {
     for (;;) {
-        int fd = PQsocket(c);
+        int fd = PQsocket(p->conn);
         if (fd < 0) {
             return SG_ECONNRESET;
         }
@@ -142,8 +154,12 @@ static int wait_socket(PGconn *c, short events, int64_t until) {
             return SG_ETIMEDOUT;
         }
         int64_t ms = (left + SG_MS(1) - 1) / SG_MS(1);
-        struct pollfd pfd = {.fd = fd, .events = events};
-        int n = poll(&pfd, 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        struct pollfd pfd[2] = {{.fd = fd, .events = events},
+                                {.fd = p->stop_fd, .events = POLLIN}};
+        int n = poll(pfd, p->stop_fd >= 0 ? 2 : 1, ms > INT32_MAX ? INT32_MAX : (int)ms);
+        if (n > 0 && p->stop_fd >= 0 && (pfd[1].revents & POLLIN) != 0) {
+            return SG_ECANCELED;
+        }
         if (n > 0) {
             return 0;
         }
@@ -193,7 +209,7 @@ static int collect(pg_ledger *p, int want, bool pipeline, int64_t until, PGresul
     *out = NULL;
     for (;;) {
         while (PQisBusy(p->conn)) {
-            int w = wait_socket(p->conn, POLLIN, until);
+            int w = wait_socket(p, POLLIN, until);
             if (w == 0 && PQconsumeInput(p->conn) == 0) {
                 w = SG_ECONNRESET;
             }
@@ -253,7 +269,7 @@ static int collect(pg_ledger *p, int want, bool pipeline, int64_t until, PGresul
 static int flush(pg_ledger *p, int64_t until) {
     int f;
     while ((f = PQflush(p->conn)) == 1) {
-        int w = wait_socket(p->conn, POLLIN | POLLOUT, until);
+        int w = wait_socket(p, POLLIN | POLLOUT, until);
         if (w == 0 && PQconsumeInput(p->conn) == 0) {
             w = SG_ECONNRESET;
         }
@@ -361,8 +377,7 @@ int sg__pg_connect(pg_ledger *p, int64_t until, bool check) {
             sg__pg_drop(p);
             return SG_ECONNECT;
         }
-        int w =
-            wait_socket(p->conn, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, until);
+        int w = wait_socket(p, st == PGRES_POLLING_READING ? POLLIN : POLLOUT, until);
         if (w != 0) {
             sg__pg_drop(p);
             return w == SG_ECONNRESET ? SG_ECONNECT : w;

@@ -272,17 +272,26 @@ int sg__pg_writer_init(pg_ledger *p) {
     return 0;
 }
 
-void sg__pg_writer_close(pg_ledger *p) {
+void sg__pg_writer_close(pg_ledger *p, int64_t until) {
     writer *w = p->w;
     if (w == NULL) {
         return;
     }
     pthread_mutex_lock(&w->mu);
     w->stop = true;
-    w->stop_by = sg__pg_bound(p, SG_TIME_NEVER);
+    w->stop_by = until; /* for the batches taken from now on */
     pthread_cond_signal(&w->work);
     bool started = w->started;
+    /* The batch under way was bounded when it was taken, by timeout_ns:
+     * given up at @until, not waited for past it. */
+    while (started && w->settled < w->queued &&
+           sg__ledger_wait_until(&w->done, &w->mu, until) == 0) {
+    }
+    bool late = w->settled < w->queued;
     pthread_mutex_unlock(&w->mu);
+    if (late) {
+        sg__pg_interrupt(p);
+    }
     if (started) {
         pthread_join(w->thread, NULL);
     }

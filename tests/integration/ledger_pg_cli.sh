@@ -10,6 +10,8 @@
 #  - the database stopped: a run is refused before anything is sent; stopped
 #    while a worker streams: the intent committed before the send is still
 #    there after the restart (listed pending);
+#  - the database stops answering near the end of a run: the run still ends
+#    when its budget says, and says its end was not recorded;
 #  - workers killed with SIGKILL at random moments (SG_PG_KILLS, default
 #    200): every request the fakemodel received has its operation listed.
 SG=$1
@@ -149,6 +151,35 @@ expect 4 "the same key is refused while it is listed" -- --ledger "$L" \
     --idempotency-key pg-mid "$CHAT?n=1&_t=pg_mid2"
 [ "$(received pg_mid2)" -eq 0 ] && pass "refused without sending" || fail "pg_mid2 was sent"
 expect 0 "--reconcile pg-mid" -- --ledger "$L" --reconcile pg-mid
+
+# ---- the database stops answering near the end of a run -----------------------
+# The intent is committed and the request sent, then the server stops
+# answering: the end of the operation cannot be recorded.  The stream ends
+# ok (~2.7 s, inside --budget 3s) and the run exits when the budget says -
+# the wait for its last records is what is left of the budget, or the
+# 250 ms grace when less is left - saying the end was not recorded.  (It
+# exited ~3 s after the stream's end: closing the ledger waited a whole
+# budget counted from the close.)
+T0=$(date +%s%N)
+"$SG" --ledger "$L" --budget 3s --output none -w '%{outcome} %{elapsed_ms}\n' --idempotency-key pg-stall \
+    "$CHAT?n=6&gap=450&_t=pg_stall" >"$FM_DIR/stall.out" 2>"$FM_DIR/stall.err" &
+STALL=$!
+fm_wait_event "pg-stall" received || fail "the stalled run's request never arrived"
+pg_freeze
+wait "$STALL"
+STALL_CODE=$?
+STALL_MS=$((($(date +%s%N) - T0) / 1000000))
+pg_thaw
+echo "database stopped answering: the run exited $STALL_CODE after $STALL_MS ms" \
+    "(--budget 3s; -w: $(cat "$FM_DIR/stall.out"))"
+[ "$STALL_CODE" -eq 0 ] && has "$FM_DIR/stall.out" "ok" "the stream itself ended ok" ||
+    fail "stalled run: exit $STALL_CODE, $(cat "$FM_DIR/stall.out")"
+[ "$STALL_MS" -lt 3600 ] && pass "the run ended when its budget said ($STALL_MS ms)" ||
+    fail "the run ended $STALL_MS ms after it started, with --budget 3s"
+has "$FM_DIR/stall.err" "the end of the operation not recorded" "it says its end was not recorded"
+expect 0 "--unresolved after the database answers again" -- --ledger "$L" --unresolved
+has "$OUT" "pg-stall GET $CHAT?n=6&gap=450&_t=pg_stall " "the operation is listed pending"
+expect 0 "--reconcile pg-stall" -- --ledger "$L" --reconcile pg-stall
 
 # ---- workers killed at random moments ----------------------------------------
 KILLS=${SG_PG_KILLS:-200}

@@ -483,6 +483,16 @@ static void a_cancelled_batch_leaves_the_writer_usable(void) {
     sg_ledger_close(l);
 }
 
+/* @key is the one operation listed (a new handle's listing): it stays
+ * pending, to reconcile - which this does. */
+static void listed_alone_then_reconciled(const char *key) {
+    sg_ledger *l = open_ledger(0);
+    listing ls = list(l);
+    CHECK(ls.n == 1 && strcmp(ls.keys[0], key) == 0);
+    CHECK_RV(sg_ledger_reconcile(l, key, NULL), 0);
+    sg_ledger_close(l);
+}
+
 /* sg_ledger_close commits what is queued; when the database cannot take
  * it, close still returns within the handle's timeout, and the operation
  * stays pending (listed, to reconcile): never lost silently. */
@@ -507,11 +517,44 @@ static void close_flushes_within_its_bound(void) {
     sg_ledger_close(l);
     CHECK(since(t0) < SG_MS(300) + SG_MS(300));
     sql(c, "ROLLBACK");
-    l = open_ledger(0);
-    listing ls = list(l);
-    CHECK(ls.n == 1 && strcmp(ls.keys[0], "pg-close-2") == 0);
-    CHECK_RV(sg_ledger_reconcile(l, "pg-close-2", NULL), 0);
+    listed_alone_then_reconciled("pg-close-2");
+    PQfinish(c);
+}
+
+/* close_timeout_ns bounds the close, however long the commit under way
+ * was bounded when it began (timeout_ns, 5 s here): the writer's batch
+ * waits on a row another transaction holds; the close gives it up at
+ * 200 ms, and the operation stays pending - listed, to reconcile.  (The
+ * close waited for the batch's own bound, 5 s from its start.) */
+static void close_gives_up_at_close_timeout(void) {
+    sg_ledger_options o;
+    sg_ledger_options_init(&o);
+    o.close_timeout_ns = -1;
+    sg_ledger *l = NULL;
+    CHECK_RV(sg_ledger_open(&l, uri, &o), SG_EINVAL);
+    o.close_timeout_ns = SG_DURATION_MAX + 1;
+    CHECK_RV(sg_ledger_open(&l, uri, &o), SG_ERANGE);
+    o.timeout_ns = SG_SEC(5);
+    o.close_timeout_ns = SG_MS(200);
+    CHECK_RV(sg_ledger_open(&l, uri, &o), 0);
+    if (l == NULL) {
+        exit(1);
+    }
+    CHECK_RV(sg_ledger_intent(l, "pg-close-3", "POST", "https://h/c"), 0);
+    PGconn *c = admin();
+    sql(c, "BEGIN");
+    lock_row(c, "pg-close-3");
+    CHECK_RV(sg_ledger_resolve(l, "pg-close-3", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    CHECK(lock_waiters(1)); /* the writer's batch is under way, waiting */
+    int64_t t0 = sg_clock_monotonic_now(NULL);
     sg_ledger_close(l);
+    int64_t took = since(t0);
+    printf("close with a commit waiting on a held row: %.1f ms (close_timeout_ns "
+           "200 ms, timeout_ns 5 s)\n",
+           (double)took / 1e6);
+    CHECK(took >= SG_MS(150) && took < SG_MS(200) + SG_MS(250));
+    sql(c, "ROLLBACK");
+    listed_alone_then_reconciled("pg-close-3");
     PQfinish(c);
 }
 
@@ -630,6 +673,7 @@ int main(int argc, char **argv) {
     records_do_not_wait_for_the_database();
     a_cancelled_batch_leaves_the_writer_usable();
     close_flushes_within_its_bound();
+    close_gives_up_at_close_timeout();
     lost_connection_refuses_then_reconnects();
     processes_race_each_key_owned_once();
     connecting_is_bounded_and_checked();

@@ -6,7 +6,8 @@
 # in that directory only (no TCP), and wait until it accepts connections.
 # Sets PG_URI (postgresql://sg@/sgtest?host=SOCKDIR), PG_DIR, PG_BIN.
 # pg_stop / pg_start_again stop and restart the same cluster (a test of the
-# database going away mid-run); the EXIT trap stops it and removes it.
+# database going away mid-run), pg_freeze / pg_thaw make it stop answering
+# and answer again; the EXIT trap stops it and removes it.
 # When no PostgreSQL server binaries are found, pg_start exits 77 (skipped).
 # SG_PG_BINDIR picks the binaries' directory.
 
@@ -40,6 +41,7 @@ pg_as() {
 }
 
 pg_cleanup() {
+    pg_thaw
     if [ -n "$PG_DIR" ] && [ -f "$PG_DIR/data/postmaster.pid" ]; then
         pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m immediate -w stop >/dev/null 2>&1
     fi
@@ -92,6 +94,24 @@ pg_start_again() {
 # pg_stop [MODE]: stop the server (fast: clients are disconnected at once).
 pg_stop() {
     pg_as "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -m "${1:-fast}" -w stop >/dev/null
+}
+
+# pg_freeze / pg_thaw: the server stops answering, and answers again.
+# SIGSTOP to the postmaster and every process it started: the connections
+# stay open and new ones are queued by the kernel, but nothing is read or
+# answered (a server that hangs, not one that is gone).
+PG_FROZEN=
+pg_freeze() {
+    local pm
+    pm=$(head -n 1 "$PG_DIR/data/postmaster.pid")
+    PG_FROZEN="$pm $(pgrep -P "$pm" | tr '\n' ' ')"
+    kill -STOP $PG_FROZEN
+}
+pg_thaw() {
+    if [ -n "$PG_FROZEN" ]; then
+        kill -CONT $PG_FROZEN 2>/dev/null
+        PG_FROZEN=
+    fi
 }
 
 # pg_sql SQL: one statement through psql, unaligned output without headers.

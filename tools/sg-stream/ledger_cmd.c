@@ -35,12 +35,20 @@ static void ledger_error(const struct config *c, int rv) {
             hint);
 }
 
+/* After the operation, its last records (on PostgreSQL, queued to the
+ * handle's writer thread) are waited for until the budget's end, or for
+ * this grace when less is left (docs/sg-stream.md). */
+#define CLOSE_GRACE SG_MS(250)
+
 /* PostgreSQL: connecting and each statement no operation bounds take at
- * most the run's budget, when it has one (10 s otherwise). */
+ * most the run's budget, when it has one (10 s otherwise).  Closing waits
+ * for nothing more (a millisecond): the wait for the last records is
+ * ledger_close_for_run's sg_ledger_sync, bounded by the budget. */
 static sg_ledger_options ledger_options(const struct config *c) {
     sg_ledger_options o;
     sg_ledger_options_init(&o);
     o.timeout_ns = c->budget_ns;
+    o.close_timeout_ns = SG_MS(1);
     return o;
 }
 
@@ -157,15 +165,16 @@ int ledger_open_for_run(struct config *c) {
 }
 
 /* After the operation is freed: nothing observes through the ledger now.
- * Its last records (on PostgreSQL, queued to the handle's writer thread)
- * are waited for, at most until the budget's end or a second, whichever is
- * later, so a record that fails is said on stderr. */
+ * Its last records are waited for until the budget's end, or CLOSE_GRACE
+ * when less is left, so a record that fails, or is not committed by then,
+ * is said on stderr; the close then gives up what is left at once, so the
+ * process ends when the budget says. */
 void ledger_close_for_run(struct config *c) {
     if (c->ledger == NULL) {
         return;
     }
     int64_t left = c->deadline - sg_clock_now(NULL);
-    int rv = sg_ledger_sync(c->ledger, left > SG_SEC(1) ? left : SG_SEC(1));
+    int rv = sg_ledger_sync(c->ledger, left > CLOSE_GRACE ? left : CLOSE_GRACE);
     if (rv != 0) {
         record_failed(c, "the end of the operation", rv,
                       "it stays listed as unresolved until reconciled");
