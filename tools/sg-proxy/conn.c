@@ -157,7 +157,7 @@ void conn_free(struct conn *c) {
         free(c->pend[i].p);
     }
     free(c->out);
-    free(c->part);
+    relay_free(&c->relay);
     free(c);
     p->nconns--;
 }

@@ -8,6 +8,7 @@
 #define SG_PROXY_CONN_H
 
 #include "proxy.h"
+#include "relay.h"
 
 enum {
     C_HEAD,      /* reading the request head */
@@ -60,16 +61,12 @@ struct conn {
     bool committed;
     uint32_t committed_attempt;
     int64_t committed_at;
-    /* SSE and NDJSON: the committed attempt's bytes not yet given to the
-     * client.  They go out event by event (line by line) as the library
-     * delivers the item each one carries, so that the client gets exactly
-     * the items the clocks and caps accepted, and a stream cut inside an
-     * event ends on a whole one before the in-band error. */
-    char *part;
-    size_t part_len, part_cap;
-    const char *chunk; /* the read being processed, and where it starts */
-    size_t chunk_len;
-    ptrdiff_t chunk_at;
+    /* the committed attempt's bytes not yet given to the client: they go
+     * out event by event (line by line, message by message) as the
+     * library delivers the item each one carries, so that the client gets
+     * exactly the items the clocks and caps accepted, and a stream cut
+     * inside an event ends on a whole one before the in-band error */
+    struct relay relay;
     bool token_seen; /* held metadata comes with the first token */
     bool client_gone;
     bool in_call; /* inside sg_curl_multi_add or _resume: on_done must not free */

@@ -17,8 +17,10 @@
  * Files: main.c (options, listening, the loop, signals), config.c (the
  * routes, from flags or the config file), conn.c (one client: its
  * request, its answer's bytes, its limits; conn.h), upstream.c (its
- * operation and the commit), answer.c (what the client is told, in each
- * provider's format), metrics.c (GET /metrics).
+ * operation and the commit), relay.c (the committed attempt's bytes,
+ * released event by event as the library accepts their items; relay.h),
+ * answer.c (what the client is told, in each provider's format),
+ * metrics.c (GET /metrics).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H

@@ -50,71 +50,36 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
-/* The end of the first whole event (SSE: its blank line; a line ends
- * with CRLF, LF or a bare CR) or line (NDJSON) of @b[0..@n) that ends at
- * or after @from, which is inside a line: the index after it, or 0 when
- * none. */
-static size_t event_end(sg_format f, const char *b, size_t n, size_t from) {
-    size_t line = SIZE_MAX; /* where the current line began: not known */
-    for (size_t i = from; i < n; i++) {
-        if (b[i] != '\n' && b[i] != '\r') {
-            continue;
-        }
-        if (f == SG_FORMAT_NDJSON) {
-            if (b[i] == '\n') {
-                return i + 1;
-            }
-            continue;
-        }
-        /* a CR last in @b ends its line: an LF after it, in later
-         * bytes, is read with them as the same line end (the standard's
-         * parser reads the stream, not its reads) */
-        size_t eol = b[i] == '\r' && i + 1 < n && b[i + 1] == '\n' ? 2 : 1;
-        if (i == line) {
-            return i + eol; /* a blank line: the event's end */
-        }
-        line = i + eol;
-        i += eol - 1;
-    }
-    return 0;
-}
-
 static void too_slow(struct conn *c) {
     c->too_slow = !c->client_gone;
 }
 
+/* The relay's first @n bytes, to the client. */
+static int pass_on(struct conn *c, size_t n) {
+    if (n == 0) {
+        return 0;
+    }
+    bool ok = put(c, c->relay.buf, n);
+    relay_drop(&c->relay, n);
+    if (!ok) {
+        too_slow(c);
+        return 1;
+    }
+    flush_out(c);
+    return 0;
+}
+
 /* Gives the client @item's event (and what precedes it: comments,
- * keepalives, held metadata), found by where the item's data ends in the
- * read being processed - or, for an item the library assembled elsewhere
- * (an event split across reads), as the next whole event. */
+ * keepalives, held metadata). */
 static int release(struct conn *c, const sg_item *item) {
-    sg_format f = c->route->framing.format;
-    if (f == SG_FORMAT_EVENTSTREAM) {
+    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
         return 0; /* passed on as it came */
     }
     if (!c->token_seen && item->kind == SG_ITEM_META) {
         return 0; /* held metadata: it goes with the first token */
     }
     c->token_seen = true;
-    size_t from = c->chunk_at > 0 ? (size_t)c->chunk_at : 0;
-    const char *dend = item->data + item->data_len;
-    if (c->chunk != NULL && item->data >= c->chunk && dend <= c->chunk + c->chunk_len &&
-        c->chunk_at + (dend - c->chunk) >= 0) {
-        from = (size_t)(c->chunk_at + (dend - c->chunk));
-    }
-    size_t end = event_end(f, c->part, c->part_len, from);
-    if (end == 0) {
-        return 0; /* not whole yet: it goes with a later item, or at the end */
-    }
-    if (!put(c, c->part, end)) {
-        too_slow(c);
-        return 1;
-    }
-    memmove(c->part, c->part + end, c->part_len - end);
-    c->part_len -= end;
-    c->chunk_at -= (ptrdiff_t)end;
-    flush_out(c);
-    return 0;
+    return pass_on(c, relay_item(&c->relay, item));
 }
 
 /* What a stream may hold of one event while it waits for the event's end:
@@ -126,46 +91,17 @@ static size_t hold_bound(const struct conn *c) {
     return c->proxy->client_buffer + ev;
 }
 
-/* The committed attempt's bytes, into @part: an event stream goes on from
- * there message by message; SSE and NDJSON wait for their items. */
+/* The committed attempt's bytes, into the relay: an event stream goes on
+ * from there message by message; SSE and NDJSON wait for their items. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (c->part_len + n > hold_bound(c) ||
-        !grow(&c->part, &c->part_cap, c->part_len + n)) {
+    if (c->relay.len + n > hold_bound(c) || !relay_add(&c->relay, p, n)) {
         too_slow(c);
         return 1;
     }
-    c->chunk = p;
-    c->chunk_len = n;
-    c->chunk_at = (ptrdiff_t)c->part_len;
-    memcpy(c->part + c->part_len, p, n);
-    c->part_len += n;
     if (c->route->framing.format != SG_FORMAT_EVENTSTREAM) {
         return 0; /* each event goes with its item (release) */
     }
-    /* By each prelude's total length (the library checks the rest): a
-     * stream cut inside a message keeps that half back, so the exception
-     * that ends it is read as one.  A length that cannot be a message is
-     * held too - the library fails the stream, and the exception follows
-     * what went before. */
-    size_t off = 0;
-    while (c->part_len - off >= 16) {
-        const unsigned char *q = (const unsigned char *)c->part + off;
-        size_t total = (size_t)q[0] << 24 | (size_t)q[1] << 16 | (size_t)q[2] << 8 | q[3];
-        if (total < 16 || c->part_len - off < total) {
-            break;
-        }
-        off += total;
-    }
-    if (off > 0) {
-        if (!put(c, c->part, off)) {
-            too_slow(c);
-            return 1;
-        }
-        memmove(c->part, c->part + off, c->part_len - off);
-        c->part_len -= off;
-        flush_out(c);
-    }
-    return 0;
+    return pass_on(c, relay_messages(&c->relay));
 }
 
 static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
@@ -213,12 +149,13 @@ static int commit(struct conn *c, uint32_t attempt) {
     put_str(c, head);
     struct pending *pd = pending_of(c, attempt, false);
     int rv = 0;
+    relay_init(&c->relay, c->route->framing.format);
     if (pd != NULL && pd->n > 0) {
         rv = forward(c, pd->p, pd->n);
         /* the read being processed is the one in progress, not the copy */
-        c->chunk = pd->chunk;
-        c->chunk_len = pd->chunk_len;
-        c->chunk_at = (ptrdiff_t)pd->chunk_at;
+        c->relay.chunk = pd->chunk;
+        c->relay.chunk_len = pd->chunk_len;
+        c->relay.chunk_at = (ptrdiff_t)pd->chunk_at;
     }
     flush_out(c);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
@@ -373,7 +310,7 @@ static void answer_in_band_error(struct conn *c, sg_outcome o) {
     enum answer_style style = answer_style_of(c->route->profile);
     /* what the client got ends on a whole event or line (the rest of a cut
      * one is dropped): the error is an event of its own */
-    c->part_len = 0;
+    relay_drop(&c->relay, c->relay.len);
     char buf[1600];
     const char *detail = sg_curl_op_error(c->op);
     size_t n = answer_in_band(style, o, detail, buf, sizeof(buf));
@@ -393,11 +330,11 @@ static void on_done(sg_curl_op *op, void *ud) {
             c->state = C_CLOSING;
             if (o != SG_OUTCOME_OK) {
                 answer_in_band_error(c, o);
-            } else if (c->part_len > 0) {
+            } else if (c->relay.len > 0) {
                 /* a clean end after bytes with no event end (a terminal
                  * without its blank line): they are the stream's too */
-                (void)put(c, c->part, c->part_len);
-                c->part_len = 0;
+                (void)put(c, c->relay.buf, c->relay.len);
+                relay_drop(&c->relay, c->relay.len);
             }
             flush_out(c);
         } else {

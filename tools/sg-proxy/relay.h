@@ -1,0 +1,45 @@
+/*
+ * relay.h - the committed attempt's bytes on their way to the client.
+ *
+ * SSE events and NDJSON lines wait here until the library delivers the
+ * item each one carries (upstream.c's on_item), so that the client gets
+ * exactly the items the clocks and caps accepted, each whole, however the
+ * upstream's reads fell; an event stream goes on message by message.  No
+ * sockets and no libcurl: upstream.c feeds it, and so does
+ * tests/unit/proxy_relay_test.c, at every split of a recorded stream.
+ *
+ * Memory: the bytes not yet released (the caller bounds them), and for an
+ * SSE event of several data lines a copy of its data, grown as used.
+ */
+#ifndef SG_PROXY_RELAY_H
+#define SG_PROXY_RELAY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <streamguard/streamguard.h>
+
+struct relay {
+    sg_format format;
+    char *buf; /* the bytes not yet released */
+    size_t len, cap;
+    const char *chunk; /* the read being processed, and where it starts */
+    size_t chunk_len;
+    ptrdiff_t chunk_at;
+};
+
+void relay_init(struct relay *r, sg_format format);
+void relay_free(struct relay *r);
+/* One read of the attempt's body, appended: false when memory ran out. */
+bool relay_add(struct relay *r, const void *p, size_t n);
+/* The library delivered @item: how many of the first bytes go to the
+ * client now (its event and what precedes it: comments, keepalives, held
+ * metadata), 0 when none yet.  Give them, then relay_drop() that many. */
+size_t relay_item(struct relay *r, const sg_item *item);
+/* An event stream: how many of the first bytes are whole messages. */
+size_t relay_messages(const struct relay *r);
+/* The first @n bytes went to the client (or nowhere). */
+void relay_drop(struct relay *r, size_t n);
+
+#endif
