@@ -294,6 +294,13 @@ req split '/stream?n=2&gap=0&bytes_per_write=7&write_gap=1'
 [ "$RC" = 0 ] && [ "$(items)" = 2 ] && grep -q '^data: \[DONE\]' "$B" || fail "split: rc=$RC"
 ge "$TTOTAL" 0.05 || fail "split: too fast ($TTOTAL s) to have been split"
 pass bytes_per_write
+# each item in two writes, its last byte (the blank line) 60 ms after the rest
+req splitat '/stream?n=2&gap=0&split_at=-1&write_gap=60'
+[ "$RC" = 0 ] && [ "$(items)" = 2 ] && grep -q '^data: \[DONE\]' "$B" || fail "split_at: rc=$RC"
+ge "$TTOTAL" 0.12 || fail "split_at: too fast ($TTOTAL s) for two items' rests 60 ms late"
+req splitboth '/stream?split_at=3&bytes_per_write=2'
+[ "$CODE" = 400 ] || fail "split_at with bytes_per_write: $CODE, not 400"
+pass split_at
 
 # ---- scenario in a header, unknown knobs, unknown paths
 req hdr '/v1/chat/completions' -H 'X-SG-Scenario: n=4&gap=0'

@@ -519,6 +519,9 @@ void schedule_next(exchange *ex, int64_t now, int64_t normal_ms) {
 
 static void ex_arm_next(exchange *ex) {
     int64_t due = ex->next_item_at;
+    if (ex->split_due != 0 && ex->split_due < due) {
+        due = ex->split_due;
+    }
     if (ex->sc.keepalive_ms > 0) {
         int64_t ka = sg_fm_add_ms(ex->last_emit_at, ex->sc.keepalive_ms);
         if (ka < due) {
@@ -542,6 +545,37 @@ static int release_piece(exchange *ex, int64_t now) {
     return 0;
 }
 
+/*
+ * split_at: the item just generated (pend's bytes from @before) leaves in
+ * two writes - its first split_at bytes (negative: all but its last
+ * -split_at) now, with what waited before it, and the rest write_gap
+ * later, when nothing else is generated meanwhile.
+ */
+static void split_item(exchange *ex, size_t before, int64_t now) {
+    size_t len = ex->pend.len - before;
+    int64_t k = ex->sc.split_at;
+    size_t first = k > 0 ? ((size_t)k < len ? (size_t)k : len)
+                         : ((size_t)-k < len ? len - (size_t)-k : 0);
+    ex->allow = before + first;
+    ex->split_due = sg_fm_add_ms(now, ex->sc.write_gap_ms);
+}
+
+/* split_at: true while an item's rest waits for its time (what may go
+ * now is pumped); once due, every byte may go again. */
+static bool split_waits(exchange *ex, int64_t now) {
+    if (ex->split_due == 0) {
+        return false;
+    }
+    if (now < ex->split_due) {
+        ex_pump(ex);
+        ex_arm(ex, ex->split_due);
+        return true;
+    }
+    ex->split_due = 0;
+    ex->allow = SIZE_MAX;
+    return false;
+}
+
 /* The body's last bytes are generated (eof_pending or drop_pending is
  * set): lets them go, piece by piece under bytes_per_write. */
 static void let_end_go(exchange *ex, int64_t now) {
@@ -550,6 +584,9 @@ static void let_end_go(exchange *ex, int64_t now) {
         return;
     }
     ex_pump(ex);
+    if (ex->split_due != 0) {
+        ex_arm(ex, ex->split_due); /* the last item's rest, then the end */
+    }
 }
 
 /* The end is out: the body ends now, or (linger) stays open until the
@@ -572,6 +609,9 @@ void ex_step(exchange *ex) {
     }
     int64_t now = sg_fm_now();
     if (ex->sc.bytes_per_write > 0 && ex->pend.len > 0 && release_piece(ex, now)) {
+        return;
+    }
+    if (split_waits(ex, now)) {
         return;
     }
     if (ex->eof_pending || ex->drop_pending) {
@@ -634,7 +674,11 @@ void ex_step(exchange *ex) {
                 }
                 return;
             }
+            size_t before = ex->pend.len;
             emit_item(ex);
+            if (ex->sc.split_at != 0) {
+                split_item(ex, before, now);
+            }
             ex->items++;
             ex->last_emit_at = now;
             if (ex->items == 1) {
@@ -656,6 +700,9 @@ void ex_step(exchange *ex) {
             int64_t base =
                 (due <= now && now - due < sg_fm_add_ms(0, ex->sc.gap_ms)) ? due : now;
             schedule_next(ex, base, ex->sc.gap_ms);
+            if (ex->split_due != 0) {
+                break; /* the item's rest goes first */
+            }
             if (ex->sc.bytes_per_write > 0) {
                 if (release_piece(ex, now)) {
                     return;

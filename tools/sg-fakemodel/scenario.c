@@ -330,6 +330,11 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, SG_FM_MAX_EVENT_BYTES, 0, &s->bytes_per_write);
         } else if (name_is(n, nn, "write_gap")) {
             rc = parse_int(v, vn, MAX_MS, 0, &s->write_gap_ms);
+        } else if (name_is(n, nn, "split_at")) {
+            /* signed: from the item's start, or (negative) from its end */
+            size_t neg = vn > 0 && v[0] == '-' ? 1 : 0;
+            rc = parse_int(v + neg, vn - neg, SG_FM_MAX_EVENT_BYTES, 0, &s->split_at);
+            s->split_at = neg ? -s->split_at : s->split_at;
         } else if (name_is(n, nn, "bad_crc_at")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->bad_crc_at);
         } else if (name_is(n, nn, "bad_crc")) {
@@ -365,6 +370,11 @@ int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
     int es = sg_fm_format_is_eventstream(s->format);
     if (!es && s->bad_crc_at >= 0) {
         snprintf(err, errlen, "bad_crc_at needs an event-stream format (bedrock-*)");
+        return -1;
+    }
+    if (s->split_at != 0 && s->bytes_per_write > 0) {
+        snprintf(err, errlen,
+                 "split_at and bytes_per_write cut the same writes: one of them");
         return -1;
     }
     if (s->tool_use && s->format != SG_FM_FMT_BEDROCK_CONVERSE) {

@@ -73,6 +73,8 @@ typedef struct {
     int64_t line_bytes;      /* pad each item's data line to N bytes */
     int64_t bytes_per_write; /* 0: whole items; N: items released N bytes at a time */
     int64_t write_gap_ms;    /* pause between those pieces */
+    int64_t split_at;        /* 0: none; K: each item in two writes, its first K bytes
+                                (K < 0: all but its last -K) then the rest */
     int64_t error_at;        /* -1: never; K: an in-band error after K items */
     char error_type[64];     /* its type ("" for the format's default) */
     int error_then_done;     /* the terminal sentinel after the error */

@@ -88,7 +88,8 @@ struct exchange {
     int64_t next_item_at;
     int64_t last_emit_at;
     sg_fm_buf pend;
-    size_t allow; /* bytes that may leave pend now; SIZE_MAX: no limit */
+    size_t allow;      /* bytes that may leave pend now; SIZE_MAX: no limit */
+    int64_t split_due; /* split_at: when an item's rest may go; 0: none waits */
     int eof_pending;
     int lingering; /* linger: the end is sent, the body not yet ended */
     int drop_pending;

@@ -23,9 +23,6 @@ struct pending {
     uint32_t attempt; /* 0: free */
     char *p;
     size_t n, cap;
-    const char *chunk; /* the read being processed (valid during it) */
-    size_t chunk_len;
-    size_t chunk_at; /* where it starts in p */
 };
 
 struct conn {
@@ -67,7 +64,6 @@ struct conn {
      * exactly the items the clocks and caps accepted, and a stream cut
      * inside an event ends on a whole one before the in-band error */
     struct relay relay;
-    bool token_seen; /* held metadata comes with the first token */
     bool client_gone;
     bool in_call; /* inside sg_curl_multi_add or _resume: on_done must not free */
     bool too_slow;

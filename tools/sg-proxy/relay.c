@@ -14,77 +14,241 @@ void relay_init(struct relay *r, sg_format format) {
 
 void relay_free(struct relay *r) {
     free(r->buf);
-    r->buf = NULL;
-    r->len = r->cap = 0;
+    free(r->data);
+    memset(r, 0, sizeof(*r));
+}
+
+/* @p[0..@n) into *@b at @len, grown (doubling) as needed: false when the
+ * memory is not there. */
+static bool append(char **b, size_t *cap, size_t len, const char *p, size_t n) {
+    if (len + n > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < len + n) {
+            c *= 2;
+        }
+        char *nb = realloc(*b, c);
+        if (nb == NULL) {
+            return false;
+        }
+        *b = nb;
+        *cap = c;
+    }
+    memcpy(*b + len, p, n);
+    return true;
 }
 
 bool relay_add(struct relay *r, const void *p, size_t n) {
-    if (r->len + n > r->cap) {
-        size_t cap = r->cap ? r->cap : 4096;
-        while (cap < r->len + n) {
-            cap *= 2;
-        }
-        char *b = realloc(r->buf, cap);
-        if (b == NULL) {
-            return false;
-        }
-        r->buf = b;
-        r->cap = cap;
+    if (n == 0) {
+        return true;
     }
-    r->chunk = p;
-    r->chunk_len = n;
-    r->chunk_at = (ptrdiff_t)r->len;
-    memcpy(r->buf + r->len, p, n);
+    if (!append(&r->buf, &r->cap, r->len, p, n)) {
+        return false;
+    }
     r->len += n;
     return true;
 }
 
 void relay_drop(struct relay *r, size_t n) {
+    if (n == 0) {
+        return;
+    }
     memmove(r->buf, r->buf + n, r->len - n);
     r->len -= n;
-    r->chunk_at -= (ptrdiff_t)n;
 }
 
-/* The end of the first whole event (SSE: its blank line; a line ends
- * with CRLF, LF or a bare CR) or line (NDJSON) of @b[0..@n) that ends at
- * or after @from, which is inside a line: the index after it, or 0 when
- * none. */
-static size_t event_end(sg_format f, const char *b, size_t n, size_t from) {
-    size_t line = SIZE_MAX; /* where the current line began: not known */
-    for (size_t i = from; i < n; i++) {
-        if (b[i] != '\n' && b[i] != '\r') {
-            continue;
+/* Where a read of buf stands: past a byte order mark or not, and whether
+ * the line before ended with a CR whose LF may come next. */
+struct pos {
+    size_t at;
+    bool bom_done;
+    bool skip_lf;
+};
+
+/* The next whole line from @p (its terminator not in it; NDJSON: nor a
+ * CR before it), @p moved past it: false when no whole line is left.  The
+ * standard's rules, as the library's splitter reads them: a UTF-8 byte
+ * order mark first in the stream is dropped; an SSE line ends with CRLF,
+ * LF or a bare CR (one last in buf ends its line, and an LF first in the
+ * bytes after it is that line's too); an NDJSON line with LF. */
+static bool next_line(const struct relay *r, struct pos *p, const char **line,
+                      size_t *n) {
+    const char *b = r->buf;
+    if (!p->bom_done) {
+        static const char bom[3] = {'\xEF', '\xBB', '\xBF'};
+        size_t k = 0;
+        while (k < 3 && p->at + k < r->len && b[p->at + k] == bom[k]) {
+            k++;
         }
-        if (f == SG_FORMAT_NDJSON) {
-            if (b[i] == '\n') {
-                return i + 1;
+        if (k < 3 && p->at + k == r->len) {
+            return false; /* a mark, or not: the next bytes say */
+        }
+        p->at += k == 3 ? 3 : 0;
+        p->bom_done = true;
+    }
+    if (p->skip_lf) {
+        if (p->at == r->len) {
+            return false;
+        }
+        p->at += b[p->at] == '\n';
+        p->skip_lf = false;
+    }
+    const char *s = b + p->at;
+    const char *e = memchr(s, '\n', r->len - p->at);
+    if (r->format != SG_FORMAT_NDJSON) {
+        const char *cr = memchr(s, '\r', (size_t)((e != NULL ? e : b + r->len) - s));
+        e = cr != NULL ? cr : e;
+    }
+    if (e == NULL) {
+        return false;
+    }
+    *line = s;
+    *n = (size_t)(e - s);
+    p->at = (size_t)(e - b) + 1;
+    if (*e == '\r') {
+        p->skip_lf = p->at == r->len; /* its LF, if any, is still to come */
+        p->at += p->at < r->len && b[p->at] == '\n';
+    } else if (r->format == SG_FORMAT_NDJSON && *n > 0 && s[*n - 1] == '\r') {
+        (*n)--;
+    }
+    return true;
+}
+
+enum field { F_BLANK, F_COMMENT, F_DATA, F_EVENT, F_KNOWN, F_OTHER };
+
+/* What an SSE line is, as the library's parser takes it (a colon looked
+ * for in the first six bytes; one space after it dropped), and its
+ * value. */
+static enum field field_of(const char *l, size_t n, const char **v, size_t *vn) {
+    if (n == 0) {
+        return F_BLANK;
+    }
+    if (l[0] == ':') {
+        return F_COMMENT;
+    }
+    const char *colon = memchr(l, ':', n < 6 ? n : 6);
+    if (colon == NULL && n > 5) {
+        return F_OTHER;
+    }
+    size_t fl = colon != NULL ? (size_t)(colon - l) : n;
+    *v = colon != NULL ? colon + 1 : l + n;
+    *vn = n - (size_t)(*v - l);
+    if (*vn > 0 && **v == ' ') {
+        (*v)++;
+        (*vn)--;
+    }
+    if (fl == 4 && memcmp(l, "data", 4) == 0) {
+        return F_DATA;
+    }
+    if (fl == 5 && memcmp(l, "event", 5) == 0) {
+        return F_EVENT;
+    }
+    if ((fl == 5 && memcmp(l, "retry", 5) == 0) || (fl == 2 && memcmp(l, "id", 2) == 0)) {
+        return F_KNOWN;
+    }
+    return F_OTHER;
+}
+
+/* One event (SSE: one the standard dispatches, its data not empty) or
+ * line (NDJSON: not empty), as the library delivers it. */
+struct event {
+    const char *type; /* SSE: "message" unless named; NDJSON: "" */
+    size_t type_len;
+    const char *data;
+    size_t data_len;
+    size_t end; /* where it ends in buf */
+};
+
+/* An event's data line @v: the first stays a view into buf; the next
+ * ones are joined to it by LF in r->data.  false: out of memory. */
+static bool add_data(struct relay *r, struct event *ev, bool more, const char *v,
+                     size_t vn) {
+    if (!more) {
+        ev->data = v;
+        ev->data_len = vn;
+        return true;
+    }
+    if (ev->data != r->data &&
+        !append(&r->data, &r->data_cap, 0, ev->data, ev->data_len)) {
+        return false;
+    }
+    if (!append(&r->data, &r->data_cap, ev->data_len, "\n", 1) ||
+        !append(&r->data, &r->data_cap, ev->data_len + 1, v, vn)) {
+        return false;
+    }
+    ev->data = r->data;
+    ev->data_len += 1 + vn;
+    return true;
+}
+
+/* The next event from @p into @ev: 1, or 0 when none is whole yet, or -1
+ * when the memory for its data ran out. */
+static int next_event(struct relay *r, struct pos *p, struct event *ev) {
+    const char *l;
+    size_t n;
+    bool has_data = false;
+    *ev = (struct event){"message", 7, NULL, 0, 0};
+    while (next_line(r, p, &l, &n)) {
+        if (r->format == SG_FORMAT_NDJSON) {
+            if (n > 0) {
+                *ev = (struct event){"", 0, l, n, p->at};
+                return 1;
             }
             continue;
         }
-        /* a CR last in @b ends its line: an LF after it, in later
-         * bytes, is read with them as the same line end (the standard's
-         * parser reads the stream, not its reads) */
-        size_t eol = b[i] == '\r' && i + 1 < n && b[i + 1] == '\n' ? 2 : 1;
-        if (i == line) {
-            return i + eol; /* a blank line: the event's end */
+        const char *v = NULL;
+        size_t vn = 0;
+        switch (field_of(l, n, &v, &vn)) {
+        case F_BLANK:
+            if (has_data) {
+                ev->end = p->at;
+                return 1;
+            }
+            ev->type = "message"; /* no data: no event, its type forgotten */
+            ev->type_len = 7;
+            break;
+        case F_DATA:
+            if (!add_data(r, ev, has_data, v, vn)) {
+                return -1;
+            }
+            has_data = true;
+            break;
+        case F_EVENT:
+            ev->type = vn > 0 ? v : "message";
+            ev->type_len = vn > 0 ? vn : 7;
+            break;
+        default: /* a comment, id, retry, a line outside SSE */
+            break;
         }
-        line = i + eol;
-        i += eol - 1;
     }
     return 0;
 }
 
-/* Found by where the item's data ends in the read being processed - or,
- * for an item the library assembled elsewhere (an event split across
- * reads), as the next whole event. */
+/* Read from where the last release ended (or the stream's start), the
+ * first event that is @item ends where its bytes end.  Every event before
+ * it is one the library delivered no item for (a comment, a keepalive, a
+ * skipped type, held metadata), so it goes too. */
 size_t relay_item(struct relay *r, const sg_item *item) {
-    size_t from = r->chunk_at > 0 ? (size_t)r->chunk_at : 0;
-    const char *dend = item->data + item->data_len;
-    if (r->chunk != NULL && item->data >= r->chunk && dend <= r->chunk + r->chunk_len &&
-        r->chunk_at + (dend - r->chunk) >= 0) {
-        from = (size_t)(r->chunk_at + (dend - r->chunk));
+    if (r->format == SG_FORMAT_EVENTSTREAM) {
+        return 0; /* passed on as it came (relay_messages) */
     }
-    return event_end(r->format, r->buf, r->len, from);
+    if (!r->token_seen && item->kind == SG_ITEM_META) {
+        return 0; /* held metadata: it goes with the first token */
+    }
+    r->token_seen = true;
+    struct pos p = {0, r->bom_done, r->skip_lf};
+    struct event ev;
+    while (next_event(r, &p, &ev) == 1) {
+        bool type = r->format == SG_FORMAT_NDJSON ||
+                    (ev.type_len == item->event_len &&
+                     memcmp(ev.type, item->event, ev.type_len) == 0);
+        if (type && ev.data_len == item->data_len &&
+            memcmp(ev.data, item->data, ev.data_len) == 0) {
+            r->bom_done = p.bom_done;
+            r->skip_lf = p.skip_lf;
+            return ev.end;
+        }
+    }
+    return 0; /* not whole yet, or not found: it waits for a later item */
 }
 
 /* By each prelude's total length (the library checks the rest): a stream

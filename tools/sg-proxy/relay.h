@@ -24,9 +24,12 @@ struct relay {
     sg_format format;
     char *buf; /* the bytes not yet released */
     size_t len, cap;
-    const char *chunk; /* the read being processed, and where it starts */
-    size_t chunk_len;
-    ptrdiff_t chunk_at;
+    char *data; /* an SSE event's data lines joined, when it has several */
+    size_t data_cap;
+    bool token_seen; /* held metadata comes with the first token */
+    /* the line state where buf starts */
+    bool bom_done; /* past the stream's first bytes (a byte order mark) */
+    bool skip_lf;  /* the last line went with a CR: an LF first is its */
 };
 
 void relay_init(struct relay *r, sg_format format);
@@ -35,7 +38,9 @@ void relay_free(struct relay *r);
 bool relay_add(struct relay *r, const void *p, size_t n);
 /* The library delivered @item: how many of the first bytes go to the
  * client now (its event and what precedes it: comments, keepalives, held
- * metadata), 0 when none yet.  Give them, then relay_drop() that many. */
+ * metadata), 0 when none yet (metadata held before the first token goes
+ * with it; an event stream goes by relay_messages).  Give them, then
+ * relay_drop() that many. */
 size_t relay_item(struct relay *r, const sg_item *item);
 /* An event stream: how many of the first bytes are whole messages. */
 size_t relay_messages(const struct relay *r);

@@ -11,8 +11,9 @@
  * metadata until it) commits the answer: status and headers, then that
  * attempt's bytes; the others' are dropped, and hedges lose.  After the
  * commit the attempt's SSE events and NDJSON lines go to the client as
- * the library delivers the items they carry (an event stream's bytes as
- * they come).  The end: ok closes the connection; anything else appends
+ * the library delivers the items they carry, found by their bytes in the
+ * relay however the reads fell (relay.c; an event stream's messages as
+ * each is whole).  The end: ok closes the connection; anything else appends
  * the provider's in-band error first.  A failure before the commit is an
  * HTTP error in the provider's format.
  *
@@ -72,13 +73,6 @@ static int pass_on(struct conn *c, size_t n) {
 /* Gives the client @item's event (and what precedes it: comments,
  * keepalives, held metadata). */
 static int release(struct conn *c, const sg_item *item) {
-    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
-        return 0; /* passed on as it came */
-    }
-    if (!c->token_seen && item->kind == SG_ITEM_META) {
-        return 0; /* held metadata: it goes with the first token */
-    }
-    c->token_seen = true;
     return pass_on(c, relay_item(&c->relay, item));
 }
 
@@ -127,9 +121,6 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         !grow(&pd->p, &pd->cap, pd->n + len)) {
         return 1; /* held bytes past the bound: not a stream worth holding */
     }
-    pd->chunk = data;
-    pd->chunk_len = len;
-    pd->chunk_at = pd->n;
     memcpy(pd->p + pd->n, data, len);
     pd->n += len;
     return 0;
@@ -152,10 +143,6 @@ static int commit(struct conn *c, uint32_t attempt) {
     relay_init(&c->relay, c->route->framing.format);
     if (pd != NULL && pd->n > 0) {
         rv = forward(c, pd->p, pd->n);
-        /* the read being processed is the one in progress, not the copy */
-        c->relay.chunk = pd->chunk;
-        c->relay.chunk_len = pd->chunk_len;
-        c->relay.chunk_at = (ptrdiff_t)pd->chunk_at;
     }
     flush_out(c);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
