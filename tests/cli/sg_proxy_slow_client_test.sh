@@ -103,4 +103,41 @@ read -r size tokens end < <(slow_read "$PX_PORT" '/v1/chat/completions?n=30000&g
     pass "a client stopped past the idle clock: idle_timeout in-band after $tokens tokens" ||
     fail "stopped client: $tokens tokens, end $end"
 
+# a client that takes nothing of its answer for --header-timeout is
+# dropped: what it gets must never look like a shorter answer - whole
+# events then the in-band error, or a reset; never a clean end after a
+# cut event
+px_start deaf --upstream "$UP" --profile openai --idle 500ms \
+    --header-timeout 1s
+read -r size tokens end how < <(python3 - "$PX_PORT" <<'PY'
+import socket, sys, time
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+s.connect(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/chat/completions?n=3000&gap=0&line_bytes=8000&_t=deaf HTTP/1.1\r\n"
+          b"Host: x\r\nContent-Length: 2\r\n\r\n{}")
+time.sleep(3)  # reads nothing: the idle clock ends the stream, then
+               # --header-timeout passes with the answer's rest unread
+buf, how = b"", "eof"
+while True:
+    try:
+        d = s.recv(65536)
+    except ConnectionResetError:
+        how = "reset"
+        break
+    if not d:
+        break
+    buf += d
+body = buf.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in buf else b""
+last = body.rstrip(b"\n").rsplit(b"\n\n", 1)[-1]
+end = ("done" if last == b"data: [DONE]" else "error" if last.startswith(b'data: {"error"')
+       else "whole" if body.endswith(b"\n\n") else "cut")
+print(len(body), body.count(b'"content":"tok'), end, how)
+PY
+)
+grep -q 'took nothing of its answer' "$FM_DIR/deaf.err" || fail "the deaf client was not dropped: $(cat "$FM_DIR/deaf.err")"
+{ [ "$how" = reset ] || { [ "$how" = eof ] && [ "$end" = error ]; }; } &&
+    pass "a client that takes nothing for --header-timeout: $tokens tokens, then a $how (its last event: $end)" ||
+    fail "a client that takes nothing: a clean $how after $tokens tokens, its last event $end ($size bytes)"
+
 fm_finish

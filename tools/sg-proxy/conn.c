@@ -136,8 +136,22 @@ void free_op(struct conn *c) {
     c->headers = NULL;
 }
 
+/* The connection ends while its answer is not whole (bytes still wait
+ * for the client, or what should end it could not be added): a reset, not
+ * a clean close after a cut event - so no client reads a short answer as
+ * a complete one.  SO_LINGER 0: close() then sends RST and drops what the
+ * kernel still holds. */
+static void reset_if_cut(struct conn *c) {
+    if (c->client_gone || (c->out_len == c->out_off && !c->cut)) {
+        return;
+    }
+    struct linger l = {.l_onoff = 1, .l_linger = 0};
+    setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+}
+
 void conn_free(struct conn *c) {
     struct proxy *p = c->proxy;
+    reset_if_cut(c);
     for (struct conn **pp = &p->conns; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
@@ -518,7 +532,7 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
                  * its end) */
                 fprintf(stderr,
                         "sg-proxy: %s took nothing of its answer for %lld ms: the last "
-                        "%zu bytes dropped\n",
+                        "%zu bytes dropped, the connection reset\n",
                         c->peer, (long long)(c->proxy->header_timeout / SG_MS(1)),
                         c->out_len - c->out_off);
                 conn_free(c);

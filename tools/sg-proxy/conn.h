@@ -71,6 +71,9 @@ struct conn {
      * the end is a half-close, reading on (lingering), not a close */
     bool linger, lingering;
     bool request_whole; /* its body read to the end */
+    /* the answer cannot end as it must (its in-band error could not be
+     * added): the connection ends with a reset, not a clean close */
+    bool cut;
     /* the answer */
     char *out;
     size_t out_len, out_off, out_cap;

@@ -301,7 +301,8 @@ static void answer_in_band_error(struct conn *c, sg_outcome o) {
     char buf[1600];
     const char *detail = sg_curl_op_error(c->op);
     size_t n = answer_in_band(style, o, detail, buf, sizeof(buf));
-    (void)put(c, buf, n);
+    /* no room for it (out of memory): a reset, not a clean short answer */
+    c->cut = n == 0 || !put(c, buf, n);
 }
 
 static void on_done(sg_curl_op *op, void *ud) {
@@ -320,7 +321,7 @@ static void on_done(sg_curl_op *op, void *ud) {
             } else if (c->relay.len > 0) {
                 /* a clean end after bytes with no event end (a terminal
                  * without its blank line): they are the stream's too */
-                (void)put(c, c->relay.buf, c->relay.len);
+                c->cut = !put(c, c->relay.buf, c->relay.len);
                 relay_drop(&c->relay, c->relay.len);
             }
             flush_out(c);
