@@ -27,7 +27,8 @@
 
 /* One event of a recorded stream and what it is to the relay: 'i' an item
  * the client gets at once, 'h' metadata held until the first token, '-'
- * no item (a comment, a keepalive, the [DONE] marker). */
+ * no item (a comment, a keepalive, the [DONE] marker), 'e' the upstream's
+ * in-band error, which ends the stream. */
 struct ev {
     char kind;
     const char *bytes;
@@ -174,6 +175,84 @@ static const struct ev ollama[] = {
           "\"done\":true,\"done_reason\":\"stop\"}\n"},
 };
 
+/* Each provider's in-band error after two tokens, as it writes it */
+static const struct ev openai_error[] = {
+    {'i', "data: {\"choices\":[{\"delta\":{\"content\":\"tok0\"}}]}\n\n"},
+    {'i', "data: {\"choices\":[{\"delta\":{\"content\":\"tok1\"}}]}\n\n"},
+    {'-', ": keepalive\n\n"},
+    {'e', "data: {\"error\":{\"message\":\"scripted failure\",\"type\":\"server_error\","
+          "\"param\":null,\"code\":\"e42\"}}\n\n"},
+    {'-', "data: [DONE]\n\n"}, /* vLLM's: after the error, ignored */
+};
+
+static const struct ev anthropic_error[] = {
+    {'h', "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"
+          "\"msg_1\",\"content\":[]}}\n\n"},
+    {'i',
+     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+     "\"delta\":{\"type\":\"text_delta\",\"text\":\"tok0\"}}\n\n"},
+    {'i',
+     "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"
+     "\"delta\":{\"type\":\"text_delta\",\"text\":\"tok1\"}}\n\n"},
+    {'-', "event: ping\ndata: {\"type\": \"ping\"}\n\n"},
+    {'e',
+     "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\","
+     "\"message\":\"Overloaded\"}}\n\n"},
+};
+
+static const struct ev responses_error[] = {
+    {'i',
+     "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+     "\"delta\":\"tok0\",\"sequence_number\":1}\n\n"},
+    {'i',
+     "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\","
+     "\"delta\":\"tok1\",\"sequence_number\":2}\n\n"},
+    {'e', "event: error\ndata: {\"type\":\"error\",\"code\":\"rate_limit_exceeded\","
+          "\"message\":\"scripted failure\",\"param\":null,\"sequence_number\":3}\n\n"},
+};
+
+/* Gemini's first two tokens, before its errors */
+#define GEMINI_TOK(i)                                                                 \
+    {                                                                                 \
+        'i', "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"tok" #i \
+             "\"}],\"role\": \"model\"},\"index\": 0}]}\r\n\r\n"                      \
+    }
+
+static const struct ev gemini_error[] = {
+    GEMINI_TOK(0),
+    GEMINI_TOK(1),
+    {'e',
+     "data: {\"error\": {\"code\": 503,\"message\": \"scripted failure\",\"status\": "
+     "\"UNAVAILABLE\"}}\r\n\r\n"},
+};
+
+/* Gemini's error as live streams were seen to send it: a bare object on
+ * lines of its own, outside any data line */
+static const struct ev gemini_bare_error[] = {
+    GEMINI_TOK(0),
+    GEMINI_TOK(1),
+    {'e',
+     "{\n  \"error\": {\n    \"code\": 429,\n    \"message\": \"scripted failure\",\n"
+     "    \"status\": \"RESOURCE_EXHAUSTED\"\n  }\n}\n\n"},
+};
+
+static const struct ev ollama_error[] = {
+    {'i', "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"tok0\"},"
+          "\"done\":false}\n"},
+    {'i', "{\"model\":\"m\",\"message\":{\"role\":\"assistant\",\"content\":\"tok1\"},"
+          "\"done\":false}\n"},
+    {'e', "{\"error\":\"server_error: scripted failure\"}\n"},
+};
+
+static const struct shape error_shapes[] = {
+    SHAPE("openai", "openai", openai_error),
+    SHAPE("anthropic", "anthropic", anthropic_error),
+    SHAPE("openai-responses", "openai-responses", responses_error),
+    SHAPE("gemini", "gemini", gemini_error),
+    SHAPE("gemini, a bare error object", "gemini", gemini_bare_error),
+    SHAPE("ollama", "ollama", ollama_error),
+};
+
 static const struct shape shapes[] = {
     SHAPE("openai", "openai", openai),
     SHAPE("openai, CR line ends", "openai", openai_cr),
@@ -191,6 +270,9 @@ struct play {
     size_t len;
     size_t ends[16]; /* where each 'i' event ends in it */
     size_t nends;
+    size_t err_end; /* where the 'e' event ends in it, 0: none */
+    sg_stream_config cfg;
+    sg_outcome outcome; /* how the stream concluded */
     struct relay relay;
     char *out; /* what the client got */
     size_t out_len;
@@ -217,6 +299,7 @@ static void play_init(struct play *p, const struct shape *sh) {
             assert_true(p->nends < 16);
             p->ends[p->nends++] = at;
         }
+        p->err_end = sh->ev[i].kind == 'e' ? at : p->err_end;
     }
 }
 
@@ -272,13 +355,13 @@ static int on_item(const sg_item *item, void *ud) {
  * code. */
 static int play_reads(struct play *p, const size_t *cuts, size_t ncuts,
                       uint64_t max_items) {
-    sg_stream_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    assert_int_equal(sg_profile_framing(p->sh->profile, &cfg), 0);
-    size_t bn = sg_stream_buffer_size(&cfg);
+    sg_stream_config *cfg = &p->cfg;
+    memset(cfg, 0, sizeof(*cfg));
+    assert_int_equal(sg_profile_framing(p->sh->profile, cfg), 0);
+    size_t bn = sg_stream_buffer_size(cfg);
     char *sbuf = malloc(bn);
     sg_stream s;
-    assert_int_equal(sg_stream_init(&s, &cfg, on_item, p, sbuf, bn), 0);
+    assert_int_equal(sg_stream_init(&s, cfg, on_item, p, sbuf, bn), 0);
     sg_guard_config g;
     sg_guard_config_init(&g);
     if (max_items > 0) {
@@ -287,7 +370,7 @@ static int play_reads(struct play *p, const size_t *cuts, size_t ncuts,
     assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
     sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
     relay_free(&p->relay); /* the play before's */
-    relay_init(&p->relay, cfg.format);
+    relay_init(&p->relay, cfg->format);
     p->out_len = 0;
     p->items = 0;
     p->why[0] = '\0';
@@ -304,7 +387,8 @@ static int play_reads(struct play *p, const size_t *cuts, size_t ncuts,
         from = cuts[i];
     }
     sg_guard_result gr;
-    (void)sg_stream_end(&s, T0 + (int64_t)ncuts, SG_OUTCOME_OK, &gr);
+    assert_int_equal(sg_stream_end(&s, T0 + (int64_t)ncuts, SG_OUTCOME_OK, &gr), 0);
+    p->outcome = gr.outcome;
     free(sbuf);
     return rc;
 }
@@ -350,12 +434,12 @@ static void check_whole(struct play *p, int rc, const char *how) {
     }
 }
 
-/* Every shape, every split, under @max_items (0: none). */
-static void every_shape(uint64_t max_items,
+/* Every shape of @tab[0..@n), every split, under @max_items (0: none). */
+static void every_shape(const struct shape *tab, size_t n, uint64_t max_items,
                         void (*check)(struct play *p, int rc, const char *how)) {
-    for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); i++) {
+    for (size_t i = 0; i < n; i++) {
         struct play p;
-        play_init(&p, &shapes[i]);
+        play_init(&p, &tab[i]);
         every_split(&p, max_items, check);
         play_free(&p);
     }
@@ -363,7 +447,7 @@ static void every_shape(uint64_t max_items,
 
 static void every_shape_every_split_releases_each_item_at_its_event(void **state) {
     (void)state;
-    every_shape(0, check_whole);
+    every_shape(shapes, sizeof(shapes) / sizeof(shapes[0]), 0, check_whole);
 }
 
 /* Under --max-items 2 the third item is refused: the client has the
@@ -384,7 +468,37 @@ static void check_capped(struct play *p, int rc, const char *how) {
 
 static void a_cap_releases_the_accepted_items_and_nothing_more(void **state) {
     (void)state;
-    every_shape(2, check_capped);
+    every_shape(shapes, sizeof(shapes) / sizeof(shapes[0]), 2, check_capped);
+}
+
+/* An in-band error from the upstream ends the stream provider_error: the
+ * client has the tokens before it, and the relay finds the upstream's own
+ * error event, to pass it on as written (with the keepalives before it,
+ * nothing after it). */
+static void check_error(struct play *p, int rc, const char *how) {
+    (void)rc;
+    size_t end = relay_error_end(&p->relay, &p->cfg);
+    size_t want = p->err_end - p->out_len;
+    /* an error event's last LF in a read of its own comes after the end */
+    bool lf_after = want > 1 && end + 1 == want && p->relay.len == end &&
+                    p->whole[p->err_end - 2] == '\r' && p->whole[p->err_end - 1] == '\n';
+    if (p->outcome != SG_OUTCOME_PROVIDER_ERROR) {
+        wrong(p, "the stream ended %s, not provider_error", sg_outcome_name(p->outcome));
+    } else if (p->why[0] == '\0' && p->items != p->nends) {
+        wrong(p, "%zu items released, %zu before the error", p->items, p->nends);
+    } else if (p->why[0] == '\0' && end != want && !lf_after) {
+        wrong(p, "the error found to end at %zu of the %zu bytes held, %zu wanted", end,
+              p->relay.len, want);
+    }
+    if (p->why[0] != '\0') {
+        fail_msg("%s error, %s: %s", p->sh->name, how, p->why);
+    }
+}
+
+static void an_upstream_error_is_found_as_written(void **state) {
+    (void)state;
+    every_shape(error_shapes, sizeof(error_shapes) / sizeof(error_shapes[0]), 0,
+                check_error);
 }
 
 /* An event stream goes on by whole messages (their preludes' lengths),
@@ -426,6 +540,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_shape_every_split_releases_each_item_at_its_event),
         cmocka_unit_test(a_cap_releases_the_accepted_items_and_nothing_more),
+        cmocka_unit_test(an_upstream_error_is_found_as_written),
         cmocka_unit_test(an_event_stream_goes_by_whole_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -76,18 +76,16 @@ int answer_status(sg_outcome outcome, int upstream_status) {
     return 502;
 }
 
-/* "sg-proxy: OUTCOME (detail)" as a JSON string literal, quotes included
+/* "sg-proxy: WHAT (detail)" as a JSON string literal, quotes included
  * (at most MESSAGE_PLAIN bytes of text, so that the literal fits @out). */
 #define MESSAGE_PLAIN 200
 #define MESSAGE_MAX (SG_JSON_ESCAPE_MAX(MESSAGE_PLAIN) + 1)
-static void message_of(sg_outcome outcome, const char *detail, char *out, size_t cap) {
+static void message_of(const char *what, const char *detail, char *out, size_t cap) {
     char plain[MESSAGE_PLAIN];
-    if (detail != NULL && *detail != '\0' &&
-        strcmp(detail, sg_outcome_name(outcome)) != 0) {
-        snprintf(plain, sizeof(plain), "sg-proxy: %s (%s)", sg_outcome_name(outcome),
-                 detail);
+    if (detail != NULL && *detail != '\0' && strcmp(detail, what) != 0) {
+        snprintf(plain, sizeof(plain), "sg-proxy: %s (%s)", what, detail);
     } else {
-        snprintf(plain, sizeof(plain), "sg-proxy: %s", sg_outcome_name(outcome));
+        snprintf(plain, sizeof(plain), "sg-proxy: %s", what);
     }
     size_t n = sg_json_escape(out, cap - 1, plain, strlen(plain));
     out[n < cap - 1 ? n : cap - 1] = '\0';
@@ -97,22 +95,21 @@ static size_t cut(int n, size_t cap) {
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status,
-                         const char *detail, char *buf, size_t cap) {
-    char msg[MESSAGE_MAX];
-    message_of(outcome, detail, msg, sizeof(msg));
-    const char *name = sg_outcome_name(outcome);
+/* The error body in @style: @type names the failure (OpenAI's type and
+ * code, Anthropic's type, Gemini's status), @msg a JSON string. */
+static size_t body_of(enum answer_style style, const char *type, int status,
+                      const char *msg, char *buf, size_t cap) {
     int n;
     switch (style) {
     case STYLE_ANTHROPIC:
         n = snprintf(buf, cap,
                      "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":%s}}",
-                     name, msg);
+                     type, msg);
         break;
     case STYLE_GEMINI:
         n = snprintf(buf, cap,
                      "{\"error\":{\"code\":%d,\"message\":%s,\"status\":\"%s\"}}", status,
-                     msg, name);
+                     msg, type);
         break;
     case STYLE_OLLAMA:
         n = snprintf(buf, cap, "{\"error\":%s}", msg);
@@ -123,10 +120,37 @@ size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status
     default: /* OpenAI, and the Responses API's error object */
         n = snprintf(buf, cap,
                      "{\"error\":{\"message\":%s,\"type\":\"%s\",\"code\":\"%s\"}}", msg,
-                     name, name);
+                     type, type);
         break;
     }
     return cut(n, cap);
+}
+
+size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status,
+                         const char *detail, char *buf, size_t cap) {
+    char msg[MESSAGE_MAX];
+    message_of(sg_outcome_name(outcome), detail, msg, sizeof(msg));
+    return body_of(style, sg_outcome_name(outcome), status, msg, buf, cap);
+}
+
+/* The provider's own name for a failure of the server's (not the
+ * client's request): what sg-proxy's own failures are called. */
+static const char *server_type(enum answer_style style, int status) {
+    switch (style) {
+    case STYLE_ANTHROPIC:
+        return "api_error";
+    case STYLE_GEMINI:
+        return status == 503 ? "UNAVAILABLE" : "INTERNAL";
+    default:
+        return "server_error";
+    }
+}
+
+size_t answer_own_body(enum answer_style style, int status, const char *what, char *buf,
+                       size_t cap) {
+    char msg[MESSAGE_MAX];
+    message_of(what, NULL, msg, sizeof(msg));
+    return body_of(style, server_type(style, status), status, msg, buf, cap);
 }
 
 /* An AWS event-stream exception message (sg-fakemodel's encoder): the SDK
@@ -152,31 +176,29 @@ static size_t bedrock_exception(const char *msg, char *buf, size_t cap) {
     return n;
 }
 
-size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
-                      char *buf, size_t cap) {
-    char msg[MESSAGE_MAX];
-    message_of(outcome, detail, msg, sizeof(msg));
-    const char *name = sg_outcome_name(outcome);
+/* The in-band error in @style: @type and @code as in body_of. */
+static size_t in_band_of(enum answer_style style, const char *type, int code,
+                         const char *msg, char *buf, size_t cap) {
     int n;
     switch (style) {
     case STYLE_ANTHROPIC:
         n = snprintf(buf, cap,
                      "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"%s\","
                      "\"message\":%s}}\n\n",
-                     name, msg);
+                     type, msg);
         break;
     case STYLE_RESPONSES:
         n = snprintf(
             buf, cap,
             "event: error\ndata: {\"type\":\"error\",\"code\":\"%s\",\"message\":"
             "%s,\"param\":null}\n\n",
-            name, msg);
+            type, msg);
         break;
     case STYLE_GEMINI:
         n = snprintf(
             buf, cap,
-            "data: {\"error\":{\"code\":504,\"message\":%s,\"status\":\"%s\"}}\n\n", msg,
-            name);
+            "data: {\"error\":{\"code\":%d,\"message\":%s,\"status\":\"%s\"}}\n\n", code,
+            msg, type);
         break;
     case STYLE_OLLAMA:
         n = snprintf(buf, cap, "{\"error\":%s}\n", msg);
@@ -187,8 +209,22 @@ size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *d
         n = snprintf(
             buf, cap,
             "data: {\"error\":{\"message\":%s,\"type\":\"%s\",\"code\":\"%s\"}}\n\n", msg,
-            name, name);
+            type, type);
         break;
     }
     return cut(n, cap);
+}
+
+size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
+                      char *buf, size_t cap) {
+    char msg[MESSAGE_MAX];
+    message_of(sg_outcome_name(outcome), detail, msg, sizeof(msg));
+    return in_band_of(style, sg_outcome_name(outcome), 504, msg, buf, cap);
+}
+
+size_t answer_own_in_band(enum answer_style style, const char *what, char *buf,
+                          size_t cap) {
+    char msg[MESSAGE_MAX];
+    message_of(what, NULL, msg, sizeof(msg));
+    return in_band_of(style, server_type(style, 500), 500, msg, buf, cap);
 }

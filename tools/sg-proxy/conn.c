@@ -200,10 +200,18 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
 }
 
 void reply_error(struct conn *c, int status, const char *what) {
-    char body[256];
-    snprintf(body, sizeof(body),
-             "{\"error\":{\"message\":\"sg-proxy: %s\",\"type\":\"%s\"}}", what,
-             "invalid_request");
+    char body[768];
+    if (status >= 500) {
+        /* the proxy's own failure, not the request's: named so, in the
+         * route's provider's format once the request has one */
+        enum answer_style style =
+            c->route != NULL ? answer_style_of(c->route->profile) : STYLE_OPENAI;
+        answer_own_body(style, status, what, body, sizeof(body));
+    } else {
+        snprintf(body, sizeof(body),
+                 "{\"error\":{\"message\":\"sg-proxy: %s\",\"type\":\"%s\"}}", what,
+                 "invalid_request");
+    }
     reply(c, status, sg_fm_h1_status_text(status), NULL, body);
 }
 
@@ -325,6 +333,10 @@ static int read_body(struct conn *c) {
             return -1;
         }
         c->head_len += (size_t)used;
+        if (c->body_oom) {
+            reply_error(c, 503, "out of memory"); /* the body is not whole here */
+            return -1;
+        }
         if (c->chunked.body_bytes > p->max_body) {
             reply_error(c, 413, "request body too large");
             return -1;
@@ -342,7 +354,7 @@ static int read_body(struct conn *c) {
     if (want > 0) {
         c->body = malloc((size_t)want + 1);
         if (c->body == NULL) {
-            reply_error(c, 413, "request body too large");
+            reply_error(c, 503, "out of memory");
             return -1;
         }
         memcpy(c->body, b, (size_t)want);
@@ -359,6 +371,7 @@ static void on_chunk_data(void *ud, const char *data, size_t len) {
     }
     char *nb = realloc(c->body, c->body_len + len + 1);
     if (nb == NULL) {
+        c->body_oom = true; /* never forwarded without these bytes */
         return;
     }
     c->body = nb;
@@ -451,8 +464,12 @@ static void read_client(struct conn *c) {
             continue;
         }
         size_t limit = PROXY_MAX_HEAD + c->proxy->max_body + 65536;
-        if (!grow_in(c, c->in_len + 16384) || c->in_len > limit) {
+        if (c->in_len > limit) {
             reply_error(c, 413, "request too large");
+            return;
+        }
+        if (!grow_in(c, c->in_len + 16384)) {
+            reply_error(c, 503, "out of memory");
             return;
         }
         ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);

@@ -55,6 +55,10 @@ struct conn {
     char *fallback_urls[MAX_FALLBACKS];
     sg_curl_endpoint eps[MAX_FALLBACKS + 1];
     struct pending pend[1 + SG_OP_MAX_HEDGES];
+    /* the operation was ended by a failure of the proxy's own (out of
+     * memory, a limit of its own): its status (500, 503) and why */
+    int own_status;
+    const char *own_what;
     bool committed;
     uint32_t committed_attempt;
     int64_t committed_at;
@@ -71,6 +75,7 @@ struct conn {
      * the end is a half-close, reading on (lingering), not a close */
     bool linger, lingering;
     bool request_whole; /* its body read to the end */
+    bool body_oom;      /* a chunk of its body found no memory */
     /* the answer cannot end as it must (its in-band error could not be
      * added): the connection ends with a reset, not a clean close */
     bool cut;
@@ -101,6 +106,8 @@ void reply(struct conn *c, int status, const char *reason, const char *extra,
 /* The same with any body: @len bytes of type @ctype (one header value). */
 void reply_bytes(struct conn *c, int status, const char *reason, const char *extra,
                  const char *ctype, const char *body, size_t len);
+/* An error of the proxy's: a 4xx the request's, a 5xx the proxy's own
+ * (in the route's provider's format, of its type for a server failure). */
 void reply_error(struct conn *c, int status, const char *what);
 void free_op(struct conn *c);
 void conn_free(struct conn *c);

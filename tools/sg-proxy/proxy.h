@@ -151,6 +151,16 @@ size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status
  * event-stream message), into @buf; returns its length. */
 size_t answer_in_band(enum answer_style style, sg_outcome outcome, const char *detail,
                       char *buf, size_t cap);
+/* sg-proxy's own failure (out of memory, a limit of its own: not the
+ * client's request, not the upstream's answer) before the commit: the
+ * body of a @status (500 or 503) in @style, of the provider's type for a
+ * server's failure (server_error, Anthropic's api_error, Gemini's INTERNAL
+ * or UNAVAILABLE), its message "sg-proxy: @what"; returns its length. */
+size_t answer_own_body(enum answer_style style, int status, const char *what, char *buf,
+                       size_t cap);
+/* The same after the commit, in-band. */
+size_t answer_own_in_band(enum answer_style style, const char *what, char *buf,
+                          size_t cap);
 
 /* metrics.c: counted once per operation as it ends, by route name. */
 void metrics_observe(const char *route, const sg_op *op, double duration_s,

@@ -158,6 +158,29 @@ struct event {
     size_t end; /* where it ends in buf */
 };
 
+/* SSE lines outside any field (other_json: a JSON object a server wrote
+ * bare into the stream), joined by LF as the library gathers them. */
+struct other {
+    char *text;
+    size_t len, cap;
+    size_t end; /* where they end in buf (a blank line after them too) */
+};
+
+static bool gather(struct other *o, const char *l, size_t n, size_t end) {
+    if (o->len > 0) {
+        if (!append(&o->text, &o->cap, o->len, "\n", 1)) {
+            return false;
+        }
+        o->len++;
+    }
+    if (!append(&o->text, &o->cap, o->len, l, n)) {
+        return false;
+    }
+    o->len += n;
+    o->end = end;
+    return true;
+}
+
 /* An event's data line @v: the first stays a view into buf; the next
  * ones are joined to it by LF in r->data.  false: out of memory. */
 static bool add_data(struct relay *r, struct event *ev, bool more, const char *v,
@@ -181,8 +204,9 @@ static bool add_data(struct relay *r, struct event *ev, bool more, const char *v
 }
 
 /* The next event from @p into @ev: 1, or 0 when none is whole yet, or -1
- * when the memory for its data ran out. */
-static int next_event(struct relay *r, struct pos *p, struct event *ev) {
+ * when the memory for its data ran out.  With @o, the lines outside any
+ * field are gathered there. */
+static int next_event(struct relay *r, struct pos *p, struct event *ev, struct other *o) {
     const char *l;
     size_t n;
     bool has_data = false;
@@ -205,6 +229,9 @@ static int next_event(struct relay *r, struct pos *p, struct event *ev) {
             }
             ev->type = "message"; /* no data: no event, its type forgotten */
             ev->type_len = 7;
+            if (o != NULL && o->len > 0) {
+                o->end = p->at; /* the blank line closes the bare lines too */
+            }
             break;
         case F_DATA:
             if (!add_data(r, ev, has_data, v, vn)) {
@@ -216,7 +243,12 @@ static int next_event(struct relay *r, struct pos *p, struct event *ev) {
             ev->type = vn > 0 ? v : "message";
             ev->type_len = vn > 0 ? vn : 7;
             break;
-        default: /* a comment, id, retry, a line outside SSE */
+        case F_OTHER:
+            if (o != NULL && !gather(o, l, n, p->at)) {
+                return -1;
+            }
+            break;
+        default: /* a comment, id, retry */
             break;
         }
     }
@@ -237,7 +269,7 @@ size_t relay_item(struct relay *r, const sg_item *item) {
     r->token_seen = true;
     struct pos p = {0, r->bom_done, r->skip_lf};
     struct event ev;
-    while (next_event(r, &p, &ev) == 1) {
+    while (next_event(r, &p, &ev, NULL) == 1) {
         bool type = r->format == SG_FORMAT_NDJSON ||
                     (ev.type_len == item->event_len &&
                      memcmp(ev.type, item->event, ev.type_len) == 0);
@@ -249,6 +281,55 @@ size_t relay_item(struct relay *r, const sg_item *item) {
         }
     }
     return 0; /* not whole yet, or not found: it waits for a later item */
+}
+
+/* Whether the profile's classifier calls this an in-band error. */
+static bool is_error(const sg_stream_config *cfg, const char *type, size_t type_len,
+                     const char *data, size_t data_len) {
+    sg_item it = {type, type_len, data, data_len, "", 0, 0, 0, SG_ITEM_TOKEN};
+    sg_item_error err;
+    memset(&err, 0, sizeof(err));
+    return cfg->classify(&it, &err, cfg->classify_data) == SG_ITEM_ERROR;
+}
+
+static bool skipped(const char *const *types, const char *t, size_t n) {
+    for (; types != NULL && *types != NULL; types++) {
+        if (strlen(*types) == n && memcmp(*types, t, n) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The library reads no further than the error: every event before it is
+ * one it delivered no item for, and the error is the first event (or run
+ * of bare lines, settled as the library settles them: when an event
+ * follows, or at the body's end) its classifier calls one. */
+size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
+    if (cfg->classify == NULL || r->format == SG_FORMAT_EVENTSTREAM) {
+        return 0;
+    }
+    struct pos p = {0, r->bom_done, r->skip_lf};
+    struct other o = {NULL, 0, 0, 0};
+    struct other *op = cfg->other_json && r->format == SG_FORMAT_SSE ? &o : NULL;
+    struct event ev;
+    size_t end = 0;
+    int k;
+    while (end == 0 && (k = next_event(r, &p, &ev, op)) == 1) {
+        if (o.len > 0) {
+            end = is_error(cfg, "", 0, o.text, o.len) ? o.end : 0;
+            o.len = 0;
+        }
+        if (end == 0 && !skipped(cfg->skip_types, ev.type, ev.type_len) &&
+            is_error(cfg, ev.type, ev.type_len, ev.data, ev.data_len)) {
+            end = ev.end;
+        }
+    }
+    if (end == 0 && k == 0 && o.len > 0 && is_error(cfg, "", 0, o.text, o.len)) {
+        end = o.end;
+    }
+    free(o.text);
+    return end;
 }
 
 /* By each prelude's total length (the library checks the rest): a stream

@@ -42,6 +42,12 @@ bool relay_add(struct relay *r, const void *p, size_t n);
  * with it; an event stream goes by relay_messages).  Give them, then
  * relay_drop() that many. */
 size_t relay_item(struct relay *r, const sg_item *item);
+/* The stream ended with an in-band error the library found (outcome
+ * provider_error) under the framing @cfg: how many of the first bytes
+ * reach the end of the upstream's own error event (what precedes it is no
+ * item), to go to the client as the upstream wrote it; 0 when it is not
+ * among them (then the proxy says it in its own words). */
+size_t relay_error_end(struct relay *r, const sg_stream_config *cfg);
 /* An event stream: how many of the first bytes are whole messages. */
 size_t relay_messages(const struct relay *r);
 /* The first @n bytes went to the client (or nowhere). */

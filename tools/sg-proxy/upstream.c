@@ -55,6 +55,21 @@ static void too_slow(struct conn *c) {
     c->too_slow = !c->client_gone;
 }
 
+/* A failure of the proxy's own - out of memory (503), a limit of its own
+ * (500) - ends the operation (returned from a callback: cancelled), and
+ * the client is told it was the proxy's, not its request's or the
+ * upstream's. */
+static int own_failure(struct conn *c, int status, const char *what) {
+    if (c->own_status == 0) {
+        c->own_status = status;
+        c->own_what = what;
+    }
+    return 1;
+}
+
+#define HOLD_LIMIT \
+    "more bytes without an item than it holds (--client-buffer + the largest event)"
+
 /* The relay's first @n bytes, to the client. */
 static int pass_on(struct conn *c, size_t n) {
     if (n == 0) {
@@ -88,9 +103,11 @@ static size_t hold_bound(const struct conn *c) {
 /* The committed attempt's bytes, into the relay: an event stream goes on
  * from there message by message; SSE and NDJSON wait for their items. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (c->relay.len + n > hold_bound(c) || !relay_add(&c->relay, p, n)) {
-        too_slow(c);
-        return 1;
+    if (c->relay.len + n > hold_bound(c)) {
+        return own_failure(c, 500, "the upstream sent " HOLD_LIMIT);
+    }
+    if (!relay_add(&c->relay, p, n)) {
+        return own_failure(c, 503, "out of memory");
     }
     if (c->route->framing.format != SG_FORMAT_EVENTSTREAM) {
         return 0; /* each event goes with its item (release) */
@@ -117,9 +134,14 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         return forward(c, data, len);
     }
     struct pending *pd = pending_of(c, attempt, true);
-    if (pd == NULL || pd->n + len > hold_bound(c) ||
-        !grow(&pd->p, &pd->cap, pd->n + len)) {
-        return 1; /* held bytes past the bound: not a stream worth holding */
+    if (pd == NULL) {
+        return own_failure(c, 500, "more attempts at once than it holds");
+    }
+    if (pd->n + len > hold_bound(c)) {
+        return own_failure(c, 500, "the upstream sent " HOLD_LIMIT);
+    }
+    if (!grow(&pd->p, &pd->cap, pd->n + len)) {
+        return own_failure(c, 503, "out of memory");
     }
     memcpy(pd->p + pd->n, data, len);
     pd->n += len;
@@ -293,14 +315,41 @@ static void answer_failure(struct conn *c, sg_outcome o) {
     reply(c, status, sg_fm_h1_status_text(status), extra, body);
 }
 
+/* The upstream's own in-band error (provider_error), passed on as the
+ * upstream wrote it - its type, message and code are the provider's, and
+ * the client's SDK raises them as such: true when it went. */
+static bool pass_upstream_error(struct conn *c) {
+    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
+        /* its exception message went on as it came, a whole message */
+        relay_drop(&c->relay, c->relay.len);
+        return true;
+    }
+    size_t end = relay_error_end(&c->relay, &c->route->framing);
+    if (end == 0) {
+        return false;
+    }
+    c->cut = !put(c, c->relay.buf, end);
+    relay_drop(&c->relay, c->relay.len); /* what followed it, unread */
+    return true;
+}
+
 static void answer_in_band_error(struct conn *c, sg_outcome o) {
+    if (o == SG_OUTCOME_PROVIDER_ERROR && pass_upstream_error(c)) {
+        return;
+    }
     enum answer_style style = answer_style_of(c->route->profile);
     /* what the client got ends on a whole event or line (the rest of a cut
      * one is dropped): the error is an event of its own */
     relay_drop(&c->relay, c->relay.len);
     char buf[1600];
     const char *detail = sg_curl_op_error(c->op);
-    size_t n = answer_in_band(style, o, detail, buf, sizeof(buf));
+    const sg_op_attempt *a = sg_op_deciding_attempt(sg_curl_op_policy(c->op));
+    if (a != NULL && a->provider_error_type[0] != '\0') {
+        detail = a->provider_error_type; /* the upstream's, when not found as written */
+    }
+    size_t n = c->own_status != 0
+                   ? answer_own_in_band(style, c->own_what, buf, sizeof(buf))
+                   : answer_in_band(style, o, detail, buf, sizeof(buf));
     /* no room for it (out of memory): a reset, not a clean short answer */
     c->cut = n == 0 || !put(c, buf, n);
 }
@@ -325,6 +374,8 @@ static void on_done(sg_curl_op *op, void *ud) {
                 relay_drop(&c->relay, c->relay.len);
             }
             flush_out(c);
+        } else if (c->own_status != 0) {
+            reply_error(c, c->own_status, c->own_what);
         } else {
             answer_failure(c, o);
         }
@@ -493,12 +544,6 @@ static bool has_dot_segment(const char *t, size_t tlen) {
 
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
-    if (p->draining) {
-        /* a request that came after SIGTERM, on a connection from before
-         * it: no new work while the proxy drains */
-        reply_error(c, 503, "shutting down");
-        return;
-    }
     if (has_dot_segment(c->req.target, c->req.target_len)) {
         reply_error(c, 400, "a path with a '.' or '..' segment");
         return;
@@ -511,13 +556,20 @@ void start_operation(struct conn *c) {
     c->route = r;
     c->set = p->routes;
     c->set->refs++; /* a reload must not free it under this stream */
+    if (p->draining) {
+        /* a request that came after SIGTERM, on a connection from before
+         * it: no new work while the proxy drains (said in its route's
+         * provider's format) */
+        reply_error(c, 503, "shutting down");
+        return;
+    }
     const char *target = c->req.target + r->prefix_len;
     size_t target_len = c->req.target_len - r->prefix_len;
     c->state = C_UPSTREAM;
     c->url = join(r->upstream, r->upstream_len, target, target_len);
     c->easy = curl_easy_init();
     if (c->url == NULL || c->easy == NULL) {
-        reply_error(c, 502, "out of memory");
+        reply_error(c, 503, "out of memory");
         return;
     }
     char method[32];
@@ -556,7 +608,7 @@ void start_operation(struct conn *c) {
     }
     struct curl_slist *s = forwarded ? curl_slist_append(c->headers, "Expect:") : NULL;
     if (s == NULL) {
-        reply_error(c, 502, "out of memory");
+        reply_error(c, 503, "out of memory");
         return;
     }
     c->headers = s;
@@ -577,7 +629,7 @@ void start_operation(struct conn *c) {
         /* a key the library does not take (longer than it keeps, or not
          * printable ASCII) is still the upstream's: forwarded as sent, and
          * the request is retried as one without a key */
-        reply_error(c, 502, "out of memory");
+        reply_error(c, 503, "out of memory");
         return;
     }
     int64_t deadline;
@@ -596,7 +648,7 @@ void start_operation(struct conn *c) {
             c->fallback_urls[i] =
                 join(r->fallback[i], r->fallback_len[i], target, target_len);
             if (c->fallback_urls[i] == NULL) {
-                reply_error(c, 502, "out of memory");
+                reply_error(c, 503, "out of memory");
                 return;
             }
             c->eps[i + 1].url = c->fallback_urls[i];
@@ -619,6 +671,6 @@ void start_operation(struct conn *c) {
         char what[128];
         snprintf(what, sizeof(what), "cannot start the operation (%s)", sg_strerror(rv));
         free_op(c);
-        reply_error(c, 502, what);
+        reply_error(c, rv == SG_ENOMEM ? 503 : 500, what);
     }
 }
