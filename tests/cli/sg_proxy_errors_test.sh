@@ -104,6 +104,9 @@ PY
 read -r code should type < <(own_after_sigterm down openai)
 [ "$code" = 503 ] && [ "$type" = server_error ] &&
     pass "shutting down, openai: 503, type server_error" || fail "shutting down, openai: $code $type"
+[ "$should" = true ] &&
+    pass "shutting down, nothing sent upstream: x-should-retry: true (another instance may serve it)" ||
+    fail "shutting down: x-should-retry $should"
 read -r code should type < <(own_after_sigterm adown anthropic)
 [ "$code" = 503 ] && [ "$type" = api_error ] &&
     pass "shutting down, anthropic: 503, type api_error" || fail "shutting down, anthropic: $code $type"
@@ -116,7 +119,7 @@ ASAN_OPTIONS="${ASAN_OPTIONS:-}:allocator_may_return_null=1" \
     px_start oom --upstream "$UP" --profile openai --max-body 200000000
 vm=$(awk '/VmSize/ { print $2 }' "/proc/$PX_PID/status")
 prlimit --pid "$PX_PID" --as=$(((vm + 40 * 1024) * 1024))
-read -r code type < <(python3 - "$PX_PORT" <<'PY'
+read -r code type should < <(python3 - "$PX_PORT" <<'PY'
 import json, socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 n = 100 * 1000 * 1000
@@ -138,13 +141,79 @@ while True:
         break
     buf += d
 head, _, body = buf.partition(b"\r\n\r\n")
-print(head.split(b" ")[1].decode() if head else "-", json.loads(body)["error"]["type"] if body else "-")
+should = [l.split(b":")[1].strip().decode() for l in head.split(b"\r\n") if l.lower().startswith(b"x-should-retry:")]
+print(head.split(b" ")[1].decode() if head else "-", json.loads(body)["error"]["type"] if body else "-",
+      should[0] if should else "-")
 PY
 )
-[ "$code" = 503 ] && [ "$type" = server_error ] &&
-    pass "out of memory for a request body: 503, type server_error" ||
-    fail "out of memory: $code $type"
+[ "$code" = 503 ] && [ "$type" = server_error ] && [ "$should" = true ] &&
+    pass "out of memory for a request body: 503, type server_error, x-should-retry: true" ||
+    fail "out of memory: $code $type, x-should-retry $should"
 kill -0 "$PX_PID" && pass "... and the proxy serves on" || fail "the proxy died of it"
+
+# ---- x-should-retry: a client's retry never multiplies the route's ----------------
+# hdr NAME: the value of response header NAME of the last answer.
+hdr() {
+    grep -i "^$1:" "$FM_DIR/h.hdr" | head -n 1 | sed 's/^[^:]*: *//' | tr -d '\r'
+}
+# ask PORT PATH [curl options]: the answer's status in $CODE, headers in h.hdr.
+ask() {
+    local port=$1 path=$2
+    shift 2
+    CODE=$(curl -s -m 15 -o /dev/null -D "$FM_DIR/h.hdr" -w '%{http_code}' -d '{}' "$@" \
+        "http://127.0.0.1:$port$path")
+}
+px_start retry --upstream "$UP" --profile openai --attempts 3 --idempotent \
+    --first-item 200ms --backoff-base 5ms --backoff-max 10ms
+PR=$PX_PORT
+ask "$PR" '/v1/chat/completions?first_delay=3000&_t=sr_slow'
+[ "$CODE" = 504 ] && [ "$(hdr x-should-retry)" = false ] &&
+    [ "$(fm_log event=received | grep -c '_t=sr_slow')" -eq 3 ] &&
+    pass "504 after the route's 3 attempts: x-should-retry: false" ||
+    fail "504 after retries: $CODE, x-should-retry '$(hdr x-should-retry)'"
+ask "$PR" '/v1/chat/completions?status=429&retry_after=0&_t=sr_429'
+[ "$CODE" = 429 ] && [ "$(hdr x-should-retry)" = false ] &&
+    pass "the upstream's 429, retried by the route: x-should-retry: false" ||
+    fail "429: $CODE, x-should-retry '$(hdr x-should-retry)'"
+ask "$PR" '/v1/chat/completions?status=401&_t=sr_401'
+[ "$CODE" = 401 ] && [ "$(hdr x-should-retry)" = false ] &&
+    pass "the upstream's 401: x-should-retry: false" ||
+    fail "401: $CODE, x-should-retry '$(hdr x-should-retry)'"
+ask "$PR" '/v1/chat/completions?status=500&_t=sr_500'
+[ "$CODE" = 502 ] && [ "$(hdr x-should-retry)" = false ] &&
+    pass "the upstream's 500 (a 502): x-should-retry: false" ||
+    fail "500: $CODE, x-should-retry '$(hdr x-should-retry)'"
+ask "$PR" '/v1/chat/completions?n=1&_t=sr_ok'
+[ "$CODE" = 200 ] && [ -z "$(hdr x-should-retry)" ] &&
+    pass "a stream that commits: no x-should-retry" || fail "200: x-should-retry '$(hdr x-should-retry)'"
+px_start slowhead --upstream "$UP" --profile openai --header-timeout 300ms
+should=$(python3 - "$PX_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n")
+head = s.recv(4096).split(b"\r\n\r\n")[0].decode()
+print(head.split()[1], [l.split(":")[1].strip() for l in head.split("\r\n") if l.lower().startswith("x-should-retry:")])
+PY
+)
+[ "$should" = "408 ['true']" ] && pass "a request head too slow: 408, x-should-retry: true" ||
+    fail "408: $should"
+
+# X-Stainless-Timeout (the Stainless SDKs' timeout, whole seconds) is an
+# inbound deadline as X-Deadline-Ms is
+px_start stainless --upstream "$UP" --profile openai --attempts 3 --idempotent --budget 20s
+t0=${EPOCHREALTIME/./}
+ask "$PX_PORT" '/v1/chat/completions?first_delay=30000&_t=st_2' -H 'X-Stainless-Timeout: 2'
+el=$(((${EPOCHREALTIME/./} - t0) / 1000))
+xd=$(fm_log event=received | grep '_t=st_2' | grep -o '"x_deadline_ms":"*[0-9]*' | head -n 1 | tr -dc 0-9)
+[ "$CODE" = 504 ] && [ "$(hdr X-SG-Outcome)" = budget_exhausted ] && [ "$el" -ge 1900 ] &&
+    [ "$el" -le 2500 ] && [ "${xd:-0}" -le 2000 ] && [ "${xd:-0}" -gt 1500 ] &&
+    pass "X-Stainless-Timeout: 2 - budget_exhausted in ${el} ms (bound 1900..2500), the upstream saw X-Deadline-Ms $xd" ||
+    fail "X-Stainless-Timeout: 2: $CODE $(hdr X-SG-Outcome) after ${el} ms, upstream X-Deadline-Ms ${xd:-none}"
+ask "$PX_PORT" '/v1/chat/completions?n=1&_t=st_0' -H 'X-Stainless-Timeout: 0'
+xd=$(fm_log event=received | grep '_t=st_0' | grep -o '"x_deadline_ms":"*[0-9]*' | head -n 1 | tr -dc 0-9)
+[ "$CODE" = 200 ] && [ "${xd:-0}" -gt 10000 ] &&
+    pass "X-Stainless-Timeout: 0 (under a second) bounds nothing: served, X-Deadline-Ms $xd" ||
+    fail "X-Stainless-Timeout: 0: $CODE, upstream X-Deadline-Ms ${xd:-none}"
 
 px_stop_all
 fm_finish

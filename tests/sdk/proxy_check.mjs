@@ -10,11 +10,14 @@
 // Time is measured with performance.now() (monotonic) and held to bounds.
 //
 // Usage: node proxy_check.mjs OPENAI_PROXY_URL ANTHROPIC_PROXY_URL FAKEMODEL_URL IDLE_MS
-//   (each proxy started with --idle IDLE_MS --first-item IDLE_MS and an --attempts of 3 or more)
+//          OPENAI_NOFIRST_URL ANTHROPIC_NOFIRST_URL
+//   (the first two proxies started with --idle IDLE_MS --first-item IDLE_MS and
+//   --attempts 3; the last two with --attempts 3 --idempotent and no first-item clock)
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 
-const [openaiProxy, anthropicProxy, fakemodel, idleArg] = process.argv.slice(2);
+const [openaiProxy, anthropicProxy, fakemodel, idleArg, openaiNoFirst, anthropicNoFirst] =
+  process.argv.slice(2);
 const idleMs = Number(idleArg);
 // how late past the idle clock an SDK may see the error: the proxy's
 // timer, two loopback hops and the SDK's parsing
@@ -283,6 +286,73 @@ for (const [name, run] of Object.entries(sdks)) {
   }
   check('openai: a 9 MB body over --max-body is the SDK\'s 413, five times in five (no reset)',
     got.every((g) => g === 413), got.join(', '));
+}
+
+// Retries never multiply across layers: each SDK left to its own retries
+// (2 by default) sends one request through the proxy, which already
+// retries it (--attempts 3): the proxy's answer says x-should-retry:
+// false, so the upstream sees no more requests than the route's attempts
+// and the SDK raises within its time.  And the SDK's timeout, sent as
+// X-Stainless-Timeout, bounds the proxy's budget: its 504 comes before
+// the SDK would give up on its own (and retry).
+const ROUTE_ATTEMPTS = 3;
+// (the request's own options: openai 7.59 sends X-Stainless-Timeout only
+// for a timeout given per request; @anthropic-ai/sdk for either)
+const layered = {
+  openai: (base, headers, opts) =>
+    new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-proxy-SDKSECRET-1', defaultHeaders: headers })
+      .chat.completions.create(
+        { model: 'sg-fakemodel', messages: [{ role: 'user', content: 'hi' }], stream: true },
+        opts,
+      ),
+  anthropic: (base, headers, opts) =>
+    new Anthropic({ baseURL: base, apiKey: 'sk-ant-SDKSECRET-2', defaultHeaders: headers }).messages.create(
+      { model: 'sg-fakemodel', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }], stream: true },
+      opts,
+    ),
+};
+
+// One request by @sdk at its default retries (@headers and @opts its
+// own), for @scenario: the upstream requests it caused, its error, and
+// when it came.
+async function layeredRun(sdk, base, headers, opts, scenario) {
+  const tag = `px-sdk-layers-${sdk}-${process.pid}-${(keySeq += 1)}`;
+  const t0 = performance.now();
+  let err = null;
+  try {
+    const stream = await layered[sdk](base, { 'X-SG-Scenario': scenario, ...headers },
+      { query: { _t: tag }, ...opts });
+    for await (const _ of stream) {
+      // nothing comes
+    }
+  } catch (e) {
+    err = e;
+  }
+  const ms = performance.now() - t0;
+  const log = await (await fetch(`${fakemodel}/_log?event=received`)).json();
+  const sent = log.events.filter((e) => (e.query ?? '').includes(tag)).length;
+  return { err, ms, sent, show: `${sent} upstream request(s), ${err?.constructor?.name} ${err?.status} after ${Math.round(ms)} ms` };
+}
+
+for (const [sdk, proxy, noFirst] of [
+  ['openai', openaiProxy, openaiNoFirst],
+  ['anthropic', anthropicProxy, anthropicNoFirst],
+]) {
+  // no first token within the route's clock, on any attempt: the route's
+  // 3 attempts, one 504, no SDK retry on top (each would be 3 more)
+  let r = await layeredRun(sdk, proxy, { 'Idempotency-Key': newKey(`${sdk}-layers`) }, {},
+    'first_delay=30000');
+  check(`${sdk} with its default retries, no first token: upstream requests <= the route's ${ROUTE_ATTEMPTS} (${r.show})`,
+    r.err !== null && r.err.status === 504 && r.sent <= ROUTE_ATTEMPTS, r.show);
+  check(`${sdk} with its default retries, no first token: the SDK's error within 3 x ${idleMs} ms and the backoff (bound 2000 ms)`,
+    r.err !== null && r.ms < 2000, r.show);
+  // no first-token clock, the SDK's timeout 2.5 s (X-Stainless-Timeout: 2):
+  // the proxy's budget is the client's, its 504 comes first
+  r = await layeredRun(sdk, noFirst, {}, { timeout: 2500 }, 'first_delay=30000');
+  check(`${sdk} with its default retries and timeout 2.5 s: upstream requests <= the route's ${ROUTE_ATTEMPTS} (${r.show})`,
+    r.err !== null && r.sent <= ROUTE_ATTEMPTS, r.show);
+  check(`${sdk} with its default retries and timeout 2.5 s: the SDK's error within it, the proxy's 504 (X-Stainless-Timeout read)`,
+    r.err !== null && r.err.status === 504 && r.ms < 2500, r.show);
 }
 
 process.exit(failures === 0 ? 0 : 1);

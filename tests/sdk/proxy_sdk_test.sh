@@ -5,7 +5,9 @@
 # as the upstream; proxy_check.mjs runs the scenarios and prints one
 # ok/FAIL line per check (a normal stream, a slow first token retried
 # invisibly, a stall and a cut raised by the SDK, a 429 then success, a
-# 504 before commit, an inbound X-Deadline-Ms).
+# 504 before commit, an inbound X-Deadline-Ms; with the SDKs' own retries
+# on, as by default, no more upstream requests than the route's attempts,
+# and the SDK's error within its timeout).
 # Usage: proxy_sdk_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 PX=$1
@@ -36,8 +38,17 @@ px openai
 PO=$PX_PORT
 px anthropic
 PA=$PX_PORT
+# and one each without a first-token clock: a stream that never starts
+# waits the whole budget - the client's own, when it sends one
+for p in openai anthropic; do
+    px_start "$p-nofirst" --upstream "http://127.0.0.1:$FM_PORT" --profile "$p" --attempts 3 \
+        --idempotent --backoff-base 5ms --backoff-max 20ms --budget 20s
+    eval "PN_$p=\$PX_PORT"
+done
+# shellcheck disable=SC2154 # set by the eval above
 node "$dir/proxy_check.mjs" "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
-    "http://127.0.0.1:$FM_PORT" "$IDLE_MS" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
+    "http://127.0.0.1:$FM_PORT" "$IDLE_MS" "http://127.0.0.1:$PN_openai" \
+    "http://127.0.0.1:$PN_anthropic" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
 rc=$?
 cat "$FM_DIR/checks"
 if [ "$rc" -ne 0 ]; then

@@ -183,13 +183,30 @@ void reply(struct conn *c, int status, const char *reason, const char *extra,
     reply_bytes(c, status, reason, extra, "application/json", body, strlen(body));
 }
 
+/* x-should-retry, on every error answer (the OpenAI and Anthropic SDKs
+ * obey it before their own retries, which are on by default): true only
+ * where the client's retry can help and adds no upstream request the
+ * route did not allow - nothing of this request went upstream, and what
+ * failed passes (408: the request came too slowly; 503: the proxy was
+ * shutting down, or out of memory).  Anything that went upstream had the
+ * route's attempts for its retries: false, as for every other error. */
+static const char *should_retry(const struct conn *c, int status) {
+    if (status < 400) {
+        return "";
+    }
+    return (status == 408 || status == 503) && !upstream_sent(c)
+               ? "x-should-retry: true\r\n"
+               : "x-should-retry: false\r\n";
+}
+
 void reply_bytes(struct conn *c, int status, const char *reason, const char *extra,
                  const char *ctype, const char *body, size_t len) {
     char head[768];
     snprintf(head, sizeof(head),
              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-             "Connection: close\r\n%s\r\n",
-             status, reason, ctype, len, extra != NULL ? extra : "");
+             "Connection: close\r\n%s%s\r\n",
+             status, reason, ctype, len, should_retry(c, status),
+             extra != NULL ? extra : "");
     /* answered before its request was read whole: the client may still send */
     c->linger = (c->state == C_HEAD || c->state == C_BODY) && !c->request_whole;
     c->state = C_CLOSING;

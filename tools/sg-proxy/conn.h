@@ -115,5 +115,8 @@ void conn_free(struct conn *c);
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */
 void start_operation(struct conn *c);
+/* Whether any attempt of @c's operation sent its request upstream (false
+ * without an operation). */
+bool upstream_sent(const struct conn *c);
 
 #endif

@@ -289,12 +289,12 @@ static void answer_failure(struct conn *c, sg_outcome o) {
     if (status == 429 || status == 503) {
         retry_after_of(a, ra, sizeof(ra));
     }
-    /* a request that may have taken effect is never to be repeated: said
-     * to the client as well (x-should-retry is what the OpenAI and
-     * Anthropic SDKs obey), so its own retries do not send it again */
+    /* a request that may have taken effect: said, for reconciliation (and
+     * x-should-retry: false, as on every answer to a request that went
+     * upstream, keeps the client's own retries from sending it again) */
     const bool unknown = a != NULL && a->outcome_unknown;
     snprintf(extra, sizeof(extra), "X-SG-Outcome: %s\r\n%s%s", sg_outcome_name(o), ra,
-             unknown ? "X-SG-Outcome-Unknown: true\r\nx-should-retry: false\r\n" : "");
+             unknown ? "X-SG-Outcome-Unknown: true\r\n" : "");
     /* the upstream's status passed through: so is what it said (the
      * reason an SDK shows: "invalid api key", "model not found") */
     size_t ulen = 0;
@@ -483,18 +483,50 @@ static char *join(const char *base, size_t base_len, const char *target, size_t 
     return u;
 }
 
-/* The inbound budget (X-Deadline-Ms, or grpc-timeout), as a deadline. */
+bool upstream_sent(const struct conn *c) {
+    const sg_op *pol = c->op != NULL ? sg_curl_op_policy(c->op) : NULL;
+    uint32_t n = pol != NULL ? sg_op_attempt_count(pol) : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(pol, i);
+        if (a != NULL && a->sent) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The client's own deadline, by the header that carries it: its
+ * parser, and how many of the parsed unit make one (X-Stainless-Timeout,
+ * which the OpenAI and Anthropic SDKs send with each request, is their
+ * timeout in whole seconds, cut down: read as milliseconds, times 1000). */
+static const struct {
+    const char *name;
+    int (*parse)(const char *value, size_t len, int64_t *ns);
+    int64_t times;
+} inbound[] = {
+    {"x-deadline-ms", sg_deadline_ms_parse, 1},
+    {"grpc-timeout", sg_grpc_timeout_parse, 1},
+    {"x-stainless-timeout", sg_deadline_ms_parse, 1000},
+};
+
+/* The inbound budget - the tightest of X-Deadline-Ms, grpc-timeout and
+ * X-Stainless-Timeout - as a deadline.  X-Stainless-Timeout: 0 (a timeout
+ * under a second, cut down to none) bounds nothing: no answer could come
+ * before it. */
 static bool inbound_deadline(struct conn *c, int64_t *deadline) {
     int64_t ns = -1;
-    const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->req, "x-deadline-ms");
-    if (h != NULL && sg_deadline_ms_parse(h->value, h->value_len, &ns) != 0) {
-        ns = -1;
-    }
-    const sg_fm_h1_header *g = sg_fm_h1_find_header(&c->req, "grpc-timeout");
-    int64_t gns;
-    if (g != NULL && sg_grpc_timeout_parse(g->value, g->value_len, &gns) == 0 &&
-        (ns < 0 || gns < ns)) {
-        ns = gns;
+    for (size_t i = 0; i < sizeof(inbound) / sizeof(inbound[0]); i++) {
+        const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->req, inbound[i].name);
+        int64_t v;
+        if (h == NULL || inbound[i].parse(h->value, h->value_len, &v) != 0 ||
+            (inbound[i].times > 1 && v == 0)) {
+            continue;
+        }
+        v = v > SG_DURATION_MAX / inbound[i].times ? SG_DURATION_MAX
+                                                   : v * inbound[i].times;
+        if (ns < 0 || v < ns) {
+            ns = v;
+        }
     }
     if (ns < 0) {
         return false;
