@@ -140,6 +140,41 @@ has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="claude",outcome="ok"} 1' "
 has "$FM_DIR/metrics" 'sg_proxy_requests_total{route="openai",outcome="idle_timeout"} 1' \
     "openai's idle_timeout"
 
+# a route's retry budget is in the file, and a reload that keeps the
+# route (its name, the budget's settings) keeps its bucket: drained by
+# two failing requests (4 -> 2 -> 1 tokens), the one after the reload is
+# throttled at once (1 upstream request, not the full bucket's 2); with
+# other settings the route starts with a full one
+budget() {
+    printf '[route rb]\nprefix = /rb\nupstream = %s\nprofile = openai\nattempts = 3\n%s\n' \
+        "$UP" "$1" >"$FM_DIR/rb.conf"
+}
+budget 'retry-budget = 4'
+px_start rbc --config "$FM_DIR/rb.conf"
+RB=http://127.0.0.1:$PX_PORT/rb/v1/chat/completions
+rbreq() {
+    curl -s -o /dev/null -X POST -H "Idempotency-Key: $1" -d '{}' \
+        "$RB?status=503&retry_after=0&_t=c_$1"
+    fm_log "event=received" | grep -c "_t=c_$1"
+}
+rbreq rb1 >/dev/null
+rbreq rb2 >/dev/null
+kill -HUP "$PX_PID"
+for _ in $(seq 1 100); do grep -q reloaded "$FM_DIR/rbc.err" && break; sleep 0.02; done
+n=$(rbreq rb3)
+[ "$n" -eq 1 ] && pass "SIGHUP keeps a kept route's retry budget: throttled at once after it" ||
+    fail "after SIGHUP: $n upstream requests (a fresh bucket)"
+budget $'retry-budget = 4\nretry-budget-ratio = 0.2'
+kill -HUP "$PX_PID"
+for _ in $(seq 1 100); do [ "$(grep -c reloaded "$FM_DIR/rbc.err")" -ge 2 ] && break; sleep 0.02; done
+n=$(rbreq rb4)
+[ "$n" -eq 2 ] && pass "... and other settings start a full bucket: retried once (2 upstream requests)" ||
+    fail "new settings: $n upstream requests"
+budget 'retry-budget = none'
+"$PX" --config "$FM_DIR/rb.conf" --listen 127.0.0.1:0 >/dev/null 2>"$FM_DIR/rbbad.err"
+[ $? -eq 2 ] && grep -q "rb.conf:6: retry-budget takes 1 to 1000 tokens or off" "$FM_DIR/rbbad.err" &&
+    pass "retry-budget = none: exit 2 naming the line" || fail "bad retry-budget: $(cat "$FM_DIR/rbbad.err")"
+
 # a bad file at start is a usage error naming the line
 printf '[route a]\nprefix = /a\nupstream = ftp://x\nprofile = openai\n' >"$CFG"
 "$PX" --config "$CFG" --listen 127.0.0.1:0 >"$FM_DIR/bad.out" 2>"$FM_DIR/bad.err"

@@ -50,6 +50,52 @@ code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -d '{}' -H 'Connection: ke
 kill -TERM "$PX_PID"
 wait "$PX_PID"
 
+# ---- a route's retry budget ---------------------------------------------------------
+# --retry-budget 4: a retry only while more than 2 tokens remain, each
+# retryable failure taking one.  Three requests whose every attempt is a
+# 503: the first is retried once (4 -> 3 -> 2), the next two not at all -
+# 4 upstream requests where the route's --attempts 3 alone allows 9, and
+# three retries the budget refused, counted.
+px_start rb --upstream "$UP" --profile openai --attempts 3 --retry-budget 4 \
+    --backoff-base 5ms --backoff-max 10ms
+for i in 1 2 3; do
+    curl -s -o /dev/null -X POST -H "Idempotency-Key: rb-$i" -d '{}' \
+        "http://127.0.0.1:$PX_PORT/v1/chat/completions?status=503&retry_after=0&_t=m_rb"
+done
+curl -s "http://127.0.0.1:$PX_PORT/metrics" >"$FM_DIR/rb.metrics"
+sent=$(fm_log "event=received" | grep -c '_t=m_rb')
+[ "$sent" -eq 4 ] && pass "--retry-budget 4: three failing requests, 4 upstream requests (not 9)" ||
+    fail "--retry-budget 4: $sent upstream requests"
+has "$FM_DIR/rb.metrics" 'sg_proxy_retries_throttled_total{route="default"} 3' \
+    "the retries the budget refused, counted: 3"
+[ "$(grep -c '"reason":"retry_throttled"' "$FM_DIR/rb.out")" -eq 3 ] &&
+    pass "... and each operation's report says retry_throttled" ||
+    fail "reports: $(grep -o '"reason":"[a-z_]*"' "$FM_DIR/rb.out" | tr '\n' ' ')"
+# successes give tokens back (0.5 each here, 3 at most): after a drained
+# bucket throttled a retry, six successes fill it, and a retry goes again
+px_start rb2 --upstream "$UP" --profile openai --attempts 2 --retry-budget 3 \
+    --retry-budget-ratio 0.5 --backoff-base 5ms --backoff-max 10ms
+R2=http://127.0.0.1:$PX_PORT/v1/chat/completions
+rb2() {
+    curl -s -o /dev/null -X POST -H "Idempotency-Key: $1" -d '{}' "$R2?status=503&retry_after=0&_t=m_$1"
+    fm_log "event=received" | grep -c "_t=m_$1"
+}
+a=$(rb2 rb2a) # 3 -> 2, retried -> 1
+b=$(rb2 rb2b) # -> 0: throttled
+for _ in 1 2 3 4 5 6; do
+    curl -s -o /dev/null -X POST -d '{}' "$R2?n=1&_t=m_rb2ok"
+done
+c=$(rb2 rb2c) # full again: 3 -> 2, retried
+[ "$a $b $c" = "2 1 2" ] &&
+    pass "--retry-budget 3 --retry-budget-ratio 0.5: retried, throttled, retried again after six successes" ||
+    fail "ratio: $a, $b, $c upstream requests (2 1 2 wanted)"
+for bad in "--retry-budget 0" "--retry-budget 1001" "--retry-budget-ratio 0" "--retry-budget-ratio 2"; do
+    # shellcheck disable=SC2086
+    "$PX" --listen 127.0.0.1:0 --upstream "$UP" --profile openai $bad >/dev/null 2>"$FM_DIR/rbbad.err"
+    rc=$?
+    [ "$rc" -eq 2 ] && pass "$bad: a usage error" || fail "$bad: exit $rc"
+done
+
 # ---- many routes: /metrics is whole however long it is -------------------------
 CFG=$FM_DIR/many.conf
 : >"$CFG"

@@ -29,6 +29,62 @@ void route_init(struct route *r, const char *name) {
     sg_op_options_init(&r->policy);
     sg_op_options_set_budget(&r->policy, SG_SEC(60));
     sg_op_options_set_max_attempts(&r->policy, 3);
+    /* no retry budget unless asked for (as the library's default): its
+     * ratio, when one is, the library's suggested one */
+    r->rb_ratio = SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO;
+}
+
+static void budget_unref(struct route_budget *rb) {
+    if (rb != NULL && --rb->refs == 0) {
+        sg_retry_budget_free(rb->b);
+        free(rb);
+    }
+}
+
+/* The route's bucket, full, into its policy: 0, or -1 out of memory. */
+static int budget_new(struct route *r) {
+    if (r->rb_tokens == 0) {
+        return 0; /* none (retry-budget = off, or not given) */
+    }
+    r->rb = calloc(1, sizeof(*r->rb));
+    if (r->rb == NULL || sg_retry_budget_new(&r->rb->b, r->rb_tokens, r->rb_ratio) != 0) {
+        free(r->rb);
+        r->rb = NULL;
+        return -1;
+    }
+    r->rb->refs = 1;
+    sg_op_options_set_retry_budget(&r->policy, r->rb->b);
+    return 0;
+}
+
+/* retry-budget (tokens, or off) and retry-budget-ratio: 0, 1 when @name is
+ * neither, -1 with the reason in @err. */
+static int budget_option(struct route *r, const char *name, const char *arg, char *err,
+                         size_t errlen) {
+    if (strcmp(name, "retry-budget") == 0) {
+        uint64_t n;
+        if (arg != NULL && strcmp(arg, "off") == 0) {
+            r->rb_tokens = 0;
+            return 0;
+        }
+        if (arg == NULL || parse_count(arg, SG_RETRY_BUDGET_MAX_TOKENS, &n) != 0 ||
+            n == 0) {
+            return ERR("retry-budget takes 1 to %d tokens or off, not '%s'",
+                       SG_RETRY_BUDGET_MAX_TOKENS, arg ? arg : "");
+        }
+        r->rb_tokens = (uint32_t)n;
+        return 0;
+    }
+    if (strcmp(name, "retry-budget-ratio") == 0) {
+        char *end = NULL;
+        double v = arg != NULL ? strtod(arg, &end) : 0;
+        if (arg == NULL || end == arg || *end != '\0' || !(v >= 0.001 && v <= 1.0)) {
+            return ERR("retry-budget-ratio takes 0.001 to 1, not '%s'", arg ? arg : "");
+        }
+        r->rb_ratio = v;
+        return 0;
+    }
+    return 1;
 }
 
 /* scheme://host[:port][/path] without a trailing '/', and nothing after
@@ -98,6 +154,10 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
                  size_t errlen) {
     int64_t d;
     uint64_t n;
+    int taken = budget_option(r, name, arg, err, errlen);
+    if (taken != 1) {
+        return taken;
+    }
     if (strcmp(name, "upstream") == 0) {
         r->upstream = arg;
         if (upstream_url(arg, &r->upstream_len) != 0) {
@@ -208,6 +268,9 @@ int route_finish(struct route *r, char *err, size_t errlen) {
             return ERR("route %s: hedge-after/max-hedges out of range", r->name);
         }
     }
+    if (budget_new(r) != 0) {
+        return ERR("route %s: out of memory for its retry budget", r->name);
+    }
     return 0;
 }
 
@@ -223,8 +286,27 @@ struct routes *routes_new(void) {
 
 void routes_unref(struct routes *s) {
     if (s != NULL && --s->refs == 0) {
+        for (int i = 0; i < s->n; i++) {
+            budget_unref(s->r[i].rb);
+        }
         free(s->text);
         free(s);
+    }
+}
+
+void routes_keep_budgets(struct routes *next, const struct routes *prev) {
+    for (int i = 0; i < next->n; i++) {
+        struct route *r = &next->r[i];
+        for (int k = 0; k < prev->n && r->rb != NULL; k++) {
+            const struct route *o = &prev->r[k];
+            if (strcmp(o->name, r->name) == 0 && o->rb != NULL &&
+                o->rb_tokens == r->rb_tokens && o->rb_ratio == r->rb_ratio) {
+                budget_unref(r->rb);
+                r->rb = o->rb;
+                r->rb->refs++;
+                sg_op_options_set_retry_budget(&r->policy, r->rb->b);
+            }
+        }
     }
 }
 

@@ -60,6 +60,9 @@ static void usage(FILE *f) {
         "                         an Idempotency-Key or an idempotent method)\n"
         "  --hedge-after D        --max-hedges N\n"
         "  --max-items N          --max-bytes N\n"
+        "  --retry-budget N|off   the route's retry budget: N tokens (off); a retry\n"
+        "                         only while more than half remain\n"
+        "  --retry-budget-ratio R tokens a success gives back (0.1)\n"
         "Clients:\n"
         "  --max-connections N    open at once (256); more are closed at once\n"
         "  --header-timeout D     a request head within D, a body's reads at most D\n"
@@ -108,6 +111,8 @@ static const struct option longopts[] = {
     {"max-hedges", required_argument, NULL, OPT_ROUTE},
     {"max-items", required_argument, NULL, OPT_ROUTE},
     {"max-bytes", required_argument, NULL, OPT_ROUTE},
+    {"retry-budget", required_argument, NULL, OPT_ROUTE},
+    {"retry-budget-ratio", required_argument, NULL, OPT_ROUTE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},
@@ -266,6 +271,7 @@ static void reload(struct proxy *p, struct settings *s) {
         fprintf(stderr, "%s: reload failed, the routes in force stay: %s\n", prog, err);
         return;
     }
+    routes_keep_budgets(n, p->routes); /* a route kept keeps its bucket */
     routes_unref(p->routes);
     p->routes = n;
     fprintf(stderr, "%s: reloaded %d route(s) from %s\n", prog, n->n, p->config);

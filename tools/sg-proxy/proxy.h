@@ -39,6 +39,14 @@
 #define MAX_ROUTES 64
 #define PROXY_MAX_HEAD SG_FM_H1_MAX_HEAD
 
+/* A route's retry budget (the library's sg_retry_budget): counted, as a
+ * reload that keeps the route (its name and the budget's settings) keeps
+ * its bucket, shared by both sets while streams of the old one run. */
+struct route_budget {
+    int refs;
+    sg_retry_budget *b;
+};
+
 /* A route: where requests under its prefix go and how they are guarded.
  * Its strings live in argv or in its set's config text. */
 struct route {
@@ -58,6 +66,11 @@ struct route {
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
     int64_t budget, floor; /* as given (0: not given), to check them together */
     uint32_t max_hedges;
+    /* the retry budget's settings (tokens 0: none) and the bucket, made
+     * by route_finish */
+    uint32_t rb_tokens;
+    double rb_ratio;
+    struct route_budget *rb;
 };
 
 /* The routes in force: counted, so that a reload never frees a route a
@@ -80,6 +93,9 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
 int route_finish(struct route *r, char *err, size_t errlen);
 struct routes *routes_new(void);
 void routes_unref(struct routes *s);
+/* A reload: each route of @next with a route of @prev of the same name and
+ * the same retry budget settings takes over that route's bucket. */
+void routes_keep_budgets(struct routes *next, const struct routes *prev);
 /* The route with the longest prefix @target[0..@len) starts with (at a
  * '/' or '?' boundary), or NULL. */
 const struct route *routes_match(const struct routes *s, const char *target, size_t len);
