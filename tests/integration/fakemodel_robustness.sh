@@ -12,7 +12,7 @@ CLIENT=$2
 
 # ---- command line
 "$SERVER" --help | grep -q -- '--write-ca' || fail "--help"
-for bad in "--port abc" "--port 70000" "--bogus" "--cert x" "extra"; do
+for bad in "--port abc" "--port 70000" "--bogus" "--cert x" "extra" "--record /nonexistent/dir"; do
     rc=0
     # shellcheck disable=SC2086 # one string, several arguments
     msg=$("$SERVER" $bad 2>&1 >/dev/null) || rc=$?
@@ -74,5 +74,31 @@ CODE=$(curl -sS -m 5 -o /dev/null -w '%{http_code}' -X POST -H 'Content-Length: 
     -H 'Expect:' "$U/stream" 2>/dev/null)
 [ "$CODE" = 413 ] || fail "413: $CODE"
 pass body_limit
+
+# ---- --record DIR: each request's bytes exactly as they arrived (a head
+# with odd spacing and case, a chunked body split across writes), and over
+# HTTP/2 its fields one "name: value" line each, then the body
+fm_stop
+mkdir "$FM_DIR/rec"
+fm_start "$SERVER" --record "$FM_DIR/rec"
+U=http://127.0.0.1:$FM_PORT
+REQ=$'POST /stream?n=1&gap=0&_t=rec HTTP/1.1\r\nhost: x\r\nX-Odd:   two  spaces \r\nX-Empty:\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3;ext=1\r\nabc\r\n0\r\nX-Trailer: t\r\n\r\n'
+exec 3<>"/dev/tcp/127.0.0.1/$FM_PORT"
+printf '%s' "${REQ:0:60}" >&3
+sleep 0.05
+printf '%s' "${REQ:60}" >&3
+timeout 5 cat <&3 >/dev/null
+exec 3<&-
+id=$(fm_log "event=received" | grep '_t=rec' | grep -o '"id":[0-9]*' | cut -d: -f2)
+printf '%s' "$REQ" >"$FM_DIR/rec.want"
+cmp -s "$FM_DIR/rec.want" "$FM_DIR/rec/$id.req" ||
+    fail "--record h1: $(cat -A "$FM_DIR/rec/$id.req" 2>&1 | head -c 400)"
+curl -sS -m 5 -o /dev/null --http2-prior-knowledge -H 'X-Case: v' -d 'h2body' "$U/stream?n=1&_t=rec2"
+id=$(fm_log "event=received" | grep '_t=rec2' | grep -o '"id":[0-9]*' | cut -d: -f2)
+printf ':method: POST\r\n:path: /stream?n=1&_t=rec2\r\n:scheme: http\r\n:authority: 127.0.0.1:%s\r\nuser-agent: curl/%s\r\naccept: */*\r\nx-case: v\r\ncontent-length: 6\r\ncontent-type: application/x-www-form-urlencoded\r\n\r\nh2body' \
+    "$FM_PORT" "$(curl --version | head -n 1 | cut -d' ' -f2)" >"$FM_DIR/rec2.want"
+cmp -s "$FM_DIR/rec2.want" "$FM_DIR/rec/$id.req" ||
+    fail "--record h2c: $(diff <(cat -A "$FM_DIR/rec2.want") <(cat -A "$FM_DIR/rec/$id.req") 2>&1 | head -c 600)"
+pass record
 
 fm_finish

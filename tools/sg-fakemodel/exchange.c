@@ -6,8 +6,12 @@
  */
 #include "server.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 char *dup_cut(const char *s, size_t len, size_t max) {
     if (len > max) {
@@ -139,6 +143,7 @@ exchange *ex_new(conn *c, int32_t stream_id) {
     ex->stream_id = stream_id;
     ex->st = X_READING;
     ex->allow = SIZE_MAX;
+    ex->record_fd = -1;
     ex->next = c->exs;
     if (c->exs != NULL) {
         c->exs->prev = ex;
@@ -174,6 +179,9 @@ void ex_free(exchange *ex) {
     free(ex->hdrs);
     EVP_MD_CTX_free(ex->body_md);
     sg_fm_buf_free(&ex->pend);
+    if (ex->record_fd >= 0) {
+        close(ex->record_fd);
+    }
     free(ex);
     c->srv->n_exchanges--;
 }
@@ -221,6 +229,41 @@ void ex_body_data(exchange *ex, const void *data, size_t len) {
         }
     }
     EVP_DigestUpdate(ex->body_md, data, len);
+}
+
+void ex_record(exchange *ex, const void *p, size_t n) {
+    const char *dir = ex->c->srv->o->record_dir;
+    if (dir == NULL || n == 0 || ex->record_fd == -2) {
+        return;
+    }
+    if (ex->record_fd == -1) {
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/%llu.req", dir, (unsigned long long)ex->id);
+        ex->record_fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (ex->record_fd < 0) {
+            fprintf(stderr, "sg-fakemodel: --record: %s: %s\n", path, strerror(errno));
+            ex->record_fd = -2;
+            return;
+        }
+    }
+    /* a plain write: the file is whole once the request is received, for
+     * a test that reads it then */
+    const char *b = p;
+    while (n > 0) {
+        ssize_t w = write(ex->record_fd, b, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            fprintf(stderr, "sg-fakemodel: --record: request %llu: %s\n",
+                    (unsigned long long)ex->id, strerror(errno));
+            close(ex->record_fd);
+            ex->record_fd = -2;
+            return;
+        }
+        b += w;
+        n -= (size_t)w;
+    }
 }
 
 void ex_arm(exchange *ex, int64_t due) {

@@ -158,6 +158,9 @@ typedef struct {
      * signature by this key (NULL: none is checked) */
     const char *sigv4_akid;
     const char *sigv4_secret;
+    /* --record: every request's bytes as they arrived go to a file of
+     * their own in this directory (NULL: none) */
+    const char *record_dir;
     sg_fm_tls_options tls_opts;
 } sg_fm_options;
 

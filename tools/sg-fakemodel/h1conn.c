@@ -106,6 +106,7 @@ int h1_process(conn *c) {
         }
         c->cur = ex;
         copy_h1_request(ex, &req);
+        ex_record(ex, sg_fm_buf_data(&c->in), head);
         sg_fm_buf_consume(&c->in, head);
         c->head_scanned = 0;
         if (req.content_length > 0 &&
@@ -141,6 +142,7 @@ int h1_process(conn *c) {
                 h1_reject(c, 400, "malformed chunked body");
                 return 1;
             }
+            ex_record(ex, sg_fm_buf_data(&c->in), (size_t)r);
             sg_fm_buf_consume(&c->in, (size_t)r);
             ex->body_bytes = c->chunk.body_bytes;
             if (ex->body_bytes > c->srv->o->max_body) {
@@ -159,6 +161,7 @@ int h1_process(conn *c) {
                 take = (size_t)c->body_left;
             }
             ex_body_data(ex, sg_fm_buf_data(&c->in), take);
+            ex_record(ex, sg_fm_buf_data(&c->in), take);
             sg_fm_buf_consume(&c->in, take);
             c->body_left -= (int64_t)take;
             ex->body_bytes += take;

@@ -106,6 +106,11 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
     if (ex == NULL) {
         return 0;
     }
+    /* recorded as HTTP/1.1 would carry it: one "name: value" line a field */
+    ex_record(ex, name, namelen);
+    ex_record(ex, ": ", 2);
+    ex_record(ex, value, valuelen);
+    ex_record(ex, "\r\n", 2);
     if (namelen > 0 && (name[0] != ':' || name_eq(name, namelen, ":authority"))) {
         ex_keep_header(ex, (const char *)name, namelen, (const char *)value, valuelen);
     }
@@ -142,6 +147,7 @@ static int h2_on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t str
     if (ex != NULL) {
         ex->body_bytes += len;
         ex_body_data(ex, data, len);
+        ex_record(ex, data, len);
     }
     return 0;
 }
@@ -152,6 +158,15 @@ static int h2_on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
     case NGHTTP2_DATA:
+        if (frame->hd.type == NGHTTP2_HEADERS &&
+            frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+            /* the fields' end, as a blank line ends an HTTP/1.1 head */
+            exchange *ex =
+                nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
+            if (ex != NULL) {
+                ex_record(ex, "\r\n", 2);
+            }
+        }
         if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) {
             exchange *ex =
                 nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const char usage[] =
     "usage: sg-fakemodel [options]\n"
@@ -37,6 +39,8 @@ static const char usage[] =
     "      --max-body BYTES    largest request body accepted (default 16777216)\n"
     "      --sigv4-key AKID:SECRET  model paths need an AWS SigV4 signature by this\n"
     "                          key, else 403 (a test key: it shows in ps)\n"
+    "      --record DIR        every request's bytes as they arrived, one file each:\n"
+    "                          DIR/<id>.req\n"
     "  -q, --quiet             no banner on stderr\n"
     "  -h, --help              this text\n"
     "  -V, --version           print the version\n";
@@ -52,7 +56,8 @@ enum {
     OPT_LOG_FILE,
     OPT_H2_MAX_STREAMS,
     OPT_MAX_BODY,
-    OPT_SIGV4_KEY
+    OPT_SIGV4_KEY,
+    OPT_RECORD
 };
 
 static int parse_num(const char *opt, const char *v, unsigned long long min,
@@ -99,6 +104,7 @@ int main(int argc, char **argv) {
         {"h2-max-streams", required_argument, NULL, OPT_H2_MAX_STREAMS},
         {"max-body", required_argument, NULL, OPT_MAX_BODY},
         {"sigv4-key", required_argument, NULL, OPT_SIGV4_KEY},
+        {"record", required_argument, NULL, OPT_RECORD},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
@@ -172,6 +178,9 @@ int main(int argc, char **argv) {
             o.sigv4_secret = colon + 1;
             break;
         }
+        case OPT_RECORD:
+            o.record_dir = optarg;
+            break;
         case 'q':
             o.quiet = 1;
             break;
@@ -200,6 +209,13 @@ int main(int argc, char **argv) {
     }
     if ((o.tls_opts.cert_file == NULL) != (o.tls_opts.key_file == NULL)) {
         fprintf(stderr, "sg-fakemodel: --cert and --key go together\n");
+        return 2;
+    }
+    struct stat st;
+    if (o.record_dir != NULL && (stat(o.record_dir, &st) != 0 || !S_ISDIR(st.st_mode) ||
+                                 access(o.record_dir, W_OK | X_OK) != 0)) {
+        fprintf(stderr, "sg-fakemodel: --record %s: not a directory it can write in\n",
+                o.record_dir);
         return 2;
     }
     if (!o.tls && (o.tls_opts.cert_file != NULL || o.tls_opts.write_ca != NULL)) {

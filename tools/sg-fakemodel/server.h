@@ -105,6 +105,9 @@ struct exchange {
     size_t n_hdrs;
     size_t cap_hdrs;
     EVP_MD_CTX *body_md;
+    /* --record: DIR/<id>.req, open while the request arrives (-1: not
+     * yet, -2: it could not be written) */
+    int record_fd;
 };
 
 struct conn {
@@ -183,6 +186,9 @@ void log_received(exchange *ex, const char *error);
 void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
                     size_t vlen);
 void ex_body_data(exchange *ex, const void *data, size_t len);
+/* --record DIR: @p[0..@n) of the request as it arrived, appended to
+ * DIR/<id>.req (nothing without --record). */
+void ex_record(exchange *ex, const void *p, size_t n);
 
 /* ------------------------------------------------------------ generate.c */
 
