@@ -310,25 +310,6 @@ void routes_keep_budgets(struct routes *next, const struct routes *prev) {
     }
 }
 
-const struct route *routes_match(const struct routes *s, const char *target, size_t len) {
-    const struct route *best = NULL;
-    for (int i = 0; i < s->n; i++) {
-        const struct route *r = &s->r[i];
-        size_t pl = r->prefix_len;
-        if (pl > len || memcmp(target, r->prefix, pl) != 0) {
-            continue;
-        }
-        char next = pl < len ? target[pl] : '\0';
-        if (pl > 0 && next != '\0' && next != '/' && next != '?') {
-            continue; /* "/openai" is not "/openai2" */
-        }
-        if (best == NULL || pl > best->prefix_len) {
-            best = r;
-        }
-    }
-    return best;
-}
-
 static char *trim(char *s) {
     while (*s == ' ' || *s == '\t') {
         s++;

@@ -2,14 +2,15 @@
  * conn.c - one client connection: its request, its answer's bytes, its
  * limits; its operation upstream is upstream.c's.
  *
- * READ: the head must be whole within the header timeout (else 408), at
- * most 32 KiB and 64 headers (else 431); the body, by Content-Length or
- * chunked, at most max_body (else 413).  Then the request is routed and
- * becomes one operation (upstream.c), or GET /metrics is answered here.
- * WRITE: what is for the client waits in one buffer per connection,
- * written as the socket takes it (never blocking); a paused upstream read
- * resumes when the client has read half of client_buffer.  A client that
- * goes away cancels its operation, whose end frees the connection.
+ * READ: the head must be whole within the header timeout (else 408); the
+ * body's reads at most that far apart.  What the bytes make is request.c's:
+ * the head checked and routed as soon as it is whole (a request that will
+ * not be served is answered then, before its body), then the body.  The whole request
+ * becomes one operation (upstream.c), or GET /metrics is answered here. WRITE: what is
+ * for the client waits in one buffer per connection, written as the socket takes it
+ * (never blocking); a paused upstream read resumes when the client has read half of
+ * client_buffer.  A client that goes away cancels its operation, whose end frees the
+ * connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,23 +36,6 @@ static void watch(struct conn *c, bool out) {
     ev.data.ptr = c;
     epoll_ctl(c->proxy->epfd, EPOLL_CTL_MOD, c->fd, &ev);
     c->want_out = out;
-}
-
-bool grow(char **buf, size_t *cap, size_t need) {
-    if (need <= *cap) {
-        return true;
-    }
-    size_t n = *cap ? *cap : 4096;
-    while (n < need) {
-        n *= 2;
-    }
-    char *p = realloc(*buf, n);
-    if (p == NULL) {
-        return false;
-    }
-    *buf = p;
-    *cap = n;
-    return true;
 }
 
 bool client_took(struct conn *c) {
@@ -161,8 +145,7 @@ void conn_free(struct conn *c) {
     free_op(c);
     routes_unref(c->set);
     close(c->fd); /* leaves epoll by itself */
-    free(c->in);
-    free(c->body);
+    preq_free(&c->rq);
     free(c->url);
     for (int i = 0; i < MAX_FALLBACKS; i++) {
         free(c->fallback_urls[i]);
@@ -275,6 +258,7 @@ void conn_accept(struct proxy *p) {
         c->proxy = p;
         c->id = ++p->next_id;
         c->state = C_HEAD;
+        preq_init(&c->rq, p->max_body);
         c->header_deadline = sg_time_add(now_ns(), p->header_timeout);
         char ip[INET6_ADDRSTRLEN] = "?";
         int port = 0;
@@ -307,11 +291,7 @@ void conn_accept(struct proxy *p) {
 
 /* GET /metrics is the proxy's own. */
 static bool serve_metrics(struct conn *c) {
-    /* the path exactly (paths are case-sensitive), whatever the query */
-    const char *t = c->req.target;
-    size_t tl = c->req.target_len;
-    bool metrics = tl >= 8 && memcmp(t, "/metrics", 8) == 0 && (tl == 8 || t[8] == '?');
-    if (!sg_fm_h1_iequal(c->req.method, c->req.method_len, "GET", 3) || !metrics) {
+    if (!c->rq.metrics) {
         return false;
     }
     /* whole, however many routes: measured, then written (the loop is
@@ -337,132 +317,51 @@ static bool serve_metrics(struct conn *c) {
     return true;
 }
 
-/* The body so far: whole when 1. */
-static int read_body(struct conn *c) {
+/* The head is whole and checked (request.c; the request is whole when
+ * @whole): its body's window opens, and the route is held (a reload must
+ * not free it under the request). */
+static bool head_read(struct conn *c, bool whole) {
     struct proxy *p = c->proxy;
-    const char *b = c->in + c->head_len;
-    size_t n = c->in_len - c->head_len;
-    if (c->req.chunked) {
-        /* decoded into c->body as it comes */
-        long used = sg_fm_h1_chunked_consume(&c->chunked, b, n);
-        if (used < 0) {
-            reply_error(c, 400, "malformed chunked body");
-            return -1;
-        }
-        c->head_len += (size_t)used;
-        if (c->body_oom) {
-            reply_error(c, 503, "out of memory"); /* the body is not whole here */
-            return -1;
-        }
-        if (c->chunked.body_bytes > p->max_body) {
-            reply_error(c, 413, "request body too large");
-            return -1;
-        }
-        return c->chunked.done ? 1 : 0;
+    c->arrived = now_ns();
+    c->state = C_BODY;
+    c->header_deadline = sg_time_add(c->arrived, p->header_timeout);
+    if (c->rq.route != NULL) {
+        c->route = c->rq.route;
+        c->set = p->routes;
+        c->set->refs++;
     }
-    int64_t want = c->req.content_length < 0 ? 0 : c->req.content_length;
-    if ((uint64_t)want > p->max_body) {
-        reply_error(c, 413, "request body too large");
-        return -1;
+    if (p->draining) {
+        /* a request that came after SIGTERM, on a connection from before
+         * it: no new work while the proxy drains (said in its route's
+         * provider's format) */
+        c->request_whole = whole;
+        reply_error(c, 503, "shutting down");
+        return false;
     }
-    if (n < (size_t)want) {
-        return 0;
-    }
-    if (want > 0) {
-        c->body = malloc((size_t)want + 1);
-        if (c->body == NULL) {
-            reply_error(c, 503, "out of memory");
-            return -1;
-        }
-        memcpy(c->body, b, (size_t)want);
-        c->body[want] = '\0';
-        c->body_len = (size_t)want;
-    }
-    return 1;
+    return true;
 }
 
-static void on_chunk_data(void *ud, const char *data, size_t len) {
-    struct conn *c = ud;
-    if (c->body_len + len > c->proxy->max_body) {
-        return; /* counted in body_bytes: read_body refuses it */
-    }
-    char *nb = realloc(c->body, c->body_len + len + 1);
-    if (nb == NULL) {
-        c->body_oom = true; /* never forwarded without these bytes */
+/* @n more bytes of the request were read. */
+static void received(struct conn *c, size_t n) {
+    const enum preq_state was = c->rq.state;
+    const enum preq_state now = preq_got(&c->rq, n, c->proxy->routes);
+    if (now == PREQ_FAILED) {
+        /* answered when the head is whole, before the body is read: the
+         * connection lingers unless the request is all in */
+        c->request_whole = c->rq.all_read;
+        reply_error(c, c->rq.status, c->rq.why);
         return;
     }
-    c->body = nb;
-    memcpy(c->body + c->body_len, data, len);
-    c->body_len += len;
-    c->body[c->body_len] = '\0';
-}
-
-static void parse(struct conn *c) {
-    if (c->state == C_HEAD) {
-        size_t head = sg_fm_h1_find_head_end(c->in, c->in_len, &c->scanned);
-        if (head == 0) {
-            if (c->in_len > PROXY_MAX_HEAD) {
-                reply_error(c, 431, "request head too large");
-            }
-            return;
-        }
-        int rv = head > PROXY_MAX_HEAD ? SG_FM_H1_ETOOLARGE
-                                       : sg_fm_h1_parse_request(c->in, head, &c->req);
-        if (rv < 0) {
-            int status = sg_fm_h1_error_status(rv);
-            reply_error(c, status, sg_fm_h1_status_text(status));
-            return;
-        }
-        c->head_len = head;
-        c->arrived = now_ns();
-        c->state = C_BODY;
-        /* the body has a window of its own, renewed as it arrives */
-        c->header_deadline = sg_time_add(c->arrived, c->proxy->header_timeout);
-        if (c->req.chunked) {
-            memset(&c->chunked, 0, sizeof(c->chunked));
-            c->chunked.on_data = on_chunk_data;
-            c->chunked.user_data = c;
-        }
+    const bool head = was == PREQ_HEAD && now != PREQ_HEAD;
+    if (head && !head_read(c, now == PREQ_WHOLE)) {
+        return;
     }
-    if (c->state == C_BODY) {
-        int done = read_body(c);
-        c->request_whole = done == 1; /* an answer now is to all of it */
-        if (done == 1 && !serve_metrics(c)) {
+    if (now == PREQ_WHOLE) {
+        c->request_whole = true; /* an answer now is to all of it */
+        if (!serve_metrics(c)) {
             start_operation(c);
         }
     }
-}
-
-/* Room in @c->in for @need bytes.  Once the head is parsed (the body is
- * being read) the request's views point into @c->in: they move with it. */
-static bool grow_in(struct conn *c, size_t need) {
-    if (need <= c->in_cap) {
-        return true;
-    }
-    sg_fm_h1_request *r = &c->req;
-    const bool views = c->state == C_BODY;
-    size_t method = 0, target = 0;
-    size_t names[SG_FM_H1_MAX_HEADERS], values[SG_FM_H1_MAX_HEADERS];
-    if (views) {
-        method = (size_t)(r->method - c->in);
-        target = (size_t)(r->target - c->in);
-        for (size_t i = 0; i < r->num_headers; i++) {
-            names[i] = (size_t)(r->headers[i].name - c->in);
-            values[i] = (size_t)(r->headers[i].value - c->in);
-        }
-    }
-    if (!grow(&c->in, &c->in_cap, need)) {
-        return false;
-    }
-    if (views) {
-        r->method = c->in + method;
-        r->target = c->in + target;
-        for (size_t i = 0; i < r->num_headers; i++) {
-            r->headers[i].name = c->in + names[i];
-            r->headers[i].value = c->in + values[i];
-        }
-    }
-    return true;
 }
 
 static void read_client(struct conn *c) {
@@ -480,22 +379,20 @@ static void read_client(struct conn *c) {
             }
             continue;
         }
-        size_t limit = PROXY_MAX_HEAD + c->proxy->max_body + 65536;
-        if (c->in_len > limit) {
-            reply_error(c, 413, "request too large");
+        /* the request's bytes are bounded by request.c: a head, a body,
+         * and a read */
+        size_t room;
+        char *at = preq_room(&c->rq, 16384, &room);
+        if (at == NULL) {
+            reply_error(c, c->rq.status, c->rq.why);
             return;
         }
-        if (!grow_in(c, c->in_len + 16384)) {
-            reply_error(c, 503, "out of memory");
-            return;
-        }
-        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        ssize_t n = recv(c->fd, at, room, 0);
         if (n > 0) {
-            c->in_len += (size_t)n;
             if (c->state == C_BODY) {
                 c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
             }
-            parse(c);
+            received(c, (size_t)n);
             continue;
         }
         if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {

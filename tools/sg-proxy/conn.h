@@ -9,6 +9,7 @@
 
 #include "proxy.h"
 #include "relay.h"
+#include "request.h"
 
 enum {
     C_HEAD,      /* reading the request head */
@@ -39,14 +40,9 @@ struct conn {
      * unsent bytes, SIOCOUTQ) at the last look; sent counts every byte
      * handed to the kernel */
     uint64_t sent, taken_seen;
-    /* the request */
-    char *in;
-    size_t in_len, in_cap, scanned, head_len;
-    sg_fm_h1_request req;
+    /* the request (its route, once routed, is @route) */
+    struct preq rq;
     int64_t arrived; /* the head was whole */
-    char *body;
-    size_t body_len;
-    sg_fm_h1_chunked chunked;
     /* the operation */
     CURL *easy;
     sg_curl_op *op;
@@ -75,7 +71,6 @@ struct conn {
      * the end is a half-close, reading on (lingering), not a close */
     bool linger, lingering;
     bool request_whole; /* its body read to the end */
-    bool body_oom;      /* a chunk of its body found no memory */
     /* the answer cannot end as it must (its in-band error could not be
      * added): the connection ends with a reset, not a clean close */
     bool cut;
@@ -90,7 +85,6 @@ static inline int64_t now_ns(void) {
 }
 
 /* conn.c: the client side. */
-bool grow(char **buf, size_t *cap, size_t need);
 /* Whether the client took any of what was sent since the last look (the
  * bytes sent less the socket's unsent ones, SIOCOUTQ); the look is kept. */
 bool client_took(struct conn *c);

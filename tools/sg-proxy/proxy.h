@@ -16,11 +16,12 @@
  *
  * Files: main.c (options, listening, the loop, signals), config.c (the
  * routes, from flags or the config file), conn.c (one client: its
- * request, its answer's bytes, its limits; conn.h), upstream.c (its
- * operation and the commit), relay.c (the committed attempt's bytes,
- * released event by event as the library accepts their items; relay.h),
- * answer.c (what the client is told, in each provider's format),
- * metrics.c (GET /metrics).
+ * request, its answer's bytes, its limits; conn.h), request.c (a
+ * request from bytes: parsed, checked, routed; request.h), upstream.c
+ * (its operation and the commit), relay.c (the committed attempt's
+ * bytes, released event by event as the library accepts their items;
+ * relay.h), answer.c (what the client is told, in each provider's
+ * format), metrics.c (GET /metrics).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -96,9 +97,6 @@ void routes_unref(struct routes *s);
 /* A reload: each route of @next with a route of @prev of the same name and
  * the same retry budget settings takes over that route's bucket. */
 void routes_keep_budgets(struct routes *next, const struct routes *prev);
-/* The route with the longest prefix @target[0..@len) starts with (at a
- * '/' or '?' boundary), or NULL. */
-const struct route *routes_match(const struct routes *s, const char *target, size_t len);
 /* A key before the first route (the proxy's own options): 0, or -1 with
  * the reason in @err. */
 typedef int (*global_option_fn)(void *ud, const char *name, const char *arg, char *err,

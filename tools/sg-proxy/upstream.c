@@ -397,79 +397,16 @@ static void on_done(sg_curl_op *op, void *ud) {
 
 /* ------------------------------------------------------ the request */
 
-/* Appends the client's header @h to the upstream request's: false when
- * the memory is not there. */
-static bool forward_header(struct conn *c, const sg_fm_h1_header *h) {
-    size_t n = h->name_len + 2 + h->value_len + 1;
-    char small[1024];
-    char *line = n <= sizeof(small) ? small : malloc(n);
-    if (line == NULL) {
-        return false;
-    }
-    snprintf(line, n, "%.*s: %.*s", (int)h->name_len, h->name, (int)h->value_len,
-             h->value);
+/* One line for the upstream request's headers (request.c's
+ * preq_line_fn): 0, or -1 when the memory is not there. */
+static int add_line(void *ud, const char *line) {
+    struct conn *c = ud;
     struct curl_slist *s = curl_slist_append(c->headers, line); /* copies it */
-    if (line != small) {
-        free(line);
-    }
     if (s == NULL) {
-        return false;
+        return -1;
     }
     c->headers = s;
-    return true;
-}
-
-static bool hop_by_hop(const sg_fm_h1_header *h) {
-    static const char *const drop[] = {
-        "host",
-        "content-length",
-        "connection",
-        "keep-alive",
-        "proxy-connection",
-        "proxy-authorization",
-        "te",
-        "trailer",
-        "transfer-encoding",
-        "upgrade",
-        "x-deadline-ms",
-        "grpc-timeout",
-        "idempotency-key",
-        "accept-encoding",
-        "expect",
-        NULL,
-    };
-    for (const char *const *d = drop; *d != NULL; d++) {
-        if (sg_fm_h1_iequal(h->name, h->name_len, *d, strlen(*d))) {
-            return true;
-        }
-    }
-    return false;
-}
-
-/* A header the client's Connection header names (RFC 9110 §7.6.1): as
- * hop-by-hop as the fixed list, whatever it is called. */
-static bool named_by_connection(const sg_fm_h1_request *req, const sg_fm_h1_header *h) {
-    for (size_t i = 0; i < req->num_headers; i++) {
-        const sg_fm_h1_header *c = &req->headers[i];
-        if (!sg_fm_h1_iequal(c->name, c->name_len, "connection", 10)) {
-            continue;
-        }
-        const char *p = c->value;
-        const char *end = c->value + c->value_len;
-        while (p < end) {
-            while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) {
-                p++;
-            }
-            const char *t = p;
-            while (p < end && *p != ',' && *p != ' ' && *p != '\t') {
-                p++;
-            }
-            if (p > t && sg_fm_h1_iequal(h->name, h->name_len, t, (size_t)(p - t))) {
-                return true;
-            }
-        }
-    }
-    return false;
+    return 0;
 }
 
 /* base + the client's target, or NULL. */
@@ -516,7 +453,7 @@ static const struct {
 static bool inbound_deadline(struct conn *c, int64_t *deadline) {
     int64_t ns = -1;
     for (size_t i = 0; i < sizeof(inbound) / sizeof(inbound[0]); i++) {
-        const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->req, inbound[i].name);
+        const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->rq.req, inbound[i].name);
         int64_t v;
         if (h == NULL || inbound[i].parse(h->value, h->value_len, &v) != 0 ||
             (inbound[i].times > 1 && v == 0)) {
@@ -535,68 +472,19 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
                                     deadline) == 0;
 }
 
-/* true when segment @s[0..@n) is "." or "..", written plainly or with
- * %2E (RFC 3986 §6.2.2.2: a normaliser decodes it before it removes dot
- * segments). */
-static bool dot_segment(const char *s, size_t n) {
-    size_t dots = 0;
-    for (size_t i = 0; i < n; dots++) {
-        if (s[i] == '.') {
-            i++;
-        } else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' &&
-                   (s[i + 2] == 'e' || s[i + 2] == 'E')) {
-            i += 3;
-        } else {
-            return false;
-        }
-    }
-    return dots == 1 || dots == 2;
-}
-
-/* true when the path of @t (up to its query) has a dot segment: resolved
- * by libcurl or the upstream, "/route/../x" would leave the route's
- * prefix and the upstream URL's path behind. */
-static bool has_dot_segment(const char *t, size_t tlen) {
-    size_t end = 0;
-    while (end < tlen && t[end] != '?' && t[end] != '#') {
-        end++;
-    }
-    for (size_t i = 0; i < end;) {
-        size_t j = i;
-        while (j < end && t[j] != '/') {
-            j++;
-        }
-        if (dot_segment(t + i, j - i)) {
-            return true;
-        }
-        i = j + 1;
-    }
-    return false;
-}
-
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
-    if (has_dot_segment(c->req.target, c->req.target_len)) {
-        reply_error(c, 400, "a path with a '.' or '..' segment");
-        return;
-    }
-    const struct route *r = routes_match(p->routes, c->req.target, c->req.target_len);
-    if (r == NULL) {
-        reply_error(c, 404, "no route for this path");
-        return;
-    }
-    c->route = r;
-    c->set = p->routes;
-    c->set->refs++; /* a reload must not free it under this stream */
     if (p->draining) {
         /* a request that came after SIGTERM, on a connection from before
-         * it: no new work while the proxy drains (said in its route's
-         * provider's format) */
+         * it: no new work while the proxy drains */
         reply_error(c, 503, "shutting down");
         return;
     }
-    const char *target = c->req.target + r->prefix_len;
-    size_t target_len = c->req.target_len - r->prefix_len;
+    /* routed and checked as the head came (request.c) */
+    const struct preq *q = &c->rq;
+    const struct route *r = c->route;
+    const char *target = q->req.target + r->prefix_len;
+    size_t target_len = q->req.target_len - r->prefix_len;
     c->state = C_UPSTREAM;
     c->url = join(r->upstream, r->upstream_len, target, target_len);
     c->easy = curl_easy_init();
@@ -604,18 +492,15 @@ void start_operation(struct conn *c) {
         reply_error(c, 503, "out of memory");
         return;
     }
-    char method[32];
-    size_t ml =
-        c->req.method_len < sizeof(method) - 1 ? c->req.method_len : sizeof(method) - 1;
-    memcpy(method, c->req.method, ml);
-    method[ml] = '\0';
+    const char *method = q->method;
     CURL *e = c->easy;
     curl_easy_setopt(e, CURLOPT_URL, c->url);
     curl_easy_setopt(e, CURLOPT_USERAGENT, NULL); /* the client's, forwarded */
-    bool has_body = c->body != NULL || strcmp(method, "POST") == 0;
+    bool has_body = q->body_len > 0 || strcmp(method, "POST") == 0;
     if (has_body) {
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, c->body != NULL ? c->body : "");
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+        /* the body as read, in place (it outlives the operation) */
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, q->in + q->head_len);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
     }
     if (strcmp(method, has_body ? "POST" : "GET") != 0) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
@@ -631,24 +516,15 @@ void start_operation(struct conn *c) {
     }
     /* the client's headers, less what is the proxy's to decide: each one
      * whole, whatever its size (the head's limit bounds them) */
-    bool forwarded = true;
-    for (size_t i = 0; i < c->req.num_headers && forwarded; i++) {
-        const sg_fm_h1_header *h = &c->req.headers[i];
-        if (!hop_by_hop(h) && !named_by_connection(&c->req, h)) {
-            forwarded = forward_header(c, h);
-        }
-    }
-    struct curl_slist *s = forwarded ? curl_slist_append(c->headers, "Expect:") : NULL;
-    if (s == NULL) {
+    if (preq_header_lines(q, add_line, c) != 0) {
         reply_error(c, 503, "out of memory");
         return;
     }
-    c->headers = s;
 
     sg_op_options po = r->policy;
     sg_op_options_set_method(&po, method);
     sg_op_options_set_target(&po, c->url);
-    const sg_fm_h1_header *key = sg_fm_h1_find_header(&c->req, "idempotency-key");
+    const sg_fm_h1_header *key = sg_fm_h1_find_header(&q->req, "idempotency-key");
     bool key_taken = false;
     if (key != NULL && key->value_len > 0 &&
         key->value_len <= SG_OP_IDEMPOTENCY_KEY_MAX) {
@@ -657,7 +533,7 @@ void start_operation(struct conn *c) {
         k[key->value_len] = '\0';
         key_taken = sg_op_options_set_idempotency_key(&po, k) == 0;
     }
-    if (key != NULL && !key_taken && !forward_header(c, key)) {
+    if (key != NULL && !key_taken && preq_header_line(key, add_line, c) != 0) {
         /* a key the library does not take (longer than it keeps, or not
          * printable ASCII) is still the upstream's: forwarded as sent, and
          * the request is retried as one without a key */

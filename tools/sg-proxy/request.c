@@ -1,0 +1,333 @@
+/*
+ * request.c - one client request from bytes to a routed, checked request
+ * (request.h): the head, its checks, the body, the upstream's header
+ * lines.  No sockets, no libcurl calls, nothing global: conn.c and the
+ * fuzz target fuzz/proxy_request.c drive it the same way.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+
+bool grow(char **buf, size_t *cap, size_t need) {
+    if (need <= *cap) {
+        return true;
+    }
+    size_t n = *cap ? *cap : 4096;
+    while (n < need) {
+        n *= 2;
+    }
+    char *p = realloc(*buf, n);
+    if (p == NULL) {
+        return false;
+    }
+    *buf = p;
+    *cap = n;
+    return true;
+}
+
+void preq_init(struct preq *q, size_t max_body) {
+    memset(q, 0, sizeof(*q));
+    q->max_body = max_body;
+    q->state = PREQ_HEAD;
+}
+
+void preq_free(struct preq *q) {
+    free(q->in);
+    q->in = NULL;
+    q->in_len = q->in_cap = 0;
+}
+
+static enum preq_state refuse(struct preq *q, int status, const char *why) {
+    /* refused with its body read (or none announced): the client sends
+     * nothing more */
+    int64_t cl = q->req.content_length;
+    q->all_read = q->head_len > 0 && !q->req.chunked &&
+                  q->in_len - q->head_len >= (size_t)(cl > 0 ? cl : 0);
+    q->state = PREQ_FAILED;
+    q->status = status;
+    q->why = why;
+    return q->state;
+}
+
+/* ------------------------------------------------------------ the buffer */
+
+char *preq_room(struct preq *q, size_t want, size_t *room) {
+    if (q->in_len + want > q->in_cap) {
+        /* once the head is parsed its views point into @in: they move
+         * with it */
+        sg_fm_h1_request *r = &q->req;
+        const bool views = q->head_len > 0;
+        size_t method = 0, target = 0;
+        size_t names[SG_FM_H1_MAX_HEADERS], values[SG_FM_H1_MAX_HEADERS];
+        if (views) {
+            method = (size_t)(r->method - q->in);
+            target = (size_t)(r->target - q->in);
+            for (size_t i = 0; i < r->num_headers; i++) {
+                names[i] = (size_t)(r->headers[i].name - q->in);
+                values[i] = (size_t)(r->headers[i].value - q->in);
+            }
+        }
+        if (!grow(&q->in, &q->in_cap, q->in_len + want)) {
+            refuse(q, 503, "out of memory");
+            return NULL;
+        }
+        if (views) {
+            r->method = q->in + method;
+            r->target = q->in + target;
+            for (size_t i = 0; i < r->num_headers; i++) {
+                r->headers[i].name = q->in + names[i];
+                r->headers[i].value = q->in + values[i];
+            }
+        }
+    }
+    *room = q->in_cap - q->in_len;
+    return q->in + q->in_len;
+}
+
+/* ------------------------------------------------------------ the head */
+
+/* true when segment @s[0..@n) is "." or "..", written plainly or with
+ * %2E. */
+static bool dot_segment(const char *s, size_t n) {
+    size_t dots = 0;
+    for (size_t i = 0; i < n; dots++) {
+        if (s[i] == '.') {
+            i++;
+        } else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' &&
+                   (s[i + 2] == 'e' || s[i + 2] == 'E')) {
+            i += 3;
+        } else {
+            return false;
+        }
+    }
+    return dots == 1 || dots == 2;
+}
+
+bool preq_dot_segment(const char *t, size_t len) {
+    size_t end = 0;
+    while (end < len && t[end] != '?' && t[end] != '#') {
+        end++;
+    }
+    for (size_t i = 0; i < end;) {
+        size_t j = i;
+        while (j < end && t[j] != '/') {
+            j++;
+        }
+        if (dot_segment(t + i, j - i)) {
+            return true;
+        }
+        i = j + 1;
+    }
+    return false;
+}
+
+const struct route *routes_match(const struct routes *s, const char *target, size_t len) {
+    const struct route *best = NULL;
+    for (int i = 0; i < s->n; i++) {
+        const struct route *r = &s->r[i];
+        size_t pl = r->prefix_len;
+        if (pl > len || memcmp(target, r->prefix, pl) != 0) {
+            continue;
+        }
+        char next = pl < len ? target[pl] : '\0';
+        if (pl > 0 && next != '\0' && next != '/' && next != '?') {
+            continue; /* "/openai" is not "/openai2" */
+        }
+        if (best == NULL || pl > best->prefix_len) {
+            best = r;
+        }
+    }
+    return best;
+}
+
+/* GET /metrics is the proxy's own: the path exactly (paths are
+ * case-sensitive), whatever the query. */
+static bool metrics_path(const sg_fm_h1_request *r) {
+    const char *t = r->target;
+    size_t tl = r->target_len;
+    return sg_fm_h1_iequal(r->method, r->method_len, "GET", 3) && tl >= 8 &&
+           memcmp(t, "/metrics", 8) == 0 && (tl == 8 || t[8] == '?');
+}
+
+static void on_chunk_data(void *ud, const char *data, size_t len);
+
+/* The head in[0..@head) is whole: parsed and checked, or failed. */
+static enum preq_state head_whole(struct preq *q, size_t head,
+                                  const struct routes *routes) {
+    sg_fm_h1_request *r = &q->req;
+    int rv = head > PROXY_MAX_HEAD ? SG_FM_H1_ETOOLARGE
+                                   : sg_fm_h1_parse_request(q->in, head, r);
+    if (rv < 0) {
+        int status = sg_fm_h1_error_status(rv);
+        return refuse(q, status, sg_fm_h1_status_text(status));
+    }
+    q->head_len = head;
+    q->raw = head;
+    size_t ml = r->method_len < PREQ_METHOD_MAX ? r->method_len : PREQ_METHOD_MAX;
+    memcpy(q->method, r->method, ml);
+    q->method[ml] = '\0';
+    if (preq_dot_segment(r->target, r->target_len)) {
+        return refuse(q, 400, "a path with a '.' or '..' segment");
+    }
+    q->metrics = metrics_path(r);
+    q->route = q->metrics ? NULL : routes_match(routes, r->target, r->target_len);
+    if (!q->metrics && q->route == NULL) {
+        return refuse(q, 404, "no route for this path");
+    }
+    if (r->content_length > 0 && (uint64_t)r->content_length > q->max_body) {
+        return refuse(q, 413, "request body too large");
+    }
+    if (r->chunked) {
+        memset(&q->chunked, 0, sizeof(q->chunked));
+        q->chunked.on_data = on_chunk_data;
+        q->chunked.user_data = q;
+    }
+    q->state = PREQ_BODY;
+    return q->state;
+}
+
+/* ------------------------------------------------------------ the body */
+
+/* A piece of chunked body, decoded: moved down to the body's end, over
+ * the framing already read (it is never ahead of the piece). */
+static void on_chunk_data(void *ud, const char *data, size_t len) {
+    struct preq *q = ud;
+    if (q->over || len > q->max_body - q->body_len) {
+        q->over = true; /* refused once the piece's read is done */
+        return;
+    }
+    memmove(q->in + q->head_len + q->body_len, data, len);
+    q->body_len += len;
+}
+
+static enum preq_state read_body(struct preq *q) {
+    if (!q->req.chunked) {
+        size_t want = q->req.content_length > 0 ? (size_t)q->req.content_length : 0;
+        size_t have = q->in_len - q->head_len;
+        q->body_len = have < want ? have : want;
+        if (have >= want) {
+            q->state = PREQ_WHOLE;
+        }
+        return q->state;
+    }
+    long used = sg_fm_h1_chunked_consume(&q->chunked, q->in + q->raw, q->in_len - q->raw);
+    if (used < 0) {
+        return refuse(q, 400, "malformed chunked body");
+    }
+    if (q->over) {
+        return refuse(q, 413, "request body too large");
+    }
+    if (q->chunked.done) {
+        q->state = PREQ_WHOLE;
+        return q->state;
+    }
+    /* all of it was read (only the end stops short): the framing goes,
+     * and the next read lands right after the body */
+    q->in_len = q->raw = q->head_len + q->body_len;
+    return q->state;
+}
+
+enum preq_state preq_got(struct preq *q, size_t n, const struct routes *routes) {
+    if (q->state == PREQ_FAILED || q->state == PREQ_WHOLE) {
+        return q->state;
+    }
+    q->in_len += n;
+    if (q->state == PREQ_HEAD) {
+        size_t head = sg_fm_h1_find_head_end(q->in, q->in_len, &q->scanned);
+        if (head == 0) {
+            return q->in_len > PROXY_MAX_HEAD ? refuse(q, 431, "request head too large")
+                                              : q->state;
+        }
+        if (head_whole(q, head, routes) != PREQ_BODY) {
+            return q->state;
+        }
+    }
+    return read_body(q);
+}
+
+/* ------------------------------------------------------------ upstream */
+
+bool preq_hop_by_hop(const sg_fm_h1_request *req, const sg_fm_h1_header *h) {
+    static const char *const drop[] = {
+        "host",
+        "content-length",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "x-deadline-ms",
+        "grpc-timeout",
+        "idempotency-key",
+        "accept-encoding",
+        "expect",
+        NULL,
+    };
+    for (const char *const *d = drop; *d != NULL; d++) {
+        if (sg_fm_h1_iequal(h->name, h->name_len, *d, strlen(*d))) {
+            return true;
+        }
+    }
+    /* a header the client's Connection header names (RFC 9110 §7.6.1):
+     * as hop-by-hop as the fixed ones, whatever it is called */
+    for (size_t i = 0; i < req->num_headers; i++) {
+        const sg_fm_h1_header *c = &req->headers[i];
+        if (!sg_fm_h1_iequal(c->name, c->name_len, "connection", 10)) {
+            continue;
+        }
+        const char *p = c->value;
+        const char *end = c->value + c->value_len;
+        while (p < end) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == ',')) {
+                p++;
+            }
+            const char *t = p;
+            while (p < end && *p != ',' && *p != ' ' && *p != '\t') {
+                p++;
+            }
+            if (p > t && sg_fm_h1_iequal(h->name, h->name_len, t, (size_t)(p - t))) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+int preq_header_line(const sg_fm_h1_header *h, preq_line_fn line, void *ud) {
+    size_t n = h->name_len + 2 + h->value_len + 1;
+    char small[1024];
+    char *l = n <= sizeof(small) ? small : malloc(n);
+    if (l == NULL) {
+        return -1;
+    }
+    memcpy(l, h->name, h->name_len);
+    memcpy(l + h->name_len, ": ", 2);
+    memcpy(l + h->name_len + 2, h->value, h->value_len);
+    l[h->name_len + 2 + h->value_len] = '\0';
+    int rv = line(ud, l);
+    if (l != small) {
+        free(l);
+    }
+    return rv;
+}
+
+int preq_header_lines(const struct preq *q, preq_line_fn line, void *ud) {
+    const sg_fm_h1_request *r = &q->req;
+    for (size_t i = 0; i < r->num_headers; i++) {
+        const sg_fm_h1_header *h = &r->headers[i];
+        if (preq_hop_by_hop(r, h)) {
+            continue;
+        }
+        int rv = preq_header_line(h, line, ud);
+        if (rv != 0) {
+            return rv;
+        }
+    }
+    /* libcurl's Expect: 100-continue on a large body: the body is read
+     * already */
+    return line(ud, "Expect:");
+}
