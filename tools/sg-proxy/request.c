@@ -164,9 +164,12 @@ static enum preq_state head_whole(struct preq *q, size_t head,
     }
     q->head_len = head;
     q->raw = head;
-    size_t ml = r->method_len < PREQ_METHOD_MAX ? r->method_len : PREQ_METHOD_MAX;
-    memcpy(q->method, r->method, ml);
-    q->method[ml] = '\0';
+    /* forwarded whole or not at all: the library keeps no longer one */
+    if (r->method_len > PREQ_METHOD_MAX) {
+        return refuse(q, 501, "a method longer than 31 characters");
+    }
+    memcpy(q->method, r->method, r->method_len);
+    q->method[r->method_len] = '\0';
     if (preq_dot_segment(r->target, r->target_len)) {
         return refuse(q, 400, "a path with a '.' or '..' segment");
     }

@@ -18,7 +18,8 @@
 
 #include "proxy.h"
 
-/* The most of a method kept: the library's. */
+/* The longest method forwarded: the library's (the retry decision and the
+ * report hold the method whole). */
 #define PREQ_METHOD_MAX SG_OP_METHOD_MAX
 
 enum preq_state {

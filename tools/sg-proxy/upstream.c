@@ -492,6 +492,8 @@ void start_operation(struct conn *c) {
         reply_error(c, 503, "out of memory");
         return;
     }
+    /* the method whole, as the client wrote it (at most
+     * PREQ_METHOD_MAX: request.c refuses a longer one) */
     const char *method = q->method;
     CURL *e = c->easy;
     curl_easy_setopt(e, CURLOPT_URL, c->url);
@@ -522,7 +524,10 @@ void start_operation(struct conn *c) {
     }
 
     sg_op_options po = r->policy;
-    sg_op_options_set_method(&po, method);
+    if (sg_op_options_set_method(&po, method) != 0) {
+        reply_error(c, 501, "a method the library does not take");
+        return;
+    }
     sg_op_options_set_target(&po, c->url);
     const sg_fm_h1_header *key = sg_fm_h1_find_header(&q->req, "idempotency-key");
     bool key_taken = false;

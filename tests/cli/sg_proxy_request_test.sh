@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# sg-proxy's request side, checked at an upstream that records every
+# request byte for byte (sg-fakemodel --record): the method goes whole or
+# is refused. Requests are written raw (bash's /dev/tcp) where their exact
+# bytes matter, and with the curl command elsewhere.
+# Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+PX=$1
+FM=$2
+dir=$(cd "$(dirname "$0")" && pwd)
+. "$dir/../integration/fakemodel_lib.sh"
+. "$dir/sg_proxy_lib.sh"
+
+REC=$FM_DIR/rec
+mkdir "$REC"
+fm_start "$FM" --record "$REC"
+UP=http://127.0.0.1:$FM_PORT
+CFG=$FM_DIR/proxy.conf
+cat >"$CFG" <<CONF
+[route up]
+prefix = /up
+upstream = $UP
+profile = openai
+attempts = 1
+
+[route tls]
+prefix = /tls
+upstream = https://localhost:$FM_PORT
+cacert = $FM_CA
+profile = openai
+attempts = 1
+CONF
+px_start R --config "$CFG" --max-body 3000000
+PR=$PX_PORT
+
+now_ms() {
+    local t=${EPOCHREALTIME/./}
+    echo "$((t / 1000))"
+}
+
+# check DESCRIPTION CONDITION [DETAIL]: CONDITION (shell, eval'd) holds.
+check() {
+    if eval "$2"; then pass "$1"; else fail "$1${3:+: $3}"; fi
+}
+
+# raw TAG: writes $REQ to proxy R as it is, reads the answer to the end
+# into TAG.resp; its status in $CODE.
+raw() {
+    exec 3<>"/dev/tcp/127.0.0.1/$PR"
+    printf '%s' "$REQ" >&3
+    timeout 10 cat <&3 >"$FM_DIR/$1.resp"
+    exec 3<&-
+    CODE=$(head -n 1 "$FM_DIR/$1.resp" | cut -d' ' -f2)
+}
+
+# rid TAG: sg-fakemodel's id of the request whose query holds _t=TAG.
+rid() {
+    fm_log "event=received" | grep "_t=$1[&\"]" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+# recorded TAG: the file sg-fakemodel recorded for the request with
+# _t=TAG (empty when it received none).
+recorded() {
+    local id
+    id=$(rid "$1")
+    [ -n "$id" ] && [ -f "$REC/$id.req" ] && echo "$REC/$id.req"
+}
+
+# received TAG: how many requests with _t=TAG in their query the upstream
+# received.
+received() {
+    fm_log "event=received" | grep -c "_t=$1[&\"]"
+}
+
+# masked FILE: FILE with the deadline's value (the lease left, different
+# each time) and the upstream's port written as N.
+masked() {
+    sed -e 's/^\(X-Deadline-Ms\|x-deadline-ms\): [0-9]*\r$/\1: N\r/' \
+        -e "s/127\.0\.0\.1:$FM_PORT/127.0.0.1:N/; s/localhost:$FM_PORT/localhost:N/" "$1"
+}
+
+# same WHAT TAG WANT: the request recorded for TAG is WANT byte for byte
+# (deadline and port masked).
+same() {
+    local got
+    got=$(recorded "$2")
+    printf '%s' "$3" >"$FM_DIR/$2.want"
+    if [ -n "$got" ] && masked "$got" | cmp -s "$FM_DIR/$2.want" -; then
+        pass "$1"
+    else
+        fail "$1: $(diff <(cat -A "$FM_DIR/$2.want") <([ -n "$got" ] && masked "$got" | cat -A) | head -c 900)"
+    fi
+}
+
+# proxy_said TAG: TAG.resp is an answer of the proxy's own (its JSON
+# error names sg-proxy).
+proxy_said() {
+    grep -q '"message":"sg-proxy: ' "$FM_DIR/$1.resp"
+}
+
+# ---- the method: whole, or refused ------------------------------------------
+m31=ABCDEFGHIJKLMNOPQRSTUVWXYZABCDE
+m32=${m31}F
+REQ="$m31 /up/v1/chat/completions?n=1&_t=rq_m31 HTTP/1.1"$'\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw m31
+check "a method of 31 characters reaches the upstream whole" \
+    '[ -n "$(recorded rq_m31)" ] && [ "$(head -n 1 "$(recorded rq_m31)" | cut -d" " -f1)" = "$m31" ]' \
+    "$CODE; upstream: $(head -n 1 "$(recorded rq_m31)" 2>/dev/null)"
+for m in "$m32" "${m31}${m31}XY"; do
+    REQ="$m /up/v1/chat/completions?n=1&_t=rq_mlong${#m} HTTP/1.1"$'\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+    raw "mlong${#m}"
+    check "a method of ${#m} characters is 501, the proxy's own answer" \
+        '[ "$CODE" = 501 ] && proxy_said mlong${#m}' "$(head -c 300 "$FM_DIR/mlong${#m}.resp")"
+    check "... and it never reaches the upstream (cut or whole)" '[ "$(received rq_mlong${#m})" -eq 0 ]' \
+        "upstream: $(head -n 1 "$(recorded rq_mlong${#m})" 2>/dev/null)"
+done
+REQ=$'PO"ST /up/v1/chat/completions?n=1&_t=rq_mtok HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw mtok
+check "a method that is not a token is 400, never forwarded" \
+    '[ "$CODE" = 400 ] && [ "$(received rq_mtok)" -eq 0 ]' "$CODE"
+REQ=$'post /up/v1/chat/completions?n=1&_t=rq_mcase HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw mcase
+check "a method goes as written: 'post' stays lower case (methods are case-sensitive)" \
+    '[ "$(head -n 1 "$(recorded rq_mcase)" | cut -d" " -f1)" = post ]' \
+    "$(head -n 1 "$(recorded rq_mcase)" 2>/dev/null)"
+
+fm_finish
