@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # sg-proxy's request side, checked at an upstream that records every
 # request byte for byte (sg-fakemodel --record): the method goes whole or
-# is refused. Requests are written raw (bash's /dev/tcp) where their exact
-# bytes matter, and with the curl command elsewhere.
+# is refused; the upstream gets the client's headers (less the hop-by-hop
+# ones, plus the deadline and key the library stamps) and nothing else -
+# over HTTP/1.1 and HTTP/2. Requests are written raw (bash's /dev/tcp)
+# where their exact bytes matter, and with the curl command elsewhere.
 # Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 PX=$1
@@ -123,5 +125,35 @@ raw mcase
 check "a method goes as written: 'post' stays lower case (methods are case-sensitive)" \
     '[ "$(head -n 1 "$(recorded rq_mcase)" | cut -d" " -f1)" = post ]' \
     "$(head -n 1 "$(recorded rq_mcase)" 2>/dev/null)"
+
+# ---- the headers: the client's, and nothing else ------------------------------
+# libcurl would add Accept: */* to every request and a form Content-Type to
+# every POST without one; an empty header must go, as empty
+BODY='{"model":"m","stream":true}'
+REQ="POST /up/v1/chat/completions?n=1&_t=rq_exact HTTP/1.1"$'\r\n'"Host: proxy.example"$'\r\nx-lower: a\r\nX-Mixed-Case: b  c\r\nAuthorization: Bearer sk-rq-SECRET\r\nX-Empty:\r\nContent-Type: application/json\r\nIdempotency-Key: rq-exact\r\nContent-Length: '"${#BODY}"$'\r\nConnection: close\r\nX-Deadline-Ms: 30000\r\n\r\n'"$BODY"
+raw exact
+same "the upstream gets the client's headers in order, an empty one empty, no Accept, the key and the deadline stamped" rq_exact \
+    "POST /v1/chat/completions?n=1&_t=rq_exact HTTP/1.1"$'\r\nHost: 127.0.0.1:N\r\nx-lower: a\r\nX-Mixed-Case: b  c\r\nAuthorization: Bearer sk-rq-SECRET\r\nX-Empty:\r\nContent-Type: application/json\r\nIdempotency-Key: rq-exact\r\nX-Deadline-Ms: N\r\nContent-Length: '"${#BODY}"$'\r\n\r\n'"$BODY"
+REQ=$'POST /up/v1/chat/completions?n=1&_t=rq_noct HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw noct
+same "a POST without Content-Type gets none upstream (and no Accept)" rq_noct \
+    $'POST /v1/chat/completions?n=1&_t=rq_noct HTTP/1.1\r\nHost: 127.0.0.1:N\r\nX-Deadline-Ms: N\r\nContent-Length: 2\r\n\r\n{}'
+REQ=$'POST /up/v1/chat/completions?n=1&_t=rq_connct HTTP/1.1\r\nHost: p\r\nContent-Type: application/json\r\nConnection: close, Content-Type\r\nContent-Length: 2\r\n\r\n{}'
+raw connct
+same "a Content-Type the client's Connection names is dropped, and not replaced" rq_connct \
+    $'POST /v1/chat/completions?n=1&_t=rq_connct HTTP/1.1\r\nHost: 127.0.0.1:N\r\nX-Deadline-Ms: N\r\nContent-Length: 2\r\n\r\n{}'
+REQ=$'GET /up/v1/chat/completions?n=1&_t=rq_get HTTP/1.1\r\nHost: p\r\nAccept: text/event-stream\r\nUser-Agent: rq/1\r\n\r\n'
+raw get
+same "a GET: the client's Accept and User-Agent, once each, and no body framing" rq_get \
+    $'GET /v1/chat/completions?n=1&_t=rq_get HTTP/1.1\r\nHost: 127.0.0.1:N\r\nAccept: text/event-stream\r\nUser-Agent: rq/1\r\nX-Deadline-Ms: N\r\n\r\n'
+REQ=$'POST /up/v1/chat/completions?n=1&_t=rq_chunked HTTP/1.1\r\nHost: p\r\nTransfer-Encoding: chunked\r\nContent-Type: application/json\r\n\r\n1;x=y\r\n{\r\n1\r\n}\r\n0\r\nX-Trailer: t\r\n\r\n'
+raw chunked
+same "a chunked body goes decoded, with its Content-Length" rq_chunked \
+    $'POST /v1/chat/completions?n=1&_t=rq_chunked HTTP/1.1\r\nHost: 127.0.0.1:N\r\nContent-Type: application/json\r\nX-Deadline-Ms: N\r\nContent-Length: 2\r\n\r\n{}'
+# over HTTP/2 (TLS, ALPN h2): the fields as sg-fakemodel decoded them
+REQ=$'POST /tls/v1/chat/completions?n=1&_t=rq_h2 HTTP/1.1\r\nHost: p\r\nX-Empty:\r\nX-Case: v\r\nContent-Length: 2\r\n\r\n{}'
+raw h2
+same "over HTTP/2: the client's fields and nothing else" rq_h2 \
+    $':method: POST\r\n:path: /v1/chat/completions?n=1&_t=rq_h2\r\n:scheme: https\r\n:authority: localhost:N\r\nx-empty: \r\nx-case: v\r\nx-deadline-ms: N\r\ncontent-length: 2\r\n\r\n{}'
 
 fm_finish

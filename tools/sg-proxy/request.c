@@ -181,6 +181,7 @@ static enum preq_state head_whole(struct preq *q, size_t head,
     if (r->content_length > 0 && (uint64_t)r->content_length > q->max_body) {
         return refuse(q, 413, "request body too large");
     }
+    q->has_body = r->content_length >= 0 || r->chunked;
     if (r->chunked) {
         memset(&q->chunked, 0, sizeof(q->chunked));
         q->chunked.on_data = on_chunk_data;
@@ -308,9 +309,13 @@ int preq_header_line(const sg_fm_h1_header *h, preq_line_fn line, void *ud) {
         return -1;
     }
     memcpy(l, h->name, h->name_len);
-    memcpy(l + h->name_len, ": ", 2);
-    memcpy(l + h->name_len + 2, h->value, h->value_len);
-    l[h->name_len + 2 + h->value_len] = '\0';
+    if (h->value_len == 0) {
+        memcpy(l + h->name_len, ";", 2);
+    } else {
+        memcpy(l + h->name_len, ": ", 2);
+        memcpy(l + h->name_len + 2, h->value, h->value_len);
+        l[h->name_len + 2 + h->value_len] = '\0';
+    }
     int rv = line(ud, l);
     if (l != small) {
         free(l);
@@ -320,17 +325,27 @@ int preq_header_line(const sg_fm_h1_header *h, preq_line_fn line, void *ud) {
 
 int preq_header_lines(const struct preq *q, preq_line_fn line, void *ud) {
     const sg_fm_h1_request *r = &q->req;
+    bool accept = false;
+    bool ctype = false;
     for (size_t i = 0; i < r->num_headers; i++) {
         const sg_fm_h1_header *h = &r->headers[i];
         if (preq_hop_by_hop(r, h)) {
             continue;
         }
+        accept = accept || sg_fm_h1_iequal(h->name, h->name_len, "accept", 6);
+        ctype = ctype || sg_fm_h1_iequal(h->name, h->name_len, "content-type", 12);
         int rv = preq_header_line(h, line, ud);
         if (rv != 0) {
             return rv;
         }
     }
-    /* libcurl's Expect: 100-continue on a large body: the body is read
-     * already */
-    return line(ud, "Expect:");
+    /* libcurl's own defaults, unless a line of the same name is given:
+     * Accept: * / * on every request, a form Content-Type on a body, and
+     * Expect: 100-continue on a large one (the client's was answered
+     * here: the body is read already) */
+    int rv = accept ? 0 : line(ud, "Accept:");
+    if (rv == 0 && !ctype) {
+        rv = line(ud, "Content-Type:");
+    }
+    return rv != 0 ? rv : line(ud, "Expect:");
 }

@@ -47,6 +47,7 @@ struct preq {
     char method[PREQ_METHOD_MAX + 1];
     const struct route *route; /* NULL for the proxy's own path */
     bool metrics;              /* GET /metrics: the proxy's own */
+    bool has_body;             /* framed by Content-Length or chunked */
     /* once failed */
     int status;
     const char *why;
@@ -66,15 +67,18 @@ char *preq_room(struct preq *q, size_t want, size_t *room);
  * The head is routed by @routes. */
 enum preq_state preq_got(struct preq *q, size_t n, const struct routes *routes);
 
-/* One header line for libcurl's list: "Name: value".  @line's return is
- * passed back; -1 when the memory is not there. */
+/* One header line for libcurl's list: "Name: value", or "Name;" for an
+ * empty value (libcurl drops a header whose value is blank, and sends one
+ * written with a ';' empty).  @line's return is passed back; -1 when the
+ * memory is not there. */
 typedef int (*preq_line_fn)(void *ud, const char *line);
 int preq_header_line(const sg_fm_h1_header *h, preq_line_fn line, void *ud);
 
 /* Every header line of the upstream request: the client's headers less
  * the hop-by-hop ones (the fixed ones, those its Connection header names)
  * and those the proxy or the library writes itself, then an empty
- * "Expect:" (libcurl's for a large body).  Returns 0, or the first
+ * "Accept:", "Content-Type:" and "Expect:" where the client's did not go:
+ * libcurl would send its own defaults for them.  Returns 0, or the first
  * non-zero return of @line. */
 int preq_header_lines(const struct preq *q, preq_line_fn line, void *ud);
 

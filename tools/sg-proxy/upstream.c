@@ -498,13 +498,12 @@ void start_operation(struct conn *c) {
     CURL *e = c->easy;
     curl_easy_setopt(e, CURLOPT_URL, c->url);
     curl_easy_setopt(e, CURLOPT_USERAGENT, NULL); /* the client's, forwarded */
-    bool has_body = q->body_len > 0 || strcmp(method, "POST") == 0;
-    if (has_body) {
+    if (q->has_body) {
         /* the body as read, in place (it outlives the operation) */
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, q->in + q->head_len);
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
     }
-    if (strcmp(method, has_body ? "POST" : "GET") != 0) {
+    if (strcmp(method, q->has_body ? "POST" : "GET") != 0) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     }
     if (r->cafile != NULL) {
@@ -516,8 +515,9 @@ void start_operation(struct conn *c) {
          * requests then share one HTTP/2 connection */
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
     }
-    /* the client's headers, less what is the proxy's to decide: each one
-     * whole, whatever its size (the head's limit bounds them) */
+    /* the client's headers, less what is the proxy's to decide, each one
+     * whole whatever its size (the head's limit bounds them), and nothing
+     * libcurl would add */
     if (preq_header_lines(q, add_line, c) != 0) {
         reply_error(c, 503, "out of memory");
         return;
