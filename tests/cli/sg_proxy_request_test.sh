@@ -3,8 +3,9 @@
 # request byte for byte (sg-fakemodel --record): the method goes whole or
 # is refused; the upstream gets the client's headers (less the hop-by-hop
 # ones, plus the deadline and key the library stamps) and nothing else -
-# over HTTP/1.1 and HTTP/2. Requests are written raw (bash's /dev/tcp)
-# where their exact bytes matter, and with the curl command elsewhere.
+# over HTTP/1.1 and HTTP/2; a path that could leave its route is refused.
+# Requests are written raw (bash's /dev/tcp) where their exact bytes
+# matter, and with the curl command elsewhere.
 # Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 PX=$1
@@ -155,5 +156,30 @@ REQ=$'POST /tls/v1/chat/completions?n=1&_t=rq_h2 HTTP/1.1\r\nHost: p\r\nX-Empty:
 raw h2
 same "over HTTP/2: the client's fields and nothing else" rq_h2 \
     $':method: POST\r\n:path: /v1/chat/completions?n=1&_t=rq_h2\r\n:scheme: https\r\n:authority: localhost:N\r\nx-empty: \r\nx-case: v\r\nx-deadline-ms: N\r\ncontent-length: 2\r\n\r\n{}'
+
+# ---- a path that could leave its route --------------------------------------
+# an upstream that drops ";" parameters, decodes %2F (or decodes twice), or
+# reads "\" as "/" would resolve these outside the route's prefix
+i=0
+for path in '/up/v1/..;/admin' '/up/v1/..%2fadmin' '/up/v1/..%2Fadmin' '/up/v1/..\admin' \
+    '/up/v1/%2e%2e;x/admin' '/up/v1/%252e%252e/admin' '/up/v1/.%2e/admin' '/up/v1/x/..' \
+    '/up/v1/.;/admin' '/up/v1/%2e%2e%5cadmin' '/up/v1/%25252E./admin'; do
+    i=$((i + 1))
+    REQ="POST $path?_t=rq_dot$i HTTP/1.1"$'\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+    raw "dot$i"
+    check "$path: 400, the proxy's own answer" '[ "$CODE" = 400 ] && proxy_said dot$i' \
+        "$(head -c 300 "$FM_DIR/dot$i.resp")"
+    check "$path: never forwarded" '[ "$(received rq_dot$i)" -eq 0 ]' \
+        "upstream: $(head -n 1 "$(recorded rq_dot$i)" 2>/dev/null)"
+done
+# dots that are not a segment of their own, or are in the query: forwarded
+REQ=$'POST /up/v1/chat/completions?n=1&_v=..;/..%2f&_t=rq_dotok HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw dotok
+check "dots and escapes in the query are the upstream's: forwarded, 200" \
+    '[ "$CODE" = 200 ] && [ "$(received rq_dotok)" -eq 1 ]' "$CODE"
+REQ=$'POST /up/v1/chat/completions/...;x/a..b/%2e%2e%2e?n=1&_t=rq_dotok2 HTTP/1.1\r\nHost: p\r\nContent-Length: 2\r\n\r\n{}'
+raw dotok2
+check "segments '...', 'a..b', '%2e%2e%2e' are no dot segments: forwarded" \
+    '[ "$(received rq_dotok2)" -eq 1 ]' "$CODE $(head -c 200 "$FM_DIR/dotok2.resp")"
 
 fm_finish

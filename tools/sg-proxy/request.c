@@ -87,21 +87,41 @@ char *preq_room(struct preq *q, size_t want, size_t *room) {
 
 /* ------------------------------------------------------------ the head */
 
-/* true when segment @s[0..@n) is "." or "..", written plainly or with
- * %2E. */
-static bool dot_segment(const char *s, size_t n) {
-    size_t dots = 0;
-    for (size_t i = 0; i < n; dots++) {
-        if (s[i] == '.') {
-            i++;
-        } else if (n - i >= 3 && s[i] == '%' && s[i + 1] == '2' &&
-                   (s[i + 2] == 'e' || s[i + 2] == 'E')) {
+static int hex_digit(unsigned char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    c = (unsigned char)(c | 0x20);
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* One round of percent-decoding of @p[0..@n), in place: the new length
+ * (@n when nothing decoded). */
+static size_t decode_once(char *p, size_t n) {
+    size_t o = 0;
+    for (size_t i = 0; i < n; o++) {
+        int h = 0;
+        int l = 0;
+        if (p[i] == '%' && n - i >= 3 && (h = hex_digit((unsigned char)p[i + 1])) >= 0 &&
+            (l = hex_digit((unsigned char)p[i + 2])) >= 0) {
+            p[o] = (char)(h << 4 | l);
             i += 3;
         } else {
-            return false;
+            p[o] = p[i++];
         }
     }
-    return dots == 1 || dots == 2;
+    return o;
+}
+
+/* true when @s[0..@n) is "." or "..", up to its first ';', '?', '#' or
+ * NUL: what a server that drops path parameters, or a C string's end,
+ * reads it as. */
+static bool dots(const char *s, size_t n) {
+    size_t k = 0;
+    while (k < n && s[k] != ';' && s[k] != '?' && s[k] != '#' && s[k] != '\0') {
+        k++;
+    }
+    return (k == 1 && s[0] == '.') || (k == 2 && s[0] == '.' && s[1] == '.');
 }
 
 bool preq_dot_segment(const char *t, size_t len) {
@@ -109,17 +129,39 @@ bool preq_dot_segment(const char *t, size_t len) {
     while (end < len && t[end] != '?' && t[end] != '#') {
         end++;
     }
-    for (size_t i = 0; i < end;) {
+    char small[1024];
+    char *p = end <= sizeof(small) ? small : malloc(end);
+    if (p == NULL) {
+        return true; /* it cannot be looked at: it does not go */
+    }
+    memcpy(p, t, end);
+    /* decoded as often as it decodes: an upstream (or a chain of them)
+     * may decode more than once ("%252e" is "." twice decoded) */
+    size_t n = end;
+    bool refused = false;
+    for (int round = 0;; round++) {
+        size_t m = decode_once(p, n);
+        if (m == n) {
+            break;
+        }
+        if (round == PREQ_DECODE_ROUNDS) {
+            refused = true; /* still decoding: no one sends that */
+            break;
+        }
+        n = m;
+    }
+    for (size_t i = 0; i < n && !refused;) {
         size_t j = i;
-        while (j < end && t[j] != '/') {
+        while (j < n && p[j] != '/' && p[j] != '\\') {
             j++;
         }
-        if (dot_segment(t + i, j - i)) {
-            return true;
-        }
+        refused = dots(p + i, j - i);
         i = j + 1;
     }
-    return false;
+    if (p != small) {
+        free(p);
+    }
+    return refused;
 }
 
 const struct route *routes_match(const struct routes *s, const char *target, size_t len) {

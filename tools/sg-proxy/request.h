@@ -86,10 +86,12 @@ int preq_header_lines(const struct preq *q, preq_line_fn line, void *ud);
  * a Connection header of @req), or the proxy's or the library's to write. */
 bool preq_hop_by_hop(const sg_fm_h1_request *req, const sg_fm_h1_header *h);
 
-/* true when the path of @t[0..@len) (up to its query) has a "." or ".."
- * segment, written plainly or with %2E (RFC 3986 §6.2.2.2: a normaliser
- * decodes it before it removes dot segments): resolved by libcurl or the
- * upstream, "/route/../x" would leave the route's prefix behind. */
+/* true when the path of @t[0..@len) (up to its query) has a segment that
+ * could leave the route: "." or "..", once percent-decoded (as often as
+ * it decodes, at most PREQ_DECODE_ROUNDS times: past that it is refused),
+ * with "\" read as "/", each segment read up to a ';' (path parameters),
+ * '?', '#' or NUL. */
+#define PREQ_DECODE_ROUNDS 8
 bool preq_dot_segment(const char *t, size_t len);
 
 /* The route with the longest prefix @target[0..@len) starts with (at a
