@@ -3,9 +3,10 @@
 # request byte for byte (sg-fakemodel --record): the method goes whole or
 # is refused; the upstream gets the client's headers (less the hop-by-hop
 # ones, plus the deadline and key the library stamps) and nothing else -
-# over HTTP/1.1 and HTTP/2; a path that could leave its route is refused.
-# Requests are written raw (bash's /dev/tcp) where their exact bytes
-# matter, and with the curl command elsewhere.
+# over HTTP/1.1 and HTTP/2; a path that could leave its route is refused;
+# Expect: 100-continue is answered (curl, a peer no one here wrote, is the
+# client). Requests are written raw (bash's /dev/tcp) where their exact
+# bytes matter, and with the curl command elsewhere.
 # Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 PX=$1
@@ -181,5 +182,44 @@ REQ=$'POST /up/v1/chat/completions/...;x/a..b/%2e%2e%2e?n=1&_t=rq_dotok2 HTTP/1.
 raw dotok2
 check "segments '...', 'a..b', '%2e%2e%2e' are no dot segments: forwarded" \
     '[ "$(received rq_dotok2)" -eq 1 ]' "$CODE $(head -c 200 "$FM_DIR/dotok2.resp")"
+
+# ---- Expect: 100-continue ---------------------------------------------------
+# curl sends it for a body over 1 MiB and waits up to a second for the
+# answer before sending the body anyway
+head -c 2000000 /dev/zero | tr '\0' a >"$FM_DIR/big"
+t0=$(now_ms)
+code=$(curl -sv -m 15 -o "$FM_DIR/big.body" -w '%{http_code}' -H 'Content-Type: text/plain' \
+    --data-binary @"$FM_DIR/big" "http://127.0.0.1:$PR/up/v1/chat/completions?n=1&_t=rq_big" \
+    2>"$FM_DIR/big.err")
+el=$(($(now_ms) - t0))
+check "a 2 MB POST (curl sends Expect: 100-continue): 200 in $el ms, its body whole upstream" \
+    '[ "$code" = 200 ] && [ "$(fm_log "event=received" | grep "_t=rq_big" | grep -o "\"body_bytes\":[0-9]*" | cut -d: -f2)" = 2000000 ]' \
+    "$code $(grep -i 'expect\|continue\|waiting' "$FM_DIR/big.err" | head -c 400)"
+check "... the proxy answered 100 Continue, and curl did not wait it out (bound 900 ms: it waits 1000)" \
+    'grep -q "^< HTTP/1.1 100 Continue" "$FM_DIR/big.err" && ! grep -q "Done waiting for 100-continue" "$FM_DIR/big.err" && [ "$el" -lt 900 ]' \
+    "$el ms; $(grep -i 'continue' "$FM_DIR/big.err" | head -c 400)"
+# a request that will not be read gets its final status at once, and the
+# body is never sent: over --max-body (413), no route (404)
+for case in "413 /up/v1/chat/completions?_t=rq_e413 $FM_DIR/big.over" "404 /nope/x?_t=rq_e404 $FM_DIR/big"; do
+    read -r want path file <<<"$case"
+    [ -f "$FM_DIR/big.over" ] || head -c 3000001 /dev/zero | tr '\0' a >"$FM_DIR/big.over"
+    t0=$(now_ms)
+    out=$(curl -s -m 15 -o /dev/null -w '%{http_code} %{size_upload}' --data-binary @"$file" \
+        "http://127.0.0.1:$PR$path" 2>&1)
+    el=$(($(now_ms) - t0))
+    check "Expect: 100-continue to $path: $want at once ($el ms, bound 900), the body never sent (sent: ${out#* })" \
+        '[ "${out% *}" = "$want" ] && [ "$el" -lt 900 ] && [ "${out#* }" -lt 65536 ]' "$out"
+done
+# an HTTP/1.0 client's expectation is ignored (RFC 9110 10.1.1): no 100,
+# the body is waited for
+exec 3<>"/dev/tcp/127.0.0.1/$PR"
+printf 'POST /up/v1/chat/completions?n=1&_t=rq_e10 HTTP/1.0\r\nHost: p\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n' >&3
+sleep 0.2
+printf '{}' >&3
+timeout 10 cat <&3 >"$FM_DIR/e10.resp"
+exec 3<&-
+check "Expect from an HTTP/1.0 client: no 100, the answer after the body" \
+    '[ "$(head -n 1 "$FM_DIR/e10.resp" | cut -d" " -f2)" = 200 ] && ! grep -q "100 Continue" "$FM_DIR/e10.resp"' \
+    "$(head -c 200 "$FM_DIR/e10.resp")"
 
 fm_finish

@@ -5,12 +5,13 @@
  * READ: the head must be whole within the header timeout (else 408); the
  * body's reads at most that far apart.  What the bytes make is request.c's:
  * the head checked and routed as soon as it is whole (a request that will
- * not be served is answered then, before its body), then the body.  The whole request
- * becomes one operation (upstream.c), or GET /metrics is answered here. WRITE: what is
- * for the client waits in one buffer per connection, written as the socket takes it
- * (never blocking); a paused upstream read resumes when the client has read half of
- * client_buffer.  A client that goes away cancels its operation, whose end frees the
- * connection.
+ * not be served is answered then, before its body; one that will be gets
+ * 100 Continue if it asked), then the body.  The whole request becomes one
+ * operation (upstream.c), or GET /metrics is answered here.
+ * WRITE: what is for the client waits in one buffer per connection,
+ * written as the socket takes it (never blocking); a paused upstream read
+ * resumes when the client has read half of client_buffer.  A client that
+ * goes away cancels its operation, whose end frees the connection.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -346,7 +347,8 @@ static void received(struct conn *c, size_t n) {
     const enum preq_state was = c->rq.state;
     const enum preq_state now = preq_got(&c->rq, n, c->proxy->routes);
     if (now == PREQ_FAILED) {
-        /* answered when the head is whole, before the body is read: the
+        /* answered when the head is whole, before the body is read (a
+         * client that sent Expect: 100-continue never sends it): the
          * connection lingers unless the request is all in */
         c->request_whole = c->rq.all_read;
         reply_error(c, c->rq.status, c->rq.why);
@@ -355,6 +357,13 @@ static void received(struct conn *c, size_t n) {
     const bool head = was == PREQ_HEAD && now != PREQ_HEAD;
     if (head && !head_read(c, now == PREQ_WHOLE)) {
         return;
+    }
+    if (head && now == PREQ_BODY && c->rq.expect_continue) {
+        /* the request will be read: the client may send its body (RFC
+         * 9110 §10.1.1; curl waits a second for this before sending one
+         * over 1 MiB) - unless it came with the head already */
+        put_str(c, "HTTP/1.1 100 Continue\r\n\r\n");
+        flush_out(c);
     }
     if (now == PREQ_WHOLE) {
         c->request_whole = true; /* an answer now is to all of it */

@@ -224,6 +224,10 @@ static enum preq_state head_whole(struct preq *q, size_t head,
         return refuse(q, 413, "request body too large");
     }
     q->has_body = r->content_length >= 0 || r->chunked;
+    const sg_fm_h1_header *e = sg_fm_h1_find_header(r, "expect");
+    /* RFC 9110 §10.1.1: an HTTP/1.0 client's expectation is ignored */
+    q->expect_continue = e != NULL && r->minor_version == 1 &&
+                         sg_fm_h1_iequal(e->value, e->value_len, "100-continue", 12);
     if (r->chunked) {
         memset(&q->chunked, 0, sizeof(q->chunked));
         q->chunked.on_data = on_chunk_data;

@@ -6,7 +6,8 @@
  * The head (at most PROXY_MAX_HEAD bytes, SG_FM_H1_MAX_HEADERS fields) is
  * parsed and checked as soon as it is whole - the method, the path, the
  * route, the body's announced length - so that a request that will not be
- * served is answered before its body is read.  Then the body, by Content-Length,
+ * served is answered before its body is read, and Expect: 100-continue is
+ * answered only for one that will be.  Then the body, by Content-Length,
  * or chunked and decoded in place in the buffer it arrived in, at most
  * max_body bytes: a request costs its head, its body and one read.
  *
@@ -48,6 +49,7 @@ struct preq {
     const struct route *route; /* NULL for the proxy's own path */
     bool metrics;              /* GET /metrics: the proxy's own */
     bool has_body;             /* framed by Content-Length or chunked */
+    bool expect_continue;      /* an HTTP/1.1 Expect: 100-continue */
     /* once failed */
     int status;
     const char *why;
