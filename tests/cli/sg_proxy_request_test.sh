@@ -5,8 +5,9 @@
 # ones, plus the deadline and key the library stamps) and nothing else -
 # over HTTP/1.1 and HTTP/2; a path that could leave its route is refused;
 # Expect: 100-continue is answered (curl, a peer no one here wrote, is the
-# client). Requests are written raw (bash's /dev/tcp) where their exact
-# bytes matter, and with the curl command elsewhere.
+# client); a client that leaves cancels its operation upstream. Requests
+# are written raw (bash's /dev/tcp) where their exact bytes matter, and
+# with the curl command elsewhere.
 # Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 PX=$1
@@ -221,5 +222,34 @@ exec 3<&-
 check "Expect from an HTTP/1.0 client: no 100, the answer after the body" \
     '[ "$(head -n 1 "$FM_DIR/e10.resp" | cut -d" " -f2)" = 200 ] && ! grep -q "100 Continue" "$FM_DIR/e10.resp"' \
     "$(head -c 200 "$FM_DIR/e10.resp")"
+
+# ---- a client that leaves cancels its operation -----------------------------
+# before the commit (the upstream has not answered) and after it (mid-stream)
+for case in "hang=1 rq_gone1 0" "n=200&gap=50 rq_gone2 1"; do
+    read -r q tag committed <<<"$case"
+    before=$(wc -l <"$FM_DIR/R.out")
+    curl -sN -m 1 -o "$FM_DIR/$tag.body" -H 'Content-Type: application/json' -d '{}' \
+        "http://127.0.0.1:$PR/up/v1/chat/completions?$q&_t=$tag"
+    t0=$(now_ms)
+    gone=
+    id=$(rid "$tag")
+    for _ in $(seq 1 100); do
+        fm_log "event=client_gone" | grep -q "\"id\":${id}[,}]" && gone=1 && break
+        sleep 0.02
+    done
+    el=$(($(now_ms) - t0))
+    check "a client gone $([ "$committed" = 1 ] && echo mid-stream || echo "before the first token"): the upstream sees its request cancelled ($el ms after, bound 1000)" \
+        '[ -n "$gone" ] && [ "$el" -lt 1000 ]' "$(fm_log "event=finished" | tail -c 300)"
+    for _ in $(seq 1 100); do
+        [ "$(wc -l <"$FM_DIR/R.out")" -gt "$before" ] && break
+        sleep 0.02
+    done
+    r=$(tail -n 1 "$FM_DIR/R.out")
+    check "... and the proxy's report says cancelled" \
+        'jq -e ".report.outcome == \"cancelled\"" <<<"$r" >/dev/null' "$(head -c 400 <<<"$r")"
+    if [ "$committed" = 1 ]; then
+        check "... after tokens had reached the client" 'grep -q "\"content\":\"tok0\"" "$FM_DIR/$tag.body"'
+    fi
+done
 
 fm_finish
