@@ -252,4 +252,11 @@ for case in "hang=1 rq_gone1 0" "n=200&gap=50 rq_gone2 1"; do
     fi
 done
 
+# the proxy ends clean: under the sanitizer build, exit 0 means no leak
+# and no error in any of the above
+kill -TERM "$PX_PID"
+rc=0
+wait "$PX_PID" || rc=$?
+check "SIGTERM: sg-proxy exits 0" '[ "$rc" -eq 0 ]' "exit $rc: $(tail -c 600 "$FM_DIR/R.err")"
+
 fm_finish
