@@ -165,6 +165,30 @@ req s503 '/stream?status=503&retry_after=Wed,%2021%20Oct%202015%2007:28:00%20GMT
     fail "status 503 with HTTP-date"
 pass status_retry_after
 
+# ---- pass_first: the first request of a key streams, the next one gets
+# the status (with retry-after-ms beside Retry-After), then streams again
+Q='/v1/chat/completions?n=1&status=429&retry_after=30&retry_after_ms=1500&pass_first=1&fail_first=1'
+req pass "$Q"
+[ "$CODE" = 200 ] && [ "$(items)" = 1 ] || fail "pass_first: first code $CODE"
+req pass "$Q"
+[ "$CODE" = 429 ] && grep -qi '^retry-after: 30' "$H" && grep -qi '^retry-after-ms: 1500' "$H" ||
+    fail "pass_first: second code $CODE, $(tr -d '\r' <"$H" | tr '\n' ' ')"
+req pass "$Q"
+[ "$CODE" = 200 ] || fail "pass_first: third code $CODE"
+req msonly '/stream?status=503&retry_after_ms=250'
+[ "$CODE" = 503 ] && grep -qi '^retry-after-ms: 250' "$H" && ! grep -qi '^retry-after:' "$H" ||
+    fail "retry_after_ms alone"
+pass pass_first_retry_after_ms
+
+# ---- Anthropic's spend limit: error.details.error_code in the error body
+req spend '/v1/messages?status=429&error_code=enforced_spend_limit_reached'
+[ "$CODE" = 429 ] &&
+    grep -q '"type":"rate_limit_error".*"details":{"error_code":"enforced_spend_limit_reached"}}}' "$B" ||
+    fail "error_code: $CODE $(head -c 300 "$B")"
+req spendbad '/stream?status=429&error_code=enforced_spend_limit_reached'
+[ "$CODE" = 400 ] && grep -q 'format=anthropic' "$B" || fail "error_code on openai: $CODE"
+pass error_code
+
 # ---- accept and never answer
 req hang '/stream?hang=1' -m 0.3
 [ "$RC" = 28 ] && [ ! -s "$B" ] || fail "hang: rc=$RC"

@@ -61,12 +61,15 @@ static void send_headers(exchange *ex, int status, const char *ctype,
     }
     char idbuf[24];
     snprintf(idbuf, sizeof(idbuf), "%llu", (unsigned long long)ex->id);
+    /* retry_after_ms: on the scripted status, beside Retry-After or alone */
+    const bool ms_header =
+        status >= 400 && status == ex->sc.status && ex->sc.retry_after_ms[0] != '\0';
     if (c->mode == M_H2) {
         char st[8];
         char cl[24];
         snprintf(st, sizeof(st), "%d", status);
         snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
-        nghttp2_nv nva[8];
+        nghttp2_nv nva[12];
         size_t n = 0;
 #define NV(NAME, VALUE)                               \
     do {                                              \
@@ -86,6 +89,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         }
         if (retry_after != NULL) {
             NV("retry-after", retry_after);
+        }
+        if (ms_header) {
+            NV("retry-after-ms", ex->sc.retry_after_ms);
         }
         if (date[0] != '\0') {
             NV("date", date);
@@ -110,6 +116,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
             ex->h10 ? 0 : 1, status, sg_fm_h1_status_text(status), ctype, idbuf);
         if (retry_after != NULL) {
             sg_fm_buf_printf(&c->out, "Retry-After: %s\r\n", retry_after);
+        }
+        if (ms_header) {
+            sg_fm_buf_printf(&c->out, "retry-after-ms: %s\r\n", ex->sc.retry_after_ms);
         }
         if (date[0] != '\0') {
             sg_fm_buf_printf(&c->out, "Date: %s\r\n", date);
@@ -241,10 +250,15 @@ static void error_shape_open(sg_fm_buf *b, int format, int status) {
     sg_fm_buf_printf(b, "\"sg-fakemodel scripted status %d", status);
 }
 
-static void error_shape_close(sg_fm_buf *b, int format, int status) {
+static void error_shape_close(sg_fm_buf *b, int format, int status, const char *code) {
     switch (format) {
     case SG_FM_FMT_ANTHROPIC:
-        sg_fm_buf_printf(b, "\"}}\n");
+        if (code[0] != '\0') {
+            /* what Anthropic's spend limits add (error.details.error_code) */
+            sg_fm_buf_printf(b, "\",\"details\":{\"error_code\":\"%s\"}}}\n", code);
+        } else {
+            sg_fm_buf_printf(b, "\"}}\n");
+        }
         break;
     case SG_FM_FMT_GEMINI:
         sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", names_of(status)->gemini);
@@ -282,7 +296,7 @@ static void start_stream_response(exchange *ex) {
             sg_fm_buf_append(&b, pad,
                              left < (int64_t)sizeof(pad) ? (size_t)left : sizeof(pad));
         }
-        error_shape_close(&b, ex->sc.format, ex->status);
+        error_shape_close(&b, ex->sc.format, ex->status, ex->sc.error_code);
         if (es) {
             ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
         }
@@ -527,8 +541,11 @@ void ex_begin(exchange *ex) {
     }
     if ((ex->sc.status > 0 && ex->sc.status != 200) || ex->sc.tail_first > 0) {
         uint64_t count = sg_fm_key_count(ex->key); /* once per request */
-        if (ex->sc.status > 0 && ex->sc.status != 200 &&
-            (ex->sc.fail_first < 0 || count <= (uint64_t)ex->sc.fail_first)) {
+        /* pass_first: the first K of a key are not failed; fail_first
+         * counts the ones after them */
+        uint64_t pass = (uint64_t)ex->sc.pass_first;
+        if (ex->sc.status > 0 && ex->sc.status != 200 && count > pass &&
+            (ex->sc.fail_first < 0 || count - pass <= (uint64_t)ex->sc.fail_first)) {
             ex->status = ex->sc.status;
         }
         ex->tail = count <= (uint64_t)ex->sc.tail_first;

@@ -142,6 +142,40 @@ static int parse_choice(const char *v, size_t len, const char *const *names, int
     return -1;
 }
 
+/* A header value's bytes (printable ASCII, 1 .. cap - 1 of them) into
+ * @out, NUL-terminated. */
+static int parse_printable(const char *v, size_t len, char *out, size_t cap) {
+    if (len == 0 || len >= cap) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) {
+            return -1;
+        }
+    }
+    memcpy(out, v, len);
+    out[len] = '\0';
+    return 0;
+}
+
+/* A name written into a JSON string as it is: letters, digits, '_', '.',
+ * '-' (1 .. cap - 1 of them) into @out, NUL-terminated. */
+static int parse_name(const char *v, size_t len, char *out, size_t cap) {
+    if (len == 0 || len >= cap) {
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++) {
+        char c = v[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
+            return -1;
+        }
+    }
+    memcpy(out, v, len);
+    out[len] = '\0';
+    return 0;
+}
+
 /* A duration knob: milliseconds, at most ~11.5 days. */
 #define MAX_MS 1000000000LL
 #define MAX_COUNT 1000000000000LL
@@ -239,17 +273,7 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
         } else if (name_is(n, nn, "error_pad")) {
             rc = parse_int(v, vn, 1 << 20, 0, &s->error_pad);
         } else if (name_is(n, nn, "retry_after")) {
-            if (vn == 0 || vn >= sizeof(s->retry_after)) {
-                rc = -1;
-            }
-            for (size_t i = 0; rc == 0 && i < vn; i++) {
-                if ((unsigned char)v[i] < 0x20 || (unsigned char)v[i] >= 0x7f) {
-                    rc = -1;
-                }
-            }
-            if (rc == 0) {
-                memcpy(s->retry_after, v, vn + 1);
-            }
+            rc = parse_printable(v, vn, s->retry_after, sizeof(s->retry_after));
         } else if (name_is(n, nn, "early_hints")) {
             rc = parse_bool(v, vn, &s->early_hints);
         } else if (name_is(n, nn, "date_offset")) {
@@ -264,6 +288,10 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             s->has_date = 1;
         } else if (name_is(n, nn, "fail_first")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->fail_first);
+        } else if (name_is(n, nn, "pass_first")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->pass_first);
+        } else if (name_is(n, nn, "retry_after_ms")) {
+            rc = parse_printable(v, vn, s->retry_after_ms, sizeof(s->retry_after_ms));
         } else if (name_is(n, nn, "hang")) {
             rc = parse_bool(v, vn, &s->hang);
         } else if (name_is(n, nn, "format")) {
@@ -289,21 +317,9 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
         } else if (name_is(n, nn, "error_at")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->error_at);
         } else if (name_is(n, nn, "error_type")) {
-            /* a JSON string's bytes: letters, digits, '_', '.', '-' */
-            if (vn == 0 || vn >= sizeof(s->error_type)) {
-                rc = -1;
-            }
-            for (size_t i = 0; rc == 0 && i < vn; i++) {
-                char c = v[i];
-                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                      (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-')) {
-                    rc = -1;
-                }
-            }
-            if (rc == 0) {
-                memcpy(s->error_type, v, vn);
-                s->error_type[vn] = '\0';
-            }
+            rc = parse_name(v, vn, s->error_type, sizeof(s->error_type));
+        } else if (name_is(n, nn, "error_code")) {
+            rc = parse_name(v, vn, s->error_code, sizeof(s->error_code));
         } else if (name_is(n, nn, "error_event")) {
             if (name_is(v, vn, "response.failed")) {
                 s->error_event = SG_FM_ERR_FAILED;
@@ -375,6 +391,10 @@ int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
     if (s->split_at != 0 && s->bytes_per_write > 0) {
         snprintf(err, errlen,
                  "split_at and bytes_per_write cut the same writes: one of them");
+        return -1;
+    }
+    if (s->error_code[0] != '\0' && s->format != SG_FM_FMT_ANTHROPIC) {
+        snprintf(err, errlen, "error_code needs format=anthropic");
         return -1;
     }
     if (s->tool_use && s->format != SG_FM_FMT_BEDROCK_CONVERSE) {

@@ -66,8 +66,11 @@ typedef struct {
     int64_t date_offset_s;
     int has_retry_after_date; /* Retry-After as the HTTP-date Date + this */
     int64_t retry_after_date_s;
-    int64_t fail_first; /* -1: every request fails; K: first K per key */
-    int hang;           /* never answer */
+    int64_t fail_first;      /* -1: every request fails; K: first K per key */
+    int64_t pass_first;      /* with status: the first K per key are not failed */
+    char retry_after_ms[32]; /* retry-after-ms value, "" for none */
+    char error_code[64];     /* Anthropic's error.details.error_code, "" none */
+    int hang;                /* never answer */
     sg_fm_format format;
     int64_t event_bytes;     /* pad each SSE event (extra data: lines) to N */
     int64_t line_bytes;      /* pad each item's data line to N bytes */
