@@ -631,8 +631,9 @@ SG_EXTERN int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *
 /**
  * sg_op_options_set_hedging - first-token hedging: when an attempt has
  * delivered no item @after_ns after it started, a hedge - a second attempt
- * of the same request, on the next endpoint (or on a new connection to the
- * same one) - starts beside it, up to @max_hedges (1 .. SG_OP_MAX_HEDGES)
+ * of the same request, on the next endpoint free to be asked (or on a new
+ * connection to the same one; never to one still waiting for its
+ * Retry-After or backoff, see sg_op_hedge) - starts beside it, up to @max_hedges (1 .. SG_OP_MAX_HEDGES)
  * beside the first, each @after_ns after the one before.  The first
  * attempt to deliver an item wins; every other is cancelled at once,
  * before it delivers anything, and is recorded as cancelled with reason
@@ -747,7 +748,8 @@ typedef enum sg_op_decision {
     XX(RETRY_THROTTLED, "retry_throttled")                       \
     XX(HEDGE_LOST, "hedge_lost")                                 \
     XX(HEDGE_RUNNING, "hedge_running")                           \
-    XX(INTENT_REFUSED, "intent_refused")
+    XX(INTENT_REFUSED, "intent_refused")                         \
+    XX(NO_FREE_ENDPOINT, "no_free_endpoint")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -860,7 +862,8 @@ typedef struct sg_op {
     uint32_t ep_next_;          /* private: the next attempt's endpoint */
     uint32_t running_;          /* private: attempts planned, no result yet */
     uint32_t winner_;           /* private: the attempt that delivered first, 0 none */
-    uint32_t hedges_throttled_; /* private: hedges the retry budget denied */
+    uint16_t hedges_throttled_; /* private: hedges the retry budget denied */
+    uint16_t hedges_no_free_;   /* private: hedges with no endpoint to go to */
     uint32_t decider_;          /* private: the attempt whose end decided, 0 none */
     uint32_t ep_ra_;            /* private: bit e: ep_back_[e] is a Retry-After */
     void *intent_;              /* private: the observer's pending intent */
@@ -1270,17 +1273,22 @@ SG_EXTERN int64_t sg_op_hedge_at(const sg_op *op);
 /**
  * sg_op_hedge - lease a hedge at @now, beside the attempts running (see
  * sg_op_options_set_hedging).  @plan as sg_op_next_attempt fills it, with
- * hedge set and the endpoint after the newest attempt's.  A hedge that
+ * hedge set and the endpoint: the first after the newest attempt's, round
+ * the list, that is free to be asked at @now - one whose failure set it a
+ * time to come back (its Retry-After, or its backoff sleep) that has not
+ * come yet is skipped (docs/design.md, retry rule 8).  A hedge that
  * cannot be leased leaves the running attempts alone.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @op or @plan is NULL, or @op was never started;
  *   SG_ESTATE    no hedge is due (sg_op_hedge_at is later than @now or
  *                SG_TIME_NEVER);
- *   SG_EREFUSED  no hedge: plan->reason says why - retry_throttled (the
- *                retry budget is at half or below; counted in the report),
- *                budget_exhausted, budget_below_floor, lease_too_short or
- *                out_of_memory.
+ *   SG_EREFUSED  no hedge: plan->reason says why - no_free_endpoint (every
+ *                endpoint waits for its Retry-After or backoff; counted in
+ *                the report's hedges_no_free_endpoint), retry_throttled
+ *                (the retry budget is at half or below; counted in the
+ *                report), budget_exhausted, budget_below_floor,
+ *                lease_too_short or out_of_memory.
  * Thread-safety: touches only @op.
  */
 SG_EXTERN int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan);

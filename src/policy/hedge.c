@@ -15,6 +15,23 @@ static bool hedge_open(const sg_op *op) {
            op->running_ < 1 + o->max_hedges_ && op->count_ < sg__opt_max_attempts(o);
 }
 
+/* The endpoint a hedge goes to: the first after the newest attempt's,
+ * round the list (the same one when there is one: a new request, on a new
+ * connection where the transport can), whose own clock - its Retry-After
+ * or its backoff after a failure - lets it be asked at @now; -1 when none
+ * does.  O(endpoints). */
+static int free_endpoint(const sg_op *op, int64_t now) {
+    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    const uint32_t newest = sg__record(op, op->count_ - 1)->endpoint;
+    for (uint32_t k = 1; k <= n_ep; k++) {
+        const uint32_t e = (newest + k) % n_ep;
+        if (op->ep_back_[e] <= now) {
+            return (int)e;
+        }
+    }
+    return -1;
+}
+
 int64_t sg_op_hedge_at(const sg_op *op) {
     if (!sg__op_started(op) || !hedge_open(op)) {
         return SG_TIME_NEVER;
@@ -33,9 +50,22 @@ int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
     if (!hedge_open(op) || now < sg_op_hedge_at(op)) {
         return SG_ESTATE;
     }
+    /* docs/design.md retry rule 8: only to an endpoint free to be asked
+     * now - one still waiting for its Retry-After or its backoff is not */
+    const int endpoint = free_endpoint(op, now);
+    if (endpoint < 0) {
+        /* never silently: the report counts it (saturating) */
+        if (op->hedges_no_free_ < UINT16_MAX) {
+            op->hedges_no_free_++;
+        }
+        plan->reason = SG_OP_REASON_NO_FREE_ENDPOINT;
+        return SG_EREFUSED;
+    }
     if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
         /* never silently: counted, and the report says so */
-        op->hedges_throttled_++;
+        if (op->hedges_throttled_ < UINT16_MAX) {
+            op->hedges_throttled_++;
+        }
         plan->reason = SG_OP_REASON_RETRY_THROTTLED;
         return SG_EREFUSED;
     }
@@ -43,12 +73,7 @@ int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
         plan->reason = SG_OP_REASON_OUT_OF_MEMORY;
         return SG_EREFUSED;
     }
-    /* the next endpoint after the newest attempt's (the same one when
-     * there is one: a new request, on a new connection where the
-     * transport can) */
-    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
-    const uint32_t endpoint = (sg__record(op, op->count_ - 1)->endpoint + 1) % n_ep;
-    return sg__plan_attempt(op, now, plan, endpoint, true);
+    return sg__plan_attempt(op, now, plan, (uint32_t)endpoint, true);
 }
 
 uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {

@@ -308,6 +308,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         sg__f_ms(s, "hedge_after_ms", o->hedge_after_ns_, false, &first);
         sg__f_u64(s, "max_hedges", o->max_hedges_, &first);
         sg__f_u64(s, "hedges_throttled", op->hedges_throttled_, &first);
+        sg__f_u64(s, "hedges_no_free_endpoint", op->hedges_no_free_, &first);
     }
     sg__key(s, "attempts", &first);
     sg__sink_put(s, "[", 1);

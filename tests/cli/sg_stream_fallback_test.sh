@@ -211,6 +211,33 @@ else
     fail "--http2: no RST_STREAM(CANCEL) in the log"
 fi
 
+# ---- a hedge never goes into a Retry-After (design.md, retry rule 8) ------------
+# One endpoint: the original is slow (its first item at 1.5 s), the first
+# hedge is answered 429 Retry-After: 30; the second hedge, due at 400 ms,
+# would go into that Retry-After - it is not sent, and the report says why.
+"$SG" --budget 5s --hedge-after 200ms --max-hedges 2 --idempotency-key hr1-key --report "$REP" \
+    -w '%{outcome} %{attempts}\n' \
+    "$(url C 'n=2&tail_first=1&tail_delay=1500&status=429&retry_after=30&pass_first=1&_t=hr1')" \
+    >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok 2" ] && pass "one endpoint: the original answered, one hedge sent" ||
+    fail "hedge into a Retry-After: $(tail -n 1 "$OUT") $(head -c 300 "$ERR")"
+n=$(curl -sS -m 5 "http://127.0.0.1:${PORT[C]}/_log?key=hr1-key&event=received" | grep -c '"event":"received"')
+[ "$n" -eq 2 ] && pass "the server was not asked again inside its Retry-After" ||
+    fail "the server was asked $n times (a hedge went into its Retry-After: 30)"
+grep -q '"hedges_no_free_endpoint":1' "$REP" && pass "the report counts the hedge not sent" ||
+    fail "hedge not sent, report: $(head -c 500 "$REP")"
+# With a fallback: A is slow, B says Retry-After: 30; three hedges go A, B,
+# then A twice - never B again.
+"$SG" --budget 5s --hedge-after 200ms --max-hedges 3 --report "$REP" \
+    -w '%{outcome} %{attempts}\n' "$(url A 'n=2&first_delay=1500&_t=hr2')" \
+    --fallback "$(url B 'status=429&retry_after=30&_t=hr2')" >"$OUT" 2>"$ERR"
+[ "$(tail -n 1 "$OUT")" = "ok 4" ] && pass "fallback: the original answered beside three hedges" ||
+    fail "fallback hedges: $(tail -n 1 "$OUT") $(head -c 300 "$ERR")"
+nb=$(received B hr2)
+na=$(received A hr2)
+[ "$nb" -eq 1 ] && [ "$na" -eq 3 ] && pass "B asked once (its Retry-After), A three times" ||
+    fail "asked: A $na times, B $nb times"
+
 # ---- hedging refused for an unsafe request -------------------------------------
 "$SG" --hedge-after 100ms -d '{"charge":1}' "$(url A 'n=1&_t=hd3')" >"$OUT" 2>"$ERR"
 [ $? -eq 2 ] && grep -q 'idempotency-key' "$ERR" && pass "an unsafe POST is not hedged (usage error)" ||

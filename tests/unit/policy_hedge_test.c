@@ -208,6 +208,105 @@ static void a_late_loser_is_recorded_after_the_end(void **state) {
     sg_op_release(&op);
 }
 
+/* The result of attempt @n at @now: 429 with Retry-After @ra. */
+static sg_op_verdict rate_limited(sg_op *op, uint32_t n, int64_t now, const char *ra) {
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.attempt = n;
+    r.outcome = SG_OUTCOME_HTTP_ERROR;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 429;
+    r.retry_after = ra;
+    r.retry_after_len = strlen(ra);
+    r.first_item_ns = -1;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
+    return v;
+}
+
+/* docs/design.md retry rule 8: a hedge goes only to an endpoint free to be
+ * asked now.  One endpoint, two hedges: the first hedge is answered 429
+ * Retry-After: 2 while the original runs; the second hedge, due 200 ms
+ * after the first began, would go into that Retry-After - it is not sent.
+ * Once the Retry-After has passed, the endpoint may be asked again. */
+static void a_hedge_never_goes_into_a_retry_after(void **state) {
+    (void)state;
+    sg_op op;
+    sg_op_plan p;
+    original_and_hedge(&op, &p, 2);
+    sg_op_verdict v = rate_limited(&op, 2, T0 + SG_MS(250), "2");
+    assert_int_equal(v.reason, SG_OP_REASON_HEDGE_RUNNING);
+    assert_int_equal(sg_op_hedge_at(&op), T0 + SG_MS(400));
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(400), &p), SG_EREFUSED);
+    assert_int_equal(p.reason, SG_OP_REASON_NO_FREE_ENDPOINT);
+    assert_int_equal(sg_op_running(&op), 1);
+    assert_int_equal(sg_op_attempt_count(&op), 2);
+    char rep[4096];
+    assert_int_equal(sg_op_report_write(&op, T0 + SG_MS(401), rep, sizeof(rep), NULL), 0);
+    assert_non_null(strstr(rep, "\"hedges_throttled\":0,\"hedges_no_free_endpoint\":1,"));
+    /* the server's time has passed: free again */
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(250) + SG_SEC(2) - 1, &p), SG_EREFUSED);
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(250) + SG_SEC(2), &p), 0);
+    assert_int_equal(p.attempt, 3);
+    sg_op_release(&op);
+}
+
+/* With fallbacks a hedge skips an endpoint still waiting for its
+ * Retry-After and goes to the next free one (here back to the first). */
+static void a_hedge_skips_an_endpoint_that_must_wait(void **state) {
+    (void)state;
+    static const char *const eps[] = {"http://a/v1", "http://b/v1"};
+    sg_op_options o;
+    opts(&o, "GET", 3);
+    assert_int_equal(sg_op_options_set_endpoints(&o, eps, 2), 0);
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(200), &p), 0);
+    assert_int_equal(p.endpoint, 1);
+    (void)rate_limited(&op, 2, T0 + SG_MS(250), "30");
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(400), &p), 0);
+    assert_int_equal(p.endpoint, 0); /* after b comes a: free */
+    /* after a comes b: it said 30 s, 350 ms ago - a again */
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(600), &p), 0);
+    assert_int_equal(p.endpoint, 0);
+    sg_op_release(&op);
+}
+
+/* A random source that always draws @ud's value. */
+static uint64_t fixed_bits(void *ud) {
+    return *(const uint64_t *)ud;
+}
+
+/* An endpoint's backoff clock holds a hedge back as its Retry-After does:
+ * a fails (503), the retry goes to b at once, and the hedge beside it
+ * does not go to a, still backing off for 900 ms: it goes to b. */
+static void a_hedge_waits_for_an_endpoints_backoff_too(void **state) {
+    (void)state;
+    static const char *const eps[] = {"http://a/v1", "http://b/v1"};
+    static const uint64_t bits = SG_MS(900);
+    sg_op_options o;
+    opts(&o, "GET", 1);
+    assert_int_equal(sg_op_options_set_endpoints(&o, eps, 2), 0);
+    assert_int_equal(sg_op_options_set_backoff(&o, SG_SEC(1), SG_SEC(1)), 0);
+    assert_int_equal(sg_op_options_set_random(&o, fixed_bits, (void *)&bits), 0);
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    sg_op_verdict v = result(&op, 1, T0 + SG_MS(50), SG_OUTCOME_HTTP_ERROR, 503, 0);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.delay_ns, 0); /* b has not failed: at once */
+    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_MS(50), &p), 0);
+    assert_int_equal(p.endpoint, 1);
+    assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(250), &p), 0);
+    assert_int_equal(p.endpoint, 1); /* a backs off until 950 ms */
+    sg_op_release(&op);
+}
+
 /* The retry budget denies a hedge: not sent, counted, the original runs on. */
 static void the_retry_budget_throttles_hedges(void **state) {
     (void)state;
@@ -242,6 +341,9 @@ int main(void) {
         cmocka_unit_test(when_all_fail_the_last_decides),
         cmocka_unit_test(a_late_loser_is_recorded_after_the_end),
         cmocka_unit_test(the_retry_budget_throttles_hedges),
+        cmocka_unit_test(a_hedge_never_goes_into_a_retry_after),
+        cmocka_unit_test(a_hedge_skips_an_endpoint_that_must_wait),
+        cmocka_unit_test(a_hedge_waits_for_an_endpoints_backoff_too),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
