@@ -405,7 +405,8 @@ SG_EXTERN int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns);
  * sg_op_options_set_retryable_statuses - replaces the set of HTTP statuses
  * whose http_error may be retried (when the retry is safe, see
  * sg_op_attempt_done).  @n == 0 means no status is retried.
- * Default: 408, 429, 500, 502, 503, 504.
+ * Default: 408, 429, 500, 502, 503, 504, 529 (Anthropic's overloaded_error:
+ * an overloaded server, as 503 is).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL, or @statuses is NULL while @n > 0;
@@ -417,12 +418,12 @@ SG_EXTERN int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *
 
 /**
  * sg_op_options_set_retry_rejections - whether an unsafe request that was
- * answered 429, or 503 with a valid Retry-After, may be retried.  Those
- * answers say the server refused the request before processing it (a rate
- * limiter or an overloaded server asking to come back later).  A 503
- * without Retry-After is not trusted: proxies send it when the upstream
- * reset mid-request.  The status must still be in the retryable set.
- * Default: true.
+ * answered 429, or 503 (or Anthropic's 529) with a valid Retry-After, may
+ * be retried.  Those answers say the server refused the request before
+ * processing it (a rate limiter or an overloaded server asking to come
+ * back later).  A 503 or 529 without Retry-After is not trusted: proxies
+ * send 503 when the upstream reset mid-request.  The status must still be in the
+ * retryable set. Default: true.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
@@ -633,8 +634,8 @@ SG_EXTERN int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *
  * delivered no item @after_ns after it started, a hedge - a second attempt
  * of the same request, on the next endpoint free to be asked (or on a new
  * connection to the same one; never to one still waiting for its
- * Retry-After or backoff, see sg_op_hedge) - starts beside it, up to @max_hedges (1 .. SG_OP_MAX_HEDGES)
- * beside the first, each @after_ns after the one before.  The first
+ * Retry-After or backoff, see sg_op_hedge) - starts beside it, up to @max_hedges (1 ..
+ * SG_OP_MAX_HEDGES) beside the first, each @after_ns after the one before.  The first
  * attempt to deliver an item wins; every other is cancelled at once,
  * before it delivers anything, and is recorded as cancelled with reason
  * hedge_lost (a loser costs its server the work it did until then: its
@@ -1210,7 +1211,8 @@ typedef struct sg_op_verdict {
  *   transport refused to send the attempt) -> STOP.
  *   budget_exhausted -> STOP.  Timeouts, truncated and transport_error
  *   are retryable when safe.  A retryable status is retryable when
- *   safe, or for 429 / 503-with-Retry-After (see set_retry_rejections).
+ *   safe, or for 429 / 503-or-529-with-Retry-After (see
+ *   set_retry_rejections).
  *   An http_error without a received status is treated like a transport
  *   error (retryable when safe).
  * - A clock timeout whose clock the lease clamped (the lease was shorter

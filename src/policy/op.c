@@ -711,9 +711,11 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             } else if (safe) {
                 retryable = true;
             } else if (!(o->set_ & SG__OPT_NO_REJECTION_RETRY) &&
-                       (r->http_status == 429 || (r->http_status == 503 && ra_valid))) {
+                       (r->http_status == 429 ||
+                        ((r->http_status == 503 || r->http_status == 529) && ra_valid))) {
                 /* The server refused before processing: a rate limiter's
-                 * 429, or a 503 that names a time to come back. */
+                 * 429, or an overloaded server's 503 (Anthropic's 529)
+                 * that names a time to come back. */
                 retryable = true;
             } else {
                 reason = SG_OP_REASON_NOT_SAFE_TO_RETRY;

@@ -428,6 +428,7 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status) {
         case 502:
         case 503:
         case 504:
+        case 529: /* Anthropic's overloaded_error: an overloaded server */
             return true;
         default:
             return false;

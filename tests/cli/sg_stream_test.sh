@@ -474,6 +474,14 @@ expect 7 "--profile anthropic: overloaded before the first token is retried (GET
     --report "$FM_DIR/prof.json" "$BASE/v1/messages?n=3&gap=0&error_at=0&_t=cli_p5"
 has "$OUT" "provider_error 3 ttft=- pe=overloaded_error" "three attempts, each overloaded"
 has "$FM_DIR/prof.json" '"provider_error":{"type":"overloaded_error","message":"scripted failure"}' "the report names it"
+# HTTP 529 is Anthropic's overloaded_error: retried before the first token
+# as 503 is, never the final answer
+expect 0 "--profile anthropic: a 529 is retried" -- --profile anthropic --attempts 3 \
+    --backoff-base 10ms --idempotency-key cli-529 --output none -w '%{outcome} %{attempts}\n' \
+    --report "$FM_DIR/p529.json" "$BASE/v1/messages?n=2&gap=0&status=529&fail_first=1&_t=cli_p529"
+has "$OUT" "ok 2" "the second attempt answered"
+has "$FM_DIR/p529.json" '"http_status":529,"partial":false,"retryable":true' "the 529 was retryable"
+if [ "$(fm_count cli-529 received)" -eq 2 ]; then pass "the server saw the retry"; else fail "529 count: $(fm_count cli-529 received)"; fi
 expect 0 "--profile anthropic: ping is nothing" -- --profile anthropic -w '%{items}\n' \
     "$BASE/v1/messages?n=2&gap=100&keepalive=30&_t=cli_p6"
 if ! grep -q '"ping"' "$OUT"; then pass "no ping printed"; else fail "ping printed"; fi

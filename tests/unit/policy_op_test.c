@@ -527,7 +527,8 @@ static void partial_unsafe_stream_is_partial_and_outcome_unknown(void **state) {
 
 static void retryable_status_on_a_safe_request_is_retried(void **state) {
     (void)state;
-    static const int statuses[] = {408, 429, 500, 502, 503, 504};
+    /* 529: Anthropic's overloaded_error, an overloaded server as 503 is */
+    static const int statuses[] = {408, 429, 500, 502, 503, 504, 529};
     for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
         sg_op_options o;
         opts_init(&o, SG_SEC(30), 0);
@@ -694,6 +695,27 @@ static void unsafe_post_answered_503_is_retried_only_with_retry_after(void **sta
     v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
                     true, 503, "soon");
     assert_int_equal(v.decision, SG_OP_STOP);
+}
+
+/* 529 (Anthropic's overloaded_error) is 503's like: an unsafe request is
+ * retried when it names a time to come back, else it is not safe to. */
+static void unsafe_post_answered_529_is_treated_as_503(void **state) {
+    (void)state;
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, NULL, T0), 0);
+    plan_ok(&op, T0, &p);
+    sg_op_verdict v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR,
+                                  SG_PHASE_WAIT_HEADERS, true, 529, "2");
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(v.delay_ns, SG_SEC(2));
+    assert_int_equal(sg_op_start(&op, NULL, T0), 0);
+    plan_ok(&op, T0, &p);
+    v = end_attempt(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS,
+                    true, 529, NULL);
+    assert_int_equal(v.decision, SG_OP_STOP);
+    assert_int_equal(v.reason, SG_OP_REASON_NOT_SAFE_TO_RETRY);
+    assert_false(v.outcome_unknown); /* the server's own answer */
 }
 
 static void rejection_retries_can_be_turned_off(void **state) {
@@ -1621,6 +1643,7 @@ int main(void) {
         cmocka_unit_test(an_attempt_refused_by_the_transport_is_not_retried),
         cmocka_unit_test(unsafe_post_answered_429_is_retried_as_a_rejection),
         cmocka_unit_test(unsafe_post_answered_503_is_retried_only_with_retry_after),
+        cmocka_unit_test(unsafe_post_answered_529_is_treated_as_503),
         cmocka_unit_test(rejection_retries_can_be_turned_off),
         cmocka_unit_test(retryable_status_set_is_configurable),
         cmocka_unit_test(cancelled_cap_exceeded_and_protocol_error_are_never_retried),
