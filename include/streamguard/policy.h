@@ -802,8 +802,8 @@ typedef struct sg_op_attempt {
     bool partial;
     bool retryable;
     bool outcome_unknown;
-    bool retry_after_present;
-    bool retry_after_malformed; ///< present but unusable: ignored
+    bool retry_after_present;   ///< Retry-After or retry-after-ms present
+    bool retry_after_malformed; ///< present but none usable: ignored
     int64_t started_at;         ///< monotonic instant of the plan
     int64_t remaining_ns;       ///< budget remaining at the start
     int64_t connect_ns;         ///< granted clocks, 0 = off
@@ -821,7 +821,7 @@ typedef struct sg_op_attempt {
     bool hedge;                   ///< started beside a running attempt (sg_op_hedge)
     uint8_t budget_limited_;      /* private: clocks the lease clamped */
     uint8_t retry_after_raw_len_; /* private */
-    bool retry_after_raw_given_;  /* private */
+    uint8_t retry_after_flags_;   /* private: SG__RA_* (policy/internal.h) */
     char retry_after_raw_[SG_OP_RETRY_AFTER_RAW_MAX + 1]; /* private */
     /** The transport's own error for this attempt, beside the outcome:
      *  what libcurl, nghttp2, TLS or the system said ("curl 7 Couldn't
@@ -1153,6 +1153,10 @@ typedef struct sg_op_result {
     int http_status;         ///< 0 when no response
     const char *retry_after; ///< raw Retry-After field value, NULL = none
     size_t retry_after_len;
+    /** raw retry-after-ms field value (milliseconds: OpenAI, Azure), NULL =
+     *  none; when valid it wins over Retry-After (sg_op_attempt_done) */
+    const char *retry_after_ms_field;
+    size_t retry_after_ms_field_len;
     int64_t wall_now_s; ///< unix seconds an HTTP-date is measured from (the response's
                         ///< Date when valid); <= 0 unknown
     bool has_retry_after_ns; ///< retry_after_ns is set (e.g. CURLINFO_RETRY_AFTER)
@@ -1221,11 +1225,14 @@ typedef struct sg_op_verdict {
  *   recorded as budget_exhausted: the clock alone would not have fired
  *   (docs/design.md).
  * - A Retry-After is used only when headers_received; it replaces the
- *   backoff only for http_error.  A retry sleeps that Retry-After (longer
- *   than max_retry_after: STOP) or the jittered backoff, and is taken only
- *   when, after the sleep, at least the minimum attempt (and more than 0)
- *   is left above the floor; otherwise STOP now.  With no attempts left:
- *   STOP (attempts_exhausted).
+ *   backoff only for http_error.  A retry-after-ms field (OpenAI's and
+ *   Azure's milliseconds, sg_retry_after_ms_parse) that holds a valid value
+ *   wins over Retry-After (as the openai and @anthropic-ai/sdk clients
+ *   read them); one that does not is ignored and Retry-After is used.  A retry sleeps
+ * that Retry-After (longer than max_retry_after: STOP) or the jittered backoff, and is
+ * taken only when, after the sleep, at least the minimum attempt (and more than 0) is
+ * left above the floor; otherwise STOP now.  With no attempts left: STOP
+ * (attempts_exhausted).
  * - A retry past the first SG_OP_INLINE_ATTEMPTS attempts may need a new
  *   block of records; when it cannot be allocated: STOP (out_of_memory,
  *   the attempt stays retryable), so the attempt that could not be
@@ -1490,6 +1497,21 @@ SG_EXTERN int sg_http_date_parse(const char *value, size_t len, int64_t wall_now
  */
 SG_EXTERN int sg_retry_after_parse(const char *value, size_t len, int64_t wall_now_s,
                                    int64_t *delay_ns);
+
+/**
+ * sg_retry_after_ms_parse - parses a retry-after-ms value (the milliseconds
+ * OpenAI's and Azure's servers send beside Retry-After) into a delay:
+ * 1*DIGIT, optionally "." 1*DIGIT (a fraction of a millisecond, kept to
+ * the nanosecond; further digits are dropped).  Values beyond
+ * SG_DURATION_MAX saturate there.  No sign, exponent or whitespace.
+ *
+ * Returns 0 and sets *@delay_ns if it succeeds, or one of the following
+ * negative error codes:
+ *   SG_EINVAL      @value or @delay_ns is NULL;
+ *   SG_EMALFORMED  anything else.
+ * Thread-safety: pure function.
+ */
+SG_EXTERN int sg_retry_after_ms_parse(const char *value, size_t len, int64_t *delay_ns);
 
 /* ------------------------------------------------------------------------
  * Deadline propagation.  Pure functions.

@@ -140,7 +140,8 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         return n; /* interim, a stream, or a redirect libcurl may follow */
     }
     bool ra = header_is(buf, n, "retry-after");
-    if (ra || header_is(buf, n, "date")) {
+    bool ra_ms = !ra && header_is(buf, n, "retry-after-ms");
+    if (ra || ra_ms || header_is(buf, n, "date")) {
         const char *v = (const char *)memchr(buf, ':', n) + 1;
         const char *end = buf + n;
         while (v < end && (*v == ' ' || *v == '\t')) {
@@ -152,6 +153,8 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         }
         if (ra) {
             sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
+        } else if (ra_ms) {
+            sg__lc_retry_after_ms(&op->lc, v, (size_t)(end - v));
         } else {
             sg__lc_date(&op->lc, v, (size_t)(end - v));
         }

@@ -80,6 +80,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
                       l->recv_now);
     } else if (namelen == 11 && memcmp(name, "retry-after", 11) == 0) {
         sg__lc_retry_after(&op->lc, (const char *)value, valuelen);
+    } else if (namelen == 14 && memcmp(name, "retry-after-ms", 14) == 0) {
+        sg__lc_retry_after_ms(&op->lc, (const char *)value, valuelen);
     } else if (namelen == 4 && memcmp(name, "date", 4) == 0) {
         sg__lc_date(&op->lc, (const char *)value, valuelen);
     }

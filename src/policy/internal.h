@@ -49,6 +49,11 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status);
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);
 
+/* Bits of sg_op_attempt.retry_after_flags_: the raw Retry-After was
+ * given (retry_after_raw_ holds it); retry_after_ns came from the
+ * retry-after-ms field (the report's retry_after_source). */
+enum { SG__RA_RAW_GIVEN = 1u << 0, SG__RA_FROM_MS = 1u << 1 };
+
 /* An sg_op's state (op->state_). */
 enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED, SG__OP_INTENT };
 

@@ -542,6 +542,52 @@ static void back_until(sg_op *op, uint32_t e, int64_t at, bool ra, int64_t ra_ns
     }
 }
 
+/* The server's time to come back, into @a: its retry-after-ms (OpenAI's
+ * and Azure's milliseconds) when that holds a valid value, else its
+ * Retry-After - the order the openai and @anthropic-ai/sdk clients read
+ * them in (their retryRequest).  Only a response says it.  true with
+ * *@ra_ns when one is valid. */
+static bool read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *ra_ns) {
+    if (!r->headers_received) {
+        return false;
+    }
+    bool valid = false;
+    if (r->retry_after_ms_field != NULL) {
+        a->retry_after_present = true;
+        valid = sg_retry_after_ms_parse(r->retry_after_ms_field,
+                                        r->retry_after_ms_field_len, ra_ns) == 0;
+        if (valid) {
+            a->retry_after_flags_ |= SG__RA_FROM_MS;
+        }
+    }
+    int64_t d = -1;
+    if (r->retry_after != NULL) {
+        a->retry_after_present = true;
+        size_t keep = r->retry_after_len < SG_OP_RETRY_AFTER_RAW_MAX
+                          ? r->retry_after_len
+                          : SG_OP_RETRY_AFTER_RAW_MAX;
+        memcpy(a->retry_after_raw_, r->retry_after, keep);
+        a->retry_after_raw_[keep] = '\0';
+        a->retry_after_raw_len_ = (uint8_t)keep;
+        a->retry_after_flags_ |= SG__RA_RAW_GIVEN;
+        if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s, &d) ==
+                0 &&
+            !valid) {
+            valid = true;
+            *ra_ns = d;
+        }
+    } else if (r->has_retry_after_ns) {
+        a->retry_after_present = true;
+        if (!valid) {
+            valid = true;
+            *ra_ns = r->retry_after_ns;
+        }
+    }
+    a->retry_after_malformed = a->retry_after_present && !valid;
+    a->retry_after_ns = valid ? *ra_ns : -1;
+    return valid;
+}
+
 int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verdict *v) {
     if (!sg__op_started(op) || r == NULL || v == NULL) {
         return SG_EINVAL;
@@ -625,31 +671,8 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     a->partial = oc != SG_OUTCOME_OK && (r->partial || r->items > 0);
     a->outcome_unknown = sent && !safe && !complete;
 
-    /* Retry-After only means something on a response. */
-    bool ra_valid = false;
     int64_t ra_ns = -1;
-    if (r->retry_after != NULL && r->headers_received) {
-        a->retry_after_present = true;
-        size_t keep = r->retry_after_len < SG_OP_RETRY_AFTER_RAW_MAX
-                          ? r->retry_after_len
-                          : SG_OP_RETRY_AFTER_RAW_MAX;
-        memcpy(a->retry_after_raw_, r->retry_after, keep);
-        a->retry_after_raw_[keep] = '\0';
-        a->retry_after_raw_len_ = (uint8_t)keep;
-        if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s,
-                                 &ra_ns) == 0) {
-            ra_valid = true;
-            a->retry_after_ns = ra_ns;
-        } else {
-            a->retry_after_malformed = true;
-        }
-        a->retry_after_raw_given_ = true;
-    } else if (r->has_retry_after_ns && r->headers_received) {
-        a->retry_after_present = true;
-        ra_valid = true;
-        ra_ns = r->retry_after_ns;
-        a->retry_after_ns = ra_ns;
-    }
+    const bool ra_valid = read_retry_after(a, r, &ra_ns);
 
     sg_op_decision decision = SG_OP_STOP;
     sg_op_reason reason = SG_OP_REASON_NONE;

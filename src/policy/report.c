@@ -167,7 +167,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_u64(s, "items", a->items, &first);
     sg__f_u64(s, "bytes", a->bytes, &first);
     sg__key(s, "retry_after", &first);
-    if (a->retry_after_raw_given_) {
+    if (a->retry_after_flags_ & SG__RA_RAW_GIVEN) {
         /* The server's bytes, verbatim up to SG_OP_RETRY_AFTER_RAW_MAX:
          * anything may be in them, hence the escaping. */
         sg__sink_json_string(s, a->retry_after_raw_, a->retry_after_raw_len_);
@@ -176,6 +176,11 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     }
     sg__f_ms(s, "retry_after_ms", a->retry_after_ns, false, &first);
     sg__f_bool(s, "retry_after_malformed", a->retry_after_malformed, &first);
+    sg__f_name(s, "retry_after_source",
+               a->retry_after_ns < 0                      ? NULL
+               : (a->retry_after_flags_ & SG__RA_FROM_MS) ? "retry-after-ms"
+                                                          : "retry-after",
+               &first);
     sg__f_name(s, "decision", sg_op_decision_name(a->decision), &first);
     sg__f_name(s, "reason", sg_op_reason_name(a->reason), &first);
     sg__f_ms(s, "backoff_ms", a->backoff_ns, false, &first);

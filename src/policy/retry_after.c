@@ -244,3 +244,42 @@ int sg_retry_after_parse(const char *value, size_t len, int64_t wall_now_s,
     *delay_ns = d > SG_DURATION_MAX / SG_SEC(1) ? SG_DURATION_MAX : SG_SEC(d);
     return 0;
 }
+
+int sg_retry_after_ms_parse(const char *value, size_t len, int64_t *delay_ns) {
+    if (value == NULL || delay_ns == NULL) {
+        return SG_EINVAL;
+    }
+    /* whole milliseconds, saturating past the longest duration */
+    const int64_t max_ms = SG_DURATION_MAX / SG_MS(1);
+    int64_t ms = 0;
+    size_t i = 0;
+    for (; i < len && value[i] >= '0' && value[i] <= '9'; i++) {
+        if (ms <= max_ms) {
+            ms = ms * 10 + (value[i] - '0');
+        }
+    }
+    if (i == 0) {
+        return SG_EMALFORMED;
+    }
+    /* a fraction, to the nanosecond (six digits; the rest dropped) */
+    int64_t frac = 0;
+    if (i < len && value[i] == '.') {
+        size_t first = ++i;
+        int64_t unit = SG_MS(1);
+        for (; i < len && value[i] >= '0' && value[i] <= '9'; i++) {
+            unit /= 10;
+            frac += unit * (value[i] - '0');
+        }
+        if (i == first) {
+            return SG_EMALFORMED;
+        }
+    }
+    if (i != len) {
+        return SG_EMALFORMED;
+    }
+    *delay_ns = ms > max_ms ? SG_DURATION_MAX : sg_time_add(SG_MS(ms), frac);
+    if (*delay_ns > SG_DURATION_MAX) {
+        *delay_ns = SG_DURATION_MAX;
+    }
+    return 0;
+}

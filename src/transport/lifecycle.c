@@ -158,6 +158,7 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     }
     lc->feed_error = 0;
     lc->retry_after_len = 0;
+    lc->retry_after_ms_len = 0;
     lc->date_len = 0;
     lc->errbuf[0] = '\0';
     lc->state = SG__LC_RUNNING;
@@ -470,6 +471,10 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         r.retry_after_len = lc->retry_after_len;
         r.wall_now_s = wall_origin(lc);
     }
+    if (lc->retry_after_ms_len > 0 && lc->headers_done) {
+        r.retry_after_ms_field = lc->retry_after_ms;
+        r.retry_after_ms_field_len = lc->retry_after_ms_len;
+    }
     if (lc->lost) {
         /* a loser delivers nothing: it had no item when the winner was
          * named, and the gate dropped every one after (the guard counted
@@ -484,6 +489,7 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
          * record an end, so hand it a result it always accepts. */
         r.http_status = 0;
         r.retry_after = NULL;
+        r.retry_after_ms_field = NULL;
         r.outcome = SG_OUTCOME_PROTOCOL_ERROR;
         r.attempt = lc->attempt;
         if (sg_op_attempt_done(lc->pol, now, &r, &v) != 0) {
@@ -646,6 +652,7 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->headers_done = false;
     lc->body_is_stream = false;
     lc->retry_after_len = 0;
+    lc->retry_after_ms_len = 0;
     lc->date_len = 0;
     sg_guard *g = sg__lc_guard(lc);
     if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
@@ -654,20 +661,31 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     }
 }
 
-void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
-    const size_t keep = sizeof(lc->retry_after);
-    if (len < keep) {
-        memcpy(lc->retry_after, value, len);
-        lc->retry_after_len = len;
+/* A field value into @dst[@cap].  No valid Retry-After (an HTTP-date is
+ * 29 bytes) nor retry-after-ms is as long as @cap: one that is is kept as
+ * present and malformed - its first bytes for the report, then a byte no
+ * field value may hold, so the policy's parse must fail - rather than
+ * dropped and reported absent. */
+static void keep_field(char *dst, size_t cap, size_t *dst_len, const char *value,
+                       size_t len) {
+    if (len < cap) {
+        memcpy(dst, value, len);
+        *dst_len = len;
         return;
     }
-    /* No valid Retry-After is this long (an HTTP-date is 29 bytes): keep
-     * it as present and malformed - its first bytes for the report, then a
-     * byte no field value may hold, so the policy's parse must fail -
-     * rather than drop it and report no Retry-After at all. */
-    memcpy(lc->retry_after, value, keep - 1);
-    lc->retry_after[keep - 1] = '\x7f';
-    lc->retry_after_len = keep;
+    memcpy(dst, value, cap - 1);
+    dst[cap - 1] = '\x7f';
+    *dst_len = cap;
+}
+
+void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
+    keep_field(lc->retry_after, sizeof(lc->retry_after), &lc->retry_after_len, value,
+               len);
+}
+
+void sg__lc_retry_after_ms(sg__lifecycle *lc, const char *value, size_t len) {
+    keep_field(lc->retry_after_ms, sizeof(lc->retry_after_ms), &lc->retry_after_ms_len,
+               value, len);
 }
 
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {

@@ -158,6 +158,8 @@ struct sg__lifecycle {
     sg_guard_result gr;   /* the decided attempt (ENDING) */
     char retry_after[64]; /* raw Retry-After of the final response */
     size_t retry_after_len;
+    char retry_after_ms[32]; /* raw retry-after-ms (OpenAI, Azure) of it */
+    size_t retry_after_ms_len;
     char date[64]; /* raw Date of the final response: Retry-After's origin */
     size_t date_len;
     char dl_value[SG_DEADLINE_VALUE_MAX];
@@ -239,6 +241,9 @@ void sg__lc_cancel(sg__lifecycle *lc);
  * block (interim or final) and moves the phase to wait_headers. */
 void sg__lc_status(sg__lifecycle *lc, int status, int64_t now);
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len);
+/* retry-after-ms (milliseconds: OpenAI, Azure), read beside Retry-After;
+ * the policy says which wins (sg_op_attempt_done). */
+void sg__lc_retry_after_ms(sg__lifecycle *lc, const char *value, size_t len);
 /* The response's Date (RFC 9110 §6.6.1): a Retry-After HTTP-date is
  * measured from it, not from the local wall clock. */
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len);

@@ -172,6 +172,42 @@ if [ "$(fm_field cli-429 received method)" = "POST" ]; then pass "-d makes a POS
 expect 7 "retry-after beyond the budget stops at once" -- --attempts 3 --idempotency-key cli-ra \
     --budget 2s "$CHAT?status=503&retry_after=30&fail_first=9&_t=cli_ra"
 if [ "$(fm_count cli-ra received)" -eq 1 ]; then pass "one request, no sleep into the deadline"; else fail "ra count"; fi
+# retry-after-ms (OpenAI's and Azure's milliseconds) is read beside
+# Retry-After and wins when valid: the retry goes after 1.5 s, not 30 s
+# (which the budget could not hold); alone it replaces the backoff.
+# gap KEY: ms between the server's first two receipts of KEY
+gap() {
+    fm_log "key=$1&event=received" | grep -o '"t_ns":[0-9]*' | cut -d: -f2 |
+        awk 'NR == 1 { a = $1 } NR == 2 { printf "%d", ($1 - a) / 1000000 }'
+}
+expect 0 "retry-after-ms wins over Retry-After" -- --attempts 2 --idempotency-key cli-rams \
+    --budget 10s --report "$FM_DIR/rams.json" -w '%{outcome} %{attempts}\n' \
+    "$CHAT?status=503&retry_after=30&retry_after_ms=1500&fail_first=1&n=1&_t=cli_rams"
+has "$OUT" "ok 2" "retried after the milliseconds"
+if [ "$(jq -c '.attempts[0] | [.retry_after, .retry_after_ms, .retry_after_source, .backoff_ms]' "$FM_DIR/rams.json")" = '["30",1500,"retry-after-ms",1500]' ]; then
+    pass "the report: both headers, the delay from retry-after-ms"
+else fail "rams report: $(jq -c '.attempts[0]' "$FM_DIR/rams.json")"; fi
+g=$(gap cli-rams)
+if [ "${g:-0}" -ge 1500 ] && [ "${g:-0}" -lt 2500 ]; then pass "the server was asked again ${g} ms later"; else fail "retry-after-ms gap: ${g:-?} ms"; fi
+expect 0 "retry-after-ms alone replaces the backoff" -- --attempts 2 --idempotency-key cli-rams2 \
+    --backoff-base 1ms --backoff-max 2ms --report "$FM_DIR/rams2.json" \
+    "$CHAT?status=429&retry_after_ms=300&fail_first=1&n=1&_t=cli_rams2"
+if [ "$(jq -c '.attempts[0] | [.retry_after, .retry_after_ms, .retry_after_source, .backoff_ms]' "$FM_DIR/rams2.json")" = '[null,300,"retry-after-ms",300]' ]; then
+    pass "the report: 300 ms from retry-after-ms"
+else fail "rams2 report: $(jq -c '.attempts[0]' "$FM_DIR/rams2.json")"; fi
+g=$(gap cli-rams2)
+if [ "${g:-0}" -ge 300 ]; then pass "the server was asked again ${g} ms later"; else fail "retry-after-ms alone: gap ${g:-?} ms"; fi
+expect 0 "--http2: retry-after-ms read from the HEADERS too" -- --http2 --attempts 2 \
+    --idempotency-key cli-rams4 --report "$FM_DIR/rams4.json" \
+    "$CHAT?status=429&retry_after=30&retry_after_ms=200&fail_first=1&n=1&_t=cli_rams4"
+if [ "$(jq -c '.attempts[0] | [.retry_after_ms, .retry_after_source, .backoff_ms]' "$FM_DIR/rams4.json")" = '[200,"retry-after-ms",200]' ]; then
+    pass "--http2: 200 ms from retry-after-ms"
+else fail "rams4 report: $(jq -c '.attempts[0]' "$FM_DIR/rams4.json")"; fi
+expect 0 "a malformed retry-after-ms leaves Retry-After" -- --attempts 2 --idempotency-key cli-rams3 \
+    --report "$FM_DIR/rams3.json" "$CHAT?status=503&retry_after=1&retry_after_ms=soon&fail_first=1&n=1&_t=cli_rams3"
+if [ "$(jq -c '.attempts[0] | [.retry_after_ms, .retry_after_source, .backoff_ms]' "$FM_DIR/rams3.json")" = '[1000,"retry-after",1000]' ]; then
+    pass "the report: Retry-After's second"
+else fail "rams3 report: $(jq -c '.attempts[0]' "$FM_DIR/rams3.json")"; fi
 expect 0 "backoff flags" -- --attempts 3 --idempotent --backoff-base 5ms --backoff-max 20ms \
     -X GET "$CHAT?status=503&fail_first=1&n=1&_t=cli_backoff"
 # one end alone: the other is the default (100 ms base, 10 s cap) where it fits

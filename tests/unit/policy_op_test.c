@@ -1044,6 +1044,86 @@ static void parsed_retry_after_from_the_transport_is_honoured(void **state) {
     assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(20), &r, &v), SG_EINVAL);
 }
 
+/* The attempt's result: 429 with the given Retry-After and retry-after-ms
+ * (either may be NULL). */
+static sg_op_verdict end_429(sg_op *op, int64_t now, const char *ra, const char *ra_ms) {
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_HTTP_ERROR;
+    r.phase = SG_PHASE_WAIT_HEADERS;
+    r.sent = true;
+    r.headers_received = true;
+    r.http_status = 429;
+    r.retry_after = ra;
+    r.retry_after_len = ra != NULL ? strlen(ra) : 0;
+    r.retry_after_ms_field = ra_ms;
+    r.retry_after_ms_field_len = ra_ms != NULL ? strlen(ra_ms) : 0;
+    r.wall_now_s = WALL;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
+    return v;
+}
+
+/* retry-after-ms wins over Retry-After when valid (the order the openai
+ * and Anthropic SDKs read them in); a malformed one leaves Retry-After;
+ * alone it replaces the backoff; both malformed: the backoff, flagged. */
+static void retry_after_ms_wins_over_retry_after_when_valid(void **state) {
+    (void)state;
+    static const struct {
+        const char *ra, *ra_ms;
+        int64_t delay;
+        bool from_ms, malformed;
+    } cases[] = {
+        {"30", "1500", SG_MS(1500), true, false},
+        {"30", "soon", SG_SEC(30), false, false},
+        {NULL, "250.5", SG_MS(250) + SG_US(500), true, false},
+        {"2", NULL, SG_SEC(2), false, false},
+        {"later", "soon", -1, false, true},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        sg_op_options o;
+        opts_init(&o, SG_SEC(60), 0);
+        assert_int_equal(sg_op_options_set_backoff(&o, SG_MS(1), SG_MS(1)), 0);
+        sg_op op;
+        sg_op_plan p;
+        assert_int_equal(sg_op_start(&op, &o, T0), 0);
+        plan_ok(&op, T0, &p);
+        sg_op_verdict v = end_429(&op, T0 + SG_MS(20), cases[i].ra, cases[i].ra_ms);
+        assert_int_equal(v.decision, SG_OP_RETRY);
+        const sg_op_attempt *a = sg_op_attempt_at(&op, 0);
+        assert_true(a->retry_after_present);
+        assert_int_equal(a->retry_after_malformed, cases[i].malformed);
+        if (cases[i].delay >= 0) {
+            assert_int_equal(v.delay_ns, cases[i].delay);
+            assert_int_equal(a->retry_after_ns, cases[i].delay);
+        } else {
+            assert_true(v.delay_ns <= SG_MS(1)); /* the backoff */
+            assert_int_equal(a->retry_after_ns, -1);
+        }
+        char rep[2048];
+        assert_int_equal(sg_op_report_write(&op, T0 + SG_MS(21), rep, sizeof(rep), NULL),
+                         0);
+        const char *src = cases[i].delay < 0 ? "\"retry_after_source\":null"
+                          : cases[i].from_ms ? "\"retry_after_source\":\"retry-after-ms\""
+                                             : "\"retry_after_source\":\"retry-after\"";
+        assert_non_null(strstr(rep, src));
+        sg_op_release(&op);
+    }
+    /* only a response says it */
+    sg_op op;
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(&op, NULL, T0), 0);
+    plan_ok(&op, T0, &p);
+    sg_op_result r;
+    memset(&r, 0, sizeof(r));
+    r.outcome = SG_OUTCOME_TRANSPORT_ERROR;
+    r.retry_after_ms_field = "5";
+    r.retry_after_ms_field_len = 1;
+    sg_op_verdict v;
+    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(5), &r, &v), 0);
+    assert_false(sg_op_attempt_at(&op, 0)->retry_after_present);
+}
+
 static void retry_after_http_date_is_measured_on_the_wall_clock(void **state) {
     (void)state;
     sg_op op;
@@ -1657,6 +1737,7 @@ int main(void) {
         cmocka_unit_test(sleep_must_leave_the_minimum_attempt_above_the_floor),
         cmocka_unit_test(retry_after_replaces_the_computed_backoff),
         cmocka_unit_test(parsed_retry_after_from_the_transport_is_honoured),
+        cmocka_unit_test(retry_after_ms_wins_over_retry_after_when_valid),
         cmocka_unit_test(retry_after_http_date_is_measured_on_the_wall_clock),
         cmocka_unit_test(retry_after_longer_than_remaining_stops_at_once),
         cmocka_unit_test(retry_after_longer_than_the_maximum_stops),

@@ -238,6 +238,39 @@ static void embedded_nul_is_malformed(void **state) {
     assert_int_equal(sg_retry_after_parse("12", 2, WALL, &d), 0);
 }
 
+static int ms(const char *s, int64_t *out) {
+    return sg_retry_after_ms_parse(s, strlen(s), out);
+}
+
+/* retry-after-ms (OpenAI, Azure): milliseconds, a fraction to the
+ * nanosecond, saturating; nothing else. */
+static void retry_after_ms_is_milliseconds(void **state) {
+    (void)state;
+    int64_t d = -1;
+    assert_int_equal(ms("1500", &d), 0);
+    assert_int_equal(d, SG_MS(1500));
+    assert_int_equal(ms("0", &d), 0);
+    assert_int_equal(d, 0);
+    assert_int_equal(ms("20.5", &d), 0);
+    assert_int_equal(d, SG_MS(20) + SG_US(500));
+    assert_int_equal(ms("1.0000019", &d), 0); /* past the nanosecond: dropped */
+    assert_int_equal(d, SG_MS(1) + 1);
+    assert_int_equal(ms("99999999999999999999999", &d), 0);
+    assert_int_equal(d, SG_DURATION_MAX);
+    assert_int_equal(ms("31622400000.5", &d), 0);
+    assert_int_equal(d, SG_DURATION_MAX);
+    static const char *const bad[] = {"",   " 1",  "1 ",  "-1",   "+1",    "1.",
+                                      ".5", "1e3", "1,5", "0x10", "1.2.3", "soon"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        d = -7;
+        assert_int_equal(ms(bad[i], &d), SG_EMALFORMED);
+        assert_int_equal(d, -7); /* untouched */
+    }
+    assert_int_equal(sg_retry_after_ms_parse("1\0", 2, &d), SG_EMALFORMED);
+    assert_int_equal(sg_retry_after_ms_parse(NULL, 0, &d), SG_EINVAL);
+    assert_int_equal(sg_retry_after_ms_parse("1", 1, NULL), SG_EINVAL);
+}
+
 static void null_arguments_are_invalid(void **state) {
     (void)state;
     int64_t d = 0;
@@ -267,6 +300,7 @@ int main(void) {
         cmocka_unit_test(leap_second_is_accepted_and_61_is_not),
         cmocka_unit_test(malformed_retry_after_values_are_rejected),
         cmocka_unit_test(embedded_nul_is_malformed),
+        cmocka_unit_test(retry_after_ms_is_milliseconds),
         cmocka_unit_test(null_arguments_are_invalid),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
