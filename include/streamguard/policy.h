@@ -750,7 +750,8 @@ typedef enum sg_op_decision {
     XX(HEDGE_LOST, "hedge_lost")                                 \
     XX(HEDGE_RUNNING, "hedge_running")                           \
     XX(INTENT_REFUSED, "intent_refused")                         \
-    XX(NO_FREE_ENDPOINT, "no_free_endpoint")
+    XX(NO_FREE_ENDPOINT, "no_free_endpoint")                     \
+    XX(PROVIDER_FINAL, "provider_final")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and
@@ -1170,6 +1171,11 @@ typedef struct sg_op_result {
      *  unavailable): retried before the first token when safe. */
     const char *provider_type;
     bool provider_retryable;
+    /** http_error: the response's body says the refusal is final - the
+     *  provider profile's classifier read it so (sg_item_error.final,
+     *  sg_stream_classify_error_body: Anthropic's spend limits).  A status
+     *  that would be retried is then the final answer (provider_final). */
+    bool provider_final;
     /** Which attempt (sg_op_plan.attempt) this is the result of; 0 = the
      *  newest.  Needed only while hedges run beside it. */
     uint32_t attempt;
@@ -1211,7 +1217,9 @@ typedef struct sg_op_verdict {
  *   http_error with headers is a complete answer, except a gateway's 502
  *   or 504): never retried.
  * - ok -> DONE.  http_error whose status is not retryable -> DONE
- *   (final_status).  cancelled, cap_exceeded, protocol_error, refused (the
+ *   (final_status); whose status is retryable but whose body the provider
+ *   profile read as a final refusal (provider_final in @r) -> DONE
+ *   (provider_final).  cancelled, cap_exceeded, protocol_error, refused (the
  *   transport refused to send the attempt) -> STOP.
  *   budget_exhausted -> STOP.  Timeouts, truncated and transport_error
  *   are retryable when safe.  A retryable status is retryable when

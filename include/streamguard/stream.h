@@ -115,9 +115,14 @@ typedef enum sg_item_kind {
 /**
  * sg_item_error - what a classifier says of an SG_ITEM_ERROR: the
  * provider's own type ("overloaded_error") and message, views into the
- * item (copied, cut at the maximums above), and whether the type is a
+ * item (copied, cut at the maximums above), whether the type is a
  * transient one worth a retry before the first token (overload, rate
- * limit, unavailable).
+ * limit, unavailable), and whether the provider said the same request
+ * cannot succeed until something outside it changes (final: Anthropic's
+ * spend limits, a rate_limit_error whose error.details.error_code ends in
+ * _spend_limit_reached) - never retried, in the stream or as an HTTP
+ * error's body whatever its status (sg_stream_classify_error_body).  A
+ * final error is never retryable.
  */
 typedef struct sg_item_error {
     const char *type;
@@ -125,6 +130,7 @@ typedef struct sg_item_error {
     const char *message;
     size_t message_len;
     bool retryable;
+    bool final;
 } sg_item_error;
 
 /**
@@ -496,6 +502,24 @@ SG_EXTERN bool sg_stream_active(const sg_stream *s);
  */
 SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
                                         const char **message, bool *retryable);
+
+/**
+ * sg_stream_classify_error_body - what the stream's classifier (a provider
+ * profile) says of an HTTP error response's body: the JSON error object a
+ * provider sends with a 4xx or 5xx status, shown to the classifier as one
+ * item - SSE event "error", the body as its data, index 0.  A policy reads
+ * err->final from it: a status it would retry is not retried when the
+ * body says the refusal is final (Anthropic's spend limits).  Needs no
+ * attempt in progress; changes nothing in @s.
+ * @err: zeroed, then filled with views into @body.
+ *
+ * Returns true when the classifier calls the body an error (SG_ITEM_ERROR);
+ * false without a classifier, for any other body, or when an argument is
+ * NULL.
+ * Thread-safety: reads only @s; calls the classifier.
+ */
+SG_EXTERN bool sg_stream_classify_error_body(const sg_stream *s, const char *body,
+                                             size_t len, sg_item_error *err);
 
 /**
  * sg_stream_error_text - a sentence on why the stream itself stopped the

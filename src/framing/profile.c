@@ -41,6 +41,8 @@ static const sg__jpath P_RESPONSE_ERROR_CODE = SG__JPATH3("response", "error", "
 static const sg__jpath P_RESPONSE_ERROR_MESSAGE =
     SG__JPATH3("response", "error", "message");
 static const sg__jpath P_DONE = SG__JPATH1("done");
+static const sg__jpath P_ERROR_DETAILS_CODE =
+    SG__JPATH3("error", "details", "error_code");
 
 /* The value at @path. */
 static bool at(const sg_item *item, const sg__jpath *path, sg__jval *v) {
@@ -115,8 +117,24 @@ static const char *const transient_types[] = {
     NULL,
 };
 
+/* Whether the provider said retrying cannot help until something outside
+ * the request changes.  Anthropic's spend limits: a rate_limit_error (429)
+ * whose error.details.error_code is enforced_spend_limit_reached (the
+ * tier's monthly cap: "Retrying, including the SDKs' automatic retries,
+ * fails until" the month turns - Anthropic's API reference, Rate limits)
+ * or contract_spend_limit_reached, and a linked organization's (402);
+ * @anthropic-ai/sdk 1.15.0 reads the same field (src/client.ts
+ * makeStatusError) into its *SpendLimitReachedError classes
+ * (src/core/error-classes.ts). */
+static bool final_error(const sg_item *item) {
+    sg__jval v;
+    return at(item, &P_ERROR_DETAILS_CODE, &v) && v.type == SG__JSTRING &&
+           ends_with(v.p, v.n, "_spend_limit_reached");
+}
+
 /* The error's type and message at two paths (unless found already), and
- * whether the type is a transient one. */
+ * whether the type is a transient one (never when the provider said its
+ * refusal is final). */
 static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
                                 const sg__jpath *type_path,
                                 const sg__jpath *message_path) {
@@ -127,9 +145,11 @@ static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
     if (err->message == NULL) {
         take_string(item, message_path, &err->message, &err->message_len);
     }
+    err->final = final_error(item);
     err->retryable =
-        (err->type != NULL && one_of(err->type, err->type_len, transient_types)) ||
-        transient_code(item);
+        !err->final &&
+        ((err->type != NULL && one_of(err->type, err->type_len, transient_types)) ||
+         transient_code(item));
     return SG_ITEM_ERROR;
 }
 

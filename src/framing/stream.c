@@ -171,7 +171,7 @@ static void provider_failed(sg_stream *s, const sg_item_error *err) {
     copy_cut(s->provider_type_, sizeof(s->provider_type_), err->type, err->type_len);
     copy_cut(s->provider_message_, sizeof(s->provider_message_), err->message,
              err->message_len);
-    s->provider_retryable_ = err->retryable;
+    s->provider_retryable_ = err->retryable && !err->final; /* final: never */
     s->provider_error_ = true;
     s->stop_at_ = s->now_;
 }
@@ -810,6 +810,26 @@ bool sg_stream_provider_error(const sg_stream *s, const char **type, const char 
     }
     if (retryable != NULL) {
         *retryable = s->provider_retryable_;
+    }
+    return true;
+}
+
+bool sg_stream_classify_error_body(const sg_stream *s, const char *body, size_t len,
+                                   sg_item_error *err) {
+    if (err != NULL) {
+        memset(err, 0, sizeof(*err));
+    }
+    if (!valid(s) || s->classify_ == NULL || body == NULL || err == NULL) {
+        return false;
+    }
+    /* an error event, as the providers' in-band errors are named */
+    sg_item it = {"error", 5, body, len, "", 0, s->attempt_, 0, 0};
+    if (s->classify_(&it, err, s->classify_data_) != SG_ITEM_ERROR) {
+        memset(err, 0, sizeof(*err));
+        return false;
+    }
+    if (err->final) {
+        err->retryable = false;
     }
     return true;
 }

@@ -731,6 +731,12 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
             } else if (!sg__opt_status_retryable(o, r->http_status)) {
                 decision = SG_OP_DONE;
                 reason = SG_OP_REASON_FINAL_STATUS;
+            } else if (r->provider_final) {
+                /* a status worth a retry, but the body says the same
+                 * request fails until something else changes (a spend
+                 * limit reached): the provider's final answer */
+                decision = SG_OP_DONE;
+                reason = SG_OP_REASON_PROVIDER_FINAL;
             } else if (safe) {
                 retryable = true;
             } else if (!(o->set_ & SG__OPT_NO_REJECTION_RETRY) &&

@@ -463,6 +463,13 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
         r.provider_type = ptype;
         sg__lc_error(lc, "%s", pmsg);
     }
+    sg_item_error body_err;
+    if (gr->outcome == SG_OUTCOME_HTTP_ERROR && lc->ebody_len > 0 &&
+        sg_stream_classify_error_body(&lc->stream, lc->ebody, lc->ebody_len, &body_err)) {
+        /* the profile reads the error's body: a refusal it calls final
+         * (a spend limit) is not retried whatever the status */
+        r.provider_final = body_err.final;
+    }
     if (gr->outcome != SG_OUTCOME_OK && lc->errbuf[0] != '\0') {
         r.error = lc->errbuf; /* the transport's own words, beside the outcome */
     }

@@ -518,6 +518,18 @@ expect 0 "--profile anthropic: a 529 is retried" -- --profile anthropic --attemp
 has "$OUT" "ok 2" "the second attempt answered"
 has "$FM_DIR/p529.json" '"http_status":529,"partial":false,"retryable":true' "the 529 was retryable"
 if [ "$(fm_count cli-529 received)" -eq 2 ]; then pass "the server saw the retry"; else fail "529 count: $(fm_count cli-529 received)"; fi
+# Anthropic's spend limit is a 429 rate_limit_error whose
+# error.details.error_code says retrying fails until the month turns: not
+# retried, whatever the status (the profile's classifier reads the body)
+expect 7 "--profile anthropic: a spend limit's 429 is not retried" -- --profile anthropic \
+    --attempts 3 --backoff-base 10ms --idempotency-key cli-spend -w '%{outcome} %{attempts} %{reason}\n' \
+    "$BASE/v1/messages?status=429&error_code=enforced_spend_limit_reached&_t=cli_spend"
+has "$OUT" "http_error 1 provider_final" "one attempt, the provider's final word"
+if [ "$(fm_count cli-spend received)" -eq 1 ]; then pass "the server was asked once"; else fail "spend limit asked $(fm_count cli-spend received) times"; fi
+expect 0 "--profile anthropic: a plain 429 is still retried" -- --profile anthropic \
+    --attempts 3 --backoff-base 10ms --idempotency-key cli-rl -w '%{outcome} %{attempts}\n' \
+    "$BASE/v1/messages?n=1&status=429&fail_first=1&_t=cli_rl"
+has "$OUT" "ok 2" "retried"
 expect 0 "--profile anthropic: ping is nothing" -- --profile anthropic -w '%{items}\n' \
     "$BASE/v1/messages?n=2&gap=100&keepalive=30&_t=cli_p6"
 if ! grep -q '"ping"' "$OUT"; then pass "no ping printed"; else fail "ping printed"; fi

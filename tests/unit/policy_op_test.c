@@ -718,6 +718,40 @@ static void unsafe_post_answered_529_is_treated_as_503(void **state) {
     assert_false(v.outcome_unknown); /* the server's own answer */
 }
 
+/* A retryable status whose body the provider profile read as a final
+ * refusal (Anthropic's spend limit: 429) is the final answer, safe or
+ * not; without that word it is retried as ever. */
+static void a_final_refusal_in_the_body_is_not_retried(void **state) {
+    (void)state;
+    for (int safe = 0; safe < 2; safe++) {
+        sg_op_options o;
+        opts_init(&o, SG_SEC(30), 0);
+        if (safe) {
+            assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
+        }
+        sg_op op;
+        sg_op_plan p;
+        assert_int_equal(sg_op_start(&op, &o, T0), 0);
+        plan_ok(&op, T0, &p);
+        sg_op_result r;
+        memset(&r, 0, sizeof(r));
+        r.outcome = SG_OUTCOME_HTTP_ERROR;
+        r.phase = SG_PHASE_WAIT_HEADERS;
+        r.sent = true;
+        r.headers_received = true;
+        r.http_status = 429;
+        r.provider_final = true;
+        sg_op_verdict v;
+        assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(20), &r, &v), 0);
+        assert_int_equal(v.decision, SG_OP_DONE);
+        assert_int_equal(v.reason, SG_OP_REASON_PROVIDER_FINAL);
+        assert_false(v.retryable || v.outcome_unknown);
+        assert_int_equal(sg_op_outcome(&op), SG_OUTCOME_HTTP_ERROR);
+        assert_string_equal(sg_op_reason_name(v.reason), "provider_final");
+        sg_op_release(&op);
+    }
+}
+
 static void rejection_retries_can_be_turned_off(void **state) {
     (void)state;
     sg_op_options o;
@@ -1724,6 +1758,7 @@ int main(void) {
         cmocka_unit_test(unsafe_post_answered_429_is_retried_as_a_rejection),
         cmocka_unit_test(unsafe_post_answered_503_is_retried_only_with_retry_after),
         cmocka_unit_test(unsafe_post_answered_529_is_treated_as_503),
+        cmocka_unit_test(a_final_refusal_in_the_body_is_not_retried),
         cmocka_unit_test(rejection_retries_can_be_turned_off),
         cmocka_unit_test(retryable_status_set_is_configurable),
         cmocka_unit_test(cancelled_cap_exceeded_and_protocol_error_are_never_retried),

@@ -160,6 +160,31 @@ static void anthropic(void **state) {
              "\"invalid_request_error\",\"message\":\"no\"}}\n\n",
              SG_MS(5));
     assert_false(r.retryable);
+    /* the spend limit: rate_limit_error, but error.details.error_code says
+     * retrying fails until the month turns (Anthropic's API reference,
+     * "Rate limits"; @anthropic-ai/sdk's EnforcedSpendLimitReachedError) */
+    static const char *const spend[] = {"enforced_spend_limit_reached",
+                                        "contract_spend_limit_reached"};
+    for (size_t i = 0; i < 2; i++) {
+        char ev[512];
+        snprintf(ev, sizeof(ev),
+                 "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+                 "\"rate_limit_error\",\"message\":\"You have reached your API usage "
+                 "limits\",\"details\":{\"error_code\":\"%s\"}},\"request_id\":"
+                 "\"req_1\"}\n\n",
+                 spend[i]);
+        r = play("anthropic", meta, ev, SG_MS(5));
+        assert_int_equal(r.outcome, SG_OUTCOME_PROVIDER_ERROR);
+        assert_string_equal(r.type, "rate_limit_error");
+        assert_false(r.retryable);
+    }
+    /* a plain rate limit stays one, details or not */
+    r = play("anthropic", meta,
+             "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":"
+             "\"rate_limit_error\",\"message\":\"slow down\",\"details\":"
+             "{\"error_code\":\"ramp_limit_exceeded\"}}}\n\n",
+             SG_MS(5));
+    assert_true(r.retryable);
     /* no content at all, then the end: ok, and no time to first token */
     r = play("anthropic", meta,
              "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n", SG_MS(40));
@@ -419,6 +444,61 @@ static void ollama(void **state) {
     assert_int_equal(r.ends, 1);
 }
 
+/* An HTTP error's body, as the providers send it with a 4xx or 5xx: the
+ * profile's classifier reads it as an error event, and says when the
+ * refusal is final (Anthropic's spend limit, the body its API reference
+ * shows for the monthly cap). */
+static void error_bodies_are_read_by_the_profile(void **state) {
+    (void)state;
+    run r;
+    sg_stream s;
+    sg_stream_config cfg;
+    char *buf = play_begin(&s, &cfg, "anthropic", &r, T0);
+    static const char spend[] =
+        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+        "\"You have reached your API usage limits: your organization has crossed its "
+        "monthly API usage threshold, set based on your organization's API tier. You "
+        "will regain access on 2026-09-01 at 00:00 UTC.\",\"details\":{\"error_code\":"
+        "\"enforced_spend_limit_reached\"}},\"request_id\":\"req_"
+        "018EeWyXxfu5pfWkrYcMdjWG\"}";
+    sg_item_error err;
+    assert_true(sg_stream_classify_error_body(&s, spend, strlen(spend), &err));
+    assert_true(err.final);
+    assert_false(err.retryable);
+    assert_int_equal(err.type_len, strlen("rate_limit_error"));
+    static const char plain[] =
+        "{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":"
+        "\"Number of request tokens has exceeded your per-minute rate limit\"}}";
+    assert_true(sg_stream_classify_error_body(&s, plain, strlen(plain), &err));
+    assert_false(err.final);
+    assert_true(err.retryable);
+    /* a gateway's page: an error (it came as one) that names nothing */
+    assert_true(sg_stream_classify_error_body(&s, "<html>502</html>", 16, &err));
+    assert_null(err.type);
+    assert_false(err.final);
+    assert_false(sg_stream_classify_error_body(&s, NULL, 0, &err));
+    assert_false(sg_stream_classify_error_body(NULL, plain, strlen(plain), &err));
+    assert_false(sg_stream_classify_error_body(&s, plain, strlen(plain), NULL));
+    play_end(&s, buf, &r, T0);
+    /* OpenAI's body names its type in the error object too */
+    buf = play_begin(&s, &cfg, "openai", &r, T0);
+    static const char oai[] = "{\"error\":{\"message\":\"Rate limit reached\",\"type\":"
+                              "\"requests\",\"code\":\"rate_limit_exceeded\"}}";
+    assert_true(sg_stream_classify_error_body(&s, oai, strlen(oai), &err));
+    assert_false(err.final);
+    play_end(&s, buf, &r, T0);
+    /* without a classifier: nothing to say */
+    sg_stream plain_s;
+    sg_stream_config none;
+    memset(&none, 0, sizeof(none));
+    size_t pn = sg_stream_buffer_size(&none);
+    char *pbuf = malloc(pn);
+    assert_non_null(pbuf);
+    assert_int_equal(sg_stream_init(&plain_s, &none, on_item, &r, pbuf, pn), 0);
+    assert_false(sg_stream_classify_error_body(&plain_s, spend, strlen(spend), &err));
+    free(pbuf);
+}
+
 static void names(void **state) {
     (void)state;
     const char *const *n = sg_profile_names();
@@ -441,7 +521,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(openai), cmocka_unit_test(anthropic),
         cmocka_unit_test(gemini), cmocka_unit_test(openai_responses),
-        cmocka_unit_test(ollama), cmocka_unit_test(names),
+        cmocka_unit_test(ollama), cmocka_unit_test(error_bodies_are_read_by_the_profile),
+        cmocka_unit_test(names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
