@@ -359,6 +359,18 @@ SG_EXTERN bool sg_h2_conn_usable(const sg_h2_conn *conn);
 /** Why the connection was last lost or refused ("" when it never was). */
 SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
 
+/**
+ * sg_h2_conn_failure - the code a connection of @conn was last refused
+ * with, while it was being made (sg_h2_conn_error() has the words):
+ * SG_ETIMEDOUT (the connect timeout ran out), SG_EH2 (the server was
+ * reached but did not negotiate h2 - ALPN -, or the HTTP/2 session could
+ * not be set up), SG_ETLS or SG_ETLS_VERIFY (the TLS handshake or the
+ * certificate), SG_ECONNECT (the name did not resolve, or no TCP
+ * connection), ...; 0 when none ever was (or @conn is NULL).  A
+ * connection lost after it was made does not change it.
+ */
+SG_EXTERN int sg_h2_conn_failure(const sg_h2_conn *conn);
+
 /* ------------------------------------------------------------------------
  * Operations
  * ------------------------------------------------------------------------ */

@@ -30,7 +30,7 @@
  *   sg_op_report_write(&op, now, buf, sizeof(buf), &needed);
  *   sg_op_release(&op);
  *
- * Memory: an sg_op is data the caller embeds (1616 bytes on LP64) and
+ * Memory: an sg_op is data the caller embeds (1640 bytes on LP64) and
  * every attempt it plans is recorded, up to the max_attempts the caller
  * chose (at most SG_OP_MAX_ATTEMPTS).  A record (sg_op_attempt) is 368
  * bytes on LP64.  The first SG_OP_INLINE_ATTEMPTS records live inside the
@@ -40,7 +40,8 @@
  * max_attempts, and never moved, so a record's address stays valid.  An
  * operation therefore holds at most (max_attempts - SG_OP_INLINE_ATTEMPTS)
  * * sizeof(sg_op_attempt) bytes of heap (about 359 KiB at 1000 attempts)
- * in at most 9 blocks, and only while it is retrying that far.  When a
+ * in at most 9 blocks (one record more after a probe,
+ * sg_op_options_set_probe), and only while it is retrying that far.  When a
  * block cannot be allocated the retry is not taken: the operation stops
  * with reason out_of_memory and the attempt that could not be recorded is
  * never planned (sg_op_attempt_done).  sg_op_release() frees the blocks.
@@ -152,6 +153,9 @@ typedef struct sg_op_options {
     uint32_t max_hedges_;                                 /* private */
     uint32_t n_endpoints_;                                /* private: 0 = none */
     int64_t started_at_;                                  /* private: when set */
+    int64_t probe_end_;                                   /* private: when set */
+    int64_t probe_connect_ns_;                            /* private: 0 = none */
+    const char *probe_error_;                             /* private: borrowed */
 } sg_op_options;
 
 /**
@@ -207,6 +211,40 @@ SG_EXTERN int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline);
  * Thread-safety: touches only @o.
  */
 SG_EXTERN int sg_op_options_set_started_at(sg_op_options *o, int64_t at);
+
+/**
+ * sg_op_options_set_probe - a connection the caller tried and lost before
+ * the operation started, inside its budget: a protocol probe (sg-stream's
+ * HTTP/2 probe of an https:// URL) that failed.  The time from the budget's
+ * start (sg_op_options_set_started_at, which should be set: without it the
+ * budget starts at sg_op_start and the probe took no time of it) to
+ * @ended_at was spent on it, and the operation records it as its first
+ * attempt: phase connect, never sent, granted min(@connect_ns, what the
+ * budget could lease), its outcome connect_timeout when @timed_out - or
+ * budget_exhausted when it ran to the end of what could be leased and that
+ * was shorter than @connect_ns (docs/design.md, "Who set the limit") - else
+ * transport_error, with @error as its error; decided retry (backoff 0) when
+ * the operation's own first attempt follows, else stop with the refusal's
+ * reason.  So a probe that used the budget up leaves a report with that
+ * attempt, not none.  It is not one of max_attempts (the attempts after it
+ * are), its record is one more than max_attempts allows, and the observer
+ * is not told of it (nothing was sent; the intent comes after it).  In the
+ * report every attempt then says whether it is the probe ("probe").
+ * @ended_at: CLOCK_MONOTONIC nanoseconds (the transports' clock).
+ * @connect_ns: the connect clock the probe had, before the budget clamped
+ *   it; 0: none (the budget alone bounded it).
+ * @error: what failed, NUL-terminated (cut to SG_OP_ERROR_MAX), or NULL;
+ *   borrowed: it must stay valid until every operation started with @o
+ *   has started.  Do not put credentials in it.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @connect_ns < 0;
+ *   SG_ERANGE  @connect_ns > SG_DURATION_MAX.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_op_options_set_probe(sg_op_options *o, int64_t ended_at,
+                                      int64_t connect_ns, bool timed_out,
+                                      const char *error);
 
 /**
  * sg_op_options_set_floor - the reserve that is never leased (see

@@ -153,6 +153,7 @@ struct sg_h2_conn {
     sg__dheap heap; /* every running operation, by next deadline */
     int running;
 
+    int fail_rv; /* why a connection was last refused (SG_E*), 0 never */
     char errbuf[SG_H2_ERROR_SIZE];
 };
 

@@ -130,6 +130,7 @@ static void link_close(sg__h2_link *l) {
 static void link_fail(sg__h2_link *l, int rv, int64_t now) {
     sg_h2_conn *c = l->conn;
     l->fail_rv = rv;
+    c->fail_rv = rv;
     snprintf(c->errbuf, sizeof(c->errbuf), "%s", l->errbuf);
     sg_outcome how =
         rv == SG_ETIMEDOUT ? SG_OUTCOME_CONNECT_TIMEOUT : SG_OUTCOME_TRANSPORT_ERROR;

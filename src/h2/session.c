@@ -336,3 +336,7 @@ bool sg_h2_conn_usable(const sg_h2_conn *c) {
 const char *sg_h2_conn_error(const sg_h2_conn *c) {
     return c != NULL ? c->errbuf : "";
 }
+
+int sg_h2_conn_failure(const sg_h2_conn *c) {
+    return c != NULL ? c->fail_rv : 0;
+}

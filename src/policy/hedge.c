@@ -12,7 +12,7 @@
 static bool hedge_open(const sg_op *op) {
     const sg_op_options *o = &op->opts_;
     return op->state_ == SG__OP_RUNNING && o->hedge_after_ns_ > 0 && op->winner_ == 0 &&
-           op->running_ < 1 + o->max_hedges_ && op->count_ < sg__opt_max_attempts(o);
+           op->running_ < 1 + o->max_hedges_ && op->count_ < sg__op_record_cap(op);
 }
 
 /* The endpoint a hedge goes to: the first after the newest attempt's,

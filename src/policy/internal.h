@@ -22,7 +22,9 @@ enum {
     SG__OPT_IDEMPOTENT = 1u << 8,
     SG__OPT_NO_REJECTION_RETRY = 1u << 9,
     SG__OPT_DEADLINE = 1u << 10,
-    SG__OPT_STARTED_AT = 1u << 11
+    SG__OPT_STARTED_AT = 1u << 11,
+    SG__OPT_PROBE = 1u << 12,          /* sg_op_options_set_probe: attempt 1 */
+    SG__OPT_PROBE_TIMED_OUT = 1u << 13 /* and its connect clock ran out */
 };
 
 #define SG__DEFAULT_BUDGET_NS SG_SEC(60)
@@ -45,6 +47,14 @@ uint32_t sg__opt_max_attempts(const sg_op_options *o);
 const char *sg__opt_method(const sg_op_options *o);
 const char *sg__opt_deadline_header(const sg_op_options *o);
 bool sg__opt_status_retryable(const sg_op_options *o, int status);
+
+/* The most records @op may hold: max_attempts, and the probe's before
+ * them (sg_op_options_set_probe). */
+uint32_t sg__op_record_cap(const sg_op *op);
+/* Writes the probe's record, attempt 1 (probe.c), at the operation's
+ * start; and what it became when the first lease was refused. */
+void sg__record_probe(sg_op *op);
+void sg__probe_refused(sg_op *op, sg_op_reason reason);
 
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);

@@ -153,6 +153,9 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     }
     op->state_ = SG__OP_READY;
     op->magic_ = SG__OP_MAGIC;
+    if (opts->set_ & SG__OPT_PROBE) {
+        sg__record_probe(op); /* before the intent: nothing was sent */
+    }
     const sg_op_observer *obs = opts->observer_;
     bool async = fd != NULL && obs != NULL && obs->start_intent != NULL &&
                  obs->poll_intent != NULL && obs->abandon_intent != NULL;
@@ -344,7 +347,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
          * backoff was meant to give the server. */
         return SG_ESTATE;
     }
-    if (op->count_ >= sg__opt_max_attempts(&op->opts_)) {
+    if (op->count_ >= sg__op_record_cap(op)) {
         return SG_ESTATE;
     }
     op->winner_ = 0; /* a new line of attempts: nothing delivered yet */
@@ -392,6 +395,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
         sg_outcome final = plan->outcome;
         if (op->count_ > 0) {
             final = sg__record(op, op->count_ - 1)->outcome;
+            sg__probe_refused(op, plan->reason);
         }
         sg__op_finish(op, now, final, SG_OP_STOP, plan->reason);
         return SG_EREFUSED;
@@ -791,7 +795,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
         return 0;
     }
     if (retryable) {
-        if (op->count_ >= sg__opt_max_attempts(o)) {
+        if (op->count_ >= sg__op_record_cap(op)) {
             reason = SG_OP_REASON_ATTEMPTS_EXHAUSTED;
         } else if (throttled) {
             reason = SG_OP_REASON_RETRY_THROTTLED;

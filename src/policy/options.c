@@ -74,6 +74,26 @@ int sg_op_options_set_started_at(sg_op_options *o, int64_t at) {
     return 0;
 }
 
+int sg_op_options_set_probe(sg_op_options *o, int64_t ended_at, int64_t connect_ns,
+                            bool timed_out, const char *error) {
+    if (o == NULL || connect_ns < 0) {
+        return SG_EINVAL;
+    }
+    if (connect_ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    o->probe_end_ = ended_at;
+    o->probe_connect_ns_ = connect_ns;
+    o->probe_error_ = error;
+    o->set_ |= SG__OPT_PROBE;
+    if (timed_out) {
+        o->set_ |= SG__OPT_PROBE_TIMED_OUT;
+    } else {
+        o->set_ &= ~(uint32_t)SG__OPT_PROBE_TIMED_OUT;
+    }
+    return 0;
+}
+
 int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
     if (o == NULL) {
         return SG_EINVAL;

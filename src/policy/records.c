@@ -12,8 +12,9 @@
  * cut to max_attempts.  A block is never moved, so a record's address
  * holds for the operation's life, and finding one costs at most
  * SG__OP_BLOCKS steps. */
-_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >= SG_OP_MAX_ATTEMPTS,
-               "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS");
+_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >=
+                   SG_OP_MAX_ATTEMPTS + 1,
+               "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS and a probe's record");
 
 /* The block of record @i (>= SG_OP_INLINE_ATTEMPTS) and its first record. */
 static unsigned sg__block_of(uint32_t i, uint32_t *first) {
@@ -67,7 +68,7 @@ int sg__reserve(sg_op *op, uint32_t i) {
     }
     uint32_t first = 0;
     unsigned k = sg__block_of(i, &first);
-    const uint32_t max = sg__opt_max_attempts(&op->opts_);
+    const uint32_t max = sg__op_record_cap(op);
     const uint32_t n = max - first < first ? max - first : first; /* i < max */
     sg_op_attempt *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
     if (b == NULL) {

@@ -195,6 +195,10 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     if (o->hedge_after_ns_ > 0) {
         sg__f_bool(s, "hedge", a->hedge, &first);
     }
+    if (o->set_ & SG__OPT_PROBE) {
+        /* the caller's failed probe is attempt 1 (probe.c) */
+        sg__f_bool(s, "probe", a->n == 1, &first);
+    }
     if (o->n_endpoints_ > 0 && a->endpoint < o->n_endpoints_) {
         char name[256];
         size_t n = sg__endpoint_name(o->endpoints_[a->endpoint], name, sizeof(name));

@@ -357,29 +357,52 @@ if "$SG" --version | grep -q nghttp2; then
     SURL="https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions"
     # field NAME FILE: a top-level field of the report
     field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"; }
+    # A report for every run: the probe that used the budget up is its
+    # attempt - phase connect, never sent, its error - not "no attempt".
     expect 4 "the probe spends the budget: budget_exhausted" -- --budget 500ms --cacert "$FM_CA" \
         --report "$FM_DIR/probe.json" -w '%{outcome} %{attempts} %{phase} %{elapsed_ms} %{remaining_ms}\n' "$SURL"
     read -r wo wa wp we wr <"$OUT"
-    if [ "$wo $wa $wp" = "budget_exhausted 0 -" ] && [ "$we" -ge 480 ] && [ "$wr" -le 20 ]; then
-        pass "-w: budget_exhausted, no attempt, ${we} ms spent"
+    if [ "$wo $wa $wp" = "budget_exhausted 1 connect" ] && [ "$we" -ge 480 ] && [ "$wr" -le 20 ]; then
+        pass "-w: budget_exhausted, the probe's attempt, phase connect, ${we} ms spent"
     else fail "probe -w: $(cat "$OUT")"; fi
     if [ "$(field budget_ms "$FM_DIR/probe.json")" = 500 ] && [ "$(field elapsed_ms "$FM_DIR/probe.json")" = "$we" ]; then
         pass "the report: the 500 ms budget, the same elapsed as -w"
     else fail "probe report: $(head -c 400 "$FM_DIR/probe.json")"; fi
+    a0=$(jq -c '.attempts[0] | [.probe, .outcome, .phase, .sent, .decision, .reason, .start_ms < 20, .elapsed_ms >= 470]' "$FM_DIR/probe.json")
+    if [ "$a0" = '[true,"budget_exhausted","connect",false,"stop","budget_exhausted",true,true]' ] &&
+        jq -e '.phase == "connect" and (.attempts[0].error | test("timed out"))' "$FM_DIR/probe.json" >/dev/null; then
+        pass "the report: the probe is attempt 1, budget_exhausted in connect, never sent, its error"
+    else fail "probe attempt: $a0 $(jq -c '.attempts' "$FM_DIR/probe.json")"; fi
     has "$ERR" "HTTP/2 probe" "the diagnostic says where the budget went"
     expect 3 "a probe cut by --connect-timeout, then libcurl's attempt" -- --budget 3s \
         --connect-timeout 300ms --cacert "$FM_CA" --report "$FM_DIR/probe2.json" \
         -w '%{outcome} %{attempts} %{elapsed_ms} %{remaining_ms}\n' "$SURL"
     read -r wo wa we wr <"$OUT"
-    start=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["attempts"][0]["start_ms"])' "$FM_DIR/probe2.json")
-    if [ "$wo $wa" = "connect_timeout 1" ] && [ "$we" -ge 590 ] && [ "$((we + wr))" -ge 2990 ] &&
+    start=$(jq '.attempts[1].start_ms' "$FM_DIR/probe2.json")
+    if [ "$wo $wa" = "connect_timeout 2" ] && [ "$we" -ge 590 ] && [ "$((we + wr))" -ge 2990 ] &&
         [ "$((we + wr))" -le 3000 ] && [ "${start:-0}" -ge 290 ]; then
-        pass "the attempt starts ${start} ms in, after the probe; ${we} + ${wr} ms = the budget"
+        pass "libcurl's attempt starts ${start} ms in, after the probe; ${we} + ${wr} ms = the budget"
     else fail "probe then libcurl: -w $(cat "$OUT"), start_ms ${start:-none}"; fi
+    a0=$(jq -c '.attempts[0] | [.probe, .outcome, .sent, .decision, .granted_ms.connect, .elapsed_ms >= 290]' "$FM_DIR/probe2.json")
+    if [ "$a0" = '[true,"connect_timeout",false,"retry",300,true]' ] &&
+        [ "$(jq -c '[.max_attempts, .attempts[1].probe, .attempts[1].n]' "$FM_DIR/probe2.json")" = '[1,false,2]' ]; then
+        pass "the report: the probe's connect_timeout, then libcurl's one attempt (--attempts 1)"
+    else fail "probe2 attempts: $(jq -c '.attempts' "$FM_DIR/probe2.json")"; fi
     if [ "$(field budget_ms "$FM_DIR/probe2.json")" = 3000 ] && [ "$(field elapsed_ms "$FM_DIR/probe2.json")" = "$we" ]; then
         pass "the report: the 3 s budget, the same elapsed as -w"
     else fail "probe2 report: $(head -c 400 "$FM_DIR/probe2.json")"; fi
     kill -KILL "$stopped"
+    # A server that answers without h2 is no failed probe: no probe attempt.
+    "$FM" --port 0 --quiet --no-h2 --write-ca "$FM_DIR/noh2.ca" >"$FM_DIR/noh2.port" 2>/dev/null &
+    noh2=$!
+    for _ in $(seq 1 100); do [ -s "$FM_DIR/noh2.port" ] && break; sleep 0.02; done
+    expect 0 "https:// without h2: libcurl, and no probe attempt" -- --cacert "$FM_DIR/noh2.ca" --output none \
+        --report "$FM_DIR/noh2.json" -w '%{attempts}\n' \
+        "https://localhost:$(head -n 1 "$FM_DIR/noh2.port")/v1/chat/completions?n=1"
+    if [ "$(cat "$OUT")" = 1 ] && ! grep -q '"probe"' "$FM_DIR/noh2.json"; then
+        pass "one attempt, libcurl's; the report names no probe"
+    else fail "no-h2: $(cat "$OUT") $(head -c 300 "$FM_DIR/noh2.json")"; fi
+    kill -TERM "$noh2"; wait "$noh2"
     H2LEDGER=$FM_DIR/h2ledger
     expect 3 "--http2 --ledger records an unsafe POST that times out" -- --http2 \
         --ledger "$H2LEDGER" --first-item 200ms -d '{"charge":3}' "$CHAT?hang=1&_t=cli_h2_ledger"

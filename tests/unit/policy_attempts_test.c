@@ -303,7 +303,7 @@ static void the_sizes_the_docs_state_hold_on_lp64(void **state) {
         skip();
     }
     assert_int_equal(sizeof(sg_op_attempt), 368);
-    assert_int_equal(sizeof(sg_op), 1616);
+    assert_int_equal(sizeof(sg_op), 1640);
     assert_int_equal(SG_OP_INLINE_ATTEMPTS, 2);
 }
 

@@ -122,12 +122,17 @@ static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
     return 0;
 }
 
+/* The probe's own connect clock: --connect-timeout, 10 s when not given. */
+static int64_t probe_connect(const struct config *c) {
+    return c->connect_ns ? c->connect_ns : SG_SEC(10);
+}
+
 /* The probe of an https:// URL connects before the operation starts: it
  * may spend only what the budget could lease (its end less the floor), and
  * at most the connect timeout (10 s when not given).  0: nothing can be
  * leased - no probe, no dialling. */
 static int64_t probe_bound(const struct config *c) {
-    int64_t connect = c->connect_ns ? c->connect_ns : SG_SEC(10);
+    int64_t connect = probe_connect(c);
     int64_t leasable = c->deadline - sg_clock_now(NULL) - c->floor_ns;
     if (leasable <= 0) {
         return 0;
@@ -224,12 +229,22 @@ int run_h2(struct config *c, bool probe) {
     if (rv != 0 && probe) {
         /* no h2 here: libcurl runs with what is left, and a run that fails
          * says where the time went */
-        c->probe_ns = sg_clock_now(NULL) - t0;
+        int64_t ended = sg_clock_now(NULL);
+        c->probe_ns = ended - t0;
         const char *why = conn != NULL ? sg_h2_conn_error(conn) : NULL;
         if (why == NULL || why[0] == '\0') {
             why = errbuf[0] != '\0' ? errbuf : "the server did not negotiate h2";
         }
         snprintf(c->probe_error, sizeof(c->probe_error), "%s", why);
+        /* A connection that could not be made (not one made to a server
+         * that speaks no h2) is an attempt the report must show: the
+         * operation's first, in phase connect, never sent - its time
+         * and its error there, not on stderr alone. */
+        int fail = sg_h2_conn_failure(conn);
+        if (fail != 0 && fail != SG_EH2) {
+            (void)sg_op_options_set_probe(&c->policy, ended, probe_connect(c),
+                                          fail == SG_ETIMEDOUT, c->probe_error);
+        }
         sg_h2_conn_free(conn);
         free(path);
         return -1;
