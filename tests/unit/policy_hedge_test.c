@@ -24,9 +24,9 @@ static void opts(sg_op_options *o, const char *method, uint32_t hedges) {
     assert_int_equal(sg_op_options_set_hedging(o, SG_MS(200), hedges), 0);
 }
 
-/* The result of attempt @n at @now. */
-static sg_op_verdict result(sg_op *op, uint32_t n, int64_t now, sg_outcome oc, int status,
-                            uint64_t items) {
+/* The result of attempt @n at @now (@ra: its Retry-After, NULL none). */
+static sg_op_verdict result_ra(sg_op *op, uint32_t n, int64_t now, sg_outcome oc,
+                               int status, uint64_t items, const char *ra) {
     sg_op_result r;
     memset(&r, 0, sizeof(r));
     r.attempt = n;
@@ -35,11 +35,18 @@ static sg_op_verdict result(sg_op *op, uint32_t n, int64_t now, sg_outcome oc, i
     r.sent = true;
     r.headers_received = status != 0;
     r.http_status = status;
+    r.retry_after = ra;
+    r.retry_after_len = ra != NULL ? strlen(ra) : 0;
     r.items = items;
     r.first_item_ns = items > 0 ? SG_MS(20) : -1;
     sg_op_verdict v;
     assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
     return v;
+}
+
+static sg_op_verdict result(sg_op *op, uint32_t n, int64_t now, sg_outcome oc, int status,
+                            uint64_t items) {
+    return result_ra(op, n, now, oc, status, items, NULL);
 }
 
 /* A GET allowed @hedges hedges: its first attempt at T0, and a hedge
@@ -208,24 +215,6 @@ static void a_late_loser_is_recorded_after_the_end(void **state) {
     sg_op_release(&op);
 }
 
-/* The result of attempt @n at @now: 429 with Retry-After @ra. */
-static sg_op_verdict rate_limited(sg_op *op, uint32_t n, int64_t now, const char *ra) {
-    sg_op_result r;
-    memset(&r, 0, sizeof(r));
-    r.attempt = n;
-    r.outcome = SG_OUTCOME_HTTP_ERROR;
-    r.phase = SG_PHASE_WAIT_HEADERS;
-    r.sent = true;
-    r.headers_received = true;
-    r.http_status = 429;
-    r.retry_after = ra;
-    r.retry_after_len = strlen(ra);
-    r.first_item_ns = -1;
-    sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
-    return v;
-}
-
 /* docs/design.md retry rule 8: a hedge goes only to an endpoint free to be
  * asked now.  One endpoint, two hedges: the first hedge is answered 429
  * Retry-After: 2 while the original runs; the second hedge, due 200 ms
@@ -236,7 +225,8 @@ static void a_hedge_never_goes_into_a_retry_after(void **state) {
     sg_op op;
     sg_op_plan p;
     original_and_hedge(&op, &p, 2);
-    sg_op_verdict v = rate_limited(&op, 2, T0 + SG_MS(250), "2");
+    sg_op_verdict v =
+        result_ra(&op, 2, T0 + SG_MS(250), SG_OUTCOME_HTTP_ERROR, 429, 0, "2");
     assert_int_equal(v.reason, SG_OP_REASON_HEDGE_RUNNING);
     assert_int_equal(sg_op_hedge_at(&op), T0 + SG_MS(400));
     assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(400), &p), SG_EREFUSED);
@@ -267,7 +257,7 @@ static void a_hedge_skips_an_endpoint_that_must_wait(void **state) {
     assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
     assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(200), &p), 0);
     assert_int_equal(p.endpoint, 1);
-    (void)rate_limited(&op, 2, T0 + SG_MS(250), "30");
+    (void)result_ra(&op, 2, T0 + SG_MS(250), SG_OUTCOME_HTTP_ERROR, 429, 0, "30");
     assert_int_equal(sg_op_hedge(&op, T0 + SG_MS(400), &p), 0);
     assert_int_equal(p.endpoint, 0); /* after b comes a: free */
     /* after a comes b: it said 30 s, 350 ms ago - a again */

@@ -35,10 +35,11 @@ static void plan_ok(sg_op *op, int64_t now, sg_op_plan *plan) {
     }
 }
 
-/* Ends the running attempt with the given facts. */
-static sg_op_verdict end_attempt(sg_op *op, int64_t now, sg_outcome outcome,
-                                 sg_phase phase, bool sent, int status,
-                                 const char *retry_after) {
+/* Ends the running attempt with the given facts (@ra_ms: its
+ * retry-after-ms, NULL none). */
+static sg_op_verdict end_attempt_ms(sg_op *op, int64_t now, sg_outcome outcome,
+                                    sg_phase phase, bool sent, int status,
+                                    const char *retry_after, const char *ra_ms) {
     sg_op_result r;
     memset(&r, 0, sizeof(r));
     r.outcome = outcome;
@@ -48,10 +49,18 @@ static sg_op_verdict end_attempt(sg_op *op, int64_t now, sg_outcome outcome,
     r.http_status = status;
     r.retry_after = retry_after;
     r.retry_after_len = retry_after != NULL ? strlen(retry_after) : 0;
+    r.retry_after_ms_field = ra_ms;
+    r.retry_after_ms_field_len = ra_ms != NULL ? strlen(ra_ms) : 0;
     r.wall_now_s = WALL;
     sg_op_verdict v;
     assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
     return v;
+}
+
+static sg_op_verdict end_attempt(sg_op *op, int64_t now, sg_outcome outcome,
+                                 sg_phase phase, bool sent, int status,
+                                 const char *retry_after) {
+    return end_attempt_ms(op, now, outcome, phase, sent, status, retry_after, NULL);
 }
 
 /* ------------------------------------------------------------------ leases */
@@ -1071,26 +1080,6 @@ static void parsed_retry_after_from_the_transport_is_honoured(void **state) {
     assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(20), &r, &v), SG_EINVAL);
 }
 
-/* The attempt's result: 429 with the given Retry-After and retry-after-ms
- * (either may be NULL). */
-static sg_op_verdict end_429(sg_op *op, int64_t now, const char *ra, const char *ra_ms) {
-    sg_op_result r;
-    memset(&r, 0, sizeof(r));
-    r.outcome = SG_OUTCOME_HTTP_ERROR;
-    r.phase = SG_PHASE_WAIT_HEADERS;
-    r.sent = true;
-    r.headers_received = true;
-    r.http_status = 429;
-    r.retry_after = ra;
-    r.retry_after_len = ra != NULL ? strlen(ra) : 0;
-    r.retry_after_ms_field = ra_ms;
-    r.retry_after_ms_field_len = ra_ms != NULL ? strlen(ra_ms) : 0;
-    r.wall_now_s = WALL;
-    sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
-    return v;
-}
-
 /* retry-after-ms wins over Retry-After when valid (the order the openai
  * and Anthropic SDKs read them in); a malformed one leaves Retry-After;
  * alone it replaces the backoff; both malformed: the backoff, flagged. */
@@ -1115,7 +1104,9 @@ static void retry_after_ms_wins_over_retry_after_when_valid(void **state) {
         sg_op_plan p;
         assert_int_equal(sg_op_start(&op, &o, T0), 0);
         plan_ok(&op, T0, &p);
-        sg_op_verdict v = end_429(&op, T0 + SG_MS(20), cases[i].ra, cases[i].ra_ms);
+        sg_op_verdict v =
+            end_attempt_ms(&op, T0 + SG_MS(20), SG_OUTCOME_HTTP_ERROR,
+                           SG_PHASE_WAIT_HEADERS, true, 429, cases[i].ra, cases[i].ra_ms);
         assert_int_equal(v.decision, SG_OP_RETRY);
         const sg_op_attempt *a = sg_op_attempt_at(&op, 0);
         assert_true(a->retry_after_present);
