@@ -8,7 +8,11 @@
  *   - parsing is pure: the same input gives the same answer twice;
  *   - a parsed HTTP-date, written back as IMF-fixdate, parses to the same
  *     instant, and delta-seconds of the same delay parse to it too;
- *   - an all-digit value always parses.
+ *   - an all-digit value always parses;
+ *   - retry-after-ms: a parsed delay is in 0 .. SG_DURATION_MAX, the same
+ *     twice; an all-digit value parses, to that many milliseconds when it
+ *     fits, and the whole milliseconds written back parse to the delay
+ *     less its fraction.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -91,6 +95,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int n = snprintf(buf, sizeof(buf), "%lld", (long long)(delay / SG_SEC(1)));
         int64_t again = -1;
         check(sg_retry_after_parse(buf, (size_t)n, wall, &again) == 0 && again == delay);
+    }
+
+    /* retry-after-ms (OpenAI, Azure): milliseconds, a fraction allowed */
+    int64_t ms = -1;
+    rc = sg_retry_after_ms_parse(v, size, &ms);
+    int64_t ms2 = -1;
+    check(sg_retry_after_ms_parse(v, size, &ms2) == rc);
+    if (rc == 0) {
+        check(ms >= 0 && ms <= SG_DURATION_MAX && ms == ms2);
+        if (ms < SG_DURATION_MAX) {
+            char buf[32];
+            int n = snprintf(buf, sizeof(buf), "%lld", (long long)(ms / SG_MS(1)));
+            int64_t whole = -1;
+            check(sg_retry_after_ms_parse(buf, (size_t)n, &whole) == 0 &&
+                  whole == ms - ms % SG_MS(1));
+        }
+    } else {
+        check(rc == SG_EMALFORMED && !digits);
     }
 
     int64_t t = 0;
