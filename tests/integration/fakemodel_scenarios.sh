@@ -140,6 +140,25 @@ req refuse '/stream?refuse=1'
 [ "$(fm_count "$(K refuse)" headers_sent)" = 0 ] || fail "refuse: headers sent"
 pass refuse
 
+# ---- sent away at once (h2: GOAWAY below this stream, which curl 7.88
+# does not retry: "(16) Error in the HTTP2 framing layer")
+req goaway '/stream?goaway=1'
+[ "$RC" != 0 ] && [ ! -s "$B" ] || fail "goaway: rc=$RC"
+[ "$(fm_field "$(K goaway)" finished reason)" = goaway ] || fail "goaway: reason"
+[ "$(fm_count "$(K goaway)" headers_sent)" = 0 ] || fail "goaway: headers sent"
+if [ "$LP" = h2 ]; then
+    [ "$RC" = 16 ] || fail "goaway: curl exit $RC, want 16"
+fi
+# with fail_first, only the first request of a key is refused or sent away
+for k in refuse goaway; do
+    req "${k}ff" "/stream?n=1&$k=1&fail_first=1"
+    req "${k}ff" "/stream?n=1&$k=1&fail_first=1"
+    [ "$RC" = 0 ] && [ "$(items)" = 1 ] || fail "$k fail_first: rc=$RC items=$(items)"
+    [ "$(fm_log "key=$(K "${k}ff")&event=finished" | grep -c "\"reason\":\"done\"")" -ge 1 ] ||
+        fail "$k fail_first: no request served"
+done
+pass goaway
+
 # ---- clean end without [DONE]
 req nodone '/stream?n=3&gap=0&no_done=1'
 [ "$RC" = 0 ] && [ "$(items)" = 3 ] || fail "no_done: rc=$RC"

@@ -471,6 +471,28 @@ static void serve_stats(exchange *ex) {
     ex_respond(ex, 200, "application/json", body, (size_t)n, "stats");
 }
 
+/* What a server does before any work when it will not take the request.
+ * HTTP/2 says the request was never processed (RFC 9113 §8.7), safe to
+ * retry: refuse resets the stream with REFUSED_STREAM; goaway sends GOAWAY
+ * whose last stream id is the one before this stream, so this stream (and
+ * any the client opened after it) is above it - nghttp2 closes them when
+ * the frame leaves, and the connection once the streams at or below it
+ * are done.  HTTP/1.1 can only close the connection. */
+static void refuse_at_once(exchange *ex) {
+    ex->st = X_STREAMING;
+    if (ex->c->mode == M_H2 && ex->sc.refuse) {
+        nghttp2_submit_rst_stream(ex->c->h2, NGHTTP2_FLAG_NONE, ex->stream_id,
+                                  NGHTTP2_REFUSED_STREAM);
+    } else if (ex->c->mode == M_H2) {
+        int32_t last = ex->stream_id > 2 ? ex->stream_id - 2 : 0;
+        nghttp2_submit_goaway(ex->c->h2, NGHTTP2_FLAG_NONE, last, NGHTTP2_NO_ERROR, NULL,
+                              0);
+    } else {
+        ex->c->abort_after_flush = 1;
+    }
+    ex_finish(ex, ex->sc.refuse ? "refused" : "goaway");
+}
+
 /* The request is complete: log it and decide what to play. */
 void ex_begin(exchange *ex) {
     ex->t_received = sg_fm_now();
@@ -539,13 +561,18 @@ void ex_begin(exchange *ex) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }
-    if ((ex->sc.status > 0 && ex->sc.status != 200) || ex->sc.tail_first > 0) {
+    bool fails = ex->sc.status > 0 && ex->sc.status != 200;
+    if (fails || ex->sc.refuse || ex->sc.goaway || ex->sc.tail_first > 0) {
         uint64_t count = sg_fm_key_count(ex->key); /* once per request */
-        /* pass_first: the first K of a key are not failed; fail_first
-         * counts the ones after them */
+        /* pass_first: the first K of a key are served; fail_first counts
+         * the ones after them */
         uint64_t pass = (uint64_t)ex->sc.pass_first;
-        if (ex->sc.status > 0 && ex->sc.status != 200 && count > pass &&
-            (ex->sc.fail_first < 0 || count - pass <= (uint64_t)ex->sc.fail_first)) {
+        if (count <= pass ||
+            (ex->sc.fail_first >= 0 && count - pass > (uint64_t)ex->sc.fail_first)) {
+            fails = false; /* this one is served */
+            ex->sc.refuse = ex->sc.goaway = 0;
+        }
+        if (fails) {
             ex->status = ex->sc.status;
         }
         ex->tail = count <= (uint64_t)ex->sc.tail_first;
@@ -554,17 +581,8 @@ void ex_begin(exchange *ex) {
         ex->st = X_HANG;
         return;
     }
-    if (ex->sc.refuse) {
-        /* What an overloaded server does before any work: HTTP/2 refuses the
-         * stream (safe to retry, RFC 9113 §8.7); HTTP/1.1 can only close. */
-        ex->st = X_STREAMING;
-        if (ex->c->mode == M_H2) {
-            nghttp2_submit_rst_stream(ex->c->h2, NGHTTP2_FLAG_NONE, ex->stream_id,
-                                      NGHTTP2_REFUSED_STREAM);
-        } else {
-            ex->c->abort_after_flush = 1;
-        }
-        ex_finish(ex, "refused");
+    if (ex->sc.refuse || ex->sc.goaway) {
+        refuse_at_once(ex);
         return;
     }
     ex->st = X_WAIT_HEADERS;

@@ -260,6 +260,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, 0xffffffffLL, 0, &s->rst_code);
         } else if (name_is(n, nn, "refuse")) {
             rc = parse_bool(v, vn, &s->refuse);
+        } else if (name_is(n, nn, "goaway")) {
+            rc = parse_bool(v, vn, &s->goaway);
         } else if (name_is(n, nn, "no_done")) {
             rc = parse_bool(v, vn, &s->no_done);
         } else if (name_is(n, nn, "status")) {

@@ -54,6 +54,7 @@ typedef struct {
     sg_fm_drop_mode drop_mode;
     int64_t rst_code;      /* HTTP/2 drop=rst error code; -1: INTERNAL_ERROR */
     int refuse;            /* refuse at once: h2 RST_STREAM(REFUSED_STREAM) */
+    int goaway;            /* refuse at once: h2 GOAWAY below this stream's id */
     int no_done;           /* end cleanly but without the terminal sentinel */
     int64_t linger_ms;     /* the body stays open this long after its end */
     int eol_cr;            /* SSE lines end with a bare CR, not LF */
@@ -66,8 +67,9 @@ typedef struct {
     int64_t date_offset_s;
     int has_retry_after_date; /* Retry-After as the HTTP-date Date + this */
     int64_t retry_after_date_s;
-    int64_t fail_first;      /* -1: every request fails; K: first K per key */
-    int64_t pass_first;      /* with status: the first K per key are not failed */
+    int64_t fail_first;      /* -1: every request fails (status, refuse,
+                                goaway); K: the first K per key */
+    int64_t pass_first;      /* the first K per key are not failed */
     char retry_after_ms[32]; /* retry-after-ms value, "" for none */
     char error_code[64];     /* Anthropic's error.details.error_code, "" none */
     int hang;                /* never answer */
