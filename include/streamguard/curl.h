@@ -48,6 +48,17 @@
  * refused, nothing sent, libcurl's message kept.  Which schemes an easy
  * handle may use is the caller's choice (CURLOPT_PROTOCOLS_STR).
  *
+ * libcurl sends a request again by itself, on a new connection, when an
+ * HTTP/2 server refused its stream and when a reused connection died
+ * before any answer.  A refused stream (REFUSED_STREAM, or above a
+ * GOAWAY's last stream id) was never processed: its attempt ends there,
+ * recorded not sent (transport_error, phase send), and the policy retries
+ * it as a new attempt, whatever the method.  A dead connection's resend is
+ * stopped for a request not safe to repeat (sent, outcome unknown).  How
+ * the two are told apart, and where libcurl shows no sign of a refusal
+ * (cleartext HTTP/2; a GOAWAY that ends the connection, on a libcurl other
+ * than 7.88): docs/design.md, retry rule 1.
+ *
  * Call curl_global_init() once before creating operations (libcurl's rule).
  *
  * Thread-safety: an operation or a multi belongs to one thread at a time;

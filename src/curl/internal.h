@@ -24,6 +24,8 @@ struct sg_curl_op {
         bool paused;          /* on_bytes paused the read (CURL_WRITEFUNC_PAUSE) */
         bool answered;        /* a status line came since the request went */
         bool resent;          /* libcurl was about to send it again: stopped */
+        bool h2;              /* the request went on a TLS connection that chose h2 */
+        bool refused;         /* the server refused it unprocessed (HTTP/2) */
         size_t header_bytes;  /* of the current response head */
     } at;
     sg_curl_options opts;
@@ -48,6 +50,15 @@ int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
 /* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
 void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);
+
+/* HTTP/2 refusals (refused.c).  Whether the connection @easy's request is
+ * about to go on chose h2 in its TLS handshake; whether libcurl, about to
+ * send @op's request again with no answer since, is retrying a refused
+ * stream; whether a transfer that ended with @result was a stream above a
+ * GOAWAY's last stream id.  Never processed, either way. */
+bool sg__curl_speaks_h2(CURL *easy);
+bool sg__curl_refused_resend(const sg_curl_op *op);
+bool sg__curl_goaway_refused(const sg_curl_op *op, CURLcode result);
 
 /* Operation steps used by the managed multi.  Each returns 1 when the op
  * ended during the call: on_done has run and the op may already be freed. */

@@ -205,15 +205,26 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
             return CURL_PREREQFUNC_ABORT;
         }
     }
-    if (op->lc.sent && !op->at.answered && !sg_op_options_repeatable(&op->lc.popts)) {
-        /* Sent already in this attempt, and no answer since: libcurl's own
-         * retry of a reused connection that died before any response
-         * byte.  A request not safe to repeat goes once - the attempt
-         * ends here, sent (outcome unknown), for the policy to judge. */
-        op->at.resent = true;
-        return CURL_PREREQFUNC_ABORT;
+    if (op->lc.sent && !op->at.answered) {
+        /* Sent already in this attempt, and no answer since: libcurl is
+         * about to send it again on a new connection (Curl_retry_request),
+         * either because an HTTP/2 server refused the stream, or because
+         * a reused connection died before any response byte. */
+        if (sg__curl_refused_resend(op)) {
+            /* never processed (RFC 9113 §8.7): the attempt ends unsent,
+             * and a retry is the policy's - a new attempt in the report */
+            op->at.refused = true;
+            return CURL_PREREQFUNC_ABORT;
+        }
+        if (!sg_op_options_repeatable(&op->lc.popts)) {
+            /* A request not safe to repeat goes once - the attempt ends
+             * here, sent (outcome unknown), for the policy to judge. */
+            op->at.resent = true;
+            return CURL_PREREQFUNC_ABORT;
+        }
     }
     op->at.answered = false;
+    op->at.h2 = sg__curl_speaks_h2(op->easy);
     /* Connected; the request is about to be written, with what is left
      * of the lease now (the connection took part of it). */
     sg__lc_restamp(&op->lc, op_now(op));
@@ -679,12 +690,16 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
     sg_outcome how;
     tp_sync(&op->lc, now);
     bool broken = op->at.header_overflow || broke_http(op, result);
+    bool refused = op->at.refused || sg__curl_goaway_refused(op, result);
     if (op->at.method_mismatch || (unusable_request(result) && !op->lc.sent)) {
         how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
     } else if (unusable_request(result)) {
         /* after the request went: a reply that is not HTTP (HTTP/0.9), or a
          * Location libcurl cannot follow - the server's doing */
         how = SG_OUTCOME_PROTOCOL_ERROR;
+    } else if (refused) {
+        how = SG_OUTCOME_TRANSPORT_ERROR;
+        op->lc.not_processed = true; /* never sent, whatever the method */
     } else if (op->at.resent) {
         how = SG_OUTCOME_TRANSPORT_ERROR; /* the connection died before an answer */
     } else if (op->at.http_abort) {
@@ -708,7 +723,7 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
      * CURLcode, before anything of ours is written into the same buffer. */
     char native[SG__LC_ERROR_SIZE] = "";
     bool ours = op->at.http_abort || op->at.method_mismatch || op->at.write_abort ||
-                op->at.header_overflow || op->at.resent;
+                op->at.header_overflow || op->at.resent || refused;
     if (result != CURLE_OK && !ours) {
         /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
         snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
@@ -730,6 +745,14 @@ static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
         sg__lc_error(&op->lc, "%s",
                      "the connection closed before any answer, after the request was "
                      "sent; not sent again (the request is not safe to repeat)");
+    } else if (op->at.refused) {
+        sg__lc_error(&op->lc, "%s",
+                     "HTTP/2 stream refused before any answer (libcurl set out to send "
+                     "it again): never processed");
+    } else if (refused) {
+        sg__lc_error(&op->lc, "%s",
+                     "HTTP/2 stream above GOAWAY's last stream id (curl 16): never "
+                     "processed");
     }
     if (op->at.header_overflow) {
         sg__lc_error(&op->lc, "response header exceeds %u bytes",
