@@ -350,11 +350,11 @@ if "$SG" --version | grep -q nghttp2; then
     # The probe's time is the budget's, and the report says so: a server
     # that accepts and never answers (stopped) holds the probe for its whole
     # lease; then libcurl's own attempt gets what is left, or nothing.
-    "$FM" --port 0 --quiet >"$FM_DIR/stopped.port" 2>/dev/null &
+    "$FM" --port 0 --quiet >"$FM_DIR/stopped2.port" 2>/dev/null &
     stopped=$!
-    for _ in $(seq 1 100); do [ -s "$FM_DIR/stopped.port" ] && break; sleep 0.02; done
+    for _ in $(seq 1 200); do [ -s "$FM_DIR/stopped2.port" ] && break; sleep 0.02; done
     kill -STOP "$stopped"
-    SURL="https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped.port")/v1/chat/completions"
+    SURL="https://127.0.0.1:$(head -n 1 "$FM_DIR/stopped2.port")/v1/chat/completions"
     # field NAME FILE: a top-level field of the report
     field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[2]))[sys.argv[1]])' "$1" "$2"; }
     # A report for every run: the probe that used the budget up is its
@@ -518,7 +518,7 @@ wait $SGPID
 W='%{outcome} %{attempts} ttft=%{first_token_ms} pe=%{provider_error}\n'
 ROLE="$CHAT?n=3&gap=0&role_chunk=1&first_delay=300"
 expect 0 "no profile: the role chunk is the first item" -- --output none -w "$W" "$ROLE&_t=cli_p0"
-if grep -qE '^ok 1 ttft=[0-9] ' "$OUT"; then pass "without a profile the first item came at once"; else fail "no profile ttft: $(cat "$OUT")"; fi
+if grep -qE '^ok 1 ttft=[0-9]{1,2} ' "$OUT"; then pass "without a profile the first item came at once (well before the token's 300 ms)"; else fail "no profile ttft: $(cat "$OUT")"; fi
 expect 0 "--profile openai: the first token after the prefill" -- --profile openai --output none -w "$W" "$ROLE&_t=cli_p1"
 if grep -qE '^ok 1 ttft=(29[0-9]|3[0-9][0-9]) ' "$OUT"; then pass "time to first token ~300 ms"; else fail "ttft: $(cat "$OUT")"; fi
 expect 3 "--profile openai --first-item 200ms: metadata does not satisfy it" -- --profile openai \
