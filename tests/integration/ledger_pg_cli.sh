@@ -101,7 +101,9 @@ expect 0 "--unresolved after reconciling" -- --ledger "$L" --unresolved
 [ "$(wc -l <"$OUT")" -eq 1 ] && pass "one left" || fail "left: $(cat "$OUT")"
 expect 0 "--reconcile the other" -- --ledger "$L" --reconcile "$(awk '{ print $1 }' "$OUT")"
 expect 0 "a successful run resolves done" -- --ledger "$L" --output none \
-    --idempotency-key pg-ok "$CHAT?n=2&_t=pg_ok"
+    --report "$FM_DIR/ok.json" --idempotency-key pg-ok "$CHAT?n=2&_t=pg_ok"
+jq -e '.ledger == {"end_recorded": true, "error": null}' "$FM_DIR/ok.json" >/dev/null &&
+    pass "the report says the end was recorded" || fail "ok run's report: $(jq -c .ledger "$FM_DIR/ok.json" 2>&1)"
 expect 0 "the key is free again" -- --ledger "$L" --output none \
     --idempotency-key pg-ok "$CHAT?n=2&_t=pg_ok"
 expect 0 "--unresolved" -- --ledger "$L" --unresolved
@@ -162,6 +164,7 @@ expect 0 "--reconcile pg-mid" -- --ledger "$L" --reconcile pg-mid
 # budget counted from the close.)
 T0=$(date +%s%N)
 "$SG" --ledger "$L" --budget 3s --output none -w '%{outcome} %{elapsed_ms}\n' --idempotency-key pg-stall \
+    --report "$FM_DIR/stall.json" \
     "$CHAT?n=6&gap=450&_t=pg_stall" >"$FM_DIR/stall.out" 2>"$FM_DIR/stall.err" &
 STALL=$!
 fm_wait_event "pg-stall" received || fail "the stalled run's request never arrived"
@@ -177,6 +180,12 @@ echo "database stopped answering: the run exited $STALL_CODE after $STALL_MS ms"
 [ "$STALL_MS" -lt 3600 ] && pass "the run ended when its budget said ($STALL_MS ms)" ||
     fail "the run ended $STALL_MS ms after it started, with --budget 3s"
 has "$FM_DIR/stall.err" "the end of the operation not recorded" "it says its end was not recorded"
+if jq -e '.outcome == "ok" and .ledger.end_recorded == false and (.ledger.error | test("timed out"))' \
+    "$FM_DIR/stall.json" >/dev/null; then
+    pass "the report says the end was not recorded"
+else
+    fail "stalled run's report: $(jq -c '{outcome, ledger}' "$FM_DIR/stall.json" 2>&1)"
+fi
 expect 0 "--unresolved after the database answers again" -- --ledger "$L" --unresolved
 has "$OUT" "pg-stall GET $CHAT?n=6&gap=450&_t=pg_stall " "the operation is listed pending"
 expect 0 "--reconcile pg-stall" -- --ledger "$L" --reconcile pg-stall

@@ -98,6 +98,13 @@ int ledger_command(const struct config *c) {
     return EXIT_OK;
 }
 
+const char *ledger_failure(int rv) {
+    /* the wait for a record is bounded by the run's budget: its timeout is
+     * no stream clock (sg_strerror's general word for SG_ETIMEDOUT) */
+    return rv == SG_ETIMEDOUT ? "timed out: not committed by the end of the budget"
+                              : sg_strerror(rv);
+}
+
 /* The library's ledger observer, and a word on stderr when a record fails
  * for another reason than ownership: the intent (nothing is sent, and the
  * transport's refusal follows), or the end (the operation stays listed,
@@ -105,7 +112,7 @@ int ledger_command(const struct config *c) {
 static void record_failed(struct config *c, const char *what, int rv, const char *then) {
     if (!c->run.quiet && !c->ledger_warned) {
         fprintf(stderr, "%s: ledger %s: %s not recorded: %s: %s\n", prog,
-                shown(c->ledger_dir), what, sg_strerror(rv), then);
+                shown(c->ledger_dir), what, ledger_failure(rv), then);
     }
     c->ledger_warned = true;
 }
@@ -164,21 +171,34 @@ int ledger_open_for_run(struct config *c) {
     return 0;
 }
 
+/* After the operation ended, before it is reported: its last records are
+ * waited for until the budget's end, or CLOSE_GRACE when less is left, so
+ * the report can say whether its end was recorded (and a record that
+ * failed, or was not committed by then, is said on stderr).  Once per run;
+ * a no-op without --ledger. */
+void ledger_settle(struct config *c) {
+    if (c->ledger == NULL || c->ledger_settled) {
+        return;
+    }
+    int64_t left = c->deadline - sg_clock_now(NULL);
+    c->ledger_sync_rv =
+        sg_ledger_sync(c->ledger, left > CLOSE_GRACE ? left : CLOSE_GRACE);
+    c->ledger_settled = true;
+    if (c->ledger_sync_rv != 0) {
+        record_failed(c, "the end of the operation", c->ledger_sync_rv,
+                      "it stays listed as unresolved until reconciled");
+    }
+}
+
 /* After the operation is freed: nothing observes through the ledger now.
- * Its last records are waited for until the budget's end, or CLOSE_GRACE
- * when less is left, so a record that fails, or is not committed by then,
- * is said on stderr; the close then gives up what is left at once, so the
+ * The last records were waited for (ledger_settle, here when the run ended
+ * without a report); the close then gives up what is left at once, so the
  * process ends when the budget says. */
 void ledger_close_for_run(struct config *c) {
     if (c->ledger == NULL) {
         return;
     }
-    int64_t left = c->deadline - sg_clock_now(NULL);
-    int rv = sg_ledger_sync(c->ledger, left > CLOSE_GRACE ? left : CLOSE_GRACE);
-    if (rv != 0) {
-        record_failed(c, "the end of the operation", rv,
-                      "it stays listed as unresolved until reconciled");
-    }
+    ledger_settle(c);
     sg_ledger_close(c->ledger);
     c->ledger = NULL;
 }

@@ -126,6 +126,7 @@ int run_curl(struct config *c) {
         }
         if (rv == 0) {
             output_end(c);
+            ledger_settle(c); /* before the report, which says if its end was recorded */
             size_t said_len = 0;
             const char *said = sg_curl_op_error_body(op, &said_len);
             code =

@@ -274,6 +274,7 @@ int run_h2(struct config *c, bool probe) {
     }
     if (rv == 0 && op != NULL) {
         output_end(c);
+        ledger_settle(c); /* before the report, which says if its end was recorded */
         size_t said_len = 0;
         const char *said = sg_h2_op_error_body(op, &said_len);
         code = conclude(c, sg_h2_op_policy(op), sg_h2_op_error(op), said, said_len);

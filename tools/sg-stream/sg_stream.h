@@ -108,8 +108,10 @@ struct config {
     char probe_error[160]; /* ... and why it failed */
     const char *reconcile;
     bool unresolved;
-    bool ledger_init;   /* --ledger-init: apply the ledger's schema */
-    bool ledger_warned; /* a ledger record of this run failed: said once */
+    bool ledger_init;    /* --ledger-init: apply the ledger's schema */
+    bool ledger_warned;  /* a ledger record of this run failed: said once */
+    bool ledger_settled; /* the run's last records were waited for ... */
+    int ledger_sync_rv;  /* ... and this is what the wait answered */
     const char *url;
     int64_t backoff_base;
     int64_t backoff_max;
@@ -214,6 +216,9 @@ void wait_stdout(int64_t until);
 /* ledger_cmd.c */
 int ledger_command(const struct config *c);
 int ledger_open_for_run(struct config *c);
+void ledger_settle(struct config *c);
+/* What a failed ledger record's code means to the run, in words. */
+const char *ledger_failure(int rv);
 void ledger_close_for_run(struct config *c);
 int ledger_refused(const struct config *c);
 

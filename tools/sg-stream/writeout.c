@@ -264,6 +264,28 @@ static void write_out(const char *fmt, const sg_op *op) {
     fflush(stdout);
 }
 
+/* The library's report, and with --ledger what became of the run's last
+ * records: "ledger": {"end_recorded": BOOL, "error": TEXT|null} as the
+ * report object's last member (docs/sg-stream.md). */
+static void write_report_line(const struct config *c, const char *report, FILE *f) {
+    size_t len = strlen(report);
+    if (!c->ledger_settled || len == 0 || report[len - 1] != '}') {
+        fputs(report, f);
+        fputc('\n', f);
+        return;
+    }
+    fwrite(report, 1, len - 1, f);
+    fprintf(f, ",\"ledger\":{\"end_recorded\":%s,\"error\":",
+            c->ledger_sync_rv == 0 ? "true" : "false");
+    if (c->ledger_sync_rv == 0) {
+        fputs("null", f);
+    } else {
+        const char *why = ledger_failure(c->ledger_sync_rv);
+        sg_json_fwrite_string(f, why, strlen(why));
+    }
+    fputs("}}\n", f);
+}
+
 static int write_report(const struct config *c, const sg_op *pol) {
     char stack[16384];
     size_t needed = 0;
@@ -284,8 +306,7 @@ static int write_report(const struct config *c, const sg_op *pol) {
                     strerror(errno));
             rv = -1;
         } else {
-            fputs(buf, f);
-            fputc('\n', f);
+            write_report_line(c, buf, f);
             if (f != stderr && fclose(f) != 0) {
                 rv = -1;
             }
