@@ -296,6 +296,16 @@ check "persistent 503: status 503, Retry-After passed through, X-SG-Outcome: htt
     '[ "$CODE" = 503 ] && [ "$(hdr p503 Retry-After)" = 0 ] && [ "$(hdr p503 X-SG-Outcome)" = http_error ]' \
     "$CODE $(tr '\r\n' '  ' <"$FM_DIR/p503.hdr")"
 
+# Anthropic's overloaded 529 is the upstream's 503: passed through with when
+# to come back, in seconds and (retry-after-ms, read first by the SDKs) ms.
+preq "$PB" p529 px-p529 '/v1/chat/completions?status=529&retry_after_ms=1500&_t=px_p529'
+nb=$((nb + 1))
+check "persistent 529: status 529, Retry-After 2 and retry-after-ms 1500 passed through" \
+    '[ "$CODE" = 529 ] && [ "$(hdr p529 Retry-After)" = 2 ] && [ "$(hdr p529 retry-after-ms)" = 1500 ]' \
+    "$CODE $(tr '\r\n' '  ' <"$FM_DIR/p529.hdr")"
+check "persistent 503: retry-after-ms beside Retry-After" '[ "$(hdr p503 retry-after-ms)" = 0 ]' \
+    "$(tr '\r\n' '  ' <"$FM_DIR/p503.hdr")"
+
 # The upstream refused the request as the client's own error (4xx): the
 # client gets that status, not a 502 it would read as the proxy's failure
 # (and that its SDK would retry).

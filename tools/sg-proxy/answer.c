@@ -57,8 +57,10 @@ int answer_status(sg_outcome outcome, int upstream_status) {
         return 504;
     }
     if (outcome == SG_OUTCOME_HTTP_ERROR &&
-        (upstream_status == 429 || upstream_status == 503)) {
-        return upstream_status; /* the client may retry: say when */
+        (upstream_status == 429 || upstream_status == 503 || upstream_status == 529)) {
+        /* the upstream will take requests again (529: Anthropic's
+         * overloaded_error, its 503): say when */
+        return upstream_status;
     }
     if (outcome == SG_OUTCOME_HTTP_ERROR && upstream_status >= 400 &&
         upstream_status < 500) {

@@ -233,13 +233,16 @@ static void log_report(struct conn *c) {
     }
 }
 
-/* The upstream's Retry-After, in whole seconds, for a 429 or 503 passed
- * through ("" when it gave none). */
+/* When the upstream will take requests again, for a 429, 503 or 529 passed
+ * through ("" when it did not say): Retry-After in whole seconds, rounded
+ * up, and retry-after-ms (what the OpenAI and Anthropic SDKs read first)
+ * in milliseconds, from whichever of the two the upstream sent. */
 static void retry_after_of(const sg_op_attempt *a, char *out, size_t cap) {
     out[0] = '\0';
     if (a != NULL && a->retry_after_ns >= 0) {
         long long s = (long long)((a->retry_after_ns + SG_SEC(1) - 1) / SG_SEC(1));
-        snprintf(out, cap, "Retry-After: %lld\r\n", s);
+        long long ms = (long long)((a->retry_after_ns + SG_MS(1) - 1) / SG_MS(1));
+        snprintf(out, cap, "Retry-After: %lld\r\nretry-after-ms: %lld\r\n", s, ms);
     }
 }
 
@@ -284,9 +287,9 @@ static void answer_failure(struct conn *c, sg_outcome o) {
         detail = a->provider_error_type;
     }
     answer_error_body(style, o, status, detail, body, sizeof(body));
-    char extra[160];
-    char ra[64] = "";
-    if (status == 429 || status == 503) {
+    char extra[224];
+    char ra[96] = "";
+    if (status == 429 || status == 503 || status == 529) {
         retry_after_of(a, ra, sizeof(ra));
     }
     /* a request that may have taken effect: said, for reconciliation (and
