@@ -724,15 +724,6 @@ SG_EXTERN const char *sg_op_options_method(const sg_op_options *o);
  */
 SG_EXTERN const char *sg_op_options_target(const sg_op_options *o);
 
-/**
- * sg_op_options_has_observer - whether @o has an observer.
- *
- * Returns true when sg_op_options_set_observer set one; false otherwise and
- * when @o is NULL.
- * Thread-safety: reads only @o.
- */
-SG_EXTERN bool sg_op_options_has_observer(const sg_op_options *o);
-
 /* ------------------------------------------------------------------------
  * Decisions and reasons.  Their names are a public contract (reports).
  * ------------------------------------------------------------------------ */

@@ -392,6 +392,18 @@ SG_EXTERN int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg,
 SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
 
 /**
+ * sg_stream_next_deadline - the instant the running attempt's earliest
+ * clock (or its budget) expires: sg_guard_next_deadline of its guard, the
+ * one instant to arm a timer for.
+ *
+ * Returns it while an attempt's guard runs; SG_TIME_NEVER when no clock
+ * is armed (none configured, or the attempt has stopped or ended); -1
+ * when @s is NULL, not initialised, or has never begun an attempt.
+ * Thread-safety: reads only @s.
+ */
+SG_EXTERN int64_t sg_stream_next_deadline(const sg_stream *s);
+
+/**
  * sg_stream_feed - @len body bytes arrived at @now.
  *
  * Counts them on the guard (byte cap; the idle clock is NOT reset), frames

@@ -15,6 +15,11 @@ static inline bool sg__budget_started(const sg_budget *b) {
     return b != NULL && b->magic_ == SG__BUDGET_MAGIC;
 }
 
+/* A guard sg_guard_start ever started (a zeroed one has state 0). */
+static inline bool sg__guard_started(const sg_guard *g) {
+    return g != NULL && g->state_ != 0;
+}
+
 /* The x86-64 vector levels the scanners choose from at run time, slowest
  * first (elsewhere, SSE2 names the portable code).  Each includes the ones
  * before it, and from SSSE3 on also POPCNT; AVX2 also BMI2, AVX512BW also

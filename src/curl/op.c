@@ -523,7 +523,7 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
         (o.n_endpoints > 0 && o.endpoints == NULL)) {
         return o.n_endpoints > SG_OP_MAX_ENDPOINTS ? SG_ERANGE : SG_EINVAL;
     }
-    if (policy != NULL && policy->n_endpoints_ > 0 && o.n_endpoints == 0) {
+    if (sg__op_options_endpoint_count(policy) > 0 && o.n_endpoints == 0) {
         return SG_EINVAL; /* endpoints the transport would not follow */
     }
     uint32_t bodies = 0;
@@ -795,7 +795,7 @@ int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now) {
     if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
     }
-    if (op->lc.popts.hedge_after_ns_ > 0) {
+    if (op->lc.hedging) {
         return SG_EUNSUPPORTED; /* hedges need the managed multi to run them */
     }
     int rv = sg__curl_op_start(op, multi, now);

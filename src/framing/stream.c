@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "core/internal.h"
 #include "framing/jscan.h"
 #include "framing/mem.h"
 
@@ -622,6 +623,14 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
 
 sg_guard *sg_stream_guard(sg_stream *s) {
     return valid(s) ? &s->guard_ : NULL;
+}
+
+int64_t sg_stream_next_deadline(const sg_stream *s) {
+    if (!valid(s) || !sg__guard_started(&s->guard_)) {
+        return -1;
+    }
+    return sg_guard_running(&s->guard_) ? sg_guard_next_deadline(&s->guard_)
+                                        : SG_TIME_NEVER;
 }
 
 int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {

@@ -518,7 +518,7 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (c == NULL || req == NULL || check_request(req) != 0) {
         return SG_EINVAL;
     }
-    if (policy != NULL && policy->n_endpoints_ > 1) {
+    if (sg__op_options_endpoint_count(policy) > 1) {
         /* one connection serves one origin: falling back across
          * endpoints is the libcurl transport's (sg_curl_options) */
         return SG_EUNSUPPORTED;
@@ -534,8 +534,9 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
         return rv;
     }
     sg_op_options *po = &op->lc.popts;
-    if (po->retry_budget_ == NULL) {
-        po->retry_budget_ = c->retry_budget; /* the connection's, if any */
+    if (sg__op_options_retry_budget(po) == NULL) {
+        /* the connection's, if any */
+        (void)sg_op_options_set_retry_budget(po, c->retry_budget);
     }
     if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
         sg__h2_op_release(op);

@@ -59,6 +59,20 @@ void sg__probe_refused(sg_op *op, sg_op_reason reason);
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);
 
+/*
+ * Accessors for the layers above (the transports): they read and change
+ * an sg_op_options only through these and the public setters, never its
+ * fields (docs/design.md, "Layers").
+ */
+/* The hedge delay (sg_op_options_set_hedging); 0: no hedging. */
+int64_t sg__op_options_hedge_after(const sg_op_options *o);
+/* How many endpoints sg_op_options_set_endpoints gave; 0: none. */
+uint32_t sg__op_options_endpoint_count(const sg_op_options *o);
+/* The retry budget operations started with @o take retries from, or NULL. */
+sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o);
+/* Whether an observer is set (sg_op_options_set_observer). */
+bool sg__op_options_has_observer(const sg_op_options *o);
+
 /* Bits of sg_op_attempt.retry_after_flags_: the raw Retry-After was
  * given (retry_after_raw_ holds it); retry_after_ns came from the
  * retry-after-ms field (the report's retry_after_source). */

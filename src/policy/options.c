@@ -354,7 +354,19 @@ const char *sg_op_options_target(const sg_op_options *o) {
     return o != NULL ? o->target_ : NULL;
 }
 
-bool sg_op_options_has_observer(const sg_op_options *o) {
+int64_t sg__op_options_hedge_after(const sg_op_options *o) {
+    return o != NULL ? o->hedge_after_ns_ : 0;
+}
+
+uint32_t sg__op_options_endpoint_count(const sg_op_options *o) {
+    return o != NULL ? o->n_endpoints_ : 0;
+}
+
+sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o) {
+    return o != NULL ? o->retry_budget_ : NULL;
+}
+
+bool sg__op_options_has_observer(const sg_op_options *o) {
     return o != NULL && o->observer_ != NULL;
 }
 

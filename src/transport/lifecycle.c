@@ -44,6 +44,7 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
     } else {
         sg_op_options_init(&lc->popts);
     }
+    lc->hedging = sg__op_options_hedge_after(&lc->popts) > 0;
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->state = SG__LC_NEW;
     lc->intent_fd = -1;
@@ -241,8 +242,7 @@ static size_t runners(sg__lifecycle *root, sg__lifecycle **out) {
 /* When the operation's next hedge is due (SG_TIME_NEVER: none). */
 static int64_t hedge_due(const sg__lifecycle *lc) {
     if (lc->primary != NULL || lc->hedge_off || lc->tp->new_slot == NULL ||
-        lc->popts.hedge_after_ns_ <= 0 || lc->state == SG__LC_NEW ||
-        lc->state == SG__LC_DONE) {
+        !lc->hedging || lc->state == SG__LC_NEW || lc->state == SG__LC_DONE) {
         return SG_TIME_NEVER;
     }
     return sg_op_hedge_at(lc->pol);
@@ -289,7 +289,7 @@ int sg__lc_item_gate_slow(sg__lifecycle *lc) {
         return 1;
     }
     sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
-    if (root->won || root->popts.hedge_after_ns_ <= 0) {
+    if (root->won || !root->hedging) {
         return 0;
     }
     root->won = true; /* the operation's first item: this attempt wins */
@@ -354,7 +354,7 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
     }
-    if (sg_op_options_has_observer(&lc->popts)) {
+    if (sg__op_options_has_observer(&lc->popts)) {
         /* The intent may have waited for a lock and a disk: that time was
          * spent from the budget (it started at @now), and the first lease
          * must not claim it again. */
@@ -567,8 +567,7 @@ int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
 static int64_t own_deadline(const sg__lifecycle *lc) {
     switch (lc->state) {
     case SG__LC_RUNNING:
-        return lc->cancel || lc->lost ? INT64_MIN
-                                      : sg_guard_next_deadline(&lc->stream.guard_);
+        return lc->cancel || lc->lost ? INT64_MIN : sg_stream_next_deadline(&lc->stream);
     case SG__LC_DRAINING:
         return lc->cancel || lc->lost ? INT64_MIN : lc->drain_until;
     case SG__LC_SLEEPING:
@@ -723,7 +722,7 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
 
 bool sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
     const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
-    if (lc->http_status < 400 || root->popts.hedge_after_ns_ > 0) {
+    if (lc->http_status < 400 || root->hedging) {
         /* no status (nothing worth reading); or hedges, where every
          * attempt is judged the instant it ends, beside the others: the
          * head is the answer, its body is not read */

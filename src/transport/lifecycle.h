@@ -26,6 +26,8 @@
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
+#include "policy/internal.h"
+
 /** The bytes hook's "not now": sg__lc_feed took nothing, and returns it. */
 #define SG__LC_PAUSE 2
 
@@ -133,6 +135,7 @@ struct sg__lifecycle {
     /* The operation's own lifecycle (primary NULL): its hedge slots, made
      * by the transport as needed and freed with it */
     struct sg__lifecycle *slots[SG_OP_MAX_HEDGES];
+    bool hedging;     /* the policy hedges (sg_op_options_set_hedging) */
     bool won;         /* an attempt of this line delivered the first item */
     bool hedge_off;   /* a hedge was refused: none more in this line */
     sg_stream stream; /* the body: framing + the attempt's guard; its
@@ -211,7 +214,7 @@ void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary);
 int sg__lc_item_gate_slow(sg__lifecycle *lc);
 static inline int sg__lc_item_gate(sg__lifecycle *lc) {
     const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
-    if (!lc->lost && (root->won || root->popts.hedge_after_ns_ <= 0)) {
+    if (!lc->lost && (root->won || !root->hedging)) {
         return 0; /* per item: no hedge to settle */
     }
     return sg__lc_item_gate_slow(lc);

@@ -274,6 +274,23 @@ static void skipped_event_types_are_not_items_and_never_reset_idle(void **state)
     assert_int_equal(r.items, 1);
 }
 
+static void
+the_next_deadline_is_the_running_guards_and_none_before_or_after(void **state) {
+    (void)state;
+    fixture f;
+    sg_guard_result r;
+    sg_stream never;
+    memset(&never, 0, sizeof(never));
+    assert_int_equal(sg_stream_next_deadline(NULL), -1);
+    assert_int_equal(sg_stream_next_deadline(&never), -1); /* not initialised */
+    begin(&f, SG_FORMAT_SSE, "[DONE]", SG_MS(100), SG_MS(50), 0);
+    assert_int_equal(sg_stream_next_deadline(&f.s), T0 + SG_MS(100));
+    assert_int_equal(feed(&f, "data: a\n\n", T0 + SG_MS(10)), 0);
+    assert_int_equal(sg_stream_next_deadline(&f.s), T0 + SG_MS(60)); /* idle */
+    assert_int_equal(sg_stream_end(&f.s, T0 + SG_MS(20), SG_OUTCOME_OK, &r), 0);
+    assert_int_equal(sg_stream_next_deadline(&f.s), SG_TIME_NEVER);
+}
+
 static void bad_arguments_are_rejected(void **state) {
     (void)state;
     sg_stream s;
@@ -303,6 +320,8 @@ static void bad_arguments_are_rejected(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(items_are_delivered_and_the_sentinel_ends_cleanly),
+        cmocka_unit_test(
+            the_next_deadline_is_the_running_guards_and_none_before_or_after),
         cmocka_unit_test(keepalive_comments_never_reset_the_idle_clock),
         cmocka_unit_test(an_ndjson_terminal_line_is_the_clean_end_and_not_delivered),
         cmocka_unit_test(an_ndjson_stream_without_its_terminal_line_is_truncated),
