@@ -168,14 +168,15 @@ static double guarded_idle(const char *tag, bool keepalive, int64_t idle) {
              base, keepalive ? "&keepalive=100" : "", tag);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, url);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_idle_timeout(&po, idle);
+    sg_op_options *po = NULL;
+    sg_op_options_new(&po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_idle_timeout(po, idle);
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_op *op;
-    sg_curl_op_new(&op, e, &po, &co, NULL, NULL);
+    sg_curl_op_new(&op, e, po, &co, NULL, NULL);
+    sg_op_options_free(po);
     sg_curl_perform(op);
     int64_t end = now_ns();
     sg_curl_op_free(op);
@@ -254,18 +255,19 @@ static void cpu_per_item(long events) {
         items = 0;
         CURL *e = curl_easy_init();
         curl_easy_setopt(e, CURLOPT_URL, url);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_method(&po, "GET");
-        sg_op_options_set_max_attempts(&po, 1);
-        sg_op_options_set_budget(&po, SG_SEC(300));
-        sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
-        sg_op_options_set_idle_timeout(&po, SG_SEC(5));
-        sg_op_options_set_stream_timeout(&po, SG_SEC(300));
+        sg_op_options *po = NULL;
+        sg_op_options_new(&po);
+        sg_op_options_set_method(po, "GET");
+        sg_op_options_set_max_attempts(po, 1);
+        sg_op_options_set_budget(po, SG_SEC(300));
+        sg_op_options_set_first_item_timeout(po, SG_SEC(10));
+        sg_op_options_set_idle_timeout(po, SG_SEC(5));
+        sg_op_options_set_stream_timeout(po, SG_SEC(300));
         sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
         sg_curl_callbacks cbs = {.on_item = count_items};
         sg_curl_op *op;
-        sg_curl_op_new(&op, e, &po, &co, &cbs, &items);
+        sg_curl_op_new(&op, e, po, &co, &cbs, &items);
+        sg_op_options_free(po);
         double c0 = cpu_seconds();
         sg_curl_perform(op);
         guarded[r] = (cpu_seconds() - c0) * 1e9 / (double)events;
@@ -325,12 +327,12 @@ static void concurrent(int n, int64_t idle, const char *label) {
              base);
     sg_curl_multi *m;
     sg_curl_multi_new(&m, NULL);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
-    sg_op_options_set_idle_timeout(&po, idle);
+    sg_op_options *po = NULL;
+    sg_op_options_new(&po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_first_item_timeout(po, SG_SEC(10));
+    sg_op_options_set_idle_timeout(po, idle);
     sg_curl_options co = {
         .framing = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096}};
     sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
@@ -339,9 +341,10 @@ static void concurrent(int n, int64_t idle, const char *label) {
     for (int i = 0; i < n; i++) {
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, url);
-        sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cs[i]);
+        sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cs[i]);
         sg_curl_multi_add(m, ops[i]);
     }
+    sg_op_options_free(po);
     long rss_peak = rss0;
     while (sg_curl_multi_running(m) > 0) {
         sg_curl_multi_step(m, SG_MS(100));
@@ -393,7 +396,6 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
     struct conc *cs = calloc((size_t)n, sizeof(*cs));
     CURL **easy = calloc((size_t)n, sizeof(*easy));
     sg_curl_op **ops = calloc((size_t)n, sizeof(*ops));
-    sg_op_options *pos = calloc((size_t)n, sizeof(*pos));
     sg_ledger_binding binding = {ledger, NULL};
     char url[256];
     snprintf(url, sizeof(url),
@@ -408,8 +410,8 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
         sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
         for (int i = 0; i < n; i++) {
             memset(&cs[i], 0, sizeof(cs[i]));
-            sg_op_options *po = &pos[i];
-            sg_op_options_init(po);
+            sg_op_options *po = NULL;
+            sg_op_options_new(&po);
             sg_op_options_set_method(po, "GET");
             sg_op_options_set_max_attempts(po, 1);
             sg_op_options_set_first_item_timeout(po, SG_SEC(10));
@@ -424,6 +426,7 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
             easy[i] = curl_easy_init();
             curl_easy_setopt(easy[i], CURLOPT_URL, url);
             sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cs[i]);
+            sg_op_options_free(po); /* the operation has its own copy */
             sg_curl_multi_add(m, ops[i]);
         }
         if (embedded) {
@@ -447,7 +450,6 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
     free(cs);
     free(easy);
     free(ops);
-    free(pos);
     qsort(out, k, sizeof(double), cmpd);
     return k;
 }
@@ -575,15 +577,16 @@ int main(int argc, char **argv) {
                  base);
         CURL *e = curl_easy_init();
         curl_easy_setopt(e, CURLOPT_URL, url);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_method(&po, "GET");
-        sg_op_options_set_max_attempts(&po, 1);
-        sg_op_options_set_idle_timeout(&po, SG_MS(50));
+        sg_op_options *po = NULL;
+        sg_op_options_new(&po);
+        sg_op_options_set_method(po, "GET");
+        sg_op_options_set_max_attempts(po, 1);
+        sg_op_options_set_idle_timeout(po, SG_MS(50));
         sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
         sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
         sg_curl_op *op;
-        sg_curl_op_new(&op, e, &po, &co, &cbs, &c);
+        sg_curl_op_new(&op, e, po, &co, &cbs, &c);
+        sg_op_options_free(po);
         sg_curl_perform(op);
         late[r] = (double)(c.done_at - (c.last_item + SG_MS(50))) / 1e6;
         sg_curl_op_free(op);

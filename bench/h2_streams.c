@@ -158,12 +158,12 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
     memset(&framing, 0, sizeof(framing));
     framing.terminal_data = "[DONE]";
     req.framing = framing;
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(120));
-    sg_op_options_set_max_attempts(&po, 1);
+    sg_op_options *po = NULL;
+    sg_op_options_new(&po);
+    sg_op_options_set_budget(po, SG_SEC(120));
+    sg_op_options_set_max_attempts(po, 1);
     if (idle) {
-        sg_op_options_set_idle_timeout(&po, IDLE_NS);
+        sg_op_options_set_idle_timeout(po, IDLE_NS);
     }
     sg_h2_callbacks cbs = {on_item, NULL, on_attempt, on_done};
     *rss_before = rss_kb();
@@ -172,12 +172,13 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
     for (int i = 0; i < n; i++) {
         slots[i].r = r;
         slots[i].i = i;
-        rv = sg_h2_stream_start(c, &req, &po, &cbs, &slots[i], NULL);
+        rv = sg_h2_stream_start(c, &req, po, &cbs, &slots[i], NULL);
         if (rv != 0) {
             fprintf(stderr, "stream_start: %s\n", sg_strerror(rv));
             return rv;
         }
     }
+    sg_op_options_free(po);
     rv = sg_h2_conn_run(c);
     *wall_s = (double)(now_ns() - t0) / 1e9;
     *cpu_s = (double)(cpu_ns() - c0) / 1e9;

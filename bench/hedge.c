@@ -61,13 +61,13 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
         fprintf(stderr, "out of memory\n");
         exit(1);
     }
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_budget(&po, SG_SEC(30));
-    sg_op_options_set_max_attempts(&po, 1 + hedges);
+    sg_op_options *po = NULL;
+    sg_op_options_new(&po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_budget(po, SG_SEC(30));
+    sg_op_options_set_max_attempts(po, 1 + hedges);
     if (hedges > 0) {
-        sg_op_options_set_hedging(&po, hedge_ns, hedges);
+        sg_op_options_set_hedging(po, hedge_ns, hedges);
     }
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = on_item, .on_done = on_done};
@@ -84,7 +84,7 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
             curl_easy_setopt(j->easy, CURLOPT_URL, j->url);
             j->first = -1;
             j->start = sg_clock_now(NULL);
-            if (sg_curl_op_new(&j->op, j->easy, &po, &co, &cbs, j) != 0 ||
+            if (sg_curl_op_new(&j->op, j->easy, po, &co, &cbs, j) != 0 ||
                 sg_curl_multi_add(m, j->op) != 0) {
                 fprintf(stderr, "could not start operation %d\n", next);
                 exit(1);
@@ -122,6 +122,7 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
            got ? (double)ttfi[got - 1] / ms : 0.0, attempts - (uint64_t)ops,
            100.0 * (double)(attempts - (uint64_t)ops) / ops);
     sg_curl_multi_free(m);
+    sg_op_options_free(po);
     free(jobs);
     free(ttfi);
 }

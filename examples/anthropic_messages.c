@@ -131,15 +131,17 @@ int main(int argc, char **argv) {
     char key[64];
     snprintf(key, sizeof(key), "anthropic-%ld-%lld", (long)getpid(),
              (long long)sg_clock_now(NULL));
-    sg_op_options policy;
-    sg_op_options_init(&policy);
-    sg_op_options_set_budget(&policy, SG_SEC(60));
-    sg_op_options_set_connect_timeout(&policy, SG_SEC(3));
-    sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms));
-    sg_op_options_set_idle_timeout(&policy, SG_SEC(10));
-    sg_op_options_set_stream_timeout(&policy, SG_SEC(45));
-    sg_op_options_set_idempotency_key(&policy, key);
-    sg_op_options_set_label(&policy, "anthropic messages");
+    sg_op_options *policy = NULL;
+    if (sg_op_options_new(&policy) != 0) {
+        return 2;
+    }
+    sg_op_options_set_budget(policy, SG_SEC(60));
+    sg_op_options_set_connect_timeout(policy, SG_SEC(3));
+    sg_op_options_set_first_item_timeout(policy, SG_MS(first_ms));
+    sg_op_options_set_idle_timeout(policy, SG_SEC(10));
+    sg_op_options_set_stream_timeout(policy, SG_SEC(45));
+    sg_op_options_set_idempotency_key(policy, key);
+    sg_op_options_set_label(policy, "anthropic messages");
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         return 2;
@@ -171,7 +173,8 @@ int main(int argc, char **argv) {
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
-    int rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &app);
+    int rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &app);
+    sg_op_options_free(policy); /* the operation has its own copy */
     if (rv == 0) {
         rv = sg_curl_perform(op);
     }

@@ -71,13 +71,15 @@ int main(int argc, char **argv) {
         fprintf(stderr, "curl_poll_loop: cannot create the multi\n");
         return 2;
     }
-    sg_op_options policy;
-    sg_op_options_init(&policy);
-    sg_op_options_set_method(&policy, "GET");
-    sg_op_options_set_budget(&policy, SG_SEC(30));
-    sg_op_options_set_first_item_timeout(&policy, SG_SEC(5));
-    sg_op_options_set_idle_timeout(&policy, SG_MS(300));
-    sg_op_options_set_max_attempts(&policy, 1);
+    sg_op_options *policy = NULL;
+    if (sg_op_options_new(&policy) != 0) {
+        return 2;
+    }
+    sg_op_options_set_method(policy, "GET");
+    sg_op_options_set_budget(policy, SG_SEC(30));
+    sg_op_options_set_first_item_timeout(policy, SG_SEC(5));
+    sg_op_options_set_idle_timeout(policy, SG_MS(300));
+    sg_op_options_set_max_attempts(policy, 1);
     sg_curl_options opts = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = on_item, .on_done = on_done};
 
@@ -91,12 +93,13 @@ int main(int argc, char **argv) {
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, argv[i + 1]);
         if (easy[i] == NULL ||
-            sg_curl_op_new(&ops[i], easy[i], &policy, &opts, &cbs, &streams[i]) != 0 ||
+            sg_curl_op_new(&ops[i], easy[i], policy, &opts, &cbs, &streams[i]) != 0 ||
             sg_curl_multi_add(m, ops[i]) != 0) {
             fprintf(stderr, "curl_poll_loop: cannot start %s\n", argv[i + 1]);
             return 2;
         }
     }
+    sg_op_options_free(policy); /* each operation has its own copy */
 
     /* The program's own business: a 1 s ticker. */
     int tick = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

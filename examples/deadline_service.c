@@ -33,6 +33,7 @@
 
 #include <curl/curl.h>
 #include <streamguard/curl.h>
+#include <streamguard/http.h>
 
 /* Transit and clock skew between the caller's stamp and our reading it. */
 #define INBOUND_ALLOWANCE SG_MS(50)
@@ -53,9 +54,9 @@ static void on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *user_data
      * the request went, after the connection was made: at most this. */
     printf("upstream attempt %u: leased %lld ms outcome=%s phase=%s "
            "elapsed_ms=%lld decision=%s\n",
-           rec->n, (long long)(rec->attempt_ns / SG_MS(1)), sg_outcome_name(rec->outcome),
-           sg_phase_name(rec->phase), (long long)(rec->elapsed_ns / SG_MS(1)),
-           sg_op_decision_name(rec->decision));
+           rec->n, (long long)(rec->attempt_timeout_ns / SG_MS(1)),
+           sg_outcome_name(rec->outcome), sg_phase_name(rec->phase),
+           (long long)(rec->elapsed_ns / SG_MS(1)), sg_op_decision_name(rec->decision));
 }
 
 static int answer_for(sg_outcome outcome) {
@@ -107,20 +108,22 @@ int main(int argc, char **argv) {
     char key[64];
     snprintf(key, sizeof(key), "deadline-service-%ld-%lld", (long)getpid(),
              (long long)arrival);
-    sg_op_options policy;
-    sg_op_options_init(&policy);
-    sg_op_options_set_floor(&policy, UPSTREAM_FLOOR);
-    sg_op_options_set_connect_timeout(&policy, SG_SEC(1));
-    sg_op_options_set_first_item_timeout(&policy, SG_SEC(5));
-    sg_op_options_set_idle_timeout(&policy, SG_SEC(2));
-    sg_op_options_set_max_attempts(&policy, 2);
-    sg_op_options_set_idempotency_key(&policy, key);
+    sg_op_options *policy = NULL;
+    if (sg_op_options_new(&policy) != 0) {
+        return 2;
+    }
+    sg_op_options_set_floor(policy, UPSTREAM_FLOOR);
+    sg_op_options_set_connect_timeout(policy, SG_SEC(1));
+    sg_op_options_set_first_item_timeout(policy, SG_SEC(5));
+    sg_op_options_set_idle_timeout(policy, SG_SEC(2));
+    sg_op_options_set_max_attempts(policy, 2);
+    sg_op_options_set_idempotency_key(policy, key);
 
     /* The operation ends at the local deadline itself, an absolute instant:
      * whatever time passes before sg_curl_perform starts is spent from it.
      * A deadline already passed leaves nothing (budget_exhausted); what is
      * left at or below the floor is refused without dialling out. */
-    sg_op_options_set_deadline(&policy, deadline);
+    sg_op_options_set_deadline(policy, deadline);
     int64_t now = sg_clock_now(NULL);
     int64_t budget = deadline > now ? deadline - now : 0;
     printf("inbound X-Deadline-Ms=%s: local budget %lld ms (allowance %lld ms, floor "
@@ -130,7 +133,8 @@ int main(int argc, char **argv) {
            (long long)(UPSTREAM_FLOOR / SG_MS(1)));
 
     sg_curl_op *op = NULL;
-    rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &items);
+    rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &items);
+    sg_op_options_free(policy); /* the operation has its own copy */
     if (rv == 0) {
         rv = sg_curl_perform(op);
     }

@@ -110,13 +110,15 @@ int main(int argc, char **argv) {
 
     for (int i = 0; i < 3; i++) {
         struct gen *g = &gens[i];
-        sg_op_options policy;
-        sg_op_options_init(&policy);
-        sg_op_options_set_budget(&policy, SG_SEC(10));
-        sg_op_options_set_first_item_timeout(&policy, SG_SEC(2));
-        sg_op_options_set_idle_timeout(&policy, SG_MS(300));
+        sg_op_options *policy = NULL;
+        if (sg_op_options_new(&policy) != 0) {
+            return 2;
+        }
+        sg_op_options_set_budget(policy, SG_SEC(10));
+        sg_op_options_set_first_item_timeout(policy, SG_SEC(2));
+        sg_op_options_set_idle_timeout(policy, SG_MS(300));
         snprintf(g->key, sizeof(g->key), "h2-%s-%ld", g->name, (long)getpid());
-        sg_op_options_set_idempotency_key(&policy, g->key);
+        sg_op_options_set_idempotency_key(policy, g->key);
 
         sg_h2_request req = {0};
         req.framing = framing;
@@ -126,7 +128,8 @@ int main(int argc, char **argv) {
         req.body = body;
         req.body_len = sizeof(body) - 1;
         req.deadline_header = true;
-        rv = sg_h2_stream_start(conn, &req, &policy, &cbs, g, &g->op);
+        rv = sg_h2_stream_start(conn, &req, policy, &cbs, g, &g->op);
+        sg_op_options_free(policy); /* the operation has its own copy */
         if (rv != 0) {
             fprintf(stderr, "h2_multiplex: %s: %s\n", g->name, sg_strerror(rv));
             sg_h2_conn_free(conn);

@@ -100,14 +100,18 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    sg_op_options policy;
-    sg_op_options_init(&policy);
-    sg_op_options_set_budget(&policy, SG_SEC(120));
-    sg_op_options_set_connect_timeout(&policy, SG_SEC(2));
-    sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms));
-    sg_op_options_set_idle_timeout(&policy, SG_SEC(5));
-    sg_op_options_set_max_items(&policy, (uint64_t)max_items);
-    sg_op_options_set_label(&policy, "ollama chat");
+    sg_op_options *policy = NULL;
+
+    if (sg_op_options_new(&policy) != 0) {
+
+        return 2;
+    }
+    sg_op_options_set_budget(policy, SG_SEC(120));
+    sg_op_options_set_connect_timeout(policy, SG_SEC(2));
+    sg_op_options_set_first_item_timeout(policy, SG_MS(first_ms));
+    sg_op_options_set_idle_timeout(policy, SG_SEC(5));
+    sg_op_options_set_max_items(policy, (uint64_t)max_items);
+    sg_op_options_set_label(policy, "ollama chat");
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         return 2;
@@ -131,7 +135,8 @@ int main(int argc, char **argv) {
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
-    int rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &app);
+    int rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &app);
+    sg_op_options_free(policy); /* the operation has its own copy */
     if (rv == 0) {
         rv = sg_curl_perform(op);
     }

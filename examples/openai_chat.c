@@ -145,15 +145,17 @@ int main(int argc, char **argv) {
     char key[64];
     snprintf(key, sizeof(key), "openai-chat-%ld-%lld", (long)getpid(),
              (long long)sg_clock_now(NULL));
-    sg_op_options policy;
-    sg_op_options_init(&policy);
-    if (sg_op_options_set_budget(&policy, SG_SEC(30)) != 0 ||
-        sg_op_options_set_connect_timeout(&policy, SG_SEC(3)) != 0 ||
-        sg_op_options_set_first_item_timeout(&policy, SG_MS(first_ms)) != 0 ||
-        sg_op_options_set_idle_timeout(&policy, SG_MS(idle_ms)) != 0 ||
-        sg_op_options_set_stream_timeout(&policy, SG_SEC(20)) != 0 ||
-        sg_op_options_set_idempotency_key(&policy, key) != 0 ||
-        sg_op_options_set_label(&policy, "openai chat") != 0) {
+    sg_op_options *policy = NULL;
+    if (sg_op_options_new(&policy) != 0) {
+        return 2;
+    }
+    if (sg_op_options_set_budget(policy, SG_SEC(30)) != 0 ||
+        sg_op_options_set_connect_timeout(policy, SG_SEC(3)) != 0 ||
+        sg_op_options_set_first_item_timeout(policy, SG_MS(first_ms)) != 0 ||
+        sg_op_options_set_idle_timeout(policy, SG_MS(idle_ms)) != 0 ||
+        sg_op_options_set_stream_timeout(policy, SG_SEC(20)) != 0 ||
+        sg_op_options_set_idempotency_key(policy, key) != 0 ||
+        sg_op_options_set_label(policy, "openai chat") != 0) {
         fprintf(stderr, "openai_chat: FIRST_TOKEN_MS or IDLE_MS out of range\n");
         return 2;
     }
@@ -190,7 +192,8 @@ int main(int argc, char **argv) {
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
-    int rv = sg_curl_op_new(&op, easy, &policy, &opts, &cbs, &app);
+    int rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &app);
+    sg_op_options_free(policy); /* the operation has its own copy */
     if (rv == 0) {
         rv = sg_curl_perform(op); /* blocks until the operation has an outcome */
     }

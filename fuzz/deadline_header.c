@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <streamguard/policy.h>
+#include <streamguard/http.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

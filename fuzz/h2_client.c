@@ -102,18 +102,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     framing.max_event = 1024;
     sg_h2_op *ops[3];
     for (int i = 0; i < 3; i++) {
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(5));
-        sg_op_options_set_max_attempts(&po, 1); /* a retry would reconnect */
+        sg_op_options *po = NULL;
+        sg_op_options_new(&po);
+        sg_op_options_set_budget(po, SG_SEC(5));
+        sg_op_options_set_max_attempts(po, 1); /* a retry would reconnect */
         if (cfg & 2) {
-            sg_op_options_set_first_item_timeout(&po, SG_MS(100 * (i + 1)));
+            sg_op_options_set_first_item_timeout(po, SG_MS(100 * (i + 1)));
         }
         if (cfg & 4) {
-            sg_op_options_set_idle_timeout(&po, SG_MS(50 * (i + 1)));
+            sg_op_options_set_idle_timeout(po, SG_MS(50 * (i + 1)));
         }
         if (cfg & 8) {
-            sg_op_options_set_max_items(&po, 3);
+            sg_op_options_set_max_items(po, 3);
         }
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
@@ -124,7 +124,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         req.drain_ns = SG_MS(20);
         req.framing = framing;
         sg_h2_callbacks cbs = {.on_item = on_item};
-        check(sg_h2_stream_start(c, &req, &po, &cbs, NULL, &ops[i]) == 0, "stream_start");
+        check(sg_h2_stream_start(c, &req, po, &cbs, NULL, &ops[i]) == 0, "stream_start");
+        sg_op_options_free(po);
     }
     sg_h2_conn_step(c, mc.now_ns, false, true); /* preface, SETTINGS, requests */
     drain(srv);

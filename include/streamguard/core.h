@@ -324,9 +324,14 @@ SG_EXTERN const char *sg_errname(int err);
  *   stream (an in-band error item, as a provider profile recognises it:
  *   vLLM's data: {"error":...}, Anthropic's event: error, ...).
  *
- * SG_OUTCOME_COUNT_ is the number of outcomes, not an outcome.
+ * SG_OUTCOME_NONE (-1, outside SG_OUTCOME_MAP) is no outcome: what a
+ * getter returns when there is none to give (NULL, never started, not
+ * ended yet); sg_outcome_name() names it "none", which names no outcome
+ * anywhere else (reports, the ledger).  SG_OUTCOME_COUNT_ is the number of
+ * outcomes, not an outcome.
  */
 typedef enum sg_outcome {
+    SG_OUTCOME_NONE = -1,
 #define SG__OUTCOME_ENUM(name, text) SG_OUTCOME_##name,
     SG_OUTCOME_MAP(SG__OUTCOME_ENUM)
 #undef SG__OUTCOME_ENUM
@@ -367,8 +372,8 @@ typedef enum sg_phase {
 /**
  * sg_outcome_name - the stable snake_case name of an outcome.
  *
- * Returns a static string such as "idle_timeout", or NULL when @outcome is
- * out of range.
+ * Returns a static string such as "idle_timeout"; "none" for
+ * SG_OUTCOME_NONE; NULL for any other value out of range.
  * Thread-safety: pure function.
  */
 SG_EXTERN const char *sg_outcome_name(sg_outcome outcome);
@@ -389,7 +394,8 @@ SG_EXTERN const char *sg_phase_name(sg_phase phase);
  * @out: receives the outcome; unchanged on error.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @name or @out is NULL, or @name names no outcome.
+ *   SG_EINVAL  @name or @out is NULL, or @name names no outcome ("none"
+ *              included: it is not one).
  * Thread-safety: pure function (writes only *@out).
  */
 SG_EXTERN int sg_outcome_from_name(const char *name, sg_outcome *out);

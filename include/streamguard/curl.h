@@ -70,6 +70,7 @@
 #include <curl/curl.h>
 
 #include <streamguard/core.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
@@ -282,13 +283,12 @@ SG_EXTERN void sg_curl_op_free(sg_curl_op *op);
 SG_EXTERN int sg_curl_perform(sg_curl_op *op);
 
 /**
- * sg_curl_op_outcome - the operation's outcome; meaningful once it has
- * ended (sg_curl_op_done).
+ * sg_curl_op_outcome - the operation's outcome, once it has ended
+ * (sg_curl_op_done).
  *
- * Returns sg_op_outcome() of its policy: once ended, the last attempt's
- * outcome (or refused / budget_exhausted when no attempt ran); before that
- * ok while never started or while an attempt runs, and during a backoff
- * sleep the outcome of the attempt that failed.  Returns transport_error
+ * Returns sg_op_outcome() of its policy: the last attempt's outcome (or
+ * refused / budget_exhausted when no attempt ran, cancelled when it was
+ * cancelled between attempts); SG_OUTCOME_NONE before it has ended and
  * when @op is NULL.
  * Thread-safety: only on the thread that owns @op.
  */
@@ -308,8 +308,7 @@ SG_EXTERN bool sg_curl_op_done(const sg_curl_op *op);
  * the sg_op_* readers.
  *
  * Returns a pointer into @op, valid until it is freed; NULL when @op is
- * NULL.  Before the operation starts it points to an sg_op that was never
- * started (the readers return their "never started" values).
+ * NULL or has not started (or its observer refused it).
  * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN const sg_op *sg_curl_op_policy(const sg_curl_op *op);

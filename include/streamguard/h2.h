@@ -60,6 +60,7 @@
 #define STREAMGUARD_H2_H
 
 #include <streamguard/core.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
@@ -447,11 +448,13 @@ SG_EXTERN int sg_h2_op_cancel(sg_h2_op *op);
  */
 SG_EXTERN void sg_h2_op_free(sg_h2_op *op);
 
-/** The operation's outcome (meaningful once it has ended). */
+/** The operation's outcome once it has ended (as sg_curl_op_outcome);
+ *  SG_OUTCOME_NONE before, and for NULL. */
 SG_EXTERN sg_outcome sg_h2_op_outcome(const sg_h2_op *op);
 /** true once the operation has ended. */
 SG_EXTERN bool sg_h2_op_done(const sg_h2_op *op);
-/** The policy state: attempts, records, decisions (sg_op_* readers). */
+/** The policy state: attempts, records, decisions (sg_op_* readers of
+ *  <streamguard/op.h>); NULL for NULL or an operation not started. */
 SG_EXTERN const sg_op *sg_h2_op_policy(const sg_h2_op *op);
 /** The user_data given to sg_h2_stream_start. */
 SG_EXTERN void *sg_h2_op_user_data(const sg_h2_op *op);

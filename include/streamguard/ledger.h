@@ -73,6 +73,7 @@
 #define STREAMGUARD_LEDGER_H
 
 #include <streamguard/core.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
 
 #ifdef __cplusplus

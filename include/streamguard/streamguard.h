@@ -1,18 +1,24 @@
 /*
  * streamguard - guards for streaming HTTP responses (AI token streams).
  *
- * This umbrella header declares the sans-I/O parts of the library: the core
- * (time, errors, outcomes, budget, stream guard), the framing parsers, the
- * operation policy and sg_stream (framing joined to a guard: what every
- * transport, or your own event loop, feeds body bytes into).  It includes no third-party
- * header.  The transports have their own headers: <streamguard/curl.h>,
- * <streamguard/h2.h>, and the intent ledger <streamguard/ledger.h>.
+ * This umbrella header declares the stable, third-party-free parts of the
+ * library: the core (time, errors, outcomes, budget, stream guard), the
+ * framing parsers, sg_stream (framing joined to a guard: what every
+ * transport, or your own event loop, feeds body bytes into), the policy an
+ * operation runs under (<streamguard/policy.h>), reading an operation and
+ * its report (<streamguard/op.h>) and the HTTP fields the policy reads and
+ * writes (<streamguard/http.h>).  The transports have their own headers,
+ * <streamguard/curl.h> and <streamguard/h2.h>, the intent ledger
+ * <streamguard/ledger.h>; driving an operation from a transport of your
+ * own is <streamguard/unstable/op.h>, which may change in a minor release.
  */
 #ifndef STREAMGUARD_STREAMGUARD_H
 #define STREAMGUARD_STREAMGUARD_H
 
 #include <streamguard/core.h>
 #include <streamguard/framing.h>
+#include <streamguard/http.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 

@@ -48,6 +48,9 @@ static const char *const phase_names[SG_PHASE_COUNT_] = {
 };
 
 const char *sg_outcome_name(sg_outcome outcome) {
+    if (outcome == SG_OUTCOME_NONE) {
+        return "none";
+    }
     if ((unsigned)outcome >= (unsigned)SG_OUTCOME_COUNT_) {
         return NULL;
     }

@@ -35,7 +35,6 @@ struct sg_curl_op {
     /* the stamped deadline lines in req_headers (NULL: none), written with
      * room for any later value: restamped when the request goes */
     struct curl_slist *dl_line, *grpc_line;
-    const char **ep_urls; /* the endpoints' URLs, for the policy (owned) */
     /* hedging: a hedge slot (an attempt runner with its own easy handle,
      * a duplicate of the root's, and a lifecycle on the root's policy)
      * points at its operation; the root's lifecycle keeps its slots */

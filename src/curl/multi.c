@@ -373,9 +373,9 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
     if (op->lc.state != SG__LC_NEW) {
         return SG_ESTATE;
     }
-    if (sg__op_options_retry_budget(&op->lc.popts) == NULL) {
+    if (sg__op_options_retry_budget(op->lc.popts) == NULL) {
         /* the multi's, if any */
-        (void)sg_op_options_set_retry_budget(&op->lc.popts, m->retry_budget);
+        (void)sg_op_options_set_retry_budget(op->lc.popts, m->retry_budget);
     }
     op->owner = m;
     op->lc.async_intent = true; /* the multi watches a pending intent */

@@ -216,7 +216,8 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
             op->at.refused = true;
             return CURL_PREREQFUNC_ABORT;
         }
-        if (!sg_op_options_repeatable(&op->lc.popts)) {
+        const sg_curl_op *root = op->root != NULL ? op->root : op;
+        if (!sg_op_options_repeatable(root->lc.popts)) {
             /* A request not safe to repeat goes once - the attempt ends
              * here, sent (outcome unknown), for the policy to judge. */
             op->at.resent = true;
@@ -385,10 +386,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
     int64_t connect_ns = sg_guard_config_connect(&plan->guard_config);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
-                     ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_ns) +
+                     ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_timeout_ns) +
                          SG__CURL_MARGIN_MS);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                     ms_ceil(plan->attempt_ns) + SG__CURL_MARGIN_MS);
+                     ms_ceil(plan->attempt_timeout_ns) + SG__CURL_MARGIN_MS);
     if (op->opts.cafile != NULL) {
         curl_easy_setopt(e, CURLOPT_CAINFO, op->opts.cafile);
     }
@@ -540,27 +541,20 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    sg_op_options pol;
-    if (policy != NULL) {
-        pol = *policy;
-    } else {
-        sg_op_options_init(&pol);
-    }
-    if (o.n_endpoints > 0) {
-        op->ep_urls = calloc(o.n_endpoints, sizeof(*op->ep_urls));
-        if (op->ep_urls == NULL) {
-            free(op);
-            return SG_ENOMEM;
-        }
+    int rv = sg__lc_init(&op->lc, &curl_transport, NULL, policy, &o.framing, o.drain_ns,
+                         on_item, op);
+    if (rv == 0 && o.n_endpoints > 0) {
+        /* the policy's endpoints are this list's URLs (copied) */
+        const char *urls[SG_OP_MAX_ENDPOINTS];
         for (uint32_t i = 0; i < o.n_endpoints; i++) {
-            op->ep_urls[i] = o.endpoints[i].url;
+            urls[i] = o.endpoints[i].url;
         }
-        (void)sg_op_options_set_endpoints(&pol, op->ep_urls, o.n_endpoints);
+        rv = sg_op_options_set_endpoints(op->lc.popts, urls, o.n_endpoints);
+        if (rv != 0) {
+            sg__lc_release(&op->lc);
+        }
     }
-    int rv =
-        sg__lc_init(&op->lc, &curl_transport, &pol, &o.framing, o.drain_ns, on_item, op);
     if (rv != 0) {
-        free(op->ep_urls);
         free(op);
         return rv;
     }
@@ -586,7 +580,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     }
     c->easy = curl_easy_duphandle(root->easy);
     if (c->easy == NULL ||
-        sg__lc_init(&c->lc, root->lc.tp, &root->lc.popts, &root->opts.framing,
+        sg__lc_init(&c->lc, root->lc.tp, &root->lc, NULL, &root->opts.framing,
                     root->opts.drain_ns, on_item, c) != 0) {
         if (c->easy != NULL) {
             curl_easy_cleanup(c->easy);
@@ -596,7 +590,6 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     }
     c->lc.deadline_header = root->lc.deadline_header;
     c->lc.grpc_timeout = root->lc.grpc_timeout;
-    sg__lc_make_slot(&c->lc, &root->lc);
     c->opts = root->opts;
     c->cbs = root->cbs;
     c->user_data = root->user_data;
@@ -653,7 +646,6 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_DATA, NULL);
     curl_slist_free_all(op->req_headers);
     sg__lc_release(&op->lc);
-    free(op->ep_urls);
     free(op);
 }
 
@@ -872,7 +864,7 @@ int sg_curl_op_cancel(sg_curl_op *op) {
 }
 
 sg_outcome sg_curl_op_outcome(const sg_curl_op *op) {
-    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_TRANSPORT_ERROR;
+    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_NONE;
 }
 
 bool sg_curl_op_done(const sg_curl_op *op) {
@@ -880,7 +872,8 @@ bool sg_curl_op_done(const sg_curl_op *op) {
 }
 
 const sg_op *sg_curl_op_policy(const sg_curl_op *op) {
-    return op != NULL ? op->lc.pol : NULL;
+    /* never started (or refused by its observer): nothing to read */
+    return op != NULL && sg__op_started(op->lc.pol) ? op->lc.pol : NULL;
 }
 
 CURL *sg_curl_op_easy(const sg_curl_op *op) {

@@ -527,13 +527,13 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    int rv = sg__lc_init(&op->lc, &h2_transport, policy, &req->framing, req->drain_ns,
-                         on_item, op);
+    int rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &req->framing,
+                         req->drain_ns, on_item, op);
     if (rv != 0) {
         free(op);
         return rv;
     }
-    sg_op_options *po = &op->lc.popts;
+    sg_op_options *po = op->lc.popts;
     if (sg__op_options_retry_budget(po) == NULL) {
         /* the connection's, if any */
         (void)sg_op_options_set_retry_budget(po, c->retry_budget);
@@ -545,6 +545,9 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     /* Without a method of its own the request sends the policy's, so retry
      * safety always follows what went on the wire. */
     rv = copy_request(op, c, req, sg_op_options_method(po));
+    if (rv == 0 && sg_op_options_target(po) == NULL) {
+        rv = sg_op_options_set_target(po, op->target);
+    }
     if (rv == 0) {
         op->conn = c;
         rv = sg__dheap_push(&c->heap, &op->node);
@@ -552,9 +555,6 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (rv != 0) {
         sg__h2_op_release(op);
         return rv;
-    }
-    if (sg_op_options_target(po) == NULL) {
-        sg_op_options_set_target(po, op->target);
     }
     op->lc.deadline_header = req->deadline_header;
     op->lc.grpc_timeout = req->grpc_timeout;
@@ -604,7 +604,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     if (s == NULL) {
         return NULL;
     }
-    if (sg__lc_init(&s->lc, &h2_transport, &root->lc.popts, &root->framing,
+    if (sg__lc_init(&s->lc, &h2_transport, &root->lc, NULL, &root->framing,
                     root->drain_ns, on_item, s) != 0) {
         free(s);
         return NULL;
@@ -621,7 +621,6 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     s->user_data = root->user_data;
     s->lc.deadline_header = root->lc.deadline_header;
     s->lc.grpc_timeout = root->lc.grpc_timeout;
-    sg__lc_make_slot(&s->lc, &root->lc);
     if (sg__dheap_push(&c->heap, &s->node) != 0) {
         sg__h2_op_release(s);
         return NULL;
@@ -695,7 +694,7 @@ static void unlink_op(sg_h2_conn *c, sg_h2_op *op) {
 }
 
 sg_outcome sg_h2_op_outcome(const sg_h2_op *op) {
-    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_TRANSPORT_ERROR;
+    return op != NULL ? sg_op_outcome(op->lc.pol) : SG_OUTCOME_NONE;
 }
 
 bool sg_h2_op_done(const sg_h2_op *op) {
@@ -703,7 +702,8 @@ bool sg_h2_op_done(const sg_h2_op *op) {
 }
 
 const sg_op *sg_h2_op_policy(const sg_h2_op *op) {
-    return op != NULL ? op->lc.pol : NULL;
+    /* never started (or refused by its observer): nothing to read */
+    return op != NULL && sg__op_started(op->lc.pol) ? op->lc.pol : NULL;
 }
 
 void *sg_h2_op_user_data(const sg_h2_op *op) {

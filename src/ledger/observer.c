@@ -4,6 +4,7 @@
  * an sg_op; the transports never see any of it.
  */
 #include "ledger/internal.h"
+#include "policy/internal.h"
 
 sg_ledger_resolution sg_ledger_resolution_of(const sg_op *op) {
     if (op == NULL) {
@@ -121,14 +122,11 @@ static void obs_abandon_intent(const sg_op *op, void *handle, sg_outcome outcome
     sg__ledger_intent_abandon(b->ledger, handle, outcome);
 }
 
-static const sg_op_observer ledger_observer = {
-    .on_intent = obs_intent,
-    .on_attempt_end = obs_attempt_end,
-    .on_resolve = obs_resolve,
-    .start_intent = obs_start_intent,
-    .poll_intent = obs_poll_intent,
-    .abandon_intent = obs_abandon_intent,
-};
+/* An observer with static storage: built by the policy's own initializer,
+ * so the ledger never names the observer's fields. */
+static const sg_op_observer ledger_observer =
+    SG__OP_OBSERVER_INIT(obs_intent, NULL, obs_attempt_end, obs_resolve, obs_start_intent,
+                         obs_poll_intent, obs_abandon_intent);
 
 const sg_op_observer *sg_ledger_observer(void) {
     return &ledger_observer;

@@ -33,7 +33,10 @@ static int free_endpoint(const sg_op *op, int64_t now) {
 }
 
 int64_t sg_op_hedge_at(const sg_op *op) {
-    if (!sg__op_started(op) || !hedge_open(op)) {
+    if (!sg__op_started(op)) {
+        return -1;
+    }
+    if (!hedge_open(op)) {
         return SG_TIME_NEVER;
     }
     const sg_op_attempt *newest = sg__record(op, op->count_ - 1);

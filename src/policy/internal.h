@@ -5,9 +5,137 @@
 #ifndef STREAMGUARD_POLICY_INTERNAL_H
 #define STREAMGUARD_POLICY_INTERNAL_H
 
+#include <streamguard/http.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/unstable/op.h>
 
 #include <stdio.h>
+
+/* Attempt records held inside the sg_op; the rest are allocated. */
+#define SG__OP_INLINE_ATTEMPTS 2
+/* Heap blocks of records past the inline ones: block k holds records
+ * SG__OP_INLINE_ATTEMPTS << k up to twice that (0-based), so 9 blocks
+ * reach SG_OP_MAX_ATTEMPTS. */
+#define SG__OP_BLOCKS 9
+/* Bytes of a raw Retry-After value kept per attempt for the report. */
+#define SG__OP_RETRY_AFTER_RAW_MAX 31
+
+/*
+ * The definitions of the policy's opaque objects.  Only the policy reads
+ * their fields; the layers above use the accessors below.
+ */
+struct sg_op_options {
+    int64_t budget_ns_;
+    int64_t floor_ns_;
+    int64_t connect_ns_;      /* 0 = off */
+    int64_t attempt_ns_;      /* 0 = off */
+    int64_t first_item_ns_;   /* 0 = off */
+    int64_t idle_ns_;         /* 0 = off */
+    int64_t stream_total_ns_; /* 0 = off */
+    int64_t backoff_base_ns_;
+    int64_t backoff_cap_ns_;
+    int64_t max_retry_after_ns_;
+    int64_t min_attempt_ns_;
+    int64_t deadline_;   /* absolute, when set */
+    uint64_t max_items_; /* 0 = off */
+    uint64_t max_bytes_; /* 0 = off */
+    uint64_t seed_;
+    sg_random_fn random_; /* NULL = built-in xorshift */
+    void *random_ud_;
+    uint64_t statuses_[8]; /* bitmap of status - 100 */
+    uint32_t set_;         /* which options were set (SG__OPT_*) */
+    uint32_t max_attempts_;
+    char method_[SG_OP_METHOD_MAX + 1];
+    char deadline_header_[SG_OP_HEADER_NAME_MAX + 1];
+    char idempotency_key_[SG_OP_IDEMPOTENCY_KEY_MAX + 1];
+    char label_[SG_OP_LABEL_MAX + 1];
+    const sg_op_observer *observer_; /* borrowed */
+    void *observer_ud_;
+    sg_retry_budget *retry_budget_; /* borrowed */
+    int64_t hedge_after_ns_;        /* 0 = off */
+    uint32_t max_hedges_;
+    uint32_t n_endpoints_;     /* 0 = none */
+    int64_t started_at_;       /* when set */
+    int64_t probe_end_;        /* when set */
+    int64_t probe_connect_ns_; /* 0 = none */
+    /* owned copies (sg__op_options_copy makes them, _clear frees them) */
+    char *target_;
+    char *probe_error_;
+    char **endpoints_; /* n_endpoints_ URLs */
+};
+
+/* Copies @src into @dst (uninitialised), its strings too: 0 or SG_ENOMEM
+ * (then @dst holds nothing to free). */
+int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src);
+/* Frees what a copy owns and zeroes @o (every option at its default). */
+void sg__op_options_clear(sg_op_options *o);
+
+struct sg_op_observer {
+    sg_op_intent_cb on_intent;
+    sg_op_attempt_cb on_attempt_start;
+    sg_op_attempt_cb on_attempt_end;
+    sg_op_resolve_cb on_resolve;
+    sg_op_start_intent_cb start_intent;
+    sg_op_poll_intent_cb poll_intent;
+    sg_op_abandon_intent_cb abandon_intent;
+};
+
+/* An observer with static storage, for a layer that provides one (the
+ * ledger): its functions in the order of struct sg_op_observer. */
+#define SG__OP_OBSERVER_INIT(intent, attempt_start, attempt_end, resolve, start, poll, \
+                             abandon)                                                  \
+    { intent, attempt_start, attempt_end, resolve, start, poll, abandon }
+
+/* One attempt's record: what readers see, and what only the policy and
+ * its report read. */
+typedef struct sg__rec {
+    sg_op_attempt pub;      /* first: a pointer to it is one to the record */
+    uint8_t budget_limited; /* clocks the lease clamped (SG__CLAMP_*, op.c) */
+    uint8_t retry_after_raw_len;
+    uint8_t retry_after_flags; /* SG__RA_* */
+    char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
+} sg__rec;
+
+static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
+    return (const sg__rec *)(const void *)a;
+}
+static inline sg__rec *sg__rec_w(sg_op_attempt *a) {
+    return (sg__rec *)(void *)a;
+}
+
+struct sg_op {
+    sg_op_options opts_; /* a copy of the options it was started with */
+    sg_budget budget_;
+    uint64_t rng_; /* xorshift64* state */
+    int64_t retry_at_;
+    int64_t finished_at_;
+    uint32_t count_; /* attempts planned */
+    uint32_t magic_; /* SG__OP_MAGIC while started */
+    uint8_t state_;
+    uint8_t outcome_;
+    uint8_t decision_;
+    uint8_t reason_;
+    int32_t observer_error_;               /* first failure, 0 none */
+    uint32_t ep_next_;                     /* the next attempt's endpoint */
+    uint32_t running_;                     /* attempts planned, no result yet */
+    uint32_t winner_;                      /* the attempt that delivered first, 0 none */
+    uint16_t hedges_throttled_;            /* hedges the retry budget denied */
+    uint16_t hedges_no_free_;              /* hedges with no endpoint to go to */
+    uint32_t decider_;                     /* the attempt whose end decided, 0 none */
+    uint32_t ep_ra_;                       /* bit e: ep_back_[e] is a Retry-After */
+    void *intent_;                         /* the observer's pending intent */
+    int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* not before (INT64_MIN: any time) */
+    /* the allocator of the blocks; NULL = malloc/free */
+    void *(*alloc_)(void *ud, void *p, size_t size);
+    void *alloc_ud_;
+    sg__rec inline_[SG__OP_INLINE_ATTEMPTS];
+    sg__rec *blocks_[SG__OP_BLOCKS]; /* NULL = none */
+};
+
+/* Frees @op's records and copy of its options and leaves it never started
+ * (its allocator kept); a pending intent is abandoned first, cancelled. */
+void sg__op_reset(sg_op *op);
 
 /* Option bits of sg_op_options.set_: a zero bit means "use the default". */
 enum {
@@ -73,8 +201,8 @@ sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o);
 /* Whether an observer is set (sg_op_options_set_observer). */
 bool sg__op_options_has_observer(const sg_op_options *o);
 
-/* Bits of sg_op_attempt.retry_after_flags_: the raw Retry-After was
- * given (retry_after_raw_ holds it); retry_after_ns came from the
+/* Bits of sg__rec.retry_after_flags: the raw Retry-After was
+ * given (retry_after_raw holds it); retry_after_ns came from the
  * retry-after-ms field (the report's retry_after_source). */
 enum { SG__RA_RAW_GIVEN = 1u << 0, SG__RA_FROM_MS = 1u << 1 };
 
@@ -82,7 +210,7 @@ enum { SG__RA_RAW_GIVEN = 1u << 0, SG__RA_FROM_MS = 1u << 1 };
 enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED, SG__OP_INTENT };
 
 /* Attempt record @i (0-based) of @op, NULL when it has no storage yet
- * (records.c). */
+ * (records.c); sg__rec_c / sg__rec_w give the whole sg__rec. */
 const sg_op_attempt *sg__record(const sg_op *op, uint32_t i);
 sg_op_attempt *sg__record_w(sg_op *op, uint32_t i);
 /* Gives record @i storage: 0, or SG_ENOMEM (nothing changes then). */
@@ -95,8 +223,8 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
 /*
  * The allocator of @op's record blocks (a seam for tests that make an
  * allocation fail): @fn(ud, NULL, size) allocates, @fn(ud, p, 0) frees p.
- * NULL restores malloc/free.  Call it after sg_op_start(), which clears it,
- * and before the first block is allocated.
+ * NULL restores malloc/free.  Call it before the first block is
+ * allocated; sg_op_start keeps it.
  */
 void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), void *ud);
 

@@ -11,7 +11,7 @@
 
 #define SG__OP_MAGIC 0x5347504fu /* "SGPO" */
 
-/* Bits of sg_op_attempt.budget_limited_: clocks the lease clamped.
+/* Bits of sg__rec.budget_limited: clocks the lease clamped.
  * SG__CLAMP_ATTEMPT also says who set the lease: set, the budget did (the
  * attempt timeout is off or longer than what remained); clear, the
  * caller's attempt timeout did. */
@@ -104,9 +104,8 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     if (op == NULL) {
         return SG_EINVAL;
     }
-    sg_op_options defaults;
+    static const sg_op_options defaults; /* zero: every option at its default */
     if (opts == NULL) {
-        sg_op_options_init(&defaults);
         opts = &defaults;
     }
     if (opts->hedge_after_ns_ > 0 && !sg_op_options_repeatable(opts)) {
@@ -117,9 +116,11 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     /* A floor at or above the budget is not a configuration error: the
      * first lease is refused and the operation reports "refused" without
      * dialling out (an inbound deadline may leave less than the floor). */
-    memset(op, 0, sizeof(*op));
-    op->opts_ = *opts;
-    int rc;
+    sg__op_reset(op); /* started before: started anew */
+    int rc = sg__op_options_copy(&op->opts_, opts);
+    if (rc != 0) {
+        return rc;
+    }
     /* the budget's own start: the caller's time before the operation is
      * its too (sg_op_options_set_started_at) */
     const int64_t t0 = (opts->set_ & SG__OPT_STARTED_AT) && opts->started_at_ < now
@@ -134,7 +135,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
         rc = sg_budget_start(&op->budget_, t0, budget, floor_ns);
     }
     if (rc != 0) {
-        memset(op, 0, sizeof(*op));
+        sg__op_reset(op);
         return rc;
     }
     /* Without an explicit seed, mix the start instant with the object's
@@ -176,7 +177,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
             return SG_EINPROGRESS;
         }
         if (orc != 0) {
-            memset(op, 0, sizeof(*op));
+            sg__op_reset(op);
             return orc < 0 ? orc : SG_EREFUSED;
         }
     }
@@ -199,18 +200,21 @@ bool sg_op_intent_pending(const sg_op *op) {
 }
 
 int64_t sg_op_intent_deadline(const sg_op *op) {
-    if (!sg_op_intent_pending(op)) {
+    if (!sg__op_started(op)) {
+        return -1;
+    }
+    if (op->state_ != SG__OP_INTENT) {
         return SG_TIME_NEVER;
     }
     return sg_budget_deadline(&op->budget_) - sg_budget_floor(&op->budget_);
 }
 
 const sg_budget *sg_op_budget(const sg_op *op) {
-    return op != NULL ? &op->budget_ : NULL;
+    return sg__op_started(op) ? &op->budget_ : NULL;
 }
 
 const char *sg_op_idempotency_key(const sg_op *op) {
-    if (op == NULL || op->opts_.idempotency_key_[0] == '\0') {
+    if (!sg__op_started(op) || op->opts_.idempotency_key_[0] == '\0') {
         return NULL;
     }
     return op->opts_.idempotency_key_;
@@ -402,9 +406,9 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     }
 
     /* Storage was reserved when the retry was decided (sg_op_attempt_done);
-     * the first SG_OP_INLINE_ATTEMPTS are inline. */
+     * the first SG__OP_INLINE_ATTEMPTS are inline. */
     sg_op_attempt *a = sg__record_w(op, op->count_);
-    memset(a, 0, sizeof(*a));
+    memset(sg__rec_w(a), 0, sizeof(sg__rec)); /* its private part too */
     a->n = ++op->count_;
     a->outcome = SG_OUTCOME_OK;
     a->phase = SG_PHASE_CONNECT;
@@ -413,7 +417,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     a->running = true;
     a->started_at = now;
     a->remaining_ns = remaining;
-    a->attempt_ns = granted;
+    a->attempt_timeout_ns = granted;
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;
     a->backoff_ns = -1;
@@ -424,36 +428,37 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
         /* The ceiling is the budget's, not the caller's attempt clock. */
         clamped |= SG__CLAMP_ATTEMPT;
     }
-    a->connect_ns = sg__clamp(o->connect_ns_, granted, SG__CLAMP_CONNECT, &clamped);
-    a->first_item_ns =
+    a->connect_timeout_ns =
+        sg__clamp(o->connect_ns_, granted, SG__CLAMP_CONNECT, &clamped);
+    a->first_item_timeout_ns =
         sg__clamp(o->first_item_ns_, granted, SG__CLAMP_FIRST_ITEM, &clamped);
-    a->idle_ns = sg__clamp(o->idle_ns_, granted, SG__CLAMP_IDLE, &clamped);
-    a->stream_total_ns =
+    a->idle_timeout_ns = sg__clamp(o->idle_ns_, granted, SG__CLAMP_IDLE, &clamped);
+    a->stream_timeout_ns =
         sg__clamp(o->stream_total_ns_, granted, SG__CLAMP_STREAM, &clamped);
-    a->budget_limited_ = clamped;
+    sg__rec_w(a)->budget_limited = clamped;
 
     sg_guard_config *g = &plan->guard_config;
     sg_guard_config_init(g);
     /* Every value below is in 1 .. SG_DURATION_MAX (a lease never exceeds
      * the budget), so the setters cannot fail. */
     (void)sg_guard_config_set_attempt(g, granted);
-    if (a->connect_ns > 0) {
-        (void)sg_guard_config_set_connect(g, a->connect_ns);
+    if (a->connect_timeout_ns > 0) {
+        (void)sg_guard_config_set_connect(g, a->connect_timeout_ns);
     }
-    if (a->first_item_ns > 0) {
-        (void)sg_guard_config_set_first_item(g, a->first_item_ns);
+    if (a->first_item_timeout_ns > 0) {
+        (void)sg_guard_config_set_first_item(g, a->first_item_timeout_ns);
     }
-    if (a->idle_ns > 0) {
-        (void)sg_guard_config_set_idle(g, a->idle_ns);
+    if (a->idle_timeout_ns > 0) {
+        (void)sg_guard_config_set_idle(g, a->idle_timeout_ns);
     }
-    if (a->stream_total_ns > 0) {
-        (void)sg_guard_config_set_stream_total(g, a->stream_total_ns);
+    if (a->stream_timeout_ns > 0) {
+        (void)sg_guard_config_set_stream_total(g, a->stream_timeout_ns);
     }
     (void)sg_guard_config_set_max_items(g, o->max_items_);
     (void)sg_guard_config_set_max_bytes(g, o->max_bytes_);
 
     plan->attempt = a->n;
-    plan->attempt_ns = granted;
+    plan->attempt_timeout_ns = granted;
     plan->endpoint = a->endpoint;
     plan->endpoint_url = o->n_endpoints_ > 0 ? o->endpoints_[a->endpoint] : NULL;
     plan->remaining_ns = remaining;
@@ -556,24 +561,25 @@ static bool read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *r
         return false;
     }
     bool valid = false;
+    sg__rec *rec = sg__rec_w(a);
     if (r->retry_after_ms_field != NULL) {
         a->retry_after_present = true;
         valid = sg_retry_after_ms_parse(r->retry_after_ms_field,
                                         r->retry_after_ms_field_len, ra_ns) == 0;
         if (valid) {
-            a->retry_after_flags_ |= SG__RA_FROM_MS;
+            rec->retry_after_flags |= SG__RA_FROM_MS;
         }
     }
     int64_t d = -1;
     if (r->retry_after != NULL) {
         a->retry_after_present = true;
-        size_t keep = r->retry_after_len < SG_OP_RETRY_AFTER_RAW_MAX
+        size_t keep = r->retry_after_len < SG__OP_RETRY_AFTER_RAW_MAX
                           ? r->retry_after_len
-                          : SG_OP_RETRY_AFTER_RAW_MAX;
-        memcpy(a->retry_after_raw_, r->retry_after, keep);
-        a->retry_after_raw_[keep] = '\0';
-        a->retry_after_raw_len_ = (uint8_t)keep;
-        a->retry_after_flags_ |= SG__RA_RAW_GIVEN;
+                          : SG__OP_RETRY_AFTER_RAW_MAX;
+        memcpy(rec->retry_after_raw, r->retry_after, keep);
+        rec->retry_after_raw[keep] = '\0';
+        rec->retry_after_raw_len = (uint8_t)keep;
+        rec->retry_after_flags |= SG__RA_RAW_GIVEN;
         if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s, &d) ==
                 0 &&
             !valid) {
@@ -646,11 +652,11 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
      * that fired before the lease's end (a transport's own connect
      * timeout) keeps its name. */
     sg_outcome oc = lost ? SG_OUTCOME_CANCELLED : r->outcome; /* it lost a hedge */
-    uint8_t bit = 0;
-    if (sg__clock_timeout(oc, &bit) && (a->budget_limited_ & bit) &&
-        a->elapsed_ns >= a->attempt_ns) {
-        oc = (a->budget_limited_ & SG__CLAMP_ATTEMPT) ? SG_OUTCOME_BUDGET_EXHAUSTED
-                                                      : SG_OUTCOME_ATTEMPT_TIMEOUT;
+    uint8_t bit = 0, lim = sg__rec_c(a)->budget_limited;
+    if (sg__clock_timeout(oc, &bit) && (lim & bit) &&
+        a->elapsed_ns >= a->attempt_timeout_ns) {
+        oc = (lim & SG__CLAMP_ATTEMPT) ? SG_OUTCOME_BUDGET_EXHAUSTED
+                                       : SG_OUTCOME_ATTEMPT_TIMEOUT;
     }
     a->outcome = oc;
 
@@ -878,7 +884,7 @@ int sg_op_cancel(sg_op *op, int64_t now) {
 }
 
 int sg_op_observer_error(const sg_op *op) {
-    return sg__op_started(op) ? op->observer_error_ : 0;
+    return sg__op_started(op) ? op->observer_error_ : SG_EINVAL;
 }
 
 bool sg_op_finished(const sg_op *op) {
@@ -886,17 +892,11 @@ bool sg_op_finished(const sg_op *op) {
 }
 
 int64_t sg_op_finished_at(const sg_op *op) {
-    return sg_op_finished(op) ? op->finished_at_ : SG_TIME_NEVER;
+    return sg_op_finished(op) ? op->finished_at_ : -1;
 }
 
 sg_outcome sg_op_outcome(const sg_op *op) {
-    if (!sg__op_started(op)) {
-        return SG_OUTCOME_OK;
-    }
-    if (op->state_ == SG__OP_FINISHED) {
-        return (sg_outcome)op->outcome_;
-    }
-    return op->count_ > 0 ? sg__record(op, op->count_ - 1)->outcome : SG_OUTCOME_OK;
+    return sg_op_finished(op) ? (sg_outcome)op->outcome_ : SG_OUTCOME_NONE;
 }
 
 sg_op_decision sg_op_final_decision(const sg_op *op) {

@@ -1,11 +1,13 @@
 /*
  * Operation options: one setter per option, validated where it is set, and
- * the resolved values (defaults applied) the state machine reads.  Plain
- * data, no allocation: an sg_op_options is copied into every sg_op.
+ * the resolved values (defaults applied) the state machine reads.  An
+ * sg_op_options owns copies of its strings; every sg_op gets a copy of
+ * the whole (sg__op_options_copy).
  */
 #include "internal.h"
 #include "core/internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ options */
@@ -38,11 +40,104 @@ static int sg__check_duration(int64_t ns, bool zero_ok) {
     return 0;
 }
 
-void sg_op_options_init(sg_op_options *o) {
+/* ------------------------------------------------------------------ life */
+
+/* A copy of @s, or NULL for NULL; *@failed is set when memory ran out. */
+static char *dup_str(const char *s, bool *failed) {
+    if (s == NULL) {
+        return NULL;
+    }
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    return memcpy(d, s, n);
+}
+
+/* Copies of @n URLs (NULL for none); NULL with *@failed on no memory. */
+static char **dup_urls(const char *const *urls, uint32_t n, bool *failed) {
+    if (n == 0) {
+        return NULL;
+    }
+    char **v = calloc(n, sizeof(*v));
+    bool bad = v == NULL;
+    for (uint32_t i = 0; !bad && i < n; i++) {
+        v[i] = dup_str(urls[i], &bad);
+    }
+    if (bad) {
+        for (uint32_t i = 0; v != NULL && i < n; i++) {
+            free(v[i]);
+        }
+        free(v);
+        *failed = true;
+        return NULL;
+    }
+    return v;
+}
+
+static void free_urls(char **v, uint32_t n) {
+    for (uint32_t i = 0; v != NULL && i < n; i++) {
+        free(v[i]);
+    }
+    free(v);
+}
+
+void sg__op_options_clear(sg_op_options *o) {
+    free(o->target_);
+    free(o->probe_error_);
+    free_urls(o->endpoints_, o->n_endpoints_);
+    memset(o, 0, sizeof(*o));
+}
+
+int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
+    *dst = *src;
+    bool failed = false;
+    dst->target_ = dup_str(src->target_, &failed);
+    dst->probe_error_ = dup_str(src->probe_error_, &failed);
+    dst->endpoints_ =
+        dup_urls((const char *const *)src->endpoints_, src->n_endpoints_, &failed);
+    if (failed) {
+        sg__op_options_clear(dst);
+        return SG_ENOMEM;
+    }
+    return 0;
+}
+
+int sg_op_options_new(sg_op_options **out) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = calloc(1, sizeof(**out)); /* zero: every option at its default */
+    return *out != NULL ? 0 : SG_ENOMEM;
+}
+
+int sg_op_options_dup(sg_op_options **out, const sg_op_options *src) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = NULL;
+    if (src == NULL) {
+        return SG_EINVAL;
+    }
+    sg_op_options *o = malloc(sizeof(*o));
+    if (o == NULL || sg__op_options_copy(o, src) != 0) {
+        free(o);
+        return SG_ENOMEM;
+    }
+    *out = o;
+    return 0;
+}
+
+void sg_op_options_free(sg_op_options *o) {
     if (o != NULL) {
-        memset(o, 0, sizeof(*o));
+        sg__op_options_clear(o);
+        free(o);
     }
 }
+
+/* ------------------------------------------------------------------ setters */
 
 int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
     if (o == NULL) {
@@ -82,9 +177,15 @@ int sg_op_options_set_probe(sg_op_options *o, int64_t ended_at, int64_t connect_
     if (connect_ns > SG_DURATION_MAX) {
         return SG_ERANGE;
     }
+    bool failed = false;
+    char *copy = dup_str(error, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free(o->probe_error_);
+    o->probe_error_ = copy;
     o->probe_end_ = ended_at;
     o->probe_connect_ns_ = connect_ns;
-    o->probe_error_ = error;
     o->set_ |= SG__OPT_PROBE;
     if (timed_out) {
         o->set_ |= SG__OPT_PROBE_TIMED_OUT;
@@ -304,7 +405,13 @@ int sg_op_options_set_target(sg_op_options *o, const char *target) {
     if (o == NULL) {
         return SG_EINVAL;
     }
-    o->target_ = target;
+    bool failed = false;
+    char *copy = dup_str(target, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free(o->target_);
+    o->target_ = copy;
     return 0;
 }
 
@@ -320,7 +427,13 @@ int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint3
             return SG_EINVAL;
         }
     }
-    o->endpoints_ = n > 0 ? urls : NULL;
+    bool failed = false;
+    char **copy = dup_urls(urls, n, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free_urls(o->endpoints_, o->n_endpoints_);
+    o->endpoints_ = copy;
     o->n_endpoints_ = n;
     return 0;
 }

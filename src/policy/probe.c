@@ -29,13 +29,13 @@ void sg__record_probe(sg_op *op) {
     const int64_t granted = clamped ? leasable : connect;
 
     sg_op_attempt *a = sg__record_w(op, 0);
-    memset(a, 0, sizeof(*a));
+    memset(sg__rec_w(a), 0, sizeof(sg__rec));
     a->n = 1;
     a->phase = SG_PHASE_CONNECT;
     a->started_at = t0;
     a->remaining_ns = remaining;
-    a->attempt_ns = granted;
-    a->connect_ns = granted;
+    a->attempt_timeout_ns = granted;
+    a->connect_timeout_ns = granted;
     a->elapsed_ns = sg_time_since(end, t0);
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;

@@ -1,6 +1,7 @@
 /*
- * An operation's attempt records: SG_OP_INLINE_ATTEMPTS inline, the rest
- * in blocks allocated as retries need them (policy.h, "Memory").
+ * An operation's life and its attempt records: SG__OP_INLINE_ATTEMPTS
+ * inline, the rest in blocks allocated as retries need them (docs/api.md,
+ * "Memory of an operation").
  */
 #include "internal.h"
 
@@ -8,18 +9,18 @@
 #include <string.h>
 
 /* Records past the inline ones live in blocks that double: block k holds
- * the 0-based records [I << k, I << (k + 1)), I = SG_OP_INLINE_ATTEMPTS,
+ * the 0-based records [I << k, I << (k + 1)), I = SG__OP_INLINE_ATTEMPTS,
  * cut to max_attempts.  A block is never moved, so a record's address
  * holds for the operation's life, and finding one costs at most
  * SG__OP_BLOCKS steps. */
-_Static_assert(((uint64_t)SG_OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >=
+_Static_assert(((uint64_t)SG__OP_INLINE_ATTEMPTS << SG__OP_BLOCKS) >=
                    SG_OP_MAX_ATTEMPTS + 1,
                "SG__OP_BLOCKS blocks must reach SG_OP_MAX_ATTEMPTS and a probe's record");
 
-/* The block of record @i (>= SG_OP_INLINE_ATTEMPTS) and its first record. */
+/* The block of record @i (>= SG__OP_INLINE_ATTEMPTS) and its first record. */
 static unsigned sg__block_of(uint32_t i, uint32_t *first) {
     unsigned k = 0;
-    uint32_t lo = SG_OP_INLINE_ATTEMPTS;
+    uint32_t lo = SG__OP_INLINE_ATTEMPTS;
     while (k + 1 < SG__OP_BLOCKS && i >= 2 * lo) {
         lo *= 2;
         k++;
@@ -28,20 +29,22 @@ static unsigned sg__block_of(uint32_t i, uint32_t *first) {
     return k;
 }
 
-/* Record @i (>= SG_OP_INLINE_ATTEMPTS) in its block; NULL when the block
+/* Record @i (>= SG__OP_INLINE_ATTEMPTS) in its block; NULL when the block
  * was not allocated. */
-static sg_op_attempt *sg__in_block(const sg_op *op, uint32_t i) {
+static sg__rec *sg__in_block(const sg_op *op, uint32_t i) {
     uint32_t first = 0;
     unsigned k = sg__block_of(i, &first);
     return op->blocks_[k] != NULL ? op->blocks_[k] + (i - first) : NULL;
 }
 
 const sg_op_attempt *sg__record(const sg_op *op, uint32_t i) {
-    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+    const sg__rec *r = i < SG__OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+    return r != NULL ? &r->pub : NULL;
 }
 
 sg_op_attempt *sg__record_w(sg_op *op, uint32_t i) {
-    return i < SG_OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+    sg__rec *r = i < SG__OP_INLINE_ATTEMPTS ? &op->inline_[i] : sg__in_block(op, i);
+    return r != NULL ? &r->pub : NULL;
 }
 
 static void *sg__op_alloc(const sg_op *op, void *p, size_t size) {
@@ -70,7 +73,7 @@ int sg__reserve(sg_op *op, uint32_t i) {
     unsigned k = sg__block_of(i, &first);
     const uint32_t max = sg__op_record_cap(op);
     const uint32_t n = max - first < first ? max - first : first; /* i < max */
-    sg_op_attempt *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
+    sg__rec *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
     if (b == NULL) {
         return SG_ENOMEM;
     }
@@ -78,10 +81,7 @@ int sg__reserve(sg_op *op, uint32_t i) {
     return 0;
 }
 
-void sg_op_release(sg_op *op) {
-    if (op == NULL) {
-        return;
-    }
+void sg__op_reset(sg_op *op) {
     if (sg_op_intent_pending(op) && op->intent_ != NULL) {
         /* discarded with its intent in flight: the observer gets its handle
          * back (as when the operation is cancelled there), never a leak */
@@ -95,5 +95,25 @@ void sg_op_release(sg_op *op) {
             (void)sg__op_alloc(op, op->blocks_[k], 0);
         }
     }
+    sg__op_options_clear(&op->opts_);
+    void *(*alloc)(void *, void *, size_t) = op->alloc_;
+    void *alloc_ud = op->alloc_ud_;
     memset(op, 0, sizeof(*op));
+    op->alloc_ = alloc; /* the test seam outlives a restart */
+    op->alloc_ud_ = alloc_ud;
+}
+
+int sg_op_new(sg_op **out) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = calloc(1, sizeof(**out)); /* zero: never started */
+    return *out != NULL ? 0 : SG_ENOMEM;
+}
+
+void sg_op_free(sg_op *op) {
+    if (op != NULL) {
+        sg__op_reset(op);
+        free(op);
+    }
 }

@@ -153,11 +153,11 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__key(s, "granted_ms", &first);
     bool g = true;
     sg__sink_put(s, "{", 1);
-    sg__f_ms(s, "connect", a->connect_ns, true, &g);
-    sg__f_ms(s, "attempt", a->attempt_ns, true, &g);
-    sg__f_ms(s, "first_item", a->first_item_ns, true, &g);
-    sg__f_ms(s, "idle", a->idle_ns, true, &g);
-    sg__f_ms(s, "stream_total", a->stream_total_ns, true, &g);
+    sg__f_ms(s, "connect", a->connect_timeout_ns, true, &g);
+    sg__f_ms(s, "attempt", a->attempt_timeout_ns, true, &g);
+    sg__f_ms(s, "first_item", a->first_item_timeout_ns, true, &g);
+    sg__f_ms(s, "idle", a->idle_timeout_ns, true, &g);
+    sg__f_ms(s, "stream_total", a->stream_timeout_ns, true, &g);
     sg__sink_put(s, "}", 1);
     sg__f_ms(s, "elapsed_ms", a->running ? -1 : a->elapsed_ns, false, &first);
     sg__f_ms(s, "first_item_ms", a->time_to_first_item_ns, false, &first);
@@ -167,19 +167,20 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_u64(s, "items", a->items, &first);
     sg__f_u64(s, "bytes", a->bytes, &first);
     sg__key(s, "retry_after", &first);
-    if (a->retry_after_flags_ & SG__RA_RAW_GIVEN) {
-        /* The server's bytes, verbatim up to SG_OP_RETRY_AFTER_RAW_MAX:
+    const sg__rec *rec = sg__rec_c(a);
+    if (rec->retry_after_flags & SG__RA_RAW_GIVEN) {
+        /* The server's bytes, verbatim up to SG__OP_RETRY_AFTER_RAW_MAX:
          * anything may be in them, hence the escaping. */
-        sg__sink_json_string(s, a->retry_after_raw_, a->retry_after_raw_len_);
+        sg__sink_json_string(s, rec->retry_after_raw, rec->retry_after_raw_len);
     } else {
         sg__sink_puts(s, "null");
     }
     sg__f_ms(s, "retry_after_ms", a->retry_after_ns, false, &first);
     sg__f_bool(s, "retry_after_malformed", a->retry_after_malformed, &first);
     sg__f_name(s, "retry_after_source",
-               a->retry_after_ns < 0                      ? NULL
-               : (a->retry_after_flags_ & SG__RA_FROM_MS) ? "retry-after-ms"
-                                                          : "retry-after",
+               a->retry_after_ns < 0                       ? NULL
+               : (rec->retry_after_flags & SG__RA_FROM_MS) ? "retry-after-ms"
+                                                           : "retry-after",
                &first);
     sg__f_name(s, "decision", sg_op_decision_name(a->decision), &first);
     sg__f_name(s, "reason", sg_op_reason_name(a->reason), &first);

@@ -16,9 +16,9 @@ void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...) {
     va_end(ap);
 }
 
-int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
-                const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
-                void *item_ud) {
+int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *primary,
+                const sg_op_options *popts, const sg_stream_config *framing,
+                int64_t drain_ns, sg_item_cb on_item, void *item_ud) {
     sg_stream_config cfg;
     if (framing != NULL) {
         cfg = *framing;
@@ -38,16 +38,30 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options 
         return rv;
     }
     lc->tp = tp;
-    lc->pol = &lc->policy;
-    if (popts != NULL) {
-        lc->popts = *popts;
-    } else {
-        sg_op_options_init(&lc->popts);
-    }
-    lc->hedging = sg__op_options_hedge_after(&lc->popts) > 0;
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
-    lc->state = SG__LC_NEW;
     lc->intent_fd = -1;
+    if (primary != NULL) {
+        /* a hedge slot: no policy of its own (a hedge is one attempt of
+         * its primary's operation), idle until a hedge falls due */
+        lc->pol = primary->pol;
+        lc->primary = primary;
+        lc->hedging = primary->hedging;
+        lc->state = SG__LC_IDLE;
+        return 0;
+    }
+    rv = popts != NULL ? sg_op_options_dup(&lc->popts, popts)
+                       : sg_op_options_new(&lc->popts);
+    if (rv == 0) {
+        rv = sg_op_new(&lc->policy);
+    }
+    if (rv != 0) {
+        sg_op_options_free(lc->popts);
+        sg_stream_release(&lc->stream);
+        return rv;
+    }
+    lc->pol = lc->policy;
+    lc->hedging = sg__op_options_hedge_after(lc->popts) > 0;
+    lc->state = SG__LC_NEW;
     return 0;
 }
 
@@ -59,7 +73,7 @@ void sg__lc_drop_intent(sg__lifecycle *lc) {
          * if the intent lands */
         lc->tp->unwatch(lc, lc->intent_fd);
         lc->intent_fd = -1;
-        (void)sg_op_cancel(&lc->policy, sg_budget_deadline(sg_op_budget(&lc->policy)));
+        (void)sg_op_cancel(lc->pol, sg_budget_deadline(sg_op_budget(lc->pol)));
         lc->state = SG__LC_DONE;
     }
 }
@@ -70,7 +84,11 @@ void sg__lc_release(sg__lifecycle *lc) {
     free(lc->ebody);
     lc->ebody = NULL;
     lc->ebody_len = 0;
-    sg_op_release(&lc->policy); /* the records of attempts past the inline ones */
+    sg_op_free(lc->policy); /* NULL in a hedge slot */
+    lc->policy = NULL;
+    lc->pol = NULL;
+    sg_op_options_free(lc->popts);
+    lc->popts = NULL;
 }
 
 /* ------------------------------------------------------------ the end */
@@ -123,7 +141,7 @@ static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stam
     if (key != NULL) {
         st->h[st->n++] = (sg__lc_header){"Idempotency-Key", key};
     }
-    bool grpc_ok = format_deadlines(lc, plan->attempt_ns);
+    bool grpc_ok = format_deadlines(lc, plan->attempt_timeout_ns);
     if (lc->deadline_header) {
         st->h[st->n++] = (sg__lc_header){plan->deadline_header, lc->dl_value};
     }
@@ -142,7 +160,7 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     sg_stream_begin(&lc->stream, &plan->guard_config, sg_op_budget(lc->pol),
                     plan->attempt, now);
     lc->attempt = plan->attempt;
-    lc->attempt_end = sg_time_add(now, plan->attempt_ns);
+    lc->attempt_end = sg_time_add(now, plan->attempt_timeout_ns);
     lc->http_status = 0;
     lc->sent = false;
     lc->headers_done = false;
@@ -184,12 +202,6 @@ static int begin(sg__lifecycle *lc, int64_t now) {
         return finish(lc);
     }
     return launch(lc, now, &plan);
-}
-
-void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary) {
-    lc->pol = primary->pol;
-    lc->primary = primary;
-    lc->state = SG__LC_IDLE;
 }
 
 /* ------------------------------------------------------------ hedging */
@@ -333,8 +345,8 @@ void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
     int fd = -1;
     bool async = lc->async_intent && lc->tp->watch != NULL;
-    int rv = async ? sg_op_start_async(&lc->policy, &lc->popts, now, &fd)
-                   : sg_op_start(&lc->policy, &lc->popts, now);
+    int rv = async ? sg_op_start_async(lc->policy, lc->popts, now, &fd)
+                   : sg_op_start(lc->policy, lc->popts, now);
     if (rv == SG_EINPROGRESS) {
         rv = lc->tp->watch(lc, fd);
         if (rv == 0) {
@@ -346,15 +358,14 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         }
         /* Nothing can tell us when it lands: give it up (the observer
          * records the end if it does), as a refusal - nothing is sent. */
-        (void)sg_op_cancel(&lc->policy, now);
-        sg_op_release(&lc->policy);
-        memset(&lc->policy, 0, sizeof(lc->policy));
+        (void)sg_op_cancel(lc->policy, now);
+        sg__op_reset(lc->policy); /* not started: a refusal */
     }
     if (rv != 0) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
     }
-    if (sg__op_options_has_observer(&lc->popts)) {
+    if (sg__op_options_has_observer(lc->popts)) {
         /* The intent may have waited for a lock and a disk: that time was
          * spent from the budget (it started at @now), and the first lease
          * must not claim it again. */

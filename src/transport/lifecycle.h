@@ -123,8 +123,10 @@ typedef struct sg__transport {
 
 struct sg__lifecycle {
     const sg__transport *tp;
-    sg_op_options popts;
-    sg_op policy;
+    /* The operation's options and policy, owned by its own lifecycle; a
+     * hedge slot has neither (NULL): it runs attempts on its primary's. */
+    sg_op_options *popts;
+    sg_op *policy;
     /* The policy this lifecycle's attempts belong to: its own, or - for a
      * hedge slot - its primary's, shared by every attempt in flight. */
     sg_op *pol;
@@ -176,15 +178,19 @@ struct sg__lifecycle {
     size_t ebody_len;
 };
 
-/* Sets @lc up: validates @framing (NULL: defaults); allocates nothing (the
- * body's buffers grow as used).  @on_item gets @item_ud.  0, SG_EINVAL or
- * SG_ERANGE. */
-int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, const sg_op_options *popts,
-                const sg_stream_config *framing, int64_t drain_ns, sg_item_cb on_item,
-                void *item_ud);
-/* Frees what sg__lc_init allocated and the policy's attempt records
- * (sg_op_release; the lifecycle itself is the caller's).  A pending intent
- * is dropped first (sg__lc_drop_intent). */
+/* Sets @lc up: validates @framing (NULL: defaults) and, for an operation
+ * (@primary NULL), copies @popts (NULL: defaults) and makes its policy;
+ * the body's buffers grow as used.  With @primary, @lc is a hedge slot of
+ * it: its attempts belong to @primary's policy (@popts is not read), and
+ * the lifecycle leases and launches them as hedges fall due (sg__lc_tick
+ * on the primary).  @on_item gets @item_ud.  0, SG_EINVAL, SG_ERANGE or
+ * SG_ENOMEM. */
+int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *primary,
+                const sg_op_options *popts, const sg_stream_config *framing,
+                int64_t drain_ns, sg_item_cb on_item, void *item_ud);
+/* Frees what sg__lc_init allocated: the options, the policy and its
+ * records (the lifecycle itself is the caller's).  A pending intent is
+ * dropped first (sg__lc_drop_intent). */
 void sg__lc_release(sg__lifecycle *lc);
 /* An operation freed with its intent pending: unwatched, and abandoned
  * (cancelled) to its observer.  Call it while the driver still holds the
@@ -202,10 +208,6 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now);
  * operation ended (it may be freed), else 0. */
 int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now);
 
-/* A hedge slot: @lc's attempts belong to @primary's operation (its
- * policy); the lifecycle leases and launches them as hedges fall due
- * (sg__lc_tick on the primary).  Set once, before the first. */
-void sg__lc_make_slot(sg__lifecycle *lc, sg__lifecycle *primary);
 /* The item gate every transport's item callback passes first: returns 1
  * when the item must not reach the consumer (its attempt lost a hedge:
  * stop the stream), 0 to deliver it.  The operation's first item names its

@@ -36,6 +36,8 @@
 
 #include <streamguard/curl.h>
 
+#include "../sg_auto.h"
+
 enum { SKIP = 77 };
 
 /* The namespace, loopback up, a silent DNS server, its resolv.conf. */
@@ -94,13 +96,12 @@ static int child(void) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, "http://model.invalid-tld-for-tests:8080/v1/x");
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_MS(600));
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_method(&po, "GET");
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_MS(600));
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_method(po, "GET");
     sg_curl_op *op = NULL;
-    if (sg_curl_op_new(&op, e, &po, NULL, NULL, NULL) != 0) {
+    if (sg_curl_op_new(&op, e, po, NULL, NULL, NULL) != 0) {
         return 2;
     }
     int64_t t0 = sg_clock_monotonic_now(NULL);

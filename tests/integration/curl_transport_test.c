@@ -26,6 +26,8 @@
 
 #include <streamguard/curl.h>
 
+#include "../sg_auto.h"
+
 #define SLACK SG_MS(400) /* upper timing bound: generous for ASan/valgrind */
 
 static const char *fakemodel_path;
@@ -115,7 +117,6 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
     if (s->http_version != 0) {
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION, s->http_version);
     }
-    sg_op_options_init(po);
     assert_int_equal(sg_op_options_set_method(po, s->method ? s->method : "GET"), 0);
     assert_int_equal(sg_op_options_set_budget(po, s->budget ? s->budget : SG_SEC(10)), 0);
     assert_int_equal(sg_op_options_set_max_attempts(po, s->attempts ? s->attempts : 1),
@@ -198,15 +199,15 @@ static void collect(result *r, sg_curl_op *op, int64_t t0) {
 
 static void run(const spec *s, result *r) {
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
     memset(r, 0, sizeof(*r));
-    configure(s, &e, &po, &co, url, sizeof(url));
+    configure(s, &e, po, &co, url, sizeof(url));
     void *ud[2] = {r, (void *)s};
     sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
     int64_t t0 = sg_clock_now(NULL);
     assert_int_equal(sg_curl_perform(op), 0);
     r->elapsed_ns = sg_clock_now(NULL) - t0;
@@ -539,10 +540,9 @@ static void an_error_response_says_why_and_its_connection_is_reused(void **state
     snprintf(url, sizeof(url),
              "%s/v1/chat/completions?status=400&error_pad=20000&_t=epad.", server.base);
     curl_easy_setopt(e, CURLOPT_URL, url);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    assert_int_equal(sg_op_options_set_method(&po, "GET"), 0);
-    assert_int_equal(sg_op_options_set_max_attempts(&po, 1), 0);
+    SG_AUTO_OPTIONS(po);
+    assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
     sg_curl_options co;
     memset(&co, 0, sizeof(co));
     co.framing.terminal_data = "[DONE]";
@@ -555,7 +555,7 @@ static void an_error_response_says_why_and_its_connection_is_reused(void **state
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     for (int i = 0; i < 2; i++) {
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         assert_int_equal(sg_curl_multi_run(m), 0);
         collect(&r, op, 0);
@@ -599,16 +599,15 @@ static void an_unsafe_request_is_never_sent_twice_in_one_attempt(void **state) {
         snprintf(url, sizeof(url), "%s/v1/chat/completions?%s", server.base,
                  i == 0 ? "n=1&_t=warm." : "refuse=1&_t=twice.");
         curl_easy_setopt(e, CURLOPT_URL, url);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        assert_int_equal(sg_op_options_set_method(&po, i == 0 ? "GET" : "POST"), 0);
-        assert_int_equal(sg_op_options_set_max_attempts(&po, 1), 0);
+        SG_AUTO_OPTIONS(po);
+        assert_int_equal(sg_op_options_set_method(po, i == 0 ? "GET" : "POST"), 0);
+        assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
         if (i == 1) {
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, "{\"charge\":1}");
         }
         memset(&r, 0, sizeof(r));
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         assert_int_equal(sg_curl_multi_run(m), 0);
         collect(&r, op, 0);
@@ -631,14 +630,13 @@ static void the_easy_handle_is_plain_again_after_the_op_is_freed(void **state) {
     char url[512];
     snprintf(url, sizeof(url), "%s/v1/chat/completions?n=1&_t=reuse.", server.base);
     curl_easy_setopt(e, CURLOPT_URL, url);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    assert_int_equal(sg_op_options_set_method(&po, "GET"), 0);
+    SG_AUTO_OPTIONS(po);
+    assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
     sg_curl_options co;
     memset(&co, 0, sizeof(co));
     co.framing.terminal_data = "[DONE]";
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
@@ -708,12 +706,12 @@ static void a_method_the_easy_handle_would_not_send_is_refused_unsent(void **sta
               .body = "{\"charge\":1}",
               .attempts = 3};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
+    configure(&s, &e, po, &co, url, sizeof(url));
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "refused");
     const sg_op *pol = sg_curl_op_policy(op);
@@ -899,16 +897,16 @@ static void phases_stay_true_through_a_connect_proxy(void **state) {
                                : "/v1/chat/completions?n=3&gap=5&_t=proxy_ok.",
                   .first_item = SG_MS(300)};
         CURL *e;
-        sg_op_options po;
+        SG_AUTO_OPTIONS(po);
         sg_curl_options co;
         char url[1024];
         char proxy[64];
         snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", pport);
-        configure(&s, &e, &po, &co, url, sizeof(url));
+        configure(&s, &e, po, &co, url, sizeof(url));
         curl_easy_setopt(e, CURLOPT_PROXY, proxy);
         curl_easy_setopt(e, CURLOPT_HTTPPROXYTUNNEL, 1L);
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
         assert_int_equal(sg_curl_perform(op), 0);
         const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
         if (hang) {
@@ -987,10 +985,10 @@ static void a_cancel_during_an_error_body_stops_the_retry(void **state) {
     int port = raw_server_start(resp, sizeof(resp) - 1, &pid);
     spec s = {.path = "/v1/chat/completions", .port = port, .attempts = 3};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
+    configure(&s, &e, po, &co, url, sizeof(url));
     co.drain_ns = SG_SEC(5); /* a long window for the body */
     result r;
     memset(&r, 0, sizeof(r));
@@ -999,7 +997,7 @@ static void a_cancel_during_an_error_body_stops_the_retry(void **state) {
     sg_curl_multi *m;
     sg_curl_op *op;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
     int64_t until = sg_clock_now(NULL) + SG_SEC(5);
     size_t len = 0;
@@ -1252,10 +1250,18 @@ static int w_resolve(const sg_op *op, void *ud) {
     watch_put(ud, 'R');
     return 0;
 }
-static const sg_op_observer watcher = {.on_intent = w_intent,
-                                       .on_attempt_start = w_start,
-                                       .on_attempt_end = w_end,
-                                       .on_resolve = w_resolve};
+/* The observer that watches every call (made once; the process's). */
+static const sg_op_observer *watcher(void) {
+    static sg_op_observer *obs;
+    if (obs == NULL) {
+        assert_int_equal(sg_op_observer_new(&obs), 0);
+        assert_int_equal(sg_op_observer_set_on_intent(obs, w_intent), 0);
+        assert_int_equal(sg_op_observer_set_on_attempt_start(obs, w_start), 0);
+        assert_int_equal(sg_op_observer_set_on_attempt_end(obs, w_end), 0);
+        assert_int_equal(sg_op_observer_set_on_resolve(obs, w_resolve), 0);
+    }
+    return obs;
+}
 
 /* Runs @path as a GET under @po with the watcher; returns the op's
  * outcome, and the error of sg_curl_perform in *@rv. */
@@ -1266,7 +1272,7 @@ static sg_outcome watched_run(const char *path, sg_op_options *po, watch *w,
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_backoff(po, SG_MS(10), SG_MS(20));
     sg_op_options_set_target(po, url);
-    sg_op_options_set_observer(po, &watcher, w);
+    sg_op_options_set_observer(po, watcher(), w);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, url);
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
@@ -1310,18 +1316,22 @@ static long received_deadline_ms(const char *tag) {
 
 static void the_first_lease_is_measured_after_a_blocking_intent(void **state) {
     (void)state;
-    static const sg_op_observer slow = {.on_intent = slow_intent};
+    static sg_op_observer *slow; /* made once; the process's */
+    if (slow == NULL) {
+        assert_int_equal(sg_op_observer_new(&slow), 0);
+        assert_int_equal(sg_op_observer_set_on_intent(slow, slow_intent), 0);
+    }
     spec s = {.path = "/v1/chat/completions?n=1&_t=slow_intent.",
               .budget = SG_SEC(2),
               .deadline_header = true};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
-    sg_op_options_set_observer(&po, &slow, NULL);
+    configure(&s, &e, po, &co, url, sizeof(url));
+    sg_op_options_set_observer(po, slow, NULL);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
     const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
@@ -1367,10 +1377,10 @@ static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
               .budget = SG_SEC(2),
               .deadline_header = true};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
+    configure(&s, &e, po, &co, url, sizeof(url));
     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, slow_socket);
@@ -1379,7 +1389,7 @@ static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
     curl_easy_setopt(e, CURLOPT_DEBUGDATA, sent);
     curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
     sg_curl_op_free(op);
@@ -1402,12 +1412,11 @@ static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
 static void a_callers_observer_sees_every_attempt_of_a_retried_operation(void **state) {
     (void)state;
     watch w = {0};
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_idempotency_key(&po, "obs1-key"); /* its own fail_first count */
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_idempotency_key(po, "obs1-key"); /* its own fail_first count */
     int rv;
     sg_outcome o = watched_run(
-        "/v1/chat/completions?status=503&fail_first=1&n=2&_t=obs1.", &po, &w, NULL, &rv);
+        "/v1/chat/completions?status=503&fail_first=1&n=2&_t=obs1.", po, &w, NULL, &rv);
     assert_int_equal(rv, 0);
     assert_string_equal(sg_outcome_name(o), "ok");
     assert_string_equal(w.log, "ISESER");
@@ -1418,10 +1427,9 @@ static void a_callers_observer_sees_every_attempt_of_a_retried_operation(void **
 static void an_observer_that_refuses_sends_nothing(void **state) {
     (void)state;
     watch w = {.intent_rc = SG_EEXIST};
-    sg_op_options po;
-    sg_op_options_init(&po);
+    SG_AUTO_OPTIONS(po);
     int rv;
-    watched_run("/v1/chat/completions?n=2&_t=obs_refused.", &po, &w, NULL, &rv);
+    watched_run("/v1/chat/completions?n=2&_t=obs_refused.", po, &w, NULL, &rv);
     assert_int_equal(rv, SG_EEXIST);
     assert_string_equal(w.log, "I");
     assert_int_equal(received("_t=obs_refused."), 0);
@@ -1436,14 +1444,13 @@ static void cancel_on_attempt(sg_curl_op *op, const sg_op_attempt *rec, void *ud
 static void a_cancel_before_the_retry_ends_the_operation_cancelled(void **state) {
     (void)state;
     watch w = {0};
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_idempotency_key(&po, "obs-cancel-key");
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_idempotency_key(po, "obs-cancel-key");
     sg_curl_callbacks cbs = {.on_attempt = cancel_on_attempt};
     int rv;
     sg_outcome o =
-        watched_run("/v1/chat/completions?status=503&fail_first=5&n=2&_t=obs_cancel.",
-                    &po, &w, &cbs, &rv);
+        watched_run("/v1/chat/completions?status=503&fail_first=5&n=2&_t=obs_cancel.", po,
+                    &w, &cbs, &rv);
     assert_int_equal(rv, 0);
     assert_string_equal(sg_outcome_name(o), "cancelled");
     assert_string_equal(w.log, "ISER"); /* one attempt, resolved once */
@@ -1503,19 +1510,18 @@ static void a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut(void **state) {
     char urls[2][256];
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_first_item_timeout(&po, SG_SEC(10));
-    sg_op_options_set_idle_timeout(&po, SG_MS(200));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_first_item_timeout(po, SG_SEC(10));
+    sg_op_options_set_idle_timeout(po, SG_MS(200));
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = embedded_item, .on_done = embedded_done};
     for (int i = 0; i < 2; i++) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, paths[i]);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &c[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     struct pollfd p = {sg_curl_multi_fd(m), POLLIN, 0};
@@ -1556,12 +1562,11 @@ static void many_operations_run_concurrently_on_one_thread(void **state) {
     sg_curl_multi *m;
     char urls[N][256];
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_first_item_timeout(&po, SG_MS(300));
-    sg_op_options_set_idle_timeout(&po, SG_MS(200));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_first_item_timeout(po, SG_MS(300));
+    sg_op_options_set_idle_timeout(po, SG_MS(200));
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     int64_t t0 = sg_clock_now(NULL);
@@ -1570,7 +1575,7 @@ static void many_operations_run_concurrently_on_one_thread(void **state) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, cases[i].path);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cases[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     assert_int_equal(sg_curl_multi_run(m), 0);
@@ -1597,17 +1602,16 @@ static void a_caller_driven_multi_enforces_the_clocks(void **state) {
     CURL *easy[2];
     sg_curl_op *ops[2];
     char urls[2][256];
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_idle_timeout(&po, SG_MS(150));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_idle_timeout(po, SG_MS(150));
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     for (int i = 0; i < 2; i++) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, c[i].path);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &c[i]), 0);
         assert_int_equal(sg_curl_op_attach(ops[i], multi, sg_clock_now(NULL)), 0);
     }
     /* The caller's loop: poll no longer than the earliest op deadline. */
@@ -1695,18 +1699,17 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     CURL *easy = curl_easy_init();
     curl_easy_setopt(easy, CURLOPT_URL, a);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "ignored");
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "POST");
-    sg_op_options_set_idempotency_key(&po, "epb-key");
-    sg_op_options_set_max_attempts(&po, 2);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(5));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_method(po, "POST");
+    sg_op_options_set_idempotency_key(po, "epb-key");
+    sg_op_options_set_max_attempts(po, 2);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(5));
     sg_curl_options co = {
         .framing = {.terminal_data = "[DONE]"}, .endpoints = eps, .n_endpoints = 2};
     struct multi_case c = {NULL, "ok", 0, 0, false};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     sg_curl_op *op = NULL;
-    assert_int_equal(sg_curl_op_new(&op, easy, &po, &co, &cbs, &c), 0);
+    assert_int_equal(sg_curl_op_new(&op, easy, po, &co, &cbs, &c), 0);
     sg_curl_multi *m = NULL;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
@@ -1729,10 +1732,10 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     /* a body on some endpoints but not all is refused */
     eps[0].body = NULL;
     sg_curl_op *bad = (sg_curl_op *)&c; /* reset to NULL on every error */
-    assert_int_equal(sg_curl_op_new(&bad, easy, &po, &co, &cbs, &c), SG_EINVAL);
+    assert_int_equal(sg_curl_op_new(&bad, easy, po, &co, &cbs, &c), SG_EINVAL);
     assert_null(bad);
     bad = (sg_curl_op *)&c;
-    assert_int_equal(sg_curl_op_new(&bad, NULL, &po, &co, &cbs, &c), SG_EINVAL);
+    assert_int_equal(sg_curl_op_new(&bad, NULL, po, &co, &cbs, &c), SG_EINVAL);
     assert_null(bad);
     sg_curl_op_free(op);
     sg_curl_multi_free(m);
@@ -1757,12 +1760,11 @@ static int run_failing(const char *tag, sg_retry_budget *budget, int *throttled,
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     assert_int_equal(sg_curl_multi_set_retry_budget(m, budget), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 5);
-    sg_op_options_set_budget(&po, SG_SEC(20));
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 5);
+    sg_op_options_set_budget(po, SG_SEC(20));
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
     sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
     for (int i = 0; i < N; i++) {
@@ -1771,7 +1773,7 @@ static int run_failing(const char *tag, sg_retry_budget *budget, int *throttled,
                  server.base, tag, i);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], &po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cases[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     assert_int_equal(sg_curl_multi_run(m), 0);
@@ -1863,13 +1865,13 @@ static sg_outcome run_tap(const char *path, uint32_t attempts, tap *t) {
     /* its own key: fail_first counts per Idempotency-Key */
     spec s = {.path = path, .attempts = attempts, .backoff_base = SG_MS(5), .key = path};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
+    configure(&s, &e, po, &co, url, sizeof(url));
     sg_curl_callbacks cbs = {.on_item = tap_item, .on_bytes = tap_bytes};
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, t), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, t), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     sg_outcome o = sg_curl_op_outcome(op);
     sg_curl_op_free(op);
@@ -1934,15 +1936,15 @@ static int pause_item(sg_curl_op *op, const sg_item *item, void *ud) {
 static sg_outcome run_paused(const char *path, int64_t idle, pauser *pz) {
     spec s = {.path = path, .idle = idle};
     CURL *e;
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_curl_options co;
     char url[1024];
-    configure(&s, &e, &po, &co, url, sizeof(url));
+    configure(&s, &e, po, &co, url, sizeof(url));
     sg_curl_callbacks cbs = {.on_item = pause_item, .on_bytes = pause_bytes};
     sg_curl_op *op;
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, pz), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, pz), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
     int64_t until = sg_clock_now(NULL) + SG_SEC(10);
     while (sg_curl_multi_running(m) > 0 && sg_clock_now(NULL) < until) {
@@ -2000,14 +2002,14 @@ static void a_cancel_after_the_request_was_sent_says_wait_headers(void **state) 
                   .method = methods[i],
                   .body = i == 0 ? NULL : "{\"a\":1}"};
         CURL *e;
-        sg_op_options po;
+        SG_AUTO_OPTIONS(po);
         sg_curl_options co;
         char url[1024];
-        configure(&s, &e, &po, &co, url, sizeof(url));
+        configure(&s, &e, po, &co, url, sizeof(url));
         sg_curl_op *op;
         sg_curl_multi *m;
         assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-        assert_int_equal(sg_curl_op_new(&op, e, &po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         /* until the server has the request, then a little longer */
         const char *tag = i == 0 ? "_t=cxl_wh0." : "_t=cxl_wh1.";

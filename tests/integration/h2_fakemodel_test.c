@@ -7,6 +7,7 @@
  * Usage: h2_fakemodel_test PATH-TO-sg-fakemodel
  */
 #include "h2_test_util.h"
+#include "../sg_auto.h"
 
 #include "h2/internal.h" /* one test looks at a link's read state */
 
@@ -120,13 +121,12 @@ static void run_mixed(bool tls, int nstreams) {
         const kind *k = &g_kinds[(size_t)i % NKINDS];
         char path[256];
         snprintf(path, sizeof(path), "/v1/chat/completions?%s&_tag=%d", k->query, i);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(10));
-        sg_op_options_set_max_attempts(&po, 1);
-        sg_op_options_set_first_item_timeout(&po, k->first_item);
-        sg_op_options_set_idle_timeout(&po, k->idle);
-        sg_op_options_set_max_items(&po, k->max_items);
+        SG_AUTO_OPTIONS(po);
+        sg_op_options_set_budget(po, SG_SEC(10));
+        sg_op_options_set_max_attempts(po, 1);
+        sg_op_options_set_first_item_timeout(po, k->first_item);
+        sg_op_options_set_idle_timeout(po, k->idle);
+        sg_op_options_set_max_items(po, k->max_items);
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
         req.method = "GET";
@@ -136,7 +136,7 @@ static void run_mixed(bool tls, int nstreams) {
         ex[i].want = k->want;
         ex[i].want_partial = k->partial;
         ex[i].want_cancel_rst = k->cancel_rst;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
                                             &ex[i], &ex[i].op),
                          0);
     }
@@ -273,17 +273,16 @@ static void a_stream_waiting_for_a_slot_is_stamped_when_it_goes(void **state) {
     expect ex[2];
     memset(ex, 0, sizeof(ex));
     for (int i = 0; i < 2; i++) {
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(5));
-        sg_op_options_set_max_attempts(&po, 3);
-        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+        SG_AUTO_OPTIONS(po);
+        sg_op_options_set_budget(po, SG_SEC(5));
+        sg_op_options_set_max_attempts(po, 3);
+        sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
         req.path = i == 0 ? "/v1/chat/completions?n=2&gap=300&_tag=slot0"
                           : "/v1/chat/completions?n=1&_tag=slot1";
         req.deadline_header = true;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
                                             &ex[i], &ex[i].op),
                          0);
     }
@@ -334,16 +333,15 @@ static int outer_item(sg_h2_op *op, const sg_item *item, void *ud) {
         return 0;
     }
     n->in_item = true;
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(1));
-    sg_op_options_set_floor(&po, SG_SEC(2)); /* nothing to lease: refused */
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(1));
+    sg_op_options_set_floor(po, SG_SEC(2)); /* nothing to lease: refused */
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=1&_tag=inner";
     static const sg_h2_callbacks cbs = {.on_done = inner_done};
     assert_int_equal(
-        sg_h2_stream_start(n->c, with_framing(&req, &g_sse), &po, &cbs, n, &n->inner), 0);
+        sg_h2_stream_start(n->c, with_framing(&req, &g_sse), po, &cbs, n, &n->inner), 0);
     n->in_item = false;
     return 0;
 }
@@ -356,16 +354,15 @@ static void a_stream_started_inside_on_item_calls_back_after_it(void **state) {
     nested n;
     memset(&n, 0, sizeof(n));
     assert_int_equal(h2t_connect(&s, false, &n.c, err), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=3&gap=20&_tag=outer";
     static const sg_h2_callbacks cbs = {.on_item = outer_item};
     sg_h2_op *outer = NULL;
     assert_int_equal(
-        sg_h2_stream_start(n.c, with_framing(&req, &g_sse), &po, &cbs, &n, &outer), 0);
+        sg_h2_stream_start(n.c, with_framing(&req, &g_sse), po, &cbs, &n, &outer), 0);
     assert_int_equal(sg_h2_conn_run(n.c), 0);
     assert_int_equal(sg_h2_op_outcome(outer), SG_OUTCOME_OK);
     assert_true(n.inner_done);
@@ -413,14 +410,13 @@ static void streams_waiting_for_the_connection_go_as_slots_free(void **state) {
         "/v1/chat/completions?n=1&_tag=wait2",
     };
     for (int i = 0; i < 3; i++) {
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(5));
+        SG_AUTO_OPTIONS(po);
+        sg_op_options_set_budget(po, SG_SEC(5));
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
         req.path = paths[i];
         req.deadline_header = true;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
                                             &ex[i], &ex[i].op),
                          0);
     }
@@ -461,17 +457,16 @@ static void a_read_stopped_at_its_budget_is_read_on_by_the_next_step(void **stat
     char err[SG_H2_ERROR_SIZE] = "";
     sg_h2_conn *c = NULL;
     assert_int_equal(h2t_connect(&s, false, &c, err), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_max_attempts(&po, 1);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_max_attempts(po, 1);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=1&first_delay=5000&_tag=budget";
     expect e;
     memset(&e, 0, sizeof(e));
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     for (int i = 0; i < 3; i++) { /* the request goes; the server says nothing */
         sg_h2_conn_step(c, h2t_now(), true, true);
     }
@@ -539,12 +534,11 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
         closed_port = gone.port;
         h2t_stop(&gone);
     }
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 3);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(10));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 3);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(10));
     for (int i = 0; i < 2; i++) {
         sg_h2_conn_options o;
         memset(&o, 0, sizeof(o));
@@ -560,7 +554,7 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
         memset(&req, 0, sizeof(req));
         req.path = "/v1/chat/completions?n=3&gap=5&_tag=1";
         assert_int_equal(
-            sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+            sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         const sg_op *pol = sg_h2_op_policy(e.op);
         if (i == 0) {
@@ -589,12 +583,11 @@ static void an_on_demand_tls_handshake_is_part_of_the_attempt(void **state) {
     (void)state;
     fm_server s;
     assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 2);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(10));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 2);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(10));
     for (int with_ca = 0; with_ca < 2; with_ca++) {
         sg_h2_conn_options o;
         memset(&o, 0, sizeof(o));
@@ -611,7 +604,7 @@ static void an_on_demand_tls_handshake_is_part_of_the_attempt(void **state) {
         memset(&req, 0, sizeof(req));
         req.path = "/v1/chat/completions?n=2&gap=5";
         assert_int_equal(
-            sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+            sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         const sg_op *pol = sg_h2_op_policy(e.op);
         if (!with_ca) {
@@ -714,16 +707,15 @@ static void losing_the_connection_ends_every_stream_in_its_phase(void **state) {
         /* Two thirds stream slowly; one third waits for headers. */
         snprintf(path, sizeof(path), "/v1/chat/completions?n=1000&gap=20%s&_tag=%d",
                  i % 3 == 2 ? "&headers_delay=10000" : "", i);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(10));
-        sg_op_options_set_max_attempts(&po, 1);
+        SG_AUTO_OPTIONS(po);
+        sg_op_options_set_budget(po, SG_SEC(10));
+        sg_op_options_set_max_attempts(po, 1);
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
         req.path = path;
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
                                             &ex[i], &ex[i].op),
                          0);
     }
@@ -784,12 +776,11 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
     assert_int_equal(h2t_connect(&s, false, &c, err), 0);
     expect e;
     memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_backoff(&po, SG_MS(10), SG_MS(20));
-    sg_op_options_set_idempotency_key(&po, "key-reconnect-1");
-    sg_op_options_set_max_attempts(&po, 2);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_backoff(po, SG_MS(10), SG_MS(20));
+    sg_op_options_set_idempotency_key(po, "key-reconnect-1");
+    sg_op_options_set_max_attempts(po, 2);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     /* The server closes the whole connection after the response headers,
@@ -797,7 +788,7 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
      * retry reconnects (and meets the same fate). */
     req.path = "/v1/chat/completions?n=4&gap=5&drop_after=0&drop=close";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     const sg_op *pol = sg_h2_op_policy(e.op);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRUNCATED);
@@ -811,7 +802,7 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
     memset(&e2, 0, sizeof(e2));
     req.path = "/v1/chat/completions?n=4&gap=5";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e2, &e2.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e2, &e2.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e2.op), SG_OUTCOME_OK);
     assert_int_equal(e2.items, 4);
@@ -847,16 +838,15 @@ static void refused_streams_are_recorded_unsent_and_retried(void **state) {
     for (int i = 0; i < N; i++) {
         char path[128];
         snprintf(path, sizeof(path), "/v1/chat/completions?n=3&gap=5&_tag=%d", i);
-        sg_op_options po;
-        sg_op_options_init(&po);
-        sg_op_options_set_budget(&po, SG_SEC(10));
-        sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+        SG_AUTO_OPTIONS(po);
+        sg_op_options_set_budget(po, SG_SEC(10));
+        sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
         sg_h2_request req;
         memset(&req, 0, sizeof(req));
         req.path = path; /* POST, no key: only "never processed" is safe */
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs,
+        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
                                             &ex[i], &ex[i].op),
                          0);
     }
@@ -891,7 +881,7 @@ typedef struct single {
     fm_server s;
     sg_h2_conn *c;
     expect e;
-    sg_op_options po;
+    sg_op_options *po;
 } single;
 
 static void single_begin(single *t, bool tls) {
@@ -899,10 +889,11 @@ static void single_begin(single *t, bool tls) {
     assert_int_equal(h2t_start(&t->s, g_fm_path, NULL), 0);
     char err[SG_H2_ERROR_SIZE] = "";
     assert_int_equal(h2t_connect(&t->s, tls, &t->c, err), 0);
-    sg_op_options_init(&t->po);
+    assert_int_equal(sg_op_options_new(&t->po), 0);
 }
 
 static void single_end(single *t) {
+    sg_op_options_free(t->po);
     sg_h2_conn_free(t->c);
     h2t_stop(&t->s);
 }
@@ -913,15 +904,15 @@ static void retry_after_date_is_measured_from_the_date_header(void **state) {
     (void)state;
     single t;
     single_begin(&t, true);
-    sg_op_options_set_budget(&t.po, SG_SEC(5));
-    sg_op_options_set_max_attempts(&t.po, 1);
-    sg_op_options_set_method(&t.po, "GET");
+    sg_op_options_set_budget(t.po, SG_SEC(5));
+    sg_op_options_set_max_attempts(t.po, 1);
+    sg_op_options_set_method(t.po, "GET");
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path =
         "/v1/chat/completions?status=503&retry_after_date=2&date_offset=-3600&_tag=1";
     assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &g_cbs, &t.e, &t.e.op),
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &g_cbs, &t.e, &t.e.op),
         0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(t.e.op), 0);
@@ -937,14 +928,14 @@ static void an_interim_response_is_followed_by_the_real_one(void **state) {
     (void)state;
     single t;
     single_begin(&t, false);
-    sg_op_options_set_budget(&t.po, SG_SEC(5));
-    sg_op_options_set_method(&t.po, "GET");
-    sg_op_options_set_max_attempts(&t.po, 1);
+    sg_op_options_set_budget(t.po, SG_SEC(5));
+    sg_op_options_set_method(t.po, "GET");
+    sg_op_options_set_max_attempts(t.po, 1);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=4&gap=5&early_hints=1&_tag=1";
     assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &g_cbs, &t.e, &t.e.op),
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &g_cbs, &t.e, &t.e.op),
         0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     if (sg_h2_op_outcome(t.e.op) != SG_OUTCOME_OK) {
@@ -968,10 +959,10 @@ static void cancel_during_the_backoff_finishes_the_operation(void **state) {
     (void)state;
     single t;
     single_begin(&t, false);
-    sg_op_options_set_budget(&t.po, SG_SEC(10));
-    sg_op_options_set_method(&t.po, "GET");
-    sg_op_options_set_max_attempts(&t.po, 3);
-    sg_op_options_set_backoff(&t.po, SG_SEC(2), SG_SEC(2));
+    sg_op_options_set_budget(t.po, SG_SEC(10));
+    sg_op_options_set_method(t.po, "GET");
+    sg_op_options_set_max_attempts(t.po, 3);
+    sg_op_options_set_backoff(t.po, SG_SEC(2), SG_SEC(2));
     sg_h2_callbacks cbs = g_cbs;
     cbs.on_attempt = cancel_on_attempt;
     sg_h2_request req;
@@ -979,7 +970,7 @@ static void cancel_during_the_backoff_finishes_the_operation(void **state) {
     req.path = "/v1/chat/completions?status=503&fail_first=5&_tag=1";
     int64_t t0 = h2t_now();
     assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), &t.po, &cbs, &t.e, &t.e.op),
+        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &cbs, &t.e, &t.e.op),
         0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     assert_true(h2t_now() - t0 < SG_SEC(1)); /* it did not sleep the backoff */
@@ -1004,11 +995,10 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     assert_int_equal(h2t_connect(&s, true, &c, err), 0);
     expect e;
     memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_max_attempts(&po, 1);
-    sg_op_options_set_idempotency_key(&po, "key-429");
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
+    sg_op_options_set_max_attempts(po, 1);
+    sg_op_options_set_idempotency_key(po, "key-429");
     sg_h2_header hdr[] = {{"Authorization", "Bearer test"}};
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
@@ -1018,7 +1008,7 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     req.deadline_header = true;
     req.grpc_timeout = true;
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
     assert_int_equal(sg_h2_op_http_status(e.op), 429);
@@ -1049,7 +1039,7 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     memset(&e, 0, sizeof(e));
     req.path = "/v1/chat/completions?status=400&error_pad=20000&_tag=2";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
     body = sg_h2_op_error_body(e.op, &blen);
@@ -1060,7 +1050,7 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     memset(&e, 0, sizeof(e));
     req.path = "/v1/chat/completions?n=2&_tag=3";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
     assert_null(sg_h2_op_error_body(e.op, &blen));
@@ -1078,19 +1068,18 @@ static void cancel_resets_only_that_stream(void **state) {
     assert_int_equal(h2t_connect(&s, false, &c, err), 0);
     expect e[2];
     memset(e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=30&gap=10&_tag=0";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e[0], &e[0].op),
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e[0], &e[0].op),
         0);
     req.path = "/v1/chat/completions?n=10000&gap=10&_tag=1";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e[1], &e[1].op),
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e[1], &e[1].op),
         0);
     int64_t until = h2t_now() + SG_MS(100);
     while (h2t_now() < until) {
@@ -1151,26 +1140,24 @@ static void a_flooding_stream_does_not_delay_other_clocks(void **state) {
     assert_int_equal(h2t_connect(&s, true, &c, err), 0);
     flood f;
     memset(&f, 0, sizeof(f));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_max_attempts(&po, 1);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_max_attempts(po, 1);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?runaway=1&gap=0&line_bytes=2000";
     sg_h2_callbacks flood_cbs = {.on_item = flood_item};
-    assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &flood_cbs,
-                                        &f, &f.flooder),
-                     0);
-    sg_op_options_set_first_item_timeout(&po, SG_MS(300));
+    assert_int_equal(
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &flood_cbs, &f, &f.flooder),
+        0);
+    sg_op_options_set_first_item_timeout(po, SG_MS(300));
     req.path = "/v1/chat/completions?n=3&first_delay=5000";
     sg_h2_callbacks quiet_cbs = {.on_done = quiet_done};
     sg_h2_op *quiet = NULL;
     f.started = h2t_now();
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &quiet_cbs, &f, &quiet),
-        0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &quiet_cbs, &f, &quiet), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(quiet), SG_OUTCOME_FIRST_ITEM_TIMEOUT);
     assert_int_equal(sg_h2_op_outcome(f.flooder), SG_OUTCOME_CANCELLED);
@@ -1195,9 +1182,8 @@ static void oversized_event_is_protocol_error(void **state) {
     assert_int_equal(h2t_connect(&s, false, &c, err), 0);
     expect e;
     memset(&e, 0, sizeof(e));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
     sg_stream_config small = g_sse;
     small.max_line = 1024;
     small.max_event = 4096;
@@ -1206,7 +1192,7 @@ static void oversized_event_is_protocol_error(void **state) {
     req.method = "GET";
     req.path = "/v1/chat/completions?n=5&gap=5&event_bytes=100000";
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &small), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &small), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_PROTOCOL_ERROR);
     assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);
@@ -1225,13 +1211,12 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     char err[SG_H2_ERROR_SIZE] = "";
     sg_h2_conn *c = NULL;
     assert_int_equal(h2t_connect(&s, false, &c, err), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 2);
-    sg_op_options_set_idempotency_key(&po, "h2-hedge-1");
-    assert_int_equal(sg_op_options_set_hedging(&po, SG_MS(150), 1), 0);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 2);
+    sg_op_options_set_idempotency_key(po, "h2-hedge-1");
+    assert_int_equal(sg_op_options_set_hedging(po, SG_MS(150), 1), 0);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
@@ -1240,7 +1225,7 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     memset(&e, 0, sizeof(e));
     int64_t t0 = h2t_now();
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = h2t_now() - t0;
     assert_true(e.done);
@@ -1262,13 +1247,13 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     free(log);
     sg_h2_op_free(e.op);
     /* an unsafe request is not hedged */
-    sg_op_options_set_idempotency_key(&po, NULL);
-    sg_op_options_set_method(&po, "POST");
+    sg_op_options_set_idempotency_key(po, NULL);
+    sg_op_options_set_method(po, "POST");
     req.method = "POST";
     sg_h2_op *bad = NULL;
     memset(&e, 0, sizeof(e));
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &bad),
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &bad),
         SG_EUNSAFE);
     assert_null(bad);
     sg_h2_conn_free(c);
@@ -1287,12 +1272,11 @@ static void the_connections_retry_budget_throttles_its_streams(void **state) {
     sg_retry_budget *b = NULL;
     assert_int_equal(sg_retry_budget_new(&b, 2, 0.1), 0);
     assert_int_equal(sg_h2_conn_set_retry_budget(c, b), 0);
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_method(&po, "GET");
-    sg_op_options_set_max_attempts(&po, 3);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(5));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_method(po, "GET");
+    sg_op_options_set_max_attempts(po, 3);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(5));
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
@@ -1300,7 +1284,7 @@ static void the_connections_retry_budget_throttles_its_streams(void **state) {
     expect e;
     memset(&e, 0, sizeof(e));
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_true(e.done);
     const sg_op *op = sg_h2_op_policy(e.op);

@@ -36,6 +36,8 @@
 
 #include <streamguard/h2.h>
 
+#include "../sg_auto.h"
+
 extern char **environ;
 
 /* The request with @f as its framing (NULL: the defaults). */
@@ -257,20 +259,19 @@ static void nghttpd_stop(nghttpd *d) {
 
 static sg_h2_op *get(sg_h2_conn *c, const char *path, const sg_stream_config *framing,
                      expect *e, uint32_t attempts) {
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_first_item_timeout(&po, SG_SEC(2));
-    sg_op_options_set_idle_timeout(&po, SG_SEC(2));
-    sg_op_options_set_max_attempts(&po, attempts);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
+    sg_op_options_set_first_item_timeout(po, SG_SEC(2));
+    sg_op_options_set_idle_timeout(po, SG_SEC(2));
+    sg_op_options_set_max_attempts(po, attempts);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = path;
     sg_h2_op *op = NULL;
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, framing), &po, &g_cbs, e, &op), 0);
+        sg_h2_stream_start(c, with_framing(&req, framing), po, &g_cbs, e, &op), 0);
     e->op = op;
     return op;
 }
@@ -281,18 +282,17 @@ static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
 
 /* A POST without an idempotency key: unsafe to repeat once sent. */
 static sg_h2_op *post(sg_h2_conn *c, expect *e, uint32_t attempts, int64_t budget) {
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, budget);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
-    sg_op_options_set_max_attempts(&po, attempts);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, budget);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
+    sg_op_options_set_max_attempts(po, attempts);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions";
     req.body = "{}";
     req.body_len = 2;
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, e, &e->op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, e, &e->op), 0);
     return e->op;
 }
 
@@ -1082,11 +1082,10 @@ static void a_whole_answer_before_the_request_body_ends_the_stream(void **state)
     assert_int_equal(connect_h2(port, false, NULL, &c), 0);
     static char body[1 << 20];
     memset(body, 'b', sizeof(body));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(5));
-    sg_op_options_set_idle_timeout(&po, SG_MS(800));
-    sg_op_options_set_max_attempts(&po, 1);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(5));
+    sg_op_options_set_idle_timeout(po, SG_MS(800));
+    sg_op_options_set_max_attempts(po, 1);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/upload.ndjson";
@@ -1096,7 +1095,7 @@ static void a_whole_answer_before_the_request_body_ends_the_stream(void **state)
     memset(&a, 0, sizeof(a));
     int64_t t0 = sg_clock_monotonic_now(NULL);
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_nd), &po, &g_cbs, &a, &a.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_nd), po, &g_cbs, &a, &a.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = sg_clock_monotonic_now(NULL) - t0;
     if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
@@ -1127,13 +1126,12 @@ static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
     assert_int_equal(sg_h2_conn_new(&c, &o), 0);
     static char body[64 << 20]; /* far more than the sockets hold */
     memset(body, 'b', sizeof(body));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_first_item_timeout(&po, SG_SEC(4));
-    sg_op_options_set_max_attempts(&po, 3);
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
-    sg_op_options_set_idempotency_key(&po, "stall-1");
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_first_item_timeout(po, SG_SEC(4));
+    sg_op_options_set_max_attempts(po, 3);
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
+    sg_op_options_set_idempotency_key(po, "stall-1");
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions";
@@ -1143,7 +1141,7 @@ static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
     memset(&a, 0, sizeof(a));
     int64_t t0 = sg_clock_monotonic_now(NULL);
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &a, &a.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &a, &a.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = sg_clock_monotonic_now(NULL) - t0;
     if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
@@ -1210,10 +1208,9 @@ static void the_budget_bounds_a_connection_being_made(void **state) {
     char servers[32];
     snprintf(servers, sizeof(servers), "127.0.0.1:%d", d.port);
     sg_h2_conn *c = on_demand("model.test", 443, servers, SG_MS(4500));
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_MS(300));
-    sg_op_options_set_max_attempts(&po, 3);
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_MS(300));
+    sg_op_options_set_max_attempts(po, 3);
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
@@ -1222,7 +1219,7 @@ static void the_budget_bounds_a_connection_being_made(void **state) {
     memset(&e, 0, sizeof(e));
     int64_t t0 = sg_clock_monotonic_now(NULL);
     assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), &po, &g_cbs, &e, &e.op), 0);
+        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
     expect *es[1] = {&e};
     drive(&c, 1, &d, es, 1);
     int64_t took = e.done_at - t0;

@@ -27,6 +27,10 @@
 
 #include "pg_test.h"
 
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
+
 static fm_server server;
 
 static int64_t now_ns(void) {
@@ -139,7 +143,6 @@ static void h2_done(sg_h2_op *op, void *ud) {
 
 static void policy(sg_op_options *po, const char *key, const sg_ledger_binding *b,
                    int64_t budget) {
-    sg_op_options_init(po);
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_budget(po, budget);
@@ -198,23 +201,23 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
     snprintf(url[1], sizeof(url[1]), "%s/v1/chat/completions?n=3", server.base);
     CURL *easy[3];
     sg_curl_op *ops[3];
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     int n = 1;
     memset(steady, 0, sizeof(*steady));
     steady->start = now_ns();
-    policy(&po, NULL, NULL, SG_SEC(10));
+    policy(po, NULL, NULL, SG_SEC(10));
     easy[0] = curl_easy_init();
     curl_easy_setopt(easy[0], CURLOPT_URL, url[0]);
-    CHECK(sg_curl_op_new(&ops[0], easy[0], &po, &co, &cbs, steady) == 0);
+    CHECK(sg_curl_op_new(&ops[0], easy[0], po, &co, &cbs, steady) == 0);
     CHECK(sg_curl_multi_add(m, ops[0]) == 0);
     for (int i = 0; i < 2 && sc->keys[i] != NULL; i++, n++) {
         memset(&w[i], 0, sizeof(w[i]));
         w[i].start = now_ns();
-        policy(&po, sc->keys[i], &b, sc->budget);
-        sg_op_options_set_target(&po, url[1]); /* what the ledger records */
+        policy(po, sc->keys[i], &b, sc->budget);
+        sg_op_options_set_target(po, url[1]); /* what the ledger records */
         easy[n] = curl_easy_init();
         curl_easy_setopt(easy[n], CURLOPT_URL, url[1]);
-        CHECK(sg_curl_op_new(&ops[n], easy[n], &po, &co, &cbs, &w[i]) == 0);
+        CHECK(sg_curl_op_new(&ops[n], easy[n], po, &co, &cbs, &w[i]) == 0);
         /* returns at once: the intent waits for the row off the loop */
         int64_t t0 = now_ns();
         CHECK(sg_curl_multi_add(m, ops[n]) == 0);
@@ -250,21 +253,21 @@ static void run_h2(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady, w
     rq.framing.terminal_data = "[DONE]";
     rq.method = "GET";
     sg_h2_callbacks cbs = {.on_item = h2_item, .on_done = h2_done};
-    sg_op_options po;
+    SG_AUTO_OPTIONS(po);
     sg_h2_op *ops[3];
     int n = 1;
     memset(steady, 0, sizeof(*steady));
     steady->start = now_ns();
-    policy(&po, NULL, NULL, SG_SEC(10));
+    policy(po, NULL, NULL, SG_SEC(10));
     rq.path = "/v1/chat/completions?n=60&gap=10";
-    CHECK(sg_h2_stream_start(conn, &rq, &po, &cbs, steady, &ops[0]) == 0);
+    CHECK(sg_h2_stream_start(conn, &rq, po, &cbs, steady, &ops[0]) == 0);
     rq.path = "/v1/chat/completions?n=3";
     for (int i = 0; i < 2 && sc->keys[i] != NULL; i++, n++) {
         memset(&w[i], 0, sizeof(w[i]));
         w[i].start = now_ns();
-        policy(&po, sc->keys[i], &b, sc->budget);
+        policy(po, sc->keys[i], &b, sc->budget);
         int64_t t0 = now_ns();
-        CHECK(sg_h2_stream_start(conn, &rq, &po, &cbs, &w[i], &ops[n]) == 0);
+        CHECK(sg_h2_stream_start(conn, &rq, po, &cbs, &w[i], &ops[n]) == 0);
         CHECK(now_ns() - t0 < SG_MS(50));
     }
     timeline tl = {false, false};
@@ -445,16 +448,16 @@ static bool wait_for_lock_waiter(void) {
  * abandoned as cancelled. */
 static void free_while_waiting(sg_ledger *l, const char *key) {
     sg_ledger_binding b = {l, NULL};
-    sg_op_options po;
-    policy(&po, key, &b, SG_SEC(10));
-    sg_op_options_set_target(&po, "http://127.0.0.1/freed");
+    SG_AUTO_OPTIONS(po);
+    policy(po, key, &b, SG_SEC(10));
+    sg_op_options_set_target(po, "http://127.0.0.1/freed");
     sg_curl_multi *m;
     CHECK(sg_curl_multi_new(&m, NULL) == 0);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, "http://127.0.0.1:1/never");
     sg_curl_op *op;
     sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    CHECK(sg_curl_op_new(&op, e, &po, &co, NULL, NULL) == 0);
+    CHECK(sg_curl_op_new(&op, e, po, &co, NULL, NULL) == 0);
     CHECK(sg_curl_multi_add(m, op) == 0);
     CHECK(sg_op_intent_pending(sg_curl_op_policy(op)));
     /* Freed once the intent is in the database, waiting for the row (an

@@ -27,6 +27,10 @@
 
 #include "pg_test.h"
 
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
+
 typedef struct listing {
     int n;
     char keys[16][64];
@@ -206,17 +210,15 @@ static void every_call_is_bounded(void) {
     CHECK(took >= SG_MS(150) && took < SG_MS(300) + SG_MS(300));
 
     /* an operation's intent: bounded by its budget, less its floor */
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_budget(&o, SG_MS(200));
-    sg_op_options_set_method(&o, "POST");
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_budget(o, SG_MS(200));
+    sg_op_options_set_method(o, "POST");
+    SG_AUTO_OP(op);
     t0 = sg_clock_now(NULL);
-    CHECK_RV(sg_op_start(&op, &o, t0), 0);
-    CHECK_RV(sg_ledger_op_intent(l, "pg-held", &op, "https://h/held"), SG_ETIMEDOUT);
+    CHECK_RV(sg_op_start(op, o, t0), 0);
+    CHECK_RV(sg_ledger_op_intent(l, "pg-held", op, "https://h/held"), SG_ETIMEDOUT);
     took = sg_clock_now(NULL) - t0;
     CHECK(took < SG_MS(200) + SG_MS(100));
-    sg_op_release(&op);
     sql(c, "ROLLBACK");
     /* the connection survived the server's statement_timeout */
     CHECK_RV(sg_ledger_intent(l, "pg-held", "POST", "https://h/held"), 0);
@@ -289,16 +291,14 @@ static bool lock_waiters(long long n) {
 /* An operation's intent of @key with a @budget: its answer, and in *@took
  * how long it took. */
 static int op_intent(sg_ledger *l, const char *key, int64_t budget, int64_t *took) {
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_budget(&o, budget);
-    sg_op_options_set_method(&o, "POST");
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_budget(o, budget);
+    sg_op_options_set_method(o, "POST");
+    SG_AUTO_OP(op);
     int64_t t0 = sg_clock_now(NULL);
-    CHECK_RV(sg_op_start(&op, &o, t0), 0);
-    int rv = sg_ledger_op_intent(l, key, &op, "https://h/free");
+    CHECK_RV(sg_op_start(op, o, t0), 0);
+    int rv = sg_ledger_op_intent(l, key, op, "https://h/free");
     *took = sg_clock_now(NULL) - t0;
-    sg_op_release(&op);
     return rv;
 }
 

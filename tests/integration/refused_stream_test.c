@@ -25,6 +25,7 @@
 #include <cmocka.h>
 
 #include "h2_test_util.h"
+#include "../sg_auto.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -117,19 +118,18 @@ static sg_curl_op *curl_op(CURL *e, const char *url, const char *body, long vers
     } else {
         curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
-    sg_op_options po;
-    sg_op_options_init(&po);
-    assert_int_equal(sg_op_options_set_method(&po, body != NULL ? "POST" : "GET"), 0);
-    assert_int_equal(sg_op_options_set_budget(&po, SG_SEC(10)), 0);
-    assert_int_equal(sg_op_options_set_max_attempts(&po, attempts), 0);
-    assert_int_equal(sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20)), 0);
+    SG_AUTO_OPTIONS(po);
+    assert_int_equal(sg_op_options_set_method(po, body != NULL ? "POST" : "GET"), 0);
+    assert_int_equal(sg_op_options_set_budget(po, SG_SEC(10)), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, attempts), 0);
+    assert_int_equal(sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20)), 0);
     sg_curl_options co;
     memset(&co, 0, sizeof(co));
     co.framing.terminal_data = "[DONE]";
     co.cafile = g_srv.ca_path;
     sg_curl_callbacks cbs = {.on_item = count_item};
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, &po, &co, &cbs, items), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, items), 0);
     return op;
 }
 
@@ -507,32 +507,31 @@ static void h2_post(sg_h2_conn *c, const char *query, uint32_t attempts, bool wa
                     seen *v) {
     static const sg_stream_config sse = {.terminal_data = "[DONE]"};
     int items = 0;
-    sg_op_options po;
-    sg_op_options_init(&po);
-    sg_op_options_set_budget(&po, SG_SEC(10));
-    sg_op_options_set_backoff(&po, SG_MS(5), SG_MS(20));
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
     sg_h2_request req;
     memset(&req, 0, sizeof(req));
     req.framing = sse;
     if (warm) {
-        sg_op_options_set_method(&po, "GET");
-        sg_op_options_set_max_attempts(&po, 1);
+        sg_op_options_set_method(po, "GET");
+        sg_op_options_set_max_attempts(po, 1);
         req.path = "/v1/chat/completions?n=1&_t=h2warm.";
         sg_h2_op *w;
-        assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_h2cbs, &items, &w), 0);
+        assert_int_equal(sg_h2_stream_start(c, &req, po, &g_h2cbs, &items, &w), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         assert_int_equal(sg_h2_op_outcome(w), SG_OUTCOME_OK);
         sg_h2_op_free(w);
     }
     char path[256];
     snprintf(path, sizeof(path), "/v1/chat/completions?%s", query);
-    sg_op_options_set_method(&po, "POST"); /* no key: unsafe */
-    sg_op_options_set_max_attempts(&po, attempts);
+    sg_op_options_set_method(po, "POST"); /* no key: unsafe */
+    sg_op_options_set_max_attempts(po, attempts);
     req.path = path;
     req.body = "{\"charge\":1}";
     req.body_len = strlen(req.body);
     sg_h2_op *op;
-    assert_int_equal(sg_h2_stream_start(c, &req, &po, &g_h2cbs, &items, &op), 0);
+    assert_int_equal(sg_h2_stream_start(c, &req, po, &g_h2cbs, &items, &op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     see(v, sg_h2_op_policy(op), sg_h2_op_report(op, v->report, sizeof(v->report), NULL));
     sg_h2_op_free(op);

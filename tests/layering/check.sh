@@ -35,9 +35,10 @@ for dir in "$src"/src/*/; do
   done < <(grep -HE '^[[:space:]]*#[[:space:]]*include[[:space:]]*<' "$dir"*.[ch] || true)
 done
 
-# 2. public headers: only curl.h may name a third-party header
-for h in "$src"/include/streamguard/*.h; do
-  name=$(basename "$h")
+# 2. public headers (the unstable ones too): only curl.h may name a
+#    third-party header
+for h in "$src"/include/streamguard/*.h "$src"/include/streamguard/unstable/*.h; do
+  name=${h#"$src"/include/streamguard/}
   [ "$name" = curl.h ] && continue
   if grep -nE "^[[:space:]]*#[[:space:]]*include[[:space:]]*<($third_party)" "$h"; then
     say "include/streamguard/$name includes a third-party header"
@@ -59,13 +60,20 @@ probe() { # layer header want(ok|fail)
 }
 probe core '<streamguard/core.h>' ok
 probe core '<streamguard/policy.h>' fail
+probe core '<streamguard/op.h>' fail
+probe core '<streamguard/http.h>' fail
 probe core '"policy/internal.h"' fail
 probe framing '<streamguard/stream.h>' ok
 probe framing '<streamguard/policy.h>' fail
+probe framing '<streamguard/unstable/op.h>' fail
 probe policy '"core/internal.h"' ok
+probe policy '<streamguard/op.h>' ok
+probe policy '<streamguard/http.h>' ok
+probe policy '<streamguard/unstable/op.h>' ok
 probe policy '<streamguard/stream.h>' fail
 probe policy '"transport/lifecycle.h"' fail
 probe transport '"transport/lifecycle.h"' ok
+probe transport '<streamguard/unstable/op.h>' ok
 probe transport '<streamguard/ledger.h>' fail
 probe transport '"ledger/internal.h"' fail
 probe transport '<streamguard/curl.h>' fail

@@ -19,7 +19,7 @@
 #include <cmocka.h>
 
 #include <streamguard/core.h>
-#include <streamguard/policy.h>
+#include <streamguard/op.h>
 
 #include "core/internal.h"
 

@@ -23,6 +23,9 @@
 #include <cmocka.h>
 
 #include <streamguard/ledger.h>
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
 
 #include "ledger/internal.h"
 #include "ledger_test_dir.h"
@@ -148,9 +151,8 @@ static void derived_key_is_a_valid_idempotency_key(void **state) {
     assert_int_equal(strlen(key), SG_LEDGER_KEY_SIZE - 1);
     assert_true(strlen(key) <= SG_OP_IDEMPOTENCY_KEY_MAX);
     assert_int_equal(sg_ledger_key_check(key), 0);
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_idempotency_key(&o, key), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_idempotency_key(o, key), 0);
 }
 
 static void key_derive_rejects_bad_arguments(void **state) {
@@ -317,32 +319,31 @@ static void unknown_is_listed_until_reconciled(void **state) {
 static void an_operation_is_recorded_through_the_op_helpers(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
-    sg_op_options o;
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    SG_AUTO_OP(op);
     sg_op_plan plan;
     sg_op_result r;
     sg_op_verdict v;
-    sg_op_options_init(&o);
-    sg_op_options_set_max_attempts(&o, 3);
-    assert_int_equal(sg_op_start(&op, &o, SG_SEC(1)), 0);
+    sg_op_options_set_max_attempts(o, 3);
+    assert_int_equal(sg_op_start(op, o, SG_SEC(1)), 0);
     /* no idempotency key: the fallback names it */
-    assert_null(sg_ledger_op_key(&op, NULL));
-    const char *key = sg_ledger_op_key(&op, "op-helpers");
+    assert_null(sg_ledger_op_key(op, NULL));
+    const char *key = sg_ledger_op_key(op, "op-helpers");
     assert_string_equal(key, "op-helpers");
-    assert_int_equal(sg_ledger_op_intent(l, NULL, &op, "https://h/pay"), SG_EINVAL);
-    assert_int_equal(sg_ledger_op_attempt(l, key, &op), SG_EINVAL); /* no attempt yet */
-    assert_int_equal(sg_ledger_op_intent(l, key, &op, "https://h/pay"), 0);
-    assert_int_equal(sg_ledger_op_intent(l, key, &op, "https://h/pay"), SG_EEXIST);
+    assert_int_equal(sg_ledger_op_intent(l, NULL, op, "https://h/pay"), SG_EINVAL);
+    assert_int_equal(sg_ledger_op_attempt(l, key, op), SG_EINVAL); /* no attempt yet */
+    assert_int_equal(sg_ledger_op_intent(l, key, op, "https://h/pay"), 0);
+    assert_int_equal(sg_ledger_op_intent(l, key, op, "https://h/pay"), SG_EEXIST);
     /* an unsafe POST sent, then timed out: outcome unknown */
-    assert_int_equal(sg_op_next_attempt(&op, SG_SEC(1), &plan), 0);
+    assert_int_equal(sg_op_next_attempt(op, SG_SEC(1), &plan), 0);
     memset(&r, 0, sizeof(r));
     r.outcome = SG_OUTCOME_FIRST_ITEM_TIMEOUT;
     r.phase = SG_PHASE_WAIT_HEADERS;
     r.sent = true;
-    assert_int_equal(sg_op_attempt_done(&op, SG_SEC(2), &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, SG_SEC(2), &r, &v), 0);
     assert_true(v.outcome_unknown);
-    assert_int_equal(sg_ledger_op_attempt(l, key, &op), 0);
-    assert_int_equal(sg_ledger_op_resolve(l, key, &op), 0);
+    assert_int_equal(sg_ledger_op_attempt(l, key, op), 0);
+    assert_int_equal(sg_ledger_op_resolve(l, key, op), 0);
     listing *ls = list(l);
     assert_int_equal(ls->n, 1);
     assert_int_equal(ls->first.state, SG_LEDGER_UNRESOLVED_UNKNOWN);
@@ -359,20 +360,19 @@ static void the_observer_records_the_attempt_that_ended(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
     sg_ledger_binding b = {l, NULL};
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
-    assert_int_equal(sg_op_options_set_idempotency_key(&o, "hedged-key"), 0);
-    assert_int_equal(sg_op_options_set_max_attempts(&o, 3), 0);
-    assert_int_equal(sg_op_options_set_hedging(&o, SG_MS(200), 1), 0);
-    assert_int_equal(sg_op_options_set_target(&o, "https://h/hedged"), 0);
-    assert_int_equal(sg_op_options_set_observer(&o, sg_ledger_observer(), &b), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_idempotency_key(o, "hedged-key"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(o, 3), 0);
+    assert_int_equal(sg_op_options_set_hedging(o, SG_MS(200), 1), 0);
+    assert_int_equal(sg_op_options_set_target(o, "https://h/hedged"), 0);
+    assert_int_equal(sg_op_options_set_observer(o, sg_ledger_observer(), &b), 0);
     const int64_t t0 = sg_clock_now(NULL);
-    sg_op op;
+    SG_AUTO_OP(op);
     sg_op_plan plan;
-    assert_int_equal(sg_op_start(&op, &o, t0), 0);
-    assert_int_equal(sg_op_next_attempt(&op, t0, &plan), 0);
-    assert_int_equal(sg_op_hedge(&op, t0 + SG_MS(200), &plan), 0);
+    assert_int_equal(sg_op_start(op, o, t0), 0);
+    assert_int_equal(sg_op_next_attempt(op, t0, &plan), 0);
+    assert_int_equal(sg_op_hedge(op, t0 + SG_MS(200), &plan), 0);
     sg_op_result r;
     memset(&r, 0, sizeof(r));
     r.attempt = 1;
@@ -383,7 +383,7 @@ static void the_observer_records_the_attempt_that_ended(void **state) {
     r.http_status = 500;
     r.first_item_ns = -1;
     sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(&op, t0 + SG_MS(250), &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, t0 + SG_MS(250), &r, &v), 0);
     listing *ls = list(l);
     assert_int_equal(ls->n, 1);
     assert_int_equal(ls->first.attempts, 1);
@@ -392,7 +392,7 @@ static void the_observer_records_the_attempt_that_ended(void **state) {
     assert_int_equal(ls->first.last_http_status, 500);
     assert_true(ls->first.last_sent);
     /* sg_ledger_op_attempt, called by hand, takes the same one */
-    assert_int_equal(sg_ledger_op_attempt(l, "hedged-key", &op), 0);
+    assert_int_equal(sg_ledger_op_attempt(l, "hedged-key", op), 0);
     ls = list(l);
     assert_int_equal(ls->first.attempts, 1);
     assert_int_equal(ls->first.last_http_status, 500);
@@ -406,9 +406,8 @@ static void the_observer_records_the_attempt_that_ended(void **state) {
     r.http_status = 200;
     r.items = 3;
     r.first_item_ns = SG_MS(20);
-    assert_int_equal(sg_op_attempt_done(&op, t0 + SG_MS(400), &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, t0 + SG_MS(400), &r, &v), 0);
     assert_int_equal(count_unresolved(l), 0);
-    sg_op_release(&op);
     sg_ledger_close(l);
 }
 
@@ -424,13 +423,12 @@ static void an_intent_waits_for_the_lock_no_longer_than_the_budget(void **state)
     int other = open(path, O_RDWR | O_CLOEXEC);
     assert_true(other >= 0);
     assert_int_equal(flock(other, LOCK_EX), 0);
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_budget(&o, SG_MS(200));
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_budget(o, SG_MS(200));
+    SG_AUTO_OP(op);
     int64_t t0 = sg_clock_now(NULL);
-    assert_int_equal(sg_op_start(&op, &o, t0), 0);
-    int rv = sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy");
+    assert_int_equal(sg_op_start(op, o, t0), 0);
+    int rv = sg_ledger_op_intent(l, "busy-key", op, "https://h/busy");
     int64_t waited = sg_clock_now(NULL) - t0;
     assert_int_equal(rv, SG_ELOCKED);
     assert_true(waited >= SG_MS(200));
@@ -438,8 +436,8 @@ static void an_intent_waits_for_the_lock_no_longer_than_the_budget(void **state)
     /* once the other process lets go, the same intent goes through */
     flock(other, LOCK_UN);
     close(other);
-    assert_int_equal(sg_op_start(&op, &o, sg_clock_now(NULL)), 0);
-    assert_int_equal(sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy"), 0);
+    assert_int_equal(sg_op_start(op, o, sg_clock_now(NULL)), 0);
+    assert_int_equal(sg_ledger_op_intent(l, "busy-key", op, "https://h/busy"), 0);
     sg_ledger_close(l);
 }
 
@@ -489,12 +487,11 @@ static void an_intent_waits_for_another_thread_no_longer_than_the_budget(void **
         int64_t t0 = sg_clock_now(NULL);
         int rv;
         if (pass == 0) {
-            sg_op_options o;
-            sg_op_options_init(&o);
-            sg_op_options_set_budget(&o, SG_MS(200));
-            sg_op op;
-            assert_int_equal(sg_op_start(&op, &o, t0), 0);
-            rv = sg_ledger_op_intent(l, "busy-key", &op, "https://h/busy");
+            SG_AUTO_OPTIONS(o);
+            sg_op_options_set_budget(o, SG_MS(200));
+            SG_AUTO_OP(op);
+            assert_int_equal(sg_op_start(op, o, t0), 0);
+            rv = sg_ledger_op_intent(l, "busy-key", op, "https://h/busy");
         } else {
             rv = sg_ledger_intent(l, "busy-key", "POST", "https://h/busy");
             /* every call that waits for the handle: the same bound */
@@ -1116,14 +1113,14 @@ static void resolution_of_follows_the_policy_flags(void **state) {
     (void)state;
     assert_int_equal(sg_ledger_resolution_of(NULL), SG_LEDGER_UNKNOWN);
     int64_t now = SG_SEC(100);
-    sg_op op;
+    SG_AUTO_OP(op);
     sg_op_plan plan;
     sg_op_verdict v;
     sg_op_result r;
 
     /* ok -> done */
-    assert_int_equal(sg_op_start(&op, NULL, now), 0);
-    assert_int_equal(sg_op_next_attempt(&op, now, &plan), 0);
+    assert_int_equal(sg_op_start(op, NULL, now), 0);
+    assert_int_equal(sg_op_next_attempt(op, now, &plan), 0);
     memset(&r, 0, sizeof(r));
     r.outcome = SG_OUTCOME_OK;
     r.phase = SG_PHASE_STREAMING;
@@ -1131,34 +1128,33 @@ static void resolution_of_follows_the_policy_flags(void **state) {
     r.headers_received = true;
     r.http_status = 200;
     r.items = 3;
-    assert_int_equal(sg_op_attempt_done(&op, now, &r, &v), 0);
-    assert_int_equal(sg_ledger_resolution_of(&op), SG_LEDGER_DONE);
+    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
+    assert_int_equal(sg_ledger_resolution_of(op), SG_LEDGER_DONE);
 
     /* a POST that timed out waiting for its first item -> unknown */
-    assert_int_equal(sg_op_start(&op, NULL, now), 0);
-    assert_int_equal(sg_op_next_attempt(&op, now, &plan), 0);
+    assert_int_equal(sg_op_start(op, NULL, now), 0);
+    assert_int_equal(sg_op_next_attempt(op, now, &plan), 0);
     memset(&r, 0, sizeof(r));
     r.outcome = SG_OUTCOME_FIRST_ITEM_TIMEOUT;
     r.phase = SG_PHASE_WAIT_FIRST_ITEM;
     r.sent = true;
     r.headers_received = true;
     r.http_status = 200;
-    assert_int_equal(sg_op_attempt_done(&op, now, &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
     assert_true(v.outcome_unknown);
-    assert_int_equal(sg_ledger_resolution_of(&op), SG_LEDGER_UNKNOWN);
+    assert_int_equal(sg_ledger_resolution_of(op), SG_LEDGER_UNKNOWN);
 
     /* never sent -> failed (max_attempts 1 so it stops) */
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_max_attempts(&o, 1);
-    assert_int_equal(sg_op_start(&op, &o, now), 0);
-    assert_int_equal(sg_op_next_attempt(&op, now, &plan), 0);
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_max_attempts(o, 1);
+    assert_int_equal(sg_op_start(op, o, now), 0);
+    assert_int_equal(sg_op_next_attempt(op, now, &plan), 0);
     memset(&r, 0, sizeof(r));
     r.outcome = SG_OUTCOME_CONNECT_TIMEOUT;
     r.phase = SG_PHASE_CONNECT;
-    assert_int_equal(sg_op_attempt_done(&op, now, &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, now, &r, &v), 0);
     assert_false(v.outcome_unknown);
-    assert_int_equal(sg_ledger_resolution_of(&op), SG_LEDGER_FAILED);
+    assert_int_equal(sg_ledger_resolution_of(op), SG_LEDGER_FAILED);
 }
 
 int main(void) {

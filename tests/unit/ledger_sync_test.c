@@ -24,6 +24,9 @@
 #include <cmocka.h>
 
 #include <streamguard/ledger.h>
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
 
 #include "ledger/internal.h"
 #include "ledger_test_dir.h"
@@ -235,14 +238,13 @@ static void only_the_intent_is_synced_on_the_callers_thread(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_probed(f);
     sg_ledger_binding b = {l, NULL};
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_max_attempts(&o, 1);
-    sg_op_options_set_idempotency_key(&o, "loop-op");
-    sg_op_options_set_target(&o, "https://h/v1/chat");
-    sg_op_options_set_observer(&o, sg_ledger_observer(), &b);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, SG_SEC(1)), 0);
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_max_attempts(o, 1);
+    sg_op_options_set_idempotency_key(o, "loop-op");
+    sg_op_options_set_target(o, "https://h/v1/chat");
+    sg_op_options_set_observer(o, sg_ledger_observer(), &b);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, SG_SEC(1)), 0);
     /* durable before it returned: one fdatasync, here, of the whole file */
     assert_int_equal(probe_get(&f->p, &f->p.on_caller), 1);
     assert_int_equal(probe_last(&f->p), data_size(f));
@@ -250,10 +252,10 @@ static void only_the_intent_is_synced_on_the_callers_thread(void **state) {
     sg_op_plan plan;
     sg_op_verdict v;
     sg_op_result r = {.outcome = SG_OUTCOME_CONNECT_TIMEOUT, .phase = SG_PHASE_CONNECT};
-    assert_int_equal(sg_op_next_attempt(&op, SG_SEC(1), &plan), 0);
-    assert_int_equal(sg_op_attempt_done(&op, SG_SEC(2), &r, &v), 0);
-    assert_true(sg_op_finished(&op));
-    assert_int_equal(sg_op_observer_error(&op), 0);
+    assert_int_equal(sg_op_next_attempt(op, SG_SEC(1), &plan), 0);
+    assert_int_equal(sg_op_attempt_done(op, SG_SEC(2), &r, &v), 0);
+    assert_true(sg_op_finished(op));
+    assert_int_equal(sg_op_observer_error(op), 0);
     assert_int_equal(count_unresolved(l), 0); /* resolved failed */
     /* the attempt and the resolution: nothing more on this thread */
     assert_int_equal(probe_get(&f->p, &f->p.on_caller), 1);
@@ -541,14 +543,13 @@ static void following_a_compaction_waits_no_longer_than_the_budget(void **state)
     assert_int_equal(sg_ledger_compact(b), 0);
     pthread_t th; /* lets the fdatasync go after 2 s, whatever happens here */
     assert_int_equal(pthread_create(&th, NULL, release_later, &f->p), 0);
-    sg_op_options o;
-    sg_op_options_init(&o);
-    sg_op_options_set_budget(&o, SG_MS(100));
-    sg_op_options_set_method(&o, "POST");
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    sg_op_options_set_budget(o, SG_MS(100));
+    sg_op_options_set_method(o, "POST");
+    SG_AUTO_OP(op);
     int64_t t0 = sg_clock_now(NULL);
-    assert_int_equal(sg_op_start(&op, &o, t0), 0);
-    int rv = sg_ledger_op_intent(a, "k2", &op, "https://h/x");
+    assert_int_equal(sg_op_start(op, o, t0), 0);
+    int rv = sg_ledger_op_intent(a, "k2", op, "https://h/x");
     int64_t took = sg_clock_now(NULL) - t0;
     pthread_join(th, NULL);
     assert_int_equal(rv, SG_ELOCKED);

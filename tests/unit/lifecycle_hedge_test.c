@@ -15,6 +15,8 @@
 
 #include "transport/lifecycle.h"
 
+#include "../sg_auto.h"
+
 #define T0 SG_SEC(100)
 
 static int64_t g_now;
@@ -76,8 +78,7 @@ static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
 static sg__lifecycle *tp_new_slot(sg__lifecycle *root) {
     sg__lifecycle *s = malloc(sizeof(*s));
     assert_non_null(s);
-    assert_int_equal(sg__lc_init(s, &g_tp, &root->popts, &g_sse, 0, on_item, s), 0);
-    sg__lc_make_slot(s, root);
+    assert_int_equal(sg__lc_init(s, &g_tp, root, NULL, &g_sse, 0, on_item, s), 0);
     g_slots[g_nslots++] = s;
     return s;
 }
@@ -98,12 +99,11 @@ static void setup_op(sg__lifecycle *root, sg_op_options *po) {
     g_root = root;
     g_cancel_at = 0;
     memset(g_slots, 0, sizeof(g_slots));
-    sg_op_options_init(po);
     sg_op_options_set_budget(po, SG_SEC(10));
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_max_attempts(po, 3);
     assert_int_equal(sg_op_options_set_hedging(po, SG_MS(200), 1), 0);
-    assert_int_equal(sg__lc_init(root, &g_tp, po, &g_sse, 0, on_item, root), 0);
+    assert_int_equal(sg__lc_init(root, &g_tp, NULL, po, &g_sse, 0, on_item, root), 0);
     root->slots[0] = NULL;
     assert_int_equal(sg__lc_start(root, g_now), 0);
     /* no hedge before its time; one at it */
@@ -131,8 +131,8 @@ static void teardown_op(sg__lifecycle *root) {
 static void a_winner_that_ends_first_leaves_no_loser_unrecorded(void **state) {
     (void)state;
     sg__lifecycle root;
-    sg_op_options po;
-    setup_op(&root, &po);
+    SG_AUTO_OPTIONS(po);
+    setup_op(&root, po);
     sg__lifecycle *slot = g_slots[0];
     g_now = T0 + SG_MS(250);
     respond(slot, 2);
@@ -161,8 +161,8 @@ static void a_winner_that_ends_first_leaves_no_loser_unrecorded(void **state) {
 static void the_original_wins_and_the_hedge_is_recorded(void **state) {
     (void)state;
     sg__lifecycle root;
-    sg_op_options po;
-    setup_op(&root, &po);
+    SG_AUTO_OPTIONS(po);
+    setup_op(&root, po);
     sg__lifecycle *slot = g_slots[0];
     g_now = T0 + SG_MS(260);
     respond(&root, 3);
@@ -191,8 +191,8 @@ static void the_original_wins_and_the_hedge_is_recorded(void **state) {
 static void a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides(void **state) {
     (void)state;
     sg__lifecycle root;
-    sg_op_options po;
-    setup_op(&root, &po);
+    SG_AUTO_OPTIONS(po);
+    setup_op(&root, po);
     sg__lifecycle *slot = g_slots[0];
     g_now = T0 + SG_MS(300);
     sg__lc_decide(&root, g_now, SG_OUTCOME_TRANSPORT_ERROR);
@@ -218,8 +218,8 @@ static void a_cancel_from_on_attempt_stops_the_retry_a_hedge_decides(void **stat
 static void a_decided_loser_is_recorded_before_on_done(void **state) {
     (void)state;
     sg__lifecycle root;
-    sg_op_options po;
-    setup_op(&root, &po);
+    SG_AUTO_OPTIONS(po);
+    setup_op(&root, po);
     sg__lifecycle *slot = g_slots[0];
     g_now = T0 + SG_MS(260);
     respond(&root, 2);

@@ -15,7 +15,12 @@
 
 #include <cmocka.h>
 
+#include <streamguard/http.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
 
 #define T0 SG_SEC(1000)
 
@@ -103,35 +108,34 @@ static const clock_case cases[] = {
 };
 
 static void run_case(const clock_case *c) {
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_budget(&o, SG_MS(c->budget)), 0);
-    assert_int_equal(sg_op_options_set_floor(&o, SG_MS(c->floor)), 0);
-    assert_int_equal(sg_op_options_set_min_attempt(&o, SG_MS(1)), 0);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0); /* safe to retry */
-    assert_int_equal(sg_op_options_set_backoff(&o, SG_MS(1), SG_MS(1)), 0);
-    assert_int_equal(sg_op_options_set_max_attempts(&o, 3), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_budget(o, SG_MS(c->budget)), 0);
+    assert_int_equal(sg_op_options_set_floor(o, SG_MS(c->floor)), 0);
+    assert_int_equal(sg_op_options_set_min_attempt(o, SG_MS(1)), 0);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0); /* safe to retry */
+    assert_int_equal(sg_op_options_set_backoff(o, SG_MS(1), SG_MS(1)), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(o, 3), 0);
     if (c->attempt) {
-        assert_int_equal(sg_op_options_set_attempt_timeout(&o, SG_MS(c->attempt)), 0);
+        assert_int_equal(sg_op_options_set_attempt_timeout(o, SG_MS(c->attempt)), 0);
     }
     if (c->connect) {
-        assert_int_equal(sg_op_options_set_connect_timeout(&o, SG_MS(c->connect)), 0);
+        assert_int_equal(sg_op_options_set_connect_timeout(o, SG_MS(c->connect)), 0);
     }
     if (c->first) {
-        assert_int_equal(sg_op_options_set_first_item_timeout(&o, SG_MS(c->first)), 0);
+        assert_int_equal(sg_op_options_set_first_item_timeout(o, SG_MS(c->first)), 0);
     }
     if (c->idle) {
-        assert_int_equal(sg_op_options_set_idle_timeout(&o, SG_MS(c->idle)), 0);
+        assert_int_equal(sg_op_options_set_idle_timeout(o, SG_MS(c->idle)), 0);
     }
     if (c->total) {
-        assert_int_equal(sg_op_options_set_stream_timeout(&o, SG_MS(c->total)), 0);
+        assert_int_equal(sg_op_options_set_stream_timeout(o, SG_MS(c->total)), 0);
     }
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan plan;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &plan), 0);
     sg_guard g;
-    assert_int_equal(sg_guard_start(&g, &plan.guard_config, sg_op_budget(&op), T0), 0);
+    assert_int_equal(sg_guard_start(&g, &plan.guard_config, sg_op_budget(op), T0), 0);
     if (!c->connecting) {
         assert_int_equal(sg_guard_set_phase(&g, SG_PHASE_WAIT_FIRST_ITEM, T0), 0);
     }
@@ -151,7 +155,7 @@ static void run_case(const clock_case *c) {
     sg_op_result_from_guard(&r, &gr);
     r.sent = !c->connecting;
     sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(&op, at, &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, at, &r, &v), 0);
     if (v.outcome != c->want || (v.decision == SG_OP_RETRY) != c->retried) {
         fail_msg("%s: recorded %s (%s), expected %s (%s)", c->name,
                  sg_outcome_name(v.outcome), sg_op_decision_name(v.decision),
@@ -170,13 +174,12 @@ static void every_pair_of_limits_is_named_after_who_set_it(void **state) {
  * after the expiry), is still the lease's end: lateness never renames it. */
 static void a_late_judgement_keeps_the_name(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_budget(&o, SG_MS(100)), 0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_budget(o, SG_MS(100)), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan plan;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &plan), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &plan), 0);
     sg_op_result r;
     memset(&r, 0, sizeof(r));
     r.outcome = SG_OUTCOME_ATTEMPT_TIMEOUT;
@@ -184,7 +187,7 @@ static void a_late_judgement_keeps_the_name(void **state) {
     r.items = 5;
     r.first_item_ns = SG_MS(1);
     sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(103), &r, &v), 0);
+    assert_int_equal(sg_op_attempt_done(op, T0 + SG_MS(103), &r, &v), 0);
     assert_int_equal(v.outcome, SG_OUTCOME_BUDGET_EXHAUSTED);
 }
 

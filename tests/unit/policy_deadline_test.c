@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include <streamguard/policy.h>
+#include <streamguard/http.h>
 
 #define T0 SG_SEC(1000)
 

@@ -13,7 +13,12 @@
 
 #include <cmocka.h>
 
+#include <streamguard/http.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
 
 #include "policy/internal.h"
 
@@ -281,7 +286,6 @@ static void end(sg_op *op, int64_t now, sg_outcome oc, sg_phase ph, int status,
 
 /* A two-attempt operation: a 429 with Retry-After, then a clean stream. */
 static void run_two_attempts(sg_op *op, sg_op_options *o) {
-    sg_op_options_init(o);
     assert_int_equal(sg_op_options_set_budget(o, SG_SEC(30)), 0);
     assert_int_equal(sg_op_options_set_floor(o, SG_MS(250)), 0);
     assert_int_equal(sg_op_options_set_connect_timeout(o, SG_SEC(3)), 0);
@@ -302,10 +306,10 @@ static void run_two_attempts(sg_op *op, sg_op_options *o) {
 
 static void report_is_valid_json_with_every_documented_field(void **state) {
     (void)state;
-    sg_op op;
-    sg_op_options o;
-    run_two_attempts(&op, &o);
-    const char *doc = write_report(&op, T0 + SG_SEC(99));
+    SG_AUTO_OP(op);
+    SG_AUTO_OPTIONS(o);
+    run_two_attempts(op, o);
+    const char *doc = write_report(op, T0 + SG_SEC(99));
     has(doc, "\"version\":1");
     has(doc, "\"finished\":true");
     has(doc, "\"outcome\":\"ok\"");
@@ -338,24 +342,23 @@ static void report_is_valid_json_with_every_documented_field(void **state) {
 
 static void report_never_contains_the_idempotency_key(void **state) {
     (void)state;
-    sg_op op;
-    sg_op_options o;
-    run_two_attempts(&op, &o);
-    const char *doc = write_report(&op, T0);
+    SG_AUTO_OP(op);
+    SG_AUTO_OPTIONS(o);
+    run_two_attempts(op, o);
+    const char *doc = write_report(op, T0);
     assert_null(strstr(doc, "secret-key-123"));
 }
 
 static void report_escapes_quotes_controls_and_invalid_utf8_in_the_label(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
+    SG_AUTO_OPTIONS(o);
     assert_int_equal(
         sg_op_options_set_label(
-            &o, "q\"b\\n\n\t\x01\x1f\x7f \xc3\xa9 \xff \xc3 \xf0\x9f\x98\x80"),
+            o, "q\"b\\n\n\t\x01\x1f\x7f \xc3\xa9 \xff \xc3 \xf0\x9f\x98\x80"),
         0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
-    const char *doc = write_report(&op, T0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    const char *doc = write_report(op, T0);
     has(doc,
         "\"label\":\"q\\\"b\\\\n\\n\\t\\u0001\\u001f\\u007f \xc3\xa9 \\ufffd \\ufffd "
         "\xf0\x9f\x98\x80\"");
@@ -363,38 +366,36 @@ static void report_escapes_quotes_controls_and_invalid_utf8_in_the_label(void **
 
 static void report_escapes_whatever_the_server_sent_as_retry_after(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan p;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
     static const char evil[] =
         "\"},{\"x\":\x00\r\n\xc0\x80\xed\xa0\x80 and then far too long";
-    end(&op, T0 + SG_MS(5), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS, 503, evil,
+    end(op, T0 + SG_MS(5), SG_OUTCOME_HTTP_ERROR, SG_PHASE_WAIT_HEADERS, 503, evil,
         sizeof(evil) - 1, 0);
-    const char *doc = write_report(&op, T0);
+    const char *doc = write_report(op, T0);
     has(doc, "\"retry_after_ms\":null,\"retry_after_malformed\":true");
     /* The raw bytes are kept up to SG_OP_RETRY_AFTER_RAW_MAX, NUL and
      * invalid UTF-8 included, and escaped. */
     has(doc, "\"retry_after\":\"\\\"},{\\\"x\\\":\\u0000\\r\\n"
              "\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd and then far t\",");
-    const sg_op_attempt *a = sg_op_attempt_at(&op, 0);
+    const sg_op_attempt *a = sg_op_attempt_at(op, 0);
     assert_true(a->retry_after_malformed);
 }
 
 static void
 each_attempt_keeps_the_transports_own_error_bounded_and_escaped(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
-    assert_int_equal(sg_op_options_set_seed(&o, 3), 0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_seed(o, 3), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan p;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
     char longer[400];
     memset(longer, 'x', sizeof(longer) - 1);
     longer[sizeof(longer) - 1] = '\0';
@@ -405,12 +406,12 @@ each_attempt_keeps_the_transports_own_error_bounded_and_escaped(void **state) {
     r.phase = SG_PHASE_CONNECT;
     r.error = longer;
     sg_op_verdict v;
-    assert_int_equal(sg_op_attempt_done(&op, T0 + SG_MS(1), &r, &v), 0);
-    const sg_op_attempt *a = sg_op_attempt_at(&op, 0);
+    assert_int_equal(sg_op_attempt_done(op, T0 + SG_MS(1), &r, &v), 0);
+    const sg_op_attempt *a = sg_op_attempt_at(op, 0);
     assert_int_equal(strlen(a->error), SG_OP_ERROR_MAX);
-    assert_int_equal(sg_op_next_attempt(&op, v.retry_at, &p), 0);
-    end(&op, v.retry_at + SG_MS(5), SG_OUTCOME_OK, SG_PHASE_STREAMING, 200, NULL, 0, 3);
-    const char *doc = write_report(&op, v.retry_at + SG_MS(5));
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0);
+    end(op, v.retry_at + SG_MS(5), SG_OUTCOME_OK, SG_PHASE_STREAMING, 200, NULL, 0, 3);
+    const char *doc = write_report(op, v.retry_at + SG_MS(5));
     has(doc, "\"error\":\"curl 7 \\\"quoted\\\"\\nxx");
     has(doc, "\"error\":null,\"provider_error\":null}]"); /* the clean attempt has none */
 }
@@ -448,34 +449,34 @@ static void every_byte_value_escapes_to_valid_json(void **state) {
 
 static void small_buffer_returns_the_needed_size(void **state) {
     (void)state;
-    sg_op op;
-    sg_op_options o;
-    run_two_attempts(&op, &o);
+    SG_AUTO_OP(op);
+    SG_AUTO_OPTIONS(o);
+    run_two_attempts(op, o);
     size_t needed = 0;
-    assert_int_equal(sg_op_report_write(&op, T0, NULL, 0, &needed), SG_ENOBUFS);
+    assert_int_equal(sg_op_report_write(op, T0, NULL, 0, &needed), SG_ENOBUFS);
     assert_true(needed > 100);
     char *buf = malloc(needed);
     assert_non_null(buf);
     size_t again = 0;
-    assert_int_equal(sg_op_report_write(&op, T0, buf, needed - 1, &again), SG_ENOBUFS);
+    assert_int_equal(sg_op_report_write(op, T0, buf, needed - 1, &again), SG_ENOBUFS);
     assert_int_equal(again, needed);
     assert_int_equal(strlen(buf), needed - 2); /* a NUL-terminated prefix */
-    assert_int_equal(sg_op_report_write(&op, T0, buf, needed, &again), 0);
+    assert_int_equal(sg_op_report_write(op, T0, buf, needed, &again), 0);
     assert_int_equal(strlen(buf), needed - 1);
     assert_true(json_valid(buf, needed - 1));
     free(buf);
-    assert_int_equal(sg_op_report_write(&op, T0, NULL, 5, NULL), SG_EINVAL);
+    assert_int_equal(sg_op_report_write(op, T0, NULL, 5, NULL), SG_EINVAL);
 }
 
 static void file_output_matches_the_buffer(void **state) {
     (void)state;
-    sg_op op;
-    sg_op_options o;
-    run_two_attempts(&op, &o);
-    const char *doc = write_report(&op, T0);
+    SG_AUTO_OP(op);
+    SG_AUTO_OPTIONS(o);
+    run_two_attempts(op, o);
+    const char *doc = write_report(op, T0);
     FILE *f = tmpfile();
     assert_non_null(f);
-    assert_int_equal(sg_op_report_fwrite(&op, T0, f), 0);
+    assert_int_equal(sg_op_report_fwrite(op, T0, f), 0);
     long n = ftell(f);
     assert_int_equal(n, (long)strlen(doc));
     rewind(f);
@@ -485,16 +486,16 @@ static void file_output_matches_the_buffer(void **state) {
     assert_string_equal(back, doc);
     free(back);
     fclose(f);
-    assert_int_equal(sg_op_report_fwrite(&op, T0, NULL), SG_EINVAL);
+    assert_int_equal(sg_op_report_fwrite(op, T0, NULL), SG_EINVAL);
 }
 
 static void running_attempt_is_reported_with_null_outcome(void **state) {
     (void)state;
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, NULL, T0), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, NULL, T0), 0);
     sg_op_plan p;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    const char *doc = write_report(&op, T0 + SG_MS(1500));
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    const char *doc = write_report(op, T0 + SG_MS(1500));
     has(doc, "\"finished\":false,\"outcome\":null,\"phase\":null,\"decision\":\"none\"");
     has(doc, "\"n\":1,\"running\":true,\"outcome\":null,\"phase\":null");
     has(doc, "\"elapsed_ms\":1500,\"remaining_ms\":58500");
@@ -508,36 +509,33 @@ static void running_attempt_is_reported_with_null_outcome(void **state) {
  * never "ok". */
 static void a_report_between_attempts_gives_the_last_attempts_outcome(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
-    assert_int_equal(sg_op_options_set_seed(&o, 7), 0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_seed(o, 7), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan p;
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    end(&op, T0 + SG_MS(20), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_SEND, 0, NULL, 0, 0);
-    assert_false(sg_op_finished(&op));
-    const char *doc = write_report(&op, T0 + SG_MS(30));
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    end(op, T0 + SG_MS(20), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_SEND, 0, NULL, 0, 0);
+    assert_false(sg_op_finished(op));
+    const char *doc = write_report(op, T0 + SG_MS(30));
     has(doc, "\"finished\":false,\"outcome\":\"transport_error\",\"phase\":\"send\"");
     /* and while the retry runs, the same */
-    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_SEC(1), &p), 0);
-    doc = write_report(&op, T0 + SG_SEC(1) + SG_MS(5));
+    assert_int_equal(sg_op_next_attempt(op, T0 + SG_SEC(1), &p), 0);
+    doc = write_report(op, T0 + SG_SEC(1) + SG_MS(5));
     has(doc, "\"finished\":false,\"outcome\":\"transport_error\",\"phase\":\"send\"");
-    sg_op_release(&op);
 }
 
 static void refused_operation_reports_no_attempts(void **state) {
     (void)state;
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_budget(&o, SG_MS(100)), 0);
-    assert_int_equal(sg_op_options_set_floor(&o, SG_MS(50)), 0);
-    sg_op op;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_budget(o, SG_MS(100)), 0);
+    assert_int_equal(sg_op_options_set_floor(o, SG_MS(50)), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
     sg_op_plan p;
-    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_MS(60), &p), SG_EREFUSED);
-    const char *doc = write_report(&op, T0 + SG_SEC(5));
+    assert_int_equal(sg_op_next_attempt(op, T0 + SG_MS(60), &p), SG_EREFUSED);
+    const char *doc = write_report(op, T0 + SG_SEC(5));
     has(doc, "\"outcome\":\"refused\",\"phase\":null,\"decision\":\"stop\","
              "\"reason\":\"budget_below_floor\"");
     has(doc, "\"elapsed_ms\":60,\"remaining_ms\":40");
@@ -546,10 +544,10 @@ static void refused_operation_reports_no_attempts(void **state) {
 
 static void report_of_an_unstarted_op_is_invalid(void **state) {
     (void)state;
-    sg_op op;
-    memset(&op, 0, sizeof(op));
+    SG_AUTO_OP(op);
+
     char buf[8];
-    assert_int_equal(sg_op_report_write(&op, T0, buf, sizeof(buf), NULL), SG_EINVAL);
+    assert_int_equal(sg_op_report_write(op, T0, buf, sizeof(buf), NULL), SG_EINVAL);
     assert_int_equal(sg_op_report_write(NULL, T0, buf, sizeof(buf), NULL), SG_EINVAL);
 }
 

@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include <streamguard/policy.h>
+#include <streamguard/http.h>
 
 /* 2026-11-29 15:00:00 UTC, a Sunday: the wall clock of these tests. */
 #define WALL INT64_C(1795964400)

@@ -12,7 +12,12 @@
 
 #include <cmocka.h>
 
+#include <streamguard/http.h>
+#include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/unstable/op.h>
+
+#include "../sg_auto.h"
 
 #define T0 SG_SEC(1000)
 
@@ -107,38 +112,35 @@ static void the_policy_stops_a_throttled_retry(void **state) {
     (void)state;
     sg_retry_budget *b = NULL;
     assert_int_equal(sg_retry_budget_new(&b, 4, 1.0), 0);
-    sg_op_options o;
-    sg_op_options_init(&o);
-    assert_int_equal(sg_op_options_set_budget(&o, SG_SEC(60)), 0);
-    assert_int_equal(sg_op_options_set_method(&o, "GET"), 0);
-    assert_int_equal(sg_op_options_set_max_attempts(&o, 10), 0);
-    assert_int_equal(sg_op_options_set_backoff(&o, SG_MS(1), SG_MS(1)), 0);
-    assert_int_equal(sg_op_options_set_retry_budget(&o, b), 0);
-    sg_op op;
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_budget(o, SG_SEC(60)), 0);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(o, 10), 0);
+    assert_int_equal(sg_op_options_set_backoff(o, SG_MS(1), SG_MS(1)), 0);
+    assert_int_equal(sg_op_options_set_retry_budget(o, b), 0);
+    SG_AUTO_OP(op);
     sg_op_plan p;
-    assert_int_equal(sg_op_start(&op, &o, T0), 0);
-    assert_int_equal(sg_op_next_attempt(&op, T0, &p), 0);
-    sg_op_verdict v = fail_503(&op, T0 + SG_MS(1)); /* 4 -> 3 */
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    sg_op_verdict v = fail_503(op, T0 + SG_MS(1)); /* 4 -> 3 */
     assert_int_equal(v.decision, SG_OP_RETRY);
-    assert_int_equal(sg_op_next_attempt(&op, v.retry_at, &p), 0);
-    v = fail_503(&op, v.retry_at + SG_MS(1)); /* 3 -> 2: denied */
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0);
+    v = fail_503(op, v.retry_at + SG_MS(1)); /* 3 -> 2: denied */
     assert_int_equal(v.decision, SG_OP_STOP);
     assert_int_equal(v.reason, SG_OP_REASON_RETRY_THROTTLED);
-    assert_int_equal(sg_op_final_reason(&op), SG_OP_REASON_RETRY_THROTTLED);
+    assert_int_equal(sg_op_final_reason(op), SG_OP_REASON_RETRY_THROTTLED);
     assert_string_equal(sg_op_reason_name(SG_OP_REASON_RETRY_THROTTLED),
                         "retry_throttled");
     char rep[4096];
-    assert_true(sg_op_report_write(&op, T0 + SG_MS(5), rep, sizeof(rep), NULL) >= 0);
+    assert_true(sg_op_report_write(op, T0 + SG_MS(5), rep, sizeof(rep), NULL) >= 0);
     assert_non_null(strstr(rep, "\"reason\":\"retry_throttled\""));
-    sg_op_release(&op);
     /* another operation on the same budget: its first attempt goes (never
      * throttled), succeeds, and gives a token back */
-    assert_int_equal(sg_op_start(&op, &o, T0 + SG_SEC(1)), 0);
-    assert_int_equal(sg_op_next_attempt(&op, T0 + SG_SEC(1), &p), 0);
-    (void)finish(&op, T0 + SG_SEC(2), SG_OUTCOME_OK, 200, 3);
+    assert_int_equal(sg_op_start(op, o, T0 + SG_SEC(1)), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0 + SG_SEC(1), &p), 0);
+    (void)finish(op, T0 + SG_SEC(2), SG_OUTCOME_OK, 200, 3);
     assert_true(sg_retry_budget_tokens(b) == 3.0);
     assert_true(sg_retry_budget_allows(b));
-    sg_op_release(&op);
     sg_retry_budget_free(b);
 }
 

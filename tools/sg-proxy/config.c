@@ -22,16 +22,19 @@
 
 #define ERR(...) (snprintf(err, errlen, __VA_ARGS__), -1)
 
-void route_init(struct route *r, const char *name) {
+int route_init(struct route *r, const char *name) {
     memset(r, 0, sizeof(*r));
     r->name = name;
     r->prefix = "";
-    sg_op_options_init(&r->policy);
-    sg_op_options_set_budget(&r->policy, SG_SEC(60));
-    sg_op_options_set_max_attempts(&r->policy, 3);
+    if (sg_op_options_new(&r->policy) != 0) {
+        return -1;
+    }
+    sg_op_options_set_budget(r->policy, SG_SEC(60));
+    sg_op_options_set_max_attempts(r->policy, 3);
     /* no retry budget unless asked for (as the library's default): its
      * ratio, when one is, the library's suggested one */
     r->rb_ratio = SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO;
+    return 0;
 }
 
 static void budget_unref(struct route_budget *rb) {
@@ -53,7 +56,7 @@ static int budget_new(struct route *r) {
         return -1;
     }
     r->rb->refs = 1;
-    sg_op_options_set_retry_budget(&r->policy, r->rb->b);
+    sg_op_options_set_retry_budget(r->policy, r->rb->b);
     return 0;
 }
 
@@ -111,7 +114,7 @@ static bool is_true(const char *v) {
 
 /* The duration options of a route: their setters. */
 static int set_clock(struct route *r, const char *name, int64_t d) {
-    sg_op_options *po = &r->policy;
+    sg_op_options *po = r->policy;
     if (strcmp(name, "budget") == 0) {
         r->budget = d;
         return sg_op_options_set_budget(po, d);
@@ -205,12 +208,12 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     }
     if (strcmp(name, "idempotent") == 0) {
         r->idempotent = is_true(arg);
-        sg_op_options_set_idempotent(&r->policy, r->idempotent);
+        sg_op_options_set_idempotent(r->policy, r->idempotent);
         return 0;
     }
     if (strcmp(name, "attempts") == 0) {
         if (arg == NULL || parse_count(arg, 1000, &n) != 0 || n == 0 ||
-            sg_op_options_set_max_attempts(&r->policy, (uint32_t)n) != 0) {
+            sg_op_options_set_max_attempts(r->policy, (uint32_t)n) != 0) {
             return ERR("attempts takes a number from 1 to 1000, not '%s'",
                        arg ? arg : "");
         }
@@ -228,8 +231,8 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
         if (arg == NULL || parse_count(arg, UINT64_MAX, &n) != 0 || n == 0) {
             return ERR("%s takes a count, not '%s'", name, arg ? arg : "");
         }
-        return name[4] == 'i' ? sg_op_options_set_max_items(&r->policy, n)
-                              : sg_op_options_set_max_bytes(&r->policy, n);
+        return name[4] == 'i' ? sg_op_options_set_max_items(r->policy, n)
+                              : sg_op_options_set_max_bytes(r->policy, n);
     }
     if (arg != NULL && parse_duration(arg, &d) == 0) {
         int rv = set_clock(r, name, d);
@@ -247,7 +250,7 @@ int route_finish(struct route *r, char *err, size_t errlen) {
     if (r->upstream == NULL || r->profile == NULL) {
         return ERR("route %s: upstream and profile are required", r->name);
     }
-    if (set_backoff(&r->policy, r->backoff_base, r->backoff_max) != 0) {
+    if (set_backoff(r->policy, r->backoff_base, r->backoff_max) != 0) {
         return ERR("route %s: backoff-max must be at least backoff-base", r->name);
     }
     if (r->floor > 0 && r->floor >= (r->budget > 0 ? r->budget : SG_SEC(60))) {
@@ -263,7 +266,7 @@ int route_finish(struct route *r, char *err, size_t errlen) {
             return ERR("route %s: hedge-after repeats requests: it needs idempotent",
                        r->name);
         }
-        if (sg_op_options_set_hedging(&r->policy, r->hedge_after,
+        if (sg_op_options_set_hedging(r->policy, r->hedge_after,
                                       r->max_hedges ? r->max_hedges : 1) != 0) {
             return ERR("route %s: hedge-after/max-hedges out of range", r->name);
         }
@@ -288,6 +291,7 @@ void routes_unref(struct routes *s) {
     if (s != NULL && --s->refs == 0) {
         for (int i = 0; i < s->n; i++) {
             budget_unref(s->r[i].rb);
+            sg_op_options_free(s->r[i].policy);
         }
         free(s->text);
         free(s);
@@ -304,7 +308,7 @@ void routes_keep_budgets(struct routes *next, const struct routes *prev) {
                 budget_unref(r->rb);
                 r->rb = o->rb;
                 r->rb->refs++;
-                sg_op_options_set_retry_budget(&r->policy, r->rb->b);
+                sg_op_options_set_retry_budget(r->policy, r->rb->b);
             }
         }
     }
@@ -418,7 +422,10 @@ struct routes *routes_load(const char *path, global_option_fn global, void *ud, 
                     rv = -1;
                 } else {
                     cur = &s->r[s->n++];
-                    route_init(cur, name);
+                    if (route_init(cur, name) != 0) {
+                        snprintf(msg, sizeof(msg), "out of memory");
+                        rv = -1;
+                    }
                 }
             }
         } else {

@@ -175,8 +175,11 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
 }
 
 static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s) {
-    static struct route one;
-    route_init(&one, "default");
+    static struct route one; /* static: what it holds stays reachable */
+    if (route_init(&one, "default") != 0) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return 1;
+    }
     bool route_flags = false;
     const char *config = NULL;
     /* globals given as flags: applied again after the file's, so that a

@@ -61,7 +61,7 @@ struct route {
     int nfallback;
     const char *profile;
     sg_stream_config framing;
-    sg_op_options policy; /* the route's; a request's budget may shrink it */
+    sg_op_options *policy; /* the route's (owned); a request's is a copy */
     bool idempotent;
     const char *cafile;
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
@@ -84,7 +84,8 @@ struct routes {
 };
 
 /* config.c */
-void route_init(struct route *r, const char *name);
+/* A route with the defaults: 0, or -1 out of memory. */
+int route_init(struct route *r, const char *name);
 /* Applies option @name ("budget", no "--") with @arg (NULL for a flag
  * without a value): 0, 1 when it is not a route's option, or -1 with the
  * reason in @err. */

@@ -526,12 +526,19 @@ void start_operation(struct conn *c) {
         return;
     }
 
-    sg_op_options po = r->policy;
-    if (sg_op_options_set_method(&po, method) != 0) {
+    /* the request's own policy: the route's, with what this request says */
+    sg_op_options *po = NULL;
+    if (sg_op_options_dup(&po, r->policy) != 0 ||
+        sg_op_options_set_target(po, c->url) != 0) {
+        sg_op_options_free(po);
+        reply_error(c, 503, "out of memory");
+        return;
+    }
+    if (sg_op_options_set_method(po, method) != 0) {
+        sg_op_options_free(po);
         reply_error(c, 501, "a method the library does not take");
         return;
     }
-    sg_op_options_set_target(&po, c->url);
     const sg_fm_h1_header *key = sg_fm_h1_find_header(&q->req, "idempotency-key");
     bool key_taken = false;
     if (key != NULL && key->value_len > 0 &&
@@ -539,18 +546,19 @@ void start_operation(struct conn *c) {
         char k[SG_OP_IDEMPOTENCY_KEY_MAX + 1];
         memcpy(k, key->value, key->value_len);
         k[key->value_len] = '\0';
-        key_taken = sg_op_options_set_idempotency_key(&po, k) == 0;
+        key_taken = sg_op_options_set_idempotency_key(po, k) == 0;
     }
     if (key != NULL && !key_taken && preq_header_line(key, add_line, c) != 0) {
         /* a key the library does not take (longer than it keeps, or not
          * printable ASCII) is still the upstream's: forwarded as sent, and
          * the request is retried as one without a key */
+        sg_op_options_free(po);
         reply_error(c, 503, "out of memory");
         return;
     }
     int64_t deadline;
     if (inbound_deadline(c, &deadline)) {
-        sg_op_options_set_deadline(&po, deadline); /* the tighter of the two */
+        sg_op_options_set_deadline(po, deadline); /* the tighter of the two */
     }
     sg_curl_options co;
     memset(&co, 0, sizeof(co));
@@ -564,6 +572,7 @@ void start_operation(struct conn *c) {
             c->fallback_urls[i] =
                 join(r->fallback[i], r->fallback_len[i], target, target_len);
             if (c->fallback_urls[i] == NULL) {
+                sg_op_options_free(po);
                 reply_error(c, 503, "out of memory");
                 return;
             }
@@ -577,7 +586,8 @@ void start_operation(struct conn *c) {
                              .on_attempt = on_attempt,
                              .on_done = on_done,
                              .on_bytes = on_bytes};
-    int rv = sg_curl_op_new(&c->op, e, &po, &co, &cbs, c);
+    int rv = sg_curl_op_new(&c->op, e, po, &co, &cbs, c);
+    sg_op_options_free(po); /* the operation has its own copy */
     if (rv == 0) {
         c->in_call = true; /* on_done may run in here */
         rv = sg_curl_multi_add(p->multi, c->op);

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+
+#include <streamguard/unstable/op.h>
 #include <sys/stat.h>
 
 #include "sg_stream.h"
@@ -105,7 +107,9 @@ const char *ledger_failure(int rv) {
                               : sg_strerror(rv);
 }
 
-/* The library's ledger observer, and a word on stderr when a record fails
+/* The ledger's records, as the library's ledger observer makes them (the
+ * by-hand calls of ledger.h, under the run's key), and a word on stderr
+ * when a record fails
  * for another reason than ownership: the intent (nothing is sent, and the
  * transport's refusal follows), or the end (the operation stays listed,
  * whatever its outcome, until reconciled).  user_data is the config. */
@@ -119,7 +123,8 @@ static void record_failed(struct config *c, const char *what, int rv, const char
 
 static int obs_intent(const sg_op *op, const sg_op_intent *intent, void *user_data) {
     struct config *c = user_data;
-    int rv = sg_ledger_observer()->on_intent(op, intent, &c->binding);
+    int rv = sg_ledger_op_intent(c->ledger, sg_ledger_op_key(op, c->derived), op,
+                                 intent->target);
     if (rv != 0 && rv != SG_EEXIST) {
         record_failed(c, "the intent", rv, "nothing was sent");
     }
@@ -128,22 +133,18 @@ static int obs_intent(const sg_op *op, const sg_op_intent *intent, void *user_da
 
 static int obs_attempt_end(const sg_op *op, const sg_op_attempt *rec, void *user_data) {
     struct config *c = user_data;
-    return sg_ledger_observer()->on_attempt_end(op, rec, &c->binding);
+    return sg_ledger_attempt_record(c->ledger, sg_ledger_op_key(op, c->derived), rec);
 }
 
 static int obs_resolve(const sg_op *op, void *user_data) {
     struct config *c = user_data;
-    int rv = sg_ledger_observer()->on_resolve(op, &c->binding);
+    int rv = sg_ledger_op_resolve(c->ledger, sg_ledger_op_key(op, c->derived), op);
     if (rv != 0) {
         record_failed(c, "the end of the operation", rv,
                       "it stays listed as unresolved until reconciled");
     }
     return rv;
 }
-
-static const sg_op_observer run_observer = {.on_intent = obs_intent,
-                                            .on_attempt_end = obs_attempt_end,
-                                            .on_resolve = obs_resolve};
 
 /* --ledger DIR for a run (a no-op without it): without an idempotency key,
  * the operation is named by a key derived from method, URL and body
@@ -164,10 +165,19 @@ int ledger_open_for_run(struct config *c) {
     }
     /* The ledger is the operation's observer: it records the intent before
      * anything is sent (or refuses the operation), each attempt, the end. */
-    c->binding.ledger = c->ledger;
-    c->binding.fallback_key = c->derived;
-    sg_op_options_set_target(&c->policy, c->url);
-    sg_op_options_set_observer(&c->policy, &run_observer, c);
+    rv = sg_op_observer_new(&c->observer);
+    if (rv == 0) {
+        (void)sg_op_observer_set_on_intent(c->observer, obs_intent);
+        (void)sg_op_observer_set_on_attempt_end(c->observer, obs_attempt_end);
+        (void)sg_op_observer_set_on_resolve(c->observer, obs_resolve);
+        rv = sg_op_options_set_target(c->policy, c->url);
+    }
+    if (rv != 0) {
+        ledger_error(c, rv);
+        ledger_close_for_run(c);
+        return EXIT_INTERNAL;
+    }
+    sg_op_options_set_observer(c->policy, c->observer, c);
     return 0;
 }
 
@@ -234,28 +244,32 @@ static void replay_abandon(const sg_op *op, void *handle, sg_outcome outcome,
     (void)user_data;
 }
 
-static const sg_op_observer refusal = {.start_intent = replay_start,
-                                       .poll_intent = replay_poll,
-                                       .abandon_intent = replay_abandon};
-
 int ledger_refused(const struct config *c) {
     char why[512];
     snprintf(why, sizeof(why), "%s is unresolved in %s: reconcile it first",
              c->idem_key != NULL ? c->idem_key : c->derived, shown(c->ledger_dir));
-    sg_op_options o = c->policy;
-    sg_op_options_set_observer(&o, &refusal, NULL);
-    sg_op op;
-    int fd = -1;
-    int64_t now = sg_clock_now(NULL);
-    bool started = sg_op_start_async(&op, &o, now, &fd) == SG_EINPROGRESS;
+    sg_op_observer *refusal = NULL;
+    sg_op_options *o = NULL;
+    sg_op *op = NULL;
     int code = EXIT_BUDGET;
-    if (started && sg_op_intent_poll(&op, now) == 1) {
-        code = conclude(c, &op, why, NULL, 0);
-    } else if (!c->run.quiet) {
-        fprintf(stderr, "%s: refused: %s\n", prog, why); /* no operation to report */
+    if (sg_op_observer_new(&refusal) != 0 || sg_op_options_dup(&o, c->policy) != 0 ||
+        sg_op_new(&op) != 0) {
+        fprintf(stderr, "%s: refused: %s (and out of memory)\n", prog, why);
+    } else {
+        (void)sg_op_observer_set_async_intent(refusal, replay_start, replay_poll,
+                                              replay_abandon);
+        sg_op_options_set_observer(o, refusal, NULL);
+        int fd = -1;
+        int64_t now = sg_clock_now(NULL);
+        bool started = sg_op_start_async(op, o, now, &fd) == SG_EINPROGRESS;
+        if (started && sg_op_intent_poll(op, now) == 1) {
+            code = conclude(c, op, why, NULL, 0);
+        } else if (!c->run.quiet) {
+            fprintf(stderr, "%s: refused: %s\n", prog, why); /* no operation to report */
+        }
     }
-    if (started) {
-        sg_op_release(&op);
-    }
+    sg_op_free(op);
+    sg_op_options_free(o);
+    sg_op_observer_free(refusal);
     return code;
 }

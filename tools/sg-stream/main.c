@@ -24,7 +24,7 @@ static int run(struct config *c) {
      * operation (the HTTP/2 probe of an https:// URL) is spent from it. */
     int64_t started = sg_clock_now(NULL);
     c->deadline = sg_time_add(started, c->budget_ns ? c->budget_ns : SG_SEC(60));
-    sg_op_options_set_started_at(&c->policy, started); /* elapsed_ms from here */
+    sg_op_options_set_started_at(c->policy, started); /* elapsed_ms from here */
     if (signals_install() != 0) {
         fprintf(stderr, "%s: cannot handle SIGINT/SIGTERM: Ctrl-C will not report\n",
                 prog);

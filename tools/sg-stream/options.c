@@ -252,27 +252,27 @@ static int apply(struct config *c, int opt, const char *arg) {
     switch (opt) {
     case OPT_BUDGET:
         c->budget_ns = d;
-        rv = sg_op_options_set_budget(&c->policy, d);
+        rv = sg_op_options_set_budget(c->policy, d);
         break;
     case OPT_FIRST_ITEM:
-        rv = sg_op_options_set_first_item_timeout(&c->policy, d);
+        rv = sg_op_options_set_first_item_timeout(c->policy, d);
         break;
     case OPT_IDLE:
-        rv = sg_op_options_set_idle_timeout(&c->policy, d);
+        rv = sg_op_options_set_idle_timeout(c->policy, d);
         break;
     case OPT_STREAM_TOTAL:
-        rv = sg_op_options_set_stream_timeout(&c->policy, d);
+        rv = sg_op_options_set_stream_timeout(c->policy, d);
         break;
     case OPT_CONNECT_TIMEOUT:
         c->connect_ns = d;
-        rv = sg_op_options_set_connect_timeout(&c->policy, d);
+        rv = sg_op_options_set_connect_timeout(c->policy, d);
         break;
     case OPT_ATTEMPT_TIMEOUT:
-        rv = sg_op_options_set_attempt_timeout(&c->policy, d);
+        rv = sg_op_options_set_attempt_timeout(c->policy, d);
         break;
     case OPT_FLOOR:
         c->floor_ns = d;
-        rv = sg_op_options_set_floor(&c->policy, d);
+        rv = sg_op_options_set_floor(c->policy, d);
         break;
     case OPT_BACKOFF_BASE:
         c->backoff_base = d;
@@ -285,12 +285,12 @@ static int apply(struct config *c, int opt, const char *arg) {
             return usage_error("--attempts takes a number from 1 to %d, not '%s'",
                                SG_OP_MAX_ATTEMPTS, arg);
         }
-        rv = sg_op_options_set_max_attempts(&c->policy, (uint32_t)n);
+        rv = sg_op_options_set_max_attempts(c->policy, (uint32_t)n);
         c->attempts_set = true;
         break;
     case OPT_IDEMPOTENCY_KEY:
         c->idem_key = arg;
-        rv = sg_op_options_set_idempotency_key(&c->policy, arg);
+        rv = sg_op_options_set_idempotency_key(c->policy, arg);
         if (rv != 0) {
             return usage_error(
                 "invalid idempotency key '%s' (1 to 127 characters from '!' "
@@ -299,7 +299,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         }
         break;
     case OPT_IDEMPOTENT:
-        rv = sg_op_options_set_idempotent(&c->policy, true);
+        rv = sg_op_options_set_idempotent(c->policy, true);
         break;
     case 'X':
         c->method = arg;
@@ -371,7 +371,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         c->http11 = false;
         break;
     case OPT_DEADLINE_HEADER:
-        rv = sg_op_options_set_deadline_header(&c->policy, arg);
+        rv = sg_op_options_set_deadline_header(c->policy, arg);
         if (rv != 0) {
             return usage_error("invalid header name '%s'", arg);
         }
@@ -454,8 +454,8 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (parse_count(arg, UINT64_MAX, &n) != 0 || n == 0) {
             return usage_error("expected a positive count, not '%s'", arg);
         }
-        rv = opt == OPT_MAX_ITEMS ? sg_op_options_set_max_items(&c->policy, n)
-                                  : sg_op_options_set_max_bytes(&c->policy, n);
+        rv = opt == OPT_MAX_ITEMS ? sg_op_options_set_max_items(c->policy, n)
+                                  : sg_op_options_set_max_bytes(c->policy, n);
         break;
     case OPT_MAX_EVENT_BYTES:
         if (parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n < 16) {
@@ -533,10 +533,10 @@ static int finish(struct config *c, int argc, char **argv) {
     }
     if (c->hedge_after > 0) {
         uint32_t hedges = c->max_hedges > 0 ? c->max_hedges : 1;
-        (void)sg_op_options_set_hedging(&c->policy, c->hedge_after, hedges);
+        (void)sg_op_options_set_hedging(c->policy, c->hedge_after, hedges);
         if (!c->attempts_set) {
             /* hedges are attempts: room for them, unless --attempts says */
-            (void)sg_op_options_set_max_attempts(&c->policy, 1 + hedges);
+            (void)sg_op_options_set_max_attempts(c->policy, 1 + hedges);
         }
     }
     if (c->nfallback > 0 && c->http2) {
@@ -544,7 +544,7 @@ static int finish(struct config *c, int argc, char **argv) {
                            "itself): drop --http2%s",
                            "");
     }
-    if (set_backoff(&c->policy, c->backoff_base, c->backoff_max) != 0) {
+    if (set_backoff(c->policy, c->backoff_base, c->backoff_max) != 0) {
         return usage_error("--backoff-max must not be below --backoff-base%s", "");
     }
     if (c->aws_sigv4 != NULL) {
@@ -554,11 +554,11 @@ static int finish(struct config *c, int argc, char **argv) {
         }
     }
     const char *method = c->method ? c->method : (c->body ? "POST" : "GET");
-    if (sg_op_options_set_method(&c->policy, method) != 0) {
+    if (sg_op_options_set_method(c->policy, method) != 0) {
         return usage_error("invalid method '%s'", method);
     }
     c->method = method;
-    if (c->hedge_after > 0 && !sg_op_options_repeatable(&c->policy)) {
+    if (c->hedge_after > 0 && !sg_op_options_repeatable(c->policy)) {
         return usage_error("--hedge-after repeats the request: a %s needs "
                            "--idempotency-key or --idempotent",
                            method);
@@ -591,8 +591,11 @@ static int finish(struct config *c, int argc, char **argv) {
 
 int config_parse(struct config *c, int argc, char **argv) {
     memset(c, 0, sizeof(*c));
-    sg_op_options_init(&c->policy);
-    sg_op_options_set_max_attempts(&c->policy, 1);
+    if (sg_op_options_new(&c->policy) != 0) {
+        fprintf(stderr, "%s: out of memory\n", prog);
+        return EXIT_INTERNAL;
+    }
+    sg_op_options_set_max_attempts(c->policy, 1);
     c->copts.framing.max_line = DEFAULT_MAX_EVENT;
     c->copts.framing.max_event = DEFAULT_MAX_EVENT;
     c->http_version = CURL_HTTP_VERSION_NONE;
@@ -649,6 +652,10 @@ bool config_is_ledger_command(const struct config *c) {
 }
 
 void config_free(struct config *c) {
+    sg_op_options_free(c->policy);
+    c->policy = NULL;
+    sg_op_observer_free(c->observer);
+    c->observer = NULL;
     curl_slist_free_all(c->headers);
     c->headers = NULL;
     free(c->body);

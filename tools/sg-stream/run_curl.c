@@ -104,7 +104,7 @@ int run_curl(struct config *c) {
     if (code != 0) {
         goto out;
     }
-    rv = sg_curl_op_new(&op, easy, &c->policy, &c->copts, &cbs, &c->run);
+    rv = sg_curl_op_new(&op, easy, c->policy, &c->copts, &cbs, &c->run);
     if (rv == 0) {
         rv = sg_curl_multi_new(&m, NULL);
     }

@@ -242,7 +242,7 @@ int run_h2(struct config *c, bool probe) {
          * and its error there, not on stderr alone. */
         int fail = sg_h2_conn_failure(conn);
         if (fail != 0 && fail != SG_EH2) {
-            (void)sg_op_options_set_probe(&c->policy, ended, probe_connect(c),
+            (void)sg_op_options_set_probe(c->policy, ended, probe_connect(c),
                                           fail == SG_ETIMEDOUT, c->probe_error);
         }
         sg_h2_conn_free(conn);
@@ -258,7 +258,7 @@ int run_h2(struct config *c, bool probe) {
     if (code != 0) {
         goto out;
     }
-    rv = sg_h2_stream_start(conn, &req, &c->policy, &cbs, &c->run, &op);
+    rv = sg_h2_stream_start(conn, &req, c->policy, &cbs, &c->run, &op);
     for (bool readable = false; rv == 0;) {
         int running = sg_h2_conn_step(conn, sg_clock_now(NULL), readable, true);
         out_flush(&c->run.out);

@@ -84,7 +84,8 @@ struct run {
 };
 
 struct config {
-    sg_op_options policy;
+    sg_op_options *policy;    /* the run's (owned) */
+    sg_op_observer *observer; /* --ledger: the run's, over the ledger (owned) */
     sg_curl_options copts;
     struct curl_slist *headers;
     const char *method;
@@ -94,7 +95,6 @@ struct config {
     const char *report;
     const char *write_out;
     const char *ledger_dir;           /* --ledger: a directory or a postgresql:// URI */
-    sg_ledger_binding binding;        /* --ledger: the policy observer's user_data */
     sg_ledger *ledger;                /* --ledger, for a run: open while it runs */
     char derived[SG_LEDGER_KEY_SIZE]; /* the key named without --idempotency-key */
     const char *idem_key;

@@ -1,10 +1,16 @@
-/* A tiny program that uses an installed streamguard, built by the install test. */
+/* A tiny program that uses an installed streamguard, built by the install
+ * test: it includes every public header - the unstable one too - and calls
+ * into the core, the policy, an operation and the HTTP field parsers. */
 #include <stdio.h>
 #include <string.h>
 
+#include <streamguard/curl.h>
+#include <streamguard/h2.h>
+#include <streamguard/ledger.h>
 #include <streamguard/streamguard.h>
+#include <streamguard/unstable/op.h>
 
-int main(void) {
+static int guard_outcome(void) {
     sg_budget budget;
     sg_guard_config cfg;
     sg_guard guard;
@@ -12,16 +18,49 @@ int main(void) {
     int64_t now = SG_SEC(1);
 
     if (sg_budget_start(&budget, now, SG_MS(500), SG_MS(10)) != 0) {
-        return 1;
+        return -1;
     }
     sg_guard_config_init(&cfg);
     if (sg_guard_config_set_first_item(&cfg, SG_MS(100)) != 0 ||
         sg_guard_start(&guard, &cfg, &budget, now) != 0) {
-        return 1;
+        return -1;
     }
     if (sg_guard_finish(&guard, now + SG_MS(150), false, &result) != 0) {
+        return -1;
+    }
+    return (int)result.outcome;
+}
+
+/* An operation refused at once (its floor is its whole budget): no
+ * attempt, outcome refused. */
+static int refused_outcome(void) {
+    sg_op_options *o = NULL;
+    sg_op *op = NULL;
+    sg_op_plan plan;
+    int rv = -1;
+    if (sg_op_options_new(&o) == 0 && sg_op_options_set_budget(o, SG_MS(100)) == 0 &&
+        sg_op_options_set_floor(o, SG_MS(100)) == 0 && sg_op_new(&op) == 0 &&
+        sg_op_start(op, o, SG_SEC(1)) == 0 &&
+        sg_op_next_attempt(op, SG_SEC(1), &plan) == SG_EREFUSED) {
+        rv = (int)sg_op_outcome(op);
+    }
+    sg_op_free(op);
+    sg_op_options_free(o);
+    return rv;
+}
+
+int main(void) {
+    int64_t ms = 0;
+    int g = guard_outcome();
+    int r = refused_outcome();
+    if (g < 0 || r < 0 || sg_deadline_ms_parse("4213", 4, &ms) != 0) {
         return 1;
     }
-    printf("%s %s\n", sg_version(), sg_outcome_name(result.outcome));
-    return strcmp(sg_outcome_name(result.outcome), "first_item_timeout") == 0 ? 0 : 1;
+    printf("%s %s %s %lld\n", sg_version(), sg_outcome_name((sg_outcome)g),
+           sg_outcome_name((sg_outcome)r), (long long)(ms / SG_MS(1)));
+    return strcmp(sg_outcome_name((sg_outcome)g), "first_item_timeout") == 0 &&
+                   strcmp(sg_outcome_name((sg_outcome)r), "refused") == 0 &&
+                   ms == SG_MS(4213)
+               ? 0
+               : 1;
 }
