@@ -48,9 +48,9 @@ static double run(long items, unsigned long *allocs) {
 
     sg_budget_start(&budget, now, SG_DURATION_MAX, SG_MS(10));
     sg_guard_config_init(&cfg);
-    sg_guard_config_set_first_item(&cfg, SG_SEC(5));
-    sg_guard_config_set_idle(&cfg, SG_SEC(1));
-    sg_guard_config_set_stream_total(&cfg, SG_DURATION_MAX);
+    sg_guard_config_set_first_item_timeout(&cfg, SG_SEC(5));
+    sg_guard_config_set_idle_timeout(&cfg, SG_SEC(1));
+    sg_guard_config_set_stream_timeout(&cfg, SG_DURATION_MAX);
     sg_guard_start(&guard, &cfg, &budget, now);
     sg_guard_set_phase(&guard, SG_PHASE_WAIT_FIRST_ITEM, now);
 

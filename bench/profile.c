@@ -220,9 +220,9 @@ static int64_t run(const sg_stream_config *cfg, const body *b, void *buf, size_t
     sg_stream s;
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_first_item(&g, SG_SEC(10));
-    sg_guard_config_set_idle(&g, SG_SEC(5));
-    sg_guard_config_set_stream_total(&g, SG_SEC(300));
+    sg_guard_config_set_first_item_timeout(&g, SG_SEC(10));
+    sg_guard_config_set_idle_timeout(&g, SG_SEC(5));
+    sg_guard_config_set_stream_timeout(&g, SG_SEC(300));
     if (sg_stream_init(&s, cfg, on_item, NULL, buf, buf_size) != 0 ||
         sg_stream_begin(&s, &g, NULL, 1, 1) != 0) {
         return -1;

@@ -63,9 +63,9 @@ static double guarded_run(const char *buf, size_t total, size_t chunk, size_t n,
     }
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_first_item(&g, SG_SEC(10));
-    sg_guard_config_set_idle(&g, SG_SEC(5));
-    sg_guard_config_set_stream_total(&g, SG_SEC(300));
+    sg_guard_config_set_first_item_timeout(&g, SG_SEC(10));
+    sg_guard_config_set_idle_timeout(&g, SG_SEC(5));
+    sg_guard_config_set_stream_timeout(&g, SG_SEC(300));
     sg_budget b;
     sg_budget_start(&b, 1, SG_SEC(300), 0);
     sg_stream_begin(&s, &g, &b, 1, 1);

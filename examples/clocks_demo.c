@@ -55,9 +55,9 @@ static void play(const struct scenario *sc) {
     int64_t total = sc == &scenarios[6] ? SG_MS(400) : SG_SEC(2);
     sg_budget_start(&budget, t0, total, SG_MS(10));
     sg_guard_config_init(&cfg);
-    sg_guard_config_set_first_item(&cfg, SG_MS(500));
-    sg_guard_config_set_idle(&cfg, SG_MS(200));
-    sg_guard_config_set_stream_total(&cfg, SG_SEC(1));
+    sg_guard_config_set_first_item_timeout(&cfg, SG_MS(500));
+    sg_guard_config_set_idle_timeout(&cfg, SG_MS(200));
+    sg_guard_config_set_stream_timeout(&cfg, SG_SEC(1));
     sg_guard_config_set_max_items(&cfg, 50);
     sg_guard_start(&guard, &cfg, &budget, t0);
     sg_guard_set_phase(&guard, SG_PHASE_WAIT_FIRST_ITEM, t0);

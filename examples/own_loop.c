@@ -120,10 +120,10 @@ int main(int argc, char **argv) {
     sg_guard_config gcfg;
     sg_guard_config_init(&gcfg);
     sg_budget_start(&budget, now, SG_SEC(10), 0);
-    sg_guard_config_set_connect(&gcfg, SG_SEC(1));
-    sg_guard_config_set_first_item(&gcfg, SG_SEC(2));
-    sg_guard_config_set_idle(&gcfg, SG_MS(500));
-    sg_guard_config_set_stream_total(&gcfg, SG_SEC(8));
+    sg_guard_config_set_connect_timeout(&gcfg, SG_SEC(1));
+    sg_guard_config_set_first_item_timeout(&gcfg, SG_SEC(2));
+    sg_guard_config_set_idle_timeout(&gcfg, SG_MS(500));
+    sg_guard_config_set_stream_timeout(&gcfg, SG_SEC(8));
     sg_stream_begin(&s, &gcfg, &budget, 1, now);
     sg_guard *guard = sg_stream_guard(&s);
 

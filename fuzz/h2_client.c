@@ -78,7 +78,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     data++;
     size--;
 
-    sg_manual_clock mc = {SG_SEC(1000)};
+    sg_manual_clock mc;
+    sg_manual_clock_init(&mc, SG_SEC(1000));
     sg_clock clock = sg_manual_clock_as(&mc);
     sg_h2_conn_options o;
     memset(&o, 0, sizeof(o));
@@ -127,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check(sg_h2_stream_start(c, &req, po, &cbs, NULL, &ops[i]) == 0, "stream_start");
         sg_op_options_free(po);
     }
-    sg_h2_conn_step(c, mc.now_ns, false, true); /* preface, SETTINGS, requests */
+    sg_h2_conn_step(c, sg_manual_clock_now(&mc), false,
+                    true); /* preface, SETTINGS, requests */
     drain(srv);
     static const uint8_t settings[9] = {0, 0, 0, 4, 0, 0, 0, 0, 0};
     (void)!send(srv, settings, sizeof(settings), MSG_NOSIGNAL);
@@ -150,14 +152,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (void)poll(&p, 1, 100);
         }
         i += n;
-        mc.now_ns += dt;
-        sg_h2_conn_step(c, mc.now_ns, true, true);
+        sg_manual_clock_advance(&mc, dt);
+        sg_h2_conn_step(c, sg_manual_clock_now(&mc), true, true);
         drain(srv);
     }
     /* Past every budget: whatever is left must end now. */
     for (int k = 0; k < 4 && sg_h2_conn_running(c) > 0; k++) {
-        mc.now_ns += SG_SEC(3);
-        sg_h2_conn_step(c, mc.now_ns, true, true);
+        sg_manual_clock_advance(&mc, SG_SEC(3));
+        sg_h2_conn_step(c, sg_manual_clock_now(&mc), true, true);
         drain(srv);
     }
     check(sg_h2_conn_running(c) == 0, "every operation ended");

@@ -119,13 +119,15 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
     out->r.at_once = cfg.meta_at_once;
     sg_stream s;
     count_mem mem = {0, 0, 0};
-    sg_mem m = {count_mem_resize, &mem};
+    sg_mem m;
+    sg_mem_init(&m, count_mem_resize, &mem);
     check((grow ? sg_stream_init_mem(&s, &cfg, on_item, &out->r, &m)
                 : sg_stream_init(&s, &cfg, on_item, &out->r, buf, need)) == 0,
           "init");
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_first_item(&g, SG_SEC(10)); /* never fires: 1 ms per read */
+    sg_guard_config_set_first_item_timeout(&g,
+                                           SG_SEC(10)); /* never fires: 1 ms per read */
     int64_t now = SG_SEC(1);
     check(sg_stream_begin(&s, &g, NULL, 1, now) == 0, "begin");
     sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, now);

@@ -1,6 +1,10 @@
 /* The operation budget: one absolute deadline, leased out, never extended. */
 #include "core/internal.h"
 
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(sg_budget) == 48, "sg_budget is 48 bytes on LP64 (fixed for 1.x)");
+#endif
+
 int sg_budget_start(sg_budget *budget, int64_t now, int64_t total_ns, int64_t floor_ns) {
     if (budget == NULL || total_ns <= 0 || floor_ns < 0) {
         return SG_EINVAL;
@@ -62,19 +66,22 @@ int sg_budget_child(const sg_budget *parent, int64_t now, int64_t limit_ns,
 }
 
 int64_t sg_budget_deadline(const sg_budget *budget) {
-    return sg__budget_started(budget) ? budget->deadline_ : SG_TIME_NEVER;
+    return sg__budget_started(budget) ? budget->deadline_ : -1;
 }
 
 int64_t sg_budget_floor(const sg_budget *budget) {
-    return sg__budget_started(budget) ? budget->floor_ : 0;
+    return sg__budget_started(budget) ? budget->floor_ : -1;
 }
 
 int64_t sg_budget_started_at(const sg_budget *budget) {
-    return sg__budget_started(budget) ? budget->start_ : 0;
+    return sg__budget_started(budget) ? budget->start_ : -1;
 }
 
 int64_t sg_budget_remaining(const sg_budget *budget, int64_t now) {
-    if (!sg__budget_started(budget) || now >= budget->deadline_) {
+    if (!sg__budget_started(budget)) {
+        return -1;
+    }
+    if (now >= budget->deadline_) {
         return 0;
     }
     if (budget->deadline_ == SG_TIME_NEVER) {

@@ -58,6 +58,9 @@ const char *sg_outcome_name(sg_outcome outcome) {
 }
 
 const char *sg_phase_name(sg_phase phase) {
+    if (phase == SG_PHASE_NONE) {
+        return "none";
+    }
     if ((unsigned)phase >= (unsigned)SG_PHASE_COUNT_) {
         return NULL;
     }

@@ -11,6 +11,15 @@
 
 #include <string.h>
 
+/*
+ * sg_guard's private fields (core.h): next_ the earliest live deadline
+ * (cached); start_ the guard's start; connect_dl_, first_dl_, idle_dl_
+ * (last item + idle), stream_dl_, attempt_dl_ and budget_dl_ the
+ * deadlines; idle_ns_ the idle duration (0 = off); fixed_ min(stream,
+ * attempt, budget); first_item_at_ the first item's instant (-1 none);
+ * items_, bytes_ and the caps; state_ (below), phase_, outcome_ (latched),
+ * flags_ (HAS_IDLE).
+ */
 enum {
     GUARD_IDLE = 0, /* zeroed, never started */
     GUARD_RUNNING = 1,
@@ -22,8 +31,13 @@ enum {
     HAS_IDLE = 1u << 0,
 };
 
-/* Layout matters: the guard is embedded per stream. */
-_Static_assert(sizeof(sg_guard) <= 128, "sg_guard must stay within 128 bytes");
+/* Layout matters: the guard is embedded per stream.  The sizes of the
+ * structs a caller embeds are the ABI's, fixed for 1.x
+ * (tests/unit/abi_sizes_test.c prints them). */
+#if UINTPTR_MAX == UINT64_MAX
+_Static_assert(sizeof(sg_guard) == 160, "sg_guard is 160 bytes on LP64");
+_Static_assert(sizeof(sg_guard_config) == 88, "sg_guard_config is 88 bytes on LP64");
+#endif
 
 void sg_guard_config_init(sg_guard_config *cfg) {
     if (cfg != NULL) {
@@ -53,23 +67,23 @@ static int set_clock(sg_guard_config *cfg, int64_t *field, int64_t ns) {
     return rv;
 }
 
-int sg_guard_config_set_connect(sg_guard_config *cfg, int64_t ns) {
+int sg_guard_config_set_connect_timeout(sg_guard_config *cfg, int64_t ns) {
     return set_clock(cfg, cfg ? &cfg->connect_ns_ : NULL, ns);
 }
 
-int sg_guard_config_set_first_item(sg_guard_config *cfg, int64_t ns) {
+int sg_guard_config_set_first_item_timeout(sg_guard_config *cfg, int64_t ns) {
     return set_clock(cfg, cfg ? &cfg->first_item_ns_ : NULL, ns);
 }
 
-int sg_guard_config_set_idle(sg_guard_config *cfg, int64_t ns) {
+int sg_guard_config_set_idle_timeout(sg_guard_config *cfg, int64_t ns) {
     return set_clock(cfg, cfg ? &cfg->idle_ns_ : NULL, ns);
 }
 
-int sg_guard_config_set_stream_total(sg_guard_config *cfg, int64_t ns) {
+int sg_guard_config_set_stream_timeout(sg_guard_config *cfg, int64_t ns) {
     return set_clock(cfg, cfg ? &cfg->stream_total_ns_ : NULL, ns);
 }
 
-int sg_guard_config_set_attempt(sg_guard_config *cfg, int64_t ns) {
+int sg_guard_config_set_attempt_timeout(sg_guard_config *cfg, int64_t ns) {
     return set_clock(cfg, cfg ? &cfg->attempt_ns_ : NULL, ns);
 }
 
@@ -100,24 +114,24 @@ int sg_guard_config_set_max_bytes(sg_guard_config *cfg, uint64_t n) {
     return 0;
 }
 
-int64_t sg_guard_config_connect(const sg_guard_config *cfg) {
-    return cfg ? cfg->connect_ns_ : 0;
+int64_t sg_guard_config_connect_timeout(const sg_guard_config *cfg) {
+    return cfg ? cfg->connect_ns_ : -1;
 }
 
-int64_t sg_guard_config_first_item(const sg_guard_config *cfg) {
-    return cfg ? cfg->first_item_ns_ : 0;
+int64_t sg_guard_config_first_item_timeout(const sg_guard_config *cfg) {
+    return cfg ? cfg->first_item_ns_ : -1;
 }
 
-int64_t sg_guard_config_idle(const sg_guard_config *cfg) {
-    return cfg ? cfg->idle_ns_ : 0;
+int64_t sg_guard_config_idle_timeout(const sg_guard_config *cfg) {
+    return cfg ? cfg->idle_ns_ : -1;
 }
 
-int64_t sg_guard_config_stream_total(const sg_guard_config *cfg) {
-    return cfg ? cfg->stream_total_ns_ : 0;
+int64_t sg_guard_config_stream_timeout(const sg_guard_config *cfg) {
+    return cfg ? cfg->stream_total_ns_ : -1;
 }
 
-int64_t sg_guard_config_attempt(const sg_guard_config *cfg) {
-    return cfg ? cfg->attempt_ns_ : 0;
+int64_t sg_guard_config_attempt_timeout(const sg_guard_config *cfg) {
+    return cfg ? cfg->attempt_ns_ : -1;
 }
 
 uint64_t sg_guard_config_max_items(const sg_guard_config *cfg) {
@@ -363,7 +377,7 @@ int sg_guard_fail(sg_guard *guard, int64_t now, sg_outcome outcome,
 }
 
 sg_phase sg_guard_phase(const sg_guard *guard) {
-    return guard ? (sg_phase)guard->phase_ : SG_PHASE_CONNECT;
+    return sg__guard_started(guard) ? (sg_phase)guard->phase_ : SG_PHASE_NONE;
 }
 
 uint64_t sg_guard_items(const sg_guard *guard) {

@@ -15,6 +15,23 @@ static inline bool sg__budget_started(const sg_budget *b) {
     return b != NULL && b->magic_ == SG__BUDGET_MAGIC;
 }
 
+/* The getters of a guard config: public in <streamguard/unstable/op.h>
+ * (for transports), which the core's own view does not see; declared here
+ * the same way so the definitions have their prototypes (a unit that sees
+ * both checks that they agree). */
+SG_EXTERN int64_t sg_guard_config_connect_timeout(const sg_guard_config *cfg);
+SG_EXTERN int64_t sg_guard_config_first_item_timeout(const sg_guard_config *cfg);
+SG_EXTERN int64_t sg_guard_config_idle_timeout(const sg_guard_config *cfg);
+SG_EXTERN int64_t sg_guard_config_stream_timeout(const sg_guard_config *cfg);
+SG_EXTERN int64_t sg_guard_config_attempt_timeout(const sg_guard_config *cfg);
+SG_EXTERN uint64_t sg_guard_config_max_items(const sg_guard_config *cfg);
+SG_EXTERN uint64_t sg_guard_config_max_bytes(const sg_guard_config *cfg);
+
+/* Whether @c names a function of its own (else it is the system clock). */
+static inline bool sg__clock_custom(const sg_clock *c) {
+    return c != NULL && c->now_ != NULL;
+}
+
 /* A guard sg_guard_start ever started (a zeroed one has state 0). */
 static inline bool sg__guard_started(const sg_guard *g) {
     return g != NULL && g->state_ != 0;

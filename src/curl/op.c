@@ -384,7 +384,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     /* OpenSSL backends only (libcurl answers NOT_BUILT_IN elsewhere) */
     curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
-    int64_t connect_ns = sg_guard_config_connect(&plan->guard_config);
+    int64_t connect_ns = sg_guard_config_connect_timeout(&plan->guard_config);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_timeout_ns) +
                          SG__CURL_MARGIN_MS);

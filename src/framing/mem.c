@@ -21,7 +21,7 @@ void *sg__mem_grow(const sg_mem *mem, void *buf, size_t *room, size_t need,
     size_t n = *room == 0 ? SG__MEM_MIN : *room > limit / 2 ? limit : 2 * *room;
     n = n > limit ? limit : n;
     n = n < need ? need : n;
-    void *p = mem->resize(buf, n, mem->user_data);
+    void *p = mem->resize_(buf, n, mem->user_data_);
     if (p != NULL) {
         *room = n;
     }
@@ -33,7 +33,7 @@ void *sg__mem_free(const sg_mem *mem, void *buf, size_t *room) {
         return buf;
     }
     if (buf != NULL) {
-        (void)mem->resize(buf, 0, mem->user_data);
+        (void)mem->resize_(buf, 0, mem->user_data_);
     }
     *room = 0;
     return NULL;

@@ -502,8 +502,8 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
     if (buf == NULL) {
         s->grows_ = true;
         s->mem_ = *mem;
-        if (s->mem_.resize == NULL) {
-            s->mem_.resize = sg__mem_std;
+        if (s->mem_.resize_ == NULL) {
+            sg_mem_init(&s->mem_, sg__mem_std, NULL);
         }
     }
     /* the parser's part first, the held items' after it, then the lines
@@ -549,7 +549,7 @@ int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item
 
 int sg_stream_init_mem(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
                        void *user_data, const sg_mem *mem) {
-    static const sg_mem std = {NULL, NULL};
+    static const sg_mem std; /* zero: realloc and free */
     return stream_init(s, cfg, on_item, user_data, NULL, 0, mem != NULL ? mem : &std);
 }
 

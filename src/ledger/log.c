@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "ledger/internal.h"
+#include "core/internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -195,8 +196,8 @@ static int apply(const sg__ledger_rec *r, uint64_t off, size_t size, void *ud) {
 /* ----------------------------------------------------------- file and lock */
 
 int64_t sg__ledger_wall_now(const sg_ledger *l) {
-    if (l->opts.wall_clock != NULL && l->opts.wall_clock->now != NULL) {
-        return l->opts.wall_clock->now(l->opts.wall_clock->user_data);
+    if (sg__clock_custom(l->opts.wall_clock)) {
+        return sg_clock_now(l->opts.wall_clock);
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);

@@ -441,18 +441,18 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     sg_guard_config_init(g);
     /* Every value below is in 1 .. SG_DURATION_MAX (a lease never exceeds
      * the budget), so the setters cannot fail. */
-    (void)sg_guard_config_set_attempt(g, granted);
+    (void)sg_guard_config_set_attempt_timeout(g, granted);
     if (a->connect_timeout_ns > 0) {
-        (void)sg_guard_config_set_connect(g, a->connect_timeout_ns);
+        (void)sg_guard_config_set_connect_timeout(g, a->connect_timeout_ns);
     }
     if (a->first_item_timeout_ns > 0) {
-        (void)sg_guard_config_set_first_item(g, a->first_item_timeout_ns);
+        (void)sg_guard_config_set_first_item_timeout(g, a->first_item_timeout_ns);
     }
     if (a->idle_timeout_ns > 0) {
-        (void)sg_guard_config_set_idle(g, a->idle_timeout_ns);
+        (void)sg_guard_config_set_idle_timeout(g, a->idle_timeout_ns);
     }
     if (a->stream_timeout_ns > 0) {
-        (void)sg_guard_config_set_stream_total(g, a->stream_timeout_ns);
+        (void)sg_guard_config_set_stream_timeout(g, a->stream_timeout_ns);
     }
     (void)sg_guard_config_set_max_items(g, o->max_items_);
     (void)sg_guard_config_set_max_bytes(g, o->max_bytes_);

@@ -103,8 +103,14 @@ static void a_budget_never_started_is_rejected_everywhere(void **state) {
     sg_budget child;
     int64_t granted = -1;
     assert_int_equal(sg_budget_lease(&b, T0, SG_MS(1), &granted), SG_EINVAL);
-    assert_int_equal(sg_budget_remaining(&b, T0), 0);
-    assert_int_equal(sg_budget_deadline(&b), SG_TIME_NEVER);
+    /* the readers answer -1: no started budget has a negative remaining,
+     * floor, start or deadline to mistake it for */
+    assert_int_equal(sg_budget_remaining(&b, T0), -1);
+    assert_int_equal(sg_budget_deadline(&b), -1);
+    assert_int_equal(sg_budget_floor(&b), -1);
+    assert_int_equal(sg_budget_started_at(&b), -1);
+    assert_int_equal(sg_budget_remaining(NULL, T0), -1);
+    assert_int_equal(sg_budget_deadline(NULL), -1);
     assert_int_equal(sg_budget_child(&b, T0, SG_MS(10), &child), SG_EINVAL);
 }
 

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <streamguard/streamguard.h>
+#include <streamguard/unstable/op.h>
 
 #define T0 SG_SEC(5000)
 
@@ -15,13 +16,13 @@ static sg_guard_config config(int64_t first, int64_t idle, int64_t total) {
     sg_guard_config c;
     sg_guard_config_init(&c);
     if (first) {
-        assert_int_equal(sg_guard_config_set_first_item(&c, first), 0);
+        assert_int_equal(sg_guard_config_set_first_item_timeout(&c, first), 0);
     }
     if (idle) {
-        assert_int_equal(sg_guard_config_set_idle(&c, idle), 0);
+        assert_int_equal(sg_guard_config_set_idle_timeout(&c, idle), 0);
     }
     if (total) {
-        assert_int_equal(sg_guard_config_set_stream_total(&c, total), 0);
+        assert_int_equal(sg_guard_config_set_stream_timeout(&c, total), 0);
     }
     return c;
 }
@@ -154,8 +155,8 @@ static void connect_clock_fires_only_while_connecting(void **state) {
     sg_guard g;
     sg_guard_result r;
     sg_guard_config_init(&c);
-    assert_int_equal(sg_guard_config_set_connect(&c, SG_MS(20)), 0);
-    assert_int_equal(sg_guard_config_set_first_item(&c, SG_MS(500)), 0);
+    assert_int_equal(sg_guard_config_set_connect_timeout(&c, SG_MS(20)), 0);
+    assert_int_equal(sg_guard_config_set_first_item_timeout(&c, SG_MS(500)), 0);
 
     assert_int_equal(sg_guard_start(&g, &c, NULL, T0), 0);
     assert_int_equal(sg_guard_next_deadline(&g), T0 + SG_MS(20));
@@ -174,7 +175,7 @@ static void attempt_ceiling_bounds_the_whole_attempt(void **state) {
     (void)state;
     sg_guard_config c = config(SG_MS(100), SG_MS(100), 0);
     sg_guard g;
-    assert_int_equal(sg_guard_config_set_attempt(&c, SG_MS(250)), 0);
+    assert_int_equal(sg_guard_config_set_attempt_timeout(&c, SG_MS(250)), 0);
     start(&g, c, NULL);
     assert_int_equal(sg_guard_on_item(&g, T0 + SG_MS(90)), 0);
     assert_int_equal(sg_guard_on_item(&g, T0 + SG_MS(180)), 0);
@@ -289,9 +290,9 @@ static void zero_negative_and_absurd_durations_are_rejected(void **state) {
     sg_guard_config c;
     sg_guard_config_init(&c);
     int (*setters[])(sg_guard_config *, int64_t) = {
-        sg_guard_config_set_connect, sg_guard_config_set_first_item,
-        sg_guard_config_set_idle, sg_guard_config_set_stream_total,
-        sg_guard_config_set_attempt};
+        sg_guard_config_set_connect_timeout, sg_guard_config_set_first_item_timeout,
+        sg_guard_config_set_idle_timeout, sg_guard_config_set_stream_timeout,
+        sg_guard_config_set_attempt_timeout};
     for (size_t i = 0; i < sizeof(setters) / sizeof(setters[0]); i++) {
         assert_int_equal(setters[i](&c, 0), SG_EINVAL);
         assert_int_equal(setters[i](&c, -1), SG_EINVAL);
@@ -301,8 +302,8 @@ static void zero_negative_and_absurd_durations_are_rejected(void **state) {
         assert_int_equal(setters[i](NULL, SG_MS(1)), SG_EINVAL);
     }
     /* nothing was stored by a rejected call */
-    assert_int_equal(sg_guard_config_first_item(&c), 0);
-    assert_int_equal(sg_guard_config_idle(&c), 0);
+    assert_int_equal(sg_guard_config_first_item_timeout(&c), 0);
+    assert_int_equal(sg_guard_config_idle_timeout(&c), 0);
     assert_string_equal(sg_strerror(SG_ERANGE), "value out of range");
 }
 
@@ -381,6 +382,26 @@ static void finish_twice_is_a_state_error(void **state) {
     sg_guard zero = {0};
     assert_int_equal(sg_guard_on_item(&zero, T0), SG_ESTATE);
     assert_int_equal(sg_guard_finish(&zero, T0, true, &r), SG_ESTATE);
+}
+
+/* A guard never started answers with values no started guard gives: no
+ * phase, no deadline (-1); NULL likewise. */
+static void a_guard_never_started_is_told_apart(void **state) {
+    (void)state;
+    sg_guard zero = {0};
+    assert_int_equal(sg_guard_phase(&zero), SG_PHASE_NONE);
+    assert_int_equal(sg_guard_phase(NULL), SG_PHASE_NONE);
+    assert_string_equal(sg_phase_name(SG_PHASE_NONE), "none");
+    sg_phase back = SG_PHASE_CONNECT;
+    assert_int_equal(sg_phase_from_name("none", &back), SG_EINVAL);
+    assert_int_equal(sg_guard_next_deadline(&zero), -1);
+    assert_false(sg_guard_running(&zero));
+    sg_guard g;
+    start(&g, config(0, 0, 0), NULL);
+    assert_int_equal(sg_guard_phase(&g), SG_PHASE_WAIT_FIRST_ITEM);
+    assert_int_equal(sg_guard_next_deadline(&g), SG_TIME_NEVER);
+    assert_int_equal(sg_guard_config_connect_timeout(NULL), -1);
+    assert_int_equal(sg_guard_config_max_items(NULL), 0);
 }
 
 /* ---- caps ---- */
@@ -482,6 +503,7 @@ int main(void) {
         cmocka_unit_test(unset_clocks_give_no_deadline),
         cmocka_unit_test(huge_values_saturate_instead_of_overflowing),
         cmocka_unit_test(zero_negative_and_absurd_durations_are_rejected),
+        cmocka_unit_test(a_guard_never_started_is_told_apart),
         cmocka_unit_test(start_rejects_a_config_corrupted_behind_the_setters),
         cmocka_unit_test(partial_is_set_iff_items_were_delivered_and_the_end_was_unclean),
         cmocka_unit_test(a_latched_expiry_wins_over_a_later_failure),

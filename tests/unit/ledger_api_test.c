@@ -46,7 +46,7 @@ static int setup(void **state) {
         return -1;
     }
     /* 2026-11-29T15:20:40.123Z */
-    f->clock.now_ns = INT64_C(1795965640123000000);
+    sg_manual_clock_set(&f->clock, INT64_C(1795965640123000000));
     f->wall = sg_manual_clock_as(&f->clock);
     sg_ledger_options_init(&f->opts);
     f->opts.wall_clock = &f->wall;
@@ -259,7 +259,7 @@ static void pending_intent_is_listed_with_its_fields(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
     assert_int_equal(sg_ledger_intent(l, "op-3", "POST", "https://h/v1/chat?x=1"), 0);
-    f->clock.now_ns += SG_SEC(2);
+    sg_manual_clock_advance(&f->clock, SG_SEC(2));
     assert_int_equal(sg_ledger_attempt(l, "op-3", 1, SG_OUTCOME_CONNECT_TIMEOUT,
                                        SG_PHASE_CONNECT, false, 0, false),
                      0);
@@ -793,7 +793,7 @@ static void compaction_keeps_exactly_the_live_records(void **state) {
     for (int i = 0; i < 40; i++) {
         snprintf(key, sizeof(key), "c%02d", i);
         assert_int_equal(sg_ledger_intent(l, key, "POST", "/x"), 0);
-        f->clock.now_ns += SG_MS(1);
+        sg_manual_clock_advance(&f->clock, SG_MS(1));
         assert_int_equal(sg_ledger_attempt(l, key, 1, SG_OUTCOME_CONNECT_TIMEOUT,
                                            SG_PHASE_CONNECT, false, 0, false),
                          0);

@@ -81,8 +81,8 @@ static void plan_leases_the_attempt_timeout_when_the_budget_allows(void **state)
     plan_ok(op, T0, &p);
     assert_int_equal(p.attempt, 1);
     assert_int_equal(p.attempt_timeout_ns, SG_SEC(2));
-    assert_int_equal(sg_guard_config_attempt(&p.guard_config), SG_SEC(2));
-    assert_int_equal(sg_guard_config_first_item(&p.guard_config), SG_MS(500));
+    assert_int_equal(sg_guard_config_attempt_timeout(&p.guard_config), SG_SEC(2));
+    assert_int_equal(sg_guard_config_first_item_timeout(&p.guard_config), SG_MS(500));
     assert_int_equal(p.remaining_ns, SG_SEC(10));
     assert_int_equal(p.deadline_ms, 2000);
     assert_string_equal(p.deadline_header, "X-Deadline-Ms");
@@ -102,11 +102,11 @@ static void budget_300ms_with_2s_attempts_grants_at_most_300ms_less_floor(void *
     sg_op_plan p;
     plan_ok(op, T0, &p);
     assert_int_equal(p.attempt_timeout_ns, SG_MS(280));
-    assert_int_equal(sg_guard_config_attempt(&p.guard_config), SG_MS(280));
-    assert_int_equal(sg_guard_config_connect(&p.guard_config), SG_MS(280));
-    assert_int_equal(sg_guard_config_first_item(&p.guard_config), SG_MS(280));
-    assert_int_equal(sg_guard_config_idle(&p.guard_config), SG_MS(280));
-    assert_int_equal(sg_guard_config_stream_total(&p.guard_config), SG_MS(280));
+    assert_int_equal(sg_guard_config_attempt_timeout(&p.guard_config), SG_MS(280));
+    assert_int_equal(sg_guard_config_connect_timeout(&p.guard_config), SG_MS(280));
+    assert_int_equal(sg_guard_config_first_item_timeout(&p.guard_config), SG_MS(280));
+    assert_int_equal(sg_guard_config_idle_timeout(&p.guard_config), SG_MS(280));
+    assert_int_equal(sg_guard_config_stream_timeout(&p.guard_config), SG_MS(280));
     assert_int_equal(p.deadline_ms, 280);
 }
 
@@ -123,10 +123,10 @@ static void clocks_that_are_off_stay_off_and_caps_pass_through(void **state) {
     plan_ok(op, T0 + SG_SEC(1), &p);
     /* No attempt timeout: the ceiling is everything that is left. */
     assert_int_equal(p.attempt_timeout_ns, SG_SEC(4));
-    assert_int_equal(sg_guard_config_connect(&p.guard_config), 0);
-    assert_int_equal(sg_guard_config_first_item(&p.guard_config), 0);
-    assert_int_equal(sg_guard_config_idle(&p.guard_config), 0);
-    assert_int_equal(sg_guard_config_stream_total(&p.guard_config), 0);
+    assert_int_equal(sg_guard_config_connect_timeout(&p.guard_config), 0);
+    assert_int_equal(sg_guard_config_first_item_timeout(&p.guard_config), 0);
+    assert_int_equal(sg_guard_config_idle_timeout(&p.guard_config), 0);
+    assert_int_equal(sg_guard_config_stream_timeout(&p.guard_config), 0);
     assert_int_equal(sg_guard_config_max_items(&p.guard_config), 1000);
     assert_int_equal(sg_guard_config_max_bytes(&p.guard_config), 1 << 20);
     assert_string_equal(p.deadline_header, "grpc-timeout");

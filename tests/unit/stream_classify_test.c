@@ -85,8 +85,8 @@ static void begin(fixture *f, sg_format format, bool at_once, bool end_required,
     assert_int_equal(sg_stream_init(&f->s, &cfg, on_item, f, f->buf, n), 0);
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_first_item(&g, first);
-    sg_guard_config_set_idle(&g, idle);
+    sg_guard_config_set_first_item_timeout(&g, first);
+    sg_guard_config_set_idle_timeout(&g, idle);
     assert_int_equal(sg_stream_begin(&f->s, &g, NULL, 1, T0), 0);
     assert_int_equal(
         sg_guard_set_phase(sg_stream_guard(&f->s), SG_PHASE_WAIT_FIRST_ITEM, T0), 0);
@@ -299,7 +299,7 @@ static void each_attempt_starts_afresh(void **state) {
                      0);
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_first_item(&g, SG_MS(500));
+    sg_guard_config_set_first_item_timeout(&g, SG_MS(500));
     assert_false(sg_stream_provider_error(&f.s, NULL, NULL, NULL));
     assert_int_equal(sg_stream_begin(&f.s, &g, NULL, 2, T0 + SG_SEC(1)), 0);
     f.items = 0;

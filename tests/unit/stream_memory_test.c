@@ -55,7 +55,8 @@ static void run_stream(const sg_stream_config *cfg, count_mem *c, const char *in
     static char lent[8 << 20];
     memset(r, 0, sizeof(*r));
     sg_stream s;
-    sg_mem m = {count_mem_resize, c};
+    sg_mem m;
+    sg_mem_init(&m, count_mem_resize, c);
     if (c != NULL) {
         assert_int_equal(sg_stream_init_mem(&s, cfg, on_item, &r->items, &m), 0);
         assert_int_equal(c->live, 0); /* nothing reserved */
@@ -163,7 +164,8 @@ static void profile_stream_holds_little_and_nothing_between_items(void **state) 
 
     /* fed whole events, a read each: nothing held after any of them */
     count_mem c = {0, 0, 0};
-    sg_mem m = {count_mem_resize, &c};
+    sg_mem m;
+    sg_mem_init(&m, count_mem_resize, &c);
     sg_stream s;
     seen items = {{0}, 0};
     assert_int_equal(sg_stream_init_mem(&s, &cfg, on_item, &items, &m), 0);
@@ -305,7 +307,8 @@ static void no_memory_is_transport_error_and_frees_all(void **state) {
 static void release_frees_a_pending_event_and_the_last_id(void **state) {
     (void)state;
     count_mem c = {0, 0, 0};
-    sg_mem m = {count_mem_resize, &c};
+    sg_mem m;
+    sg_mem_init(&m, count_mem_resize, &c);
     sg_stream s;
     seen items = {{0}, 0};
     assert_int_equal(sg_stream_init_mem(&s, NULL, on_item, &items, &m), 0);

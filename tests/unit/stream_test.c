@@ -41,10 +41,10 @@ static void begin(fixture *f, sg_format format, const char *done, int64_t first,
     sg_guard_config g;
     sg_guard_config_init(&g);
     if (first) {
-        sg_guard_config_set_first_item(&g, first);
+        sg_guard_config_set_first_item_timeout(&g, first);
     }
     if (idle) {
-        sg_guard_config_set_idle(&g, idle);
+        sg_guard_config_set_idle_timeout(&g, idle);
     }
     sg_guard_config_set_max_items(&g, max_items);
     assert_int_equal(sg_stream_begin(&f->s, &g, NULL, 1, T0), 0);
@@ -260,7 +260,7 @@ static void skipped_event_types_are_not_items_and_never_reset_idle(void **state)
     assert_int_equal(sg_stream_init(&f.s, &cfg, on_item, &f, f.buf, sizeof(f.buf)), 0);
     sg_guard_config g;
     sg_guard_config_init(&g);
-    sg_guard_config_set_idle(&g, SG_MS(50));
+    sg_guard_config_set_idle_timeout(&g, SG_MS(50));
     assert_int_equal(sg_stream_begin(&f.s, &g, NULL, 1, T0), 0);
     assert_int_equal(feed(&f, "event: content_block_delta\ndata: {}\n\n", T0), 0);
     /* Anthropic's keepalive is an event, not a comment: still not progress */

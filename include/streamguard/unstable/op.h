@@ -366,6 +366,28 @@ SG_EXTERN uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt);
 /** How many attempts are running (planned, without a result). */
 SG_EXTERN uint32_t sg_op_running(const sg_op *op);
 
+/* ------------------------------------------------------------------------
+ * What a plan's guard_config holds (sg_guard_config is the core's,
+ * <streamguard/guard.h>): the clocks a transport arms outside the guard
+ * (libcurl's own connect timeout), in ns - 0 when off, -1 for a NULL
+ * @cfg - and the caps (0 when off or for NULL).
+ * ------------------------------------------------------------------------ */
+
+/** The connect clock of @cfg. */
+SG_EXTERN int64_t sg_guard_config_connect_timeout(const sg_guard_config *cfg);
+/** The first-item clock of @cfg. */
+SG_EXTERN int64_t sg_guard_config_first_item_timeout(const sg_guard_config *cfg);
+/** The idle clock of @cfg. */
+SG_EXTERN int64_t sg_guard_config_idle_timeout(const sg_guard_config *cfg);
+/** The stream-total clock of @cfg. */
+SG_EXTERN int64_t sg_guard_config_stream_timeout(const sg_guard_config *cfg);
+/** The per-attempt ceiling of @cfg. */
+SG_EXTERN int64_t sg_guard_config_attempt_timeout(const sg_guard_config *cfg);
+/** The item cap of @cfg. */
+SG_EXTERN uint64_t sg_guard_config_max_items(const sg_guard_config *cfg);
+/** The byte cap of @cfg. */
+SG_EXTERN uint64_t sg_guard_config_max_bytes(const sg_guard_config *cfg);
+
 #ifdef __cplusplus
 }
 #endif

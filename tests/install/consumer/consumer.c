@@ -21,7 +21,7 @@ static int guard_outcome(void) {
         return -1;
     }
     sg_guard_config_init(&cfg);
-    if (sg_guard_config_set_first_item(&cfg, SG_MS(100)) != 0 ||
+    if (sg_guard_config_set_first_item_timeout(&cfg, SG_MS(100)) != 0 ||
         sg_guard_start(&guard, &cfg, &budget, now) != 0) {
         return -1;
     }
