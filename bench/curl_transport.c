@@ -161,6 +161,26 @@ static double plain_low_speed(const char *tag, bool keepalive, double cap_s) {
     return stall > 0 ? (double)(end - stall) / 1e6 : -1;
 }
 
+/* Options that frame SSE ending at "[DONE]" (lines and events at most
+ * @max bytes; 0: the defaults) with @on_item and @on_done (NULL: none);
+ * exits when they cannot be made.  sg_curl_op_new copies them. */
+static sg_curl_options *bench_options(size_t max, sg_curl_item_cb on_item,
+                                      sg_curl_done_cb on_done) {
+    sg_stream_config f;
+    sg_stream_config_init(&f);
+    sg_curl_options *co = NULL;
+    if (sg_stream_config_set_terminal_data(&f, "[DONE]") != 0 ||
+        sg_stream_config_set_max_line(&f, max) != 0 ||
+        sg_stream_config_set_max_event(&f, max) != 0 || sg_curl_options_new(&co) != 0 ||
+        sg_curl_options_set_framing(co, &f) != 0 ||
+        sg_curl_options_set_on_item(co, on_item) != 0 ||
+        sg_curl_options_set_on_done(co, on_done) != 0) {
+        fprintf(stderr, "bench_curl_transport: cannot make the options\n");
+        exit(1);
+    }
+    return co;
+}
+
 static double guarded_idle(const char *tag, bool keepalive, int64_t idle) {
     char url[256];
     snprintf(url, sizeof(url),
@@ -173,9 +193,10 @@ static double guarded_idle(const char *tag, bool keepalive, int64_t idle) {
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_idle_timeout(po, idle);
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
+    sg_curl_options *co = bench_options(0, NULL, NULL);
     sg_curl_op *op;
-    sg_curl_op_new(&op, e, po, &co, NULL, NULL);
+    sg_curl_op_new(&op, e, po, co, NULL);
+    sg_curl_options_free(co);
     sg_op_options_free(po);
     sg_curl_perform(op);
     int64_t end = now_ns();
@@ -244,9 +265,13 @@ static void cpu_per_item(long events) {
     uint64_t items = 0;
     static struct framed fr;
     for (int r = 0; r < 3; r++) {
-        sg_sse_config sc = {65536, 1048576, "[DONE]", NULL};
-        sg_sse_callbacks scb = {framed_event, NULL, NULL, NULL};
-        sg_sse_init(&fr.p, &sc, &scb, &fr, fr.buf, sizeof(fr.buf));
+        sg_sse_config sc;
+        sg_sse_config_init(&sc);
+        sg_sse_config_set_max_line(&sc, 65536);
+        sg_sse_config_set_max_event(&sc, 1048576);
+        sg_sse_config_set_terminal_data(&sc, "[DONE]");
+        sg_sse_config_set_on_event(&sc, framed_event);
+        sg_sse_init(&fr.p, &sc, &fr, fr.buf, sizeof(fr.buf));
         fr.items = 0;
         framed_ns[r] = plain_cpu_ns(url, framed_write, &fr, events);
         uint64_t bytes = 0;
@@ -263,10 +288,10 @@ static void cpu_per_item(long events) {
         sg_op_options_set_first_item_timeout(po, SG_SEC(10));
         sg_op_options_set_idle_timeout(po, SG_SEC(5));
         sg_op_options_set_stream_timeout(po, SG_SEC(300));
-        sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-        sg_curl_callbacks cbs = {.on_item = count_items};
+        sg_curl_options *co = bench_options(0, count_items, NULL);
         sg_curl_op *op;
-        sg_curl_op_new(&op, e, po, &co, &cbs, &items);
+        sg_curl_op_new(&op, e, po, co, &items);
+        sg_curl_options_free(co);
         sg_op_options_free(po);
         double c0 = cpu_seconds();
         sg_curl_perform(op);
@@ -333,18 +358,17 @@ static void concurrent(int n, int64_t idle, const char *label) {
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_first_item_timeout(po, SG_SEC(10));
     sg_op_options_set_idle_timeout(po, idle);
-    sg_curl_options co = {
-        .framing = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096}};
-    sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+    sg_curl_options *co = bench_options(4096, conc_item, conc_done);
     long rss0 = rss_kib();
     double c0 = cpu_seconds();
     for (int i = 0; i < n; i++) {
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, url);
-        sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cs[i]);
+        sg_curl_op_new(&ops[i], easy[i], po, co, &cs[i]);
         sg_curl_multi_add(m, ops[i]);
     }
     sg_op_options_free(po);
+    sg_curl_options_free(co);
     long rss_peak = rss0;
     while (sg_curl_multi_running(m) > 0) {
         sg_curl_multi_step(m, SG_MS(100));
@@ -405,9 +429,7 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
     for (int r = 0; r < runs; r++) {
         sg_curl_multi *m;
         sg_curl_multi_new(&m, NULL);
-        sg_curl_options co = {
-            .framing = {.terminal_data = "[DONE]", .max_line = 4096, .max_event = 4096}};
-        sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+        sg_curl_options *co = bench_options(4096, conc_item, conc_done);
         for (int i = 0; i < n; i++) {
             memset(&cs[i], 0, sizeof(cs[i]));
             sg_op_options *po = NULL;
@@ -425,10 +447,11 @@ static size_t lateness(int n, int runs, bool embedded, sg_ledger *ledger, double
             }
             easy[i] = curl_easy_init();
             curl_easy_setopt(easy[i], CURLOPT_URL, url);
-            sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cs[i]);
+            sg_curl_op_new(&ops[i], easy[i], po, co, &cs[i]);
             sg_op_options_free(po); /* the operation has its own copy */
             sg_curl_multi_add(m, ops[i]);
         }
+        sg_curl_options_free(co);
         if (embedded) {
             struct pollfd p = {sg_curl_multi_fd(m), POLLIN, 0};
             while (sg_curl_multi_running(m) > 0) {
@@ -582,10 +605,10 @@ int main(int argc, char **argv) {
         sg_op_options_set_method(po, "GET");
         sg_op_options_set_max_attempts(po, 1);
         sg_op_options_set_idle_timeout(po, SG_MS(50));
-        sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-        sg_curl_callbacks cbs = {.on_item = conc_item, .on_done = conc_done};
+        sg_curl_options *co = bench_options(0, conc_item, conc_done);
         sg_curl_op *op;
-        sg_curl_op_new(&op, e, po, &co, &cbs, &c);
+        sg_curl_op_new(&op, e, po, co, &c);
+        sg_curl_options_free(co);
         sg_op_options_free(po);
         sg_curl_perform(op);
         late[r] = (double)(c.done_at - (c.last_item + SG_MS(50))) / 1e6;

@@ -133,9 +133,12 @@ static void die(const char *what) {
 }
 
 static double run_es(unsigned char *mem, size_t mem_len, const corpus *c, size_t step) {
+    sg_es_config cfg;
+    sg_es_config_init(&cfg);
+    sg_es_config_set_on_message(&cfg, on_es);
     sg_es_decoder d;
     sink s = {0, 0};
-    if (sg_es_init(&d, NULL, on_es, &s, mem, mem_len) != 0) {
+    if (sg_es_init(&d, &cfg, &s, mem, mem_len) != 0) {
         die("sg_es_init");
     }
     double t0 = now_s();
@@ -153,10 +156,12 @@ static double run_es(unsigned char *mem, size_t mem_len, const corpus *c, size_t
 }
 
 static double run_sse(char *mem, size_t mem_len, const corpus *c, size_t step) {
-    static const sg_sse_callbacks cbs = {on_sse, NULL, NULL, NULL};
+    sg_sse_config cfg;
+    sg_sse_config_init(&cfg);
+    sg_sse_config_set_on_event(&cfg, on_sse);
     sg_sse_parser p;
     sink s = {0, 0};
-    if (sg_sse_init(&p, NULL, &cbs, &s, mem, mem_len) != 0) {
+    if (sg_sse_init(&p, &cfg, &s, mem, mem_len) != 0) {
         die("sg_sse_init");
     }
     double t0 = now_s();

@@ -91,10 +91,11 @@ static size_t memchr_lines(const char *buf, size_t len) {
 /* Parses @len bytes in reads of @step (0 = one read); returns seconds. */
 static double parse(const sg_sse_config *cfg, char *mem, size_t mem_len, const char *in,
                     size_t len, size_t step, sink *s) {
-    static const sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
+    sg_sse_config with_cb = *cfg;
+    sg_sse_config_set_on_event(&with_cb, on_event);
     sg_sse_parser p;
     memset(s, 0, sizeof(*s));
-    if (sg_sse_init(&p, cfg, &cbs, s, mem, mem_len) != 0) {
+    if (sg_sse_init(&p, &with_cb, s, mem, mem_len) != 0) {
         fprintf(stderr, "init failed\n");
         exit(1);
     }
@@ -127,8 +128,11 @@ int main(int argc, char **argv) {
     size_t len;
     size_t n_events;
     char *buf = make_openai(&len, &n_events);
-    sg_sse_config cfg = {
-        .max_line = 64 * 1024, .max_event = 1024 * 1024, .terminal_data = "[DONE]"};
+    sg_sse_config cfg;
+    sg_sse_config_init(&cfg);
+    sg_sse_config_set_max_line(&cfg, 64 * 1024);
+    sg_sse_config_set_max_event(&cfg, 1024 * 1024);
+    sg_sse_config_set_terminal_data(&cfg, "[DONE]");
     size_t mem_len = sg_sse_buffer_size(&cfg);
     char *mem = malloc(mem_len);
     if (buf == NULL || mem == NULL) {
@@ -168,7 +172,10 @@ int main(int argc, char **argv) {
     /* One 8 MiB data line, then the blank line. */
     size_t big_len = 6 + BIG_LINE + 2;
     char *big = malloc(big_len);
-    sg_sse_config big_cfg = {.max_line = BIG_LINE + 64, .max_event = BIG_LINE + 64};
+    sg_sse_config big_cfg;
+    sg_sse_config_init(&big_cfg);
+    sg_sse_config_set_max_line(&big_cfg, BIG_LINE + 64);
+    sg_sse_config_set_max_event(&big_cfg, BIG_LINE + 64);
     size_t big_mem_len = sg_sse_buffer_size(&big_cfg);
     char *big_mem = malloc(big_mem_len);
     if (big == NULL || big_mem == NULL) {

@@ -136,28 +136,38 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
         r->lateness = calloc((size_t)n, sizeof(int64_t));
     }
     slot *slots = calloc((size_t)n, sizeof(slot));
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = "127.0.0.1";
-    o.port = port;
-    char err[SG_H2_ERROR_SIZE];
-    o.errbuf = err;
+    char err[SG_H2_ERROR_SIZE] = "";
+    sg_h2_conn_options *o = NULL;
     sg_h2_conn *c = NULL;
-    int rv = sg_h2_conn_new(&c, &o);
+    int rv = sg_h2_conn_options_new(&o);
+    if (rv == 0 && ((rv = sg_h2_conn_options_set_host(o, "127.0.0.1")) != 0 ||
+                    (rv = sg_h2_conn_options_set_port(o, port)) != 0 ||
+                    (rv = sg_h2_conn_options_set_errbuf(o, err)) != 0)) {
+        snprintf(err, sizeof(err), "%s", sg_strerror(rv));
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_new(&c, o);
+    }
+    sg_h2_conn_options_free(o);
     if (rv != 0) {
         fprintf(stderr, "connect: %s\n", err);
         return rv;
     }
     char path[256];
     snprintf(path, sizeof(path), "/v1/chat/completions?%s", query);
-    sg_h2_request req;
-    memset(&req, 0, sizeof(req));
-    req.method = "GET";
-    req.path = path;
     sg_stream_config framing;
-    memset(&framing, 0, sizeof(framing));
-    framing.terminal_data = "[DONE]";
-    req.framing = framing;
+    sg_stream_config_init(&framing);
+    sg_stream_config_set_terminal_data(&framing, "[DONE]");
+    sg_h2_request *req = NULL;
+    if (sg_h2_request_new(&req) != 0 || sg_h2_request_set_method(req, "GET") != 0 ||
+        sg_h2_request_set_path(req, path) != 0 ||
+        sg_h2_request_set_framing(req, &framing) != 0) {
+        fprintf(stderr, "out of memory\n");
+        return SG_ENOMEM;
+    }
+    sg_h2_request_set_on_item(req, on_item);
+    sg_h2_request_set_on_attempt(req, on_attempt);
+    sg_h2_request_set_on_done(req, on_done);
     sg_op_options *po = NULL;
     sg_op_options_new(&po);
     sg_op_options_set_budget(po, SG_SEC(120));
@@ -165,20 +175,20 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
     if (idle) {
         sg_op_options_set_idle_timeout(po, IDLE_NS);
     }
-    sg_h2_callbacks cbs = {on_item, NULL, on_attempt, on_done};
     *rss_before = rss_kb();
     int64_t c0 = cpu_ns();
     int64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
         slots[i].r = r;
         slots[i].i = i;
-        rv = sg_h2_stream_start(c, &req, po, &cbs, &slots[i], NULL);
+        rv = sg_h2_op_new(NULL, c, po, req, &slots[i]);
         if (rv != 0) {
-            fprintf(stderr, "stream_start: %s\n", sg_strerror(rv));
+            fprintf(stderr, "sg_h2_op_new: %s\n", sg_strerror(rv));
             return rv;
         }
     }
     sg_op_options_free(po);
+    sg_h2_request_free(req);
     rv = sg_h2_conn_run(c);
     *wall_s = (double)(now_ns() - t0) / 1e9;
     *cpu_s = (double)(cpu_ns() - c0) / 1e9;

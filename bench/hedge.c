@@ -69,8 +69,16 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
     if (hedges > 0) {
         sg_op_options_set_hedging(po, hedge_ns, hedges);
     }
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_done = on_done};
+    sg_stream_config sse;
+    sg_stream_config_init(&sse);
+    sg_stream_config_set_terminal_data(&sse, "[DONE]");
+    sg_curl_options *co = NULL;
+    if (sg_curl_options_new(&co) != 0 || sg_curl_options_set_framing(co, &sse) != 0) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    sg_curl_options_set_on_item(co, on_item);
+    sg_curl_options_set_on_done(co, on_done);
     int next = 0, finished = 0, running = 0;
     uint64_t attempts = 0;
     while (finished < ops) {
@@ -84,7 +92,7 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
             curl_easy_setopt(j->easy, CURLOPT_URL, j->url);
             j->first = -1;
             j->start = sg_clock_now(NULL);
-            if (sg_curl_op_new(&j->op, j->easy, po, &co, &cbs, j) != 0 ||
+            if (sg_curl_op_new(&j->op, j->easy, po, co, j) != 0 ||
                 sg_curl_multi_add(m, j->op) != 0) {
                 fprintf(stderr, "could not start operation %d\n", next);
                 exit(1);
@@ -123,6 +131,7 @@ static void run(const fm_server *s, const char *name, int ops, int conc, int64_t
            100.0 * (double)(attempts - (uint64_t)ops) / ops);
     sg_curl_multi_free(m);
     sg_op_options_free(po);
+    sg_curl_options_free(co);
     free(jobs);
     free(ttfi);
 }

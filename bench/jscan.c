@@ -89,12 +89,12 @@ int main(int argc, char **argv) {
         int64_t t3 = now_ns();
         sg_sse_parser p;
         sg_sse_config cfg;
-        memset(&cfg, 0, sizeof(cfg));
-        static const sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
+        sg_sse_config_init(&cfg);
+        sg_sse_config_set_on_event(&cfg, on_event);
         static char *mem;
         size_t mem_len = sg_sse_buffer_size(&cfg);
         mem = mem != NULL ? mem : malloc(mem_len);
-        if (sg_sse_init(&p, &cfg, &cbs, NULL, mem, mem_len) != 0) {
+        if (sg_sse_init(&p, &cfg, NULL, mem, mem_len) != 0) {
             fprintf(stderr, "sg_sse_init failed\n");
             return 1;
         }

@@ -278,13 +278,14 @@ int main(int argc, char **argv) {
     int status = 0;
     for (size_t k = 0; k < N_SHAPES; k++) {
         const shape *sh = &shapes[k];
-        sg_stream_config with = {0}, without;
+        sg_stream_config with, without;
         if (sg_profile_framing(sh->profile, &with) != 0) {
             fprintf(stderr, "%s: no such profile\n", sh->profile);
             return 1;
         }
         without = with;
-        without.classify = NULL; /* the same framing, every item a token */
+        /* the same framing, every item a token */
+        sg_stream_config_set_classifier(&without, NULL, NULL);
         body b;
         size_t size = sg_stream_buffer_size(&with); /* the larger of the two */
         void *buf = malloc(size);

@@ -52,10 +52,11 @@ static char parser_buf[SG_SSE_BUFFER_SIZE(65536, 1048576)];
 static double guarded_run(const char *buf, size_t total, size_t chunk, size_t n,
                           bool grow) {
     sg_stream s;
-    sg_stream_config cfg = {.format = SG_FORMAT_SSE,
-                            .terminal_data = "[DONE]",
-                            .max_line = 65536,
-                            .max_event = 1048576};
+    sg_stream_config cfg;
+    sg_stream_config_init(&cfg);
+    sg_stream_config_set_terminal_data(&cfg, "[DONE]");
+    sg_stream_config_set_max_line(&cfg, 65536);
+    sg_stream_config_set_max_event(&cfg, 1048576);
     if (grow) {
         sg_stream_init_mem(&s, &cfg, on_item, NULL, NULL);
     } else {
@@ -101,9 +102,13 @@ int main(int argc, char **argv) {
     double parse[5], guarded[5], grown[5], guarded_small[5], grown_small[5];
     for (int r = 0; r < 5; r++) {
         sg_sse_parser p;
-        sg_sse_config sc = {65536, 1048576, "[DONE]", NULL};
-        sg_sse_callbacks cbs = {on_event, NULL, NULL, NULL};
-        sg_sse_init(&p, &sc, &cbs, NULL, parser_buf, sizeof(parser_buf));
+        sg_sse_config sc;
+        sg_sse_config_init(&sc);
+        sg_sse_config_set_max_line(&sc, 65536);
+        sg_sse_config_set_max_event(&sc, 1048576);
+        sg_sse_config_set_terminal_data(&sc, "[DONE]");
+        sg_sse_config_set_on_event(&sc, on_event);
+        sg_sse_init(&p, &sc, NULL, parser_buf, sizeof(parser_buf));
         count = 0;
         double t0 = now_ns();
         for (size_t o = 0; o < total; o += chunk) {

@@ -80,8 +80,16 @@ int main(int argc, char **argv) {
     sg_op_options_set_first_item_timeout(policy, SG_SEC(5));
     sg_op_options_set_idle_timeout(policy, SG_MS(300));
     sg_op_options_set_max_attempts(policy, 1);
-    sg_curl_options opts = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_done = on_done};
+    sg_stream_config framing; /* SSE ending at [DONE] */
+    sg_stream_config_init(&framing);
+    sg_curl_options *opts = NULL;
+    if (sg_stream_config_set_terminal_data(&framing, "[DONE]") != 0 ||
+        sg_curl_options_new(&opts) != 0 ||
+        sg_curl_options_set_framing(opts, &framing) != 0 ||
+        sg_curl_options_set_on_item(opts, on_item) != 0 ||
+        sg_curl_options_set_on_done(opts, on_done) != 0) {
+        return 2;
+    }
 
     int n = argc - 1;
     struct stream streams[MAX_STREAMS];
@@ -93,13 +101,14 @@ int main(int argc, char **argv) {
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, argv[i + 1]);
         if (easy[i] == NULL ||
-            sg_curl_op_new(&ops[i], easy[i], policy, &opts, &cbs, &streams[i]) != 0 ||
+            sg_curl_op_new(&ops[i], easy[i], policy, opts, &streams[i]) != 0 ||
             sg_curl_multi_add(m, ops[i]) != 0) {
             fprintf(stderr, "curl_poll_loop: cannot start %s\n", argv[i + 1]);
             return 2;
         }
     }
-    sg_op_options_free(policy); /* each operation has its own copy */
+    sg_op_options_free(policy); /* each operation has its own copies */
+    sg_curl_options_free(opts);
 
     /* The program's own business: a 1 s ticker. */
     int tick = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);

@@ -97,12 +97,19 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_URL, argv[2]);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "{\"stream\":true}");
 
-    sg_curl_options opts = {0};
-    opts.framing.format = SG_FORMAT_SSE;
-    opts.framing.terminal_data = "[DONE]";
-    opts.headers = headers;
-    opts.deadline_header = true; /* X-Deadline-Ms: <lease>, fresh per attempt */
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_attempt = on_attempt};
+    sg_stream_config framing; /* SSE ending at [DONE] */
+    sg_stream_config_init(&framing);
+    sg_curl_options *opts = NULL;
+    if (sg_stream_config_set_terminal_data(&framing, "[DONE]") != 0 ||
+        sg_curl_options_new(&opts) != 0 ||
+        sg_curl_options_set_framing(opts, &framing) != 0 ||
+        sg_curl_options_set_headers(opts, headers) != 0 ||
+        /* X-Deadline-Ms: <lease>, fresh per attempt */
+        sg_curl_options_set_deadline_header(opts, true) != 0 ||
+        sg_curl_options_set_on_item(opts, on_item) != 0 ||
+        sg_curl_options_set_on_attempt(opts, on_attempt) != 0) {
+        return 2;
+    }
     unsigned long items = 0;
 
     char key[64];
@@ -133,8 +140,9 @@ int main(int argc, char **argv) {
            (long long)(UPSTREAM_FLOOR / SG_MS(1)));
 
     sg_curl_op *op = NULL;
-    rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &items);
-    sg_op_options_free(policy); /* the operation has its own copy */
+    rv = sg_curl_op_new(&op, easy, policy, opts, &items);
+    sg_op_options_free(policy); /* the operation has its own copies */
+    sg_curl_options_free(opts);
     if (rv == 0) {
         rv = sg_curl_perform(op);
     }

@@ -80,14 +80,23 @@ int main(int argc, char **argv) {
     }
 
     char errbuf[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn_options copts = {0};
-    copts.host = argv[1];
-    copts.port = atoi(argv[2]);
-    copts.tls = false;
-    copts.connect_timeout = SG_SEC(2);
-    copts.errbuf = errbuf;
+    sg_h2_conn_options *copts = NULL; /* h2c (cleartext) by default */
+    int rv = sg_h2_conn_options_new(&copts);
+    if (rv == 0) {
+        (void)sg_h2_conn_options_set_errbuf(copts, errbuf);
+        rv = sg_h2_conn_options_set_host(copts, argv[1]);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_port(copts, atoi(argv[2]));
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_connect_timeout(copts, SG_SEC(2));
+    }
     sg_h2_conn *conn = NULL;
-    int rv = sg_h2_conn_new(&conn, &copts); /* blocks for the connect only */
+    if (rv == 0) {
+        rv = sg_h2_conn_new(&conn, copts); /* blocks for the connect only */
+    }
+    sg_h2_conn_options_free(copts);
     if (rv != 0) {
         fprintf(stderr, "h2_multiplex: %s: %s\n", sg_strerror(rv), errbuf);
         return 2;
@@ -101,12 +110,9 @@ int main(int argc, char **argv) {
         {"long", "/v1/chat/completions?n=30&gap=30", 0, "", NULL},
     };
     static const char body[] = "{\"model\":\"gpt-4o-mini\",\"stream\":true}";
-    static const sg_h2_header headers[] = {{"content-type", "application/json"}};
-    sg_stream_config framing = {0};
-    framing.format = SG_FORMAT_SSE;
-    framing.terminal_data = "[DONE]";
-    sg_h2_callbacks cbs = {
-        .on_item = on_item, .on_discard = on_discard, .on_done = on_done};
+    sg_stream_config framing; /* SSE ending at [DONE] */
+    sg_stream_config_init(&framing);
+    (void)sg_stream_config_set_terminal_data(&framing, "[DONE]");
 
     for (int i = 0; i < 3; i++) {
         struct gen *g = &gens[i];
@@ -120,16 +126,29 @@ int main(int argc, char **argv) {
         snprintf(g->key, sizeof(g->key), "h2-%s-%ld", g->name, (long)getpid());
         sg_op_options_set_idempotency_key(policy, g->key);
 
-        sg_h2_request req = {0};
-        req.framing = framing;
-        req.path = g->path;
-        req.headers = headers;
-        req.nheaders = 1;
-        req.body = body;
-        req.body_len = sizeof(body) - 1;
-        req.deadline_header = true;
-        rv = sg_h2_stream_start(conn, &req, policy, &cbs, g, &g->op);
-        sg_op_options_free(policy); /* the operation has its own copy */
+        sg_h2_request *req = NULL;
+        rv = sg_h2_request_new(&req);
+        if (rv == 0) {
+            (void)sg_h2_request_set_deadline_header(req, true);
+            (void)sg_h2_request_set_on_item(req, on_item);
+            (void)sg_h2_request_set_on_discard(req, on_discard);
+            (void)sg_h2_request_set_on_done(req, on_done);
+            rv = sg_h2_request_set_framing(req, &framing);
+        }
+        if (rv == 0) {
+            rv = sg_h2_request_set_path(req, g->path);
+        }
+        if (rv == 0) {
+            rv = sg_h2_request_add_header(req, "content-type", "application/json");
+        }
+        if (rv == 0) {
+            rv = sg_h2_request_set_body(req, body, sizeof(body) - 1);
+        }
+        if (rv == 0) {
+            rv = sg_h2_op_new(&g->op, conn, policy, req, g);
+        }
+        sg_op_options_free(policy); /* the operation has its own copies */
+        sg_h2_request_free(req);
         if (rv != 0) {
             fprintf(stderr, "h2_multiplex: %s: %s\n", g->name, sg_strerror(rv));
             sg_h2_conn_free(conn);

@@ -126,17 +126,22 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
     /* The stream's semantics: the "ollama" profile (NDJSON, "done":true). */
-    sg_curl_options opts = {0};
-    if (sg_profile_framing("ollama", &opts.framing) != 0) {
+    sg_stream_config framing;
+    sg_stream_config_init(&framing);
+    sg_curl_options *opts = NULL;
+    if (sg_profile_framing("ollama", &framing) != 0 || sg_curl_options_new(&opts) != 0 ||
+        sg_curl_options_set_framing(opts, &framing) != 0 ||
+        sg_curl_options_set_headers(opts, headers) != 0 ||
+        sg_curl_options_set_on_item(opts, on_item) != 0 ||
+        sg_curl_options_set_on_discard(opts, on_discard) != 0) {
         return 2;
     }
-    opts.headers = headers;
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
-    int rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &app);
-    sg_op_options_free(policy); /* the operation has its own copy */
+    int rv = sg_curl_op_new(&op, easy, policy, opts, &app);
+    sg_op_options_free(policy); /* the operation has its own copies */
+    sg_curl_options_free(opts);
     if (rv == 0) {
         rv = sg_curl_perform(op);
     }

@@ -164,7 +164,8 @@ int main(int argc, char **argv) {
         return 2;
     }
     /* The easy handle is ours: URL, method, body.  Request headers go
-     * through sg_curl_options so the deadline/idempotency headers join them. */
+     * through the operation's options so the deadline/idempotency headers
+     * join them. */
     static const char body[] =
         "{\"model\":\"gpt-4o-mini\",\"stream\":true,"
         "\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}";
@@ -182,18 +183,23 @@ int main(int argc, char **argv) {
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body);
 
     /* The stream's semantics: the "openai" profile (a typo is SG_ENOTFOUND). */
-    sg_curl_options opts = {0};
-    if (sg_profile_framing("openai", &opts.framing) != 0) {
+    sg_stream_config framing;
+    sg_stream_config_init(&framing);
+    sg_curl_options *opts = NULL;
+    if (sg_profile_framing("openai", &framing) != 0 || sg_curl_options_new(&opts) != 0 ||
+        sg_curl_options_set_framing(opts, &framing) != 0 ||
+        sg_curl_options_set_headers(opts, headers) != 0 ||
+        sg_curl_options_set_on_item(opts, on_item) != 0 ||
+        sg_curl_options_set_on_discard(opts, on_discard) != 0 ||
+        sg_curl_options_set_on_attempt(opts, on_attempt) != 0) {
         return 2;
     }
-    opts.headers = headers;
-    sg_curl_callbacks cbs = {
-        .on_item = on_item, .on_discard = on_discard, .on_attempt = on_attempt};
     struct app app = {0, 0};
 
     sg_curl_op *op = NULL;
-    int rv = sg_curl_op_new(&op, easy, policy, &opts, &cbs, &app);
-    sg_op_options_free(policy); /* the operation has its own copy */
+    int rv = sg_curl_op_new(&op, easy, policy, opts, &app);
+    sg_op_options_free(policy); /* the operation has its own copies */
+    sg_curl_options_free(opts);
     if (rv == 0) {
         rv = sg_curl_perform(op); /* blocks until the operation has an outcome */
     }

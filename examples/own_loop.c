@@ -98,11 +98,13 @@ int main(int argc, char **argv) {
 
     /* Framing: OpenAI-style SSE, `data: [DONE]` is the clean end.  The
      * parser's buffer is ours, sized once from the limits; nothing grows. */
-    sg_stream_config scfg = {0};
-    scfg.format = SG_FORMAT_SSE;
-    scfg.terminal_data = "[DONE]";
-    scfg.max_line = 16 * 1024;
-    scfg.max_event = 64 * 1024;
+    sg_stream_config scfg; /* SSE ending at [DONE], 16 KiB lines, 64 KiB events */
+    sg_stream_config_init(&scfg);
+    if (sg_stream_config_set_terminal_data(&scfg, "[DONE]") != 0 ||
+        sg_stream_config_set_max_line(&scfg, 16 * 1024) != 0 ||
+        sg_stream_config_set_max_event(&scfg, 64 * 1024) != 0) {
+        return 2;
+    }
     size_t buf_size = sg_stream_buffer_size(&scfg);
     void *framing_buf = malloc(buf_size);
     struct app app = {0};

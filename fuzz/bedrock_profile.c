@@ -184,9 +184,8 @@ typedef struct verdict {
 static verdict play(const char *profile, const body *w, const uint8_t *sizes,
                     size_t nsz) {
     sg_stream_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
     check(sg_profile_framing(profile, &cfg) == 0, "the profile exists");
-    cfg.max_event = 4096;
+    check(sg_stream_config_set_max_event(&cfg, 4096) == 0, "max_event");
     size_t bn = sg_stream_buffer_size(&cfg);
     void *buf = malloc(bn);
     check(buf != NULL, "out of memory");

@@ -103,8 +103,10 @@ typedef struct outcome {
 } outcome;
 
 /* Feeds @body in reads of the sizes in @sizes (cycled; NULL = one read). */
-static void run(const sg_es_config *cfg, const uint8_t *body, size_t n,
-                const uint8_t *sizes, size_t n_sizes, outcome *out) {
+/* @cfg's limits are @max_message and @max_headers (0: the defaults). */
+static void run(const sg_es_config *cfg, size_t max_message, size_t max_headers,
+                const uint8_t *body, size_t n, const uint8_t *sizes, size_t n_sizes,
+                outcome *out) {
     /* An exact-size buffer, so the sanitizers see a write past it; the
      * default's 16 MiB one is made once (a fresh one per run would cost
      * more than the decode). */
@@ -120,14 +122,15 @@ static void run(const sg_es_config *cfg, const uint8_t *body, size_t n,
     sg_es_decoder dec;
     memset(out, 0, sizeof(*out));
     out->d.hash = 0xcbf29ce484222325ULL;
-    out->d.max_message = cfg->max_message != 0 ? cfg->max_message : SG_ES_MAX_MESSAGE;
-    out->d.max_headers = cfg->max_headers != 0 ? cfg->max_headers : SG_ES_MAX_HEADERS;
-    check(sg_es_init(&dec, cfg, on_message, &out->d, buf, need) == 0, "init");
+    out->d.max_message = max_message != 0 ? max_message : SG_ES_MAX_MESSAGE;
+    out->d.max_headers = max_headers != 0 ? max_headers : SG_ES_MAX_HEADERS;
+    check(sg_es_init(&dec, cfg, &out->d, buf, need) == 0, "init");
     out->status = fz_feed_split("eventstream", &dec, feed, body, n, sizes, n_sizes);
     check(sg_es_end(&dec, &out->clean) == 0, "end");
     check(!out->clean || out->status == 0, "an error is never a clean end");
     check(sg_es_feed(&dec, "x", 1) == (out->status != 0 ? out->status : SG_EDONE),
           "feed after end");
+    out->stats = (sg_es_stats)SG_ES_STATS_INIT;
     check(sg_es_get_stats(&dec, &out->stats) == 0, "stats");
     check(out->stats.messages == out->d.messages, "messages == delivered");
     check(out->stats.bytes <= n, "bytes counted");
@@ -176,10 +179,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 9) {
         return 0;
     }
+    size_t max_message = messages[data[0] & 3], max_headers = headers[(data[0] >> 2) & 3];
     sg_es_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.max_message = messages[data[0] & 3];
-    cfg.max_headers = headers[(data[0] >> 2) & 3];
+    sg_es_config_init(&cfg);
+    check(sg_es_config_set_max_message(&cfg, max_message) == 0 &&
+              sg_es_config_set_max_headers(&cfg, max_headers) == 0,
+          "config");
+    sg_es_config_set_on_message(&cfg, on_message);
     const uint8_t *sizes = data + 1;
     size_t n = size - 9;
     uint8_t *body = malloc(n > 0 ? n : 1);
@@ -189,12 +195,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         seal(body, n);
     }
 
-    run(&cfg, body, n, NULL, 0, &whole);
-    run(&cfg, body, n, sizes, 8, &split);
+    run(&cfg, max_message, max_headers, body, n, NULL, 0, &whole);
+    run(&cfg, max_message, max_headers, body, n, sizes, 8, &split);
     same(&whole, &split);
     if (n <= 4096) {
         static const uint8_t one[1] = {0};
-        run(&cfg, body, n, one, 1, &bytewise);
+        run(&cfg, max_message, max_headers, body, n, one, 1, &bytewise);
         same(&whole, &bytewise);
     }
     free(body);

@@ -81,14 +81,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     sg_manual_clock mc;
     sg_manual_clock_init(&mc, SG_SEC(1000));
     sg_clock clock = sg_manual_clock_as(&mc);
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = "127.0.0.1";
-    o.port = g_port;
-    o.clock = &clock;
-    o.max_header_list = (cfg & 0x40) ? 256 : 0;
+    sg_h2_conn_options *o = NULL;
+    check(sg_h2_conn_options_new(&o) == 0 &&
+              sg_h2_conn_options_set_host(o, "127.0.0.1") == 0 &&
+              sg_h2_conn_options_set_port(o, g_port) == 0 &&
+              sg_h2_conn_options_set_clock(o, &clock) == 0 &&
+              sg_h2_conn_options_set_max_header_list(o, (cfg & 0x40) ? 256 : 0) == 0,
+          "conn options");
     sg_h2_conn *c = NULL;
-    check(sg_h2_conn_new(&c, &o) == 0, "connect");
+    check(sg_h2_conn_new(&c, o) == 0, "connect");
+    sg_h2_conn_options_free(o);
     int srv = accept(g_listen, NULL, NULL);
     check(srv >= 0, "accept");
     int one = 1;
@@ -96,11 +98,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     setsockopt(srv, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
     sg_stream_config framing;
-    memset(&framing, 0, sizeof(framing));
-    framing.format = (cfg & 1) ? SG_FORMAT_NDJSON : SG_FORMAT_SSE;
-    framing.terminal_data = (cfg & 1) ? NULL : "[DONE]";
-    framing.max_line = 256;
-    framing.max_event = 1024;
+    sg_stream_config_init(&framing);
+    check(sg_stream_config_set_format(&framing, (cfg & 1) ? SG_FORMAT_NDJSON
+                                                          : SG_FORMAT_SSE) == 0 &&
+              sg_stream_config_set_terminal_data(&framing, (cfg & 1) ? NULL : "[DONE]") ==
+                  0 &&
+              sg_stream_config_set_max_line(&framing, 256) == 0 &&
+              sg_stream_config_set_max_event(&framing, 1024) == 0,
+          "framing");
+    sg_h2_request *req = NULL;
+    check(sg_h2_request_new(&req) == 0 && sg_h2_request_set_path(req, "/fuzz") == 0 &&
+              sg_h2_request_set_method(req, (cfg & 0x10) ? "GET" : NULL) == 0 &&
+              sg_h2_request_set_body(req, "{}", (cfg & 0x10) ? 0 : 2) == 0 &&
+              sg_h2_request_set_drain_timeout(req, SG_MS(20)) == 0 &&
+              sg_h2_request_set_framing(req, &framing) == 0 &&
+              sg_h2_request_set_on_item(req, on_item) == 0,
+          "request");
     sg_h2_op *ops[3];
     for (int i = 0; i < 3; i++) {
         sg_op_options *po = NULL;
@@ -116,18 +129,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (cfg & 8) {
             sg_op_options_set_max_items(po, 3);
         }
-        sg_h2_request req;
-        memset(&req, 0, sizeof(req));
-        req.path = "/fuzz";
-        req.method = (cfg & 0x10) ? "GET" : NULL;
-        req.body = "{}";
-        req.body_len = (cfg & 0x10) ? 0 : 2;
-        req.drain_ns = SG_MS(20);
-        req.framing = framing;
-        sg_h2_callbacks cbs = {.on_item = on_item};
-        check(sg_h2_stream_start(c, &req, po, &cbs, NULL, &ops[i]) == 0, "stream_start");
+        check(sg_h2_op_new(&ops[i], c, po, req, NULL) == 0, "sg_h2_op_new");
         sg_op_options_free(po);
     }
+    sg_h2_request_free(req);
     sg_h2_conn_step(c, sg_manual_clock_now(&mc), false,
                     true); /* preface, SETTINGS, requests */
     drain(srv);

@@ -50,7 +50,10 @@ static int on_item(const char *line, size_t len, void *ud) {
 
 static void run(size_t max_line, const uint8_t *body, size_t n, const uint8_t *sizes,
                 size_t n_sizes, outcome *out) {
-    sg_ndjson_config cfg = {.max_line = max_line};
+    sg_ndjson_config cfg;
+    sg_ndjson_config_init(&cfg);
+    check(sg_ndjson_config_set_max_line(&cfg, max_line) == 0, "config");
+    sg_ndjson_config_set_on_item(&cfg, on_item);
     size_t need = sg_ndjson_buffer_size(&cfg);
     char *buf = malloc(need);
     check(buf != NULL, "malloc");
@@ -58,9 +61,10 @@ static void run(size_t max_line, const uint8_t *body, size_t n, const uint8_t *s
     memset(out, 0, sizeof(*out));
     out->hash = 0xcbf29ce484222325ULL;
     out->max_line = max_line;
-    check(sg_ndjson_init(&p, &cfg, on_item, out, buf, need) == 0, "init");
+    check(sg_ndjson_init(&p, &cfg, out, buf, need) == 0, "init");
     out->status = fz_feed_split("ndjson", &p, feed, body, n, sizes, n_sizes);
     check(sg_ndjson_end(&p, &out->clean) == 0, "end");
+    out->stats = (sg_ndjson_stats)SG_NDJSON_STATS_INIT;
     check(sg_ndjson_get_stats(&p, &out->stats) == 0, "stats");
     check(out->stats.items == out->items, "items counted");
     check(out->stats.items <= out->stats.lines, "items <= lines");

@@ -99,9 +99,10 @@ typedef struct outcome {
 } outcome;
 
 /* Feeds @body in reads of the sizes in @sizes (cycled; NULL = one read). */
-static void run(const sg_sse_config *cfg, const uint8_t *body, size_t n,
-                const uint8_t *sizes, size_t n_sizes, outcome *out) {
-    static const sg_sse_callbacks cbs = {on_event, on_comment, on_retry, on_other};
+/* @cfg's limits are @max_line and @max_event. */
+static void run(const sg_sse_config *cfg, size_t max_line, size_t max_event,
+                const uint8_t *body, size_t n, const uint8_t *sizes, size_t n_sizes,
+                outcome *out) {
     size_t need = sg_sse_buffer_size(cfg);
     check(need > 0, "buffer size");
     char *buf = malloc(need);
@@ -109,14 +110,15 @@ static void run(const sg_sse_config *cfg, const uint8_t *body, size_t n,
     sg_sse_parser p;
     memset(out, 0, sizeof(*out));
     out->d.hash = 0xcbf29ce484222325ULL;
-    out->d.max_line = cfg->max_line;
-    out->d.max_event = cfg->max_event;
-    check(sg_sse_init(&p, cfg, &cbs, &out->d, buf, need) == 0, "init");
+    out->d.max_line = max_line;
+    out->d.max_event = max_event;
+    check(sg_sse_init(&p, cfg, &out->d, buf, need) == 0, "init");
     out->status = fz_feed_split("sse", &p, feed, body, n, sizes, n_sizes);
     check(sg_sse_end(&p, &out->clean) == 0, "end");
     check(sg_sse_feed(&p, "x", 1) == (out->status != 0 ? out->status : SG_EDONE),
           "feed after end");
     out->terminal = sg_sse_terminal_seen(&p);
+    out->stats = (sg_sse_stats)SG_SSE_STATS_INIT;
     check(sg_sse_get_stats(&p, &out->stats) == 0, "stats");
     check(sg_sse_last_event_id(&p, &out->id, &out->id_len) == 0, "last id");
     check(out->id_len <= sizeof(out->id_copy), "id fits");
@@ -150,25 +152,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 9) {
         return 0;
     }
+    size_t max_line = lines[data[0] & 3], max_event = events[(data[0] >> 2) & 3];
     sg_sse_config cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.max_line = lines[data[0] & 3];
-    cfg.max_event = events[(data[0] >> 2) & 3];
-    cfg.terminal_data = (data[0] & 16) ? "[DONE]" : NULL;
-    cfg.terminal_type =
-        (data[0] & 32) ? (data[0] & 128) ? "message" : "message_stop" : NULL;
+    sg_sse_config_init(&cfg);
+    check(sg_sse_config_set_max_line(&cfg, max_line) == 0 &&
+              sg_sse_config_set_max_event(&cfg, max_event) == 0 &&
+              sg_sse_config_set_terminal_data(&cfg, (data[0] & 16) ? "[DONE]" : NULL) ==
+                  0 &&
+              sg_sse_config_set_terminal_type(
+                  &cfg, (data[0] & 32) ? (data[0] & 128) ? "message" : "message_stop"
+                                       : NULL) == 0,
+          "config");
+    sg_sse_config_set_on_event(&cfg, on_event);
+    sg_sse_config_set_on_comment(&cfg, on_comment);
+    sg_sse_config_set_on_retry(&cfg, on_retry);
+    sg_sse_config_set_on_other(&cfg, on_other);
     const uint8_t *sizes = data + 1;
     const uint8_t *body = data + 9;
     size_t n = size - 9;
 
-    run(&cfg, body, n, NULL, 0, &whole);
+    run(&cfg, max_line, max_event, body, n, NULL, 0, &whole);
     sg__simd_limit((data[0] & 64) ? SG__SIMD_SSE2 : 0);
-    run(&cfg, body, n, sizes, 8, &split);
+    run(&cfg, max_line, max_event, body, n, sizes, 8, &split);
     sg__simd_limit(0);
     same(&whole, &split);
     if (n <= 4096) {
         static const uint8_t one[1] = {0};
-        run(&cfg, body, n, one, 1, &bytewise);
+        run(&cfg, max_line, max_event, body, n, one, 1, &bytewise);
         same(&whole, &bytewise);
     }
     return 0;

@@ -104,19 +104,24 @@ typedef struct verdict {
 static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t *body,
                 size_t n, bool grow, verdict *out) {
     static const size_t events[4] = {64, 256, 1024, 4096};
-    sg_stream_config cfg = {.format = (opt & 1) ? SG_FORMAT_NDJSON : SG_FORMAT_SSE,
-                            .max_line = 4096,
-                            .max_event = events[(opt >> 3) & 3],
-                            .classify = classify,
-                            .meta_at_once = (opt & 2) != 0,
-                            .end_required = (opt & 4) != 0,
-                            .end_at_eof = (opt & 32) != 0};
+    bool at_once = (opt & 2) != 0, end_required = (opt & 4) != 0;
+    sg_stream_config cfg;
+    sg_stream_config_init(&cfg);
+    check(sg_stream_config_set_format(&cfg, (opt & 1) ? SG_FORMAT_NDJSON
+                                                      : SG_FORMAT_SSE) == 0 &&
+              sg_stream_config_set_max_line(&cfg, 4096) == 0 &&
+              sg_stream_config_set_max_event(&cfg, events[(opt >> 3) & 3]) == 0 &&
+              sg_stream_config_set_classifier(&cfg, classify, NULL) == 0 &&
+              sg_stream_config_set_meta_at_once(&cfg, at_once) == 0 &&
+              sg_stream_config_set_end_required(&cfg, end_required) == 0 &&
+              sg_stream_config_set_end_at_eof(&cfg, (opt & 32) != 0) == 0,
+          "config");
     size_t need = sg_stream_buffer_size(&cfg);
     check(need > 0, "buffer size");
     char *buf = grow ? NULL : malloc(need);
     check(grow || buf != NULL, "malloc");
     memset(out, 0, sizeof(*out));
-    out->r.at_once = cfg.meta_at_once;
+    out->r.at_once = at_once;
     sg_stream s;
     count_mem mem = {0, 0, 0};
     sg_mem m;
@@ -162,7 +167,7 @@ static void run(uint8_t opt, const uint8_t *sizes, size_t n_sizes, const uint8_t
               "an error item is provider_error");
         check(strlen(msg) <= SG_STREAM_ERROR_MESSAGE_MAX, "the message is bounded");
     }
-    if (res.outcome == SG_OUTCOME_OK && cfg.end_required) {
+    if (res.outcome == SG_OUTCOME_OK && end_required) {
         check(out->r.end_seen, "ok with end_required means an end item");
     }
     check((res.first_item_ns >= 0) == out->r.content_seen,

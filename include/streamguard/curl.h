@@ -25,11 +25,11 @@
  * except for the options an operation sets on every attempt and that the
  * caller must not touch while it runs: CURLOPT_WRITEFUNCTION, WRITEDATA,
  * HEADERFUNCTION, HEADERDATA, PREREQFUNCTION, PREREQDATA, HTTPHEADER (pass
- * request headers in sg_curl_options.headers instead), CONNECTTIMEOUT_MS,
+ * request headers with sg_curl_options_set_headers instead), CONNECTTIMEOUT_MS,
  * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
  * proxy's CONNECT response is not the server's answer), QUICK_EXIT (an
  * aborted transfer never waits for the threaded resolver), and CAINFO when
- * sg_curl_options.cafile is set, and SSL_CTX_FUNCTION.  TLS
+ * sg_curl_options_set_cafile is used, and SSL_CTX_FUNCTION.  TLS
  * verification is libcurl's default (on); nothing here turns it off, and
  * the server is identified by its certificate's subject alternative names
  * only (RFC 9525): a certificate that names it only in the subject's CN is
@@ -48,21 +48,16 @@
  * refused, nothing sent, libcurl's message kept.  Which schemes an easy
  * handle may use is the caller's choice (CURLOPT_PROTOCOLS_STR).
  *
- * libcurl sends a request again by itself, on a new connection, when an
- * HTTP/2 server refused its stream and when a reused connection died
- * before any answer.  A refused stream (REFUSED_STREAM, or above a
- * GOAWAY's last stream id) was never processed: its attempt ends there,
- * recorded not sent (transport_error, phase send), and the policy retries
- * it as a new attempt, whatever the method.  A dead connection's resend is
- * stopped for a request not safe to repeat (sent, outcome unknown).  How
- * the two are told apart, and where libcurl shows no sign of a refusal
- * (cleartext HTTP/2; a GOAWAY that ends the connection, on a libcurl other
- * than 7.88): docs/design.md, retry rule 1.
+ * libcurl's own resends are judged as docs/design.md (retry rule 1) says:
+ * a stream an HTTP/2 server refused was never processed (recorded not
+ * sent, retried by the policy as a new attempt, whatever the method); a
+ * dead connection's resend is stopped for a request not safe to repeat.
  *
  * Call curl_global_init() once before creating operations (libcurl's rule).
  *
- * Thread-safety: an operation or a multi belongs to one thread at a time;
- * distinct operations and multis may run on distinct threads.
+ * Thread-safety: an operation or a multi belongs to one thread at a time
+ * (the functions taking one run on the thread that owns it, unless said
+ * otherwise); distinct operations and multis may run on distinct threads.
  */
 #ifndef STREAMGUARD_CURL_H
 #define STREAMGUARD_CURL_H
@@ -94,126 +89,164 @@ typedef struct sg_curl_op sg_curl_op;
  */
 typedef struct sg_curl_multi sg_curl_multi;
 
+/* ------------------------------------------------------------------------
+ * Options: framing, transport settings and the callbacks of an operation
+ * ------------------------------------------------------------------------ */
+
 /**
- * sg_curl_callbacks - what an operation reports.  Every pointer may be NULL.
+ * sg_curl_options - how an operation frames its body, what it adds to each
+ * attempt's request, and what it reports.  Opaque: sg_curl_options_new
+ * (every option at its default), one setter per option, sg_curl_options_free.
+ * Ownership (docs/design.md): values are copied - the framing config and
+ * its strings, header lists, the CA file path, the endpoints' URLs,
+ * headers and bodies - so the caller may free its own at once; the clock
+ * and the callbacks' user_data (given to sg_curl_op_new) are borrowed.
+ * An operation takes a copy (sg_curl_op_new): the options may be changed
+ * or freed right after.
  *
- * on_item:    one item, as it arrives.  Return 0 to go on; any other value
- *             cancels the operation (outcome cancelled, never retried).
- *             Called from inside libcurl's write callback: do not free the
- *             operation or call curl_multi_* / sg_curl_* functions that
- *             drive it from here.
- * on_discard: attempt @attempt delivered items and then did not end cleanly
- *             (a partial stream, ended with @outcome): discard everything it
- *             delivered.  A partial stream is never retried.
- * on_attempt: an attempt ended; @rec is its record with the decision taken
- *             (valid during the call).
- * on_done:    the operation ended (sg_curl_op_outcome() has the answer).
- *             Called from the loop, never from inside libcurl; the operation
- *             may be freed from here when it was driven by sg_curl_multi
- *             (it has already been removed from the multi).
- * on_bytes:   the body bytes of attempt @attempt's streaming (2xx)
- *             response exactly as they arrived, before they are cut into
- *             items: called first, then on_item for the items they
- *             complete.  For a consumer that passes the stream on byte for
- *             byte (a proxy): it keeps each attempt's bytes until one of
- *             its items comes (hedges run several attempts at once; a
- *             failed attempt's bytes are on_discard's to drop).  Bytes past
- *             the clean end (the terminal) are not given.  Return 0 to go
- *             on; SG_CURL_BYTES_PAUSE to take none of them now: the read
- *             is paused (CURL_WRITEFUNC_PAUSE) and the same bytes come
- *             again after sg_curl_op_resume(), for a consumer whose own
- *             reader is slow; any other value cancels the operation, as
- *             from on_item.  While paused the attempt's clocks run on: a
- *             pause the idle or total clock outlasts ends the attempt with
- *             that clock's outcome.  Same context as on_item.
- * All of them run on the thread that drives the operation.
+ * Each setter returns 0 if it succeeds, or one of the following negative
+ * error codes (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL, or a value said on the setter;
+ *   SG_ERANGE  a value out of its range;
+ *   SG_ENOMEM  no memory for a copy.
  */
-/** on_bytes's "not now": pause the read until sg_curl_op_resume(). */
+typedef struct sg_curl_options sg_curl_options;
+
+/** sg_curl_options_new - options at their defaults into *@out (NULL on
+ *  failure): 0, SG_EINVAL (@out NULL) or SG_ENOMEM. */
+SG_EXTERN int sg_curl_options_new(sg_curl_options **out);
+
+/** sg_curl_options_dup - a copy of @src (its copies copied) into *@out
+ *  (NULL on failure): 0, SG_EINVAL (@out or @src NULL) or SG_ENOMEM. */
+SG_EXTERN int sg_curl_options_dup(sg_curl_options **out, const sg_curl_options *src);
+
+/** sg_curl_options_free - frees @o (NULL is fine); operations made from it
+ *  keep their own copy. */
+SG_EXTERN void sg_curl_options_free(sg_curl_options *o);
+
+/**
+ * sg_curl_options_set_framing - how the body is cut into items
+ * (<streamguard/stream.h>: format, sentinels, skip_types, limits,
+ * classifier - or a provider profile, sg_profile_framing).  Copied, its
+ * strings and list too; the classifier's user_data is borrowed.  NULL
+ * restores the default: SSE, no sentinel, the default limits.  The
+ * framing's memory grows as a line or event spans reads and is freed
+ * once it is whole (sg_stream_init_mem): nothing is reserved for the
+ * limits.
+ */
+SG_EXTERN int sg_curl_options_set_framing(sg_curl_options *o,
+                                          const sg_stream_config *cfg);
+
+/** sg_curl_options_set_headers - request headers (curl_slist lines, "Name:
+ *  value"), copied, sent on every attempt together with Idempotency-Key
+ *  (when the policy has a key) and the deadline header.  NULL (the
+ *  default): none. */
+SG_EXTERN int sg_curl_options_set_headers(sg_curl_options *o,
+                                          const struct curl_slist *headers);
+
+/** sg_curl_options_set_cafile - a PEM file of CA certificates to trust
+ *  (CURLOPT_CAINFO), e.g. a test server's; the path is copied.  NULL (the
+ *  default): libcurl's store. */
+SG_EXTERN int sg_curl_options_set_cafile(sg_curl_options *o, const char *path);
+
+/** sg_curl_options_set_deadline_header - stamp each attempt's lease in
+ *  whole milliseconds under the policy's deadline header name (default
+ *  "X-Deadline-Ms").  Default false. */
+SG_EXTERN int sg_curl_options_set_deadline_header(sg_curl_options *o, bool on);
+
+/** sg_curl_options_set_grpc_timeout - also stamp "grpc-timeout" with the
+ *  lease.  Default false. */
+SG_EXTERN int sg_curl_options_set_grpc_timeout(sg_curl_options *o, bool on);
+
+/**
+ * sg_curl_options_set_drain_timeout - after the terminal sentinel, how long
+ * to wait for the body to end (so the connection can be reused) before the
+ * transfer is dropped; the outcome is ok either way.  The same after an
+ * error response's head, while its body is read (sg_curl_op_error_body),
+ * within the attempt's lease; the outcome is http_error either way.  @ns
+ * 0 .. SG_DURATION_MAX; 0 restores the default, 200 ms.
+ */
+SG_EXTERN int sg_curl_options_set_drain_timeout(sg_curl_options *o, int64_t ns);
+
+/** sg_curl_options_set_clock - the clock the operation reads; NULL (the
+ *  default) is CLOCK_MONOTONIC.  Borrowed: it must outlive the operation.
+ *  The managed multi waits on real time, so inject a clock only for
+ *  reads. */
+SG_EXTERN int sg_curl_options_set_clock(sg_curl_options *o, const sg_clock *clock);
+
+/**
+ * sg_curl_options_add_endpoint - one more endpoint to fall back across (at
+ * most SG_OP_MAX_ENDPOINTS, SG_ERANGE past it), in order: attempt k goes
+ * to the endpoint the policy chose (sg_op_options_set_endpoints, which
+ * the operation sets from this list), with its URL, its @headers (instead
+ * of sg_curl_options_set_headers', when not NULL) and its @body of
+ * @body_len bytes (instead of the easy handle's, when not NULL: then every
+ * endpoint must have one, so that no attempt inherits another's -
+ * SG_EINVAL otherwise).  All copied.  Put the primary first, usually the
+ * easy handle's own URL; the method stays the easy handle's.  Default
+ * none: every attempt goes where the easy handle says.  SG_EINVAL for a
+ * NULL @url.
+ */
+SG_EXTERN int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
+                                           const struct curl_slist *headers,
+                                           const void *body, size_t body_len);
+
+/*
+ * The callbacks.  Each runs on the thread that drives the operation, with
+ * the user_data given to sg_curl_op_new.  Every one is NULL by default
+ * (NULL removes one).
+ */
+
+/** One item, as it arrives.  Return 0 to go on; any other value cancels
+ *  the operation (outcome cancelled, never retried).  Called from inside
+ *  libcurl's write callback: do not free the operation or call
+ *  curl_multi_* / sg_curl_* functions that drive it from here. */
+typedef int (*sg_curl_item_cb)(sg_curl_op *op, const sg_item *item, void *user_data);
+/** Attempt @attempt delivered items and then did not end cleanly (a
+ *  partial stream, ended with @outcome): discard everything it delivered.
+ *  A partial stream is never retried. */
+typedef void (*sg_curl_discard_cb)(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
+                                   void *user_data);
+/** An attempt ended; @rec is its record with the decision taken (valid
+ *  during the call). */
+typedef void (*sg_curl_attempt_cb)(sg_curl_op *op, const sg_op_attempt *rec,
+                                   void *user_data);
+/** The operation ended (sg_curl_op_outcome has the answer).  Called from
+ *  the loop, never from inside libcurl; the operation may be freed from
+ *  here when a managed multi drove it (it has left the multi already). */
+typedef void (*sg_curl_done_cb)(sg_curl_op *op, void *user_data);
+/**
+ * The body bytes of attempt @attempt's streaming (2xx) response exactly
+ * as they arrived, before they are cut into items: called first, then the
+ * item callback for the items they complete.  For a consumer that passes
+ * the stream on byte for byte (a proxy): it keeps each attempt's bytes
+ * until one of its items comes (hedges run several attempts at once; a
+ * failed attempt's bytes are the discard callback's to drop).  Bytes past
+ * the clean end are not given.  Return 0 to go on; SG_CURL_BYTES_PAUSE to
+ * take none of them now: the read is paused (CURL_WRITEFUNC_PAUSE) and the
+ * same bytes come again after sg_curl_op_resume(); any other value
+ * cancels, as from the item callback.  While paused the attempt's clocks
+ * run on.  Same context as the item callback.
+ */
+typedef int (*sg_curl_bytes_cb)(sg_curl_op *op, uint32_t attempt, const void *data,
+                                size_t len, void *user_data);
+/** The bytes callback's "not now": pause the read until sg_curl_op_resume(). */
 #define SG_CURL_BYTES_PAUSE 2
 
-typedef struct sg_curl_callbacks {
-    int (*on_item)(sg_curl_op *op, const sg_item *item, void *user_data);
-    void (*on_discard)(sg_curl_op *op, uint32_t attempt, sg_outcome outcome,
-                       void *user_data);
-    void (*on_attempt)(sg_curl_op *op, const sg_op_attempt *rec, void *user_data);
-    void (*on_done)(sg_curl_op *op, void *user_data);
-    int (*on_bytes)(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
-                    void *user_data);
-} sg_curl_callbacks;
+/** sg_curl_options_set_on_item - see sg_curl_item_cb. */
+SG_EXTERN int sg_curl_options_set_on_item(sg_curl_options *o, sg_curl_item_cb fn);
+/** sg_curl_options_set_on_discard - see sg_curl_discard_cb. */
+SG_EXTERN int sg_curl_options_set_on_discard(sg_curl_options *o, sg_curl_discard_cb fn);
+/** sg_curl_options_set_on_attempt - see sg_curl_attempt_cb. */
+SG_EXTERN int sg_curl_options_set_on_attempt(sg_curl_options *o, sg_curl_attempt_cb fn);
+/** sg_curl_options_set_on_done - see sg_curl_done_cb. */
+SG_EXTERN int sg_curl_options_set_on_done(sg_curl_options *o, sg_curl_done_cb fn);
+/** sg_curl_options_set_on_bytes - see sg_curl_bytes_cb. */
+SG_EXTERN int sg_curl_options_set_on_bytes(sg_curl_options *o, sg_curl_bytes_cb fn);
 
-/**
- * sg_curl_options - framing and transport settings.  Zero-initialise it;
- * every zero field takes its default.  The struct is copied, but what its
- * pointers point to is borrowed, not copied: the strings, the skip_types
- * list, the header list and the clock are read while the operation lives,
- * so keep them alive (and unchanged) until it is freed.
- *
- * framing:        how the body is cut into items: format (SSE by default,
- *                 or NDJSON), the terminal sentinel (terminal_data such as
- *                 "[DONE]", not delivered; or terminal_type such as
- *                 "message_stop", delivered), skip_types (event types that
- *                 are not items), and the size limits max_line (64 KiB;
- *                 under a profile, max_event) and max_event (1 MiB),
- *                 exceeding either is protocol_error.
- *                 The same sg_stream_config every transport embeds; see
- *                 <streamguard/stream.h>.  The framing's memory grows as
- *                 a line or event spans reads and is freed once it is
- *                 whole (sg_stream_init_mem), at most
- *                 sg_stream_buffer_size(&framing) bytes: nothing is
- *                 reserved for the limits.
- * headers:        request headers, sent on every attempt together with
- *                 Idempotency-Key (when the policy has a key) and the
- *                 deadline header.  Default NULL: none.
- * cafile:         a PEM file of CA certificates to trust (CURLOPT_CAINFO),
- *                 e.g. a test server's.  Default NULL: libcurl's store.
- * deadline_header: stamp the attempt's lease in whole milliseconds on every
- *                 attempt, under the policy's deadline header name
- *                 (default "X-Deadline-Ms").  Default false.
- * grpc_timeout:   also stamp "grpc-timeout" with the lease.  Default false.
- * drain_ns:       after the terminal sentinel, how long to wait for the
- *                 body to end (so the connection can be reused) before the
- *                 transfer is dropped; the outcome is ok either way.  The
- *                 same after an error response's head, while its body is
- *                 read (sg_curl_op_error_body), within the attempt's
- *                 lease; the outcome is http_error either way.
- *                 Default 200 ms.
- * clock:          the clock; NULL = CLOCK_MONOTONIC.  Borrowed: the
- *                 operation keeps the pointer.  The managed multi waits on
- *                 real time, so inject a clock only for reads.
- *
- * endpoints:      fallbacks (sg_curl_endpoint, @n_endpoints of them, at
- *                 most SG_OP_MAX_ENDPOINTS): attempt k goes to the endpoint
- *                 the policy chose (sg_op_options_set_endpoints, which the
- *                 operation sets from this list): its URL, its headers
- *                 (instead of @headers, when given) and its body (instead
- *                 of the easy handle's, when given: then every endpoint
- *                 must give one, so that no attempt inherits another's).
- *                 Put the primary first, usually the easy handle's own
- *                 URL; the method stays the easy handle's.  Borrowed.
- *                 Default none: every attempt goes where the easy handle
- *                 says.
- *
- * An intent ledger, or any other record of what the operation did, plugs
- * into the policy as an observer (sg_op_options_set_observer), not here.
- */
-typedef struct sg_curl_endpoint {
-    const char *url;                  /* required */
-    const struct curl_slist *headers; /* NULL: sg_curl_options.headers */
-    const char *body;                 /* NULL: the easy handle's own */
-    size_t body_len;
-} sg_curl_endpoint;
-
-typedef struct sg_curl_options {
-    sg_stream_config framing;
-    const struct curl_slist *headers;
-    const char *cafile;
-    bool deadline_header;
-    bool grpc_timeout;
-    int64_t drain_ns;
-    const sg_clock *clock;
-    const sg_curl_endpoint *endpoints;
-    uint32_t n_endpoints;
-} sg_curl_options;
+/* ------------------------------------------------------------------------
+ * Operations
+ * ------------------------------------------------------------------------ */
 
 /**
  * sg_curl_op_new - create an operation on @easy.
@@ -224,28 +257,25 @@ typedef struct sg_curl_options {
  *   their data, its header list and error buffer are taken off it (the
  *   options it sets for each attempt - timeouts, NOSIGNAL and the like -
  *   stay as they were last set).
- * @policy: budget, clocks, retries (see <streamguard/policy.h>); NULL means
- *   the policy defaults.  Copied.  The budget starts when the operation is
- *   run or attached, not here.
- * @opts: framing and transport settings; NULL means defaults.  Copied
- *   (pointers inside are borrowed, see sg_curl_options).
- * @cbs: callbacks; NULL means none.  Copied.
+ * @policy: budget, clocks, retries (<streamguard/policy.h>); NULL means the
+ *   policy defaults.  Copied.  The budget starts when the operation is run
+ *   or attached, not here.
+ * @opts: framing, transport settings, callbacks; NULL means defaults.
+ *   Copied.
+ * @user_data: handed to every callback.
+ *
+ * An intent ledger, or any other record of what the operation did, plugs
+ * into the policy as an observer (sg_op_options_set_observer), not here.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes (then *@out, when @out is not NULL, is set to NULL):
- *   SG_EINVAL  @out or @easy is NULL, or @opts has an unknown format, a
- *              negative drain_ns, or an empty ("") terminal_data or
- *              terminal_type; an endpoint without a URL, a body on some
- *              endpoints but not all, or endpoints in @policy
+ *   SG_EINVAL  @out or @easy is NULL, or endpoints in @policy
  *              (sg_op_options_set_endpoints) but none in @opts;
- *   SG_ERANGE  a framing limit in @opts is out of range, or more than
- *              SG_OP_MAX_ENDPOINTS endpoints;
  *   SG_ENOMEM  out of memory.
  * Thread-safety: touches only the new operation; @easy is only stored.
  */
 SG_EXTERN int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
-                             const sg_curl_options *opts, const sg_curl_callbacks *cbs,
-                             void *user_data);
+                             const sg_curl_options *opts, void *user_data);
 
 /**
  * sg_curl_op_free - free @op (NULL is fine).  A running operation is first
@@ -290,7 +320,6 @@ SG_EXTERN int sg_curl_perform(sg_curl_op *op);
  * refused / budget_exhausted when no attempt ran, cancelled when it was
  * cancelled between attempts); SG_OUTCOME_NONE before it has ended and
  * when @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN sg_outcome sg_curl_op_outcome(const sg_curl_op *op);
 
@@ -299,7 +328,6 @@ SG_EXTERN sg_outcome sg_curl_op_outcome(const sg_curl_op *op);
  *
  * Returns true once it has ended (on_done has been called); false while it
  * is new, running or sleeping before a retry, and when @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN bool sg_curl_op_done(const sg_curl_op *op);
 
@@ -309,7 +337,6 @@ SG_EXTERN bool sg_curl_op_done(const sg_curl_op *op);
  *
  * Returns a pointer into @op, valid until it is freed; NULL when @op is
  * NULL or has not started (or its observer refused it).
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN const sg_op *sg_curl_op_policy(const sg_curl_op *op);
 
@@ -318,7 +345,6 @@ SG_EXTERN const sg_op *sg_curl_op_policy(const sg_curl_op *op);
  *
  * Returns the @easy given to sg_curl_op_new (still the caller's), or NULL
  * when @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN CURL *sg_curl_op_easy(const sg_curl_op *op);
 
@@ -326,7 +352,6 @@ SG_EXTERN CURL *sg_curl_op_easy(const sg_curl_op *op);
  * sg_curl_op_user_data - the user_data given to sg_curl_op_new.
  *
  * Returns it, or NULL when @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
 
@@ -334,38 +359,29 @@ SG_EXTERN void *sg_curl_op_user_data(const sg_curl_op *op);
  * sg_curl_op_error - why the last attempt failed, in words.
  *
  * Returns a NUL-terminated string inside @op (rewritten when the next
- * attempt starts, valid until @op is freed): libcurl's message when the
- * attempt ended in transport_error or truncated ("could not start the
- * transfer: ..." when it could not be added), the framing error's
- * sg_strerror() text for protocol_error, "connect timed out (...)" when
- * the connect clock fired; for any other failure with nothing more to say
- * (a clock, a cap, a cancel) the outcome's name ("idle_timeout"); "" after
- * ok, after an http_error (the status says it), before any attempt ended,
- * and when @op is NULL.
- * Thread-safety: only on the thread that owns @op.
+ * attempt starts, valid until @op is freed): libcurl's message for
+ * transport_error or truncated, the framing error's sg_strerror() text for
+ * protocol_error, "connect timed out (...)" when the connect clock fired,
+ * else the outcome's name ("idle_timeout"); "" after ok, after an
+ * http_error (the status says it), before any attempt ended, and for
+ * NULL.
  */
 SG_EXTERN const char *sg_curl_op_error(const sg_curl_op *op);
 
 /**
- * sg_curl_op_error_body - what the server said in the error response that
- * ended the last attempt: a final status of 400 or more, whose body the
- * transport reads (while the attempt's outcome is already http_error,
- * decided when the head arrived) until it ends, for the drain time at
- * most (sg_curl_options.drain_ns) within the attempt's lease, so the
- * connection may be reused.  The first SG_ERROR_BODY_MAX bytes are kept,
- * as they came (not NUL-terminated; the response's Content-Encoding, if
- * the easy handle asked for one, undone by libcurl); the report never
- * holds them.  A response libcurl would answer itself (an auth challenge
- * with CURLOPT_HTTPAUTH) is the answer: nothing more is sent (libcurl
- * then skips its body: none is kept).  A cancel while the body arrives
- * stops the operation there (no retry).  Not with hedging
- * (sg_op_options_set_hedging): beside hedges every attempt is judged the
- * instant its head arrives, and no error body is read.
+ * sg_curl_op_error_body - what the server said in the error response (a
+ * final status of 400 or more) that ended the last attempt: its body,
+ * read after the head decided the attempt http_error, until it ends or
+ * for the drain time at most, within the lease (so the connection may be
+ * reused).  The first SG_ERROR_BODY_MAX bytes, as they came (not
+ * NUL-terminated; a Content-Encoding the easy handle asked for undone);
+ * never in the report.  A cancel while it arrives stops the operation (no
+ * retry).  None when libcurl answered the response itself (an auth
+ * challenge) or with hedging (the head is the answer there).
  *
  * Returns the bytes inside @op (valid until the next attempt starts or
  * @op is freed) and their count in *@len (when @len is not NULL), or NULL
  * and 0: no attempt ended so, its body was empty, or @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len);
 
@@ -379,7 +395,6 @@ SG_EXTERN const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len);
  *               @len > 0;
  *   SG_ENOBUFS  @len is too small (a truncated, NUL-terminated prefix is in
  *               @buf when @len > 0).
- * Thread-safety: only on the thread that owns @op; reads the clock.
  */
 SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
                                 size_t *needed);
@@ -435,10 +450,10 @@ SG_EXTERN int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
  *
  * Returns an absolute instant on the operation's clock: the running
  * attempt's earliest guard deadline (sg_guard_next_deadline), the end of
- * the drain after a terminal sentinel, or the end of a backoff sleep; or
- * SG_TIME_NEVER when @op is NULL, not started, or ended.  The value moves
+ * the drain after a terminal sentinel, or the end of a backoff sleep;
+ * SG_TIME_NEVER once it has ended; -1 when @op is NULL or not started.
+ * The value moves
  * as items arrive: read it again after each libcurl call.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
 
@@ -454,7 +469,6 @@ SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op is NULL.
- * Thread-safety: only on the thread that owns @op.
  */
 SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
 
@@ -467,7 +481,6 @@ SG_EXTERN int sg_curl_op_cancel(sg_curl_op *op);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op is NULL.
- * Thread-safety: only on the thread that drives @op.
  */
 SG_EXTERN int sg_curl_op_resume(sg_curl_op *op);
 
@@ -522,8 +535,7 @@ SG_EXTERN int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock);
  * is not called, and they can only be freed (sg_curl_op_free).
  *
  * Returns nothing.
- * Thread-safety: only on the thread that owns @m; never from a callback
- * it runs.
+ * Never from a callback it runs.
  */
 SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
 
@@ -566,8 +578,7 @@ SG_EXTERN int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *
  * following negative error codes:
  *   SG_EINVAL  @m is NULL;
  *   SG_ESYS    epoll_wait failed (not EINTR; errno says why).
- * Thread-safety: only on the thread that owns @m; never from a callback
- * it runs.
+ * Never from a callback it runs.
  */
 SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
 
@@ -579,8 +590,7 @@ SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
  *   SG_EINVAL  @m is NULL;
  *   SG_ESYS    epoll_wait failed (not EINTR; errno says why): the
  *              operations still running stay in @m.
- * Thread-safety: only on the thread that owns @m; never from a callback
- * it runs.
+ * Never from a callback it runs.
  */
 SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
 
@@ -588,16 +598,13 @@ SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
  * sg_curl_multi_fd - a file descriptor that polls readable whenever
  * sg_curl_multi_step(m, 0) has work (an epoll fd), for embedding @m in
  * another event loop: poll it with no timeout of your own and call
- * sg_curl_multi_step(m, 0) after each wake-up.  @m keeps its one timer
- * (a timerfd inside the epoll set) armed for the earliest deadline of
- * libcurl and of every operation - after each step, each add, and each
- * deadline that moves earlier - so the fd also wakes the loop when a clock
- * is due (examples/curl_poll_loop.c).  It may wake a little early, after a
- * deadline moved later; the step then finds nothing due and re-arms.
+ * sg_curl_multi_step(m, 0) after each wake-up.  @m keeps its one timer (a
+ * timerfd in the epoll set) armed for the earliest deadline of libcurl
+ * and every operation, so the fd also wakes the loop when a clock is due
+ * (examples/curl_poll_loop.c); a wake-up with nothing due re-arms.
  *
  * Returns the epoll fd, owned by @m (do not close it; valid until
  * sg_curl_multi_free), or -1 when @m is NULL.
- * Thread-safety: only on the thread that owns @m.
  */
 SG_EXTERN int sg_curl_multi_fd(const sg_curl_multi *m);
 
@@ -605,9 +612,8 @@ SG_EXTERN int sg_curl_multi_fd(const sg_curl_multi *m);
  * sg_curl_multi_running - the number of operations @m is running.
  *
  * Returns how many operations were added and have not ended (sleeping
- * before a retry included; freed or detached ones excluded), or 0 when @m
- * is NULL.
- * Thread-safety: only on the thread that owns @m.
+ * before a retry included; freed or detached ones excluded), or SG_EINVAL
+ * when @m is NULL.
  */
 SG_EXTERN int sg_curl_multi_running(const sg_curl_multi *m);
 

@@ -74,177 +74,225 @@ typedef struct sg_h2_op sg_h2_op;
 /** Room for the messages sg_h2_conn_error / sg_h2_op_error return. */
 #define SG_H2_ERROR_SIZE 256
 
-/**
- * sg_h2_conn_options - how to reach the server.  Zero-initialise it; every
- * zero field takes its default.  Strings are copied by sg_h2_conn_new.
- *
- * host:            name or address to connect to (required).  Also the TLS
- *                  server name (SNI) and the name the certificate must
- *                  carry, unless server_name is set.
- * port:            TCP port (required, 1 .. 65535).
- * tls:             true: TLS, ALPN "h2" required.  false (default): h2c
- *                  with prior knowledge (cleartext, no Upgrade).
- * cafile:          PEM file of CA certificates to trust (e.g. a test
- *                  server's).  Default NULL: OpenSSL's default store.
- * insecure:        true turns certificate and hostname verification off.
- *                  Default false (verification on).
- * server_name:     name for SNI and the hostname check.  Default: host.
- * connect_timeout: nanoseconds for DNS + TCP connect + TLS handshake, for
- *                  each connection made (the attempts waiting for one are
- *                  also bounded by their own clocks); and, once connected,
- *                  the longest the server may leave what was sent
- *                  unacknowledged, or unsent behind a zero window
- *                  (TCP_USER_TIMEOUT): past it the connection is lost and
- *                  retries and new streams go on a new one.  Default 10 s.
- * stream_window:   receive window of each stream (SETTINGS_INITIAL_
- *                  WINDOW_SIZE), 65535 .. 2^31-1.  Default 4 MiB: a long
- *                  generation never waits for a WINDOW_UPDATE.
- * conn_window:     receive window of the connection, 65535 .. 2^31-1.
- *                  Default 16 MiB.
- * max_header_list: the largest response header list accepted (advertised
- *                  as SETTINGS_MAX_HEADER_LIST_SIZE and enforced per
- *                  stream: the stream is reset with PROTOCOL_ERROR and the
- *                  attempt is protocol_error), 128 .. 2^31-1 (a head
- *                  smaller than 128 bytes holds little beyond :status,
- *                  counted as RFC 9113 does).  Default 64 KiB.
- * clock:           the clock; NULL = CLOCK_MONOTONIC.  sg_h2_conn_run waits
- *                  on real time, so inject a clock only for reads.  Copied.
- * errbuf:          when non-NULL, SG_H2_ERROR_SIZE bytes that receive a
- *                  message when sg_h2_conn_new fails.
- * dns_servers:     the DNS servers to ask, "addr[:port],..." as c-ares reads
- *                  them (IPv6 in brackets with a port).  Default NULL:
- *                  /etc/resolv.conf.  An IP literal host asks no one.
- * connect_on_demand: true: sg_h2_conn_new does not connect; the first
- *                  operation's attempt does, inside its lease (phase
- *                  connect: bounded by the lease and connect_timeout,
- *                  reported, retried when the policy allows - a connection
- *                  that cannot be made is an attempt like any other, never
- *                  a failure outside the operation).  Default false:
- *                  connect now.
- */
-typedef struct sg_h2_conn_options {
-    const char *host;
-    int port;
-    bool tls;
-    const char *cafile;
-    bool insecure;
-    const char *server_name;
-    int64_t connect_timeout;
-    uint32_t stream_window;
-    uint32_t conn_window;
-    uint32_t max_header_list;
-    const sg_clock *clock;
-    char *errbuf;
-    bool connect_on_demand;
-    const char *dns_servers;
-} sg_h2_conn_options;
-
-/** One request header; both strings NUL-terminated, name lowercase. */
-typedef struct sg_h2_header {
-    const char *name;
-    const char *value;
-} sg_h2_header;
+/* ------------------------------------------------------------------------
+ * Connection options
+ * ------------------------------------------------------------------------ */
 
 /**
- * sg_h2_request - what each attempt sends, and how its body is framed.
- * Everything is copied by sg_h2_stream_start, the body included, except
- * what framing points to (the sentinel strings, skip_types), which must
- * outlive the operation.
+ * sg_h2_conn_options - how to reach the server.  Opaque:
+ * sg_h2_conn_options_new (every option at its default), one setter per
+ * option, sg_h2_conn_options_free.  Strings are copied; the clock is
+ * copied, its user_data borrowed; the error buffer is borrowed.
+ * sg_h2_conn_new reads it: it may be changed or freed right after.
  *
- * framing:         how the body is cut into items: SSE or NDJSON,
- *                  sentinels, skip_types and size limits - the same
- *                  sg_stream_config every transport embeds (see
- *                  <streamguard/stream.h>).  Zero: SSE, default limits.
- * method:          default NULL: the policy's method (default "POST").  When
- *                  set it also becomes the policy's method, so retry safety
- *                  follows the method actually sent.
- * path:            ":path", e.g. "/v1/chat/completions" (required).
- * authority:       ":authority".  Default: host, or host:port when the
- *                  port is not the scheme's default.
- * headers, nheaders: extra request headers (names are lowercased; no
- *                  pseudo-headers; none of the connection-specific fields
- *                  HTTP/2 forbids - connection, keep-alive,
- *                  proxy-connection, transfer-encoding, upgrade, te other
- *                  than "trailers" - and no value with a space or tab at
- *                  either end, RFC 9113 §8.2).  Sent on every attempt
- *                  together with idempotency-key (when the policy has a
- *                  key) and the deadline header(s).
- * body, body_len:  request body; NULL/0 for none.
- * deadline_header: stamp the attempt's lease in whole milliseconds under
- *                  the policy's deadline header name, fresh per attempt.
- *                  Default false.
- * grpc_timeout:    also stamp "grpc-timeout" with the lease.  Default false.
- * drain_ns:        after the terminal sentinel, how long to wait for the
- *                  stream's END_STREAM before resetting it with CANCEL; the
- *                  outcome is ok either way.  The same after an error
- *                  response's head, while its body is read
- *                  (sg_h2_op_error_body), within the attempt's lease; the
- *                  outcome is http_error either way.  Default 200 ms.
- *
- * An intent ledger, or any other record of what the operation did, plugs
- * into the policy as an observer (sg_op_options_set_observer).  Its intent
- * names the policy's target, or, when the policy has none,
- * scheme://authority + path.
+ * Each setter returns 0 if it succeeds, or one of the following negative
+ * error codes (and then @o is unchanged):
+ *   SG_EINVAL  @o is NULL, or a value said on the setter;
+ *   SG_ERANGE  a value out of its range;
+ *   SG_ENOMEM  no memory for a copy.
  */
-typedef struct sg_h2_request {
-    sg_stream_config framing;
-    const char *method;
-    const char *path;
-    const char *authority;
-    const sg_h2_header *headers;
-    size_t nheaders;
-    const void *body;
-    size_t body_len;
-    bool deadline_header;
-    bool grpc_timeout;
-    int64_t drain_ns;
-} sg_h2_request;
+typedef struct sg_h2_conn_options sg_h2_conn_options;
+
+/** sg_h2_conn_options_new - options at their defaults into *@out (NULL on
+ *  failure): 0, SG_EINVAL (@out NULL) or SG_ENOMEM. */
+SG_EXTERN int sg_h2_conn_options_new(sg_h2_conn_options **out);
+
+/** sg_h2_conn_options_free - frees @o (NULL is fine). */
+SG_EXTERN void sg_h2_conn_options_free(sg_h2_conn_options *o);
+
+/** sg_h2_conn_options_set_host - the name or address to connect to
+ *  (required; "" is SG_EINVAL).  Also the TLS server name (SNI) and the
+ *  name the certificate must carry, unless a server name is set. */
+SG_EXTERN int sg_h2_conn_options_set_host(sg_h2_conn_options *o, const char *host);
+
+/** sg_h2_conn_options_set_port - the TCP port (required), 1 .. 65535. */
+SG_EXTERN int sg_h2_conn_options_set_port(sg_h2_conn_options *o, int port);
+
+/** sg_h2_conn_options_set_tls - true: TLS, ALPN "h2" required.  false (the
+ *  default): h2c with prior knowledge (cleartext, no Upgrade). */
+SG_EXTERN int sg_h2_conn_options_set_tls(sg_h2_conn_options *o, bool on);
+
+/** sg_h2_conn_options_set_cafile - a PEM file of CA certificates to trust
+ *  (a test server's).  NULL (the default): OpenSSL's default store. */
+SG_EXTERN int sg_h2_conn_options_set_cafile(sg_h2_conn_options *o, const char *path);
+
+/** sg_h2_conn_options_set_insecure - true turns certificate and hostname
+ *  verification off.  Default false (verification on). */
+SG_EXTERN int sg_h2_conn_options_set_insecure(sg_h2_conn_options *o, bool on);
+
+/** sg_h2_conn_options_set_server_name - the name for SNI and the hostname
+ *  check ("" is SG_EINVAL).  NULL (the default): the host. */
+SG_EXTERN int sg_h2_conn_options_set_server_name(sg_h2_conn_options *o, const char *name);
 
 /**
- * sg_h2_callbacks - what an operation reports; mirrors sg_curl_callbacks.
- * Every pointer may be NULL.
- *
- * on_item:    one item, as it arrives.  Return 0 to go on; any other value
- *             cancels the operation (its stream is reset with CANCEL;
- *             outcome cancelled, never retried).  Must not free anything.
- * on_discard: attempt @attempt delivered items and then did not end cleanly
- *             (a partial stream, ended with @outcome): discard everything it
- *             delivered.  A partial stream is never retried.
- * on_attempt: an attempt ended; @rec is its record with the decision taken.
- * on_done:    the operation ended (sg_h2_op_outcome() has the answer).  The
- *             operation may be freed from here.
- * on_bytes:   attempt @attempt's streaming body bytes as they arrived,
- *             before the items they complete (see sg_curl_callbacks).
- *             Return 0 to go on; any other value cancels (there is no
- *             pause on this transport).  Must not free anything.
+ * sg_h2_conn_options_set_connect_timeout - for DNS + TCP connect + TLS
+ * handshake, for each connection made (the attempts waiting for one are
+ * also bounded by their own clocks); and, once connected, the longest the
+ * server may leave what was sent unacknowledged, or unsent behind a zero
+ * window (TCP_USER_TIMEOUT): past it the connection is lost and retries
+ * and new streams go on a new one.  @ns 0 .. SG_DURATION_MAX; 0 restores
+ * the default, 10 s.
  */
-typedef struct sg_h2_callbacks {
-    int (*on_item)(sg_h2_op *op, const sg_item *item, void *user_data);
-    void (*on_discard)(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
-                       void *user_data);
-    void (*on_attempt)(sg_h2_op *op, const sg_op_attempt *rec, void *user_data);
-    void (*on_done)(sg_h2_op *op, void *user_data);
-    int (*on_bytes)(sg_h2_op *op, uint32_t attempt, const void *data, size_t len,
-                    void *user_data);
-} sg_h2_callbacks;
+SG_EXTERN int sg_h2_conn_options_set_connect_timeout(sg_h2_conn_options *o, int64_t ns);
+
+/** sg_h2_conn_options_set_stream_window - each stream's receive window
+ *  (SETTINGS_INITIAL_WINDOW_SIZE), 65535 .. 2^31-1; 0 restores the
+ *  default, 4 MiB: a long generation never waits for a WINDOW_UPDATE. */
+SG_EXTERN int sg_h2_conn_options_set_stream_window(sg_h2_conn_options *o, uint32_t n);
+
+/** sg_h2_conn_options_set_conn_window - the connection's receive window,
+ *  65535 .. 2^31-1; 0 restores the default, 16 MiB. */
+SG_EXTERN int sg_h2_conn_options_set_conn_window(sg_h2_conn_options *o, uint32_t n);
+
+/** sg_h2_conn_options_set_max_header_list - the largest response header
+ *  list accepted (advertised as SETTINGS_MAX_HEADER_LIST_SIZE and enforced
+ *  per stream: the stream is reset with PROTOCOL_ERROR and the attempt is
+ *  protocol_error), 128 .. 2^31-1; 0 restores the default, 64 KiB. */
+SG_EXTERN int sg_h2_conn_options_set_max_header_list(sg_h2_conn_options *o, uint32_t n);
+
+/** sg_h2_conn_options_set_clock - the clock; NULL (the default) is
+ *  CLOCK_MONOTONIC.  Copied (its user_data borrowed).  sg_h2_conn_run waits
+ *  on real time, so inject a clock only for reads. */
+SG_EXTERN int sg_h2_conn_options_set_clock(sg_h2_conn_options *o, const sg_clock *clock);
+
+/** sg_h2_conn_options_set_errbuf - SG_H2_ERROR_SIZE bytes that receive a
+ *  message when sg_h2_conn_new fails.  Borrowed.  NULL (the default):
+ *  none. */
+SG_EXTERN int sg_h2_conn_options_set_errbuf(sg_h2_conn_options *o, char *buf);
+
+/** sg_h2_conn_options_set_dns_servers - the DNS servers to ask,
+ *  "addr[:port],..." as c-ares reads them (IPv6 in brackets with a port;
+ *  "" is SG_EINVAL).  NULL (the default): /etc/resolv.conf.  An IP
+ *  literal host asks no one. */
+SG_EXTERN int sg_h2_conn_options_set_dns_servers(sg_h2_conn_options *o,
+                                                 const char *servers);
+
+/** sg_h2_conn_options_set_connect_on_demand - true: sg_h2_conn_new does not
+ *  connect; the first operation's attempt does, inside its lease (phase
+ *  connect: bounded by the lease and the connect timeout, reported,
+ *  retried when the policy allows - a connection that cannot be made is an
+ *  attempt like any other).  Default false: connect now. */
+SG_EXTERN int sg_h2_conn_options_set_connect_on_demand(sg_h2_conn_options *o, bool on);
+
+/* ------------------------------------------------------------------------
+ * Requests: what each attempt of an operation sends, and its callbacks
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_h2_request - what each attempt sends, how its body is framed, and
+ * what the operation reports.  Opaque: sg_h2_request_new, one setter per
+ * option, sg_h2_request_free.  Everything is copied (strings, headers,
+ * the body, the framing config and its strings); an operation takes a
+ * copy (sg_h2_op_new), so the request may be reused or freed right after.
+ * Each setter returns as the connection options' do.
+ */
+typedef struct sg_h2_request sg_h2_request;
+
+/** sg_h2_request_new - an empty request into *@out (NULL on failure): 0,
+ *  SG_EINVAL (@out NULL) or SG_ENOMEM.  It needs a path. */
+SG_EXTERN int sg_h2_request_new(sg_h2_request **out);
+
+/** sg_h2_request_free - frees @r (NULL is fine). */
+SG_EXTERN void sg_h2_request_free(sg_h2_request *r);
+
+/** sg_h2_request_set_framing - how the body is cut into items (SSE, NDJSON
+ *  or an event stream, sentinels, skip_types, limits, a profile's
+ *  classifier: <streamguard/stream.h>).  Copied with its strings.  NULL
+ *  (the default): SSE, default limits. */
+SG_EXTERN int sg_h2_request_set_framing(sg_h2_request *r, const sg_stream_config *cfg);
+
+/** sg_h2_request_set_method - the :method (a token, SG_EINVAL otherwise);
+ *  it also becomes the policy's method, so retry safety follows the
+ *  method actually sent.  NULL (the default): the policy's ("POST"). */
+SG_EXTERN int sg_h2_request_set_method(sg_h2_request *r, const char *method);
+
+/** sg_h2_request_set_path - the :path (required): absolute, or "*", with
+ *  no space or control byte (SG_EINVAL otherwise), e.g.
+ *  "/v1/chat/completions". */
+SG_EXTERN int sg_h2_request_set_path(sg_h2_request *r, const char *path);
+
+/** sg_h2_request_set_authority - the :authority, non-empty without space
+ *  or control byte (SG_EINVAL otherwise).  NULL (the default): the host,
+ *  or host:port when the port is not the scheme's default. */
+SG_EXTERN int sg_h2_request_set_authority(sg_h2_request *r, const char *authority);
+
+/**
+ * sg_h2_request_add_header - one more request header (the name a token,
+ * lowercased on the wire; no pseudo-header; no value with a control byte
+ * but tab, nor a space or tab at either end, RFC 9113 §8.2; none of the
+ * connection-specific fields HTTP/2 forbids - connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade, te other than
+ * "trailers": each SG_EINVAL).  Sent on every attempt together with
+ * idempotency-key (when the policy has a key) and the deadline header(s).
+ */
+SG_EXTERN int sg_h2_request_add_header(sg_h2_request *r, const char *name,
+                                       const char *value);
+
+/** sg_h2_request_set_body - the request body, @len bytes, copied (@body
+ *  NULL with @len > 0 is SG_EINVAL; @len 0 is none).  Default: none. */
+SG_EXTERN int sg_h2_request_set_body(sg_h2_request *r, const void *body, size_t len);
+
+/** sg_h2_request_set_deadline_header - stamp the attempt's lease in whole
+ *  milliseconds under the policy's deadline header name, fresh per
+ *  attempt.  Default false. */
+SG_EXTERN int sg_h2_request_set_deadline_header(sg_h2_request *r, bool on);
+
+/** sg_h2_request_set_grpc_timeout - also stamp "grpc-timeout" with the
+ *  lease.  Default false. */
+SG_EXTERN int sg_h2_request_set_grpc_timeout(sg_h2_request *r, bool on);
+
+/** sg_h2_request_set_drain_timeout - after the terminal sentinel, how long
+ *  to wait for the stream's END_STREAM before resetting it with CANCEL
+ *  (the outcome is ok either way); the same after an error response's
+ *  head, while its body is read (sg_h2_op_error_body).  @ns 0 ..
+ *  SG_DURATION_MAX; 0 restores the default, 200 ms. */
+SG_EXTERN int sg_h2_request_set_drain_timeout(sg_h2_request *r, int64_t ns);
+
+/*
+ * The callbacks, as curl.h's (each NULL by default; NULL removes one),
+ * with the user_data given to sg_h2_op_new.  The item and bytes callbacks
+ * run inside the step that read their bytes: they must not free anything
+ * (return non-zero to cancel: the stream is reset with CANCEL); there is
+ * no pause on this transport.  The discard, attempt and done callbacks
+ * run after nghttp2 has returned; the done callback may free its own
+ * operation.
+ */
+typedef int (*sg_h2_item_cb)(sg_h2_op *op, const sg_item *item, void *user_data);
+typedef void (*sg_h2_discard_cb)(sg_h2_op *op, uint32_t attempt, sg_outcome outcome,
+                                 void *user_data);
+typedef void (*sg_h2_attempt_cb)(sg_h2_op *op, const sg_op_attempt *rec, void *user_data);
+typedef void (*sg_h2_done_cb)(sg_h2_op *op, void *user_data);
+typedef int (*sg_h2_bytes_cb)(sg_h2_op *op, uint32_t attempt, const void *data,
+                              size_t len, void *user_data);
+
+/** sg_h2_request_set_on_item - each item, as it arrives. */
+SG_EXTERN int sg_h2_request_set_on_item(sg_h2_request *r, sg_h2_item_cb fn);
+/** sg_h2_request_set_on_discard - a partial attempt: discard what it
+ *  delivered (never retried). */
+SG_EXTERN int sg_h2_request_set_on_discard(sg_h2_request *r, sg_h2_discard_cb fn);
+/** sg_h2_request_set_on_attempt - an attempt ended, with its record. */
+SG_EXTERN int sg_h2_request_set_on_attempt(sg_h2_request *r, sg_h2_attempt_cb fn);
+/** sg_h2_request_set_on_done - the operation ended (sg_h2_op_outcome). */
+SG_EXTERN int sg_h2_request_set_on_done(sg_h2_request *r, sg_h2_done_cb fn);
+/** sg_h2_request_set_on_bytes - an attempt's streaming body bytes as they
+ *  arrived, before the items they complete (as curl.h's). */
+SG_EXTERN int sg_h2_request_set_on_bytes(sg_h2_request *r, sg_h2_bytes_cb fn);
 
 /* ------------------------------------------------------------------------
  * The connection
  * ------------------------------------------------------------------------ */
 
 /**
- * sg_h2_conn_new - connect to @opts->host:@opts->port, blocking for at
- * most the connect timeout: TCP connect, then (with tls) the TLS handshake
+ * sg_h2_conn_new - connect to the host and port of @opts, blocking for at
+ * most the connect timeout: TCP connect, then (with TLS) the TLS handshake
  * with SNI, certificate and hostname verification and ALPN "h2".  The
  * client preface and SETTINGS are queued; they go out on the first step.
- * With @opts->connect_on_demand nothing is dialled here (only the options
- * are checked): the first attempt that needs the connection makes it.
+ * With connect_on_demand nothing is dialled here: the first attempt that
+ * needs the connection makes it.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
- * error codes (and *@out is NULL; @opts->errbuf says more):
- *   SG_EINVAL       @out or @opts is NULL, no host, a port outside
- *                   1 .. 65535, a negative connect timeout or a window or
- *                   header-list size out of range;
+ * error codes (and *@out is NULL; the options' error buffer says more):
+ *   SG_EINVAL       @out or @opts is NULL, or no host or port was set;
  *   SG_ENOMEM       out of memory;
  *   SG_ECONNECT     the name did not resolve or no address accepted;
  *   SG_ETIMEDOUT    connect or handshake did not finish in time;
@@ -294,7 +342,8 @@ SG_EXTERN bool sg_h2_conn_want_write(const sg_h2_conn *conn);
  * be called even if the fd stays quiet: the earliest clock of any running
  * stream, end of a drain, end of a backoff sleep, or what a connection
  * being made waits for (an instant in the past means "step now").  SG_TIME_NEVER when
- * nothing is armed. Amortised O(1): keys are lazy, an item never touches the heap.
+ * nothing is armed; -1 when @conn is NULL.  Amortised O(1): keys are lazy,
+ * an item never touches the heap.
  */
 SG_EXTERN int64_t sg_h2_conn_next_deadline(sg_h2_conn *conn);
 
@@ -350,7 +399,8 @@ SG_EXTERN int sg_h2_conn_connect(sg_h2_conn *conn);
 /** true while the connection new streams go on is being made. */
 SG_EXTERN bool sg_h2_conn_connecting(const sg_h2_conn *conn);
 
-/** The number of operations running on @conn (started, not ended). */
+/** The number of operations running on @conn (started, not ended);
+ *  SG_EINVAL when @conn is NULL. */
 SG_EXTERN int sg_h2_conn_running(const sg_h2_conn *conn);
 
 /** true while the current connection is up and may open new streams
@@ -367,7 +417,7 @@ SG_EXTERN const char *sg_h2_conn_error(const sg_h2_conn *conn);
  * reached but did not negotiate h2 - ALPN -, or the HTTP/2 session could
  * not be set up), SG_ETLS or SG_ETLS_VERIFY (the TLS handshake or the
  * certificate), SG_ECONNECT (the name did not resolve, or no TCP
- * connection), ...; 0 when none ever was (or @conn is NULL).  A
+ * connection), ...; 0 when none ever was, SG_EINVAL when @conn is NULL.  A
  * connection lost after it was made does not change it.
  */
 SG_EXTERN int sg_h2_conn_failure(const sg_h2_conn *conn);
@@ -377,33 +427,30 @@ SG_EXTERN int sg_h2_conn_failure(const sg_h2_conn *conn);
  * ------------------------------------------------------------------------ */
 
 /**
- * sg_h2_stream_start - start an operation on @conn now: starts its budget
- * and submits the first attempt's stream (it goes out on the next step).
+ * sg_h2_op_new - start an operation on @conn now: starts its budget and
+ * submits the first attempt's stream (it goes out on the next step).
  *
- * @req: the request and its framing, copied (see sg_h2_request).
- * @policy: budget, clocks, retries, observer (see <streamguard/policy.h>);
- *   NULL means the policy defaults.  Copied.
- * @cbs: callbacks; NULL means none.  Copied.
- * @user_data: handed to every callback.
  * @out: receives the operation, owned by @conn until sg_h2_op_free or
- *   sg_h2_conn_free.  NULL is allowed (fire and forget).
+ *   sg_h2_conn_free; NULL when it is not wanted (the connection frees
+ *   it).  *@out is NULL on failure.
+ * @policy: budget, clocks, retries, observer (<streamguard/policy.h>);
+ *   NULL means the policy defaults.  Copied.
+ * @req: the request, its framing and callbacks.  Copied.
+ * @user_data: handed to every callback.
  *
  * The operation may end during this call (nothing could be leased - a
  * floor at or above the budget too, as with sg_op_start: refused,
- * budget_below_floor): on_done is then called before it returns.  When
- * the connection is still being made the attempt waits for it (phase
- * connect) and is sent once it is.
+ * budget_below_floor): its done callback then runs before it returns.
+ * When the connection is still being made the attempt waits for it
+ * (phase connect) and is sent once it is.  An intent ledger, or any other
+ * record of what the operation did, plugs into the policy as an observer
+ * (sg_op_options_set_observer); its intent names the policy's target, or,
+ * when it has none, scheme://authority + path.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes
  * (then no operation exists and no callback was called):
- *   SG_EINVAL  @conn or @req is NULL, a path that is not absolute (nor
- *              "*") or holds a space or a control byte, an authority that
- *              is empty or holds one, a header whose name is not a token
- *              (RFC 9110 §5.6.2) or whose value holds a control byte other
- *              than tab, or one HTTP/2 does not carry (see sg_h2_request),
- *              a negative drain_ns, an invalid method, or an unknown
- *              format in @req->framing;
- *   SG_ERANGE  a framing limit is out of range;
+ *   SG_EINVAL  @conn or @req is NULL, @req has no path, or its method is
+ *              longer than SG_OP_METHOD_MAX;
  *   SG_EUNSUPPORTED  the policy names more than one endpoint: a connection
  *              serves one origin (fallback is the libcurl transport's);
  *   SG_EUNSAFE the policy hedges (sg_op_options_set_hedging) a request
@@ -415,20 +462,8 @@ SG_EXTERN int sg_h2_conn_failure(const sg_h2_conn *conn);
  *              key is unresolved, SG_EINVAL without any key): nothing was
  *              sent.
  */
-/**
- * sg_h2_connection_specific - whether the request field @name: @value is
- * one HTTP/2 does not carry (RFC 9113 §8.2.2): connection, keep-alive,
- * proxy-connection, transfer-encoding, upgrade, or a te other than
- * "trailers" (names and that value compared without regard to case).
- * sg_h2_stream_start refuses such a field; a caller turning HTTP/1.1
- * headers into HTTP/2 ones leaves them out.  NULL is never one.
- * Thread-safety: any thread.
- */
-SG_EXTERN bool sg_h2_connection_specific(const char *name, const char *value);
-
-SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
-                                 const sg_op_options *policy, const sg_h2_callbacks *cbs,
-                                 void *user_data, sg_h2_op **out);
+SG_EXTERN int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *conn, const sg_op_options *policy,
+                           const sg_h2_request *req, void *user_data);
 
 /**
  * sg_h2_op_cancel - the caller gives up on @op at the next step: a running
@@ -456,7 +491,7 @@ SG_EXTERN bool sg_h2_op_done(const sg_h2_op *op);
 /** The policy state: attempts, records, decisions (sg_op_* readers of
  *  <streamguard/op.h>); NULL for NULL or an operation not started. */
 SG_EXTERN const sg_op *sg_h2_op_policy(const sg_h2_op *op);
-/** The user_data given to sg_h2_stream_start. */
+/** The user_data given to sg_h2_op_new. */
 SG_EXTERN void *sg_h2_op_user_data(const sg_h2_op *op);
 /** The stream id of the running attempt, 0 when none. */
 SG_EXTERN int32_t sg_h2_op_stream_id(const sg_h2_op *op);
@@ -486,6 +521,17 @@ SG_EXTERN const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len);
  *   SG_ENOBUFS  @len is too small.
  */
 SG_EXTERN int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed);
+
+/**
+ * sg_h2_connection_specific - whether the request field @name: @value is
+ * one HTTP/2 does not carry (RFC 9113 §8.2.2): connection, keep-alive,
+ * proxy-connection, transfer-encoding, upgrade, or a te other than
+ * "trailers" (names and that value compared without regard to case).
+ * sg_h2_stream_start refuses such a field; a caller turning HTTP/1.1
+ * headers into HTTP/2 ones leaves them out.  NULL is never one.
+ * Thread-safety: any thread.
+ */
+SG_EXTERN bool sg_h2_connection_specific(const char *name, const char *value);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,9 @@
  * sg_stream_init_mem the stream's buffers grow from an allocator as bytes
  * must be kept and are freed as they empty, so a quiet stream holds none.
  *
- * Thread-safety: plain data owned by the caller; reentrant functions.
+ * Thread-safety: plain data owned by the caller; reentrant functions that
+ * touch only the stream they are given (and call its callbacks on the
+ * calling thread).
  *
  * Include <streamguard/streamguard.h> rather than this file directly.
  */
@@ -148,89 +150,153 @@ typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
 #define SG_STREAM_HOLD_MAX_ITEMS 1024
 
 /**
- * sg_stream_config - framing of the body.  Zero-initialise it; every zero
- * field takes its default.  The sentinel strings are borrowed: they must
- * outlive the stream.
+ * sg_stream_config - how a body is framed into items.  Embed it;
+ * sg_stream_config_init sets every default (zero-initialised is the
+ * same), each setter below changes one option, and sg_profile_framing()
+ * sets a provider profile's.  It keeps the strings and the list it is
+ * given (sentinels, skip_types), not copies: they must outlive every
+ * stream made from it (literals do).  A transport that takes one
+ * (sg_curl_options_set_framing, sg_h2_request_set_framing) copies them.
  *
- * format:        SG_FORMAT_SSE (default), SG_FORMAT_NDJSON or
- *                SG_FORMAT_EVENTSTREAM.  An event stream's messages are
- *                checked as sg_es_feed checks them (CRCs, lengths,
- *                headers: any failure is protocol_error); a message of
- *                :message-type "event" is an item (its :event-type and
- *                payload); "exception" and "error" end the attempt as
- *                provider_error, with or without a classifier - the type
- *                from :exception-type (or :error-code), the message from
- *                the payload's "message" (or :error-message), retryable
- *                before the first token for throttlingException and
- *                serviceUnavailableException.  max_event bounds a whole
- *                message (prelude and CRC included; at most
- *                SG_ES_MAX_MESSAGE), and the headers of one are at most
- *                SG_ES_MAX_HEADERS; terminal_data, max_line and other_json
- *                do not apply.
- * terminal_data: the clean end, not delivered: for SSE an event whose data
- *                equals it ("[DONE]"); for NDJSON a line equal to it, byte
- *                for byte (after the line end and a CR before it are
- *                cut).  With it set, a stream that ends without it is
- *                truncated; what follows it is ignored.  Default NULL:
- *                none.
- * terminal_type: SSE event type marking the clean end, delivered
- *                ("message_stop").  Default NULL: none.
- * max_line:      longest line (default SG_FRAMING_DEFAULT_MAX_LINE; with a
- *                classifier - a provider profile - max_event, or that
- *                default when larger: one line may carry a whole output,
- *                as Responses' response.completed does).
- * max_event:     largest SSE event (default SG_FRAMING_DEFAULT_MAX_EVENT).
- * skip_types:    a NULL-terminated list of SSE event types that are not
- *                items, e.g. {"ping", NULL} for Anthropic's keepalive
- *                events: they are never delivered, never count toward the
- *                item cap and never reset the idle clock - like comments.
- *                Borrowed (the list and its strings must outlive the
- *                stream); compared with each event's type, so keep it
- *                short.  Default NULL: every event is an item.
- * classify:      what each item is (sg_item_kind), e.g. a provider
- *                profile's classifier; @classify_data is its user_data.
- *                Items before the first token are held in the stream's
- *                buffer: at most SG_STREAM_HOLD_MAX_ITEMS items and
- *                max_event bytes of them (their event types, data and ids
- *                together); more is a protocol error (SG_EEVENT_TOO_LARGE),
- *                so memory stays bounded.  Default NULL: every item is a
- *                token, delivered at once.
- * meta_at_once:  with @classify: deliver metadata at once, as tokens (the
- *                first item, metadata or not, satisfies the first-item
- *                clock, and a failure after it is partial).  Default false.
- * end_required:  with @classify: only an SG_ITEM_END is a clean end; a
- *                body that ends without one is truncated (e.g. a stream
- *                without "done": true).  Default false.
- * end_at_eof:    with @classify: an SG_ITEM_END is the clean end only once
- *                the body then ends - the stream reads on, and what comes
- *                after it is still classified (an error after it ends the
- *                attempt as provider_error: Gemini's finishReason chunk may
- *                be followed by an error).  Default false: the end item
- *                decides at once and the rest is ignored.
- * other_json:    with @classify and SSE: lines outside any SSE field (a
- *                JSON object a server wrote bare into the stream, as
- *                Gemini may for an error) are gathered - at most max_event
- *                bytes, the rest dropped - and classified as one item (its
- *                data the lines joined by LF, no event type) when an event
- *                follows them or the body ends.  Only an SG_ITEM_ERROR
- *                counts (the attempt ends provider_error); anything else
- *                is dropped, as SSE drops such lines.  The stream's buffer
- *                grows by max_event (sg_stream_buffer_size).  Default false.
+ * Each setter returns 0 if it succeeds, or SG_EINVAL (@cfg NULL, or a
+ * value said below) or SG_ERANGE (a limit out of range); the config is
+ * then unchanged.
  */
 typedef struct sg_stream_config {
-    sg_format format;
-    const char *terminal_data;
-    const char *terminal_type;
-    size_t max_line;
-    size_t max_event;
-    const char *const *skip_types;
-    sg_classify_cb classify;
-    void *classify_data;
-    bool meta_at_once;
-    bool end_required;
-    bool end_at_eof;
-    bool other_json;
+    /* private (src/framing/stream.c reads them) */
+    sg_format format_;
+    const char *terminal_data_, *terminal_type_;
+    size_t max_line_, max_event_; /* 0 = default */
+    const char *const *skip_types_;
+    sg_classify_cb classify_;
+    void *classify_data_;
+    bool meta_at_once_, end_required_, end_at_eof_, other_json_;
+    void *reserved_[4]; /* private: room to grow */
 } sg_stream_config;
+
+/** sg_stream_config_init - every default: SSE, no sentinel, the default
+ *  limits, no skipped type, no classifier (NULL: nothing). */
+SG_EXTERN void sg_stream_config_init(sg_stream_config *cfg);
+
+/**
+ * sg_stream_config_set_format - SG_FORMAT_SSE (the default),
+ * SG_FORMAT_NDJSON or SG_FORMAT_EVENTSTREAM (SG_EINVAL for another).  An
+ * event stream's messages are checked as sg_es_feed checks them (CRCs,
+ * lengths, headers: any failure is protocol_error); a message of
+ * :message-type "event" is an item (its :event-type and payload);
+ * "exception" and "error" end the attempt as provider_error, with or
+ * without a classifier - the type from :exception-type (or :error-code),
+ * the message from the payload's "message" (or :error-message), retryable
+ * before the first token for throttlingException and
+ * serviceUnavailableException.  There max_event bounds a whole message
+ * (at most SG_ES_MAX_MESSAGE) and its headers are at most
+ * SG_ES_MAX_HEADERS; terminal_data, max_line and other_json do not apply.
+ */
+SG_EXTERN int sg_stream_config_set_format(sg_stream_config *cfg, sg_format format);
+
+/**
+ * sg_stream_config_set_terminal_data - the clean end, not delivered: for
+ * SSE an event whose data equals @data ("[DONE]"); for NDJSON a line equal
+ * to it, byte for byte (after the line end and a CR before it are cut).
+ * With it set, a stream that ends without it is truncated; what follows it
+ * is ignored.  Kept, not copied; "" is SG_EINVAL; NULL (the default)
+ * removes it.
+ */
+SG_EXTERN int sg_stream_config_set_terminal_data(sg_stream_config *cfg, const char *data);
+
+/** sg_stream_config_set_terminal_type - the SSE event type marking the
+ *  clean end, delivered ("message_stop").  Kept, not copied; "" is
+ *  SG_EINVAL; NULL (the default) removes it. */
+SG_EXTERN int sg_stream_config_set_terminal_type(sg_stream_config *cfg, const char *type);
+
+/**
+ * sg_stream_config_set_max_line - the longest line, SG_FRAMING_MIN_LINE ..
+ * SG_FRAMING_MAX_LIMIT; 0 (the default) is SG_FRAMING_DEFAULT_MAX_LINE,
+ * or with a classifier max_event when larger (one line may carry a whole
+ * output, as Responses' response.completed does).
+ */
+SG_EXTERN int sg_stream_config_set_max_line(sg_stream_config *cfg, size_t n);
+
+/** sg_stream_config_set_max_event - the largest SSE event (or event-stream
+ *  message), 1 .. SG_FRAMING_MAX_LIMIT; 0 (the default) is
+ *  SG_FRAMING_DEFAULT_MAX_EVENT. */
+SG_EXTERN int sg_stream_config_set_max_event(sg_stream_config *cfg, size_t n);
+
+/**
+ * sg_stream_config_set_skip_types - a NULL-terminated list of SSE event
+ * types that are not items, e.g. {"ping", NULL} for Anthropic's keepalive
+ * events: never delivered, never counted toward the item cap, never reset
+ * the idle clock - like comments.  Kept, not copied (the list and its
+ * strings); compared with each event's type, so keep it short.  NULL (the
+ * default): every event is an item.
+ */
+SG_EXTERN int sg_stream_config_set_skip_types(sg_stream_config *cfg,
+                                              const char *const *types);
+
+/**
+ * sg_stream_config_set_classifier - what each item is (sg_item_kind), e.g.
+ * a provider profile's classifier, with @user_data (borrowed).  Items
+ * before the first token are held in the stream's buffer: at most
+ * SG_STREAM_HOLD_MAX_ITEMS items and max_event bytes of them (their event
+ * types, data and ids together); more is a protocol error
+ * (SG_EEVENT_TOO_LARGE), so memory stays bounded.  NULL (the default):
+ * every item is a token, delivered at once.
+ */
+SG_EXTERN int sg_stream_config_set_classifier(sg_stream_config *cfg, sg_classify_cb fn,
+                                              void *user_data);
+
+/** sg_stream_config_set_meta_at_once - with a classifier: deliver metadata
+ *  at once, as tokens (the first item, metadata or not, satisfies the
+ *  first-item clock, and a failure after it is partial).  Default false. */
+SG_EXTERN int sg_stream_config_set_meta_at_once(sg_stream_config *cfg, bool on);
+
+/** sg_stream_config_set_end_required - with a classifier: only an
+ *  SG_ITEM_END is a clean end; a body that ends without one is truncated
+ *  (a stream without "done": true).  Default false. */
+SG_EXTERN int sg_stream_config_set_end_required(sg_stream_config *cfg, bool on);
+
+/** sg_stream_config_set_end_at_eof - with a classifier: an SG_ITEM_END is
+ *  the clean end only once the body then ends - the stream reads on, and
+ *  what comes after it is still classified (an error after it ends the
+ *  attempt as provider_error: Gemini's finishReason chunk may be followed
+ *  by an error).  Default false: the end item decides at once and the rest
+ *  is ignored. */
+SG_EXTERN int sg_stream_config_set_end_at_eof(sg_stream_config *cfg, bool on);
+
+/**
+ * sg_stream_config_set_other_json - with a classifier and SSE: lines
+ * outside any SSE field (a JSON object a server wrote bare into the
+ * stream, as Gemini may for an error) are gathered - at most max_event
+ * bytes, the rest dropped - and classified as one item (its data the
+ * lines joined by LF, no event type) when an event follows them or the
+ * body ends.  Only an SG_ITEM_ERROR counts (the attempt ends
+ * provider_error); anything else is dropped, as SSE drops such lines.
+ * The stream's buffer grows by max_event.  Default false.
+ */
+SG_EXTERN int sg_stream_config_set_other_json(sg_stream_config *cfg, bool on);
+
+/*
+ * What a config says, for a caller that frames some bytes itself the way a
+ * stream of it would (a proxy relaying a body).  For NULL: the defaults.
+ */
+
+/** sg_stream_config_format - the format @cfg frames with. */
+SG_EXTERN sg_format sg_stream_config_format(const sg_stream_config *cfg);
+
+/** sg_stream_config_skips - whether an SSE event of type @type (@len
+ *  bytes) is one of @cfg's skip_types: not an item. */
+SG_EXTERN bool sg_stream_config_skips(const sg_stream_config *cfg, const char *type,
+                                      size_t len);
+
+/** sg_stream_config_other_json - whether @cfg gathers lines outside SSE
+ *  for its classifier (sg_stream_config_set_other_json, with SSE). */
+SG_EXTERN bool sg_stream_config_other_json(const sg_stream_config *cfg);
+
+/** sg_stream_config_classify - what @cfg's classifier says @item is (for
+ *  SG_ITEM_ERROR, @err - zeroed first - says more); SG_ITEM_TOKEN without
+ *  a classifier. */
+SG_EXTERN sg_item_kind sg_stream_config_classify(const sg_stream_config *cfg,
+                                                 const sg_item *item, sg_item_error *err);
 
 /**
  * sg_stream - one attempt's body: a parser joined to a guard.  Embed it;
@@ -238,52 +304,42 @@ typedef struct sg_stream_config {
  * refused by every other call with SG_EINVAL).  Fields are private.
  */
 typedef struct sg_stream {
-    sg_guard guard_; /* private */
+    /* private (src/framing/stream.c says what each holds) */
+    sg_guard guard_;
     union {
         sg_sse_parser sse;
         sg_ndjson_parser nd;
         sg_es_decoder es;
-    } parser_;                      /* private */
-    sg_item_cb on_item_;            /* private */
-    const char *const *skip_types_; /* private: event types that are not items */
-    void *user_data_;               /* private */
-    int64_t now_;                   /* private: instant of the bytes being fed */
-    uint64_t index_;                /* private */
-    uint32_t attempt_;              /* private */
-    uint32_t magic_;                /* private */
-    uint8_t format_;                /* private */
-    uint8_t state_;                 /* private */
-    bool cancelled_;                /* private: the consumer stopped */
-    bool guard_stop_;               /* private: the guard refused an item or bytes */
-    int error_;                     /* private: framing error, 0 none */
-    int64_t stop_at_;               /* private: instant of a cancel or framing error */
-    const char *nd_terminal_;       /* private: NDJSON terminal line, NULL none */
-    bool nd_terminal_seen_;         /* private: NDJSON terminal line, or SG_ITEM_END */
-    sg_guard_result result_;        /* private: result at the terminal */
-    sg_classify_cb classify_;       /* private */
-    void *classify_data_;           /* private */
-    bool meta_at_once_;             /* private */
-    bool end_required_;             /* private */
-    bool got_token_;                /* private: the first token arrived */
-    char *hold_;                    /* private: items held before it */
-    size_t hold_cap_;               /* private: their bound */
-    size_t hold_room_;              /* private: bytes hold_ has (as used) */
-    size_t hold_len_;               /* private */
-    uint32_t hold_n_;               /* private */
-    uint64_t released_;             /* private: held items delivered */
-    const char *error_text_;        /* private: sg_stream_error_text */
-    bool end_at_eof_;               /* private */
-    bool end_seen_;                 /* private: an SG_ITEM_END (end_at_eof) */
-    char *other_;                   /* private: lines outside SSE (other_json) */
-    size_t other_cap_;              /* private: 0 without other_json */
-    size_t other_len_;              /* private */
-    size_t other_room_;             /* private: bytes other_ has (as used) */
-    sg_mem mem_;                    /* private: growing buffers' allocator */
-    bool grows_;                    /* private: sg_stream_init_mem */
-    bool provider_error_;           /* private: an SG_ITEM_ERROR ended it */
-    bool provider_retryable_;       /* private */
-    char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];       /* private */
-    char provider_message_[SG_STREAM_ERROR_MESSAGE_MAX + 1]; /* private */
+    } parser_;
+    sg_item_cb on_item_;
+    const char *const *skip_types_;
+    void *user_data_;
+    int64_t now_;
+    uint64_t index_;
+    uint32_t attempt_, magic_;
+    uint8_t format_, state_;
+    bool cancelled_, guard_stop_;
+    int error_;
+    int64_t stop_at_;
+    const char *nd_terminal_;
+    bool nd_terminal_seen_;
+    sg_guard_result result_;
+    sg_classify_cb classify_;
+    void *classify_data_;
+    bool meta_at_once_, end_required_, got_token_;
+    char *hold_;
+    size_t hold_cap_, hold_room_, hold_len_;
+    uint32_t hold_n_;
+    uint64_t released_;
+    const char *error_text_;
+    bool end_at_eof_, end_seen_;
+    char *other_;
+    size_t other_cap_, other_len_, other_room_;
+    sg_mem mem_;
+    bool grows_, provider_error_, provider_retryable_;
+    char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];
+    char provider_message_[SG_STREAM_ERROR_MESSAGE_MAX + 1];
+    void *reserved_[8]; /* private: room to grow */
 } sg_stream;
 
 /**
@@ -309,9 +365,9 @@ SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
  *   stream until the caller stops using it; never freed.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL   @s or @buf is NULL, the format is unknown, or a sentinel is
- *               the empty string;
- *   SG_ERANGE   a limit in @cfg is out of range;
+ *   SG_EINVAL   @s or @buf is NULL;
+ *   SG_ERANGE   the limits of @cfg together need more than a size_t holds
+ *               (a 32-bit system);
  *   SG_ENOBUFS  @buf_size is too small.
  * On success @s is reset: no attempt runs until sg_stream_begin.
  * Thread-safety: touches only @s and @buf.
@@ -337,9 +393,8 @@ SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
  *   (no fault of the peer; sg_stream_error_text is NULL).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL   @s is NULL, the format is unknown, or a sentinel is the
- *               empty string;
- *   SG_ERANGE   a limit in @cfg is out of range.
+ *   SG_EINVAL   @s is NULL;
+ *   SG_ERANGE   as sg_stream_init.
  * Nothing is allocated here.  Free what the stream holds with
  * sg_stream_release once it is no longer used; sg_stream_end frees it too
  * (nothing of a body is kept past its end).  @s must not be moved or
@@ -355,7 +410,6 @@ SG_EXTERN int sg_stream_init_mem(sg_stream *s, const sg_stream_config *cfg,
  * Either way @s is no longer initialised afterwards (every call but
  * sg_stream_init* refuses it with SG_EINVAL).  NULL or an uninitialised
  * stream is fine.
- * Thread-safety: touches only @s.
  */
 SG_EXTERN void sg_stream_release(sg_stream *s);
 
@@ -373,7 +427,6 @@ SG_EXTERN void sg_stream_release(sg_stream *s);
  * (and then @s is unchanged):
  *   SG_EINVAL  @s not initialised, or sg_guard_start refused @gcfg/@budget
  *              (@gcfg NULL or invalid, @budget never started).
- * Thread-safety: touches only @s.
  */
 SG_EXTERN int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg,
                               const sg_budget *budget, uint32_t attempt, int64_t now);
@@ -387,7 +440,6 @@ SG_EXTERN int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg,
  * Returns a pointer into @s, valid as long as @s; NULL when @s is NULL or
  * not initialised.  Before the first sg_stream_begin the guard was never
  * started (sg_guard_running is false).
- * Thread-safety: reads only @s.
  */
 SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
 
@@ -399,7 +451,6 @@ SG_EXTERN sg_guard *sg_stream_guard(sg_stream *s);
  * Returns it while an attempt's guard runs; SG_TIME_NEVER when no clock
  * is armed (none configured, or the attempt has stopped or ended); -1
  * when @s is NULL, not initialised, or has never begun an attempt.
- * Thread-safety: reads only @s.
  */
 SG_EXTERN int64_t sg_stream_next_deadline(const sg_stream *s);
 
@@ -486,7 +537,6 @@ SG_EXTERN int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how,
  * sg_stream_begin) - for NDJSON its terminal_data line or a classifier's
  * SG_ITEM_END; false before, and when @s is NULL,
  * not initialised, or has never begun an attempt.
- * Thread-safety: reads only @s.
  */
 SG_EXTERN bool sg_stream_terminal_seen(const sg_stream *s);
 
@@ -497,7 +547,6 @@ SG_EXTERN bool sg_stream_terminal_seen(const sg_stream *s);
  * sentinel or a feed error: the attempt still needs sg_stream_end); false
  * before the first begin, after sg_stream_end, and when @s is NULL or not
  * initialised.
- * Thread-safety: reads only @s.
  */
 SG_EXTERN bool sg_stream_active(const sg_stream *s);
 
@@ -510,7 +559,6 @@ SG_EXTERN bool sg_stream_active(const sg_stream *s);
  * Returns true when an SG_ITEM_ERROR ended the current (or last) attempt;
  * false otherwise (and the out-parameters are left alone).  Any
  * out-parameter may be NULL.
- * Thread-safety: reads only @s.
  */
 SG_EXTERN bool sg_stream_provider_error(const sg_stream *s, const char **type,
                                         const char **message, bool *retryable);
@@ -540,7 +588,6 @@ SG_EXTERN bool sg_stream_classify_error_body(const sg_stream *s, const char *bod
  * is SG_EEVENT_TOO_LARGE, though no single event was too large - most
  * often a profile that finds no token in this stream).  A static string;
  * NULL when there is nothing to add to sg_strerror of the feed's error.
- * Thread-safety: reads only @s.
  */
 SG_EXTERN const char *sg_stream_error_text(const sg_stream *s);
 
@@ -553,7 +600,6 @@ SG_EXTERN const char *sg_stream_error_text(const sg_stream *s);
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @s was never initialised;
  *   SG_ESTATE  no attempt is running.
- * Thread-safety: touches only @s.
  */
 SG_EXTERN int sg_stream_cancel(sg_stream *s, int64_t now);
 

@@ -9,6 +9,21 @@
 
 /* Marks a started budget, so a zeroed one is refused instead of being read
  * as "deadline 0, everything expired". */
+/*
+ * The whole body of a setter whose option needs no check: SG_EINVAL for a
+ * NULL @obj, else @value into @obj->@field and 0.  The public setters are
+ * many and alike (one per option); this keeps each to its signature and
+ * one line.
+ */
+#define SG__SET(obj, field, value) \
+    do {                           \
+        if ((obj) == NULL) {       \
+            return SG_EINVAL;      \
+        }                          \
+        (obj)->field = (value);    \
+        return 0;                  \
+    } while (0)
+
 #define SG__BUDGET_MAGIC 0x53474275u /* "SGBu" */
 
 static inline bool sg__budget_started(const sg_budget *b) {

@@ -4,9 +4,37 @@
 
 #include <streamguard/curl.h>
 
+#include "policy/internal.h"
 #include "transport/dheap.h"
 #include "transport/lifecycle.h"
 #include "transport/watch.h"
+
+/* One fallback endpoint, owned copies. */
+typedef struct sg__curl_endpoint {
+    char *url;
+    struct curl_slist *headers; /* NULL: the options' own */
+    char *body;                 /* NULL: the easy handle's own */
+    size_t body_len;
+} sg__curl_endpoint;
+
+/* sg_curl_options: everything it holds is its own (options.c). */
+struct sg_curl_options {
+    sg_stream_config framing; /* its strings in framing_block */
+    void *framing_block;
+    struct curl_slist *headers;
+    char *cafile;
+    bool deadline_header;
+    bool grpc_timeout;
+    int64_t drain_ns;
+    const sg_clock *clock; /* borrowed */
+    sg__curl_endpoint endpoints[SG_OP_MAX_ENDPOINTS];
+    uint32_t n_endpoints;
+    sg_curl_item_cb on_item;
+    sg_curl_discard_cb on_discard;
+    sg_curl_attempt_cb on_attempt;
+    sg_curl_done_cb on_done;
+    sg_curl_bytes_cb on_bytes;
+};
 
 struct sg_curl_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
@@ -28,8 +56,9 @@ struct sg_curl_op {
         bool refused;         /* the server refused it unprocessed (HTTP/2) */
         size_t header_bytes;  /* of the current response head */
     } at;
-    sg_curl_options opts;
-    sg_curl_callbacks cbs;
+    /* the operation's own copy of its options (a hedge slot points at its
+     * root's) */
+    sg_curl_options *opts;
     void *user_data;
     struct curl_slist *req_headers;
     /* the stamped deadline lines in req_headers (NULL: none), written with

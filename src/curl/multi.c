@@ -403,7 +403,7 @@ int sg_curl_multi_fd(const sg_curl_multi *m) {
 }
 
 int sg_curl_multi_running(const sg_curl_multi *m) {
-    return m != NULL ? m->running : 0;
+    return m != NULL ? m->running : SG_EINVAL;
 }
 
 int sg_curl_perform(sg_curl_op *op) {
@@ -414,7 +414,7 @@ int sg_curl_perform(sg_curl_op *op) {
         return SG_ESTATE;
     }
     sg_curl_multi *m;
-    int rv = sg_curl_multi_new(&m, op->opts.clock);
+    int rv = sg_curl_multi_new(&m, op->opts->clock);
     if (rv != 0) {
         return rv;
     }

@@ -32,7 +32,7 @@
 _Static_assert(SG__LC_ERROR_SIZE >= CURL_ERROR_SIZE, "libcurl writes CURL_ERROR_SIZE");
 
 static int64_t op_now(const sg_curl_op *op) {
-    return sg_clock_now(op->opts.clock);
+    return sg_clock_now(op->opts->clock);
 }
 
 static sg_guard *guard_of(sg_curl_op *op) {
@@ -53,8 +53,8 @@ static int on_item(const sg_item *item, void *user_data) {
         return 1; /* it lost a hedge: stop it, nothing reaches the consumer */
     }
     sg_curl_op *root = root_of(op);
-    if (root->cbs.on_item != NULL) {
-        return root->cbs.on_item(root, item, root->user_data);
+    if (root->opts->on_item != NULL) {
+        return root->opts->on_item(root, item, root->user_data);
     }
     return 0;
 }
@@ -62,8 +62,8 @@ static int on_item(const sg_item *item, void *user_data) {
 static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
     sg_curl_op *op = OP_OF(lc);
     sg_curl_op *root = root_of(op);
-    if (root->cbs.on_bytes != NULL) {
-        int rv = root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data);
+    if (root->opts->on_bytes != NULL) {
+        int rv = root->opts->on_bytes(root, lc->attempt, data, len, root->user_data);
         return rv == SG_CURL_BYTES_PAUSE ? SG__LC_PAUSE : rv;
     }
     return 0;
@@ -349,10 +349,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
         curl_easy_setopt(op->easy, CURLOPT_FRESH_CONNECT, 1L);
     }
     CURL *e = op->easy;
-    const struct curl_slist *given = op->opts.headers;
-    if (op->opts.n_endpoints > 0 && plan->endpoint < op->opts.n_endpoints) {
+    const struct curl_slist *given = op->opts->headers;
+    if (op->opts->n_endpoints > 0 && plan->endpoint < op->opts->n_endpoints) {
         /* this attempt's endpoint: its URL, headers and body */
-        const sg_curl_endpoint *ep = &op->opts.endpoints[plan->endpoint];
+        const sg__curl_endpoint *ep = &op->opts->endpoints[plan->endpoint];
         curl_easy_setopt(e, CURLOPT_URL, ep->url);
         if (ep->headers != NULL) {
             given = ep->headers;
@@ -390,8 +390,8 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
                          SG__CURL_MARGIN_MS);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
                      ms_ceil(plan->attempt_timeout_ns) + SG__CURL_MARGIN_MS);
-    if (op->opts.cafile != NULL) {
-        curl_easy_setopt(e, CURLOPT_CAINFO, op->opts.cafile);
+    if (op->opts->cafile != NULL) {
+        curl_easy_setopt(e, CURLOPT_CAINFO, op->opts->cafile);
     }
     if (rv == 0 && curl_multi_add_handle(op->multi, e) != CURLM_OK) {
         rv = SG_ECURL;
@@ -439,7 +439,8 @@ static void tp_sync(sg__lifecycle *lc, int64_t now) {
 }
 
 #define ROOT_OF(l) root_of(OP_OF(l))
-SG__LC_CALLBACK_SHIMS(sg_curl_op, ROOT_OF)
+#define OPTS_OF(op) ((op)->opts)
+SG__LC_CALLBACK_SHIMS(sg_curl_op, ROOT_OF, OPTS_OF)
 
 /* The operation ended: leave the driver, then tell the consumer.  After
  * this returns the op may have been freed by on_done. */
@@ -457,8 +458,8 @@ static void tp_finished(sg__lifecycle *lc) {
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
-    if (op->cbs.on_done != NULL) {
-        op->cbs.on_done(op, op->user_data);
+    if (op->opts->on_done != NULL) {
+        op->opts->on_done(op, op->user_data);
     }
 }
 
@@ -505,66 +506,47 @@ static const sg__transport curl_transport = {
 /* ------------------------------------------------------------ life cycle */
 
 int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
-                   const sg_curl_options *opts, const sg_curl_callbacks *cbs,
-                   void *user_data) {
+                   const sg_curl_options *opts, void *user_data) {
     if (out == NULL) {
         return SG_EINVAL;
     }
     *out = NULL; /* on every error */
-    if (easy == NULL) {
-        return SG_EINVAL;
-    }
-    sg_curl_options o;
-    if (opts != NULL) {
-        o = *opts;
-    } else {
-        memset(&o, 0, sizeof(o));
-    }
-    if (o.n_endpoints > SG_OP_MAX_ENDPOINTS ||
-        (o.n_endpoints > 0 && o.endpoints == NULL)) {
-        return o.n_endpoints > SG_OP_MAX_ENDPOINTS ? SG_ERANGE : SG_EINVAL;
-    }
-    if (sg__op_options_endpoint_count(policy) > 0 && o.n_endpoints == 0) {
-        return SG_EINVAL; /* endpoints the transport would not follow */
-    }
-    uint32_t bodies = 0;
-    for (uint32_t i = 0; i < o.n_endpoints; i++) {
-        if (o.endpoints[i].url == NULL) {
-            return SG_EINVAL;
-        }
-        bodies += o.endpoints[i].body != NULL;
-    }
-    if (bodies != 0 && bodies != o.n_endpoints) {
-        return SG_EINVAL; /* some would inherit another endpoint's body */
+    const uint32_t n_ep = opts != NULL ? opts->n_endpoints : 0;
+    if (easy == NULL || (sg__op_options_endpoint_count(policy) > 0 && n_ep == 0)) {
+        return SG_EINVAL; /* (endpoints the transport would not follow) */
     }
     sg_curl_op *op = calloc(1, sizeof(*op));
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    int rv = sg__lc_init(&op->lc, &curl_transport, NULL, policy, &o.framing, o.drain_ns,
-                         on_item, op);
-    if (rv == 0 && o.n_endpoints > 0) {
+    int rv = opts != NULL ? sg_curl_options_dup(&op->opts, opts)
+                          : sg_curl_options_new(&op->opts);
+    if (rv == 0) {
+        rv = sg__lc_init(&op->lc, &curl_transport, NULL, policy, &op->opts->framing,
+                         op->opts->drain_ns, on_item, op);
+        if (rv != 0) {
+            sg_curl_options_free(op->opts);
+        }
+    }
+    if (rv == 0 && n_ep > 0) {
         /* the policy's endpoints are this list's URLs (copied) */
         const char *urls[SG_OP_MAX_ENDPOINTS];
-        for (uint32_t i = 0; i < o.n_endpoints; i++) {
-            urls[i] = o.endpoints[i].url;
+        for (uint32_t i = 0; i < n_ep; i++) {
+            urls[i] = op->opts->endpoints[i].url;
         }
-        rv = sg_op_options_set_endpoints(op->lc.popts, urls, o.n_endpoints);
+        rv = sg_op_options_set_endpoints(op->lc.popts, urls, n_ep);
         if (rv != 0) {
             sg__lc_release(&op->lc);
+            sg_curl_options_free(op->opts);
         }
     }
     if (rv != 0) {
         free(op);
         return rv;
     }
-    op->lc.deadline_header = o.deadline_header;
-    op->lc.grpc_timeout = o.grpc_timeout;
+    op->lc.deadline_header = op->opts->deadline_header;
+    op->lc.grpc_timeout = op->opts->grpc_timeout;
     op->easy = easy;
-    op->opts = o;
-    if (cbs != NULL) {
-        op->cbs = *cbs;
-    }
     op->user_data = user_data;
     *out = op;
     return 0;
@@ -580,8 +562,8 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     }
     c->easy = curl_easy_duphandle(root->easy);
     if (c->easy == NULL ||
-        sg__lc_init(&c->lc, root->lc.tp, &root->lc, NULL, &root->opts.framing,
-                    root->opts.drain_ns, on_item, c) != 0) {
+        sg__lc_init(&c->lc, root->lc.tp, &root->lc, NULL, &root->opts->framing,
+                    root->opts->drain_ns, on_item, c) != 0) {
         if (c->easy != NULL) {
             curl_easy_cleanup(c->easy);
         }
@@ -590,8 +572,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     }
     c->lc.deadline_header = root->lc.deadline_header;
     c->lc.grpc_timeout = root->lc.grpc_timeout;
-    c->opts = root->opts;
-    c->cbs = root->cbs;
+    c->opts = root->opts; /* the root's: freed with it */
     c->user_data = root->user_data;
     c->root = root;
     c->multi = root->multi;
@@ -646,6 +627,7 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_DATA, NULL);
     curl_slist_free_all(op->req_headers);
     sg__lc_release(&op->lc);
+    sg_curl_options_free(op->opts);
     free(op);
 }
 
@@ -813,8 +795,8 @@ int sg_curl_op_tick(sg_curl_op *op, int64_t now) {
 }
 
 int64_t sg_curl_op_next_deadline(const sg_curl_op *op) {
-    if (op == NULL) {
-        return SG_TIME_NEVER;
+    if (op == NULL || op->lc.state == SG__LC_NEW) {
+        return -1; /* nothing to drive yet */
     }
     return sg__lc_next_deadline(&op->lc); /* the next hedge too */
 }

@@ -34,8 +34,8 @@ static unsigned long es_crc(unsigned long crc, const unsigned char *p, size_t n)
 }
 
 static int es_limits(const sg_es_config *cfg, size_t *max_message, size_t *max_headers) {
-    size_t mm = cfg != NULL ? cfg->max_message : 0;
-    size_t mh = cfg != NULL ? cfg->max_headers : 0;
+    size_t mm = cfg != NULL ? cfg->max_message_ : 0;
+    size_t mh = cfg != NULL ? cfg->max_headers_ : 0;
     if (mm == 0) {
         mm = SG_ES_MAX_MESSAGE;
     }
@@ -65,9 +65,8 @@ static bool es_valid(const sg_es_decoder *d) {
 
 /* Either a lent @buf of @buf_size bytes, or (@buf NULL) a buffer that
  * grows from @mem as a message that spans feeds needs it. */
-static int es_init(sg_es_decoder *dec, const sg_es_config *cfg,
-                   sg_es_message_cb on_message, void *user_data, void *buf,
-                   size_t buf_size, const sg_mem *mem) {
+static int es_init(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
+                   void *buf, size_t buf_size, const sg_mem *mem) {
     size_t mm;
     size_t mh;
     int rc = es_limits(cfg, &mm, &mh);
@@ -83,26 +82,26 @@ static int es_init(sg_es_decoder *dec, const sg_es_config *cfg,
     dec->mem_ = buf != NULL ? NULL : mem;
     dec->max_message_ = mm;
     dec->max_headers_ = mh;
-    dec->on_message_ = on_message;
+    dec->on_message_ = cfg != NULL ? cfg->on_message_ : NULL;
     dec->user_data_ = user_data;
     dec->magic_ = SG__ES_MAGIC;
     return 0;
 }
 
-int sg_es_init(sg_es_decoder *dec, const sg_es_config *cfg, sg_es_message_cb on_message,
-               void *user_data, void *buf, size_t buf_size) {
+int sg_es_init(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data, void *buf,
+               size_t buf_size) {
     if (dec == NULL || buf == NULL) {
         return SG_EINVAL;
     }
-    return es_init(dec, cfg, on_message, user_data, buf, buf_size, NULL);
+    return es_init(dec, cfg, user_data, buf, buf_size, NULL);
 }
 
-int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg,
-                    sg_es_message_cb on_message, void *user_data, const sg_mem *mem) {
+int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
+                    const sg_mem *mem) {
     if (dec == NULL || mem == NULL) {
         return SG_EINVAL;
     }
-    return es_init(dec, cfg, on_message, user_data, NULL, 0, mem);
+    return es_init(dec, cfg, user_data, NULL, 0, mem);
 }
 
 /* A growing buffer is freed when no message is held (a lent one stays). */
@@ -425,11 +424,10 @@ int sg_es_reset(sg_es_decoder *dec) {
 }
 
 int sg_es_get_stats(const sg_es_decoder *dec, sg_es_stats *stats) {
-    if (!es_valid(dec) || stats == NULL) {
+    if (!es_valid(dec)) {
         return SG_EINVAL;
     }
-    *stats = dec->stats_;
-    return 0;
+    return sg__stats_copy(stats, &dec->stats_, sizeof(dec->stats_));
 }
 
 int sg_es_header_next(const sg_es_message *msg, size_t *pos, sg_es_header *out) {

@@ -42,12 +42,17 @@ void *sg__mem_std(void *ptr, size_t size, void *user_data);
  * its stores as they empty, and all of them at its end, its failure or its
  * reset; sg__sse_free frees the last event id too (the only store that
  * outlives an event). */
-int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg,
-                     const sg_sse_callbacks *cbs, void *user_data, const sg_mem *mem);
+int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
+                     const sg_mem *mem);
 void sg__sse_free(sg_sse_parser *parser);
 int sg__ndjson_init_mem(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
-                        sg_ndjson_item_cb on_item, void *user_data, const sg_mem *mem);
-int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg,
-                    sg_es_message_cb on_message, void *user_data, const sg_mem *mem);
+                        void *user_data, const sg_mem *mem);
+int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
+                    const sg_mem *mem);
+
+/* Copies the counters of a parser (@src, @full bytes, its size field
+ * first) into the caller's size-first struct @dst: as many as @dst's own
+ * size holds.  0, or SG_EINVAL (@dst NULL or its size too small). */
+int sg__stats_copy(void *dst, const void *src, size_t full);
 
 #endif /* SG_FRAMING_MEM_H */

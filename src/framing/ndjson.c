@@ -11,7 +11,7 @@
 #define SG__NDJSON_MAGIC 0x4E444A31u /* "NDJ1" */
 
 static int ndjson_limit(const sg_ndjson_config *cfg, size_t *max_line) {
-    size_t ml = cfg != NULL ? cfg->max_line : 0;
+    size_t ml = cfg != NULL ? cfg->max_line_ : 0;
     if (ml == 0) {
         ml = SG_FRAMING_DEFAULT_MAX_LINE;
     }
@@ -39,8 +39,7 @@ static bool ndjson_valid(const sg_ndjson_parser *p) {
 /* Either a lent @buf of @buf_size bytes, or (@buf NULL) a buffer that
  * grows from @mem as used. */
 static int ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
-                       sg_ndjson_item_cb on_item, void *user_data, void *buf,
-                       size_t buf_size, const sg_mem *mem) {
+                       void *user_data, void *buf, size_t buf_size, const sg_mem *mem) {
     size_t ml;
     int rc = ndjson_limit(cfg, &ml);
     if (rc != 0) {
@@ -55,27 +54,26 @@ static int ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
     } else {
         sg__lines_init_mem(&parser->lines_, mem, ml + 1);
     }
-    parser->on_item_ = on_item;
+    parser->on_item_ = cfg != NULL ? cfg->on_item_ : NULL;
     parser->user_data_ = user_data;
     parser->magic_ = SG__NDJSON_MAGIC;
     return 0;
 }
 
-int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
-                   sg_ndjson_item_cb on_item, void *user_data, void *buf,
-                   size_t buf_size) {
+int sg_ndjson_init(sg_ndjson_parser *parser, const sg_ndjson_config *cfg, void *user_data,
+                   void *buf, size_t buf_size) {
     if (parser == NULL || buf == NULL) {
         return SG_EINVAL;
     }
-    return ndjson_init(parser, cfg, on_item, user_data, buf, buf_size, NULL);
+    return ndjson_init(parser, cfg, user_data, buf, buf_size, NULL);
 }
 
 int sg__ndjson_init_mem(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
-                        sg_ndjson_item_cb on_item, void *user_data, const sg_mem *mem) {
+                        void *user_data, const sg_mem *mem) {
     if (parser == NULL || mem == NULL) {
         return SG_EINVAL;
     }
-    return ndjson_init(parser, cfg, on_item, user_data, NULL, 0, mem);
+    return ndjson_init(parser, cfg, user_data, NULL, 0, mem);
 }
 
 /* The partial line fills the splitter's room, whose last byte is for a CR
@@ -187,9 +185,8 @@ int sg_ndjson_reset(sg_ndjson_parser *parser) {
 }
 
 int sg_ndjson_get_stats(const sg_ndjson_parser *parser, sg_ndjson_stats *stats) {
-    if (!ndjson_valid(parser) || stats == NULL) {
+    if (!ndjson_valid(parser)) {
         return SG_EINVAL;
     }
-    *stats = parser->stats_;
-    return 0;
+    return sg__stats_copy(stats, &parser->stats_, sizeof(parser->stats_));
 }

@@ -521,14 +521,14 @@ int sg_profile_framing(const char *name, sg_stream_config *cfg) {
     for (size_t i = 0; i < COUNT(profiles); i++) {
         const profile *p = &profiles[i];
         if (strcmp(p->name, name) == 0) {
-            cfg->format = p->format;
-            cfg->terminal_data = p->terminal_data;
-            cfg->terminal_type = NULL;
-            cfg->classify = p->classify;
-            cfg->classify_data = NULL;
-            cfg->end_required = p->end_required;
-            cfg->end_at_eof = p->end_at_eof;
-            cfg->other_json = p->other_json;
+            cfg->format_ = p->format;
+            cfg->terminal_data_ = p->terminal_data;
+            cfg->terminal_type_ = NULL;
+            cfg->classify_ = p->classify;
+            cfg->classify_data_ = NULL;
+            cfg->end_required_ = p->end_required;
+            cfg->end_at_eof_ = p->end_at_eof;
+            cfg->other_json_ = p->other_json;
             return 0;
         }
     }

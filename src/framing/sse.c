@@ -19,8 +19,8 @@
 #define SG__SSE_MAGIC 0x53534531u /* "SSE1" */
 
 static int sse_limits(const sg_sse_config *cfg, size_t *max_line, size_t *max_event) {
-    size_t ml = cfg != NULL ? cfg->max_line : 0;
-    size_t me = cfg != NULL ? cfg->max_event : 0;
+    size_t ml = cfg != NULL ? cfg->max_line_ : 0;
+    size_t me = cfg != NULL ? cfg->max_event_ : 0;
     if (ml == 0) {
         ml = SG_FRAMING_DEFAULT_MAX_LINE;
     }
@@ -65,17 +65,16 @@ static void sse_clear_event(sg_sse_parser *p) {
 
 /* Either a lent @buf of @buf_size bytes, carved into the stores, or (@buf
  * NULL) stores that grow from @mem as used. */
-static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
-                    const sg_sse_callbacks *cbs, void *user_data, void *buf,
-                    size_t buf_size, const sg_mem *mem) {
+static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
+                    void *buf, size_t buf_size, const sg_mem *mem) {
     size_t ml;
     size_t me;
     int rc = sse_limits(cfg, &ml, &me);
     if (rc != 0) {
         return rc;
     }
-    const char *td = cfg != NULL ? cfg->terminal_data : NULL;
-    const char *tt = cfg != NULL ? cfg->terminal_type : NULL;
+    const char *td = cfg != NULL ? cfg->terminal_data_ : NULL;
+    const char *tt = cfg != NULL ? cfg->terminal_type_ : NULL;
     if ((td != NULL && td[0] == '\0') || (tt != NULL && tt[0] == '\0')) {
         /* An empty sentinel would match every "data:" event or no type. */
         return SG_EINVAL;
@@ -98,8 +97,11 @@ static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
     } else {
         sg__lines_init_mem(&parser->lines_, mem, ml); /* the stores start empty */
     }
-    if (cbs != NULL) {
-        parser->cbs_ = *cbs;
+    if (cfg != NULL) {
+        parser->cbs_.on_event = cfg->on_event_;
+        parser->cbs_.on_comment = cfg->on_comment_;
+        parser->cbs_.on_retry = cfg->on_retry_;
+        parser->cbs_.on_other = cfg->on_other_;
     }
     parser->user_data_ = user_data;
     parser->term_data_ = td;
@@ -112,21 +114,20 @@ static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
     return 0;
 }
 
-int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg,
-                const sg_sse_callbacks *cbs, void *user_data, void *buf,
-                size_t buf_size) {
+int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
+                void *buf, size_t buf_size) {
     if (parser == NULL || buf == NULL) {
         return SG_EINVAL;
     }
-    return sse_init(parser, cfg, cbs, user_data, buf, buf_size, NULL);
+    return sse_init(parser, cfg, user_data, buf, buf_size, NULL);
 }
 
-int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg,
-                     const sg_sse_callbacks *cbs, void *user_data, const sg_mem *mem) {
+int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
+                     const sg_mem *mem) {
     if (parser == NULL || mem == NULL) {
         return SG_EINVAL;
     }
-    return sse_init(parser, cfg, cbs, user_data, NULL, 0, mem);
+    return sse_init(parser, cfg, user_data, NULL, 0, mem);
 }
 
 /* Room for @need bytes in the store *@store of *@room bytes, at most
@@ -682,9 +683,8 @@ bool sg_sse_terminal_seen(const sg_sse_parser *parser) {
 }
 
 int sg_sse_get_stats(const sg_sse_parser *parser, sg_sse_stats *stats) {
-    if (!sse_valid(parser) || stats == NULL) {
+    if (!sse_valid(parser)) {
         return SG_EINVAL;
     }
-    *stats = parser->stats_;
-    return 0;
+    return sg__stats_copy(stats, &parser->stats_, sizeof(parser->stats_));
 }

@@ -292,16 +292,6 @@ static int on_ndjson_line(const char *line, size_t len, void *user_data) {
 
 /* ------------------------------------------------------- event stream */
 
-/* The largest message, from max_event (its default 1 MiB), within what
- * AWS allows; its header block at most AWS's limit and the message. */
-static sg_es_config es_config(const sg_stream_config *c) {
-    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
-    sg_es_config ec;
-    ec.max_message = ev;
-    ec.max_headers = ev < SG_ES_MAX_HEADERS ? ev : SG_ES_MAX_HEADERS;
-    return ec;
-}
-
 static bool view_is(const char *p, size_t n, const char *lit) {
     size_t l = strlen(lit);
     return p != NULL && n == l && memcmp(p, lit, l) == 0;
@@ -380,7 +370,7 @@ static int on_es_message(const sg_es_message *m, void *user_data) {
 
 /* Room for the items held before the first token (after the parser's). */
 static size_t hold_size(const sg_stream_config *c) {
-    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    size_t ev = c->max_event_ != 0 ? c->max_event_ : SG_FRAMING_DEFAULT_MAX_EVENT;
     return ev + SG_STREAM_HOLD_MAX_ITEMS * sizeof(held);
 }
 
@@ -399,10 +389,10 @@ static int at_terminal(sg_stream *s, int64_t now) {
 
 /* Room for the lines outside SSE (other_json; after the held items'). */
 static size_t other_size(const sg_stream_config *c) {
-    if (c->classify == NULL || !c->other_json || c->format != SG_FORMAT_SSE) {
+    if (c->classify_ == NULL || !c->other_json_ || c->format_ != SG_FORMAT_SSE) {
         return 0;
     }
-    return c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    return c->max_event_ != 0 ? c->max_event_ : SG_FRAMING_DEFAULT_MAX_EVENT;
 }
 
 /* The line limit in effect: the caller's; under a classifier (a provider
@@ -410,11 +400,26 @@ static size_t other_size(const sg_stream_config *c) {
  * line may carry a whole output (Responses' response.completed repeats the
  * answer; Ollama's last line its context; an inline image). */
 static size_t line_limit(const sg_stream_config *c) {
-    if (c->max_line != 0 || c->classify == NULL) {
-        return c->max_line;
+    if (c->max_line_ != 0 || c->classify_ == NULL) {
+        return c->max_line_;
     }
-    size_t ev = c->max_event != 0 ? c->max_event : SG_FRAMING_DEFAULT_MAX_EVENT;
+    size_t ev = c->max_event_ != 0 ? c->max_event_ : SG_FRAMING_DEFAULT_MAX_EVENT;
     return ev > SG_FRAMING_DEFAULT_MAX_LINE ? ev : SG_FRAMING_DEFAULT_MAX_LINE;
+}
+
+/* The parsers' configs for @c (its line limit resolved): the largest
+ * event-stream message from max_event (its default 1 MiB), within what
+ * AWS allows, its header block at most AWS's limit and the message. */
+static sg_es_config es_config(const sg_stream_config *c) {
+    size_t ev = c->max_event_ != 0 ? c->max_event_ : SG_FRAMING_DEFAULT_MAX_EVENT;
+    return (sg_es_config){.max_message_ = ev,
+                          .max_headers_ = ev < SG_ES_MAX_HEADERS ? ev : SG_ES_MAX_HEADERS,
+                          .on_message_ = on_es_message};
+}
+
+static sg_sse_config sse_config(const sg_stream_config *c) {
+    return (sg_sse_config){c->max_line_,      c->max_event_, c->terminal_data_,
+                           c->terminal_type_, on_sse_event,  .on_other_ = on_sse_other};
 }
 
 size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
@@ -424,19 +429,18 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
     } else {
         memset(&c, 0, sizeof(c));
     }
-    c.max_line = line_limit(&c);
+    c.max_line_ = line_limit(&c);
     size_t n = 0;
-    if (c.format == SG_FORMAT_SSE) {
-        sg_sse_config sc = {c.max_line, c.max_event, c.terminal_data, c.terminal_type};
+    if (c.format_ == SG_FORMAT_SSE) {
+        sg_sse_config sc = sse_config(&c);
         n = sg_sse_buffer_size(&sc);
-    } else if (c.format == SG_FORMAT_NDJSON) {
-        sg_ndjson_config nc = {c.max_line};
-        n = sg_ndjson_buffer_size(&nc);
-    } else if (c.format == SG_FORMAT_EVENTSTREAM) {
+    } else if (c.format_ == SG_FORMAT_NDJSON) {
+        n = sg_ndjson_buffer_size(&(sg_ndjson_config){c.max_line_, on_ndjson_line, {0}});
+    } else if (c.format_ == SG_FORMAT_EVENTSTREAM) {
         sg_es_config ec = es_config(&c);
         n = sg_es_buffer_size(&ec);
     }
-    if (n == 0 || c.classify == NULL) {
+    if (n == 0 || c.classify_ == NULL) {
         return n;
     }
     /* (a 32-bit size_t could wrap on the largest limits: refused instead) */
@@ -453,45 +457,32 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
 static int parser_init(sg_stream *s, const sg_stream_config *c, void *buf,
                        size_t parser_size) {
     const sg_mem *m = &s->mem_;
-    if (c->format == SG_FORMAT_SSE) {
-        static const sg_sse_callbacks cbs = {on_sse_event, NULL, NULL, on_sse_other};
-        sg_sse_config sc = {c->max_line, c->max_event, c->terminal_data,
-                            c->terminal_type};
-        return buf != NULL ? sg_sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size)
-                           : sg__sse_init_mem(&s->parser_.sse, &sc, &cbs, s, m);
+    if (c->format_ == SG_FORMAT_SSE) {
+        sg_sse_config sc = sse_config(c);
+        return buf != NULL ? sg_sse_init(&s->parser_.sse, &sc, s, buf, parser_size)
+                           : sg__sse_init_mem(&s->parser_.sse, &sc, s, m);
     }
-    if (c->format == SG_FORMAT_NDJSON) {
-        sg_ndjson_config nc = {c->max_line};
-        return buf != NULL
-                   ? sg_ndjson_init(&s->parser_.nd, &nc, on_ndjson_line, s, buf,
-                                    parser_size)
-                   : sg__ndjson_init_mem(&s->parser_.nd, &nc, on_ndjson_line, s, m);
+    if (c->format_ == SG_FORMAT_NDJSON) {
+        sg_ndjson_config nc = {c->max_line_, on_ndjson_line, {0}};
+        return buf != NULL ? sg_ndjson_init(&s->parser_.nd, &nc, s, buf, parser_size)
+                           : sg__ndjson_init_mem(&s->parser_.nd, &nc, s, m);
     }
     sg_es_config ec = es_config(c);
-    return buf != NULL
-               ? sg_es_init(&s->parser_.es, &ec, on_es_message, s, buf, parser_size)
-               : sg__es_init_mem(&s->parser_.es, &ec, on_es_message, s, m);
+    return buf != NULL ? sg_es_init(&s->parser_.es, &ec, s, buf, parser_size)
+                       : sg__es_init_mem(&s->parser_.es, &ec, s, m);
 }
 
 /* sg_stream_init with a lent @buf, or (@buf NULL) sg_stream_init_mem. */
 static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
                        void *user_data, void *buf, size_t buf_size, const sg_mem *mem) {
-    sg_stream_config c;
-    if (cfg != NULL) {
-        c = *cfg;
-    } else {
-        memset(&c, 0, sizeof(c));
-    }
-    if (s == NULL ||
-        (c.format != SG_FORMAT_SSE && c.format != SG_FORMAT_NDJSON &&
-         c.format != SG_FORMAT_EVENTSTREAM) ||
-        (c.format == SG_FORMAT_NDJSON && c.terminal_data != NULL &&
-         c.terminal_data[0] == '\0')) {
-        return SG_EINVAL; /* (an empty NDJSON line is skipped: it could never end it) */
+    static const sg_stream_config defaults; /* zero: every default */
+    sg_stream_config c = cfg != NULL ? *cfg : defaults;
+    if (s == NULL) {
+        return SG_EINVAL; /* (the setters refused anything else already) */
     }
     memset(s, 0, sizeof(*s));
     int rv;
-    c.max_line = line_limit(&c);
+    c.max_line_ = line_limit(&c);
     size_t need = sg_stream_buffer_size(&c);
     if (need == 0) {
         return SG_ERANGE;
@@ -509,12 +500,12 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
     /* the parser's part first, the held items' after it, then the lines
      * outside SSE */
     size_t parser_size =
-        c.classify != NULL ? need - hold_size(&c) - other_size(&c) : need;
+        c.classify_ != NULL ? need - hold_size(&c) - other_size(&c) : need;
     rv = parser_init(s, &c, buf, parser_size);
     if (rv != 0) {
         return rv;
     }
-    if (c.classify != NULL) {
+    if (c.classify_ != NULL) {
         s->hold_cap_ = hold_size(&c);
         s->other_cap_ = other_size(&c);
         if (buf != NULL) {
@@ -524,15 +515,15 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
             s->other_room_ = s->other_cap_;
         }
     }
-    s->classify_ = c.classify;
-    s->classify_data_ = c.classify_data;
-    s->meta_at_once_ = c.meta_at_once;
-    s->end_required_ = c.end_required;
-    s->end_at_eof_ = c.classify != NULL && c.end_at_eof;
-    s->format_ = (uint8_t)c.format;
-    s->nd_terminal_ = c.format == SG_FORMAT_NDJSON ? c.terminal_data : NULL;
+    s->classify_ = c.classify_;
+    s->classify_data_ = c.classify_data_;
+    s->meta_at_once_ = c.meta_at_once_;
+    s->end_required_ = c.end_required_;
+    s->end_at_eof_ = c.classify_ != NULL && c.end_at_eof_;
+    s->format_ = (uint8_t)c.format_;
+    s->nd_terminal_ = c.format_ == SG_FORMAT_NDJSON ? c.terminal_data_ : NULL;
     s->on_item_ = on_item;
-    s->skip_types_ = c.skip_types;
+    s->skip_types_ = c.skip_types_;
     s->user_data_ = user_data;
     s->state_ = STREAM_IDLE;
     s->magic_ = SG__STREAM_MAGIC;

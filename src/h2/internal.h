@@ -4,6 +4,7 @@
 
 #include <streamguard/h2.h>
 
+#include "framing/internal.h"
 #include "transport/dheap.h"
 #include "transport/lifecycle.h"
 #include "transport/watch.h"
@@ -15,6 +16,58 @@
 
 typedef struct sg__h2_link sg__h2_link;
 
+/* sg_h2_conn_options (options.c); a connection keeps a resolved copy
+ * whose strings point into its own copies. */
+struct sg_h2_conn_options {
+    char *host;
+    int port;
+    bool tls;
+    char *cafile;
+    bool insecure;
+    char *server_name;
+    int64_t connect_timeout; /* 0 = default */
+    uint32_t stream_window;  /* 0 = default */
+    uint32_t conn_window;    /* 0 = default */
+    uint32_t max_header_list;
+    sg_clock clock;
+    bool has_clock;
+    char *errbuf; /* borrowed */
+    bool connect_on_demand;
+    char *dns_servers;
+};
+
+/* An operation's callbacks (from its sg_h2_request). */
+typedef struct sg__h2_cbs {
+    sg_h2_item_cb on_item;
+    sg_h2_discard_cb on_discard;
+    sg_h2_attempt_cb on_attempt;
+    sg_h2_done_cb on_done;
+    sg_h2_bytes_cb on_bytes;
+} sg__h2_cbs;
+
+/* One request header, owned. */
+typedef struct sg__h2_field {
+    char *name;
+    char *value;
+} sg__h2_field;
+
+/* sg_h2_request (options.c): every string its own. */
+struct sg_h2_request {
+    sg_stream_config framing; /* its strings in framing_block */
+    void *framing_block;
+    char *method;
+    char *path;
+    char *authority;
+    sg__h2_field *headers;
+    size_t nheaders, cap;
+    void *body;
+    size_t body_len;
+    bool deadline_header;
+    bool grpc_timeout;
+    int64_t drain_ns;
+    sg__h2_cbs cbs;
+};
+
 struct sg_h2_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
     sg_h2_conn *conn;
@@ -23,7 +76,7 @@ struct sg_h2_op {
     sg__dheap_node node;   /* in the connection's deadline heap */
     bool queued;           /* in the decided queue */
     sg_h2_op *ended_next;  /* the queue of on_done calls held while in_recv */
-    sg_h2_callbacks cbs;
+    sg__h2_cbs cbs;
     void *user_data;
 
     /* the request, copied into one block at start */
@@ -48,7 +101,8 @@ struct sg_h2_op {
      * request block and runs attempts on its policy as streams of its own;
      * the root's lifecycle keeps its slots */
     sg_h2_op *root;
-    sg_stream_config framing; /* root: for its slots' lifecycles */
+    sg_stream_config framing; /* root: for its slots' lifecycles too */
+    void *framing_block;      /* root: the framing's strings */
     int64_t drain_ns;
 };
 

@@ -247,7 +247,8 @@ static sg_h2_op *root_of(sg_h2_op *op) {
 }
 
 #define ROOT_OF(l) root_of(SG__H2_OP_OF(l))
-SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF)
+#define CBS_OF(op) (&(op)->cbs)
+SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF, CBS_OF)
 
 /* The operation ended: leave the heap, then tell the consumer.  After this
  * returns the op may have been freed by on_done. */
@@ -354,42 +355,6 @@ static int on_item(const sg_item *item, void *user_data) {
 
 /* ---------------------------------------------------------- operations */
 
-/* No control byte, DEL or space: a :path, an authority. */
-static bool visible_ok(const char *s) {
-    for (; *s != '\0'; s++) {
-        if ((unsigned char)*s <= 0x20 || *s == 0x7f) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* A field name: one or more tchar (RFC 9110 §5.6.2); capitals allowed,
- * they go lowercased (RFC 9113 §8.2.1). */
-static bool name_ok(const char *s) {
-    if (*s == '\0') {
-        return false;
-    }
-    for (; *s != '\0'; s++) {
-        if (!sg__tchar((unsigned char)*s)) {
-            return false;
-        }
-    }
-    return true;
-}
-
-/* A field value: no NUL, CR or LF (RFC 9113 §8.2.1), nor another control
- * byte or DEL (RFC 9110 §5.5) - a tab inside is fine. */
-static bool value_ok(const char *s) {
-    for (; *s != '\0'; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Copies the request into one block: the nva array (with room for the
  * headers stamped per attempt), then every string - the observer's target
  * scheme://authority/path among them - then the body. */
@@ -463,39 +428,10 @@ bool sg_h2_connection_specific(const char *name, const char *value) {
     return strcasecmp(name, "te") == 0 && strcasecmp(value, "trailers") != 0;
 }
 
-/* A field HTTP/2 can carry (RFC 9113 §8.2.1): a token for a name
- * (lowercased when the request is copied), a value without a control byte
- * but tab, and without whitespace at either end. */
-static bool field_ok(const sg_h2_header *h) {
-    if (h->name == NULL || h->value == NULL || !name_ok(h->name) || !value_ok(h->value)) {
-        return false;
-    }
-    size_t n = strlen(h->value);
-    return n == 0 || (h->value[0] != ' ' && h->value[0] != '\t' &&
-                      h->value[n - 1] != ' ' && h->value[n - 1] != '\t');
-}
-
-static int check_request(const sg_h2_request *req) {
-    /* an absolute path, or "*" (OPTIONS), as :path must be (§8.3.1) */
-    if (req->path == NULL || (req->path[0] != '/' && strcmp(req->path, "*") != 0) ||
-        req->drain_ns < 0 || (req->headers == NULL && req->nheaders > 0) ||
-        (req->body == NULL && req->body_len > 0) || !visible_ok(req->path) ||
-        (req->authority != NULL &&
-         (req->authority[0] == '\0' || !visible_ok(req->authority)))) {
-        return SG_EINVAL;
-    }
-    for (size_t i = 0; i < req->nheaders; i++) {
-        const sg_h2_header *h = &req->headers[i];
-        if (!field_ok(h) || sg_h2_connection_specific(h->name, h->value)) {
-            return SG_EINVAL;
-        }
-    }
-    return 0;
-}
-
 void sg__h2_op_release(sg_h2_op *op) {
     if (op->root == NULL) {
-        free(op->block); /* a slot shares its root's request */
+        free(op->block); /* a slot shares its root's request and framing */
+        free(op->framing_block);
     }
     sg__lc_release(&op->lc);
     free(op);
@@ -509,14 +445,13 @@ static void link_op(sg_h2_conn *c, sg_h2_op *op) {
     c->ops = op;
 }
 
-int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
-                       const sg_op_options *policy, const sg_h2_callbacks *cbs,
-                       void *user_data, sg_h2_op **out) {
+int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
+                 const sg_h2_request *req, void *user_data) {
     if (out != NULL) {
         *out = NULL;
     }
-    if (c == NULL || req == NULL || check_request(req) != 0) {
-        return SG_EINVAL;
+    if (c == NULL || req == NULL || req->path == NULL) {
+        return SG_EINVAL; /* (the request's setters checked the rest) */
     }
     if (sg__op_options_endpoint_count(policy) > 1) {
         /* one connection serves one origin: falling back across
@@ -527,9 +462,14 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    int rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &req->framing,
+    /* the framing's strings, the op's own for its (and its slots') streams */
+    int rv = sg__stream_config_copy(&op->framing, &req->framing, &op->framing_block);
+    if (rv == 0) {
+        rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &op->framing,
                          req->drain_ns, on_item, op);
+    }
     if (rv != 0) {
+        free(op->framing_block);
         free(op);
         return rv;
     }
@@ -558,11 +498,8 @@ int sg_h2_stream_start(sg_h2_conn *c, const sg_h2_request *req,
     }
     op->lc.deadline_header = req->deadline_header;
     op->lc.grpc_timeout = req->grpc_timeout;
-    op->framing = req->framing;
     op->drain_ns = req->drain_ns;
-    if (cbs != NULL) {
-        op->cbs = *cbs;
-    }
+    op->cbs = req->cbs;
     op->user_data = user_data;
     link_op(c, op);
     c->running++;

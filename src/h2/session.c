@@ -169,15 +169,8 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
         return SG_EINVAL;
     }
     sg_h2_conn_options o = *opts;
-    if (o.host == NULL || o.host[0] == '\0' || o.port < 1 || o.port > 65535 ||
-        o.connect_timeout < 0 || o.connect_timeout > SG_DURATION_MAX ||
-        (o.stream_window != 0 &&
-         (o.stream_window < 65535 || o.stream_window > 0x7fffffffu)) ||
-        (o.conn_window != 0 && (o.conn_window < 65535 || o.conn_window > 0x7fffffffu)) ||
-        (o.max_header_list != 0 &&
-         (o.max_header_list < 128 || o.max_header_list > 0x7fffffffu)) ||
-        (o.dns_servers != NULL && o.dns_servers[0] == '\0')) {
-        conn_err_out(opts, "invalid connection options");
+    if (o.host == NULL || o.port == 0) {
+        conn_err_out(opts, "no host or port set"); /* the setters checked the rest */
         return SG_EINVAL;
     }
     if (o.connect_timeout == 0) {
@@ -232,11 +225,8 @@ int sg_h2_conn_new(sg_h2_conn **out, const sg_h2_conn_options *opts) {
     o.cafile = c->cafile;
     o.dns_servers = c->dns_servers;
     o.errbuf = NULL;
-    if (o.clock != NULL) {
-        c->clock = *o.clock;
-        c->has_clock = true;
-        o.clock = NULL;
-    }
+    c->clock = o.clock;
+    c->has_clock = o.has_clock;
     c->opts = o;
     sg__h2_set_callbacks(c->cbs);
     /* Response headers are bounded by our own max_header_list check. */
@@ -315,7 +305,7 @@ bool sg_h2_conn_want_write(const sg_h2_conn *c) {
 
 int64_t sg_h2_conn_next_deadline(sg_h2_conn *c) {
     if (c == NULL) {
-        return SG_TIME_NEVER;
+        return -1;
     }
     if (c->done_head != NULL || sg__h2_links_more_to_read(c)) {
         return INT64_MIN; /* decided attempts, or unread bytes, wait for a step */
@@ -325,7 +315,7 @@ int64_t sg_h2_conn_next_deadline(sg_h2_conn *c) {
 }
 
 int sg_h2_conn_running(const sg_h2_conn *c) {
-    return c != NULL ? c->running : 0;
+    return c != NULL ? c->running : SG_EINVAL;
 }
 
 bool sg_h2_conn_usable(const sg_h2_conn *c) {
@@ -338,5 +328,5 @@ const char *sg_h2_conn_error(const sg_h2_conn *c) {
 }
 
 int sg_h2_conn_failure(const sg_h2_conn *c) {
-    return c != NULL ? c->fail_rv : 0;
+    return c != NULL ? c->fail_rv : SG_EINVAL;
 }

@@ -4,6 +4,7 @@
  * (op.c calls them).  Opaque so that a function can be added without
  * breaking a caller built against an older table.
  */
+#include "core/internal.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -21,35 +22,19 @@ void sg_op_observer_free(sg_op_observer *obs) {
 }
 
 int sg_op_observer_set_on_intent(sg_op_observer *obs, sg_op_intent_cb fn) {
-    if (obs == NULL) {
-        return SG_EINVAL;
-    }
-    obs->on_intent = fn;
-    return 0;
+    SG__SET(obs, on_intent, fn);
 }
 
 int sg_op_observer_set_on_attempt_start(sg_op_observer *obs, sg_op_attempt_cb fn) {
-    if (obs == NULL) {
-        return SG_EINVAL;
-    }
-    obs->on_attempt_start = fn;
-    return 0;
+    SG__SET(obs, on_attempt_start, fn);
 }
 
 int sg_op_observer_set_on_attempt_end(sg_op_observer *obs, sg_op_attempt_cb fn) {
-    if (obs == NULL) {
-        return SG_EINVAL;
-    }
-    obs->on_attempt_end = fn;
-    return 0;
+    SG__SET(obs, on_attempt_end, fn);
 }
 
 int sg_op_observer_set_on_resolve(sg_op_observer *obs, sg_op_resolve_cb fn) {
-    if (obs == NULL) {
-        return SG_EINVAL;
-    }
-    obs->on_resolve = fn;
-    return 0;
+    SG__SET(obs, on_resolve, fn);
 }
 
 int sg_op_observer_set_async_intent(sg_op_observer *obs, sg_op_start_intent_cb start,

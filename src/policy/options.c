@@ -239,19 +239,11 @@ int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns) {
 }
 
 int sg_op_options_set_max_items(sg_op_options *o, uint64_t n) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->max_items_ = n;
-    return 0;
+    SG__SET(o, max_items_, n);
 }
 
 int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->max_bytes_ = n;
-    return 0;
+    SG__SET(o, max_bytes_, n);
 }
 
 int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n) {
@@ -452,11 +444,7 @@ int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns, uint32_t max_h
 }
 
 int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b) {
-    if (o == NULL) {
-        return SG_EINVAL;
-    }
-    o->retry_budget_ = b;
-    return 0;
+    SG__SET(o, retry_budget_, b);
 }
 
 const char *sg_op_options_method(const sg_op_options *o) {

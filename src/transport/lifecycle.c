@@ -19,21 +19,13 @@ void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...) {
 int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *primary,
                 const sg_op_options *popts, const sg_stream_config *framing,
                 int64_t drain_ns, sg_item_cb on_item, void *item_ud) {
-    sg_stream_config cfg;
-    if (framing != NULL) {
-        cfg = *framing;
-    } else {
-        memset(&cfg, 0, sizeof(cfg));
-    }
-    if ((cfg.format != SG_FORMAT_SSE && cfg.format != SG_FORMAT_NDJSON &&
-         cfg.format != SG_FORMAT_EVENTSTREAM) ||
-        drain_ns < 0) {
+    if (drain_ns < 0) {
         return SG_EINVAL;
     }
     memset(lc, 0, sizeof(*lc));
     /* the body's buffers grow as bytes must be kept and are freed as they
      * empty: an operation reserves nothing for the framing's limits */
-    int rv = sg_stream_init_mem(&lc->stream, &cfg, on_item, item_ud, NULL);
+    int rv = sg_stream_init_mem(&lc->stream, framing, on_item, item_ud, NULL);
     if (rv != 0) {
         return rv;
     }

@@ -294,22 +294,23 @@ static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
 /*
  * The shims from the lifecycle's discard / attempt_ended to the user's
  * typed callbacks, written once for every transport: @type is the
- * transport's operation (fields `cbs.on_discard`, `cbs.on_attempt`,
- * `user_data`), @of(lc) maps the lifecycle to it.  Defines the static
- * functions sg__lc_shim_discard and sg__lc_shim_attempt.
+ * transport's operation (a field `user_data`), @of(lc) maps the lifecycle
+ * to it, @cbs(op) to what holds its callbacks (fields `on_discard`,
+ * `on_attempt`).  Defines the static functions sg__lc_shim_discard and
+ * sg__lc_shim_attempt.
  */
-#define SG__LC_CALLBACK_SHIMS(type, of)                                            \
+#define SG__LC_CALLBACK_SHIMS(type, of, cbs)                                       \
     static void sg__lc_shim_discard(sg__lifecycle *lc, uint32_t attempt,           \
                                     sg_outcome outcome) {                          \
         type *op_ = of(lc);                                                        \
-        if (op_->cbs.on_discard != NULL) {                                         \
-            op_->cbs.on_discard(op_, attempt, outcome, op_->user_data);            \
+        if (cbs(op_)->on_discard != NULL) {                                        \
+            cbs(op_)->on_discard(op_, attempt, outcome, op_->user_data);           \
         }                                                                          \
     }                                                                              \
     static void sg__lc_shim_attempt(sg__lifecycle *lc, const sg_op_attempt *rec) { \
         type *op_ = of(lc);                                                        \
-        if (op_->cbs.on_attempt != NULL) {                                         \
-            op_->cbs.on_attempt(op_, rec, op_->user_data);                         \
+        if (cbs(op_)->on_attempt != NULL) {                                        \
+            cbs(op_)->on_attempt(op_, rec, op_->user_data);                        \
         }                                                                          \
     }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's 20-line guarded stream compiles and links against the
+# The README's guarded stream compiles and links against the
 # library as it is: a public API change that breaks it fails here.
 # Usage: readme_snippet.sh SOURCE_DIR LIBRARY_DIR C_COMPILER
 set -euo pipefail

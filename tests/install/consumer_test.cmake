@@ -35,6 +35,22 @@ function(check_tree name root)
   set(libdir ${root}/${SG_LIBDIR})
   file(MAKE_DIRECTORY ${work})
 
+  # 0. every public header is installed where the source has it, and the
+  #    consumer includes each one by name (so each compiles alone, outside
+  #    the source tree)
+  file(GLOB_RECURSE headers RELATIVE ${SG_SOURCE_DIR}/include
+       ${SG_SOURCE_DIR}/include/streamguard/*.h)
+  file(READ ${SG_SOURCE_DIR}/tests/install/consumer/consumer.c consumer_src)
+  foreach(h ${headers})
+    if(NOT EXISTS ${root}/${SG_INCLUDEDIR}/${h})
+      message(FATAL_ERROR "${name}: ${h} is not installed")
+    endif()
+    string(FIND "${consumer_src}" "#include <${h}>" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "tests/install/consumer/consumer.c does not include <${h}>")
+    endif()
+  endforeach()
+
   # 1. pkg-config, found through PKG_CONFIG_PATH alone
   set(ENV{PKG_CONFIG_PATH} ${libdir}/pkgconfig)
   foreach(pc streamguard streamguard-static)

@@ -101,7 +101,7 @@ static int child(void) {
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_method(po, "GET");
     sg_curl_op *op = NULL;
-    if (sg_curl_op_new(&op, e, po, NULL, NULL, NULL) != 0) {
+    if (sg_curl_op_new(&op, e, po, NULL, NULL) != 0) {
         return 2;
     }
     int64_t t0 = sg_clock_monotonic_now(NULL);

@@ -57,7 +57,7 @@ typedef struct spec {
     const char *url;     /* the whole URL as given, in place of path and port */
     bool http_auth;      /* CURLOPT_HTTPAUTH any, with a user and password */
     int64_t hedge_after; /* first-token hedging (one hedge); 0 = off */
-    int64_t drain;       /* sg_curl_options.drain_ns; 0 = the default */
+    int64_t drain;       /* sg_curl_options_set_drain_timeout; 0 = the default */
 } spec;
 
 typedef struct result {
@@ -151,18 +151,24 @@ static void configure(const spec *s, CURL **easy_out, sg_op_options *po,
     if (s->idempotent) {
         sg_op_options_set_idempotent(po, true);
     }
-    memset(co, 0, sizeof(*co));
-    co->framing.format = s->format;
-    co->framing.terminal_data =
-        s->no_done || s->format == SG_FORMAT_NDJSON || s->terminal_type
-            ? s->terminal_data
-            : (s->terminal_data ? s->terminal_data : "[DONE]");
-    co->framing.terminal_type = s->terminal_type;
-    co->framing.max_event = s->max_event;
-    co->framing.max_line = s->max_event;
-    co->deadline_header = s->deadline_header;
-    co->drain_ns = s->drain;
-    co->cafile = s->tls && !s->no_cafile ? server.ca_path : NULL;
+    sg_stream_config f;
+    sg_stream_config_init(&f);
+    assert_int_equal(sg_stream_config_set_format(&f, s->format), 0);
+    assert_int_equal(
+        sg_stream_config_set_terminal_data(
+            &f, s->no_done || s->format == SG_FORMAT_NDJSON || s->terminal_type
+                    ? s->terminal_data
+                    : (s->terminal_data ? s->terminal_data : "[DONE]")),
+        0);
+    assert_int_equal(sg_stream_config_set_terminal_type(&f, s->terminal_type), 0);
+    assert_int_equal(sg_stream_config_set_max_event(&f, s->max_event), 0);
+    assert_int_equal(sg_stream_config_set_max_line(&f, s->max_event), 0);
+    assert_int_equal(sg_curl_options_set_framing(co, &f), 0);
+    assert_int_equal(sg_curl_options_set_deadline_header(co, s->deadline_header), 0);
+    assert_int_equal(sg_curl_options_set_drain_timeout(co, s->drain), 0);
+    assert_int_equal(
+        sg_curl_options_set_cafile(co, s->tls && !s->no_cafile ? server.ca_path : NULL),
+        0);
     if (s->http_auth) {
         curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_ANY);
         curl_easy_setopt(e, CURLOPT_USERPWD, "user:secret");
@@ -200,14 +206,15 @@ static void collect(result *r, sg_curl_op *op, int64_t t0) {
 static void run(const spec *s, result *r) {
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
     memset(r, 0, sizeof(*r));
-    configure(s, &e, po, &co, url, sizeof(url));
+    configure(s, &e, po, co, url, sizeof(url));
     void *ud[2] = {r, (void *)s};
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
+    assert_int_equal(sg_curl_options_set_on_discard(co, on_discard), 0);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, ud), 0);
     int64_t t0 = sg_clock_now(NULL);
     assert_int_equal(sg_curl_perform(op), 0);
     r->elapsed_ns = sg_clock_now(NULL) - t0;
@@ -543,10 +550,9 @@ static void an_error_response_says_why_and_its_connection_is_reused(void **state
     SG_AUTO_OPTIONS(po);
     assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
     assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
-    sg_curl_options co;
-    memset(&co, 0, sizeof(co));
-    co.framing.terminal_data = "[DONE]";
-    sg_curl_callbacks cbs = {.on_item = on_item};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
     result r;
     memset(&r, 0, sizeof(r));
     spec s = {0};
@@ -555,7 +561,7 @@ static void an_error_response_says_why_and_its_connection_is_reused(void **state
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     for (int i = 0; i < 2; i++) {
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, co, ud), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         assert_int_equal(sg_curl_multi_run(m), 0);
         collect(&r, op, 0);
@@ -587,10 +593,9 @@ static void an_unsafe_request_is_never_sent_twice_in_one_attempt(void **state) {
     assert_non_null(e);
     sg_curl_multi *m; /* one multi: the first op's connection is pooled */
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    sg_curl_options co;
-    memset(&co, 0, sizeof(co));
-    co.framing.terminal_data = "[DONE]";
-    sg_curl_callbacks cbs = {.on_item = on_item};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
     result r;
     spec s = {0};
     void *ud[2] = {&r, &s};
@@ -607,7 +612,7 @@ static void an_unsafe_request_is_never_sent_twice_in_one_attempt(void **state) {
         }
         memset(&r, 0, sizeof(r));
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, co, ud), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         assert_int_equal(sg_curl_multi_run(m), 0);
         collect(&r, op, 0);
@@ -632,11 +637,10 @@ static void the_easy_handle_is_plain_again_after_the_op_is_freed(void **state) {
     curl_easy_setopt(e, CURLOPT_URL, url);
     SG_AUTO_OPTIONS(po);
     assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
-    sg_curl_options co;
-    memset(&co, 0, sizeof(co));
-    co.framing.terminal_data = "[DONE]";
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
@@ -707,11 +711,11 @@ static void a_method_the_easy_handle_would_not_send_is_refused_unsent(void **sta
               .attempts = 3};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
+    configure(&s, &e, po, co, url, sizeof(url));
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "refused");
     const sg_op *pol = sg_curl_op_policy(op);
@@ -898,15 +902,15 @@ static void phases_stay_true_through_a_connect_proxy(void **state) {
                   .first_item = SG_MS(300)};
         CURL *e;
         SG_AUTO_OPTIONS(po);
-        sg_curl_options co;
+        SG_AUTO_CURL_OPTIONS(co);
         char url[1024];
         char proxy[64];
         snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", pport);
-        configure(&s, &e, po, &co, url, sizeof(url));
+        configure(&s, &e, po, co, url, sizeof(url));
         curl_easy_setopt(e, CURLOPT_PROXY, proxy);
         curl_easy_setopt(e, CURLOPT_HTTPPROXYTUNNEL, 1L);
         sg_curl_op *op;
-        assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
         assert_int_equal(sg_curl_perform(op), 0);
         const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
         if (hang) {
@@ -986,18 +990,19 @@ static void a_cancel_during_an_error_body_stops_the_retry(void **state) {
     spec s = {.path = "/v1/chat/completions", .port = port, .attempts = 3};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
-    co.drain_ns = SG_SEC(5); /* a long window for the body */
+    configure(&s, &e, po, co, url, sizeof(url));
+    /* a long window for the body */
+    assert_int_equal(sg_curl_options_set_drain_timeout(co, SG_SEC(5)), 0);
     result r;
     memset(&r, 0, sizeof(r));
     void *ud[2] = {&r, &s};
-    sg_curl_callbacks cbs = {.on_item = on_item};
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
     sg_curl_multi *m;
     sg_curl_op *op;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, ud), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, ud), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
     int64_t until = sg_clock_now(NULL) + SG_SEC(5);
     size_t len = 0;
@@ -1266,7 +1271,7 @@ static const sg_op_observer *watcher(void) {
 /* Runs @path as a GET under @po with the watcher; returns the op's
  * outcome, and the error of sg_curl_perform in *@rv. */
 static sg_outcome watched_run(const char *path, sg_op_options *po, watch *w,
-                              const sg_curl_callbacks *cbs, int *rv) {
+                              sg_curl_attempt_cb on_attempt, int *rv) {
     char url[256];
     snprintf(url, sizeof(url), "%s%s", server.base, path);
     sg_op_options_set_method(po, "GET");
@@ -1275,9 +1280,11 @@ static sg_outcome watched_run(const char *path, sg_op_options *po, watch *w,
     sg_op_options_set_observer(po, watcher(), w);
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, url);
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_attempt(co, on_attempt), 0);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, cbs, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
     *rv = sg_curl_perform(op);
     sg_outcome o = sg_curl_op_outcome(op);
     if (*rv != 0) {
@@ -1326,12 +1333,12 @@ static void the_first_lease_is_measured_after_a_blocking_intent(void **state) {
               .deadline_header = true};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
+    configure(&s, &e, po, co, url, sizeof(url));
     sg_op_options_set_observer(po, slow, NULL);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
     const sg_op_attempt *a = sg_op_attempt_at(sg_curl_op_policy(op), 0);
@@ -1378,9 +1385,9 @@ static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
               .deadline_header = true};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
+    configure(&s, &e, po, co, url, sizeof(url));
     curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
     curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
     curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, slow_socket);
@@ -1389,7 +1396,7 @@ static void the_deadline_is_stamped_after_the_connection_is_made(void **state) {
     curl_easy_setopt(e, CURLOPT_DEBUGDATA, sent);
     curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     assert_string_equal(sg_outcome_name(sg_curl_op_outcome(op)), "ok");
     sg_curl_op_free(op);
@@ -1446,11 +1453,10 @@ static void a_cancel_before_the_retry_ends_the_operation_cancelled(void **state)
     watch w = {0};
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_idempotency_key(po, "obs-cancel-key");
-    sg_curl_callbacks cbs = {.on_attempt = cancel_on_attempt};
     int rv;
     sg_outcome o =
         watched_run("/v1/chat/completions?status=503&fail_first=5&n=2&_t=obs_cancel.", po,
-                    &w, &cbs, &rv);
+                    &w, cancel_on_attempt, &rv);
     assert_int_equal(rv, 0);
     assert_string_equal(sg_outcome_name(o), "cancelled");
     assert_string_equal(w.log, "ISER"); /* one attempt, resolved once */
@@ -1515,13 +1521,15 @@ static void a_callers_poll_loop_on_the_multi_fd_sees_a_stall_cut(void **state) {
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_first_item_timeout(po, SG_SEC(10));
     sg_op_options_set_idle_timeout(po, SG_MS(200));
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = embedded_item, .on_done = embedded_done};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, embedded_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, embedded_done), 0);
     for (int i = 0; i < 2; i++) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, paths[i]);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &c[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     struct pollfd p = {sg_curl_multi_fd(m), POLLIN, 0};
@@ -1567,15 +1575,17 @@ static void many_operations_run_concurrently_on_one_thread(void **state) {
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_first_item_timeout(po, SG_MS(300));
     sg_op_options_set_idle_timeout(po, SG_MS(200));
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, count_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, mark_done), 0);
     int64_t t0 = sg_clock_now(NULL);
     for (int i = 0; i < N; i++) {
         cases[i] = (struct multi_case){paths[i % 3][0], paths[i % 3][1], 0, 0, false};
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, cases[i].path);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &cases[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     assert_int_equal(sg_curl_multi_run(m), 0);
@@ -1605,13 +1615,15 @@ static void a_caller_driven_multi_enforces_the_clocks(void **state) {
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_idle_timeout(po, SG_MS(150));
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, count_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, mark_done), 0);
     for (int i = 0; i < 2; i++) {
         snprintf(urls[i], sizeof(urls[i]), "%s%s", server.base, c[i].path);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &c[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &c[i]), 0);
         assert_int_equal(sg_curl_op_attach(ops[i], multi, sg_clock_now(NULL)), 0);
     }
     /* The caller's loop: poll no longer than the earliest op deadline. */
@@ -1692,10 +1704,6 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     snprintf(a, sizeof(a), "%s/v1/chat/completions?status=503&_t=epb.a", server.base);
     snprintf(b, sizeof(b), "%s/v1/chat/completions?n=2&_t=epb.b", server.base);
     struct curl_slist *hb = curl_slist_append(NULL, "X-Deadline-Ms: 4242");
-    sg_curl_endpoint eps[2] = {
-        {a, NULL, "{\"a\":1}", 7},
-        {b, hb, "{\"bb\":22}", 9},
-    };
     CURL *easy = curl_easy_init();
     curl_easy_setopt(easy, CURLOPT_URL, a);
     curl_easy_setopt(easy, CURLOPT_POSTFIELDS, "ignored");
@@ -1704,12 +1712,16 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     sg_op_options_set_idempotency_key(po, "epb-key");
     sg_op_options_set_max_attempts(po, 2);
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(5));
-    sg_curl_options co = {
-        .framing = {.terminal_data = "[DONE]"}, .endpoints = eps, .n_endpoints = 2};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_add_endpoint(co, a, NULL, "{\"a\":1}", 7), 0);
+    assert_int_equal(sg_curl_options_add_endpoint(co, b, hb, "{\"bb\":22}", 9), 0);
+    curl_slist_free_all(hb); /* copied */
     struct multi_case c = {NULL, "ok", 0, 0, false};
-    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    assert_int_equal(sg_curl_options_set_on_item(co, count_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, mark_done), 0);
     sg_curl_op *op = NULL;
-    assert_int_equal(sg_curl_op_new(&op, easy, po, &co, &cbs, &c), 0);
+    assert_int_equal(sg_curl_op_new(&op, easy, po, co, &c), 0);
     sg_curl_multi *m = NULL;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
@@ -1729,18 +1741,14 @@ static void fallback_endpoints_send_their_own_headers_and_body(void **state) {
     assert_non_null(strstr(lb, "\"body_bytes\":9"));
     assert_non_null(strstr(lb, "\"x_deadline_ms\":\"4242\""));
     free(log);
-    /* a body on some endpoints but not all is refused */
-    eps[0].body = NULL;
+    /* a body on some endpoints but not all is refused, and changes nothing */
+    assert_int_equal(sg_curl_options_add_endpoint(co, b, NULL, NULL, 0), SG_EINVAL);
     sg_curl_op *bad = (sg_curl_op *)&c; /* reset to NULL on every error */
-    assert_int_equal(sg_curl_op_new(&bad, easy, po, &co, &cbs, &c), SG_EINVAL);
-    assert_null(bad);
-    bad = (sg_curl_op *)&c;
-    assert_int_equal(sg_curl_op_new(&bad, NULL, po, &co, &cbs, &c), SG_EINVAL);
+    assert_int_equal(sg_curl_op_new(&bad, NULL, po, co, &c), SG_EINVAL);
     assert_null(bad);
     sg_curl_op_free(op);
     sg_curl_multi_free(m);
     curl_easy_cleanup(easy);
-    curl_slist_free_all(hb);
 }
 
 /* 100 operations against a server that answers 503 to everything, each
@@ -1765,15 +1773,17 @@ static int run_failing(const char *tag, sg_retry_budget *budget, int *throttled,
     sg_op_options_set_max_attempts(po, 5);
     sg_op_options_set_budget(po, SG_SEC(20));
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = count_item, .on_done = mark_done};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_on_item(co, count_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, mark_done), 0);
     for (int i = 0; i < N; i++) {
         cases[i] = (struct multi_case){NULL, "http_error", 0, 0, false};
         snprintf(urls[i], sizeof(urls[i]), "%s/v1/chat/completions?status=503&_t=%s.%d",
                  server.base, tag, i);
         easy[i] = curl_easy_init();
         curl_easy_setopt(easy[i], CURLOPT_URL, urls[i]);
-        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, &co, &cbs, &cases[i]), 0);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &cases[i]), 0);
         assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
     }
     assert_int_equal(sg_curl_multi_run(m), 0);
@@ -1866,12 +1876,13 @@ static sg_outcome run_tap(const char *path, uint32_t attempts, tap *t) {
     spec s = {.path = path, .attempts = attempts, .backoff_base = SG_MS(5), .key = path};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
-    sg_curl_callbacks cbs = {.on_item = tap_item, .on_bytes = tap_bytes};
+    configure(&s, &e, po, co, url, sizeof(url));
+    assert_int_equal(sg_curl_options_set_on_item(co, tap_item), 0);
+    assert_int_equal(sg_curl_options_set_on_bytes(co, tap_bytes), 0);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, t), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, t), 0);
     assert_int_equal(sg_curl_perform(op), 0);
     sg_outcome o = sg_curl_op_outcome(op);
     sg_curl_op_free(op);
@@ -1937,14 +1948,15 @@ static sg_outcome run_paused(const char *path, int64_t idle, pauser *pz) {
     spec s = {.path = path, .idle = idle};
     CURL *e;
     SG_AUTO_OPTIONS(po);
-    sg_curl_options co;
+    SG_AUTO_CURL_OPTIONS(co);
     char url[1024];
-    configure(&s, &e, po, &co, url, sizeof(url));
-    sg_curl_callbacks cbs = {.on_item = pause_item, .on_bytes = pause_bytes};
+    configure(&s, &e, po, co, url, sizeof(url));
+    assert_int_equal(sg_curl_options_set_on_item(co, pause_item), 0);
+    assert_int_equal(sg_curl_options_set_on_bytes(co, pause_bytes), 0);
     sg_curl_op *op;
     sg_curl_multi *m;
     assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, pz), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, pz), 0);
     assert_int_equal(sg_curl_multi_add(m, op), 0);
     int64_t until = sg_clock_now(NULL) + SG_SEC(10);
     while (sg_curl_multi_running(m) > 0 && sg_clock_now(NULL) < until) {
@@ -2003,13 +2015,13 @@ static void a_cancel_after_the_request_was_sent_says_wait_headers(void **state) 
                   .body = i == 0 ? NULL : "{\"a\":1}"};
         CURL *e;
         SG_AUTO_OPTIONS(po);
-        sg_curl_options co;
+        SG_AUTO_CURL_OPTIONS(co);
         char url[1024];
-        configure(&s, &e, po, &co, url, sizeof(url));
+        configure(&s, &e, po, co, url, sizeof(url));
         sg_curl_op *op;
         sg_curl_multi *m;
         assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-        assert_int_equal(sg_curl_op_new(&op, e, po, &co, NULL, NULL), 0);
+        assert_int_equal(sg_curl_op_new(&op, e, po, co, NULL), 0);
         assert_int_equal(sg_curl_multi_add(m, op), 0);
         /* until the server has the request, then a little longer */
         const char *tag = i == 0 ? "_t=cxl_wh0." : "_t=cxl_wh1.";

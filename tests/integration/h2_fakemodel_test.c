@@ -21,13 +21,6 @@
 
 #include <cmocka.h>
 
-/* The request with @f as its framing (NULL: the defaults). */
-static const sg_h2_request *with_framing(sg_h2_request *req, const sg_stream_config *f) {
-    static const sg_stream_config none;
-    req->framing = f != NULL ? *f : none;
-    return req;
-}
-
 static const char *g_fm_path;
 
 /* --------------------------------------------------------------- a run */
@@ -65,10 +58,9 @@ static void on_done(sg_h2_op *op, void *ud) {
     e->done = true;
 }
 
-static const sg_h2_callbacks g_cbs = {
+static const sg_test_h2_cbs g_cbs = {
     .on_item = count_item, .on_discard = on_discard, .on_done = on_done};
-static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
-                                       .terminal_data = "[DONE]"};
+static sg_stream_config g_sse; /* SSE ending at "[DONE]", set in main */
 
 /* One scenario kind of the mixed run: a query and the clocks it meets. */
 typedef struct kind {
@@ -127,7 +119,7 @@ static void run_mixed(bool tls, int nstreams) {
         sg_op_options_set_first_item_timeout(po, k->first_item);
         sg_op_options_set_idle_timeout(po, k->idle);
         sg_op_options_set_max_items(po, k->max_items);
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.method = "GET";
         req.path = path;
@@ -136,8 +128,7 @@ static void run_mixed(bool tls, int nstreams) {
         ex[i].want = k->want;
         ex[i].want_partial = k->partial;
         ex[i].want_cancel_rst = k->cancel_rst;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
-                                            &ex[i], &ex[i].op),
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &ex[i], &ex[i].op),
                          0);
     }
     assert_int_equal(sg_h2_conn_running(c), nstreams);
@@ -277,13 +268,12 @@ static void a_stream_waiting_for_a_slot_is_stamped_when_it_goes(void **state) {
         sg_op_options_set_budget(po, SG_SEC(5));
         sg_op_options_set_max_attempts(po, 3);
         sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = i == 0 ? "/v1/chat/completions?n=2&gap=300&_tag=slot0"
                           : "/v1/chat/completions?n=1&_tag=slot1";
         req.deadline_header = true;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
-                                            &ex[i], &ex[i].op),
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &ex[i], &ex[i].op),
                          0);
     }
     assert_int_equal(sg_h2_conn_run(c), 0);
@@ -336,12 +326,11 @@ static int outer_item(sg_h2_op *op, const sg_item *item, void *ud) {
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(1));
     sg_op_options_set_floor(po, SG_SEC(2)); /* nothing to lease: refused */
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=1&_tag=inner";
-    static const sg_h2_callbacks cbs = {.on_done = inner_done};
-    assert_int_equal(
-        sg_h2_stream_start(n->c, with_framing(&req, &g_sse), po, &cbs, n, &n->inner), 0);
+    static const sg_test_h2_cbs cbs = {.on_done = inner_done};
+    assert_int_equal(sg_test_h2_start(n->c, &req, &g_sse, po, &cbs, n, &n->inner), 0);
     n->in_item = false;
     return 0;
 }
@@ -356,13 +345,12 @@ static void a_stream_started_inside_on_item_calls_back_after_it(void **state) {
     assert_int_equal(h2t_connect(&s, false, &n.c, err), 0);
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(5));
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=3&gap=20&_tag=outer";
-    static const sg_h2_callbacks cbs = {.on_item = outer_item};
+    static const sg_test_h2_cbs cbs = {.on_item = outer_item};
     sg_h2_op *outer = NULL;
-    assert_int_equal(
-        sg_h2_stream_start(n.c, with_framing(&req, &g_sse), po, &cbs, &n, &outer), 0);
+    assert_int_equal(sg_test_h2_start(n.c, &req, &g_sse, po, &cbs, &n, &outer), 0);
     assert_int_equal(sg_h2_conn_run(n.c), 0);
     assert_int_equal(sg_h2_op_outcome(outer), SG_OUTCOME_OK);
     assert_true(n.inner_done);
@@ -412,12 +400,11 @@ static void streams_waiting_for_the_connection_go_as_slots_free(void **state) {
     for (int i = 0; i < 3; i++) {
         SG_AUTO_OPTIONS(po);
         sg_op_options_set_budget(po, SG_SEC(5));
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = paths[i];
         req.deadline_header = true;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
-                                            &ex[i], &ex[i].op),
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &ex[i], &ex[i].op),
                          0);
     }
     assert_int_equal(sg_h2_conn_run(c), 0);
@@ -460,13 +447,12 @@ static void a_read_stopped_at_its_budget_is_read_on_by_the_next_step(void **stat
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(10));
     sg_op_options_set_max_attempts(po, 1);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=1&first_delay=5000&_tag=budget";
     expect e;
     memset(&e, 0, sizeof(e));
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     for (int i = 0; i < 3; i++) { /* the request goes; the server says nothing */
         sg_h2_conn_step(c, h2t_now(), true, true);
     }
@@ -550,11 +536,10 @@ static void an_on_demand_connection_is_part_of_the_attempt(void **state) {
         assert_false(sg_h2_conn_usable(c));
         expect e;
         memset(&e, 0, sizeof(e));
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = "/v1/chat/completions?n=3&gap=5&_tag=1";
-        assert_int_equal(
-            sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         const sg_op *pol = sg_h2_op_policy(e.op);
         if (i == 0) {
@@ -600,11 +585,10 @@ static void an_on_demand_tls_handshake_is_part_of_the_attempt(void **state) {
         assert_int_equal(sg_h2_conn_new(&c, &o), 0);
         expect e;
         memset(&e, 0, sizeof(e));
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = "/v1/chat/completions?n=2&gap=5";
-        assert_int_equal(
-            sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         const sg_op *pol = sg_h2_op_policy(e.op);
         if (!with_ca) {
@@ -710,13 +694,12 @@ static void losing_the_connection_ends_every_stream_in_its_phase(void **state) {
         SG_AUTO_OPTIONS(po);
         sg_op_options_set_budget(po, SG_SEC(10));
         sg_op_options_set_max_attempts(po, 1);
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = path;
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
-                                            &ex[i], &ex[i].op),
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &ex[i], &ex[i].op),
                          0);
     }
     /* Drive it from our own loop (the embedding API) until items flow. */
@@ -781,14 +764,13 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
     sg_op_options_set_backoff(po, SG_MS(10), SG_MS(20));
     sg_op_options_set_idempotency_key(po, "key-reconnect-1");
     sg_op_options_set_max_attempts(po, 2);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     /* The server closes the whole connection after the response headers,
      * before any item: truncated, not partial, safe with the key.  The
      * retry reconnects (and meets the same fate). */
     req.path = "/v1/chat/completions?n=4&gap=5&drop_after=0&drop=close";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     const sg_op *pol = sg_h2_op_policy(e.op);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_TRUNCATED);
@@ -801,8 +783,7 @@ static void a_retry_after_connection_loss_reconnects(void **state) {
     expect e2;
     memset(&e2, 0, sizeof(e2));
     req.path = "/v1/chat/completions?n=4&gap=5";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e2, &e2.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e2, &e2.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e2.op), SG_OUTCOME_OK);
     assert_int_equal(e2.items, 4);
@@ -841,13 +822,12 @@ static void refused_streams_are_recorded_unsent_and_retried(void **state) {
         SG_AUTO_OPTIONS(po);
         sg_op_options_set_budget(po, SG_SEC(10));
         sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
-        sg_h2_request req;
+        sg_test_h2_req req;
         memset(&req, 0, sizeof(req));
         req.path = path; /* POST, no key: only "never processed" is safe */
         req.body = "{}";
         req.body_len = 2;
-        assert_int_equal(sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs,
-                                            &ex[i], &ex[i].op),
+        assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &ex[i], &ex[i].op),
                          0);
     }
     /* Write the whole first flight before reading anything: once the
@@ -907,13 +887,11 @@ static void retry_after_date_is_measured_from_the_date_header(void **state) {
     sg_op_options_set_budget(t.po, SG_SEC(5));
     sg_op_options_set_max_attempts(t.po, 1);
     sg_op_options_set_method(t.po, "GET");
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path =
         "/v1/chat/completions?status=503&retry_after_date=2&date_offset=-3600&_tag=1";
-    assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &g_cbs, &t.e, &t.e.op),
-        0);
+    assert_int_equal(sg_test_h2_start(t.c, &req, &g_sse, t.po, &g_cbs, &t.e, &t.e.op), 0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     const sg_op_attempt *a = sg_op_attempt_at(sg_h2_op_policy(t.e.op), 0);
     assert_true(a->retry_after_present);
@@ -931,12 +909,10 @@ static void an_interim_response_is_followed_by_the_real_one(void **state) {
     sg_op_options_set_budget(t.po, SG_SEC(5));
     sg_op_options_set_method(t.po, "GET");
     sg_op_options_set_max_attempts(t.po, 1);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?n=4&gap=5&early_hints=1&_tag=1";
-    assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &g_cbs, &t.e, &t.e.op),
-        0);
+    assert_int_equal(sg_test_h2_start(t.c, &req, &g_sse, t.po, &g_cbs, &t.e, &t.e.op), 0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     if (sg_h2_op_outcome(t.e.op) != SG_OUTCOME_OK) {
         fail_msg("outcome %s: %s", sg_outcome_name(sg_h2_op_outcome(t.e.op)),
@@ -963,15 +939,13 @@ static void cancel_during_the_backoff_finishes_the_operation(void **state) {
     sg_op_options_set_method(t.po, "GET");
     sg_op_options_set_max_attempts(t.po, 3);
     sg_op_options_set_backoff(t.po, SG_SEC(2), SG_SEC(2));
-    sg_h2_callbacks cbs = g_cbs;
+    sg_test_h2_cbs cbs = g_cbs;
     cbs.on_attempt = cancel_on_attempt;
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?status=503&fail_first=5&_tag=1";
     int64_t t0 = h2t_now();
-    assert_int_equal(
-        sg_h2_stream_start(t.c, with_framing(&req, &g_sse), t.po, &cbs, &t.e, &t.e.op),
-        0);
+    assert_int_equal(sg_test_h2_start(t.c, &req, &g_sse, t.po, &cbs, &t.e, &t.e.op), 0);
     assert_int_equal(sg_h2_conn_run(t.c), 0);
     assert_true(h2t_now() - t0 < SG_SEC(1)); /* it did not sleep the backoff */
     assert_true(t.e.done);
@@ -999,16 +973,15 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     sg_op_options_set_budget(po, SG_SEC(5));
     sg_op_options_set_max_attempts(po, 1);
     sg_op_options_set_idempotency_key(po, "key-429");
-    sg_h2_header hdr[] = {{"Authorization", "Bearer test"}};
-    sg_h2_request req;
+    sg_test_h2_header hdr[] = {{"Authorization", "Bearer test"}};
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions?status=429&retry_after=1&_tag=1";
     req.headers = hdr;
     req.nheaders = 1;
     req.deadline_header = true;
     req.grpc_timeout = true;
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
     assert_int_equal(sg_h2_op_http_status(e.op), 429);
@@ -1038,8 +1011,7 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
      * connection goes on */
     memset(&e, 0, sizeof(e));
     req.path = "/v1/chat/completions?status=400&error_pad=20000&_tag=2";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_HTTP_ERROR);
     body = sg_h2_op_error_body(e.op, &blen);
@@ -1049,8 +1021,7 @@ static void error_status_is_http_error_and_headers_are_stamped(void **state) {
     sg_h2_op_free(e.op);
     memset(&e, 0, sizeof(e));
     req.path = "/v1/chat/completions?n=2&_tag=3";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_OK);
     assert_null(sg_h2_op_error_body(e.op, &blen));
@@ -1070,17 +1041,13 @@ static void cancel_resets_only_that_stream(void **state) {
     memset(e, 0, sizeof(e));
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(5));
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=30&gap=10&_tag=0";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e[0], &e[0].op),
-        0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e[0], &e[0].op), 0);
     req.path = "/v1/chat/completions?n=10000&gap=10&_tag=1";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e[1], &e[1].op),
-        0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e[1], &e[1].op), 0);
     int64_t until = h2t_now() + SG_MS(100);
     while (h2t_now() < until) {
         struct pollfd p = {sg_h2_conn_fd(c), POLLIN, 0};
@@ -1143,21 +1110,19 @@ static void a_flooding_stream_does_not_delay_other_clocks(void **state) {
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(10));
     sg_op_options_set_max_attempts(po, 1);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?runaway=1&gap=0&line_bytes=2000";
-    sg_h2_callbacks flood_cbs = {.on_item = flood_item};
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &flood_cbs, &f, &f.flooder),
-        0);
+    sg_test_h2_cbs flood_cbs = {.on_item = flood_item};
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &flood_cbs, &f, &f.flooder),
+                     0);
     sg_op_options_set_first_item_timeout(po, SG_MS(300));
     req.path = "/v1/chat/completions?n=3&first_delay=5000";
-    sg_h2_callbacks quiet_cbs = {.on_done = quiet_done};
+    sg_test_h2_cbs quiet_cbs = {.on_done = quiet_done};
     sg_h2_op *quiet = NULL;
     f.started = h2t_now();
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &quiet_cbs, &f, &quiet), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &quiet_cbs, &f, &quiet), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(quiet), SG_OUTCOME_FIRST_ITEM_TIMEOUT);
     assert_int_equal(sg_h2_op_outcome(f.flooder), SG_OUTCOME_CANCELLED);
@@ -1185,14 +1150,13 @@ static void oversized_event_is_protocol_error(void **state) {
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(5));
     sg_stream_config small = g_sse;
-    small.max_line = 1024;
-    small.max_event = 4096;
-    sg_h2_request req;
+    assert_int_equal(sg_stream_config_set_max_line(&small, 1024), 0);
+    assert_int_equal(sg_stream_config_set_max_event(&small, 4096), 0);
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=5&gap=5&event_bytes=100000";
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &small), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &small, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(e.op), SG_OUTCOME_PROTOCOL_ERROR);
     assert_int_equal(sg_op_attempt_count(sg_h2_op_policy(e.op)), 1);
@@ -1217,15 +1181,14 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     sg_op_options_set_max_attempts(po, 2);
     sg_op_options_set_idempotency_key(po, "h2-hedge-1");
     assert_int_equal(sg_op_options_set_hedging(po, SG_MS(150), 1), 0);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?n=4&gap=5&tail_first=1&tail_delay=5000&_tag=7001";
     expect e;
     memset(&e, 0, sizeof(e));
     int64_t t0 = h2t_now();
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = h2t_now() - t0;
     assert_true(e.done);
@@ -1252,9 +1215,7 @@ static void a_hedge_wins_and_the_slow_stream_is_reset_alone(void **state) {
     req.method = "POST";
     sg_h2_op *bad = NULL;
     memset(&e, 0, sizeof(e));
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &bad),
-        SG_EUNSAFE);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &bad), SG_EUNSAFE);
     assert_null(bad);
     sg_h2_conn_free(c);
     h2t_stop(&s);
@@ -1277,14 +1238,13 @@ static void the_connections_retry_budget_throttles_its_streams(void **state) {
     sg_op_options_set_method(po, "GET");
     sg_op_options_set_max_attempts(po, 3);
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(5));
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/chat/completions?status=503&_tag=7101";
     expect e;
     memset(&e, 0, sizeof(e));
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_true(e.done);
     const sg_op *op = sg_h2_op_policy(e.op);
@@ -1303,6 +1263,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     g_fm_path = argv[1];
+    g_sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(

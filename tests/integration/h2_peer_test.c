@@ -40,13 +40,6 @@
 
 extern char **environ;
 
-/* The request with @f as its framing (NULL: the defaults). */
-static const sg_h2_request *with_framing(sg_h2_request *req, const sg_stream_config *f) {
-    static const sg_stream_config none;
-    req->framing = f != NULL ? *f : none;
-    return req;
-}
-
 static const char *g_nghttpd;
 
 /* ---------------------------------------------------------------- common */
@@ -79,7 +72,7 @@ static void on_done(sg_h2_op *op, void *ud) {
     e->done_at = sg_clock_monotonic_now(NULL);
 }
 
-static const sg_h2_callbacks g_cbs = {.on_item = count_item, .on_done = on_done};
+static const sg_test_h2_cbs g_cbs = {.on_item = count_item, .on_done = on_done};
 
 static int free_port(void) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -99,15 +92,14 @@ static int free_port(void) {
 
 static int connect_h2(int port, bool tls, const char *cafile, sg_h2_conn **c) {
     char err[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = tls ? "localhost" : "127.0.0.1";
-    o.port = port;
-    o.tls = tls;
-    o.cafile = cafile;
-    o.connect_timeout = SG_SEC(2);
-    o.errbuf = err;
-    int rv = sg_h2_conn_new(c, &o);
+    SG_AUTO_H2_CONN_OPTIONS(o);
+    assert_int_equal(sg_h2_conn_options_set_host(o, tls ? "localhost" : "127.0.0.1"), 0);
+    assert_int_equal(sg_h2_conn_options_set_port(o, port), 0);
+    assert_int_equal(sg_h2_conn_options_set_tls(o, tls), 0);
+    assert_int_equal(sg_h2_conn_options_set_cafile(o, cafile), 0);
+    assert_int_equal(sg_h2_conn_options_set_connect_timeout(o, SG_SEC(2)), 0);
+    assert_int_equal(sg_h2_conn_options_set_errbuf(o, err), 0);
+    int rv = sg_h2_conn_new(c, o);
     if (rv != 0) {
         print_message("connect: %s: %s\n", sg_errname(rv), err);
     }
@@ -265,20 +257,18 @@ static sg_h2_op *get(sg_h2_conn *c, const char *path, const sg_stream_config *fr
     sg_op_options_set_idle_timeout(po, SG_SEC(2));
     sg_op_options_set_max_attempts(po, attempts);
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = path;
     sg_h2_op *op = NULL;
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, framing), po, &g_cbs, e, &op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, framing, po, &g_cbs, e, &op), 0);
     e->op = op;
     return op;
 }
 
-static const sg_stream_config g_nd = {.format = SG_FORMAT_NDJSON};
-static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
-                                       .terminal_data = "[DONE]"};
+/* NDJSON; SSE ending at "[DONE]": set in main */
+static sg_stream_config g_nd, g_sse;
 
 /* A POST without an idempotency key: unsafe to repeat once sent. */
 static sg_h2_op *post(sg_h2_conn *c, expect *e, uint32_t attempts, int64_t budget) {
@@ -286,13 +276,12 @@ static sg_h2_op *post(sg_h2_conn *c, expect *e, uint32_t attempts, int64_t budge
     sg_op_options_set_budget(po, budget);
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
     sg_op_options_set_max_attempts(po, attempts);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions";
     req.body = "{}";
     req.body_len = 2;
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, e, &e->op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, e, &e->op), 0);
     return e->op;
 }
 
@@ -780,13 +769,12 @@ static void oversized_response_header_list_is_protocol_error(void **state) {
     (void)state;
     int port;
     pid_t pid = peer_start(PEER_BIG_HEADERS, &port);
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = "127.0.0.1";
-    o.port = port;
-    o.max_header_list = 4096;
+    SG_AUTO_H2_CONN_OPTIONS(o);
+    assert_int_equal(sg_h2_conn_options_set_host(o, "127.0.0.1"), 0);
+    assert_int_equal(sg_h2_conn_options_set_port(o, port), 0);
+    assert_int_equal(sg_h2_conn_options_set_max_header_list(o, 4096), 0);
     sg_h2_conn *c = NULL;
-    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    assert_int_equal(sg_h2_conn_new(&c, o), 0);
     expect e;
     memset(&e, 0, sizeof(e));
     get(c, "/big", &g_sse, &e, 3);
@@ -952,16 +940,15 @@ static void drive(sg_h2_conn **cs, size_t n, dns_server *d, expect *const *es,
 static sg_h2_conn *on_demand(const char *host, int port, const char *dns,
                              int64_t connect_timeout) {
     char err[SG_H2_ERROR_SIZE] = "";
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = host;
-    o.port = port;
-    o.connect_on_demand = true;
-    o.dns_servers = dns;
-    o.connect_timeout = connect_timeout;
-    o.errbuf = err;
+    SG_AUTO_H2_CONN_OPTIONS(o);
+    assert_int_equal(sg_h2_conn_options_set_host(o, host), 0);
+    assert_int_equal(sg_h2_conn_options_set_port(o, port), 0);
+    assert_int_equal(sg_h2_conn_options_set_connect_on_demand(o, true), 0);
+    assert_int_equal(sg_h2_conn_options_set_dns_servers(o, dns), 0);
+    assert_int_equal(sg_h2_conn_options_set_connect_timeout(o, connect_timeout), 0);
+    assert_int_equal(sg_h2_conn_options_set_errbuf(o, err), 0);
     sg_h2_conn *c = NULL;
-    if (sg_h2_conn_new(&c, &o) != 0) {
+    if (sg_h2_conn_new(&c, o) != 0) {
         fail_msg("sg_h2_conn_new: %s", err);
     }
     return c;
@@ -1086,7 +1073,7 @@ static void a_whole_answer_before_the_request_body_ends_the_stream(void **state)
     sg_op_options_set_budget(po, SG_SEC(5));
     sg_op_options_set_idle_timeout(po, SG_MS(800));
     sg_op_options_set_max_attempts(po, 1);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/upload.ndjson";
     req.body = body;
@@ -1094,8 +1081,7 @@ static void a_whole_answer_before_the_request_body_ends_the_stream(void **state)
     expect a;
     memset(&a, 0, sizeof(a));
     int64_t t0 = sg_clock_monotonic_now(NULL);
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_nd), po, &g_cbs, &a, &a.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_nd, po, &g_cbs, &a, &a.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = sg_clock_monotonic_now(NULL) - t0;
     if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
@@ -1117,13 +1103,12 @@ static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
     (void)state;
     int port;
     pid_t pid = peer_start(PEER_STOP_READING, &port);
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = "127.0.0.1";
-    o.port = port;
-    o.connect_timeout = SG_MS(500);
+    SG_AUTO_H2_CONN_OPTIONS(o);
+    assert_int_equal(sg_h2_conn_options_set_host(o, "127.0.0.1"), 0);
+    assert_int_equal(sg_h2_conn_options_set_port(o, port), 0);
+    assert_int_equal(sg_h2_conn_options_set_connect_timeout(o, SG_MS(500)), 0);
     sg_h2_conn *c = NULL;
-    assert_int_equal(sg_h2_conn_new(&c, &o), 0);
+    assert_int_equal(sg_h2_conn_new(&c, o), 0);
     static char body[64 << 20]; /* far more than the sockets hold */
     memset(body, 'b', sizeof(body));
     SG_AUTO_OPTIONS(po);
@@ -1132,7 +1117,7 @@ static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
     sg_op_options_set_max_attempts(po, 3);
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
     sg_op_options_set_idempotency_key(po, "stall-1");
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.path = "/v1/chat/completions";
     req.body = body;
@@ -1140,8 +1125,7 @@ static void a_connection_the_server_stopped_reading_is_given_up(void **state) {
     expect a;
     memset(&a, 0, sizeof(a));
     int64_t t0 = sg_clock_monotonic_now(NULL);
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &a, &a.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &a, &a.op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     int64_t took = sg_clock_monotonic_now(NULL) - t0;
     if (sg_h2_op_outcome(a.op) != SG_OUTCOME_OK) {
@@ -1211,15 +1195,14 @@ static void the_budget_bounds_a_connection_being_made(void **state) {
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_MS(300));
     sg_op_options_set_max_attempts(po, 3);
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
     req.method = "GET";
     req.path = "/v1/x";
     expect e;
     memset(&e, 0, sizeof(e));
     int64_t t0 = sg_clock_monotonic_now(NULL);
-    assert_int_equal(
-        sg_h2_stream_start(c, with_framing(&req, &g_sse), po, &g_cbs, &e, &e.op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &g_sse, po, &g_cbs, &e, &e.op), 0);
     expect *es[1] = {&e};
     drive(&c, 1, &d, es, 1);
     int64_t took = e.done_at - t0;
@@ -1259,6 +1242,8 @@ static void a_name_resolves_through_the_dns_servers_given(void **state) {
 
 int main(int argc, char **argv) {
     g_nghttpd = argc > 1 ? argv[1] : NULL;
+    g_nd = sg_test_framing(SG_FORMAT_NDJSON, NULL);
+    g_sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
     signal(SIGPIPE, SIG_IGN); /* the scripted peer writes to closed sockets */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(

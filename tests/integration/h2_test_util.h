@@ -67,15 +67,25 @@ static int64_t h2t_now(void) {
 
 /* Opens a connection to the fake model, h2c or TLS (trusting its CA). */
 static int h2t_connect(const fm_server *s, bool tls, sg_h2_conn **out, char *err) {
-    sg_h2_conn_options o;
-    memset(&o, 0, sizeof(o));
-    o.host = tls ? "localhost" : "127.0.0.1";
-    o.port = s->port;
-    o.tls = tls;
-    o.cafile = tls ? s->ca_path : NULL;
-    o.connect_timeout = SG_SEC(5);
-    o.errbuf = err;
-    return sg_h2_conn_new(out, &o);
+    sg_h2_conn_options *o = NULL;
+    int rv = sg_h2_conn_options_new(&o);
+    if (rv == 0) {
+        (void)sg_h2_conn_options_set_tls(o, tls);
+        (void)sg_h2_conn_options_set_errbuf(o, err);
+        (void)sg_h2_conn_options_set_connect_timeout(o, SG_SEC(5));
+        rv = sg_h2_conn_options_set_host(o, tls ? "localhost" : "127.0.0.1");
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_port(o, s->port);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_cafile(o, tls ? s->ca_path : NULL);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_new(out, o);
+    }
+    sg_h2_conn_options_free(o);
+    return rv;
 }
 
 /* The server's log once it holds at least @count occurrences of @needle

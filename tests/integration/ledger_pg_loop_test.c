@@ -194,8 +194,10 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
     sg_curl_multi *m;
     CHECK(sg_curl_multi_new(&m, NULL) == 0);
     sg_ledger_binding b = {l, NULL};
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    sg_curl_callbacks cbs = {.on_item = curl_item, .on_done = curl_done};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    CHECK(sg_curl_options_set_on_item(co, curl_item) == 0);
+    CHECK(sg_curl_options_set_on_done(co, curl_done) == 0);
     char url[2][256];
     snprintf(url[0], sizeof(url[0]), "%s/v1/chat/completions?n=60&gap=10", server.base);
     snprintf(url[1], sizeof(url[1]), "%s/v1/chat/completions?n=3", server.base);
@@ -208,7 +210,7 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
     policy(po, NULL, NULL, SG_SEC(10));
     easy[0] = curl_easy_init();
     curl_easy_setopt(easy[0], CURLOPT_URL, url[0]);
-    CHECK(sg_curl_op_new(&ops[0], easy[0], po, &co, &cbs, steady) == 0);
+    CHECK(sg_curl_op_new(&ops[0], easy[0], po, co, steady) == 0);
     CHECK(sg_curl_multi_add(m, ops[0]) == 0);
     for (int i = 0; i < 2 && sc->keys[i] != NULL; i++, n++) {
         memset(&w[i], 0, sizeof(w[i]));
@@ -217,7 +219,7 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
         sg_op_options_set_target(po, url[1]); /* what the ledger records */
         easy[n] = curl_easy_init();
         curl_easy_setopt(easy[n], CURLOPT_URL, url[1]);
-        CHECK(sg_curl_op_new(&ops[n], easy[n], po, &co, &cbs, &w[i]) == 0);
+        CHECK(sg_curl_op_new(&ops[n], easy[n], po, co, &w[i]) == 0);
         /* returns at once: the intent waits for the row off the loop */
         int64_t t0 = now_ns();
         CHECK(sg_curl_multi_add(m, ops[n]) == 0);
@@ -241,18 +243,17 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
 }
 
 static void run_h2(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady, watch *w) {
-    sg_h2_conn_options co;
-    memset(&co, 0, sizeof(co));
-    co.host = "127.0.0.1";
-    co.port = server.port;
+    SG_AUTO_H2_CONN_OPTIONS(co);
+    CHECK(sg_h2_conn_options_set_host(co, "127.0.0.1") == 0);
+    CHECK(sg_h2_conn_options_set_port(co, server.port) == 0);
     sg_h2_conn *conn;
-    CHECK(sg_h2_conn_new(&conn, &co) == 0);
+    CHECK(sg_h2_conn_new(&conn, co) == 0);
     sg_ledger_binding b = {l, NULL};
-    sg_h2_request rq;
+    sg_test_h2_req rq;
     memset(&rq, 0, sizeof(rq));
-    rq.framing.terminal_data = "[DONE]";
+    sg_stream_config sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
     rq.method = "GET";
-    sg_h2_callbacks cbs = {.on_item = h2_item, .on_done = h2_done};
+    sg_test_h2_cbs cbs = {.on_item = h2_item, .on_done = h2_done};
     SG_AUTO_OPTIONS(po);
     sg_h2_op *ops[3];
     int n = 1;
@@ -260,14 +261,14 @@ static void run_h2(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady, w
     steady->start = now_ns();
     policy(po, NULL, NULL, SG_SEC(10));
     rq.path = "/v1/chat/completions?n=60&gap=10";
-    CHECK(sg_h2_stream_start(conn, &rq, po, &cbs, steady, &ops[0]) == 0);
+    CHECK(sg_test_h2_start(conn, &rq, &sse, po, &cbs, steady, &ops[0]) == 0);
     rq.path = "/v1/chat/completions?n=3";
     for (int i = 0; i < 2 && sc->keys[i] != NULL; i++, n++) {
         memset(&w[i], 0, sizeof(w[i]));
         w[i].start = now_ns();
         policy(po, sc->keys[i], &b, sc->budget);
         int64_t t0 = now_ns();
-        CHECK(sg_h2_stream_start(conn, &rq, po, &cbs, &w[i], &ops[n]) == 0);
+        CHECK(sg_test_h2_start(conn, &rq, &sse, po, &cbs, &w[i], &ops[n]) == 0);
         CHECK(now_ns() - t0 < SG_MS(50));
     }
     timeline tl = {false, false};
@@ -456,8 +457,9 @@ static void free_while_waiting(sg_ledger *l, const char *key) {
     CURL *e = curl_easy_init();
     curl_easy_setopt(e, CURLOPT_URL, "http://127.0.0.1:1/never");
     sg_curl_op *op;
-    sg_curl_options co = {.framing = {.terminal_data = "[DONE]"}};
-    CHECK(sg_curl_op_new(&op, e, po, &co, NULL, NULL) == 0);
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    CHECK(sg_curl_op_new(&op, e, po, co, NULL) == 0);
     CHECK(sg_curl_multi_add(m, op) == 0);
     CHECK(sg_op_intent_pending(sg_curl_op_policy(op)));
     /* Freed once the intent is in the database, waiting for the row (an

@@ -24,13 +24,13 @@
 
 #include <cmocka.h>
 
-#include "h2_test_util.h"
-#include "../sg_auto.h"
-
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <streamguard/curl.h>
+
+#include "h2_test_util.h"
+#include "../sg_auto.h"
 
 static const char *g_fm_path;
 static fm_server g_srv;
@@ -123,13 +123,12 @@ static sg_curl_op *curl_op(CURL *e, const char *url, const char *body, long vers
     assert_int_equal(sg_op_options_set_budget(po, SG_SEC(10)), 0);
     assert_int_equal(sg_op_options_set_max_attempts(po, attempts), 0);
     assert_int_equal(sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20)), 0);
-    sg_curl_options co;
-    memset(&co, 0, sizeof(co));
-    co.framing.terminal_data = "[DONE]";
-    co.cafile = g_srv.ca_path;
-    sg_curl_callbacks cbs = {.on_item = count_item};
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    assert_int_equal(sg_curl_options_set_cafile(co, g_srv.ca_path), 0);
+    assert_int_equal(sg_curl_options_set_on_item(co, count_item), 0);
     sg_curl_op *op;
-    assert_int_equal(sg_curl_op_new(&op, e, po, &co, &cbs, items), 0);
+    assert_int_equal(sg_curl_op_new(&op, e, po, co, items), 0);
     return op;
 }
 
@@ -499,26 +498,25 @@ static int h2_item(sg_h2_op *op, const sg_item *item, void *ud) {
     return 0;
 }
 
-static const sg_h2_callbacks g_h2cbs = {.on_item = h2_item};
+static const sg_test_h2_cbs g_h2cbs = {.on_item = h2_item};
 
 /* One unsafe POST on @c (TLS h2); with @warm a GET before it on the same
  * connection, so a GOAWAY's last stream id is that GET's. */
 static void h2_post(sg_h2_conn *c, const char *query, uint32_t attempts, bool warm,
                     seen *v) {
-    static const sg_stream_config sse = {.terminal_data = "[DONE]"};
+    sg_stream_config sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
     int items = 0;
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(10));
     sg_op_options_set_backoff(po, SG_MS(5), SG_MS(20));
-    sg_h2_request req;
+    sg_test_h2_req req;
     memset(&req, 0, sizeof(req));
-    req.framing = sse;
     if (warm) {
         sg_op_options_set_method(po, "GET");
         sg_op_options_set_max_attempts(po, 1);
         req.path = "/v1/chat/completions?n=1&_t=h2warm.";
         sg_h2_op *w;
-        assert_int_equal(sg_h2_stream_start(c, &req, po, &g_h2cbs, &items, &w), 0);
+        assert_int_equal(sg_test_h2_start(c, &req, &sse, po, &g_h2cbs, &items, &w), 0);
         assert_int_equal(sg_h2_conn_run(c), 0);
         assert_int_equal(sg_h2_op_outcome(w), SG_OUTCOME_OK);
         sg_h2_op_free(w);
@@ -531,7 +529,7 @@ static void h2_post(sg_h2_conn *c, const char *query, uint32_t attempts, bool wa
     req.body = "{\"charge\":1}";
     req.body_len = strlen(req.body);
     sg_h2_op *op;
-    assert_int_equal(sg_h2_stream_start(c, &req, po, &g_h2cbs, &items, &op), 0);
+    assert_int_equal(sg_test_h2_start(c, &req, &sse, po, &g_h2cbs, &items, &op), 0);
     assert_int_equal(sg_h2_conn_run(c), 0);
     see(v, sg_h2_op_policy(op), sg_h2_op_report(op, v->report, sizeof(v->report), NULL));
     sg_h2_op_free(op);

@@ -60,7 +60,10 @@ static void run_start(run *r, const es_want *want, size_t n_want) {
     memset(&r->check, 0, sizeof(r->check));
     r->check.want = want;
     r->check.n_want = n_want;
-    if (sg_es_init(&r->dec, NULL, es_check_cb, &r->check, shared_buf, need) != 0) {
+    sg_es_config cfg;
+    sg_es_config_init(&cfg);
+    (void)sg_es_config_set_on_message(&cfg, es_check_cb);
+    if (sg_es_init(&r->dec, &cfg, &r->check, shared_buf, need) != 0) {
         fprintf(stderr, "sg_es_init failed\n");
         exit(1);
     }

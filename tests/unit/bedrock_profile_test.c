@@ -112,7 +112,7 @@ static run play(const char *profile, const wire *first, const wire *rest, int64_
     sg_stream s;
     sg_stream_config cfg;
     char *buf = play_begin(&s, &cfg, profile, &r, T0);
-    assert_int_equal(cfg.format, SG_FORMAT_EVENTSTREAM);
+    assert_int_equal(sg_stream_config_format(&cfg), SG_FORMAT_EVENTSTREAM);
     const wire *parts[2] = {first, rest};
     for (int k = 0; k < 2 && r.feed_rc == 0; k++) {
         const wire *w = parts[k];

@@ -173,14 +173,25 @@ typedef struct fixture {
     rec r;
 } fixture;
 
+/* A config of limits @max_message and @max_headers (0: the default). */
+static sg_es_config es_limits(size_t max_message, size_t max_headers) {
+    sg_es_config cfg;
+    sg_es_config_init(&cfg);
+    assert_int_equal(sg_es_config_set_max_message(&cfg, max_message), 0);
+    assert_int_equal(sg_es_config_set_max_headers(&cfg, max_headers), 0);
+    return cfg;
+}
+
 static fixture *fx_new(const sg_es_config *cfg) {
     fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->buf_len = sg_es_buffer_size(cfg);
+    sg_es_config c = cfg != NULL ? *cfg : es_limits(0, 0);
+    assert_int_equal(sg_es_config_set_on_message(&c, rec_cb), 0);
+    f->buf_len = sg_es_buffer_size(&c);
     assert_true(f->buf_len > 0);
     f->buf = malloc(f->buf_len);
     assert_non_null(f->buf);
-    assert_int_equal(sg_es_init(&f->d, cfg, rec_cb, &f->r, f->buf, f->buf_len), 0);
+    assert_int_equal(sg_es_init(&f->d, &c, &f->r, f->buf, f->buf_len), 0);
     return f;
 }
 
@@ -203,7 +214,15 @@ static ptrdiff_t fx_feed(fixture *f, const void *p, size_t n) {
 
 /* Small limits for the loops that decode a message many times: the same
  * code as the defaults, a 4 KiB buffer instead of 16 MiB. */
-static const sg_es_config es_small = {.max_message = 4096};
+static const sg_es_config *es_small(void) {
+    static sg_es_config cfg;
+    static bool made;
+    if (!made) {
+        cfg = es_limits(4096, 0);
+        made = true;
+    }
+    return &cfg;
+}
 
 /* Feeds @m whole, then at every split point, then bytewise, and expects
  * the error @want from each (after exactly @before messages). */
@@ -259,7 +278,9 @@ static void run_positive(const sg_es_config *cfg, const unsigned char *m, size_t
     unsigned char *buf = malloc(blen);
     assert_non_null(buf);
     sg_es_decoder d;
-    assert_int_equal(sg_es_init(&d, cfg, es_check_cb, &c, buf, blen), 0);
+    sg_es_config withcb = cfg != NULL ? *cfg : es_limits(0, 0);
+    assert_int_equal(sg_es_config_set_on_message(&withcb, es_check_cb), 0);
+    assert_int_equal(sg_es_init(&d, &withcb, &c, buf, blen), 0);
     ptrdiff_t rc =
         step > 0 ? es_feed_step(&d, m, n, step) : es_feed_cuts(&d, m, n, cuts, n_cuts);
     assert_int_equal(rc, 0);
@@ -270,7 +291,7 @@ static void run_positive(const sg_es_config *cfg, const unsigned char *m, size_t
     bool clean = false;
     assert_int_equal(sg_es_end(&d, &clean), 0);
     assert_true(clean);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&d, &st), 0);
     assert_int_equal(st.bytes, n);
     assert_int_equal(st.messages, 1);
@@ -293,9 +314,9 @@ static void positive_vectors_decode_whole_split_everywhere_and_bytewise(void **s
         /* The default limits, and a small buffer for the many splits. */
         run_positive(NULL, m, n, &w, NULL, 0, 0);
         run_positive(NULL, m, n, &w, NULL, 0, 1);
-        run_positive(&es_small, m, n, &w, NULL, 0, 0);
+        run_positive(es_small(), m, n, &w, NULL, 0, 0);
         for (size_t cut = 1; cut < n; cut++) {
-            run_positive(&es_small, m, n, &w, &cut, 1, 0);
+            run_positive(es_small(), m, n, &w, &cut, 1, 0);
         }
         /* Every pair of cuts, too, for the small vectors: a prelude or a
          * header cut twice. */
@@ -303,7 +324,7 @@ static void positive_vectors_decode_whole_split_everywhere_and_bytewise(void **s
             for (size_t a = 1; a < n; a++) {
                 for (size_t b = a + 1; b < n; b++) {
                     size_t cuts[2] = {a, b};
-                    run_positive(&es_small, m, n, &w, cuts, 2, 0);
+                    run_positive(es_small(), m, n, &w, cuts, 2, 0);
                 }
             }
         }
@@ -330,7 +351,7 @@ static void negative_vectors_fail_with_their_code_however_split(void **state) {
         assert_string_equal(sg_errname((int)rc), want);
         assert_int_equal(f->r.n, 0);
         fx_free(f);
-        expect_error_every_split(&es_small, m, n, rc, 0);
+        expect_error_every_split(es_small(), m, n, rc, 0);
         free(e);
         free(m);
     }
@@ -361,7 +382,7 @@ static void a_message_in_one_feed_is_a_view_into_the_callers_bytes(void **state)
     assert_string_equal(f->r.content_type, "application/json");
     assert_string_equal(f->r.exception_type, "(none)");
     assert_int_equal(f->r.header_count, 3);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&f->d, &st), 0);
     assert_int_equal(st.copied, 0);
     assert_int_equal(st.messages, 1);
@@ -386,7 +407,7 @@ static void a_message_split_across_feeds_is_copied_once_into_the_buffer(void **s
     assert_int_equal(f->r.n, 2);
     assert_ptr_equal(f->r.last.headers, f->buf);
     assert_memory_equal(f->r.payload, "abcdefgh", 8);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&f->d, &st), 0);
     assert_int_equal(st.copied, e.n - 12);
     assert_int_equal(st.bytes, 2 * e.n);
@@ -408,7 +429,7 @@ static void many_messages_in_one_feed_are_all_views(void **state) {
     assert_int_equal(sg_es_feed(&f->d, all, n), (ptrdiff_t)n);
     assert_int_equal(f->r.n, 100);
     assert_ptr_equal(f->r.payload_ptr, all + n - 5);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&f->d, &st), 0);
     assert_int_equal(st.copied, 0);
     assert_int_equal(st.messages, 100);
@@ -437,7 +458,7 @@ static void a_large_message_in_many_reads_is_copied_once(void **state) {
     assert_int_equal(f->r.n, 1);
     assert_int_equal(f->r.payload_len, plen);
     assert_ptr_equal(f->r.payload_ptr, f->buf + e.hlen);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&f->d, &st), 0);
     assert_int_equal(st.copied, e.n - 12);
     fx_free(f);
@@ -600,7 +621,7 @@ static void a_reserved_header_that_is_not_a_string_is_malformed(void **state) {
         enc_init(&e, 128);
         hdr_int(&e, names[i], SG_ES_INTEGER, 7);
         enc_finish(&e, "p", 1);
-        expect_error_every_split(&es_small, e.b, e.n, SG_EHEADER, 0);
+        expect_error_every_split(es_small(), e.b, e.n, SG_EHEADER, 0);
         free(e.b);
     }
     /* A near-miss of a reserved name is an ordinary header. */
@@ -623,7 +644,7 @@ static void an_unknown_header_type_is_malformed(void **state) {
         hdr_str(&e, "ok", "v");
         enc_name(&e, "bad", 3, t);
         enc_finish(&e, "payload", 7);
-        expect_error_every_split(&es_small, e.b, e.n, SG_EHEADER, 0);
+        expect_error_every_split(es_small(), e.b, e.n, SG_EHEADER, 0);
         free(e.b);
     }
 }
@@ -654,7 +675,7 @@ static void a_header_that_runs_past_its_block_is_malformed(void **state) {
         enc_raw(&e, cuts[i].bytes, cuts[i].n);
         enc_finish(&e, "{\"p\":1}", 7);
         print_message("case: %s\n", cuts[i].what);
-        expect_error_every_split(&es_small, e.b, e.n, SG_EHEADER, 0);
+        expect_error_every_split(es_small(), e.b, e.n, SG_EHEADER, 0);
         free(e.b);
     }
 }
@@ -677,7 +698,7 @@ static void a_total_length_under_16_is_out_of_range(void **state) {
     (void)state;
     for (uint32_t total = 0; total < 16; total++) {
         unsigned char *m = raw_message(total, 0, 16);
-        expect_error_every_split(&es_small, m, 16, SG_EMESSAGE_LENGTH, 0);
+        expect_error_every_split(es_small(), m, 16, SG_EMESSAGE_LENGTH, 0);
         /* Seen at the prelude, before any more bytes arrive. */
         fixture *f = fx_new(NULL);
         assert_int_equal(fx_feed(f, m, 12), SG_EMESSAGE_LENGTH);
@@ -700,7 +721,7 @@ static void a_total_length_over_max_message_is_out_of_range(void **state) {
     fx_free(f);
     free(m);
 
-    sg_es_config cfg = {.max_message = 64};
+    sg_es_config cfg = es_limits(64, 0);
     m = raw_message(65, 0, 65);
     expect_error_every_split(&cfg, m, 65, SG_EMESSAGE_LENGTH, 0);
     free(m);
@@ -718,7 +739,7 @@ static void a_headers_length_over_its_limit_or_its_message_is_out_of_range(void 
     (void)state;
     /* More header bytes than the message leaves. */
     unsigned char *m = raw_message(32, 17, 32);
-    expect_error_every_split(&es_small, m, 32, SG_EMESSAGE_LENGTH, 0);
+    expect_error_every_split(es_small(), m, 32, SG_EMESSAGE_LENGTH, 0);
     free(m);
     /* All of what it leaves is fine (an empty payload)... */
     es_enc e;
@@ -730,7 +751,7 @@ static void a_headers_length_over_its_limit_or_its_message_is_out_of_range(void 
     fx_free(f);
     free(e.b);
     /* ...and over the caller's max_headers is not, nor over AWS's 128 KiB. */
-    sg_es_config cfg = {.max_headers = 16};
+    sg_es_config cfg = es_limits(0, 16);
     m = raw_message(64, 17, 64);
     expect_error_every_split(&cfg, m, 64, SG_EMESSAGE_LENGTH, 0);
     free(m);
@@ -810,7 +831,7 @@ static void errors_are_sticky_until_reset(void **state) {
     put_prelude(bad, 0, 0);
     assert_int_equal(fx_feed(f, bad, 16), SG_EMESSAGE_LENGTH);
     assert_int_equal(fx_feed(f, e.b, e.n), SG_EMESSAGE_LENGTH);
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_get_stats(&f->d, &st), 0);
     assert_int_equal(st.messages, 1);
     assert_int_equal(sg_es_reset(&f->d), 0);
@@ -871,23 +892,21 @@ static void init_checks_its_arguments_and_limits(void **state) {
     sg_es_decoder d;
     unsigned char small[64];
     assert_int_equal(sg_es_buffer_size(NULL), SG_ES_MAX_MESSAGE - 12);
-    sg_es_config cfg = {.max_message = 16};
+    sg_es_config cfg = es_limits(16, 0);
     assert_int_equal(sg_es_buffer_size(&cfg), 4);
-    cfg.max_message = 15;
-    assert_int_equal(sg_es_buffer_size(&cfg), 0);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, small, sizeof(small)), SG_ERANGE);
-    cfg.max_message = SG_ES_MAX_MESSAGE + 1;
-    assert_int_equal(sg_es_buffer_size(&cfg), 0);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, small, sizeof(small)), SG_ERANGE);
-    cfg.max_message = 64;
-    cfg.max_headers = SG_ES_MAX_HEADERS + 1;
-    assert_int_equal(sg_es_buffer_size(&cfg), 0);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, small, sizeof(small)), SG_ERANGE);
-    cfg.max_headers = 0;
-    assert_int_equal(sg_es_init(NULL, &cfg, NULL, NULL, small, sizeof(small)), SG_EINVAL);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, NULL, sizeof(small)), SG_EINVAL);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, small, 51), SG_ENOBUFS);
-    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, small, 52), 0);
+    /* a limit out of range is refused where it is set: the config keeps 16 */
+    assert_int_equal(sg_es_config_set_max_message(&cfg, 15), SG_ERANGE);
+    assert_int_equal(sg_es_config_set_max_message(&cfg, SG_ES_MAX_MESSAGE + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_es_config_set_max_headers(&cfg, SG_ES_MAX_HEADERS + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_es_config_set_max_message(NULL, 64), SG_EINVAL);
+    assert_int_equal(sg_es_buffer_size(&cfg), 4);
+    cfg = es_limits(64, 0);
+    assert_int_equal(sg_es_init(NULL, &cfg, NULL, small, sizeof(small)), SG_EINVAL);
+    assert_int_equal(sg_es_init(&d, &cfg, NULL, NULL, sizeof(small)), SG_EINVAL);
+    assert_int_equal(sg_es_init(&d, &cfg, NULL, small, 51), SG_ENOBUFS);
+    assert_int_equal(sg_es_init(&d, &cfg, NULL, small, 52), 0);
     assert_int_equal(sg_es_feed(&d, NULL, 1), SG_EINVAL);
     assert_int_equal(sg_es_feed(&d, small, (size_t)PTRDIFF_MAX + 1), SG_EINVAL);
     assert_int_equal(sg_es_feed(&d, NULL, 0), 0);
@@ -898,7 +917,7 @@ static void init_checks_its_arguments_and_limits(void **state) {
     sg_es_decoder z;
     memset(&z, 0, sizeof(z));
     bool clean;
-    sg_es_stats st;
+    sg_es_stats st = SG_ES_STATS_INIT;
     assert_int_equal(sg_es_feed(&z, small, 1), SG_EINVAL);
     assert_int_equal(sg_es_feed(NULL, small, 1), SG_EINVAL);
     assert_int_equal(sg_es_end(&z, &clean), SG_EINVAL);

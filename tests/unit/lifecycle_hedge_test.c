@@ -72,8 +72,7 @@ static const sg__transport g_tp = {.launch = tp_launch,
                                    .finished = tp_finished,
                                    .now = tp_now,
                                    .new_slot = tp_new_slot};
-static const sg_stream_config g_sse = {.format = SG_FORMAT_SSE,
-                                       .terminal_data = "[DONE]"};
+static sg_stream_config g_sse; /* SSE ending at [DONE] (main sets it) */
 
 static sg__lifecycle *tp_new_slot(sg__lifecycle *root) {
     sg__lifecycle *s = malloc(sizeof(*s));
@@ -241,6 +240,7 @@ static void a_decided_loser_is_recorded_before_on_done(void **state) {
 }
 
 int main(void) {
+    g_sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_winner_that_ends_first_leaves_no_loser_unrecorded),
         cmocka_unit_test(the_original_wins_and_the_hedge_is_recorded),

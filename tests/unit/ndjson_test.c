@@ -40,10 +40,12 @@ typedef struct fixture {
 static fixture *fx_new(size_t max_line) {
     fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    sg_ndjson_config cfg = {.max_line = max_line};
+    sg_ndjson_config cfg;
+    sg_ndjson_config_init(&cfg);
+    assert_int_equal(sg_ndjson_config_set_max_line(&cfg, max_line), 0);
+    assert_int_equal(sg_ndjson_config_set_on_item(&cfg, rec_item), 0);
     assert_true(sg_ndjson_buffer_size(&cfg) <= sizeof(f->buf));
-    assert_int_equal(sg_ndjson_init(&f->p, &cfg, rec_item, &f->r, f->buf, sizeof(f->buf)),
-                     0);
+    assert_int_equal(sg_ndjson_init(&f->p, &cfg, &f->r, f->buf, sizeof(f->buf)), 0);
     return f;
 }
 
@@ -85,7 +87,7 @@ static void each_non_empty_line_is_one_item(void **state) {
     char got[1024];
     items_as_text(&f->r, got, sizeof(got));
     assert_string_equal(got, ollama_items);
-    sg_ndjson_stats st;
+    sg_ndjson_stats st = SG_NDJSON_STATS_INIT;
     assert_int_equal(sg_ndjson_get_stats(&f->p, &st), 0);
     assert_int_equal(st.items, 3);
     assert_int_equal(st.lines, 5);
@@ -221,12 +223,16 @@ static void init_validates_its_arguments(void **state) {
     (void)state;
     sg_ndjson_parser p;
     char buf[64];
-    sg_ndjson_config cfg = {.max_line = 63};
+    sg_ndjson_config cfg;
+    sg_ndjson_config_init(&cfg);
+    assert_int_equal(sg_ndjson_config_set_max_line(&cfg, 63), 0);
     assert_int_equal(sg_ndjson_buffer_size(&cfg), 64);
-    assert_int_equal(sg_ndjson_init(&p, &cfg, NULL, NULL, buf, 63), SG_ENOBUFS);
-    assert_int_equal(sg_ndjson_init(&p, &cfg, NULL, NULL, NULL, 64), SG_EINVAL);
-    cfg.max_line = 1;
-    assert_int_equal(sg_ndjson_init(&p, &cfg, NULL, NULL, buf, 64), SG_ERANGE);
+    assert_int_equal(sg_ndjson_init(&p, &cfg, NULL, buf, 63), SG_ENOBUFS);
+    assert_int_equal(sg_ndjson_init(&p, &cfg, NULL, NULL, 64), SG_EINVAL);
+    /* a limit out of range is refused where it is set: the config keeps 63 */
+    assert_int_equal(sg_ndjson_config_set_max_line(&cfg, 1), SG_ERANGE);
+    assert_int_equal(sg_ndjson_config_set_max_line(NULL, 64), SG_EINVAL);
+    assert_int_equal(sg_ndjson_buffer_size(&cfg), 64);
     memset(&p, 0, sizeof(p));
     assert_int_equal(sg_ndjson_feed(&p, "{}\n", 3), SG_EINVAL);
 }

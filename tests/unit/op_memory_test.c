@@ -59,15 +59,19 @@ static void curl_op_start_reserves_no_framing_buffer(void **state) {
     (void)state;
     CURL *easy = curl_easy_init();
     assert_non_null(easy);
-    sg_curl_options o;
-    memset(&o, 0, sizeof(o));
-    assert_int_equal(sg_profile_framing("openai", &o.framing), 0);
+    sg_stream_config framing;
+    sg_stream_config_init(&framing);
+    assert_int_equal(sg_profile_framing("openai", &framing), 0);
+    sg_curl_options *o = NULL;
+    assert_int_equal(sg_curl_options_new(&o), 0);
+    assert_int_equal(sg_curl_options_set_framing(o, &framing), 0);
     sg_curl_op *op = NULL;
     reset_count();
-    assert_int_equal(sg_curl_op_new(&op, easy, NULL, &o, NULL, NULL), 0);
+    assert_int_equal(sg_curl_op_new(&op, easy, NULL, o, NULL), 0);
     size_t got = asked;
     size_t big = largest;
     sg_curl_op_free(op);
+    sg_curl_options_free(o);
     curl_easy_cleanup(easy);
     print_message("sg_curl_op_new: %zu bytes asked, the largest %zu\n", got, big);
     assert_true(got <= MAX_START);
@@ -75,27 +79,32 @@ static void curl_op_start_reserves_no_framing_buffer(void **state) {
 
 static void h2_op_start_reserves_no_framing_buffer(void **state) {
     (void)state;
-    sg_h2_conn_options co;
-    memset(&co, 0, sizeof(co));
-    co.host = "127.0.0.1";
-    co.port = 9;
-    co.connect_on_demand = true; /* never dialled: nothing steps it */
+    sg_h2_conn_options *co = NULL;
+    assert_int_equal(sg_h2_conn_options_new(&co), 0);
+    assert_int_equal(sg_h2_conn_options_set_host(co, "127.0.0.1"), 0);
+    assert_int_equal(sg_h2_conn_options_set_port(co, 9), 0);
+    /* never dialled: nothing steps it */
+    assert_int_equal(sg_h2_conn_options_set_connect_on_demand(co, true), 0);
     sg_h2_conn *c = NULL;
-    assert_int_equal(sg_h2_conn_new(&c, &co), 0);
-    sg_h2_request req;
-    memset(&req, 0, sizeof(req));
-    assert_int_equal(sg_profile_framing("anthropic", &req.framing), 0);
-    req.method = "POST";
-    req.path = "/v1/messages";
-    req.body = "{}";
-    req.body_len = 2;
+    assert_int_equal(sg_h2_conn_new(&c, co), 0);
+    sg_h2_conn_options_free(co);
+    sg_stream_config framing;
+    sg_stream_config_init(&framing);
+    assert_int_equal(sg_profile_framing("anthropic", &framing), 0);
+    sg_h2_request *req = NULL;
+    assert_int_equal(sg_h2_request_new(&req), 0);
+    assert_int_equal(sg_h2_request_set_framing(req, &framing), 0);
+    assert_int_equal(sg_h2_request_set_method(req, "POST"), 0);
+    assert_int_equal(sg_h2_request_set_path(req, "/v1/messages"), 0);
+    assert_int_equal(sg_h2_request_set_body(req, "{}", 2), 0);
     sg_h2_op *op = NULL;
     reset_count();
-    assert_int_equal(sg_h2_stream_start(c, &req, NULL, NULL, NULL, &op), 0);
+    assert_int_equal(sg_h2_op_new(&op, c, NULL, req, NULL), 0);
     size_t got = asked;
     size_t big = largest;
+    sg_h2_request_free(req);
     sg_h2_conn_free(c);
-    print_message("sg_h2_stream_start: %zu bytes asked, the largest %zu\n", got, big);
+    print_message("sg_h2_op_new: %zu bytes asked, the largest %zu\n", got, big);
     assert_true(got <= MAX_START);
 }
 

@@ -507,13 +507,13 @@ static void names(void **state) {
         sg_stream_config cfg;
         memset(&cfg, 0, sizeof(cfg));
         assert_int_equal(sg_profile_framing(*n, &cfg), 0);
-        assert_non_null(cfg.classify);
+        assert_non_null(cfg.classify_);
     }
     assert_int_equal(count, 7);
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     assert_int_equal(sg_profile_framing("nosuch", &cfg), SG_ENOTFOUND);
-    assert_null(cfg.classify);
+    assert_null(cfg.classify_);
     assert_int_equal(sg_profile_framing(NULL, &cfg), SG_EINVAL);
 }
 

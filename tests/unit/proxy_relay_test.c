@@ -370,7 +370,7 @@ static int play_reads(struct play *p, const size_t *cuts, size_t ncuts,
     assert_int_equal(sg_stream_begin(&s, &g, NULL, 1, T0), 0);
     sg_guard_set_phase(sg_stream_guard(&s), SG_PHASE_WAIT_FIRST_ITEM, T0);
     relay_free(&p->relay); /* the play before's */
-    relay_init(&p->relay, cfg->format);
+    relay_init(&p->relay, sg_stream_config_format(cfg));
     p->out_len = 0;
     p->items = 0;
     p->why[0] = '\0';

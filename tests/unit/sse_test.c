@@ -95,8 +95,22 @@ static int rec_on_other(const char *line, size_t len, void *ud) {
     return 0;
 }
 
-static const sg_sse_callbacks rec_cbs = {rec_on_event, rec_on_comment, rec_on_retry,
-                                         rec_on_other};
+/* @cfg with the recording callbacks. */
+static void rec_callbacks(sg_sse_config *cfg) {
+    assert_int_equal(sg_sse_config_set_on_event(cfg, rec_on_event), 0);
+    assert_int_equal(sg_sse_config_set_on_comment(cfg, rec_on_comment), 0);
+    assert_int_equal(sg_sse_config_set_on_retry(cfg, rec_on_retry), 0);
+    assert_int_equal(sg_sse_config_set_on_other(cfg, rec_on_other), 0);
+}
+
+/* A config of limits @max_line and @max_event (0: the default). */
+static sg_sse_config limits(size_t max_line, size_t max_event) {
+    sg_sse_config cfg;
+    sg_sse_config_init(&cfg);
+    assert_int_equal(sg_sse_config_set_max_line(&cfg, max_line), 0);
+    assert_int_equal(sg_sse_config_set_max_event(&cfg, max_event), 0);
+    return cfg;
+}
 
 /* One parser and its buffer, sized for small limits so tests stay fast. */
 typedef struct fixture {
@@ -110,15 +124,15 @@ static fixture *fx_new(size_t max_line, size_t max_event, const char *term_data,
                        const char *term_type) {
     fixture *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    f->cfg.max_line = max_line;
-    f->cfg.max_event = max_event;
-    f->cfg.terminal_data = term_data;
-    f->cfg.terminal_type = term_type;
+    f->cfg = limits(max_line, max_event);
+    assert_int_equal(sg_sse_config_set_terminal_data(&f->cfg, term_data), 0);
+    assert_int_equal(sg_sse_config_set_terminal_type(&f->cfg, term_type), 0);
+    rec_callbacks(&f->cfg);
     size_t n = sg_sse_buffer_size(&f->cfg);
     assert_true(n > 0);
     f->buf = malloc(n);
     assert_non_null(f->buf);
-    assert_int_equal(sg_sse_init(&f->p, &f->cfg, &rec_cbs, &f->r, f->buf, n), 0);
+    assert_int_equal(sg_sse_init(&f->p, &f->cfg, &f->r, f->buf, n), 0);
     return f;
 }
 
@@ -440,7 +454,7 @@ static void data_sentinel_is_not_an_item_and_ends_clean(void **state) {
     FEED(f, "data: a\n\ndata: [DONE]\n\n");
     assert_int_equal(f->r.n_ev, 1);
     assert_true(sg_sse_terminal_seen(&f->p));
-    sg_sse_stats st;
+    sg_sse_stats st = SG_SSE_STATS_INIT;
     assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
     assert_int_equal(st.items, 1);
     bool clean = false;
@@ -478,7 +492,7 @@ static void bytes_after_terminal_are_counted_and_not_parsed(void **state) {
     FEED(f, "\ndata: late\n\n");
     FEED(f, "xyz");
     assert_int_equal(f->r.n_ev, 0);
-    sg_sse_stats st;
+    sg_sse_stats st = SG_SSE_STATS_INIT;
     assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
     /* The LF completing the terminal's CRLF is not "after" it. */
     assert_int_equal(st.bytes_after_terminal, 12 + 3);
@@ -497,10 +511,10 @@ static void data_sentinel_matches_whatever_the_event_type(void **state) {
 
 static void empty_sentinel_is_rejected(void **state) {
     (void)state;
-    sg_sse_parser p;
-    char buf[4096];
-    sg_sse_config cfg = {.max_line = 64, .max_event = 64, .terminal_data = ""};
-    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
+    sg_sse_config cfg = limits(64, 64);
+    assert_int_equal(sg_sse_config_set_terminal_data(&cfg, ""), SG_EINVAL);
+    assert_int_equal(sg_sse_config_set_terminal_type(&cfg, ""), SG_EINVAL);
+    assert_int_equal(sg_sse_config_set_terminal_data(NULL, "x"), SG_EINVAL);
 }
 
 /* ------------------------------------------------ callbacks and views */
@@ -527,9 +541,9 @@ static void nonzero_from_on_comment_stops_the_feed_with_canceled(void **state) {
     (void)state;
     sg_sse_parser p;
     char buf[SG_SSE_BUFFER_SIZE(64, 64)];
-    sg_sse_config cfg = {.max_line = 64, .max_event = 64};
-    sg_sse_callbacks cbs = {.on_comment = cancel_comment};
-    assert_int_equal(sg_sse_init(&p, &cfg, &cbs, NULL, buf, sizeof(buf)), 0);
+    sg_sse_config cfg = limits(64, 64);
+    assert_int_equal(sg_sse_config_set_on_comment(&cfg, cancel_comment), 0);
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, buf, sizeof(buf)), 0);
     assert_int_equal(sg_sse_feed(&p, ": ka\n", 5), SG_ECANCELED);
 }
 
@@ -540,7 +554,7 @@ static void comments_are_reported_and_never_counted_as_items(void **state) {
     assert_int_equal(f->r.n_comments, 2);
     assert_int_equal(f->r.comment_bytes, 2 * strlen(" keepalive"));
     assert_int_equal(f->r.n_ev, 0);
-    sg_sse_stats st;
+    sg_sse_stats st = SG_SSE_STATS_INIT;
     assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
     assert_int_equal(st.items, 0);
     assert_int_equal(st.comments, 2);
@@ -649,25 +663,54 @@ static void end_with_a_partial_line_is_not_clean(void **state) {
 static void init_rejects_a_buffer_smaller_than_needed(void **state) {
     (void)state;
     sg_sse_parser p;
-    sg_sse_config cfg = {.max_line = 64, .max_event = 64};
+    sg_sse_config cfg = limits(64, 64);
     char buf[SG_SSE_BUFFER_SIZE(64, 64)];
     assert_int_equal(sg_sse_buffer_size(&cfg), sizeof(buf));
-    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf) - 1), SG_ENOBUFS);
-    assert_int_equal(sg_sse_init(&p, &cfg, NULL, NULL, buf, sizeof(buf)), 0);
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, buf, sizeof(buf) - 1), SG_ENOBUFS);
+    assert_int_equal(sg_sse_init(&p, &cfg, NULL, buf, sizeof(buf)), 0);
 }
 
-static void init_rejects_out_of_range_limits(void **state) {
+static void setters_reject_out_of_range_limits(void **state) {
     (void)state;
-    sg_sse_parser p;
-    char buf[64];
-    sg_sse_config small = {.max_line = SG_FRAMING_MIN_LINE - 1};
-    sg_sse_config big = {.max_event = SG_FRAMING_MAX_LIMIT + 1};
-    assert_int_equal(sg_sse_init(&p, &small, NULL, NULL, buf, sizeof(buf)), SG_ERANGE);
-    assert_int_equal(sg_sse_init(&p, &big, NULL, NULL, buf, sizeof(buf)), SG_ERANGE);
-    assert_int_equal(sg_sse_buffer_size(&small), 0);
+    sg_sse_config cfg;
+    sg_sse_config_init(&cfg);
+    assert_int_equal(sg_sse_config_set_max_line(&cfg, SG_FRAMING_MIN_LINE - 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_sse_config_set_max_line(&cfg, SG_FRAMING_MAX_LIMIT + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_sse_config_set_max_event(&cfg, SG_FRAMING_MAX_LIMIT + 1),
+                     SG_ERANGE);
+    /* a refused value leaves the config as it was: the defaults */
+    assert_int_equal(sg_sse_buffer_size(&cfg), sg_sse_buffer_size(NULL));
     assert_int_equal(
         sg_sse_buffer_size(NULL),
         SG_SSE_BUFFER_SIZE(SG_FRAMING_DEFAULT_MAX_LINE, SG_FRAMING_DEFAULT_MAX_EVENT));
+}
+
+/* Statistics are the caller's, size first: an older caller's smaller
+ * struct is filled as far as its size says, never past it. */
+static void stats_fill_only_what_the_callers_struct_holds(void **state) {
+    (void)state;
+    fixture *f = fx_new(64, 64, NULL, NULL);
+    FEED(f, "data: a\n\n: ka\n");
+    sg_sse_stats full = SG_SSE_STATS_INIT;
+    assert_int_equal(sg_sse_get_stats(&f->p, &full), 0);
+    assert_int_equal(full.size, sizeof(sg_sse_stats));
+    assert_int_equal(full.bytes, 14);
+    assert_int_equal(full.items, 1);
+    assert_int_equal(full.comments, 1);
+    sg_sse_stats older;
+    memset(&older, 0x5a, sizeof(older));
+    older.size = offsetof(sg_sse_stats, lines); /* it knew of bytes only */
+    assert_int_equal(sg_sse_get_stats(&f->p, &older), 0);
+    assert_int_equal(older.size, offsetof(sg_sse_stats, lines));
+    assert_int_equal(older.bytes, 14);
+    assert_int_equal(older.items, UINT64_C(0x5a5a5a5a5a5a5a5a)); /* untouched */
+    sg_sse_stats unsized;
+    memset(&unsized, 0, sizeof(unsized));
+    assert_int_equal(sg_sse_get_stats(&f->p, &unsized), SG_EINVAL);
+    assert_int_equal(sg_sse_get_stats(&f->p, NULL), SG_EINVAL);
+    fx_free(f);
 }
 
 static void calls_on_an_uninitialised_parser_return_einval(void **state) {
@@ -677,7 +720,7 @@ static void calls_on_an_uninitialised_parser_return_einval(void **state) {
     bool clean;
     const char *id;
     size_t n;
-    sg_sse_stats st;
+    sg_sse_stats st = SG_SSE_STATS_INIT;
     assert_int_equal(sg_sse_feed(&p, "x", 1), SG_EINVAL);
     assert_int_equal(sg_sse_end(&p, &clean), SG_EINVAL);
     assert_int_equal(sg_sse_reset(&p), SG_EINVAL);
@@ -757,7 +800,7 @@ static void terminal_type_message_ends_at_the_first_untyped_event(void **state) 
     assert_int_equal(f->r.n_ev, 1);
     assert_true(f->r.ev[0].terminal);
     assert_true(sg_sse_terminal_seen(&f->p));
-    sg_sse_stats st;
+    sg_sse_stats st = SG_SSE_STATS_INIT;
     assert_int_equal(sg_sse_get_stats(&f->p, &st), 0);
     assert_int_equal(st.items, 1);
     assert_int_equal(st.bytes_after_terminal, 9); /* "data: b\n\n" */
@@ -771,8 +814,8 @@ static void one_line_events_count_as_the_general_path_counts(void **state) {
     static const char body[] = "data: a\n\ndata: bb\n\nid: 7\ndata: c\n\n: ping\n\n"
                                "data: d\r\n\r\ndata:e\n\ndata: f\ndata: g\n\n"
                                "data: h\n\ndata: [DONE]\n\ndata: late\n\n";
-    sg_sse_stats whole;
-    sg_sse_stats bytes;
+    sg_sse_stats whole = SG_SSE_STATS_INIT;
+    sg_sse_stats bytes = SG_SSE_STATS_INIT;
     fixture *f = fx_new(64, 64, "[DONE]", NULL);
     FEED(f, body);
     assert_int_equal(f->r.n_ev, 7);
@@ -837,7 +880,8 @@ int main(void) {
         cmocka_unit_test(feed_after_end_returns_done),
         cmocka_unit_test(end_with_a_partial_line_is_not_clean),
         cmocka_unit_test(init_rejects_a_buffer_smaller_than_needed),
-        cmocka_unit_test(init_rejects_out_of_range_limits),
+        cmocka_unit_test(setters_reject_out_of_range_limits),
+        cmocka_unit_test(stats_fill_only_what_the_callers_struct_holds),
         cmocka_unit_test(calls_on_an_uninitialised_parser_return_einval),
         cmocka_unit_test(null_data_with_zero_length_is_a_no_op),
         cmocka_unit_test(ignored_lines_go_to_on_other),

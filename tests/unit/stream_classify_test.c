@@ -69,16 +69,18 @@ static int on_item(const sg_item *item, void *ud) {
 static void begin(fixture *f, sg_format format, bool at_once, bool end_required,
                   size_t max_event, int64_t first, int64_t idle) {
     memset(f, 0, sizeof(*f));
-    sg_stream_config cfg = {.format = format,
-                            .max_line = 256,
-                            .max_event = max_event,
-                            .classify = classify,
-                            .meta_at_once = at_once,
-                            .end_required = end_required,
-                            .end_at_eof = g_end_at_eof};
+    sg_stream_config cfg;
+    sg_stream_config_init(&cfg);
+    assert_int_equal(sg_stream_config_set_format(&cfg, format), 0);
+    assert_int_equal(sg_stream_config_set_max_line(&cfg, 256), 0);
+    assert_int_equal(sg_stream_config_set_max_event(&cfg, max_event), 0);
+    assert_int_equal(sg_stream_config_set_classifier(&cfg, classify, NULL), 0);
+    assert_int_equal(sg_stream_config_set_meta_at_once(&cfg, at_once), 0);
+    assert_int_equal(sg_stream_config_set_end_required(&cfg, end_required), 0);
+    assert_int_equal(sg_stream_config_set_end_at_eof(&cfg, g_end_at_eof), 0);
     size_t n = sg_stream_buffer_size(&cfg);
     sg_stream_config plain = cfg;
-    plain.classify = NULL;
+    (void)sg_stream_config_set_classifier(&plain, NULL, NULL);
     assert_true(n > sg_stream_buffer_size(&plain)); /* room for the held items */
     f->buf = malloc(n);
     assert_int_equal(sg_stream_init(&f->s, &cfg, on_item, f, f->buf, n - 1), SG_ENOBUFS);

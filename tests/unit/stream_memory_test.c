@@ -202,7 +202,7 @@ static void ndjson_items_match_the_lent_buffer_at_every_split(void **state) {
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
     size_t peak = 0;
-    cfg.format = SG_FORMAT_NDJSON;
+    (void)sg_stream_config_set_format(&cfg, SG_FORMAT_NDJSON);
     same_as_lent(&cfg, in, sizeof(in) - 1, &peak);
     assert_true(peak <= 4096);
     assert_int_equal(sg_profile_framing("ollama", &cfg), 0);
@@ -240,7 +240,7 @@ static void eventstream_items_match_the_lent_buffer_at_every_split(void **state)
     n += es_message(in + n, "");
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
-    cfg.format = SG_FORMAT_EVENTSTREAM;
+    (void)sg_stream_config_set_format(&cfg, SG_FORMAT_EVENTSTREAM);
     size_t peak = 0;
     same_as_lent(&cfg, (const char *)in, n, &peak);
     assert_true(peak <= 4096);
@@ -252,8 +252,8 @@ static void limits_stay_the_bound(void **state) {
     char in[600];
     sg_stream_config cfg;
     memset(&cfg, 0, sizeof(cfg));
-    cfg.max_line = 100;
-    cfg.max_event = 150;
+    (void)sg_stream_config_set_max_line(&cfg, 100);
+    (void)sg_stream_config_set_max_event(&cfg, 150);
     size_t peak = 0;
     /* a line of 101 bytes: SG_ELINE_TOO_LONG, protocol_error */
     memset(in, 'x', sizeof(in));
@@ -282,7 +282,7 @@ static void limits_stay_the_bound(void **state) {
     c.peak = 0;
     run_stream(&cfg, &c, in, sizeof(in), cuts, 599, &r);
     assert_int_equal(r.last_feed, SG_ELINE_TOO_LONG);
-    assert_true(c.peak <= cfg.max_line);
+    assert_true(c.peak <= cfg.max_line_);
 }
 
 static void no_memory_is_transport_error_and_frees_all(void **state) {

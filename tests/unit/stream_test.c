@@ -31,11 +31,22 @@ static int on_item(const sg_item *item, void *ud) {
     return f->cancel_at > 0 && f->items >= f->cancel_at;
 }
 
+/* A config of @format ending at @done (NULL: none), with limits. */
+static sg_stream_config config(sg_format format, const char *done, size_t max_line,
+                               size_t max_event) {
+    sg_stream_config cfg;
+    sg_stream_config_init(&cfg);
+    assert_int_equal(sg_stream_config_set_format(&cfg, format), 0);
+    assert_int_equal(sg_stream_config_set_terminal_data(&cfg, done), 0);
+    assert_int_equal(sg_stream_config_set_max_line(&cfg, max_line), 0);
+    assert_int_equal(sg_stream_config_set_max_event(&cfg, max_event), 0);
+    return cfg;
+}
+
 static void begin(fixture *f, sg_format format, const char *done, int64_t first,
                   int64_t idle, uint64_t max_items) {
     memset(f, 0, sizeof(*f));
-    sg_stream_config cfg = {
-        .format = format, .terminal_data = done, .max_line = 256, .max_event = 1024};
+    sg_stream_config cfg = config(format, done, 256, 1024);
     assert_true(sg_stream_buffer_size(&cfg) <= sizeof(f->buf));
     assert_int_equal(sg_stream_init(&f->s, &cfg, on_item, f, f->buf, sizeof(f->buf)), 0);
     sg_guard_config g;
@@ -252,11 +263,9 @@ static void skipped_event_types_are_not_items_and_never_reset_idle(void **state)
     sg_guard_result r;
     static const char *const skip[] = {"ping", NULL};
     memset(&f, 0, sizeof(f));
-    sg_stream_config cfg = {.format = SG_FORMAT_SSE,
-                            .terminal_type = "message_stop",
-                            .max_line = 256,
-                            .max_event = 1024,
-                            .skip_types = skip};
+    sg_stream_config cfg = config(SG_FORMAT_SSE, NULL, 256, 1024);
+    assert_int_equal(sg_stream_config_set_terminal_type(&cfg, "message_stop"), 0);
+    assert_int_equal(sg_stream_config_set_skip_types(&cfg, skip), 0);
     assert_int_equal(sg_stream_init(&f.s, &cfg, on_item, &f, f.buf, sizeof(f.buf)), 0);
     sg_guard_config g;
     sg_guard_config_init(&g);
@@ -295,22 +304,24 @@ static void bad_arguments_are_rejected(void **state) {
     (void)state;
     sg_stream s;
     char buf[64];
-    sg_stream_config bad = {.format = (sg_format)7};
+    sg_stream_config bad;
+    sg_stream_config_init(&bad);
     sg_guard_result r;
-    assert_int_equal(sg_stream_init(&s, &bad, NULL, NULL, buf, sizeof(buf)), SG_EINVAL);
-    assert_int_equal(sg_stream_buffer_size(&bad), 0);
-    sg_stream_config small = {
-        .format = SG_FORMAT_SSE, .max_line = 256, .max_event = 1024};
+    /* refused where they are set, the config left as it was */
+    assert_int_equal(sg_stream_config_set_format(&bad, (sg_format)7), SG_EINVAL);
+    assert_int_equal(sg_stream_config_format(&bad), SG_FORMAT_SSE);
+    assert_int_equal(sg_stream_config_set_max_line(&bad, 8), SG_ERANGE);
+    assert_int_equal(sg_stream_config_set_max_event(&bad, SG_FRAMING_MAX_LIMIT + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_stream_config_set_format(NULL, SG_FORMAT_SSE), SG_EINVAL);
+    assert_int_equal(sg_stream_buffer_size(&bad), sg_stream_buffer_size(NULL));
+    sg_stream_config small = config(SG_FORMAT_SSE, NULL, 256, 1024);
     assert_int_equal(sg_stream_init(&s, &small, NULL, NULL, buf, sizeof(buf)),
                      SG_ENOBUFS);
     /* an empty sentinel could never match: refused, for NDJSON as for SSE */
-    static char big[1 << 17];
-    sg_stream_config empty = {.format = SG_FORMAT_NDJSON, .terminal_data = ""};
-    assert_int_equal(sg_stream_init(&s, &empty, NULL, NULL, big, sizeof(big)), SG_EINVAL);
-    empty.format = SG_FORMAT_SSE;
-    empty.max_line = 1024;
-    empty.max_event = 1024;
-    assert_int_equal(sg_stream_init(&s, &empty, NULL, NULL, big, sizeof(big)), SG_EINVAL);
+    sg_stream_config empty = config(SG_FORMAT_NDJSON, NULL, 1024, 1024);
+    assert_int_equal(sg_stream_config_set_terminal_data(&empty, ""), SG_EINVAL);
+    assert_int_equal(sg_stream_config_set_terminal_type(&empty, ""), SG_EINVAL);
     sg_stream zero = {0};
     assert_int_equal(sg_stream_feed(&zero, "x", 1, T0), SG_EINVAL);
     assert_int_equal(sg_stream_end(&zero, T0, SG_OUTCOME_OK, &r), SG_EINVAL);

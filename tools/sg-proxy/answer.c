@@ -36,7 +36,7 @@ enum answer_style answer_style_of(const char *profile) {
 }
 
 const char *answer_content_type(const sg_stream_config *framing) {
-    switch (framing->format) {
+    switch (sg_stream_config_format(framing)) {
     case SG_FORMAT_NDJSON:
         return "application/x-ndjson";
     case SG_FORMAT_EVENTSTREAM:

@@ -180,7 +180,7 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     }
     if (strcmp(name, "profile") == 0) {
         r->profile = arg;
-        memset(&r->framing, 0, sizeof(r->framing));
+        sg_stream_config_init(&r->framing);
         return sg_profile_framing(arg, &r->framing) == 0
                    ? 0
                    : ERR("profile takes openai, openai-responses, anthropic, gemini, "

@@ -148,9 +148,6 @@ void conn_free(struct conn *c) {
     close(c->fd); /* leaves epoll by itself */
     preq_free(&c->rq);
     free(c->url);
-    for (int i = 0; i < MAX_FALLBACKS; i++) {
-        free(c->fallback_urls[i]);
-    }
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
         free(c->pend[i].p);
     }

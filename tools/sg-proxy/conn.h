@@ -48,8 +48,6 @@ struct conn {
     sg_curl_op *op;
     struct curl_slist *headers;
     char *url;
-    char *fallback_urls[MAX_FALLBACKS];
-    sg_curl_endpoint eps[MAX_FALLBACKS + 1];
     struct pending pend[1 + SG_OP_MAX_HEDGES];
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */

@@ -287,18 +287,7 @@ size_t relay_item(struct relay *r, const sg_item *item) {
 static bool is_error(const sg_stream_config *cfg, const char *type, size_t type_len,
                      const char *data, size_t data_len) {
     sg_item it = {type, type_len, data, data_len, "", 0, 0, 0, SG_ITEM_TOKEN};
-    sg_item_error err;
-    memset(&err, 0, sizeof(err));
-    return cfg->classify(&it, &err, cfg->classify_data) == SG_ITEM_ERROR;
-}
-
-static bool skipped(const char *const *types, const char *t, size_t n) {
-    for (; types != NULL && *types != NULL; types++) {
-        if (strlen(*types) == n && memcmp(*types, t, n) == 0) {
-            return true;
-        }
-    }
-    return false;
+    return sg_stream_config_classify(cfg, &it, NULL) == SG_ITEM_ERROR;
 }
 
 /* The library reads no further than the error: every event before it is
@@ -306,12 +295,13 @@ static bool skipped(const char *const *types, const char *t, size_t n) {
  * of bare lines, settled as the library settles them: when an event
  * follows, or at the body's end) its classifier calls one. */
 size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
-    if (cfg->classify == NULL || r->format == SG_FORMAT_EVENTSTREAM) {
-        return 0;
+    if (r->format == SG_FORMAT_EVENTSTREAM) {
+        return 0; /* (without a classifier nothing below is an error) */
     }
     struct pos p = {0, r->bom_done, r->skip_lf};
     struct other o = {NULL, 0, 0, 0};
-    struct other *op = cfg->other_json && r->format == SG_FORMAT_SSE ? &o : NULL;
+    struct other *op =
+        sg_stream_config_other_json(cfg) && r->format == SG_FORMAT_SSE ? &o : NULL;
     struct event ev;
     size_t end = 0;
     int k;
@@ -320,7 +310,7 @@ size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
             end = is_error(cfg, "", 0, o.text, o.len) ? o.end : 0;
             o.len = 0;
         }
-        if (end == 0 && !skipped(cfg->skip_types, ev.type, ev.type_len) &&
+        if (end == 0 && !sg_stream_config_skips(cfg, ev.type, ev.type_len) &&
             is_error(cfg, ev.type, ev.type_len, ev.data, ev.data_len)) {
             end = ev.end;
         }

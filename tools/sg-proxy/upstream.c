@@ -93,11 +93,10 @@ static int release(struct conn *c, const sg_item *item) {
 
 /* What a stream may hold of one event while it waits for the event's end:
  * the client buffer, and room for one whole event of the largest the
- * framing takes (its max_event) - an event is never the client's fault. */
+ * framing takes (its max_event: a route keeps the default) - an event is
+ * never the client's fault. */
 static size_t hold_bound(const struct conn *c) {
-    size_t ev = c->route->framing.max_event != 0 ? c->route->framing.max_event
-                                                 : SG_FRAMING_DEFAULT_MAX_EVENT;
-    return c->proxy->client_buffer + ev;
+    return c->proxy->client_buffer + SG_FRAMING_DEFAULT_MAX_EVENT;
 }
 
 /* The committed attempt's bytes, into the relay: an event stream goes on
@@ -109,7 +108,7 @@ static int forward(struct conn *c, const char *p, size_t n) {
     if (!relay_add(&c->relay, p, n)) {
         return own_failure(c, 503, "out of memory");
     }
-    if (c->route->framing.format != SG_FORMAT_EVENTSTREAM) {
+    if (sg_stream_config_format(&c->route->framing) != SG_FORMAT_EVENTSTREAM) {
         return 0; /* each event goes with its item (release) */
     }
     return pass_on(c, relay_messages(&c->relay));
@@ -162,7 +161,7 @@ static int commit(struct conn *c, uint32_t attempt) {
     put_str(c, head);
     struct pending *pd = pending_of(c, attempt, false);
     int rv = 0;
-    relay_init(&c->relay, c->route->framing.format);
+    relay_init(&c->relay, sg_stream_config_format(&c->route->framing));
     if (pd != NULL && pd->n > 0) {
         rv = forward(c, pd->p, pd->n);
     }
@@ -322,7 +321,7 @@ static void answer_failure(struct conn *c, sg_outcome o) {
  * upstream wrote it - its type, message and code are the provider's, and
  * the client's SDK raises them as such: true when it went. */
 static bool pass_upstream_error(struct conn *c) {
-    if (c->route->framing.format == SG_FORMAT_EVENTSTREAM) {
+    if (sg_stream_config_format(&c->route->framing) == SG_FORMAT_EVENTSTREAM) {
         /* its exception message went on as it came, a whole message */
         relay_drop(&c->relay, c->relay.len);
         return true;
@@ -475,6 +474,46 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
                                     deadline) == 0;
 }
 
+/* The operation's options: the route's framing and CA, the request's
+ * headers, the deadline stamp, and the URL then each fallback (joined to
+ * the same target).  0, or a negative code (no memory). */
+static int upstream_options(struct conn *c, const char *target, size_t target_len,
+                            sg_curl_options **out) {
+    const struct route *r = c->route;
+    sg_curl_options *o = NULL;
+    int rv = sg_curl_options_new(&o);
+    if (rv == 0) {
+        (void)sg_curl_options_set_on_item(o, on_item);
+        (void)sg_curl_options_set_on_discard(o, on_discard);
+        (void)sg_curl_options_set_on_attempt(o, on_attempt);
+        (void)sg_curl_options_set_on_done(o, on_done);
+        (void)sg_curl_options_set_on_bytes(o, on_bytes);
+        (void)sg_curl_options_set_deadline_header(o, true);
+        rv = sg_curl_options_set_framing(o, &r->framing);
+    }
+    if (rv == 0) {
+        rv = sg_curl_options_set_headers(o, c->headers);
+    }
+    if (rv == 0) {
+        rv = sg_curl_options_set_cafile(o, r->cafile);
+    }
+    if (rv == 0 && r->nfallback > 0) {
+        rv = sg_curl_options_add_endpoint(o, c->url, NULL, NULL, 0);
+    }
+    for (int i = 0; rv == 0 && i < r->nfallback; i++) {
+        char *url = join(r->fallback[i], r->fallback_len[i], target, target_len);
+        rv =
+            url != NULL ? sg_curl_options_add_endpoint(o, url, NULL, NULL, 0) : SG_ENOMEM;
+        free(url);
+    }
+    if (rv != 0) {
+        sg_curl_options_free(o);
+        o = NULL;
+    }
+    *out = o;
+    return rv;
+}
+
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
     if (p->draining) {
@@ -560,34 +599,13 @@ void start_operation(struct conn *c) {
     if (inbound_deadline(c, &deadline)) {
         sg_op_options_set_deadline(po, deadline); /* the tighter of the two */
     }
-    sg_curl_options co;
-    memset(&co, 0, sizeof(co));
-    co.framing = r->framing;
-    co.headers = c->headers;
-    co.deadline_header = true;
-    co.cafile = r->cafile;
-    if (r->nfallback > 0) {
-        c->eps[0].url = c->url;
-        for (int i = 0; i < r->nfallback; i++) {
-            c->fallback_urls[i] =
-                join(r->fallback[i], r->fallback_len[i], target, target_len);
-            if (c->fallback_urls[i] == NULL) {
-                sg_op_options_free(po);
-                reply_error(c, 503, "out of memory");
-                return;
-            }
-            c->eps[i + 1].url = c->fallback_urls[i];
-        }
-        co.endpoints = c->eps;
-        co.n_endpoints = (uint32_t)r->nfallback + 1;
+    sg_curl_options *co = NULL;
+    int rv = upstream_options(c, target, target_len, &co);
+    if (rv == 0) {
+        rv = sg_curl_op_new(&c->op, e, po, co, c);
     }
-    sg_curl_callbacks cbs = {.on_item = on_item,
-                             .on_discard = on_discard,
-                             .on_attempt = on_attempt,
-                             .on_done = on_done,
-                             .on_bytes = on_bytes};
-    int rv = sg_curl_op_new(&c->op, e, po, &co, &cbs, c);
-    sg_op_options_free(po); /* the operation has its own copy */
+    sg_curl_options_free(co); /* the operation has copies of both */
+    sg_op_options_free(po);
     if (rv == 0) {
         c->in_call = true; /* on_done may run in here */
         rv = sg_curl_multi_add(p->multi, c->op);

@@ -349,7 +349,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         }
         break;
     case OPT_CACERT:
-        c->copts.cafile = arg;
+        c->cafile = arg;
         break;
     case OPT_AWS_SIGV4:
         if (!aws_sigv4_valid(arg)) {
@@ -375,10 +375,10 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (rv != 0) {
             return usage_error("invalid header name '%s'", arg);
         }
-        c->copts.deadline_header = true;
+        c->deadline_header = true;
         break;
     case OPT_GRPC_TIMEOUT:
-        c->copts.grpc_timeout = true;
+        c->grpc_timeout = true;
         break;
     case OPT_HEDGE_AFTER:
         c->hedge_after = d;
@@ -401,7 +401,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_PROFILE: {
         sg_stream_config scratch;
-        memset(&scratch, 0, sizeof(scratch));
+        sg_stream_config_init(&scratch);
         if (sg_profile_framing(arg, &scratch) != 0) {
             return usage_error(
                 "--profile takes openai, openai-responses, anthropic, gemini, "
@@ -414,11 +414,11 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_FORMAT:
         c->format_set = true;
         if (strcmp(arg, "sse") == 0) {
-            c->copts.framing.format = SG_FORMAT_SSE;
+            c->format = SG_FORMAT_SSE;
         } else if (strcmp(arg, "ndjson") == 0) {
-            c->copts.framing.format = SG_FORMAT_NDJSON;
+            c->format = SG_FORMAT_NDJSON;
         } else if (strcmp(arg, "eventstream") == 0) {
-            c->copts.framing.format = SG_FORMAT_EVENTSTREAM;
+            c->format = SG_FORMAT_EVENTSTREAM;
         } else {
             return usage_error("--format takes sse, ndjson or eventstream, not '%s'",
                                arg);
@@ -428,14 +428,14 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (*arg == '\0') {
             return usage_error("--done needs a non-empty sentinel%s", "");
         }
-        c->copts.framing.terminal_data = arg;
+        c->done = arg;
         c->done_set = true;
         break;
     case OPT_DONE_EVENT:
         if (*arg == '\0') {
             return usage_error("--done-event needs a non-empty event type%s", "");
         }
-        c->copts.framing.terminal_type = arg;
+        c->done_event = arg;
         c->done_event_set = true;
         break;
     case OPT_NO_DONE:
@@ -447,7 +447,6 @@ static int apply(struct config *c, int opt, const char *arg) {
                                "");
         }
         c->skip[c->nskip++] = arg;
-        c->copts.framing.skip_types = c->skip;
         break;
     case OPT_MAX_ITEMS:
     case OPT_MAX_BYTES:
@@ -461,8 +460,7 @@ static int apply(struct config *c, int opt, const char *arg) {
         if (parse_count(arg, (uint64_t)1 << 30, &n) != 0 || n < 16) {
             return usage_error("--max-event-bytes takes 16 .. 1073741824, not '%s'", arg);
         }
-        c->copts.framing.max_line = (size_t)n;
-        c->copts.framing.max_event = (size_t)n;
+        c->max_event = (size_t)n;
         break;
     case OPT_OUTPUT:
         if (strcmp(arg, "data") == 0) {
@@ -508,6 +506,42 @@ static int apply(struct config *c, int opt, const char *arg) {
 }
 
 /* After the options: the checks only the whole command line can make. */
+
+/* The framing the flags say: a profile's semantics (flags given explicitly
+ * still win), or SSE ending at "[DONE]" unless told otherwise.  Every
+ * value was checked when its flag was read, so the setters cannot fail. */
+static void framing_from_flags(struct config *c) {
+    sg_stream_config *f = &c->framing;
+    sg_stream_config_init(f);
+    (void)sg_stream_config_set_max_line(f, c->max_event);
+    (void)sg_stream_config_set_max_event(f, c->max_event);
+    if (c->nskip > 0) {
+        (void)sg_stream_config_set_skip_types(f, c->skip);
+    }
+    if (c->profile != NULL) {
+        (void)sg_profile_framing(c->profile, f);
+    }
+    if (c->format_set) {
+        (void)sg_stream_config_set_format(f, c->format);
+    }
+    if (c->done_set) {
+        (void)sg_stream_config_set_terminal_data(f, c->done);
+    }
+    if (c->done_event_set) {
+        (void)sg_stream_config_set_terminal_type(f, c->done_event);
+    }
+    if (c->profile == NULL && sg_stream_config_format(f) == SG_FORMAT_SSE &&
+        !c->no_done && !c->done_set && !c->done_event_set) {
+        (void)sg_stream_config_set_terminal_data(f, "[DONE]");
+    }
+    if (c->no_done) {
+        (void)sg_stream_config_set_terminal_data(f, NULL);
+        (void)sg_stream_config_set_terminal_type(f, NULL);
+        (void)sg_stream_config_set_end_required(f, false);
+        (void)sg_stream_config_set_end_at_eof(f, false);
+    }
+}
+
 static int finish(struct config *c, int argc, char **argv) {
     if (config_is_ledger_command(c)) {
         if (c->ledger_dir == NULL) {
@@ -563,29 +597,7 @@ static int finish(struct config *c, int argc, char **argv) {
                            "--idempotency-key or --idempotent",
                            method);
     }
-    if (c->profile != NULL) {
-        /* the profile's semantics; flags given explicitly still win */
-        sg_stream_config given = c->copts.framing;
-        sg_profile_framing(c->profile, &c->copts.framing);
-        if (c->format_set) {
-            c->copts.framing.format = given.format;
-        }
-        if (c->done_set) {
-            c->copts.framing.terminal_data = given.terminal_data;
-        }
-        if (c->done_event_set) {
-            c->copts.framing.terminal_type = given.terminal_type;
-        }
-    } else if (c->copts.framing.format == SG_FORMAT_SSE && !c->no_done && !c->done_set &&
-               c->copts.framing.terminal_type == NULL) {
-        c->copts.framing.terminal_data = "[DONE]";
-    }
-    if (c->no_done) {
-        c->copts.framing.terminal_data = NULL;
-        c->copts.framing.terminal_type = NULL;
-        c->copts.framing.end_required = false;
-        c->copts.framing.end_at_eof = false;
-    }
+    framing_from_flags(c);
     return 0;
 }
 
@@ -596,8 +608,7 @@ int config_parse(struct config *c, int argc, char **argv) {
         return EXIT_INTERNAL;
     }
     sg_op_options_set_max_attempts(c->policy, 1);
-    c->copts.framing.max_line = DEFAULT_MAX_EVENT;
-    c->copts.framing.max_event = DEFAULT_MAX_EVENT;
+    c->max_event = DEFAULT_MAX_EVENT;
     c->http_version = CURL_HTTP_VERSION_NONE;
 
     int opt;

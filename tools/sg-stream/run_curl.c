@@ -70,23 +70,42 @@ static bool setup_easy(CURL *easy, struct config *c) {
             return false;
         }
     }
-    c->copts.headers = c->headers;
     return true;
 }
 
-int run_curl(struct config *c) {
-    sg_curl_callbacks cbs = {.on_item = on_item, .on_discard = on_discard};
-    /* the URL, then each --fallback: the same method, headers and body */
-    sg_curl_endpoint eps[MAX_FALLBACKS + 1];
-    memset(eps, 0, sizeof(eps));
-    if (c->nfallback > 0) {
-        eps[0].url = c->url;
-        for (int i = 0; i < c->nfallback; i++) {
-            eps[i + 1].url = c->fallback[i];
-        }
-        c->copts.endpoints = eps;
-        c->copts.n_endpoints = (uint32_t)c->nfallback + 1;
+/* The operation's options: the flags' framing, headers and stamps, the
+ * URL then each --fallback (the same method, headers and body).  0, or
+ * the code of the setter that failed (no memory). */
+static int curl_options(const struct config *c, sg_curl_options **out) {
+    sg_curl_options *o = NULL;
+    int rv = sg_curl_options_new(&o);
+    if (rv == 0) {
+        (void)sg_curl_options_set_on_item(o, on_item);
+        (void)sg_curl_options_set_on_discard(o, on_discard);
+        (void)sg_curl_options_set_deadline_header(o, c->deadline_header);
+        (void)sg_curl_options_set_grpc_timeout(o, c->grpc_timeout);
+        rv = sg_curl_options_set_framing(o, &c->framing);
     }
+    if (rv == 0) {
+        rv = sg_curl_options_set_headers(o, c->headers);
+    }
+    if (rv == 0) {
+        rv = sg_curl_options_set_cafile(o, c->cafile);
+    }
+    for (int i = -1; rv == 0 && c->nfallback > 0 && i < c->nfallback; i++) {
+        rv = sg_curl_options_add_endpoint(o, i < 0 ? c->url : c->fallback[i], NULL, NULL,
+                                          0);
+    }
+    if (rv != 0) {
+        sg_curl_options_free(o);
+        o = NULL;
+    }
+    *out = o;
+    return rv;
+}
+
+int run_curl(struct config *c) {
+    sg_curl_options *copts = NULL;
     sg_curl_op *op = NULL;
     sg_curl_multi *m = NULL;
     int code = EXIT_INTERNAL;
@@ -104,7 +123,11 @@ int run_curl(struct config *c) {
     if (code != 0) {
         goto out;
     }
-    rv = sg_curl_op_new(&op, easy, c->policy, &c->copts, &cbs, &c->run);
+    rv = curl_options(c, &copts);
+    if (rv == 0) {
+        rv = sg_curl_op_new(&op, easy, c->policy, copts, &c->run);
+    }
+    sg_curl_options_free(copts); /* the operation has its own copy */
     if (rv == 0) {
         rv = sg_curl_multi_new(&m, NULL);
     }

@@ -83,7 +83,12 @@ static int split_url(const char *url, bool *tls, char *host, size_t host_len, in
 
 /* Request headers: "Name: value" -> lowercase name, trimmed value.  The
  * names are copied into @names; the values point into c->headers. */
-static int h2_headers(const struct config *c, sg_h2_header hdrs[MAX_HEADERS],
+typedef struct h2_field {
+    const char *name;
+    const char *value;
+} h2_field;
+
+static int h2_headers(const struct config *c, h2_field hdrs[MAX_HEADERS],
                       char names[MAX_HEADERS][128], size_t *count) {
     size_t nh = 0;
     for (const struct curl_slist *h = c->headers; h != NULL; h = h->next) {
@@ -161,6 +166,68 @@ static int probe_h2(struct config *c, sg_h2_conn *conn) {
     }
 }
 
+/* The request: the run's method, path, headers, body, stamps and framing.
+ * 0, or the code of the setter that refused it (a header HTTP/2 cannot
+ * carry: SG_EINVAL). */
+static int h2_request(const struct config *c, const char *path, const h2_field *hdrs,
+                      size_t nh, sg_h2_request **out) {
+    sg_h2_request *r = NULL;
+    int rv = sg_h2_request_new(&r);
+    if (rv == 0) {
+        (void)sg_h2_request_set_on_item(r, h2_on_item);
+        (void)sg_h2_request_set_on_discard(r, h2_on_discard);
+        (void)sg_h2_request_set_deadline_header(r, c->deadline_header);
+        (void)sg_h2_request_set_grpc_timeout(r, c->grpc_timeout);
+        rv = sg_h2_request_set_method(r, c->method);
+    }
+    if (rv == 0) {
+        rv = sg_h2_request_set_path(r, path);
+    }
+    if (rv == 0) {
+        rv = sg_h2_request_set_body(r, c->body, c->body_len);
+    }
+    if (rv == 0) {
+        rv = sg_h2_request_set_framing(r, &c->framing);
+    }
+    for (size_t i = 0; rv == 0 && i < nh; i++) {
+        rv = sg_h2_request_add_header(r, hdrs[i].name, hdrs[i].value);
+    }
+    if (rv != 0) {
+        sg_h2_request_free(r);
+        r = NULL;
+    }
+    *out = r;
+    return rv;
+}
+
+/* The connection, made on demand (the probe or the first attempt makes
+ * it), bounded by @bound; its error in @errbuf. */
+static int h2_connect(const struct config *c, const char *host, int port, bool tls,
+                      int64_t bound, char *errbuf, sg_h2_conn **out) {
+    sg_h2_conn_options *o = NULL;
+    int rv = sg_h2_conn_options_new(&o);
+    if (rv == 0) {
+        (void)sg_h2_conn_options_set_tls(o, tls);
+        (void)sg_h2_conn_options_set_errbuf(o, errbuf);
+        (void)sg_h2_conn_options_set_connect_on_demand(o, true);
+        rv = sg_h2_conn_options_set_host(o, host);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_port(o, port);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_cafile(o, c->cafile);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_options_set_connect_timeout(o, bound);
+    }
+    if (rv == 0) {
+        rv = sg_h2_conn_new(out, o);
+    }
+    sg_h2_conn_options_free(o);
+    return rv;
+}
+
 /* Runs the operation on streamguard's HTTP/2 transport.  With @probe (an
  * https:// URL and no version flag), a server that does not negotiate h2,
  * or any connect failure, returns -1 without a word: libcurl takes over. */
@@ -186,7 +253,7 @@ int run_h2(struct config *c, bool probe) {
                                    "them as -H 'Authorization: ...'%s",
                                    "");
     }
-    sg_h2_header hdrs[MAX_HEADERS];
+    h2_field hdrs[MAX_HEADERS];
     char names[MAX_HEADERS][128];
     size_t nh = 0;
     int code = h2_headers(c, hdrs, names, &nh);
@@ -194,16 +261,6 @@ int run_h2(struct config *c, bool probe) {
         free(path);
         return code;
     }
-    sg_h2_request req = {.method = c->method,
-                         .path = path,
-                         .headers = hdrs,
-                         .nheaders = nh,
-                         .body = c->body,
-                         .body_len = c->body_len,
-                         .deadline_header = c->copts.deadline_header,
-                         .grpc_timeout = c->copts.grpc_timeout,
-                         .framing = c->copts.framing};
-    sg_h2_callbacks cbs = {.on_item = h2_on_item, .on_discard = h2_on_discard};
     /* With --http2 the connection is part of each attempt (leased from the
      * budget, reported, retried when safe); the probe must connect first to
      * learn whether the server speaks h2 at all. */
@@ -213,16 +270,9 @@ int run_h2(struct config *c, bool probe) {
         free(path);
         return -1; /* libcurl refuses it without dialling */
     }
-    sg_h2_conn_options co = {.host = host,
-                             .port = port,
-                             .tls = tls,
-                             .cafile = c->copts.cafile,
-                             .connect_timeout = bound,
-                             .errbuf = errbuf,
-                             .connect_on_demand = true};
     int64_t t0 = sg_clock_now(NULL);
     sg_h2_conn *conn = NULL;
-    int rv = sg_h2_conn_new(&conn, &co);
+    int rv = h2_connect(c, host, port, tls, bound, errbuf, &conn);
     if (rv == 0 && probe) {
         rv = probe_h2(c, conn);
     }
@@ -258,7 +308,12 @@ int run_h2(struct config *c, bool probe) {
     if (code != 0) {
         goto out;
     }
-    rv = sg_h2_stream_start(conn, &req, c->policy, &cbs, &c->run, &op);
+    sg_h2_request *req = NULL;
+    rv = h2_request(c, path, hdrs, nh, &req);
+    if (rv == 0) {
+        rv = sg_h2_op_new(&op, conn, c->policy, req, &c->run);
+    }
+    sg_h2_request_free(req); /* the operation has its own copy */
     for (bool readable = false; rv == 0;) {
         int running = sg_h2_conn_step(conn, sg_clock_now(NULL), readable, true);
         out_flush(&c->run.out);

@@ -86,7 +86,14 @@ struct run {
 struct config {
     sg_op_options *policy;    /* the run's (owned) */
     sg_op_observer *observer; /* --ledger: the run's, over the ledger (owned) */
-    sg_curl_options copts;
+    sg_stream_config framing; /* built by config_parse from the flags below */
+    sg_format format;         /* --format (format_set) */
+    const char *done;         /* --done (done_set) */
+    const char *done_event;   /* --done-event (done_event_set) */
+    size_t max_event;         /* --max-event-bytes, or DEFAULT_MAX_EVENT */
+    const char *cafile;       /* --cacert */
+    bool deadline_header;     /* --deadline-header */
+    bool grpc_timeout;        /* --grpc-timeout */
     struct curl_slist *headers;
     const char *method;
     char *body;

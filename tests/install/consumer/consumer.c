@@ -4,9 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <streamguard/core.h>
 #include <streamguard/curl.h>
+#include <streamguard/eventstream.h>
+#include <streamguard/framing.h>
+#include <streamguard/guard.h>
 #include <streamguard/h2.h>
+#include <streamguard/http.h>
 #include <streamguard/ledger.h>
+#include <streamguard/op.h>
+#include <streamguard/policy.h>
+#include <streamguard/stream.h>
 #include <streamguard/streamguard.h>
 #include <streamguard/unstable/op.h>
 

@@ -1,0 +1,235 @@
+/*
+ * sg_curl_options: an operation's framing, transport settings and
+ * callbacks.  Every value a setter is given is copied (header lists, the
+ * CA path, endpoints, the framing config and its strings), so a caller
+ * may free its own at once; the clock is borrowed.
+ */
+#include "core/internal.h"
+#include "curl/internal.h"
+
+#include "framing/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int sg_curl_options_new(sg_curl_options **out) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = calloc(1, sizeof(**out)); /* zero: every option at its default */
+    return *out != NULL ? 0 : SG_ENOMEM;
+}
+
+/* A copy of @list (NULL for NULL); NULL with *@failed on no memory. */
+static struct curl_slist *dup_list(const struct curl_slist *list, bool *failed) {
+    struct curl_slist *copy = NULL;
+    for (const struct curl_slist *l = list; l != NULL && !*failed; l = l->next) {
+        struct curl_slist *next = curl_slist_append(copy, l->data);
+        if (next == NULL) {
+            *failed = true;
+        } else {
+            copy = next;
+        }
+    }
+    if (*failed) {
+        curl_slist_free_all(copy);
+        return NULL;
+    }
+    return copy;
+}
+
+/* A copy of @len bytes of @p with a NUL after them (NULL for NULL). */
+static char *dup_bytes(const void *p, size_t len, bool *failed) {
+    if (p == NULL) {
+        return NULL;
+    }
+    char *d = malloc(len + 1);
+    if (d == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    memcpy(d, p, len);
+    d[len] = '\0';
+    return d;
+}
+
+static char *dup_str(const char *s, bool *failed) {
+    return s != NULL ? dup_bytes(s, strlen(s), failed) : NULL;
+}
+
+static void endpoint_clear(sg__curl_endpoint *e) {
+    free(e->url);
+    curl_slist_free_all(e->headers);
+    free(e->body);
+    memset(e, 0, sizeof(*e));
+}
+
+void sg_curl_options_free(sg_curl_options *o) {
+    if (o == NULL) {
+        return;
+    }
+    free(o->framing_block);
+    curl_slist_free_all(o->headers);
+    free(o->cafile);
+    for (uint32_t i = 0; i < o->n_endpoints; i++) {
+        endpoint_clear(&o->endpoints[i]);
+    }
+    free(o);
+}
+
+/* Copies an endpoint into @dst (zeroed): false on no memory (then what
+ * @dst holds is for endpoint_clear). */
+static bool endpoint_copy(sg__curl_endpoint *dst, const char *url,
+                          const struct curl_slist *headers, const void *body,
+                          size_t body_len) {
+    bool failed = false;
+    dst->url = dup_str(url, &failed);
+    dst->headers = dup_list(headers, &failed);
+    dst->body = dup_bytes(body, body_len, &failed);
+    dst->body_len = body_len;
+    return !failed;
+}
+
+int sg_curl_options_dup(sg_curl_options **out, const sg_curl_options *src) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = NULL;
+    if (src == NULL) {
+        return SG_EINVAL;
+    }
+    sg_curl_options *o = calloc(1, sizeof(*o));
+    if (o == NULL) {
+        return SG_ENOMEM;
+    }
+    *o = *src;
+    o->framing_block = NULL;
+    o->headers = NULL;
+    o->cafile = NULL;
+    o->n_endpoints = 0;
+    bool failed =
+        sg__stream_config_copy(&o->framing, &src->framing, &o->framing_block) != 0;
+    o->headers = dup_list(src->headers, &failed);
+    o->cafile = dup_str(src->cafile, &failed);
+    for (uint32_t i = 0; i < src->n_endpoints && !failed; i++) {
+        memset(&o->endpoints[i], 0, sizeof(o->endpoints[i]));
+        o->n_endpoints = i + 1; /* freed with o when the copy fails */
+        const sg__curl_endpoint *e = &src->endpoints[i];
+        failed =
+            !endpoint_copy(&o->endpoints[i], e->url, e->headers, e->body, e->body_len);
+    }
+    if (failed) {
+        sg_curl_options_free(o);
+        return SG_ENOMEM;
+    }
+    *out = o;
+    return 0;
+}
+
+int sg_curl_options_set_framing(sg_curl_options *o, const sg_stream_config *cfg) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    sg_stream_config copy;
+    void *block = NULL;
+    if (sg__stream_config_copy(&copy, cfg, &block) != 0) {
+        return SG_ENOMEM;
+    }
+    free(o->framing_block);
+    o->framing = copy;
+    o->framing_block = block;
+    return 0;
+}
+
+int sg_curl_options_set_headers(sg_curl_options *o, const struct curl_slist *headers) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    bool failed = false;
+    struct curl_slist *copy = dup_list(headers, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    curl_slist_free_all(o->headers);
+    o->headers = copy;
+    return 0;
+}
+
+int sg_curl_options_set_cafile(sg_curl_options *o, const char *path) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    bool failed = false;
+    char *copy = dup_str(path, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free(o->cafile);
+    o->cafile = copy;
+    return 0;
+}
+
+int sg_curl_options_set_deadline_header(sg_curl_options *o, bool on) {
+    SG__SET(o, deadline_header, on);
+}
+
+int sg_curl_options_set_grpc_timeout(sg_curl_options *o, bool on) {
+    SG__SET(o, grpc_timeout, on);
+}
+
+int sg_curl_options_set_drain_timeout(sg_curl_options *o, int64_t ns) {
+    if (o == NULL || ns < 0) {
+        return SG_EINVAL;
+    }
+    if (ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    o->drain_ns = ns;
+    return 0;
+}
+
+int sg_curl_options_set_clock(sg_curl_options *o, const sg_clock *clock) {
+    SG__SET(o, clock, clock);
+}
+
+int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
+                                 const struct curl_slist *headers, const void *body,
+                                 size_t body_len) {
+    if (o == NULL || url == NULL) {
+        return SG_EINVAL;
+    }
+    if (o->n_endpoints == SG_OP_MAX_ENDPOINTS) {
+        return SG_ERANGE;
+    }
+    if (o->n_endpoints > 0 && (o->endpoints[0].body != NULL) != (body != NULL)) {
+        return SG_EINVAL; /* some would inherit another endpoint's body */
+    }
+    sg__curl_endpoint *e = &o->endpoints[o->n_endpoints];
+    memset(e, 0, sizeof(*e));
+    if (!endpoint_copy(e, url, headers, body, body_len)) {
+        endpoint_clear(e);
+        return SG_ENOMEM;
+    }
+    o->n_endpoints++;
+    return 0;
+}
+
+int sg_curl_options_set_on_item(sg_curl_options *o, sg_curl_item_cb fn) {
+    SG__SET(o, on_item, fn);
+}
+
+int sg_curl_options_set_on_discard(sg_curl_options *o, sg_curl_discard_cb fn) {
+    SG__SET(o, on_discard, fn);
+}
+
+int sg_curl_options_set_on_attempt(sg_curl_options *o, sg_curl_attempt_cb fn) {
+    SG__SET(o, on_attempt, fn);
+}
+
+int sg_curl_options_set_on_done(sg_curl_options *o, sg_curl_done_cb fn) {
+    SG__SET(o, on_done, fn);
+}
+
+int sg_curl_options_set_on_bytes(sg_curl_options *o, sg_curl_bytes_cb fn) {
+    SG__SET(o, on_bytes, fn);
+}
