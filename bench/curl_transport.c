@@ -521,11 +521,12 @@ static void lateness_table(void) {
     size_t opened = 0;
     for (; opened < 2; opened++) {
         snprintf(dirs[opened], sizeof(dirs[opened]), "/tmp/sg-bench-lateness-XXXXXX");
-        sg_ledger_options lo;
-        sg_ledger_options_init(&lo);
-        lo.fsync = policies[opened];
-        if (mkdtemp(dirs[opened]) == NULL ||
-            sg_ledger_open(&ledgers[opened], dirs[opened], &lo) != 0) {
+        sg_ledger_options *lo = NULL;
+        bool ok = mkdtemp(dirs[opened]) != NULL && sg_ledger_options_new(&lo) == 0 &&
+                  sg_ledger_options_set_fsync(lo, policies[opened]) == 0 &&
+                  sg_ledger_open(&ledgers[opened], dirs[opened], lo) == 0;
+        sg_ledger_options_free(lo);
+        if (!ok) {
             printf("6. (no ledger directory: skipped)\n");
             break;
         }

@@ -38,13 +38,21 @@ static void die(const char *what, int rv) {
     exit(1);
 }
 
+/* sg_ledger_open of @dir under @policy. */
+static int open_with(const char *dir, sg_ledger_fsync policy, sg_ledger **l) {
+    sg_ledger_options *o = NULL;
+    int rv = sg_ledger_options_new(&o);
+    if (rv == 0 && (rv = sg_ledger_options_set_fsync(o, policy)) == 0) {
+        rv = sg_ledger_open(l, dir, o);
+    }
+    sg_ledger_options_free(o);
+    return rv;
+}
+
 /* @ops operations of three records each; every other one stays unknown. */
 static double run(const char *dir, sg_ledger_fsync policy, int ops) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.fsync = policy;
     sg_ledger *l;
-    int rv = sg_ledger_open(&l, dir, &o);
+    int rv = open_with(dir, policy, &l);
     if (rv != 0) {
         die("open", rv);
     }
@@ -101,17 +109,14 @@ int main(int argc, char **argv) {
 
     /* replay and compaction on the "never" run's file */
     snprintf(dir, sizeof(dir), "%s/0", base);
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.fsync = SG_LEDGER_FSYNC_DEFAULT;
     sg_ledger *l;
     double t0 = now_s();
-    int rv = sg_ledger_open(&l, dir, &o);
+    int rv = open_with(dir, SG_LEDGER_FSYNC_DEFAULT, &l);
     double dt = now_s() - t0;
     if (rv != 0) {
         die("reopen", rv);
     }
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l, &st);
     printf("  replay on open: %llu records (%llu bytes) in %.3f s: %.0f records/s, "
            "%zu live\n",
@@ -123,7 +128,7 @@ int main(int argc, char **argv) {
     if (rv != 0) {
         die("compact", rv);
     }
-    sg_ledger_stats st2;
+    sg_ledger_stats st2 = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l, &st2);
     printf("  compaction: %llu -> %llu bytes, %zu live, in %.3f s (synced)\n",
            (unsigned long long)st.file_bytes, (unsigned long long)st2.file_bytes,

@@ -310,15 +310,17 @@ static int replay(const uint8_t *data, size_t size, const mstate *model) {
     char path[400];
     snprintf(path, sizeof(path), "%s/%s", g_dir, SG__LEDGER_DATA);
     write_file(path, data, size);
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.fsync = SG_LEDGER_FSYNC_NEVER;
+    sg_ledger_options *o = NULL;
+    check(sg_ledger_options_new(&o) == 0 &&
+              sg_ledger_options_set_fsync(o, SG_LEDGER_FSYNC_NEVER) == 0,
+          "options");
     sg_ledger *l1 = NULL;
     sg_ledger *l2 = NULL;
-    int rv = sg_ledger_open(&l1, g_dir, &o);
+    int rv = sg_ledger_open(&l1, g_dir, o);
     check(rv == 0, "open replays any bytes");
-    check(sg_ledger_open(&l2, g_dir, &o) == 0, "second open");
-    sg_ledger_stats st;
+    check(sg_ledger_open(&l2, g_dir, o) == 0, "second open");
+    sg_ledger_options_free(o);
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l1, &st);
     check(st.records == sa.records && st.corrupt_regions == sa.corrupt_regions &&
               st.tail_bytes == sa.tail_bytes,
@@ -329,7 +331,7 @@ static int replay(const uint8_t *data, size_t size, const mstate *model) {
     listing other = list_of(l2);
     sg_ledger_close(l1);
     sg_ledger_close(l2);
-    check(sg_ledger_open(&l1, g_dir, &o) == 0, "reopen");
+    check(sg_ledger_open(&l1, g_dir, o) == 0, "reopen");
     listing reopened = list_of(l1);
     if (model != NULL) {
         mcheck mc = {model, 0};

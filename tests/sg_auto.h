@@ -213,4 +213,22 @@ static inline int sg_test_h2_start(sg_h2_conn *c, const sg_test_h2_req *t,
 }
 #endif
 
+#ifdef STREAMGUARD_LEDGER_H
+static inline sg_ledger_options *sg_auto_ledger_options_new(void) {
+    sg_ledger_options *o = NULL;
+    if (sg_ledger_options_new(&o) != 0) {
+        fprintf(stderr, "sg_ledger_options_new failed\n");
+        abort();
+    }
+    return o;
+}
+static inline void sg_auto_ledger_options_free(sg_ledger_options **o) {
+    sg_ledger_options_free(*o);
+}
+/* sg_ledger_options *NAME, every option at its default, freed at scope end. */
+#    define SG_AUTO_LEDGER_OPTIONS(name)                                                \
+        sg_ledger_options *name __attribute__((cleanup(sg_auto_ledger_options_free))) = \
+            sg_auto_ledger_options_new()
+#endif
+
 #endif

@@ -24,6 +24,12 @@
         return 0;                  \
     } while (0)
 
+/* Copies counters (@src, @full bytes, its size field first) into the
+ * caller's size-first struct @dst: as much as @dst's own size holds (an
+ * older caller's struct is smaller).  0, or SG_EINVAL (@dst NULL or its
+ * size too small to hold even the size). */
+int sg__stats_copy(void *dst, const void *src, size_t full);
+
 #define SG__BUDGET_MAGIC 0x53474275u /* "SGBu" */
 
 static inline bool sg__budget_started(const sg_budget *b) {

@@ -58,23 +58,6 @@ static int check_sentinel(const char *s) {
     return s == NULL || s[0] != '\0' ? 0 : SG_EINVAL;
 }
 
-int sg__stats_copy(void *dst, const void *src, size_t full) {
-    size_t want = 0;
-    if (dst == NULL) {
-        return SG_EINVAL;
-    }
-    memcpy(&want, dst, sizeof(want));
-    if (want < sizeof(size_t)) {
-        return SG_EINVAL; /* a caller that never said how big its struct is */
-    }
-    /* an older caller's struct is smaller: fill only what it has; its size
-     * stays what it said */
-    size_t n = want < full ? want : full;
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
-           n - sizeof(size_t));
-    return 0;
-}
-
 /* ------------------------------------------------------------------ SSE */
 
 void sg_sse_config_init(sg_sse_config *cfg) {

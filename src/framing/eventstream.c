@@ -16,6 +16,7 @@
 
 #include <streamguard/framing.h>
 
+#include "core/internal.h"
 #include "framing/mem.h"
 
 #define SG__ES_MAGIC 0x45533031u /* "ES01" */

@@ -50,9 +50,4 @@ int sg__ndjson_init_mem(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
 int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
                     const sg_mem *mem);
 
-/* Copies the counters of a parser (@src, @full bytes, its size field
- * first) into the caller's size-first struct @dst: as many as @dst's own
- * size holds.  0, or SG_EINVAL (@dst NULL or its size too small). */
-int sg__stats_copy(void *dst, const void *src, size_t full);
-
 #endif /* SG_FRAMING_MEM_H */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "framing/lines.h"
+#include "core/internal.h"
 #include "framing/mem.h"
 
 #define SG__NDJSON_MAGIC 0x4E444A31u /* "NDJ1" */

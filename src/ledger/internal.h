@@ -12,6 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The options (opaque to callers; options.c sets them, each checked as it
+ * is set).  Zero is every default; sg_ledger_open applies them. */
+struct sg_ledger_options {
+    sg_ledger_fsync fsync;
+    const sg_clock *wall_clock; /* borrowed */
+    size_t max_live;
+    int64_t lock_timeout_ns;
+    int64_t timeout_ns;
+    size_t intent_connections;
+    int64_t close_timeout_ns;
+};
+
 /* Record header, 16 bytes, integers little-endian:
  *   0  magic    1E 53 47 4C  ("\x1eSGL")
  *   4  version  1

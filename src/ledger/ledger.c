@@ -14,6 +14,7 @@
  * holds the index and the file protocol, compact.c the compaction.
  */
 #define _GNU_SOURCE
+#include "core/internal.h"
 #include "ledger/internal.h"
 
 #include <errno.h>
@@ -30,12 +31,6 @@
 #define INITIAL_BUCKETS 64
 
 /* ------------------------------------------------------------ open, close */
-
-void sg_ledger_options_init(sg_ledger_options *o) {
-    if (o != NULL) {
-        memset(o, 0, sizeof(*o));
-    }
-}
 
 static void fsync_parent(const char *dir) {
     char parent[PATH_MAX];
@@ -95,28 +90,15 @@ void sg_ledger_close(sg_ledger *l) {
     free(l);
 }
 
-/* The options every backend checks alike, into @o with their defaults. */
+/* The options every backend takes alike, into @o (each was checked as it
+ * was set); the location checked. */
 static int check_options(const char *location, const sg_ledger_options *opts,
                          sg_ledger_options *o) {
     if (location == NULL || location[0] == '\0') {
         return SG_EINVAL;
     }
-    sg_ledger_options_init(o);
-    if (opts != NULL) {
-        *o = *opts;
-    }
-    if (o->fsync != SG_LEDGER_FSYNC_DEFAULT && o->fsync != SG_LEDGER_FSYNC_ALWAYS &&
-        o->fsync != SG_LEDGER_FSYNC_NEVER) {
-        return SG_EINVAL;
-    }
-    if (o->lock_timeout_ns < 0 || o->timeout_ns < 0 || o->close_timeout_ns < 0) {
-        return SG_EINVAL;
-    }
-    if (o->lock_timeout_ns > SG_DURATION_MAX || o->timeout_ns > SG_DURATION_MAX ||
-        o->close_timeout_ns > SG_DURATION_MAX ||
-        o->intent_connections > SG_LEDGER_INTENT_CONNECTIONS_MAX) {
-        return SG_ERANGE;
-    }
+    static const sg_ledger_options defaults;
+    *o = opts != NULL ? *opts : defaults;
     return 0;
 }
 
@@ -432,23 +414,24 @@ int sg_ledger_list_unresolved(sg_ledger *l,
 }
 
 int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out) {
-    if (l == NULL || out == NULL) {
+    if (l == NULL || out == NULL || out->size < sizeof(out->size)) {
         return SG_EINVAL;
     }
     int rv = sg__ledger_lock_handle(l);
     if (rv != 0) {
         return rv;
     }
+    sg_ledger_stats all;
     if (l->db != NULL) {
         /* Nothing is replayed; unsynced: the records queued, not committed. */
-        memset(out, 0, sizeof(*out));
-        l->db->stats(l, out);
-        pthread_mutex_unlock(&l->mu);
-        return 0;
+        memset(&all, 0, sizeof(all));
+        l->db->stats(l, &all);
+    } else {
+        all = l->stats;
+        all.live = l->live;
+        sg__ledger_sync_stats(l, &all);
     }
-    *out = l->stats;
-    out->live = l->live;
-    sg__ledger_sync_stats(l, out);
     pthread_mutex_unlock(&l->mu);
-    return 0;
+    all.size = sizeof(all);
+    return sg__stats_copy(out, &all, sizeof(all));
 }

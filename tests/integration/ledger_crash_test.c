@@ -40,6 +40,8 @@
 
 #include "ledger/internal.h"
 
+#include "../sg_auto.h"
+
 #define FAIL(...)                                                     \
     do {                                                              \
         fprintf(stderr, "ledger_crash_test: iteration %d: ", g_iter); \
@@ -106,11 +108,10 @@ static int collect_leftover(const sg_ledger_entry *e, void *ud) {
 
 static void child(const char *dir, int fd, uint64_t seed, uint32_t first_id,
                   sg_ledger_fsync policy) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.fsync = policy;
+    SG_AUTO_LEDGER_OPTIONS(o);
+    sg_ledger_options_set_fsync(o, policy);
     sg_ledger *l;
-    if (sg_ledger_open(&l, dir, &o) != 0) {
+    if (sg_ledger_open(&l, dir, o) != 0) {
         _exit(2);
     }
     leftovers lo = {0};
@@ -482,7 +483,7 @@ int main(int argc, char **argv) {
         if (o.dup != 0) {
             FAIL("a key listed twice or a stranger listed");
         }
-        sg_ledger_stats st;
+        sg_ledger_stats st = SG_LEDGER_STATS_INIT;
         sg_ledger_get_stats(l, &st);
         if (st.corrupt_regions != 0) {
             FAIL("corruption in the middle after a kill");

@@ -32,6 +32,8 @@
 
 #include "ledger/internal.h"
 
+#include "../sg_auto.h"
+
 #define WRITERS 4
 #define PER_WRITER 500
 #define SHARED_KEYS 300
@@ -45,12 +47,12 @@
     } while (0)
 
 static sg_ledger *open_or_die(const char *dir) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.fsync =
-        getenv("SG_LEDGER_TEST_FSYNC") ? SG_LEDGER_FSYNC_DEFAULT : SG_LEDGER_FSYNC_NEVER;
+    SG_AUTO_LEDGER_OPTIONS(o);
+    sg_ledger_options_set_fsync(o, getenv("SG_LEDGER_TEST_FSYNC")
+                                       ? SG_LEDGER_FSYNC_DEFAULT
+                                       : SG_LEDGER_FSYNC_NEVER);
     sg_ledger *l;
-    int rv = sg_ledger_open(&l, dir, &o);
+    int rv = sg_ledger_open(&l, dir, o);
     if (rv != 0) {
         FAIL("open %s: %s", dir, sg_strerror(rv));
     }
@@ -265,7 +267,7 @@ static void check_live(const char *dir, bool resolved) {
     if (sg_ledger_list_unresolved(l, note_live, &lc) != 0) {
         FAIL("list");
     }
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l, &st);
     if (st.corrupt_regions != 0 || st.tail_bytes != 0) {
         FAIL("replay found corruption (%" PRIu64 " regions, %" PRIu64 " tail bytes)",

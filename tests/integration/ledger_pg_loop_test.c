@@ -494,11 +494,10 @@ static void freed_while_waiting(const char *key) {
  * close_timeout_ns (200 ms), not the operation's 10 s budget, then gives
  * it up. */
 static void closed_while_an_intent_waits(const char *key) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.close_timeout_ns = SG_MS(200);
+    SG_AUTO_LEDGER_OPTIONS(o);
+    sg_ledger_options_set_close_timeout(o, SG_MS(200));
     sg_ledger *l;
-    PGconn *c = row_held(key, &o, &l);
+    PGconn *c = row_held(key, o, &l);
     free_while_waiting(l, key);
     int64_t t0 = now_ns();
     sg_ledger_close(l);

@@ -59,11 +59,10 @@ static listing list(sg_ledger *l) {
 }
 
 static sg_ledger *open_ledger(int64_t timeout) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.timeout_ns = timeout;
+    SG_AUTO_LEDGER_OPTIONS(o);
+    sg_ledger_options_set_timeout(o, timeout);
     sg_ledger *l = NULL;
-    CHECK_RV(sg_ledger_open(&l, uri, &o), 0);
+    CHECK_RV(sg_ledger_open(&l, uri, o), 0);
     if (l == NULL) {
         fprintf(stderr, "cannot go on without a ledger\n");
         exit(1);
@@ -172,7 +171,7 @@ static void a_late_owner_is_fenced_off(void) {
      * so may any other handle (unfenced, as on the file ledger) */
     CHECK_RV(sg_ledger_resolve(zombie, "pg-fenced", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
     CHECK_RV(sg_ledger_sync(zombie, SG_SEC(5)), SG_EIO);
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     CHECK_RV(sg_ledger_get_stats(zombie, &st), 0);
     CHECK(st.sync_failures == 2 && st.unsynced == 0);
     CHECK(list(ops).n == 1);
@@ -228,11 +227,10 @@ static void every_call_is_bounded(void) {
 
     /* the longest bounds the API takes are more than the server's settings
      * hold (INT_MAX ms): clamped, not refused */
-    sg_ledger_options o2;
-    sg_ledger_options_init(&o2);
-    o2.timeout_ns = SG_DURATION_MAX;
-    o2.lock_timeout_ns = SG_DURATION_MAX;
-    CHECK_RV(sg_ledger_open(&l, uri, &o2), 0);
+    SG_AUTO_LEDGER_OPTIONS(o2);
+    sg_ledger_options_set_timeout(o2, SG_DURATION_MAX);
+    sg_ledger_options_set_lock_timeout(o2, SG_DURATION_MAX);
+    CHECK_RV(sg_ledger_open(&l, uri, o2), 0);
     CHECK_RV(sg_ledger_intent(l, "pg-long", "POST", "https://h/long"), 0);
     CHECK_RV(sg_ledger_reconcile(l, "pg-long", NULL), 0);
     sg_ledger_close(l);
@@ -331,14 +329,14 @@ static void an_intent_waits_for_no_other_key(void) {
  * come free no longer than its budget - no third connection is opened -
  * and goes on once one is back. */
 static void intent_connections_are_bounded(void) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.intent_connections = SG_LEDGER_INTENT_CONNECTIONS_MAX + 1;
+    SG_AUTO_LEDGER_OPTIONS(o);
+    CHECK_RV(
+        sg_ledger_options_set_intent_connections(o, SG_LEDGER_INTENT_CONNECTIONS_MAX + 1),
+        SG_ERANGE);
     sg_ledger *l = NULL;
-    CHECK_RV(sg_ledger_open(&l, uri, &o), SG_ERANGE);
-    o.timeout_ns = SG_SEC(2);
-    o.intent_connections = 2;
-    CHECK_RV(sg_ledger_open(&l, uri, &o), 0);
+    sg_ledger_options_set_timeout(o, SG_SEC(2));
+    CHECK_RV(sg_ledger_options_set_intent_connections(o, 2), 0);
+    CHECK_RV(sg_ledger_open(&l, uri, o), 0);
     if (l == NULL) {
         exit(1);
     }
@@ -412,7 +410,7 @@ static void records_do_not_wait_for_the_database(void) {
     fprintf(stderr, "attempt+resolve with the row held: worst %.3f ms\n",
             (double)worst / 1e6);
     CHECK(worst < SG_MS(20));
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     CHECK_RV(sg_ledger_get_stats(l, &st), 0);
     CHECK(st.unsynced == 2 * KEYS && st.sync_failures == 0);
     int64_t t0 = sg_clock_monotonic_now(NULL);
@@ -527,16 +525,13 @@ static void close_flushes_within_its_bound(void) {
  * 200 ms, and the operation stays pending - listed, to reconcile.  (The
  * close waited for the batch's own bound, 5 s from its start.) */
 static void close_gives_up_at_close_timeout(void) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.close_timeout_ns = -1;
+    SG_AUTO_LEDGER_OPTIONS(o);
+    CHECK_RV(sg_ledger_options_set_close_timeout(o, -1), SG_EINVAL);
+    CHECK_RV(sg_ledger_options_set_close_timeout(o, SG_DURATION_MAX + 1), SG_ERANGE);
     sg_ledger *l = NULL;
-    CHECK_RV(sg_ledger_open(&l, uri, &o), SG_EINVAL);
-    o.close_timeout_ns = SG_DURATION_MAX + 1;
-    CHECK_RV(sg_ledger_open(&l, uri, &o), SG_ERANGE);
-    o.timeout_ns = SG_SEC(5);
-    o.close_timeout_ns = SG_MS(200);
-    CHECK_RV(sg_ledger_open(&l, uri, &o), 0);
+    sg_ledger_options_set_timeout(o, SG_SEC(5));
+    CHECK_RV(sg_ledger_options_set_close_timeout(o, SG_MS(200)), 0);
+    CHECK_RV(sg_ledger_open(&l, uri, o), 0);
     if (l == NULL) {
         exit(1);
     }
@@ -635,17 +630,16 @@ static void connecting_is_bounded_and_checked(void) {
     char silent[128];
     snprintf(silent, sizeof(silent),
              "postgresql://sg@127.0.0.1:%d/sgtest?sslmode=disable", ntohs(a.sin_port));
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.timeout_ns = SG_MS(300);
+    SG_AUTO_LEDGER_OPTIONS(o);
+    sg_ledger_options_set_timeout(o, SG_MS(300));
     sg_ledger *l = NULL;
     int64_t t0 = sg_clock_now(NULL);
-    CHECK_RV(sg_ledger_open(&l, silent, &o), SG_ETIMEDOUT);
+    CHECK_RV(sg_ledger_open(&l, silent, o), SG_ETIMEDOUT);
     int64_t took = sg_clock_now(NULL) - t0;
     CHECK(took >= SG_MS(250) && took < SG_MS(300) + SG_MS(300));
-    CHECK_RV(sg_ledger_init_schema(silent, &o), SG_ETIMEDOUT);
+    CHECK_RV(sg_ledger_init_schema(silent, o), SG_ETIMEDOUT);
     close(ls);
-    CHECK_RV(sg_ledger_open(&l, "postgresql://sg@/sgtest?host=/nonexistent-dir", &o),
+    CHECK_RV(sg_ledger_open(&l, "postgresql://sg@/sgtest?host=/nonexistent-dir", o),
              SG_ECONNECT);
     CHECK(l == NULL);
 

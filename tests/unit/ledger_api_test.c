@@ -36,7 +36,7 @@ typedef struct fixture {
     ledger_test_dir d;
     sg_manual_clock clock;
     sg_clock wall;
-    sg_ledger_options opts;
+    sg_ledger_options *opts;
 } fixture;
 
 static int setup(void **state) {
@@ -48,9 +48,12 @@ static int setup(void **state) {
     /* 2026-11-29T15:20:40.123Z */
     sg_manual_clock_set(&f->clock, INT64_C(1795965640123000000));
     f->wall = sg_manual_clock_as(&f->clock);
-    sg_ledger_options_init(&f->opts);
-    f->opts.wall_clock = &f->wall;
-    f->opts.fsync = SG_LEDGER_FSYNC_NEVER; /* speed; durability has its own test */
+    if (sg_ledger_options_new(&f->opts) != 0 ||
+        sg_ledger_options_set_wall_clock(f->opts, &f->wall) != 0 ||
+        /* speed; durability has its own test */
+        sg_ledger_options_set_fsync(f->opts, SG_LEDGER_FSYNC_NEVER) != 0) {
+        return -1;
+    }
     *state = f;
     return 0;
 }
@@ -58,13 +61,14 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fixture *f = *state;
     ledger_test_dir_remove(&f->d);
+    sg_ledger_options_free(f->opts);
     free(f);
     return 0;
 }
 
 static sg_ledger *open_ledger(fixture *f) {
     sg_ledger *l = NULL;
-    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, f->opts), 0);
     assert_non_null(l);
     return l;
 }
@@ -189,15 +193,23 @@ static void open_creates_the_directory_and_rejects_bad_arguments(void **state) {
     assert_int_equal(sg_ledger_open(NULL, f->d.ledger, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_open(&l, NULL, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_open(&l, "", NULL), SG_EINVAL);
-    sg_ledger_options o = f->opts;
-    o.fsync = (sg_ledger_fsync)7;
-    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_EINVAL);
-    o = f->opts;
-    o.lock_timeout_ns = -1;
-    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_EINVAL);
-    o.lock_timeout_ns = SG_DURATION_MAX + 1;
-    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &o), SG_ERANGE);
     assert_null(l);
+    /* a bad option is refused as it is set, and changes nothing */
+    SG_AUTO_LEDGER_OPTIONS(o);
+    assert_int_equal(sg_ledger_options_set_fsync(o, (sg_ledger_fsync)7), SG_EINVAL);
+    assert_int_equal(sg_ledger_options_set_lock_timeout(o, -1), SG_EINVAL);
+    assert_int_equal(sg_ledger_options_set_lock_timeout(o, SG_DURATION_MAX + 1),
+                     SG_ERANGE);
+    assert_int_equal(sg_ledger_options_set_fsync(NULL, SG_LEDGER_FSYNC_NEVER), SG_EINVAL);
+    assert_int_equal(sg_ledger_options_new(NULL), SG_EINVAL);
+    sg_ledger_options_free(NULL);
+    /* a caller that never said how large its stats struct is gets nothing */
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, o), 0);
+    sg_ledger_stats unsized;
+    memset(&unsized, 0, sizeof(unsized));
+    assert_int_equal(sg_ledger_get_stats(l, &unsized), SG_EINVAL);
+    sg_ledger_close(l);
+    l = NULL;
 
     /* a regular file where the directory should be */
     char path[400];
@@ -474,7 +486,7 @@ static void an_intent_waits_for_another_thread_no_longer_than_the_budget(void **
     fixture *f = *state;
     for (int pass = 0; pass < 2; pass++) {
         /* the operation's budget; then lock_timeout_ns alone */
-        f->opts.lock_timeout_ns = pass == 0 ? 0 : SG_MS(200);
+        sg_ledger_options_set_lock_timeout(f->opts, pass == 0 ? 0 : SG_MS(200));
         sg_ledger *l = open_ledger(f);
         assert_int_equal(sg_ledger_intent(l, "listed", "POST", "https://h/l"), 0);
         holder h = {l, 0, 0};
@@ -495,7 +507,7 @@ static void an_intent_waits_for_another_thread_no_longer_than_the_budget(void **
         } else {
             rv = sg_ledger_intent(l, "busy-key", "POST", "https://h/busy");
             /* every call that waits for the handle: the same bound */
-            sg_ledger_stats st;
+            sg_ledger_stats st = SG_LEDGER_STATS_INIT;
             assert_int_equal(sg_ledger_get_stats(l, &st), SG_ELOCKED);
             assert_int_equal(
                 sg_ledger_resolve(l, "listed", SG_LEDGER_DONE, SG_OUTCOME_OK),
@@ -642,7 +654,7 @@ static void record_arguments_are_checked(void **state) {
     assert_int_equal(sg_ledger_list_unresolved(l, NULL, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_list_unresolved(NULL, collect, NULL), SG_EINVAL);
     assert_int_equal(sg_ledger_compact(NULL), SG_EINVAL);
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     assert_int_equal(sg_ledger_get_stats(NULL, &st), SG_EINVAL);
     assert_int_equal(sg_ledger_get_stats(l, NULL), SG_EINVAL);
     /* the failures wrote nothing: two intents are live */
@@ -703,7 +715,7 @@ static void list_is_oldest_first(void **state) {
 
 static void max_live_bounds_the_index(void **state) {
     fixture *f = *state;
-    f->opts.max_live = 3;
+    sg_ledger_options_set_max_live(f->opts, 3);
     sg_ledger *l = open_ledger(f);
     assert_int_equal(sg_ledger_intent(l, "a", "POST", "/"), 0);
     assert_int_equal(sg_ledger_intent(l, "b", "POST", "/"), 0);
@@ -713,9 +725,9 @@ static void max_live_bounds_the_index(void **state) {
     assert_int_equal(sg_ledger_intent(l, "d", "POST", "/"), 0);
     sg_ledger_close(l);
     /* a file holding more than the cap cannot be opened with it */
-    f->opts.max_live = 2;
+    sg_ledger_options_set_max_live(f->opts, 2);
     sg_ledger *l2 = NULL;
-    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, &f->opts), SG_ETOOMANY);
+    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, f->opts), SG_ETOOMANY);
     assert_null(l2);
 }
 
@@ -745,7 +757,7 @@ static void reopen_after_close_sees_everything(void **state) {
     assert_int_equal(after->n, before.n);
     assert_int_equal(after->n, 33); /* 17 unknown + 16 pending */
     assert_memory_equal(after->lines, before.lines, sizeof(before.lines));
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     assert_int_equal(sg_ledger_get_stats(l, &st), 0);
     assert_int_equal(st.records, 50 * 2 + 34);
     assert_int_equal(st.corrupt_regions, 0);
@@ -904,7 +916,7 @@ static void torn_tail_is_ignored_and_cut_off_by_the_next_append(void **state) {
         l = open_ledger(f);
         listing *ls = list(l);
         assert_int_equal(ls->n, 2);
-        sg_ledger_stats st;
+        sg_ledger_stats st = SG_LEDGER_STATS_INIT;
         sg_ledger_get_stats(l, &st);
         assert_int_equal(st.tail_bytes, (uint64_t)(cut - good));
         assert_int_equal(st.corrupt_regions, 0);
@@ -945,7 +957,7 @@ static void corrupt_middle_record_is_skipped_and_later_ones_kept(void **state) {
         assert_int_equal(ls->n, 2);
         assert_true(strncmp(ls->lines[0], "one ", 4) == 0);
         assert_true(strncmp(ls->lines[1], "three ", 6) == 0);
-        sg_ledger_stats st;
+        sg_ledger_stats st = SG_LEDGER_STATS_INIT;
         sg_ledger_get_stats(l, &st);
         assert_int_equal(st.corrupt_regions, 1);
         assert_int_equal(st.corrupt_bytes, (uint64_t)(end2 - mid));
@@ -970,7 +982,7 @@ static void garbage_appended_by_someone_else_is_never_a_record(void **state) {
     sg_ledger_close(l);
     l = open_ledger(f);
     assert_int_equal(count_unresolved(l), 2);
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l, &st);
     assert_int_equal(st.corrupt_regions + st.tail_bytes, 0); /* the junk was cut */
     sg_ledger_close(l);
@@ -980,7 +992,7 @@ static void garbage_appended_by_someone_else_is_never_a_record(void **state) {
 
 static void lock_held_elsewhere_times_out_with_elocked(void **state) {
     fixture *f = *state;
-    f->opts.lock_timeout_ns = SG_MS(30);
+    sg_ledger_options_set_lock_timeout(f->opts, SG_MS(30));
     sg_ledger *l = open_ledger(f);
     char path[400];
     snprintf(path, sizeof(path), "%s/%s", f->d.ledger, SG__LEDGER_LOCK);
@@ -992,7 +1004,7 @@ static void lock_held_elsewhere_times_out_with_elocked(void **state) {
     assert_int_equal(sg_ledger_list_unresolved(l, collect, &ls), SG_ELOCKED);
     assert_int_equal(ls.n, 0);
     sg_ledger *l2 = NULL;
-    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, &f->opts), SG_ELOCKED);
+    assert_int_equal(sg_ledger_open(&l2, f->d.ledger, f->opts), SG_ELOCKED);
     /* a shared lock held elsewhere still lets readers in */
     assert_int_equal(flock(fd, LOCK_SH), 0);
     assert_int_equal(count_unresolved(l), 0);
@@ -1008,7 +1020,7 @@ static void every_fsync_policy_records_the_same(void **state) {
     const sg_ledger_fsync policies[] = {SG_LEDGER_FSYNC_DEFAULT, SG_LEDGER_FSYNC_ALWAYS,
                                         SG_LEDGER_FSYNC_NEVER};
     for (size_t i = 0; i < 3; i++) {
-        f->opts.fsync = policies[i];
+        sg_ledger_options_set_fsync(f->opts, policies[i]);
         sg_ledger *l = open_ledger(f);
         char key[16];
         snprintf(key, sizeof(key), "p%zu", i);
@@ -1056,7 +1068,8 @@ static void *thread_main(void *p) {
 static void one_handle_is_shared_by_threads(void **state) {
     fixture *f = *state;
     for (int policy = 0; policy < 2; policy++) {
-        f->opts.fsync = policy == 0 ? SG_LEDGER_FSYNC_NEVER : SG_LEDGER_FSYNC_DEFAULT;
+        sg_ledger_options_set_fsync(f->opts, policy == 0 ? SG_LEDGER_FSYNC_NEVER
+                                                         : SG_LEDGER_FSYNC_DEFAULT);
         sg_ledger *l = open_ledger(f);
         pthread_t th[4];
         thread_arg args[4];
@@ -1069,7 +1082,7 @@ static void one_handle_is_shared_by_threads(void **state) {
             assert_int_equal(args[t].failures, 0);
         }
         assert_int_equal(sg_ledger_sync(l, -1), 0);
-        sg_ledger_stats st;
+        sg_ledger_stats st = SG_LEDGER_STATS_INIT;
         assert_int_equal(sg_ledger_get_stats(l, &st), 0);
         assert_int_equal(st.unsynced + st.sync_failures, 0);
         assert_int_equal(count_unresolved(l), 400 * (policy + 1));

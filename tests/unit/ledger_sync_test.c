@@ -148,7 +148,7 @@ static off_t probe_last(probe *p) {
 
 typedef struct fixture {
     ledger_test_dir d;
-    sg_ledger_options opts;
+    sg_ledger_options *opts;
     probe p;
 } fixture;
 
@@ -158,7 +158,9 @@ static int setup(void **state) {
         free(f);
         return -1;
     }
-    sg_ledger_options_init(&f->opts); /* the default policy: the one under test */
+    if (sg_ledger_options_new(&f->opts) != 0) { /* the default policy: under test */
+        return -1;
+    }
     pthread_mutex_init(&f->p.mu, NULL);
     pthread_cond_init(&f->p.cv, NULL);
     f->p.caller = pthread_self();
@@ -169,6 +171,7 @@ static int setup(void **state) {
 static int teardown(void **state) {
     fixture *f = *state;
     ledger_test_dir_remove(&f->d);
+    sg_ledger_options_free(f->opts);
     pthread_cond_destroy(&f->p.cv);
     pthread_mutex_destroy(&f->p.mu);
     free(f);
@@ -179,7 +182,7 @@ static int teardown(void **state) {
  * so before the sync thread exists). */
 static sg_ledger *open_probed(fixture *f) {
     sg_ledger *l = NULL;
-    assert_int_equal(sg_ledger_open(&l, f->d.ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_open(&l, f->d.ledger, f->opts), 0);
     l->sync.datasync = probe_datasync;
     l->sync.datasync_ud = &f->p;
     return l;
@@ -223,7 +226,7 @@ static void record_attempt(sg_ledger *l, const char *key) {
 }
 
 static sg_ledger_stats stats_of(sg_ledger *l) {
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     assert_int_equal(sg_ledger_get_stats(l, &st), 0);
     return st;
 }
@@ -275,7 +278,7 @@ static void always_and_never_keep_their_meaning(void **state) {
     static const sg_ledger_fsync policies[] = {SG_LEDGER_FSYNC_ALWAYS,
                                                SG_LEDGER_FSYNC_NEVER};
     for (int i = 0; i < 2; i++) {
-        f->opts.fsync = policies[i];
+        sg_ledger_options_set_fsync(f->opts, policies[i]);
         f->p.on_caller = f->p.on_thread = 0;
         sg_ledger *l = open_probed(f);
         assert_int_equal(sg_ledger_intent(l, "k", "POST", "/x"), 0);
@@ -478,7 +481,7 @@ static void another_handles_compaction_moves_pending_syncs_to_the_new_file(void 
     fixture *f = *state;
     sg_ledger *a = open_probed(f);
     sg_ledger *b = NULL;
-    assert_int_equal(sg_ledger_open(&b, f->d.ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_open(&b, f->d.ledger, f->opts), 0);
     assert_int_equal(sg_ledger_intent(a, "k1", "POST", "/x"), 0);
     assert_int_equal(sg_ledger_intent(a, "k2", "POST", "/x"), 0);
     probe_hold(&f->p, true);
@@ -506,10 +509,10 @@ static void following_an_unsynced_compaction_syncs_the_new_file(void **state) {
     assert_int_equal(sg_ledger_intent(a, "k2", "POST", "/x"), 0);
     assert_int_equal(sg_ledger_resolve(a, "k1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
     assert_int_equal(sg_ledger_sync(a, -1), 0); /* all of it durable */
-    sg_ledger_options never = f->opts;
-    never.fsync = SG_LEDGER_FSYNC_NEVER;
+    SG_AUTO_LEDGER_OPTIONS(never);
+    assert_int_equal(sg_ledger_options_set_fsync(never, SG_LEDGER_FSYNC_NEVER), 0);
     sg_ledger *b = NULL;
-    assert_int_equal(sg_ledger_open(&b, f->d.ledger, &never), 0);
+    assert_int_equal(sg_ledger_open(&b, f->d.ledger, never), 0);
     assert_int_equal(sg_ledger_compact(b), 0);
     int before = probe_get(&f->p, &f->p.on_caller);
     assert_int_equal(count_unresolved(a), 1); /* a follows the new file */
@@ -535,7 +538,7 @@ static void following_a_compaction_waits_no_longer_than_the_budget(void **state)
     fixture *f = *state;
     sg_ledger *a = open_probed(f);
     sg_ledger *b = NULL;
-    assert_int_equal(sg_ledger_open(&b, f->d.ledger, &f->opts), 0);
+    assert_int_equal(sg_ledger_open(&b, f->d.ledger, f->opts), 0);
     assert_int_equal(sg_ledger_intent(a, "k1", "POST", "/x"), 0);
     probe_hold(&f->p, true);
     assert_int_equal(sg_ledger_resolve(a, "k1", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
@@ -586,7 +589,7 @@ static void a_failed_directory_sync_is_told_to_the_next_intent(void **state) {
     a->sync.dirsync = sg__ledger_dirsync;
     assert_int_equal(sg_ledger_intent(a, "k3", "POST", "/x"), 0);
     assert_int_equal(sg_ledger_sync(a, -1), 0);
-    sg_ledger_stats st;
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     assert_int_equal(sg_ledger_get_stats(a, &st), 0);
     assert_int_equal(st.sync_failures, 1);
     sg_ledger_close(a);

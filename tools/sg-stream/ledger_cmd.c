@@ -46,12 +46,14 @@ static void ledger_error(const struct config *c, int rv) {
  * most the run's budget, when it has one (10 s otherwise).  Closing waits
  * for nothing more (a millisecond): the wait for the last records is
  * ledger_close_for_run's sg_ledger_sync, bounded by the budget. */
-static sg_ledger_options ledger_options(const struct config *c) {
-    sg_ledger_options o;
-    sg_ledger_options_init(&o);
-    o.timeout_ns = c->budget_ns;
-    o.close_timeout_ns = SG_MS(1);
-    return o;
+static int ledger_options(const struct config *c, sg_ledger_options **out) {
+    int rv = sg_ledger_options_new(out);
+    if (rv == 0 && ((rv = sg_ledger_options_set_timeout(*out, c->budget_ns)) != 0 ||
+                    (rv = sg_ledger_options_set_close_timeout(*out, SG_MS(1))) != 0)) {
+        sg_ledger_options_free(*out);
+        *out = NULL;
+    }
+    return rv;
 }
 
 static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
@@ -67,10 +69,10 @@ static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
  * request is made. */
 int ledger_command(const struct config *c) {
     sg_ledger *l = NULL;
-    sg_ledger_options o = ledger_options(c);
-    int rv = 0;
-    if (c->ledger_init) {
-        rv = sg_ledger_init_schema(c->ledger_dir, &o);
+    sg_ledger_options *o = NULL;
+    int rv = ledger_options(c, &o);
+    if (rv == 0 && c->ledger_init) {
+        rv = sg_ledger_init_schema(c->ledger_dir, o);
     }
     struct stat st;
     if (!c->ledger_init && strstr(c->ledger_dir, "://") == NULL &&
@@ -80,11 +82,13 @@ int ledger_command(const struct config *c) {
             fprintf(stderr, "%s: ledger %s: not found (--ledger-init creates one)\n",
                     prog, shown(c->ledger_dir));
         }
+        sg_ledger_options_free(o);
         return EXIT_USAGE;
     }
     if (rv == 0 && (c->unresolved || c->reconcile != NULL)) {
-        rv = sg_ledger_open(&l, c->ledger_dir, &o);
+        rv = sg_ledger_open(&l, c->ledger_dir, o);
     }
+    sg_ledger_options_free(o);
     if (rv == 0 && c->unresolved) {
         rv = sg_ledger_list_unresolved(l, print_unresolved, NULL);
     }
@@ -153,8 +157,12 @@ int ledger_open_for_run(struct config *c) {
     if (c->ledger_dir == NULL) {
         return 0;
     }
-    sg_ledger_options o = ledger_options(c);
-    int rv = sg_ledger_open(&c->ledger, c->ledger_dir, &o);
+    sg_ledger_options *o = NULL;
+    int rv = ledger_options(c, &o);
+    if (rv == 0) {
+        rv = sg_ledger_open(&c->ledger, c->ledger_dir, o);
+    }
+    sg_ledger_options_free(o);
     if (rv == 0) {
         rv = sg_ledger_key_derive(c->method, c->url, c->body, c->body_len, c->derived);
     }
