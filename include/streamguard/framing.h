@@ -14,7 +14,8 @@
  * fields, an _init that sets every default, one setter per limit, sentinel
  * and callback - and reserved room, so that it and the parser keep their
  * sizes for 1.x (the library pins them).  A config keeps the sentinel
- * strings it is given, not copies: they must outlive the parser (literals
+ * strings it is given, not copies (the core's exception to
+ * docs/design.md, "Ownership"): they must outlive the parser (literals
  * do).  The parser copies the config; the user_data given to _init goes
  * to every callback.
  *

@@ -81,8 +81,9 @@ typedef struct sg_h2_op sg_h2_op;
 /**
  * sg_h2_conn_options - how to reach the server.  Opaque:
  * sg_h2_conn_options_new (every option at its default), one setter per
- * option, sg_h2_conn_options_free.  Strings are copied; the clock is
- * copied, its user_data borrowed; the error buffer is borrowed.
+ * option, sg_h2_conn_options_free.  Ownership (docs/design.md,
+ * "Ownership"): strings are copied; the clock is copied, its user_data
+ * borrowed; the error buffer is borrowed.
  * sg_h2_conn_new reads it: it may be changed or freed right after.
  *
  * Each setter returns 0 if it succeeds, or one of the following negative
@@ -181,7 +182,8 @@ SG_EXTERN int sg_h2_conn_options_set_connect_on_demand(sg_h2_conn_options *o, bo
 /**
  * sg_h2_request - what each attempt sends, how its body is framed, and
  * what the operation reports.  Opaque: sg_h2_request_new, one setter per
- * option, sg_h2_request_free.  Everything is copied (strings, headers,
+ * option, sg_h2_request_free.  Everything is copied (docs/design.md,
+ * "Ownership": strings, headers,
  * the body, the framing config and its strings); an operation takes a
  * copy (sg_h2_op_new), so the request may be reused or freed right after.
  * Each setter returns as the connection options' do.

@@ -98,7 +98,8 @@ typedef enum sg_ledger_fsync {
 /**
  * sg_ledger_options - a ledger's configuration (opaque), every option at
  * its default when made; sg_ledger_open and sg_ledger_init_schema copy it
- * (free or change it right after; NULL there means every default).  The
+ * (docs/design.md, "Ownership"; free or change it right after; NULL there
+ * means every default).  The
  * file ledger ignores timeout, intent_connections and close_timeout;
  * PostgreSQL ignores fsync, wall_clock and max_live.  Each setter returns
  * 0, or SG_EINVAL (@o NULL, or a value it names) or SG_ERANGE (a value

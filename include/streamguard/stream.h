@@ -154,8 +154,9 @@ typedef sg_item_kind (*sg_classify_cb)(const sg_item *item, sg_item_error *err,
  * sg_stream_config_init sets every default (zero-initialised is the
  * same), each setter below changes one option, and sg_profile_framing()
  * sets a provider profile's.  It keeps the strings and the list it is
- * given (sentinels, skip_types), not copies: they must outlive every
- * stream made from it (literals do).  A transport that takes one
+ * given (sentinels, skip_types), not copies (the core's exception to
+ * docs/design.md, "Ownership"): they must outlive every stream made from
+ * it (literals do).  A transport that takes one
  * (sg_curl_options_set_framing, sg_h2_request_set_framing) copies them.
  *
  * Each setter returns 0 if it succeeds, or SG_EINVAL (@cfg NULL, or a

@@ -25,8 +25,11 @@ typedef struct size_row {
 static void embedded_structs_keep_their_sizes(void **state) {
     (void)state;
     static const size_row rows[] = {
-        ROW(sg_clock, 32),  ROW(sg_manual_clock, 24), ROW(sg_mem, 32),
-        ROW(sg_budget, 48), ROW(sg_guard_config, 88), ROW(sg_guard, 160),
+        ROW(sg_clock, 32),          ROW(sg_manual_clock, 24), ROW(sg_mem, 32),
+        ROW(sg_budget, 48),         ROW(sg_guard_config, 88), ROW(sg_guard, 160),
+        ROW(sg_sse_config, 96),     ROW(sg_sse_parser, 344),  ROW(sg_ndjson_config, 48),
+        ROW(sg_ndjson_parser, 144), ROW(sg_es_config, 56),    ROW(sg_es_decoder, 176),
+        ROW(sg_stream_config, 104), ROW(sg_stream, 1048),
     };
     const bool lp64 = sizeof(void *) == 8 && sizeof(long) == 8;
     for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {

@@ -378,7 +378,7 @@ static void report_escapes_whatever_the_server_sent_as_retry_after(void **state)
         sizeof(evil) - 1, 0);
     const char *doc = write_report(op, T0);
     has(doc, "\"retry_after_ms\":null,\"retry_after_malformed\":true");
-    /* The raw bytes are kept up to SG_OP_RETRY_AFTER_RAW_MAX, NUL and
+    /* The raw bytes are kept up to SG__OP_RETRY_AFTER_RAW_MAX, NUL and
      * invalid UTF-8 included, and escaped. */
     has(doc, "\"retry_after\":\"\\\"},{\\\"x\\\":\\u0000\\r\\n"
              "\\ufffd\\ufffd\\ufffd\\ufffd\\ufffd and then far t\",");
