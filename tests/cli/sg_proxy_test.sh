@@ -11,14 +11,9 @@
 # and held to bounds, never proven by a sleep.
 # Usage: sg_proxy_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-. "$(dirname "$0")/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-. "$(dirname "$0")/sg_proxy_lib.sh"
-
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
+px_upstream
 SECRET=sk-proxytest-SECRET-4af1
 ANT_SECRET=sk-ant-SECRET-77c2
 BODY='{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}'
@@ -330,7 +325,6 @@ check "upstream 500: 502 with X-SG-Outcome http_error" \
     '[ "$CODE" = 502 ] && [ "$(hdr s500 X-SG-Outcome)" = http_error ]' "$CODE $(hdr s500 X-SG-Outcome)"
 jqcheck "upstream 500: the 502 is the proxy's, its body says so" "$(cat "$FM_DIR/s500.body")" \
     '.error.type == "http_error"'
-
 
 # A slow first token on every attempt: 504 first_item_timeout, long before
 # the upstream's 3 s.
