@@ -21,6 +21,7 @@ allowed() {
     curl) echo 'curl/|openssl/' ;;
     h2) echo 'nghttp2/|openssl/|ares' ;;
     ledger) echo 'openssl/|libpq' ;;
+    easy) echo 'curl/' ;;
     *) echo '' ;;
   esac
 }
@@ -75,9 +76,21 @@ probe curl '<streamguard/h2.h>' fail
 probe curl '"h2/internal.h"' fail
 probe h2 '<streamguard/ledger.h>' fail
 probe h2 '"curl/internal.h"' fail
+probe curl '<streamguard/easy.h>' fail
 probe ledger '<streamguard/policy.h>' ok
 probe ledger '"transport/lifecycle.h"' fail
 probe ledger '<streamguard/curl.h>' fail
+# The easy handle sees the libcurl transport's public header only (when it
+# is built: a build without that transport has no easy view).
+if [ -d "$build/layers/easy" ]; then
+  probe easy '<streamguard/easy.h>' ok
+  probe easy '<streamguard/curl.h>' ok
+  probe easy '"curl/internal.h"' fail
+  probe easy '"transport/lifecycle.h"' fail
+  probe easy '"policy/internal.h"' fail
+  probe easy '<streamguard/h2.h>' fail
+  probe easy '<streamguard/ledger.h>' fail
+fi
 
 if [ "$fail" -ne 0 ]; then
   echo "1 failed, 0 passed: layering"
