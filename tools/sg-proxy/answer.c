@@ -11,7 +11,7 @@
 
 #include "proxy.h"
 
-#include "../sg-fakemodel/fakemodel.h"
+#include "../common/eventstream.h"
 
 enum answer_style answer_style_of(const char *profile) {
     if (profile == NULL) {
@@ -155,7 +155,7 @@ size_t answer_own_body(enum answer_style style, int status, const char *what, ch
     return body_of(style, server_type(style, status), status, msg, buf, cap);
 }
 
-/* An AWS event-stream exception message (sg-fakemodel's encoder): the SDK
+/* An AWS event-stream exception message (tools/common's encoder): the SDK
  * raises it by its type (internalServerException: the outcome is in its
  * message).  0 when it does not fit @cap. */
 static size_t bedrock_exception(const char *msg, char *buf, size_t cap) {
