@@ -414,17 +414,6 @@ SG_EXTERN int sg_h2_conn_failure(const sg_h2_conn *conn);
  *              key is unresolved, SG_EINVAL without any key): nothing was
  *              sent.
  */
-/**
- * sg_h2_connection_specific - whether the request field @name: @value is
- * one HTTP/2 does not carry (RFC 9113 §8.2.2): connection, keep-alive,
- * proxy-connection, transfer-encoding, upgrade, or a te other than
- * "trailers" (names and that value compared without regard to case).
- * sg_h2_stream_start refuses such a field; a caller turning HTTP/1.1
- * headers into HTTP/2 ones leaves them out.  NULL is never one.
- * Thread-safety: any thread.
- */
-SG_EXTERN bool sg_h2_connection_specific(const char *name, const char *value);
-
 SG_EXTERN int sg_h2_stream_start(sg_h2_conn *conn, const sg_h2_request *req,
                                  const sg_op_options *policy, const sg_h2_callbacks *cbs,
                                  void *user_data, sg_h2_op **out);

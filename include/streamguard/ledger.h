@@ -96,9 +96,6 @@ extern "C" {
 /** Most intent connections a PostgreSQL handle may have
  *  (sg_ledger_options.intent_connections). */
 #define SG_LEDGER_INTENT_CONNECTIONS_MAX 64
-/** Room for any line sg_ledger_format_unresolved_line writes, NUL included. */
-#define SG_LEDGER_LINE_MAX \
-    (SG_LEDGER_KEY_MAX + SG_LEDGER_METHOD_MAX + SG_LEDGER_URL_MAX + 128)
 
 /* ------------------------------------------------------------------------
  * Options
@@ -638,27 +635,6 @@ typedef struct sg_ledger_entry {
  */
 SG_EXTERN int sg_ledger_list_unresolved(
     sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data), void *user_data);
-
-/**
- * sg_ledger_format_unresolved_line - the line `sg-stream --ledger DIR
- * --unresolved` prints for @e, NUL-terminated, without a newline.  Fields
- * are separated by one space and none contains a space:
- *
- *   KEY METHOD URL FIRST_SEEN ATTEMPTS LAST_OUTCOME STATE
- *
- * FIRST_SEEN is RFC 3339 UTC with milliseconds (2026-11-29T15:20:40.123Z);
- * ATTEMPTS a decimal count; LAST_OUTCOME the latest attempt's outcome name,
- * or "none" when no attempt was recorded; STATE "pending" or "unknown".
- *
- * Returns the length written (NUL not counted) if it succeeds, or one of
- * the following negative error codes:
- *   SG_EINVAL   @e or @buf is NULL;
- *   SG_ENOBUFS  @len is too small (SG_LEDGER_LINE_MAX always fits); @buf
- *               then holds a truncated, NUL-terminated prefix.
- * Thread-safety: reentrant.
- */
-SG_EXTERN int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf,
-                                               size_t len);
 
 /* ------------------------------------------------------------------------
  * Maintenance

@@ -14,6 +14,7 @@
  */
 #include "h2/internal.h"
 #include "core/internal.h"
+#include "sgx/fields.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -448,21 +449,6 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
     return 0;
 }
 
-bool sg_h2_connection_specific(const char *name, const char *value) {
-    static const char *const names[] = {"connection",       "keep-alive",
-                                        "proxy-connection", "transfer-encoding",
-                                        "upgrade",          NULL};
-    if (name == NULL || value == NULL) {
-        return false;
-    }
-    for (const char *const *n = names; *n != NULL; n++) {
-        if (strcasecmp(name, *n) == 0) {
-            return true;
-        }
-    }
-    return strcasecmp(name, "te") == 0 && strcasecmp(value, "trailers") != 0;
-}
-
 /* A field HTTP/2 can carry (RFC 9113 §8.2.1): a token for a name
  * (lowercased when the request is copied), a value without a control byte
  * but tab, and without whitespace at either end. */
@@ -486,7 +472,7 @@ static int check_request(const sg_h2_request *req) {
     }
     for (size_t i = 0; i < req->nheaders; i++) {
         const sg_h2_header *h = &req->headers[i];
-        if (!field_ok(h) || sg_h2_connection_specific(h->name, h->value)) {
+        if (!field_ok(h) || sgx_h2_connection_specific(h->name, h->value)) {
             return SG_EINVAL;
         }
     }

@@ -6,6 +6,7 @@
 if(TARGET streamguard_static)
   add_executable(ledger_pg_test ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_test.c)
   target_link_libraries(ledger_pg_test PRIVATE streamguard_static PkgConfig::PQ)
+  target_include_directories(ledger_pg_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(ledger_pg_test PRIVATE ${SG_WARNINGS})
 
   # The C API: schema, lifecycle, ownership, bounds, a lost connection.

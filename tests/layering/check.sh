@@ -4,7 +4,8 @@
 #  2. the public headers outside curl.h include no third-party header;
 #  3. each layer's include view (build/layers/<layer>) lets it include what
 #     it may and refuses what points up or sideways: a compile against the
-#     view fails for every forbidden header.
+#     view fails for every forbidden header.  The programs' view
+#     (build/layers/tools) holds src/sgx/ alone.
 # Usage: check.sh SOURCE_DIR BUILD_DIR C_COMPILER
 set -euo pipefail
 src=$1
@@ -61,6 +62,14 @@ probe() { # layer header want(ok|fail)
 probe core '<streamguard/core.h>' ok
 probe core '<streamguard/policy.h>' fail
 probe core '"policy/internal.h"' fail
+# src/sgx/ is every layer's and the programs', and sees no layer's insides
+probe core '"sgx/json.h"' ok
+probe policy '"sgx/json.h"' ok
+probe sgx '"sgx/simd.h"' ok
+probe sgx '"core/internal.h"' fail
+probe sgx '<streamguard/stream.h>' fail
+probe tools '"sgx/json.h"' ok
+probe tools '"core/internal.h"' fail
 probe framing '<streamguard/stream.h>' ok
 probe framing '<streamguard/policy.h>' fail
 probe policy '"core/internal.h"' ok

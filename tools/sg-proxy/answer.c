@@ -81,7 +81,7 @@ int answer_status(sg_outcome outcome, int upstream_status) {
 /* "sg-proxy: WHAT (detail)" as a JSON string literal, quotes included
  * (at most MESSAGE_PLAIN bytes of text, so that the literal fits @out). */
 #define MESSAGE_PLAIN 200
-#define MESSAGE_MAX (SG_JSON_ESCAPE_MAX(MESSAGE_PLAIN) + 1)
+#define MESSAGE_MAX (SGX_JSON_ESCAPE_MAX(MESSAGE_PLAIN) + 1)
 static void message_of(const char *what, const char *detail, char *out, size_t cap) {
     char plain[MESSAGE_PLAIN];
     if (detail != NULL && *detail != '\0' && strcmp(detail, what) != 0) {
@@ -89,7 +89,7 @@ static void message_of(const char *what, const char *detail, char *out, size_t c
     } else {
         snprintf(plain, sizeof(plain), "sg-proxy: %s", what);
     }
-    size_t n = sg_json_escape(out, cap - 1, plain, strlen(plain));
+    size_t n = sgx_json_escape(out, cap - 1, plain, strlen(plain));
     out[n < cap - 1 ? n : cap - 1] = '\0';
 }
 

@@ -36,6 +36,7 @@
 
 #include "../common/http1.h"
 #include "../common/values.h"
+#include "sgx/json.h"
 
 #define MAX_FALLBACKS 15
 #define MAX_ROUTES 64

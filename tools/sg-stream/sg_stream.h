@@ -4,14 +4,15 @@
  * sg-stream is one program split by concern: options.c turns argv into a
  * struct config (with usage.c for the help text and the usage errors and
  * ../common/values.c, shared with sg-proxy, for durations, counts and @FILE
- * bodies), run_curl.c and run_h2.c
- * run the operation over libcurl or streamguard's own HTTP/2 transport, each
- * in its own loop, writeout.c writes what a run prints (items, -w, the
- * report, the closing diagnostic) through output.c (stdout, batched and
- * never blocking), signals.c turns Ctrl-C into a cancel and holds the loops'
- * wait, and ledger_cmd.c holds everything about --ledger.  main.c only
- * parses, dispatches and returns the exit status.  Like the whole program,
- * this header uses the public streamguard API only.
+ * bodies), run_curl.c and run_h2.c run the operation over libcurl or
+ * streamguard's own HTTP/2 transport, each in its own loop, writeout.c
+ * writes what a run prints (items, -w, the report, the closing diagnostic)
+ * through output.c (stdout, batched and never blocking), signals.c turns
+ * Ctrl-C into a cancel and holds the loops' wait, and ledger_cmd.c holds
+ * everything about --ledger.  main.c only parses, dispatches and returns
+ * the exit status.  Like the whole program, this header uses the public
+ * streamguard API only, and src/sgx/, the helpers the library shares with
+ * its programs (JSON strings, HTTP/2 fields, the ledger's listing line).
  */
 #ifndef SG_STREAM_H
 #define SG_STREAM_H
@@ -26,6 +27,9 @@
 #include <streamguard/ledger.h>
 
 #include "../common/values.h"
+#include "sgx/fields.h"
+#include "sgx/json.h"
+#include "sgx/ledger_line.h"
 
 /* The exit status says which family of outcomes ended the run. */
 enum exit_code {
@@ -79,7 +83,7 @@ struct run {
      * while the type stays the same (it nearly always does) */
     char event_raw[EVENT_CACHE];
     size_t event_raw_len;
-    char event_lit[SG_JSON_ESCAPE_MAX(EVENT_CACHE)];
+    char event_lit[SGX_JSON_ESCAPE_MAX(EVENT_CACHE)];
     size_t event_lit_len;
 };
 
