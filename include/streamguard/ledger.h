@@ -216,7 +216,8 @@ typedef struct sg_ledger sg_ledger;
  * and the next sg_ledger_sync with SG_EIO.  Besides the
  * codes below: SG_ECONNECT (could not connect), SG_ETIMEDOUT (not within
  * timeout_ns), SG_ESTATE (the database has no ledger schema),
- * SG_EUNSUPPORTED (its schema is newer than this library's).
+ * SG_EUNSUPPORTED (its schema is newer than this library's, or the
+ * library was built without PostgreSQL: SG_WITH_POSTGRESQL=OFF).
  *
  * The file ledger:
  * Creates @dir (one level, mode 0700) and its files (mode 0600: URLs may
@@ -258,7 +259,9 @@ SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL        @location is NULL or empty, or @opts is invalid (as
  *                    sg_ledger_open);
- *   SG_EUNSUPPORTED  the database has a newer schema (left as it is);
+ *   SG_EUNSUPPORTED  the database has a newer schema (left as it is), or
+ *                    the library was built without PostgreSQL
+ *                    (SG_WITH_POSTGRESQL=OFF);
  *   SG_ECONNECT, SG_ECONNRESET, SG_ETIMEDOUT, SG_EIO  the database could
  *                    not be reached, went away, took too long, or refused
  *                    (e.g. no privilege to create tables): nothing applied;

@@ -312,7 +312,9 @@ SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
  *   SG_EINVAL   @s or @buf is NULL, the format is unknown, or a sentinel is
  *               the empty string;
  *   SG_ERANGE   a limit in @cfg is out of range;
- *   SG_ENOBUFS  @buf_size is too small.
+ *   SG_ENOBUFS  @buf_size is too small;
+ *   SG_EUNSUPPORTED  SG_FORMAT_EVENTSTREAM in a library built without it
+ *               (SG_WITH_EVENTSTREAM=OFF).
  * On success @s is reset: no attempt runs until sg_stream_begin.
  * Thread-safety: touches only @s and @buf.
  */
@@ -339,7 +341,9 @@ SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL   @s is NULL, the format is unknown, or a sentinel is the
  *               empty string;
- *   SG_ERANGE   a limit in @cfg is out of range.
+ *   SG_ERANGE   a limit in @cfg is out of range;
+ *   SG_EUNSUPPORTED  SG_FORMAT_EVENTSTREAM in a library built without it
+ *               (SG_WITH_EVENTSTREAM=OFF).
  * Nothing is allocated here.  Free what the stream holds with
  * sg_stream_release once it is no longer used; sg_stream_end frees it too
  * (nothing of a body is kept past its end).  @s must not be moved or
