@@ -75,7 +75,7 @@ check() { # LIBRARY INCLUDE_DIR ABI_DIR
   [ -n "$soname" ] || die "$lib has no SONAME"
   if [ ! -f "$dir/$soname.abi" ]; then
     local have
-    have=$(cd "$dir" && ls -- *.abi 2>/dev/null | tr '\n' ' ')
+    have=$(cd "$dir" && ls -- *.abi 2>/dev/null | tr '\n' ' ' || true)
     die "no baseline for $soname in $dir (there is: ${have:-none}): after bumping" \
       "SG_SOVERSION, run scripts/abi.sh update and commit the new baseline"
   fi
