@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include "fakemodel.h"
+#include "reqbody.h"
 #include "sigv4.h"
 
 #include <openssl/evp.h>
@@ -77,7 +78,8 @@ struct exchange {
     char *scenario_hdr;
     int expect_continue;
     uint64_t body_bytes;
-    uint64_t header_bytes; /* the request's field names and values, summed */
+    sg_fm_body_scan body_scan; /* does the body ask for OpenAI's usage chunk */
+    uint64_t header_bytes;     /* the request's field names and values, summed */
     int64_t t_received;
     /* The response. */
     sg_fm_scenario sc;
@@ -182,7 +184,8 @@ void ex_pump(exchange *ex);
 void log_ex(exchange *ex, sg_fm_event_type type, const char *fields);
 void log_received(exchange *ex, const char *error);
 /* --sigv4-key: keeps a request header, hashes request body bytes (both do
- * nothing when no signature is checked). */
+ * nothing when no signature is checked); every body byte is also scanned
+ * for OpenAI's stream_options.include_usage (reqbody.h). */
 void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
                     size_t vlen);
 void ex_body_data(exchange *ex, const void *data, size_t len);
