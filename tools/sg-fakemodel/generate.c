@@ -90,13 +90,6 @@ static void end_sse_item(exchange *ex, size_t event_start, size_t data_start,
     pad_event(ex, event_start);
 }
 
-/* What rides on every Gemini chunk besides its candidates: cumulative usage
- * (printf arguments: candidate tokens, total tokens, request id). */
-#define GEMINI_META                                                               \
-    "\"usageMetadata\": {\"promptTokenCount\": 1,\"candidatesTokenCount\": %lld," \
-    "\"totalTokenCount\": %lld},\"modelVersion\": \"sg-fakemodel\","              \
-    "\"responseId\": \"gemini-%llu\""
-
 static void emit_item(exchange *ex) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
         bedrock_item(ex);
@@ -140,16 +133,19 @@ static void emit_item(exchange *ex) {
         break;
     }
     case SG_FM_FMT_GEMINI: {
-        char suffix[256];
-        int sl = snprintf(suffix, sizeof(suffix),
-                          "\"}],\"role\": \"model\"},\"index\": 0}]," GEMINI_META, i + 1,
-                          i + 2, id);
+        /* every chunk carries the running usage, as Gemini 2.5's do */
+        static const char head[] = "\"}],\"role\": \"model\"},\"index\": 0}],";
+        char suffix[448];
+        memcpy(suffix, head, sizeof(head) - 1);
+        size_t sl = sizeof(head) - 1 +
+                    usage_gemini_meta(ex, i + 1, suffix + sizeof(head) - 1,
+                                      sizeof(suffix) - sizeof(head) + 1);
         start = ex->pend.off + ex->pend.len;
         sg_fm_buf_printf(&ex->pend,
                          "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": "
                          "\"tok%lld",
                          i);
-        end_sse_item(ex, start, start, suffix, (size_t)sl);
+        end_sse_item(ex, start, start, suffix, sl);
         break;
     }
     case SG_FM_FMT_RESPONSES: {
@@ -234,10 +230,9 @@ static void responses_object(exchange *ex, const char *status) {
         LIT(",\"incomplete_details\":null,\"model\":\"sg-fakemodel\",\"output\":["));
     if (completed) {
         responses_message(ex, 1);
-        sg_fm_buf_printf(&ex->pend,
-                         "],\"usage\":{\"input_tokens\":1,\"output_tokens\":%lld,"
-                         "\"total_tokens\":%lld}}",
-                         (long long)ex->items, (long long)ex->items + 1);
+        sg_fm_buf_append(&ex->pend, LIT("],\"usage\":"));
+        usage_responses(ex, &ex->pend);
+        sg_fm_buf_append(&ex->pend, LIT("}"));
     } else {
         sg_fm_buf_append(&ex->pend, LIT("],\"usage\":null}"));
     }
@@ -366,13 +361,17 @@ void emit_prelude(exchange *ex) {
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
         "\"id\":\"msg_%llu\",\"type\":\"message\",\"role\":\"assistant\","
         "\"model\":\"sg-fakemodel\",\"content\":[],\"stop_reason\":null,"
-        "\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n"
-        "event: content_block_start\ndata: {\"type\":\"content_block_start\","
-        "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "\"usage\":",
         (unsigned long long)ex->id);
+    usage_anthropic(ex, &ex->pend, false);
+    sg_fm_buf_append(&ex->pend,
+                     LIT("}}\n\nevent: content_block_start\ndata: {\"type\":"
+                         "\"content_block_start\",\"index\":0,\"content_block\":{"
+                         "\"type\":\"text\",\"text\":\"\"}}\n\n"));
     pend_count_since(ex, before);
 }
 
+/* The end of the stream, with the final usage where the format has it. */
 static void emit_end(exchange *ex) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
         bedrock_end(ex);
@@ -387,37 +386,41 @@ static void emit_end(exchange *ex) {
     }
     size_t before = ex->pend.len;
     switch (ex->sc.format) {
-    case SG_FM_FMT_GEMINI:
+    case SG_FM_FMT_GEMINI: {
         /* the last chunk: no text, a finishReason, the final usage */
+        char meta[384];
+        usage_gemini_meta(ex, ex->items, meta, sizeof(meta));
         sg_fm_buf_printf(
             &ex->pend,
-            "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\"}],"
-            "\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}]," GEMINI_META
-            "}\n\n",
-            (long long)ex->items, (long long)ex->items + 1, (unsigned long long)ex->id);
+            "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": "
+            "\"\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": "
+            "0}],%s}\n\n",
+            meta);
         break;
+    }
     case SG_FM_FMT_NDJSON:
         sg_fm_buf_printf(&ex->pend, "{\"id\":\"gen-%llu\",\"done\":true}\n",
                          (unsigned long long)ex->id);
         break;
     case SG_FM_FMT_OLLAMA:
-        sg_fm_buf_printf(
-            &ex->pend,
-            "{\"model\":\"sg-fakemodel\",\"created_at\":\"2023-11-14T22:13:20Z\","
-            "\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,"
-            "\"done_reason\":\"stop\",\"eval_count\":%lld}\n",
-            (long long)ex->items);
+        sg_fm_buf_append(&ex->pend, LIT("{\"model\":\"sg-fakemodel\",\"created_at\":"
+                                        "\"2023-11-14T22:13:20Z\",\"message\":{\"role\":"
+                                        "\"assistant\",\"content\":\"\"},\"done\":true,"
+                                        "\"done_reason\":\"stop\""));
+        usage_ollama(ex, &ex->pend);
+        sg_fm_buf_append(&ex->pend, LIT("}\n"));
         break;
     case SG_FM_FMT_ANTHROPIC:
-        sg_fm_buf_printf(
-            &ex->pend,
-            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
-            "\"index\":0}\n\n"
-            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"
-            "\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{"
-            "\"output_tokens\":%lld}}\n\n"
-            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-            (long long)ex->items);
+        /* message_delta's usage is cumulative: the whole message's */
+        sg_fm_buf_append(&ex->pend,
+                         LIT("event: content_block_stop\ndata: {\"type\":"
+                             "\"content_block_stop\",\"index\":0}\n\n"
+                             "event: message_delta\ndata: {\"type\":\"message_delta\","
+                             "\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":"
+                             "null},\"usage\":"));
+        usage_anthropic(ex, &ex->pend, true);
+        sg_fm_buf_append(&ex->pend, LIT("}\n\nevent: message_stop\ndata: {\"type\":"
+                                        "\"message_stop\"}\n\n"));
         break;
     case SG_FM_FMT_SSE:
     default:

@@ -553,11 +553,16 @@ void ex_begin(exchange *ex) {
     }
     sg_fm_scenario_init(&ex->sc, fmt);
     char err[128];
-    if ((q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
+    bool bad =
+        (q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
         (ex->scenario_hdr != NULL &&
          sg_fm_scenario_parse(&ex->sc, ex->scenario_hdr, strlen(ex->scenario_hdr), err,
-                              sizeof(err)) != 0) ||
-        sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0) {
+                              sizeof(err)) != 0);
+    if (!bad) {
+        sg_fm_scenario_set_body(&ex->sc, ex->body_bytes); /* the default prompt */
+        bad = sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0;
+    }
+    if (bad) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }

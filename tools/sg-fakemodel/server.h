@@ -209,6 +209,26 @@ void bedrock_error(exchange *ex);
 /* The x-amzn-ErrorType Bedrock pairs with an HTTP status. */
 const char *bedrock_error_type_for_status(int status);
 
+/* ------------------------------------------------------------ usage.c */
+
+/* Each appends the usage of @ex so far in one provider's shape. */
+/* The Responses API: the `usage` object of response.completed. */
+void usage_responses(const exchange *ex, sg_fm_buf *b);
+/* Anthropic's usage object: message_start's (@final false: output_tokens
+ * the API's placeholder 1) or message_delta's cumulative one. */
+void usage_anthropic(const exchange *ex, sg_fm_buf *b, bool final);
+/* Gemini: `"usageMetadata": {...}` for @candidates tokens so far (running
+ * totals, zeros left out), then modelVersion and responseId, into @out
+ * (NUL-terminated; cap >= 384).  Returns its length. */
+size_t usage_gemini_meta(const exchange *ex, int64_t candidates, char *out, size_t cap);
+/* Ollama: the done line's `,"prompt_eval_count":N,"eval_count":N` (zeros
+ * left out, as Ollama omits them). */
+void usage_ollama(const exchange *ex, sg_fm_buf *b);
+/* Bedrock ConverseStream: the metadata event's `usage` object. */
+void usage_converse(const exchange *ex, sg_fm_buf *b);
+/* Bedrock InvokeModelWithResponseStream: amazon-bedrock-invocationMetrics. */
+void usage_invoke_metrics(const exchange *ex, sg_fm_buf *b, long long latency_ms);
+
 /* ------------------------------------------------------------ respond.c */
 
 void ex_begin(exchange *ex);
