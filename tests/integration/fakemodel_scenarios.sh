@@ -324,6 +324,58 @@ for q in 'cached_tokens=5&prompt_tokens=4:is more than prompt_tokens=4' \
 done
 pass "usage knobs refused"
 
+# ---- usage: OpenAI's usage chunk only when the body asks for it
+ASK='{"model":"m","stream":true,"stream_options":{"include_usage":true}}'
+data() { grep '^data: ' "$B" | sed 's/^data: //'; }
+req usage '/v1/chat/completions?cached_tokens=4&gap=0&n=2&prompt_tokens=11&reasoning_tokens=2' \
+    -H 'Content-Type: application/json' -d "$ASK"
+UID_=$(fm_field "$(K usage)" received id)
+[ "$(data | sed -n 1p | grep -o '"finish_reason":[a-z"]*}\],"usage":null}$')" = '"finish_reason":null}],"usage":null}' ] &&
+    [ "$(data | sed -n 2p | grep -o '"finish_reason":[a-z"]*}\],"usage":null}$')" = '"finish_reason":"stop"}],"usage":null}' ] ||
+    fail "usage: token chunks $(data | head -n 2)"
+[ "$(data | sed -n 3p)" = "{\"id\":\"chatcmpl-$UID_\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":4,\"total_tokens\":15,\"prompt_tokens_details\":{\"cached_tokens\":4,\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":2,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}" ] &&
+    [ "$(data | sed -n 4p)" = '[DONE]' ] && [ "$(data | wc -l)" = 4 ] || fail "usage: the usage chunk $(data | tail -n 2)"
+# not asked for: no usage at all (nor "usage": null), whatever the knobs
+for body in '{"model":"m","stream":true}' \
+    '{"stream_options":{"include_usage":false}}' \
+    '{"stream_options":{"include_usage":"true"}}' \
+    '{"messages":[{"role":"user","content":"\"stream_options\":{\"include_usage\":true}"}]}' \
+    '{"metadata":{"stream_options":{"include_usage":true}}}' \
+    '{"stream_options":{"include_usage":true}'; do
+    req unasked '/v1/chat/completions?gap=0&n=2&prompt_tokens=11' -H 'Content-Type: application/json' -d "$body"
+    [ "$CODE" = 200 ] && [ "$(items)" = 2 ] && ! grep -q usage "$B" && [ "$(data | tail -n 1)" = '[DONE]' ] ||
+        fail "usage not asked for ($body): $(tail -c 300 "$B")"
+done
+req unasked '/v1/chat/completions?gap=0&n=2' # a GET has no body
+! grep -q usage "$B" || fail "usage: a GET"
+# the prompt by default: the body's bytes / 4, rounded up; an empty answer
+# (n=0) still has its finish, then the usage
+req udefault '/v1/chat/completions?n=0' -H 'Content-Type: application/json' -d "$ASK"
+P=$(((${#ASK} + 3) / 4))
+data | sed -n 1p | grep -q '"choices":\[{"index":0,"delta":{},"finish_reason":"stop"}\],"usage":null}$' &&
+    data | sed -n 2p | grep -q "\"usage\":{\"prompt_tokens\":$P,\"completion_tokens\":0,\"total_tokens\":$P," ||
+    fail "usage: the default prompt ($P): $(data)"
+# the body as HTTP/1.1 chunks: read across their framing
+if [ "$LP" = h1 ]; then
+    req uchunked '/v1/chat/completions?gap=0&n=1&prompt_tokens=3' -H 'Transfer-Encoding: chunked' \
+        -H 'Content-Type: application/json' -d "$ASK"
+    grep -q '"choices":\[\],"usage":{"prompt_tokens":3,' "$B" || fail "usage: chunked body $(data)"
+fi
+# no final usage from a stream that never reached its end: dropped, cut,
+# stalled, slower than the client, or ended by an in-band error
+req udrop '/v1/chat/completions?drop_after=2&gap=100&n=5&prompt_tokens=11' -d "$ASK"
+[ "$RC" != 0 ] && [ "$(items)" = 2 ] && ! grep -q '"choices":\[\]' "$B" && ! grep -q DONE "$B" ||
+    fail "usage: dropped stream rc=$RC $(tail -c 300 "$B")"
+req ucut '/v1/chat/completions?cut_at=1&gap=0&n=3' -d "$ASK"
+[ "$RC" = 0 ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: cut stream"
+req ustall '/v1/chat/completions?gap=0&n=3&stall=forever&stall_after=1' -d "$ASK" -m 0.5
+[ "$RC" = 28 ] && [ "$(items)" = 1 ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: stalled stream rc=$RC"
+req uslow '/v1/chat/completions?first_delay=2000&n=1' -d "$ASK" -m 0.3
+[ "$RC" = 28 ] && ! grep -q usage "$B" 2>/dev/null || fail "usage: first token past the client's clock rc=$RC"
+req uerr '/v1/chat/completions?error_at=1&error_then_done=1&gap=0&n=3' -d "$ASK"
+[ "$(data | tail -n 1)" = '[DONE]' ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: after an in-band error"
+pass "usage: OpenAI's usage chunk, only when asked, never after a break"
+
 # ---- in-band errors inside a 200 stream, in each format's own shape
 req err1 '/v1/chat/completions?n=5&gap=0&error_at=2'
 [ "$CODE" = 200 ] && [ "$(items)" = 2 ] &&

@@ -249,6 +249,47 @@ async function ollamaText(scenario, t0) {
 // exactly as the SDK gives them, so a figure that is missing, misplaced or
 // differently shaped shows in the line.
 
+// openai: the helper (chat.completions.stream), which wants the role
+// chunk OpenAI always sends first (role_chunk=1) and a finish_reason, and
+// merges the usage chunk into finalChatCompletion() only when the chunk
+// has the stream's id; or (@raw) the raw stream of create(), whose last
+// chunk with a usage is the one to read.  With @ask false the request does
+// not ask for usage.  usage_nulls: chunks carrying "usage": null;
+// usage_chunk_choices: the usage chunk's choices.
+function openaiUsage(ask, raw) {
+  const f = async (scenario, t0) => {
+    const client = openaiClient(scenario);
+    const body = {
+      model: 'sg-fakemodel',
+      messages: [{ role: 'user', content: 'hi' }],
+      ...(ask ? { stream_options: { include_usage: true } } : {}),
+    };
+    const stream = raw
+      ? await client.chat.completions.create({ ...body, stream: true })
+      : client.chat.completions.stream(body);
+    stream.t0 = t0;
+    let nulls = 0;
+    let usage = null;
+    let usageChoices = null;
+    const acc = await collect(stream, (chunk) => {
+      if (Object.hasOwn(chunk, 'usage') && chunk.usage === null) {
+        nulls++;
+      } else if (chunk.usage) {
+        usage = chunk.usage;
+        usageChoices = chunk.choices;
+      }
+      return chunk.choices?.[0]?.delta?.content ?? '';
+    });
+    if (!raw) {
+      usage = (await stream.finalChatCompletion()).usage ?? null;
+    }
+    acc.report = { usage, usage_nulls: nulls, usage_chunk_choices: usageChoices };
+    return acc;
+  };
+  f.profile = 'openai';
+  return f;
+}
+
 // The Responses API through its helper (responses.stream): the usage of
 // finalResponse(), which is response.completed's; and response.created's.
 async function responsesUsage(scenario, t0) {
@@ -372,6 +413,9 @@ await run('ollama status 404', 'status=404&format=ollama', ollamaText);
 // usage: 3 tokens streamed, 11 prompt tokens of which 4 cached, 2 hidden
 // reasoning tokens - each SDK must read exactly these figures
 const USAGE = 'n=3&gap=0&prompt_tokens=11&cached_tokens=4&reasoning_tokens=2';
+await run('openai usage', `${USAGE}&role_chunk=1`, openaiUsage(true, false));
+await run('openai usage, raw stream', USAGE, openaiUsage(true, true));
+await run('openai usage not asked for', `${USAGE}&role_chunk=1`, openaiUsage(false, false));
 await run('responses usage', USAGE, responsesUsage);
 await run('anthropic usage', USAGE, anthropicUsage);
 await run('gemini usage', USAGE, geminiUsage);

@@ -90,6 +90,21 @@ static void end_sse_item(exchange *ex, size_t event_start, size_t data_start,
     pad_event(ex, event_start);
 }
 
+/* OpenAI: what ends each chunk when the request asks for usage. */
+static const char *usage_null(const exchange *ex) {
+    return ex->include_usage ? ",\"usage\":null" : "";
+}
+
+/* OpenAI: a chunk without a token - the role first, or the finish. */
+static void openai_chunk(exchange *ex, const char *delta, const char *finish) {
+    sg_fm_buf_printf(
+        &ex->pend,
+        "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion.chunk\","
+        "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
+        "\"index\":0,\"delta\":%s,\"finish_reason\":%s}]%s}\n\n",
+        (unsigned long long)ex->id, delta, finish, usage_null(ex));
+}
+
 static void emit_item(exchange *ex) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
         bedrock_item(ex);
@@ -167,7 +182,14 @@ static void emit_item(exchange *ex) {
     }
     case SG_FM_FMT_SSE:
     default: {
-        static const char suffix[] = "\"},\"finish_reason\":null}]";
+        /* The last token says the model finished (OpenAI says it in a
+         * chunk of its own, with an empty delta; here n stays the number
+         * of events) - openai-node's helper wants a finish_reason.  Every
+         * chunk has "usage": null when the request asks for usage. */
+        bool last = !ex->sc.runaway && i + 1 == ex->sc.n;
+        char suffix[64];
+        int sl = snprintf(suffix, sizeof(suffix), "\"},\"finish_reason\":%s}]%s",
+                          last ? "\"stop\"" : "null", usage_null(ex));
         start = ex->pend.off + ex->pend.len;
         sg_fm_buf_printf(
             &ex->pend,
@@ -175,7 +197,7 @@ static void emit_item(exchange *ex) {
             "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
             "\"index\":0,\"delta\":{\"content\":\"tok%lld",
             id, i);
-        end_sse_item(ex, start, start, suffix, sizeof(suffix) - 1);
+        end_sse_item(ex, start, start, suffix, (size_t)sl);
         break;
     }
     }
@@ -339,12 +361,7 @@ void emit_prelude(exchange *ex) {
     if (ex->sc.format == SG_FM_FMT_SSE && ex->sc.role_chunk) {
         /* OpenAI's first chunk: the role, no content yet */
         size_t before = ex->pend.len;
-        sg_fm_buf_printf(&ex->pend,
-                         "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion."
-                         "chunk\",\"created\":1700000000,\"model\":\"sg-fakemodel\","
-                         "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-                         "\"content\":\"\"},\"finish_reason\":null}]}\n\n",
-                         (unsigned long long)ex->id);
+        openai_chunk(ex, "{\"role\":\"assistant\",\"content\":\"\"}", "null");
         pend_count_since(ex, before);
         return;
     }
@@ -371,8 +388,25 @@ void emit_prelude(exchange *ex) {
     pend_count_since(ex, before);
 }
 
-/* The end of the stream, with the final usage where the format has it. */
-static void emit_end(exchange *ex) {
+/* OpenAI's end: the finish in a chunk of its own when no token carried
+ * it (an empty answer), the usage chunk when the request asks for it,
+ * [DONE] (not with no_done).  After an in-band error only the [DONE] that
+ * error_then_done asks for. */
+static void openai_end(exchange *ex, bool after_error) {
+    if (!after_error && ex->items == 0) {
+        openai_chunk(ex, "{}", "\"stop\"");
+    }
+    if (!after_error && ex->include_usage) {
+        usage_openai_chunk(ex, &ex->pend);
+    }
+    if (!ex->sc.no_done) {
+        sg_fm_buf_append(&ex->pend, LIT("data: [DONE]\n\n"));
+    }
+}
+
+/* The end of the stream, with the final usage where the format has it;
+ * @after_error: after an in-band error (error_then_done). */
+static void emit_end(exchange *ex, bool after_error) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
         bedrock_end(ex);
         return;
@@ -381,10 +415,15 @@ static void emit_end(exchange *ex) {
         responses_end(ex);
         return;
     }
+    size_t before = ex->pend.len;
+    if (ex->sc.format == SG_FM_FMT_SSE) {
+        openai_end(ex, after_error);
+        pend_count_since(ex, before);
+        return;
+    }
     if (ex->sc.no_done) {
         return;
     }
-    size_t before = ex->pend.len;
     switch (ex->sc.format) {
     case SG_FM_FMT_GEMINI: {
         /* the last chunk: no text, a finishReason, the final usage */
@@ -422,9 +461,7 @@ static void emit_end(exchange *ex) {
         sg_fm_buf_append(&ex->pend, LIT("}\n\nevent: message_stop\ndata: {\"type\":"
                                         "\"message_stop\"}\n\n"));
         break;
-    case SG_FM_FMT_SSE:
     default:
-        sg_fm_buf_append(&ex->pend, "data: [DONE]\n\n", 14);
         break;
     }
     pend_count_since(ex, before);
@@ -638,7 +675,7 @@ void ex_step(exchange *ex) {
                 /* a failure reported inside the stream, then its end */
                 emit_error(ex);
                 if (ex->sc.error_then_done) {
-                    emit_end(ex);
+                    emit_end(ex, true);
                 }
                 ex->reason = "in_band_error";
                 ex->eof_pending = 1;
@@ -670,7 +707,7 @@ void ex_step(exchange *ex) {
             }
             if (!ex->sc.runaway && ex->sc.n == 0) {
                 /* n=0: an empty answer - the prelude, then the end */
-                emit_end(ex);
+                emit_end(ex, false);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
                 if (end_body(ex, now)) {
                     break; /* lingering: on to the timers */
@@ -688,7 +725,7 @@ void ex_step(exchange *ex) {
                 log_ex(ex, SG_FM_EV_FIRST_ITEM_SENT, "\"items\":1");
             }
             if (!ex->sc.runaway && ex->items >= ex->sc.n) {
-                emit_end(ex);
+                emit_end(ex, false);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
                 if (end_body(ex, now)) {
                     break; /* lingering: on to the timers */

@@ -566,6 +566,9 @@ void ex_begin(exchange *ex) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }
+    /* OpenAI's usage chunk only when the body asks for it, as OpenAI */
+    ex->include_usage =
+        ex->sc.format == SG_FM_FMT_SSE && sg_fm_body_asks_usage(&ex->body_scan);
     bool fails = ex->sc.status > 0 && ex->sc.status != 200;
     if (fails || ex->sc.refuse || ex->sc.goaway || ex->sc.tail_first > 0) {
         uint64_t count = sg_fm_key_count(ex->key); /* once per request */

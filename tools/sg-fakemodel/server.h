@@ -79,6 +79,7 @@ struct exchange {
     int expect_continue;
     uint64_t body_bytes;
     sg_fm_body_scan body_scan; /* does the body ask for OpenAI's usage chunk */
+    int include_usage;         /* it did (set when the request is complete) */
     uint64_t header_bytes;     /* the request's field names and values, summed */
     int64_t t_received;
     /* The response. */
@@ -212,6 +213,9 @@ const char *bedrock_error_type_for_status(int status);
 /* ------------------------------------------------------------ usage.c */
 
 /* Each appends the usage of @ex so far in one provider's shape. */
+/* OpenAI Chat Completions: the whole chunk after the last token (choices
+ * [], the stream's id), when the request asks for it. */
+void usage_openai_chunk(const exchange *ex, sg_fm_buf *b);
 /* The Responses API: the `usage` object of response.completed. */
 void usage_responses(const exchange *ex, sg_fm_buf *b);
 /* Anthropic's usage object: message_start's (@final false: output_tokens

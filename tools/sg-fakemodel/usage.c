@@ -27,6 +27,21 @@ static usage usage_of(const exchange *ex) {
     return u;
 }
 
+void usage_openai_chunk(const exchange *ex, sg_fm_buf *b) {
+    usage u = usage_of(ex);
+    sg_fm_buf_printf(
+        b,
+        "data: "
+        "{\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion.chunk\",\"created\":"
+        "1700000000,\"model\":\"sg-fakemodel\",\"choices\":[],\"usage\":{"
+        "\"prompt_tokens\":%lld,\"completion_tokens\":%lld,\"total_tokens\":%lld,"
+        "\"prompt_tokens_details\":{\"cached_tokens\":%lld,\"audio_tokens\":0},"
+        "\"completion_tokens_details\":{\"reasoning_tokens\":%lld,\"audio_tokens\":0,"
+        "\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}\n\n",
+        (unsigned long long)ex->id, u.input, u.output, u.input + u.output, u.cached,
+        u.reasoning);
+}
+
 void usage_responses(const exchange *ex, sg_fm_buf *b) {
     usage u = usage_of(ex);
     sg_fm_buf_printf(b,
