@@ -100,6 +100,44 @@ log_count() {
 }
 
 case "$prog:$scenario" in
+hello:ok)
+    # The README's first program: each item printed as it arrives (the
+    # role chunk is metadata, held and delivered with the first token),
+    # then the outcome and the report; exit 0.
+    run 0 "$base/v1/chat/completions?n=5&gap=10&role_chunk=1"
+    for i in 0 1 2 3 4; do
+        expect "\"delta\":{\"content\":\"tok$i\"}"
+    done
+    expect "outcome=ok"
+    expect 'report: {"version":1,"label":null,"finished":true,"outcome":"ok"'
+    expect '"method":"POST","idempotency_key":true'
+    expect '"granted_ms":{"connect":null,"attempt":30000,"first_item":10000,"idle":2000,'
+    check "six items printed (the role chunk and five tokens)" \
+        [ "$(grep -c '^{"id":"chatcmpl' "$out")" -eq 6 ]
+    expect_log "event=received" '"method":"POST"'
+    expect_log "event=received" '"idempotency_key":"hello-7f3a"'
+    expect_log "event=received" '"body_bytes":84'
+    ;;
+hello:idle_timeout)
+    # Two tokens, then keepalive comments only: the 2 s idle clock ends it,
+    # partial (never retried): exit 1.
+    run 1 "$base/v1/chat/completions?n=9&gap=10&stall_after=2&stall=forever&keepalive=50"
+    expect "\"content\":\"tok1\""
+    expect_not "tok2"
+    expect "outcome=idle_timeout no next item in 2000 ms"
+    expect '"reason":"partial_stream","partial":true'
+    check "one request: a partial stream is not retried" \
+        [ "$(log_count "event=received" '"event":"received"')" -eq 1 ]
+    ;;
+hello:http_error)
+    # A final status: the answer, not a failure of the call - exit 1, with
+    # the status in words; usage errors exit 2.
+    run 1 "$base/v1/chat/completions?status=401"
+    expect "outcome=http_error HTTP 401"
+    expect '"reason":"final_status"'
+    run 2 "ftp://127.0.0.1:$FM_PORT/"
+    expect "hello: invalid argument"
+    ;;
 own_loop:ok)
     run 0 "$FM_PORT" "/v1/chat/completions?n=5&gap=10"
     expect "item 4:"

@@ -19,6 +19,8 @@
  *     item but what end_at_eof lets through;
  *   - the verdict is one of ok, truncated, protocol_error, provider_error,
  *     and a provider error says so (sg_stream_provider_error).
+ *
+ * sg-parts: eventstream (the Bedrock profiles read event streams)
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/sg-fakemodel/http1.c"
+#include "../tools/common/http1.c"
 #include "../tools/sg-fakemodel/scenario.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

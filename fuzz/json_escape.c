@@ -1,9 +1,9 @@
 /*
- * Fuzz target: sg_json_escape, the JSON string writer of the report and of
+ * Fuzz target: sgx_json_escape, the JSON string writer of the report and of
  * `sg-stream --output jsonl`.
  *
  * Input: any bytes.  Invariants (abort on violation):
- *   - the literal fits SG_JSON_ESCAPE_MAX and is written exactly where it
+ *   - the literal fits SGX_JSON_ESCAPE_MAX and is written exactly where it
  *     says (the bytes after it untouched);
  *   - into every smaller buffer, the same bytes as far as they fit and the
  *     same length returned (the bounded path agrees with the direct one);
@@ -19,7 +19,7 @@
 
 #include <streamguard/core.h>
 
-#include "core/internal.h"
+#include "sgx/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -47,12 +47,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 4096) {
         return 0;
     }
-    size_t max = SG_JSON_ESCAPE_MAX(size);
+    size_t max = SGX_JSON_ESCAPE_MAX(size);
     char *out = malloc(max + 8);
     char *cut = malloc(max + 8);
     check(out != NULL && cut != NULL);
     memset(out, 0x5a, max + 8);
-    size_t n = sg_json_escape(out, max, (const char *)data, size);
+    size_t n = sgx_json_escape(out, max, (const char *)data, size);
     check(n >= size + 2 && n <= max);
     for (size_t i = n; i < max + 8; i++) {
         check((unsigned char)out[i] == 0x5a);
@@ -75,18 +75,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     for (size_t cap = 0; cap < n; cap = cap * 2 + 1) {
         memset(cut, 0x5a, max + 8);
-        check(sg_json_escape(cut, cap, (const char *)data, size) == n);
+        check(sgx_json_escape(cut, cap, (const char *)data, size) == n);
         check(memcmp(cut, out, cap) == 0);
         check((unsigned char)cut[cap] == 0x5a);
     }
-    int best = sg__json_escape_path(0);
+    int best = sgx_json_escape_path(0);
     for (int path = 1; path < best; path++) {
-        sg__json_escape_path(path);
+        sgx_json_escape_path(path);
         memset(cut, 0x5a, max + 8);
-        check(sg_json_escape(cut, max, (const char *)data, size) == n);
+        check(sgx_json_escape(cut, max, (const char *)data, size) == n);
         check(memcmp(cut, out, max + 8) == 0);
     }
-    sg__json_escape_path(0);
+    sgx_json_escape_path(0);
     free(out);
     free(cut);
     return 0;

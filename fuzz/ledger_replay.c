@@ -34,6 +34,7 @@
 #include <streamguard/ledger.h>
 
 #include "ledger/internal.h"
+#include "sgx/ledger_line.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -92,8 +93,8 @@ typedef struct listing {
 
 static int on_entry(const sg_ledger_entry *e, void *ud) {
     listing *ls = ud;
-    char line[SG_LEDGER_LINE_MAX];
-    int n = sg_ledger_format_unresolved_line(e, line, sizeof(line));
+    char line[SGX_LEDGER_LINE_MAX];
+    int n = sgx_ledger_format_unresolved_line(e, line, sizeof(line));
     check(n > 0, "every entry formats");
     for (int i = 0; i < n; i++) {
         ls->hash = (ls->hash ^ (unsigned char)line[i]) * 0x100000001b3ULL;

@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/sg-fakemodel/http1.c"
+#include "../tools/common/http1.c"
 #include "../tools/sg-proxy/request.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -21,7 +21,7 @@
 
 #include <streamguard/framing.h>
 
-#include "core/internal.h"
+#include "sgx/simd.h"
 #include "split_feed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -172,9 +172,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t n = size - 9;
 
     run(&cfg, max_line, max_event, body, n, NULL, 0, &whole);
-    sg__simd_limit((data[0] & 64) ? SG__SIMD_SSE2 : 0);
+    sgx_simd_limit((data[0] & 64) ? SGX_SIMD_SSE2 : 0);
     run(&cfg, max_line, max_event, body, n, sizes, 8, &split);
-    sg__simd_limit(0);
+    sgx_simd_limit(0);
     same(&whole, &split);
     if (n <= 4096) {
         static const uint8_t one[1] = {0};

@@ -18,8 +18,9 @@ packages=(
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,
   # clang's sanitizer and libFuzzer runtimes
   libcmocka-dev curl nghttp2-server nghttp2-client valgrind libclang-rt-14-dev
-  # clang-format for the house style; groff to check sg-stream's man page
-  clang-format groff-base
+  # clang-format for the house style; groff to check sg-stream's man page;
+  # libabigail's abidw and abidiff for the ABI check (scripts/abi.sh)
+  clang-format groff-base abigail-tools
   # the tests' own tools: python3 (an independent event-stream decoder, slow
   # and raw clients), jq (reading report lines)
   python3 jq

@@ -475,34 +475,6 @@ SG_EXTERN void sg_mem_init(sg_mem *mem,
                            void *(*resize)(void *ptr, size_t size, void *user_data),
                            void *user_data);
 
-/* ------------------------------------------------------------------------
- * JSON strings
- * ------------------------------------------------------------------------ */
-
-/** Room that always suffices for sg_json_escape of @len bytes. */
-#define SG_JSON_ESCAPE_MAX(len) (6 * (size_t)(len) + 2)
-
-/**
- * sg_json_escape - @p[0..@len) as a JSON string literal (RFC 8259 §7),
- * quotes included, into @dst - as the execution report escapes strings:
- * '"', '\\' and control characters (and DEL) escaped, valid UTF-8 passed
- * through, each byte of an invalid UTF-8 sequence (overlong forms,
- * surrogates, code points above U+10FFFF) written as `\ufffd`.  Not
- * NUL-terminated.
- *
- * @dst: at most @cap bytes are written, and never a byte past the literal;
- *   SG_JSON_ESCAPE_MAX(@len) always suffices.  @p may be NULL when @len
- *   is 0.
- *
- * With room for the worst case it escapes straight into @dst, 8 bytes at a
- * time where the CPU has SSSE3 (chosen at run time), else 16 bytes at a
- * time for runs that need no escape.
- *
- * Returns the length of the whole literal.  When it is larger than @cap
- * the literal was cut at @cap bytes (call again with more room).
- * Thread-safety: reentrant.
- */
-SG_EXTERN size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len);
 
 #ifdef __cplusplus
 }

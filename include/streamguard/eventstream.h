@@ -219,7 +219,9 @@ SG_EXTERN size_t sg_es_buffer_size(const sg_es_config *cfg);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL   @dec or @buf is NULL;
- *   SG_ENOBUFS  @buf_size is smaller than sg_es_buffer_size(@cfg).
+ *   SG_ENOBUFS  @buf_size is smaller than sg_es_buffer_size(@cfg);
+ *   SG_EUNSUPPORTED  the library was built without event-stream framing
+ *               (SG_WITH_EVENTSTREAM=OFF).
  */
 SG_EXTERN int sg_es_init(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
                          void *buf, size_t buf_size);

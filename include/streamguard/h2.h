@@ -524,17 +524,6 @@ SG_EXTERN const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len);
  */
 SG_EXTERN int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed);
 
-/**
- * sg_h2_connection_specific - whether the request field @name: @value is
- * one HTTP/2 does not carry (RFC 9113 §8.2.2): connection, keep-alive,
- * proxy-connection, transfer-encoding, upgrade, or a te other than
- * "trailers" (names and that value compared without regard to case).
- * sg_h2_stream_start refuses such a field; a caller turning HTTP/1.1
- * headers into HTTP/2 ones leaves them out.  NULL is never one.
- * Thread-safety: any thread.
- */
-SG_EXTERN bool sg_h2_connection_specific(const char *name, const char *value);
-
 #ifdef __cplusplus
 }
 #endif

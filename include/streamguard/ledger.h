@@ -70,9 +70,6 @@ extern "C" {
 /** Most intent connections a PostgreSQL handle may have
  *  (sg_ledger_options_set_intent_connections). */
 #define SG_LEDGER_INTENT_CONNECTIONS_MAX 64
-/** Room for any line sg_ledger_format_unresolved_line writes, NUL included. */
-#define SG_LEDGER_LINE_MAX \
-    (SG_LEDGER_KEY_MAX + SG_LEDGER_METHOD_MAX + SG_LEDGER_URL_MAX + 128)
 
 /* ------------------------------------------------------------------------
  * Options
@@ -197,7 +194,8 @@ typedef struct sg_ledger sg_ledger;
  *                more than max_live unresolved operations at once;
  *   PostgreSQL:  SG_ECONNECT (could not connect), SG_ETIMEDOUT (not within
  *                the timeout), SG_ESTATE (no ledger schema), SG_EUNSUPPORTED
- *                (its schema is newer than this library's).
+ *                (its schema is newer than this library's, or the library
+ *                was built without PostgreSQL: SG_WITH_POSTGRESQL=OFF).
  */
 SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
                              const sg_ledger_options *opts);
@@ -212,7 +210,9 @@ SG_EXTERN int sg_ledger_open(sg_ledger **out, const char *dir,
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL        @location is NULL or empty;
- *   SG_EUNSUPPORTED  the database has a newer schema (left as it is);
+ *   SG_EUNSUPPORTED  the database has a newer schema (left as it is), or
+ *                    the library was built without PostgreSQL
+ *                    (SG_WITH_POSTGRESQL=OFF);
  *   SG_ECONNECT, SG_ECONNRESET, SG_ETIMEDOUT, SG_EIO  the database could
  *                    not be reached, went away, took too long, or refused
  *                    (e.g. no privilege to create tables): nothing applied;
@@ -601,27 +601,6 @@ SG_EXTERN int sg_ledger_sync(sg_ledger *l, int64_t max_wait_ns);
  *   SG_ELOCKED another thread held the handle past the lock timeout.
  */
 SG_EXTERN int sg_ledger_get_stats(sg_ledger *l, sg_ledger_stats *out);
-
-/**
- * sg_ledger_format_unresolved_line - the line `sg-stream --ledger DIR
- * --unresolved` prints for @e, NUL-terminated, without a newline.  Fields
- * are separated by one space and none contains a space:
- *
- *   KEY METHOD URL FIRST_SEEN ATTEMPTS LAST_OUTCOME STATE
- *
- * FIRST_SEEN is RFC 3339 UTC with milliseconds (2026-11-29T15:20:40.123Z);
- * ATTEMPTS a decimal count; LAST_OUTCOME the latest attempt's outcome name,
- * or "none" when no attempt was recorded; STATE "pending" or "unknown".
- *
- * Returns the length written (NUL not counted) if it succeeds, or one of
- * the following negative error codes:
- *   SG_EINVAL   @e or @buf is NULL;
- *   SG_ENOBUFS  @len is too small (SG_LEDGER_LINE_MAX always fits); @buf
- *               then holds a truncated, NUL-terminated prefix.
- * Thread-safety: reentrant.
- */
-SG_EXTERN int sg_ledger_format_unresolved_line(const sg_ledger_entry *e, char *buf,
-                                               size_t len);
 
 #ifdef __cplusplus
 }

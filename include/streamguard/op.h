@@ -448,21 +448,6 @@ SG_EXTERN int sg_op_observer_set_async_intent(sg_op_observer *obs,
                                               sg_op_poll_intent_cb poll,
                                               sg_op_abandon_intent_cb abandon);
 
-/**
- * sg_json_fwrite_string - writes @p[0..@len) to @f as a JSON string literal,
- * quotes included, escaped as the report escapes strings: '"', '\\' and
- * control characters escaped, valid UTF-8 passed through, each byte of an
- * invalid UTF-8 sequence written as `\ufffd` - sg_json_escape()
- * (<streamguard/core.h>) to a FILE.  A literal longer than 1 KiB is built
- * in a buffer allocated for the call.
- *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @f is NULL, or @p is NULL while @len > 0;
- *   SG_EIO     writing to @f failed, or no memory for a long literal.
- * Thread-safety: as stdio's for @f.
- */
-SG_EXTERN int sg_json_fwrite_string(FILE *f, const char *p, size_t len);
-
 #ifdef __cplusplus
 }
 #endif

@@ -369,7 +369,9 @@ SG_EXTERN size_t sg_stream_buffer_size(const sg_stream_config *cfg);
  *   SG_EINVAL   @s or @buf is NULL;
  *   SG_ERANGE   the limits of @cfg together need more than a size_t holds
  *               (a 32-bit system);
- *   SG_ENOBUFS  @buf_size is too small.
+ *   SG_ENOBUFS  @buf_size is too small;
+ *   SG_EUNSUPPORTED  SG_FORMAT_EVENTSTREAM in a library built without it
+ *               (SG_WITH_EVENTSTREAM=OFF).
  * On success @s is reset: no attempt runs until sg_stream_begin.
  * Thread-safety: touches only @s and @buf.
  */
@@ -395,7 +397,7 @@ SG_EXTERN int sg_stream_init(sg_stream *s, const sg_stream_config *cfg,
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL   @s is NULL;
- *   SG_ERANGE   as sg_stream_init.
+ *   SG_ERANGE, SG_EUNSUPPORTED  as sg_stream_init.
  * Nothing is allocated here.  Free what the stream holds with
  * sg_stream_release once it is no longer used; sg_stream_end frees it too
  * (nothing of a body is kept past its end).  @s must not be moved or

@@ -58,34 +58,6 @@ static inline bool sg__guard_started(const sg_guard *g) {
     return g != NULL && g->state_ != 0;
 }
 
-/* The x86-64 vector levels the scanners choose from at run time, slowest
- * first (elsewhere, SSE2 names the portable code).  Each includes the ones
- * before it, and from SSSE3 on also POPCNT; AVX2 also BMI2, AVX512BW also
- * AVX512VL. */
-enum {
-    SG__SIMD_SSE2 = 1,
-    SG__SIMD_SSSE3,
-    SG__SIMD_AVX2,
-    SG__SIMD_AVX512BW,
-    SG__SIMD_AVX512VBMI2,
-};
-/* The level in use: the CPU's best (asked once), or the limit if lower.
- * Inline: a scanner may ask per call. */
-extern int sg__simd_now; /* 0: not asked yet */
-int sg__simd_ask(void);
-static inline int sg__simd_level(void) {
-    int level = __atomic_load_n(&sg__simd_now, __ATOMIC_RELAXED);
-    return level != 0 ? level : sg__simd_ask();
-}
-/* Caps the level at @max (> 0; for tests and benchmarks, set while nothing
- * scans), 0 lifts the cap.  Returns the level now in use. */
-int sg__simd_limit(int max);
-
-/* The sg_json_escape path in use: 1 SSE2 (and bytes), 2 SSSE3, 3 AVX-512.
- * @max > 0 limits it to that one at most (for tests and benchmarks, set
- * while nothing escapes); 0 lifts the limit.  Returns the path now used. */
-int sg__json_escape_path(int max);
-
 /* A token's byte (tchar, RFC 9110 §5.6.2): HTTP methods, field names. */
 static inline bool sg__tchar(unsigned char c) {
     if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')) {

@@ -1,6 +1,8 @@
 /*
  * Incremental AWS event-stream decoder (application/vnd.amazon.eventstream),
- * sans-I/O and allocation-free; CRC32 is zlib's.
+ * sans-I/O and allocation-free; CRC32 is zlib's.  A library built without
+ * event-stream framing (SG_WITH_EVENTSTREAM=OFF: no zlib) makes no
+ * decoder: sg_es_init says SG_EUNSUPPORTED, so nothing reaches a CRC.
  *
  * A message whose prelude starts a feed and whose last byte is in the same
  * feed is checked and delivered in place: one crc32() pass over it, one walk
@@ -12,7 +14,9 @@
 #include <stdint.h>
 #include <string.h>
 
-#include <zlib.h>
+#ifdef SG_HAVE_EVENTSTREAM
+#    include <zlib.h>
+#endif
 
 #include <streamguard/framing.h>
 
@@ -31,7 +35,13 @@ static uint32_t be32(const unsigned char *p) {
 
 /* zlib's crc32 takes a uInt length; a message is at most 16 MiB. */
 static unsigned long es_crc(unsigned long crc, const unsigned char *p, size_t n) {
+#ifdef SG_HAVE_EVENTSTREAM
     return crc32(crc, p, (uInt)n);
+#else
+    (void)p;
+    (void)n;
+    return crc; /* never called: without zlib no decoder is made (es_init) */
+#endif
 }
 
 static int es_limits(const sg_es_config *cfg, size_t *max_message, size_t *max_headers) {
@@ -68,6 +78,9 @@ static bool es_valid(const sg_es_decoder *d) {
  * grows from @mem as a message that spans feeds needs it. */
 static int es_init(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,
                    void *buf, size_t buf_size, const sg_mem *mem) {
+#ifndef SG_HAVE_EVENTSTREAM
+    return SG_EUNSUPPORTED; /* built without event-stream framing */
+#endif
     size_t mm;
     size_t mh;
     int rc = es_limits(cfg, &mm, &mh);

@@ -5,7 +5,7 @@
 
 #include <stdint.h>
 
-#include "core/internal.h"
+#include "sgx/simd.h"
 #include "framing/mem.h"
 
 void sg__lines_init(sg__lines *ls, char *buf, size_t cap) {
@@ -57,10 +57,10 @@ bool sg__lines_partial(const sg__lines *ls) {
 
 sg__lines_eol_fn sg__lines_eol_at(int level) {
 #ifdef SG__LINES_WIDE
-    if (level >= SG__SIMD_AVX512BW) {
+    if (level >= SGX_SIMD_AVX512BW) {
         return sg__eol_avx512;
     }
-    if (level >= SG__SIMD_AVX2) {
+    if (level >= SGX_SIMD_AVX2) {
         return sg__eol_avx2;
     }
 #endif

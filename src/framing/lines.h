@@ -54,10 +54,10 @@ void sg__lines_reset(sg__lines *ls);
 bool sg__lines_partial(const sg__lines *ls);
 
 /* The first CR or LF in [p, end), or end, at the widest vector level the
- * CPU has (sg__simd_level): 64 bytes per branch, and no byte read past end.
+ * CPU has (sgx_simd_level): 64 bytes per branch, and no byte read past end.
  * Asked once per chunk, called per line. */
 typedef const char *(*sg__lines_eol_fn)(const char *p, const char *end);
-/* The search for @level (sg__simd_level()). */
+/* The search for @level (sgx_simd_level()). */
 sg__lines_eol_fn sg__lines_eol_at(int level);
 
 #ifdef SG__LINES_SSE2

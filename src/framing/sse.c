@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "sgx/simd.h"
 #include "core/internal.h"
 #include "framing/lines.h"
 #include "framing/mem.h"
@@ -528,13 +529,13 @@ sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
 }
 #endif
 
-/* The fast path for the CPU's vector level (sg__simd_level). */
+/* The fast path for the CPU's vector level (sgx_simd_level). */
 static sse_fast_fn sse_fast_for(int level) {
 #ifdef SG__LINES_WIDE
-    if (level >= SG__SIMD_AVX512BW) {
+    if (level >= SGX_SIMD_AVX512BW) {
         return sse_fast_avx512;
     }
-    if (level >= SG__SIMD_AVX2) {
+    if (level >= SGX_SIMD_AVX2) {
         return sse_fast_avx2;
     }
 #endif
@@ -547,7 +548,7 @@ static sse_fast_fn sse_fast_for(int level) {
  * needs no register saves. */
 static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
                                              size_t len) {
-    const int level = sg__simd_level();
+    const int level = sgx_simd_level();
     const sg__lines_eol_fn eol = sg__lines_eol_at(level);
     const sse_fast_fn sse_fast = sse_fast_for(level);
     size_t done = 0;

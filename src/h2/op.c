@@ -14,6 +14,7 @@
  */
 #include "h2/internal.h"
 #include "core/internal.h"
+#include "sgx/fields.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -411,21 +412,6 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
         memcpy(p, req->body, req->body_len);
     }
     return 0;
-}
-
-bool sg_h2_connection_specific(const char *name, const char *value) {
-    static const char *const names[] = {"connection",       "keep-alive",
-                                        "proxy-connection", "transfer-encoding",
-                                        "upgrade",          NULL};
-    if (name == NULL || value == NULL) {
-        return false;
-    }
-    for (const char *const *n = names; *n != NULL; n++) {
-        if (strcasecmp(name, *n) == 0) {
-            return true;
-        }
-    }
-    return strcasecmp(name, "te") == 0 && strcasecmp(value, "trailers") != 0;
 }
 
 void sg__h2_op_release(sg_h2_op *op) {

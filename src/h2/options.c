@@ -6,6 +6,7 @@
  */
 #include "h2/internal.h"
 #include "core/internal.h"
+#include "sgx/fields.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -252,7 +253,7 @@ int sg_h2_request_set_authority(sg_h2_request *r, const char *authority) {
 
 int sg_h2_request_add_header(sg_h2_request *r, const char *name, const char *value) {
     if (r == NULL || name == NULL || value == NULL || !name_ok(name) ||
-        !value_ok(value) || sg_h2_connection_specific(name, value)) {
+        !value_ok(value) || sgx_h2_connection_specific(name, value)) {
         return SG_EINVAL;
     }
     if (r->nheaders == r->cap) {

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* The options (opaque to callers; options.c sets them, each checked as it
  * is set).  Zero is every default; sg_ledger_open applies them. */
@@ -371,11 +372,35 @@ int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, v
 int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
                             const char *url, int64_t until);
 
+/* Whether @location names the PostgreSQL backend (a postgresql:// or
+ * postgres:// URI), else a directory. */
+static inline bool sg__ledger_is_pg(const char *location) {
+    return strncmp(location, "postgresql://", 13) == 0 ||
+           strncmp(location, "postgres://", 11) == 0;
+}
+
 /* pg.c: the PostgreSQL backend.  @location is a postgresql:// or
- * postgres:// URI; @opts already checked, defaults applied. */
-bool sg__ledger_is_pg(const char *location);
+ * postgres:// URI; @opts already checked, defaults applied.  A library
+ * built without it (SG_WITH_POSTGRESQL=OFF: no libpq) refuses such a
+ * location with SG_EUNSUPPORTED. */
+#ifdef SG_HAVE_POSTGRESQL
 int sg__ledger_pg_open(sg_ledger **out, const char *location,
                        const sg_ledger_options *opts);
 int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts);
+#else
+static inline int sg__ledger_pg_open(sg_ledger **out, const char *location,
+                                     const sg_ledger_options *opts) {
+    (void)out;
+    (void)location;
+    (void)opts;
+    return SG_EUNSUPPORTED;
+}
+static inline int sg__ledger_pg_init_schema(const char *location,
+                                            const sg_ledger_options *opts) {
+    (void)location;
+    (void)opts;
+    return SG_EUNSUPPORTED;
+}
+#endif
 
 #endif

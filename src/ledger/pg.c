@@ -49,11 +49,6 @@ static const char schema_sql[] = {
 #include "pg_schema_v1.inc"
 };
 
-bool sg__ledger_is_pg(const char *location) {
-    return strncmp(location, "postgresql://", 13) == 0 ||
-           strncmp(location, "postgres://", 11) == 0;
-}
-
 static pg_ledger *state(sg_ledger *l) {
     return l->db_state;
 }

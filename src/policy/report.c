@@ -3,8 +3,8 @@
  * caller buffer (no allocation) or to a FILE.  Schema: docs/report.md.
  */
 #include "internal.h"
+#include "sgx/json.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 void sg__sink_put(sg__sink *s, const char *p, size_t n) {
@@ -44,31 +44,19 @@ void sg__sink_i64(sg__sink *s, int64_t v) {
     sg__sink_u64(s, (uint64_t)v);
 }
 
-/* A JSON string literal (core's sg_json_escape, the one escaping every
- * writer shares): straight into the caller's buffer, or through a buffer
- * of its own to a FILE - on the stack for the report's short strings. */
+/* A JSON string literal (sgx_json_escape, the one escaping every writer
+ * shares): straight into the caller's buffer, or to a FILE
+ * (sgx_json_fwrite_string; a FILE sink counts no length). */
 void sg__sink_json_string(sg__sink *s, const char *p, size_t n) {
     if (s->f == NULL) {
         /* Keep one byte for the NUL; count what does not fit. */
         size_t room = s->buf != NULL && s->pos + 1 < s->cap ? s->cap - 1 - s->pos : 0;
-        size_t len = sg_json_escape(room > 0 ? s->buf + s->pos : NULL, room, p, n);
+        size_t len = sgx_json_escape(room > 0 ? s->buf + s->pos : NULL, room, p, n);
         s->pos = s->pos > SIZE_MAX - len ? SIZE_MAX : s->pos + len;
         return;
     }
-    char stack[1024];
-    if (n > (SIZE_MAX - 2) / 6) {
+    if (!s->failed && sgx_json_fwrite_string(s->f, p, n) != 0) {
         s->failed = true;
-        return;
-    }
-    size_t need = SG_JSON_ESCAPE_MAX(n);
-    char *b = need <= sizeof(stack) ? stack : malloc(need);
-    if (b == NULL) {
-        s->failed = true;
-        return;
-    }
-    sg__sink_put(s, b, sg_json_escape(b, need, p, n));
-    if (b != stack) {
-        free(b);
     }
 }
 
@@ -362,13 +350,4 @@ int sg_op_report_fwrite(const sg_op *op, int64_t now, FILE *f) {
         return SG_EIO;
     }
     return 0;
-}
-
-int sg_json_fwrite_string(FILE *f, const char *p, size_t len) {
-    if (f == NULL || (p == NULL && len > 0)) {
-        return SG_EINVAL;
-    }
-    sg__sink s = {NULL, 0, 0, f, false};
-    sg__sink_json_string(&s, p != NULL ? p : "", len);
-    return s.failed || ferror(f) ? SG_EIO : 0;
 }

@@ -6,14 +6,9 @@
 # /metrics is labelled by route.  Against sg-fakemodel.
 # Usage: sg_proxy_config_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
-. "$dir/sg_proxy_lib.sh"
+px_upstream
 CFG=$FM_DIR/proxy.conf
 
 # config IDLE: two routes, the openai one with that idle clock

@@ -10,14 +10,10 @@
 #   invalid_request.
 # Usage: sg_proxy_errors_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
 dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
-. "$dir/sg_proxy_lib.sh"
+px_upstream
 
 # as_written NAME PROFILE PATH: the upstream's in-band error after two
 # tokens, through a proxy with PROFILE, must end the client's body as the

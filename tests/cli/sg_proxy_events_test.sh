@@ -8,14 +8,9 @@
 # provider's recorded stream is tests/unit/proxy_relay_test.c's.)
 # Usage: sg_proxy_events_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
-. "$dir/sg_proxy_lib.sh"
+px_upstream
 
 # get PORT PATH TAG: the answer's body into TAG.body.
 get() {

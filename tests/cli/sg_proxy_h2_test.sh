@@ -10,13 +10,9 @@
 # that has been serving.
 # Usage: sg_proxy_h2_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-. "$(dirname "$0")/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-. "$(dirname "$0")/sg_proxy_lib.sh"
-
-fm_start "$FM"
+px_upstream
 UP=https://127.0.0.1:$FM_PORT
 BODY='{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 

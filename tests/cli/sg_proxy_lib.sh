@@ -1,9 +1,23 @@
 # shellcheck shell=bash
-# Shared helpers for the sg-proxy tests (tests/cli/sg_proxy_test.sh,
-# tests/sdk/proxy_sdk_test.sh); sourced after fakemodel_lib.sh, not run.
-# PX must name the sg-proxy binary.  Each proxy listens on 127.0.0.1:0, its
-# stdout (the port, then the report lines) in $FM_DIR/NAME.out; every proxy
-# started is killed at exit, before the fake server's own cleanup.
+# Shared helpers for the sg-proxy tests (tests/cli/sg_proxy_*_test.sh,
+# tests/sdk/proxy_sdk_test.sh); sourced, not run, with the test's own
+# arguments:  . "$(dirname "$0")/sg_proxy_lib.sh" "$@"
+# It sets PX (the sg-proxy binary) and FM (sg-fakemodel) from them and
+# brings in fakemodel_lib.sh; px_upstream starts the fake upstream.  Each
+# proxy listens on 127.0.0.1:0, its stdout (the port, then the report
+# lines) in $FM_DIR/NAME.out; every proxy started is killed at exit, before
+# the fake server's own cleanup.
+PX=$1
+FM=$2
+# shellcheck source=../integration/fakemodel_lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../integration/fakemodel_lib.sh"
+
+# px_upstream [sg-fakemodel options...]: starts the fake upstream (FM_PORT)
+# and sets UP, its http:// base URL.
+px_upstream() {
+    fm_start "$FM" "$@"
+    UP=http://127.0.0.1:$FM_PORT
+}
 
 PX_PIDS=()
 px_cleanup() {

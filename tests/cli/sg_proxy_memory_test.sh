@@ -5,18 +5,13 @@
 # memory"), and after bursts of them the proxy's resident memory comes back
 # down near where it started.  The client is bench/proxy_memory.py.
 #   sg_proxy_memory_test.sh SG_PROXY SG_FAKEMODEL
-PX=$1
-FM=$2
 HERE=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../integration/fakemodel_lib.sh
-. "$HERE/../integration/fakemodel_lib.sh"
-# shellcheck source=sg_proxy_lib.sh
-. "$HERE/sg_proxy_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 DRIVER=$HERE/../../bench/proxy_memory.py
 N=300
 ulimit -n 4096 2>/dev/null || true
 
-fm_start "$FM"
+px_upstream
 
 # px_start_limited NAME VMEM_KIB: sg-proxy in front of the fake server, its
 # address space limited to VMEM_KIB.

@@ -5,14 +5,9 @@
 # is sg_proxy_test.sh's.)
 # Usage: sg_proxy_metrics_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
-. "$dir/sg_proxy_lib.sh"
+px_upstream
 
 # ---- /metrics ---------------------------------------------------------------
 px_start m --upstream "$UP" --profile openai --idle 300ms --attempts 3 --idempotent --first-item 300ms --backoff-base 10ms

@@ -10,16 +10,11 @@
 # with the curl command elsewhere.
 # Usage: sg_proxy_request_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
-. "$dir/sg_proxy_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
 REC=$FM_DIR/rec
 mkdir "$REC"
-fm_start "$FM" --record "$REC"
-UP=http://127.0.0.1:$FM_PORT
+px_upstream --record "$REC"
 CFG=$FM_DIR/proxy.conf
 cat >"$CFG" <<CONF
 [route up]

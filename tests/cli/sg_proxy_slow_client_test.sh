@@ -8,15 +8,10 @@
 # 2 ms: about 4 MB/s, far slower than the upstream on loopback.
 # Usage: sg_proxy_slow_client_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 command -v python3 >/dev/null || { echo "python3 is needed" >&2; exit 1; }
 
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
-. "$dir/sg_proxy_lib.sh"
+px_upstream
 
 # slow_read PORT PATH PAUSE_MS: reads the answer 8 KiB every 2 ms (and
 # stops reading for PAUSE_MS once 64 KiB are in); prints the body's size,

@@ -11,14 +11,9 @@
 # and held to bounds, never proven by a sleep.
 # Usage: sg_proxy_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
-. "$(dirname "$0")/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-. "$(dirname "$0")/sg_proxy_lib.sh"
-
-fm_start "$FM"
-UP=http://127.0.0.1:$FM_PORT
+px_upstream
 SECRET=sk-proxytest-SECRET-4af1
 ANT_SECRET=sk-ant-SECRET-77c2
 BODY='{"model":"sg-fakemodel","stream":true,"messages":[{"role":"user","content":"hi"}]}'
@@ -331,7 +326,6 @@ check "upstream 500: 502 with X-SG-Outcome http_error" \
 jqcheck "upstream 500: the 502 is the proxy's, its body says so" "$(cat "$FM_DIR/s500.body")" \
     '.error.type == "http_error"'
 
-
 # A slow first token on every attempt: 504 first_item_timeout, long before
 # the upstream's 3 s.
 preq "$PB" slow px-slow '/v1/chat/completions?first_delay=3000&_t=px_slow'
@@ -512,9 +506,10 @@ xd=$(fm_field px-transit received x_deadline_ms)
 check "--transit-allowance 200ms: X-Deadline-Ms 1500 reaches the upstream as $xd (<= 1300)" \
     '[[ "$xd" =~ ^[0-9]+$ ]] && [ "$xd" -gt 0 ] && [ "$xd" -le 1300 ]'
 
-# the ollama profile: NDJSON, byte for byte (its lines carry no request id)
+# the ollama profile: NDJSON, byte for byte (its lines carry no request id;
+# the usage is pinned, not the bodies' lengths: the two bodies differ)
 px_start M --upstream "$UP" --profile ollama
-Q='/api/chat?format=ollama&n=4&gap=5&_t=px_ollama'
+Q='/api/chat?format=ollama&n=4&gap=5&prompt_tokens=9&_t=px_ollama'
 curl -sN -m 15 -o "$FM_DIR/odirect.body" -d '{"model":"m"}' "$UP$Q"
 preq "$PX_PORT" ollama px-ollama "$Q"
 check "ollama: Content-Type application/x-ndjson" '[[ "$(hdr ollama Content-Type)" == application/x-ndjson* ]]' \
@@ -524,8 +519,9 @@ check "ollama: the body is byte for byte the upstream's" 'cmp -s "$FM_DIR/odirec
 
 # ---- G: the Anthropic profile's in-band error ---------------------------------
 px_start G --upstream "$UP" --profile anthropic --idle 300ms --budget 10s
-# byte for byte, the request id in "msg_<id>" aside (as for openai above)
-Q='/v1/messages?n=3&gap=5&_t=px_awhole'
+# byte for byte, the request id in "msg_<id>" aside (as for openai above;
+# the usage pinned, as for ollama)
+Q='/v1/messages?n=3&gap=5&prompt_tokens=9&_t=px_awhole'
 curl -sN -m 15 -o "$FM_DIR/adirect.body" -H 'Idempotency-Key: px-awhole-direct' -d '{}' "$UP$Q"
 preq "$PX_PORT" awhole px-awhole "$Q"
 did=$(upstream_ids px-awhole-direct)

@@ -89,10 +89,11 @@ function(check_tree name root)
 
   # A fully static link also takes libcurl's own dependencies, static; this
   # system need not have them all, but the .pc must name what the archive
-  # itself needs.
+  # itself needs (SG_STATIC_LIBS: those of the parts built).
   run(${PKG_CONFIG} --static --libs streamguard)
   separate_arguments(flags UNIX_COMMAND "${last_output}")
-  foreach(lib -lstreamguard -lcurl -lnghttp2 -lcares -lssl -lcrypto)
+  separate_arguments(want UNIX_COMMAND "${SG_STATIC_LIBS}")
+  foreach(lib IN LISTS want)
     if(NOT lib IN_LIST flags)
       message(FATAL_ERROR "${name}: pkg-config --static --libs streamguard lacks ${lib}")
     endif()

@@ -1,6 +1,7 @@
 # The libcurl transport against the real sg-fakemodel (included by
 # tests/integration/CMakeLists.txt).
-if(TARGET sg-fakemodel)
+sg_parts_check(curl_ok curl_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_transport_test.c)
+if(TARGET sg-fakemodel AND curl_ok)
   add_executable(curl_transport_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_transport_test.c)
   target_link_libraries(curl_transport_test PRIVATE streamguard_static PkgConfig::CMOCKA)
   target_compile_options(curl_transport_test PRIVATE -Wall -Wextra)
@@ -11,8 +12,11 @@ endif()
 
 # libcurl's threaded resolver busy when the budget ends (needs unshare(2):
 # a private network namespace; skipped elsewhere).
-add_executable(curl_resolver_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_resolver_test.c)
-target_link_libraries(curl_resolver_test PRIVATE streamguard_static PkgConfig::CMOCKA)
-target_compile_options(curl_resolver_test PRIVATE -Wall -Wextra)
-add_test(NAME integration.curl_resolver COMMAND curl_resolver_test)
-set_tests_properties(integration.curl_resolver PROPERTIES LABELS integration TIMEOUT 60)
+sg_parts_check(resolver_ok curl_resolver_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_resolver_test.c)
+if(resolver_ok)
+  add_executable(curl_resolver_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_resolver_test.c)
+  target_link_libraries(curl_resolver_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+  target_compile_options(curl_resolver_test PRIVATE -Wall -Wextra)
+  add_test(NAME integration.curl_resolver COMMAND curl_resolver_test)
+  set_tests_properties(integration.curl_resolver PROPERTIES LABELS integration TIMEOUT 60)
+endif()

@@ -75,6 +75,8 @@ print(" ".join(json.loads(json.loads(l)["model"])["type"] for l in open(sys.argv
                if "model" in json.loads(l)))' "$D"
 }
 payload() { line "$1" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read())["payload"])'; }
+# model N: the model JSON inside the Nth message (invoke)
+model() { line "$1" | "$PY" -c 'import json,sys; print(json.loads(sys.stdin.read())["model"])'; }
 
 # ---- ConverseStream, normal
 req normal "$CONVERSE?n=3&gap=5"
@@ -90,7 +92,8 @@ payload 3 | grep -qE '^\{"contentBlockIndex":0,"delta":\{"text":"tok1"\},"p":"[a
     fail "normal: contentBlockDelta $(payload 3)"
 payload 5 | grep -qE '^\{"contentBlockIndex":0,"p":"' || fail "normal: contentBlockStop $(payload 5)"
 payload 6 | grep -qE '^\{"stopReason":"end_turn","p":"' || fail "normal: messageStop $(payload 6)"
-payload 7 | grep -qE '^\{"usage":\{"inputTokens":1,"outputTokens":3,"totalTokens":4\},"metrics":\{"latencyMs":[0-9]+\},"p":"' ||
+# usage: the input by default the body's 56 bytes / 4
+payload 7 | grep -qE '^\{"usage":\{"inputTokens":14,"outputTokens":3,"totalTokens":17\},"metrics":\{"latencyMs":[0-9]+\},"p":"' ||
     fail "normal: metadata $(payload 7)"
 [ "$(fm_field "$(K normal)" finished reason)" = done ] || fail "normal: finished reason"
 [ "$(fm_field "$(K normal)" finished items)" = 3 ] || fail "normal: finished items"
@@ -221,6 +224,29 @@ payload 2 | grep -qE '^\{"contentBlockIndex":0,"start":\{"toolUse":\{"name":"sg_
 payload 3 | grep -qF '"delta":{"toolUse":{"input":"tok0"}}' || fail "tool_use: delta"
 payload 5 | grep -qF '"stopReason":"tool_use"' || fail "tool_use: messageStop"
 pass "event_bytes and tool_use"
+
+# ---- usage: the figures scripted, where each API puts them; none on a
+# stream that never reached its end
+req usage "$CONVERSE?cached_tokens=4&n=3&prompt_tokens=11"
+payload 7 | grep -qE '^\{"usage":\{"inputTokens":7,"outputTokens":3,"totalTokens":14,"cacheReadInputTokens":4,"cacheWriteInputTokens":0\},"metrics":\{"latencyMs":[0-9]+\},"p":"' ||
+    fail "usage: converse metadata $(payload 7)"
+req iusage "$INVOKE?cached_tokens=4&n=2&prompt_tokens=11&reasoning_tokens=2"
+U='"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":4'
+model 1 | grep -qF "\"usage\":{$U,\"output_tokens\":1}}}" || fail "usage: message_start $(model 1)"
+[ "$(model 6)" = "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{$U,\"output_tokens\":4,\"output_tokens_details\":{\"thinking_tokens\":2}}}" ] ||
+    fail "usage: message_delta $(model 6)"
+model 7 | grep -qE '^\{"type":"message_stop","amazon-bedrock-invocationMetrics":\{"inputTokenCount":7,"outputTokenCount":4,"invocationLatency":[0-9]+,"firstByteLatency":[0-9]+,"cacheReadInputTokenCount":4,"cacheWriteInputTokenCount":0\}\}$' ||
+    fail "usage: invocation metrics $(model 7)"
+req udrop "$CONVERSE?drop_after=1&gap=100&n=3&prompt_tokens=11"
+[ "$RC" != 0 ] && ! grep -q 'metadata\|inputTokens' "$D" || fail "usage: a dropped stream: $(types)"
+req uidrop "$INVOKE?drop_after=1&gap=100&n=3&prompt_tokens=11"
+[ "$RC" != 0 ] && ! grep -q 'invocationMetrics\|message_delta' "$D" || fail "usage: a dropped invoke: $(model_types)"
+req unodone "$CONVERSE?n=2&no_done=1&prompt_tokens=11"
+[ "$(types)" = "messageStart contentBlockDelta contentBlockDelta end:clean" ] || fail "usage: no_done $(types)"
+req ureason "$CONVERSE?reasoning_tokens=1"
+[ "$CODE" = 400 ] && grep -q 'bedrock-converse reports no reasoning tokens' "$B" ||
+    fail "usage: reasoning_tokens on converse: $CODE"
+pass "usage"
 
 # ---- a scripted status: Bedrock's error shape and x-amzn-ErrorType
 req status "$CONVERSE?status=429&retry_after=1"

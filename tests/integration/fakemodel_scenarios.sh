@@ -244,7 +244,8 @@ req gem "$GEM&n=2&gap=0" -X POST -H 'Content-Type: application/json' -d '{"conte
 [ "$CODE" = 200 ] && [ "$(grep -c '^data: {"candidates": \[{"content": {"parts": \[{"text": "tok[01]"}\],"role": "model"},"index": 0}\],"usageMetadata": {' "$B")" = 2 ] &&
     [ "$(grep -c '^data: ' "$B")" = 3 ] && ! grep -q 'DONE' "$B" ||
     fail "gemini: $(head -c 400 "$B")"
-tail -n 2 "$B" | head -n 1 | grep -q '^data: {"candidates": \[{"content": {"parts": \[{"text": ""}\],"role": "model"},"finishReason": "STOP","index": 0}\],"usageMetadata": {"promptTokenCount": 1,"candidatesTokenCount": 2,"totalTokenCount": 3},"modelVersion": "sg-fakemodel","responseId": "gemini-[0-9]*"}$' ||
+# the prompt: the body's 15 bytes / 4, rounded up
+tail -n 2 "$B" | head -n 1 | grep -q '^data: {"candidates": \[{"content": {"parts": \[{"text": ""}\],"role": "model"},"finishReason": "STOP","index": 0}\],"usageMetadata": {"promptTokenCount": 4,"candidatesTokenCount": 2,"totalTokenCount": 6},"modelVersion": "sg-fakemodel","responseId": "gemini-[0-9]*"}$' ||
     fail "gemini: last chunk $(tail -n 2 "$B")"
 grep -qi '^content-type: text/event-stream' "$H" || fail "gemini: content-type"
 fm_log "key=$(K gem)&event=received" | grep -q '"method":"POST","path":"/v1beta/models/sg-fakemodel:streamGenerateContent","query":"alt=sse&n=2&gap=0"' ||
@@ -279,6 +280,101 @@ req rs3 '/v1/responses?n=2&gap=0&first_delay=100'
 ge "$(fm_field "$(K rs3)" first_item_sent since_received_ms)" 100 ||
     fail "responses: the first delta is the first item, after first_delay"
 pass responses
+
+# ---- usage: the scripted figures, in each format's own place
+req uan '/v1/messages?cached_tokens=4&gap=0&n=2&prompt_tokens=11&reasoning_tokens=2'
+U='"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":4'
+grep -q "^data: {\"type\":\"message_start\",.*\"usage\":{$U,\"output_tokens\":1}}}\$" "$B" &&
+    grep -q "^data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{$U,\"output_tokens\":4,\"output_tokens_details\":{\"thinking_tokens\":2}}}\$" "$B" ||
+    fail "usage: anthropic $(grep usage "$B")"
+req urs '/v1/responses?cached_tokens=4&gap=0&n=2&prompt_tokens=11&reasoning_tokens=2'
+[ "$(grep -c '"usage":null' "$B")" = 2 ] &&
+    grep '^data: {"type":"response.completed"' "$B" | grep -q '"usage":{"input_tokens":11,"input_tokens_details":{"cached_tokens":4},"output_tokens":4,"output_tokens_details":{"reasoning_tokens":2},"total_tokens":15}},"sequence_number":9}$' ||
+    fail "usage: responses $(grep -o '"usage":[^]]*' "$B")"
+req ugem "$GEM&cached_tokens=4&gap=0&n=2&prompt_tokens=11&reasoning_tokens=2"
+[ "$(grep -o '"usageMetadata": {[^}]*}' "$B" | tr '\n' '|')" = '"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 1,"totalTokenCount": 14,"cachedContentTokenCount": 4,"thoughtsTokenCount": 2}|"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 2,"totalTokenCount": 15,"cachedContentTokenCount": 4,"thoughtsTokenCount": 2}|"usageMetadata": {"promptTokenCount": 11,"candidatesTokenCount": 2,"totalTokenCount": 15,"cachedContentTokenCount": 4,"thoughtsTokenCount": 2}|' ] ||
+    fail "usage: gemini running totals $(grep -o '"usageMetadata": {[^}]*}' "$B")"
+req ugem0 "$GEM&n=0&prompt_tokens=0" # zeros are left out (proto3 JSON)
+grep -q '"usageMetadata": {},"modelVersion"' "$B" || fail "usage: gemini zeros $(cat "$B")"
+req uol '/api/chat?format=ollama&gap=0&n=2' -d '{"model":"m","messages":[]}'
+[ "$(tail -n 1 "$B")" = '{"model":"sg-fakemodel","created_at":"2023-11-14T22:13:20Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop","prompt_eval_count":7,"eval_count":2}' ] ||
+    fail "usage: ollama done line $(tail -n 1 "$B")"
+req uol0 '/api/chat?format=ollama&n=0'
+[ "$(tail -n 1 "$B")" = '{"model":"sg-fakemodel","created_at":"2023-11-14T22:13:20Z","message":{"role":"assistant","content":""},"done":true,"done_reason":"stop"}' ] ||
+    fail "usage: ollama zeros omitted $(tail -n 1 "$B")"
+req und '/ndjson?n=1' -d '{"stream_options":{"include_usage":true}}'
+! grep -q 'usage\|_count' "$B" || fail "usage: plain NDJSON has none"
+# no final usage from a stream dropped before its end
+for f in anthropic:message_delta gemini:finishReason openai-responses:response.completed \
+    ollama:done_reason; do
+    req "udrop-${f%%:*}" "/stream?drop_after=1&format=${f%%:*}&gap=100&n=3&prompt_tokens=11"
+    [ "$RC" != 0 ] && [ "$(items)" = 1 ] && ! grep -q "${f#*:}" "$B" || fail "usage: dropped ${f%%:*}"
+done
+pass "usage in each format"
+
+# ---- usage knobs that contradict each other or the format are refused
+for q in 'cached_tokens=5&prompt_tokens=4:is more than prompt_tokens=4' \
+    'cached_tokens=1:prompt_tokens=0 (the request body' \
+    'format=ollama&cached_tokens=1:Ollama reports no cached tokens' \
+    'format=ollama&reasoning_tokens=1:Ollama reports no reasoning tokens' \
+    'format=ndjson&prompt_tokens=3:format=ndjson reports no usage' \
+    'prompt_tokens=-1:bad value for' 'reasoning_tokens=x:bad value for'; do
+    req ubad "/stream?${q%%:*}"
+    [ "$CODE" = 400 ] && grep -qF "${q#*:}" "$B" || fail "usage refused (${q%%:*}): $CODE $(cat "$B")"
+done
+pass "usage knobs refused"
+
+# ---- usage: OpenAI's usage chunk only when the body asks for it
+ASK='{"model":"m","stream":true,"stream_options":{"include_usage":true}}'
+data() { grep '^data: ' "$B" | sed 's/^data: //'; }
+req usage '/v1/chat/completions?cached_tokens=4&gap=0&n=2&prompt_tokens=11&reasoning_tokens=2' \
+    -H 'Content-Type: application/json' -d "$ASK"
+UID_=$(fm_field "$(K usage)" received id)
+[ "$(data | sed -n 1p | grep -o '"finish_reason":[a-z"]*}\],"usage":null}$')" = '"finish_reason":null}],"usage":null}' ] &&
+    [ "$(data | sed -n 2p | grep -o '"finish_reason":[a-z"]*}\],"usage":null}$')" = '"finish_reason":"stop"}],"usage":null}' ] ||
+    fail "usage: token chunks $(data | head -n 2)"
+[ "$(data | sed -n 3p)" = "{\"id\":\"chatcmpl-$UID_\",\"object\":\"chat.completion.chunk\",\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[],\"usage\":{\"prompt_tokens\":11,\"completion_tokens\":4,\"total_tokens\":15,\"prompt_tokens_details\":{\"cached_tokens\":4,\"audio_tokens\":0},\"completion_tokens_details\":{\"reasoning_tokens\":2,\"audio_tokens\":0,\"accepted_prediction_tokens\":0,\"rejected_prediction_tokens\":0}}}" ] &&
+    [ "$(data | sed -n 4p)" = '[DONE]' ] && [ "$(data | wc -l)" = 4 ] || fail "usage: the usage chunk $(data | tail -n 2)"
+# not asked for: no usage at all (nor "usage": null), whatever the knobs
+for body in '{"model":"m","stream":true}' \
+    '{"stream_options":{"include_usage":false}}' \
+    '{"stream_options":{"include_usage":"true"}}' \
+    '{"messages":[{"role":"user","content":"\"stream_options\":{\"include_usage\":true}"}]}' \
+    '{"metadata":{"stream_options":{"include_usage":true}}}' \
+    '{"stream_options":{"include_usage":true}'; do
+    req unasked '/v1/chat/completions?gap=0&n=2&prompt_tokens=11' -H 'Content-Type: application/json' -d "$body"
+    [ "$CODE" = 200 ] && [ "$(items)" = 2 ] && ! grep -q usage "$B" && [ "$(data | tail -n 1)" = '[DONE]' ] ||
+        fail "usage not asked for ($body): $(tail -c 300 "$B")"
+done
+req unasked '/v1/chat/completions?gap=0&n=2' # a GET has no body
+! grep -q usage "$B" || fail "usage: a GET"
+# the prompt by default: the body's bytes / 4, rounded up; an empty answer
+# (n=0) still has its finish, then the usage
+req udefault '/v1/chat/completions?n=0' -H 'Content-Type: application/json' -d "$ASK"
+P=$(((${#ASK} + 3) / 4))
+data | sed -n 1p | grep -q '"choices":\[{"index":0,"delta":{},"finish_reason":"stop"}\],"usage":null}$' &&
+    data | sed -n 2p | grep -q "\"usage\":{\"prompt_tokens\":$P,\"completion_tokens\":0,\"total_tokens\":$P," ||
+    fail "usage: the default prompt ($P): $(data)"
+# the body as HTTP/1.1 chunks: read across their framing
+if [ "$LP" = h1 ]; then
+    req uchunked '/v1/chat/completions?gap=0&n=1&prompt_tokens=3' -H 'Transfer-Encoding: chunked' \
+        -H 'Content-Type: application/json' -d "$ASK"
+    grep -q '"choices":\[\],"usage":{"prompt_tokens":3,' "$B" || fail "usage: chunked body $(data)"
+fi
+# no final usage from a stream that never reached its end: dropped, cut,
+# stalled, slower than the client, or ended by an in-band error
+req udrop '/v1/chat/completions?drop_after=2&gap=100&n=5&prompt_tokens=11' -d "$ASK"
+[ "$RC" != 0 ] && [ "$(items)" = 2 ] && ! grep -q '"choices":\[\]' "$B" && ! grep -q DONE "$B" ||
+    fail "usage: dropped stream rc=$RC $(tail -c 300 "$B")"
+req ucut '/v1/chat/completions?cut_at=1&gap=0&n=3' -d "$ASK"
+[ "$RC" = 0 ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: cut stream"
+req ustall '/v1/chat/completions?gap=0&n=3&stall=forever&stall_after=1' -d "$ASK" -m 0.5
+[ "$RC" = 28 ] && [ "$(items)" = 1 ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: stalled stream rc=$RC"
+req uslow '/v1/chat/completions?first_delay=2000&n=1' -d "$ASK" -m 0.3
+[ "$RC" = 28 ] && ! grep -q usage "$B" 2>/dev/null || fail "usage: first token past the client's clock rc=$RC"
+req uerr '/v1/chat/completions?error_at=1&error_then_done=1&gap=0&n=3' -d "$ASK"
+[ "$(data | tail -n 1)" = '[DONE]' ] && ! grep -q '"choices":\[\]' "$B" || fail "usage: after an in-band error"
+pass "usage: OpenAI's usage chunk, only when asked, never after a break"
 
 # ---- in-band errors inside a 200 stream, in each format's own shape
 req err1 '/v1/chat/completions?n=5&gap=0&error_at=2'

@@ -2,7 +2,9 @@
 # tests/integration/CMakeLists.txt).  Real loopback sockets against the real
 # sg-fakemodel, and against nghttpd (Debian package nghttp2-server) when it
 # is installed.
-if(NOT TARGET sg-fakemodel)
+sg_parts_check(h2_ok h2_tests ${CMAKE_CURRENT_LIST_DIR}/h2_fakemodel_test.c
+               ${CMAKE_CURRENT_LIST_DIR}/h2_peer_test.c)
+if(NOT TARGET sg-fakemodel OR NOT h2_ok)
   return()
 endif()
 if(NOT TARGET PkgConfig::CMOCKA)

@@ -1,7 +1,9 @@
 # The ledger's crash test and multi-process test (included by
 # tests/integration/CMakeLists.txt).  Plain C programs: no server, no
 # network; each works in its own directory under the build tree.
-if(TARGET streamguard_static)
+sg_parts_check(ledger_ok ledger_tests ${CMAKE_CURRENT_SOURCE_DIR}/ledger_crash_test.c
+               ${CMAKE_CURRENT_SOURCE_DIR}/ledger_multiproc_test.c)
+if(ledger_ok)
   foreach(t ledger_crash_test ledger_multiproc_test)
     add_executable(${t} ${CMAKE_CURRENT_SOURCE_DIR}/${t}.c)
     target_link_libraries(${t} PRIVATE streamguard_static)

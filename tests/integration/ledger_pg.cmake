@@ -3,9 +3,12 @@
 # temporary directory as an unprivileged user, a Unix socket only) and
 # stops it at the end.  Without PostgreSQL's server binaries they are
 # skipped (exit 77).
-if(TARGET streamguard_static)
+sg_parts_check(pg_ok ledger_pg_test ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_test.c
+               NEEDS postgresql)
+if(pg_ok)
   add_executable(ledger_pg_test ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_test.c)
   target_link_libraries(ledger_pg_test PRIVATE streamguard_static PkgConfig::PQ)
+  target_include_directories(ledger_pg_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(ledger_pg_test PRIVATE ${SG_WARNINGS})
 
   # The C API: schema, lifecycle, ownership, bounds, a lost connection.
@@ -17,7 +20,9 @@ if(TARGET streamguard_static)
 
   # Inside the transports' event loops: an intent waiting for the database
   # holds up no other stream (libcurl multi and HTTP/2).
-  if(TARGET sg-fakemodel)
+  sg_parts_check(pg_loop_ok ledger_pg_loop_test
+                 ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_loop_test.c)
+  if(TARGET sg-fakemodel AND pg_loop_ok)
     add_executable(ledger_pg_loop_test ${CMAKE_CURRENT_SOURCE_DIR}/ledger_pg_loop_test.c)
     target_link_libraries(ledger_pg_loop_test PRIVATE streamguard_static PkgConfig::PQ)
     target_compile_options(ledger_pg_loop_test PRIVATE -Wall -Wextra -Wno-unused-function)

@@ -11,6 +11,8 @@
 #define _GNU_SOURCE
 #include <streamguard/ledger.h>
 
+#include "sgx/ledger_line.h"
+
 #include <libpq-fe.h>
 
 #include <arpa/inet.h>
@@ -42,8 +44,8 @@ static int collect(const sg_ledger_entry *e, void *user_data) {
     listing *ls = user_data;
     if (ls->n < 16) {
         snprintf(ls->keys[ls->n], sizeof(ls->keys[0]), "%s", e->key);
-        CHECK(sg_ledger_format_unresolved_line(e, ls->lines[ls->n],
-                                               sizeof(ls->lines[0])) > 0);
+        CHECK(sgx_ledger_format_unresolved_line(e, ls->lines[ls->n],
+                                                sizeof(ls->lines[0])) > 0);
     }
     ls->last = *e;
     ls->last.key = ls->last.method = ls->last.url = NULL; /* not valid after */

@@ -44,10 +44,11 @@ function client(scenario) {
 
 const input = { modelId: 'sg-fake', messages: [{ role: 'user', content: [{ text: 'hi' }] }] };
 
-// What the SDK made of a ConverseStream: text, stop reason, usage, error.
+// What the SDK made of a ConverseStream: text, stop reason, usage (the
+// metadata event's, as the SDK decodes it), error.
 async function sdkConverse(scenario) {
   const t0 = Date.now();
-  const out = { text: '', stop: null, outputTokens: null, error: null, firstTokenMs: null };
+  const out = { text: '', stop: null, outputTokens: null, usage: null, error: null, firstTokenMs: null };
   try {
     const res = await client(scenario).send(new ConverseStreamCommand(input));
     for await (const ev of res.stream) {
@@ -57,7 +58,10 @@ async function sdkConverse(scenario) {
         out.text += t;
       }
       if (ev.messageStop) out.stop = ev.messageStop.stopReason;
-      if (ev.metadata) out.outputTokens = ev.metadata.usage?.outputTokens ?? null;
+      if (ev.metadata) {
+        out.outputTokens = ev.metadata.usage?.outputTokens ?? null;
+        out.usage = ev.metadata.usage ?? null;
+      }
     }
   } catch (e) {
     out.error = e?.name ?? String(e);
@@ -69,9 +73,15 @@ async function sdkConverse(scenario) {
 // events (Claude's), JSON in base64.
 const modelText = (ev) => (ev.type === 'content_block_delta' ? ev.delta?.text ?? '' : '');
 
+// Beside the text: Claude's own usage (message_start's, and the cumulative
+// message_delta's) and Bedrock's invocation metrics, which belong on the
+// last chunk (`metrics` is the last chunk's, null when it has none).
 async function sdkInvoke(scenario) {
   const t0 = Date.now();
-  const out = { text: '', stop: null, error: null, firstTokenMs: null };
+  const out = {
+    text: '', stop: null, error: null, firstTokenMs: null,
+    startUsage: null, deltaUsage: null, metrics: null,
+  };
   try {
     const res = await client(scenario).send(new InvokeModelWithResponseStreamCommand({
       modelId: 'sg-fake', contentType: 'application/json',
@@ -85,7 +95,12 @@ async function sdkInvoke(scenario) {
         out.firstTokenMs ??= Date.now() - t0;
         out.text += t;
       }
-      if (ev.type === 'message_delta') out.stop = ev.delta?.stop_reason ?? null;
+      if (ev.type === 'message_delta') {
+        out.stop = ev.delta?.stop_reason ?? null;
+        out.deltaUsage = ev.usage ?? null;
+      }
+      if (ev.type === 'message_start') out.startUsage = ev.message?.usage ?? null;
+      out.metrics = ev['amazon-bedrock-invocationMetrics'] ?? null;
     }
   } catch (e) {
     out.error = e?.name ?? String(e);
@@ -169,6 +184,7 @@ async function invoke(name, scenario, want, known) {
   const sdk = await sdkInvoke(scenario);
   check(want(sdk), `${name}: the SDK reads what was scripted: ${JSON.stringify(sdk)}`);
   agree(name, sdk, sg('bedrock-invoke', INVOKE, scenario), known);
+  return sdk;
 }
 
 await invoke('invoke normal', 'n=3', (s) =>
@@ -177,5 +193,28 @@ await invoke('invoke model timeout', 'error_at=0&error_type=modelTimeoutExceptio
   s.error === 'ModelTimeoutException');
 await invoke('invoke throttling after the first token', 'error_at=1&n=3', (s) =>
   s.text === 'tok0' && s.error === 'ThrottlingException');
+
+// Usage: 3 tokens, 11 prompt tokens of which 4 read from the cache (and,
+// for Claude inside InvokeModel, 2 hidden thinking tokens); the SDK must
+// read exactly these figures.  Bedrock's inputTokens leaves the cache out.
+const json = (v) => JSON.stringify(v);
+await converse('converse usage', 'n=3&prompt_tokens=11&cached_tokens=4', (s) =>
+  s.text === 'tok0tok1tok2' && json(s.usage) ===
+    '{"inputTokens":7,"outputTokens":3,"totalTokens":14,"cacheReadInputTokens":4,"cacheWriteInputTokens":0}');
+await converse('converse usage without cache', 'n=2&prompt_tokens=5', (s) =>
+  json(s.usage) === '{"inputTokens":5,"outputTokens":2,"totalTokens":7}');
+const claudeUsage = '"input_tokens":7,"cache_creation_input_tokens":0,"cache_read_input_tokens":4';
+const inv = await invoke('invoke usage', 'n=3&prompt_tokens=11&cached_tokens=4&reasoning_tokens=2',
+  (s) => s.text === 'tok0tok1tok2' &&
+    json(s.startUsage) === `{${claudeUsage},"output_tokens":1}` &&
+    json(s.deltaUsage) === `{${claudeUsage},"output_tokens":5,"output_tokens_details":{"thinking_tokens":2}}` &&
+    s.metrics !== null && s.metrics.inputTokenCount === 7 && s.metrics.outputTokenCount === 5 &&
+    s.metrics.cacheReadInputTokenCount === 4 && s.metrics.cacheWriteInputTokenCount === 0);
+check(inv.metrics !== null &&
+  json(Object.keys(inv.metrics)) === json(['inputTokenCount', 'outputTokenCount', 'invocationLatency',
+    'firstByteLatency', 'cacheReadInputTokenCount', 'cacheWriteInputTokenCount']) &&
+  Number.isInteger(inv.metrics.invocationLatency) && Number.isInteger(inv.metrics.firstByteLatency) &&
+  inv.metrics.firstByteLatency <= inv.metrics.invocationLatency,
+`invoke usage: the invocation metrics' fields and latencies: ${json(inv.metrics)}`);
 
 process.exit(failures === 0 ? 0 : 1);

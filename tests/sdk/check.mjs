@@ -154,6 +154,8 @@ async function run(name, scenario, fn) {
     const acc = await fn(scenario, Date.now());
     out.text = acc.text;
     firstTokenMs = acc.firstTokenMs;
+    // a usage case: what the SDK reports of the usage, after the rest
+    Object.assign(out, acc.report ?? {});
   } catch (e) {
     out.error = {
       class: e?.constructor?.name ?? typeof e,
@@ -168,13 +170,32 @@ async function run(name, scenario, fn) {
   agree(name, fn.profile, scenario, { ...out, firstTokenMs, status });
 }
 
-async function openaiText(scenario, t0) {
-  const client = new OpenAI({
-    baseURL: `${base}/v1`,
-    apiKey: 'sk-test',
-    maxRetries: 0,
-    defaultHeaders: { 'X-SG-Scenario': scenario },
+// Each SDK's client (or stream) for a scenario, which rides in X-SG-Scenario.
+const openaiClient = (scenario) => new OpenAI({
+  baseURL: `${base}/v1`,
+  apiKey: 'sk-test',
+  maxRetries: 0,
+  defaultHeaders: { 'X-SG-Scenario': scenario },
+});
+const anthropicClient = (scenario) => new Anthropic({
+  baseURL: base,
+  apiKey: 'sk-ant-test',
+  maxRetries: 0,
+  defaultHeaders: { 'X-SG-Scenario': scenario },
+});
+const geminiStream = (scenario) => new GoogleGenAI({
+  apiKey: 'x',
+  httpOptions: { baseUrl: base, headers: { 'X-SG-Scenario': scenario } },
+}).models.generateContentStream({ model: 'sg-fakemodel', contents: 'hi' });
+const ollamaStream = (scenario) =>
+  new Ollama({ host: base, headers: { 'X-SG-Scenario': scenario } }).chat({
+    model: 'sg-fakemodel',
+    messages: [{ role: 'user', content: 'hi' }],
+    stream: true,
   });
+
+async function openaiText(scenario, t0) {
+  const client = openaiClient(scenario);
   const stream = await client.chat.completions.create({
     model: 'sg-fakemodel',
     messages: [{ role: 'user', content: 'hi' }],
@@ -187,12 +208,7 @@ async function openaiText(scenario, t0) {
 // The Responses API through the raw stream of responses.create(): every
 // event is yielded; the text is in response.output_text.delta.
 async function responsesText(scenario, t0) {
-  const client = new OpenAI({
-    baseURL: `${base}/v1`,
-    apiKey: 'sk-test',
-    maxRetries: 0,
-    defaultHeaders: { 'X-SG-Scenario': scenario },
-  });
+  const client = openaiClient(scenario);
   const stream = await client.responses.create({
     model: 'sg-fakemodel',
     input: 'hi',
@@ -203,12 +219,7 @@ async function responsesText(scenario, t0) {
 }
 
 async function anthropicText(scenario, t0) {
-  const client = new Anthropic({
-    baseURL: base,
-    apiKey: 'sk-ant-test',
-    maxRetries: 0,
-    defaultHeaders: { 'X-SG-Scenario': scenario },
-  });
+  const client = anthropicClient(scenario);
   const stream = await client.messages.create({
     model: 'sg-fakemodel',
     max_tokens: 64,
@@ -222,24 +233,131 @@ async function anthropicText(scenario, t0) {
 
 // Gemini: POST {baseUrl}/v1beta/models/sg-fakemodel:streamGenerateContent?alt=sse
 async function geminiTextOf(scenario, t0) {
-  const ai = new GoogleGenAI({
-    apiKey: 'x',
-    httpOptions: { baseUrl: base, headers: { 'X-SG-Scenario': scenario } },
-  });
-  const stream = await ai.models.generateContentStream({ model: 'sg-fakemodel', contents: 'hi' });
+  const stream = await geminiStream(scenario);
   stream.t0 = t0;
   return collect(stream, geminiText);
 }
 
 async function ollamaText(scenario, t0) {
-  const client = new Ollama({ host: base, headers: { 'X-SG-Scenario': scenario } });
-  const stream = await client.chat({
-    model: 'sg-fakemodel',
-    messages: [{ role: 'user', content: 'hi' }],
-    stream: true,
-  });
+  const stream = await ollamaStream(scenario);
   stream.t0 = t0;
   return collect(stream, (part) => part.message?.content ?? '');
+}
+
+// Usage, as each SDK reports it (docs/sg-fakemodel.md, Usage).  Each
+// returns what collect() does, with `report`: the SDK's usage object(s)
+// exactly as the SDK gives them, so a figure that is missing, misplaced or
+// differently shaped shows in the line.
+
+// openai: the helper (chat.completions.stream), which wants the role
+// chunk OpenAI always sends first (role_chunk=1) and a finish_reason, and
+// merges the usage chunk into finalChatCompletion() only when the chunk
+// has the stream's id; or (@raw) the raw stream of create(), whose last
+// chunk with a usage is the one to read.  With @ask false the request does
+// not ask for usage.  usage_nulls: chunks carrying "usage": null;
+// usage_chunk_choices: the usage chunk's choices.
+function openaiUsage(ask, raw) {
+  const f = async (scenario, t0) => {
+    const client = openaiClient(scenario);
+    const body = {
+      model: 'sg-fakemodel',
+      messages: [{ role: 'user', content: 'hi' }],
+      ...(ask ? { stream_options: { include_usage: true } } : {}),
+    };
+    const stream = raw
+      ? await client.chat.completions.create({ ...body, stream: true })
+      : client.chat.completions.stream(body);
+    stream.t0 = t0;
+    let nulls = 0;
+    let usage = null;
+    let usageChoices = null;
+    const acc = await collect(stream, (chunk) => {
+      if (Object.hasOwn(chunk, 'usage') && chunk.usage === null) {
+        nulls++;
+      } else if (chunk.usage) {
+        usage = chunk.usage;
+        usageChoices = chunk.choices;
+      }
+      return chunk.choices?.[0]?.delta?.content ?? '';
+    });
+    if (!raw) {
+      usage = (await stream.finalChatCompletion()).usage ?? null;
+    }
+    acc.report = { usage, usage_nulls: nulls, usage_chunk_choices: usageChoices };
+    return acc;
+  };
+  f.profile = 'openai';
+  return f;
+}
+
+// The Responses API through its helper (responses.stream): the usage of
+// finalResponse(), which is response.completed's; and response.created's.
+async function responsesUsage(scenario, t0) {
+  const stream = openaiClient(scenario).responses.stream({ model: 'sg-fakemodel', input: 'hi' });
+  stream.t0 = t0;
+  let created;
+  const acc = await collect(stream, (ev) => {
+    if (ev.type === 'response.created') {
+      created = ev.response.usage;
+    }
+    return ev.type === 'response.output_text.delta' ? ev.delta : '';
+  });
+  const final = await stream.finalResponse();
+  acc.report = { usage: final.usage ?? null, created_usage: created === undefined ? 'absent' : created };
+  return acc;
+}
+
+// MessageStream: message_start's usage (copied as it came: the SDK then
+// overwrites the same object) and finalMessage().usage, which the SDK
+// makes from message_start and the cumulative message_delta.
+async function anthropicUsage(scenario, t0) {
+  const stream = anthropicClient(scenario).messages.stream({
+    model: 'sg-fakemodel',
+    max_tokens: 64,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  stream.t0 = t0;
+  let start = null;
+  const acc = await collect(stream, (ev) => {
+    if (ev.type === 'message_start') {
+      start = JSON.parse(JSON.stringify(ev.message.usage));
+    }
+    return ev.type === 'content_block_delta' && ev.delta?.type === 'text_delta' ? ev.delta.text : '';
+  });
+  const final = await stream.finalMessage();
+  acc.report = { start_usage: start, usage: final.usage };
+  return acc;
+}
+
+// @google/genai: the usageMetadata of the last chunk that has one, and
+// each chunk's candidatesTokenCount (running totals, never summed).
+async function geminiUsage(scenario, t0) {
+  const stream = await geminiStream(scenario);
+  stream.t0 = t0;
+  let last = null;
+  const running = [];
+  const acc = await collect(stream, (chunk) => {
+    last = chunk.usageMetadata ?? last;
+    running.push(chunk.usageMetadata?.candidatesTokenCount ?? null);
+    return geminiText(chunk);
+  });
+  acc.report = { usage: last, running };
+  return acc;
+}
+
+// ollama: the counts of the done part (a field Ollama omits stays absent).
+async function ollamaUsage(scenario, t0) {
+  const stream = await ollamaStream(scenario);
+  stream.t0 = t0;
+  let done = null;
+  const acc = await collect(stream, (part) => {
+    if (part.done) {
+      done = { prompt_eval_count: part.prompt_eval_count, eval_count: part.eval_count };
+    }
+    return part.message?.content ?? '';
+  });
+  acc.report = { usage: done };
+  return acc;
 }
 
 openaiText.profile = 'openai';
@@ -247,6 +365,10 @@ responsesText.profile = 'openai-responses';
 anthropicText.profile = 'anthropic';
 geminiTextOf.profile = 'gemini';
 ollamaText.profile = 'ollama';
+responsesUsage.profile = 'openai-responses';
+anthropicUsage.profile = 'anthropic';
+geminiUsage.profile = 'gemini';
+ollamaUsage.profile = 'ollama';
 
 await run('openai normal', 'n=3&gap=0', openaiText);
 await run('openai role chunk', 'n=3&gap=0&role_chunk=1', openaiText);
@@ -288,3 +410,15 @@ await run('responses status 400', 'status=400', responsesText);
 await run('anthropic status 401', 'status=401', anthropicText);
 await run('gemini status 403', 'status=403', geminiTextOf);
 await run('ollama status 404', 'status=404&format=ollama', ollamaText);
+// usage: 3 tokens streamed, 11 prompt tokens of which 4 cached, 2 hidden
+// reasoning tokens - each SDK must read exactly these figures
+const USAGE = 'n=3&gap=0&prompt_tokens=11&cached_tokens=4&reasoning_tokens=2';
+await run('openai usage', `${USAGE}&role_chunk=1`, openaiUsage(true, false));
+await run('openai usage, raw stream', USAGE, openaiUsage(true, true));
+await run('openai usage not asked for', `${USAGE}&role_chunk=1`, openaiUsage(false, false));
+await run('responses usage', USAGE, responsesUsage);
+await run('anthropic usage', USAGE, anthropicUsage);
+await run('gemini usage', USAGE, geminiUsage);
+await run('gemini usage without cache or thoughts', 'n=2&gap=0&prompt_tokens=5', geminiUsage);
+await run('ollama usage', 'n=3&gap=0&format=ollama&prompt_tokens=11', ollamaUsage);
+await run('ollama usage zeros omitted', 'n=0&format=ollama&prompt_tokens=0', ollamaUsage);

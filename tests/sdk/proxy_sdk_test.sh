@@ -10,10 +10,8 @@
 # and the SDK's error within its timeout).
 # Usage: proxy_sdk_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-PX=$1
-FM=$2
 dir=$(cd "$(dirname "$0")" && pwd)
-. "$dir/../integration/fakemodel_lib.sh"
+. "$(dirname "$0")/../cli/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
 for pkg in openai @anthropic-ai/sdk; do
     if [ ! -d "$dir/node_modules/$pkg" ]; then
@@ -21,8 +19,6 @@ for pkg in openai @anthropic-ai/sdk; do
         exit 1
     fi
 done
-
-. "$dir/../cli/sg_proxy_lib.sh"
 
 IDLE_MS=300
 # px PROFILE: a proxy in front of sg-fakemodel with that profile and
@@ -33,7 +29,7 @@ px() {
         --backoff-max 20ms --budget 10s
 }
 
-fm_start "$FM"
+px_upstream
 px openai
 PO=$PX_PORT
 px anthropic

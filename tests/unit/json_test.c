@@ -1,11 +1,11 @@
 /*
- * sg_json_escape against a plain byte-at-a-time reference written here from
+ * sgx_json_escape against a plain byte-at-a-time reference written here from
  * RFC 8259 §7 and RFC 3629 §4 (the UTF-8 syntax): every length from 0 to
  * 200 (so the 16-byte blocks meet every alignment and tail), inputs dense
  * in quotes (JSON inside JSON), control characters, DEL, valid and invalid
  * UTF-8 - written whole (and nothing past the literal, though the room
  * allows more) and into every smaller buffer, and into the report through
- * sg_json_fwrite_string.  The run takes every path the CPU has, each in
+ * sgx_json_fwrite_string.  The run takes every path the CPU has, each in
  * turn (SSE2 and bytes, SSSE3, AVX-512), and the bounded one.
  */
 #include <setjmp.h>
@@ -21,7 +21,7 @@
 #include <streamguard/core.h>
 #include <streamguard/op.h>
 
-#include "core/internal.h"
+#include "sgx/json.h"
 
 /* RFC 3629 §4: the length of the well-formed sequence at @p, else 0. */
 static size_t ref_utf8(const unsigned char *p, size_t n) {
@@ -131,11 +131,11 @@ static void fill(unsigned char *p, size_t n, int mix) {
 }
 
 static void check_one(const unsigned char *in, size_t n) {
-    char want[SG_JSON_ESCAPE_MAX(256)];
-    char got[SG_JSON_ESCAPE_MAX(256) + 16];
+    char want[SGX_JSON_ESCAPE_MAX(256)];
+    char got[SGX_JSON_ESCAPE_MAX(256) + 16];
     size_t wl = ref_escape(want, in, n);
     memset(got, 0x55, sizeof(got));
-    size_t gl = sg_json_escape(got, SG_JSON_ESCAPE_MAX(n), (const char *)in, n);
+    size_t gl = sgx_json_escape(got, SGX_JSON_ESCAPE_MAX(n), (const char *)in, n);
     assert_int_equal(gl, wl);
     assert_memory_equal(got, want, wl);
     for (size_t k = wl; k < sizeof(got); k++) {
@@ -144,7 +144,7 @@ static void check_one(const unsigned char *in, size_t n) {
     /* a bounded buffer: the same bytes as far as they fit, the full length */
     for (size_t cap = 0; cap < wl; cap += 1 + cap / 4) {
         memset(got, 0x55, sizeof(got));
-        assert_int_equal(sg_json_escape(got, cap, (const char *)in, n), wl);
+        assert_int_equal(sgx_json_escape(got, cap, (const char *)in, n), wl);
         if (cap > 0) {
             assert_memory_equal(got, want, cap);
         }
@@ -156,9 +156,9 @@ static void escapes_as_the_reference_does(void **state) {
     (void)state;
     unsigned char in[256];
     /* every path this CPU has, from the plain one up to its best */
-    int best = sg__json_escape_path(0);
+    int best = sgx_json_escape_path(0);
     for (int path = 1; path <= best; path++) {
-        assert_int_equal(sg__json_escape_path(path), path);
+        assert_int_equal(sgx_json_escape_path(path), path);
         for (int mix = 0; mix < 5; mix++) {
             for (size_t n = 0; n <= 200; n++) {
                 for (int rep = 0; rep < 8; rep++) {
@@ -168,15 +168,15 @@ static void escapes_as_the_reference_does(void **state) {
             }
         }
     }
-    sg__json_escape_path(0);
+    sgx_json_escape_path(0);
 }
 
 static void json_inside_json(void **state) {
     (void)state;
     const char *chunk =
         "{\"id\":\"chatcmpl-1\",\"choices\":[{\"delta\":{\"content\":\"a\\\\b\"}}]}";
-    char out[SG_JSON_ESCAPE_MAX(128)];
-    size_t n = sg_json_escape(out, sizeof(out), chunk, strlen(chunk));
+    char out[SGX_JSON_ESCAPE_MAX(128)];
+    size_t n = sgx_json_escape(out, sizeof(out), chunk, strlen(chunk));
     const char *want = "\"{\\\"id\\\":\\\"chatcmpl-1\\\",\\\"choices\\\":[{\\\"delta\\\":"
                        "{\\\"content\\\":"
                        "\\\"a\\\\\\\\b\\\"}}]}\"";
@@ -185,7 +185,7 @@ static void json_inside_json(void **state) {
     /* the report writes strings the same way */
     char buf[512];
     FILE *f = fmemopen(buf, sizeof(buf), "w");
-    assert_int_equal(sg_json_fwrite_string(f, chunk, strlen(chunk)), 0);
+    assert_int_equal(sgx_json_fwrite_string(f, chunk, strlen(chunk)), 0);
     long len = ftell(f);
     fclose(f);
     assert_int_equal((size_t)len, n);
@@ -195,9 +195,9 @@ static void json_inside_json(void **state) {
 static void empty_and_null(void **state) {
     (void)state;
     char out[2];
-    assert_int_equal(sg_json_escape(out, 2, NULL, 0), 2);
+    assert_int_equal(sgx_json_escape(out, 2, NULL, 0), 2);
     assert_memory_equal(out, "\"\"", 2);
-    assert_int_equal(sg_json_escape(NULL, 0, "abc", 3), 5); /* just the length */
+    assert_int_equal(sgx_json_escape(NULL, 0, "abc", 3), 5); /* just the length */
 }
 
 int main(void) {

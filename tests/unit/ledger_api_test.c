@@ -28,6 +28,7 @@
 #include "../sg_auto.h"
 
 #include "ledger/internal.h"
+#include "sgx/ledger_line.h"
 #include "ledger_test_dir.h"
 
 /* ------------------------------------------------------------------ helpers */
@@ -89,7 +90,7 @@ static int collect(const sg_ledger_entry *e, void *ud) {
         snprintf(ls->first_url, sizeof(ls->first_url), "%s", e->url);
     }
     if (ls->n < 64) {
-        int n = sg_ledger_format_unresolved_line(e, ls->lines[ls->n], 512);
+        int n = sgx_ledger_format_unresolved_line(e, ls->lines[ls->n], 512);
         assert_true(n > 0 || n == SG_ENOBUFS); /* long URLs are cut in tests */
     }
     ls->n++;
@@ -1110,16 +1111,17 @@ static void names_and_line_format(void **state) {
                          .url = "/u",
                          .first_seen_ns = 0,
                          .state = SG_LEDGER_PENDING};
-    char buf[SG_LEDGER_LINE_MAX];
-    assert_int_equal(sg_ledger_format_unresolved_line(&e, buf, sizeof(buf)),
+    char buf[SGX_LEDGER_LINE_MAX];
+    assert_int_equal(sgx_ledger_format_unresolved_line(&e, buf, sizeof(buf)),
                      (int)strlen("k GET /u 1970-01-01T00:00:00.000Z 0 none pending"));
     assert_string_equal(buf, "k GET /u 1970-01-01T00:00:00.000Z 0 none pending");
     char small[8];
-    assert_int_equal(sg_ledger_format_unresolved_line(&e, small, sizeof(small)),
+    assert_int_equal(sgx_ledger_format_unresolved_line(&e, small, sizeof(small)),
                      SG_ENOBUFS);
     assert_string_equal(small, "k GET /");
-    assert_int_equal(sg_ledger_format_unresolved_line(NULL, buf, sizeof(buf)), SG_EINVAL);
-    assert_int_equal(sg_ledger_format_unresolved_line(&e, NULL, 0), SG_EINVAL);
+    assert_int_equal(sgx_ledger_format_unresolved_line(NULL, buf, sizeof(buf)),
+                     SG_EINVAL);
+    assert_int_equal(sgx_ledger_format_unresolved_line(&e, NULL, 0), SG_EINVAL);
 }
 
 static void resolution_of_follows_the_policy_flags(void **state) {

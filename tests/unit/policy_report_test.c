@@ -21,6 +21,7 @@
 #include "../sg_auto.h"
 
 #include "policy/internal.h"
+#include "sgx/json.h"
 
 #define T0 SG_SEC(1000)
 #define WALL INT64_C(1795964400)
@@ -556,10 +557,10 @@ static void json_string_writer_escapes_like_the_report(void **state) {
     FILE *f = tmpfile();
     assert_non_null(f);
     static const char in[] = "a\"b\\c\n\x01\xc3\xa9\xff";
-    assert_int_equal(sg_json_fwrite_string(f, in, sizeof(in) - 1), 0);
-    assert_int_equal(sg_json_fwrite_string(f, NULL, 0), 0);
-    assert_int_equal(sg_json_fwrite_string(NULL, "x", 1), SG_EINVAL);
-    assert_int_equal(sg_json_fwrite_string(f, NULL, 1), SG_EINVAL);
+    assert_int_equal(sgx_json_fwrite_string(f, in, sizeof(in) - 1), 0);
+    assert_int_equal(sgx_json_fwrite_string(f, NULL, 0), 0);
+    assert_int_equal(sgx_json_fwrite_string(NULL, "x", 1), SG_EINVAL);
+    assert_int_equal(sgx_json_fwrite_string(f, NULL, 1), SG_EINVAL);
     rewind(f);
     char out[128] = {0};
     size_t n = fread(out, 1, sizeof(out) - 1, f);

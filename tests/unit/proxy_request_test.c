@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "../../tools/sg-fakemodel/http1.c"
+#include "../../tools/common/http1.c"
 #include "../../tools/sg-proxy/request.c"
 
 static struct routes rs;

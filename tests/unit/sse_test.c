@@ -15,7 +15,7 @@
 
 #include <streamguard/framing.h>
 
-#include "core/internal.h"
+#include "sgx/simd.h"
 #include "framing/lines.h"
 #include "sse_cases.h"
 
@@ -752,10 +752,10 @@ static const char *ref_eol(const char *p, const char *end) {
 
 static void eol_search_finds_what_a_byte_loop_does_at_every_level(void **state) {
     (void)state;
-    int best = sg__simd_limit(0);
+    int best = sgx_simd_limit(0);
     unsigned seed = 7;
-    for (int level = SG__SIMD_SSE2; level <= best; level++) {
-        assert_int_equal(sg__simd_limit(level), level);
+    for (int level = SGX_SIMD_SSE2; level <= best; level++) {
+        assert_int_equal(sgx_simd_limit(level), level);
         sg__lines_eol_fn eol = sg__lines_eol_at(level);
         for (size_t n = 0; n <= 300; n++) {
             /* exactly n bytes on the heap: a read past the end is caught */
@@ -778,17 +778,17 @@ static void eol_search_finds_what_a_byte_loop_does_at_every_level(void **state) 
             free(buf);
         }
     }
-    sg__simd_limit(0);
+    sgx_simd_limit(0);
 }
 
 static void conformance_cases_parse_alike_at_every_vector_level(void **state) {
     (void)state;
-    int best = sg__simd_limit(0);
-    for (int level = SG__SIMD_SSE2; level <= best; level++) {
-        assert_int_equal(sg__simd_limit(level), level);
+    int best = sgx_simd_limit(0);
+    for (int level = SGX_SIMD_SSE2; level <= best; level++) {
+        assert_int_equal(sgx_simd_limit(level), level);
         split_every_case_at_every_offset();
     }
-    sg__simd_limit(0);
+    sgx_simd_limit(0);
 }
 
 /* "message" as the typed terminal: the first untyped event is it, even

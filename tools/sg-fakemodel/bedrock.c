@@ -105,14 +105,18 @@ void bedrock_prelude(exchange *ex) {
         }
         return;
     }
-    char json[320];
-    snprintf(json, sizeof(json),
-             "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_bdrk_%llu\","
-             "\"type\":\"message\",\"role\":\"assistant\",\"model\":\"sg-fakemodel\","
-             "\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{"
-             "\"input_tokens\":1,\"output_tokens\":1}}}",
-             (unsigned long long)ex->id);
-    invoke_chunk_str(ex, json);
+    /* Claude's own usage rides inside, as on Anthropic's API */
+    sg_fm_buf b = {0};
+    sg_fm_buf_printf(&b,
+                     "{\"type\":\"message_start\",\"message\":{\"id\":\"msg_bdrk_%llu\","
+                     "\"type\":\"message\",\"role\":\"assistant\",\"model\":"
+                     "\"sg-fakemodel\",\"content\":[],\"stop_reason\":null,"
+                     "\"stop_sequence\":null,\"usage\":",
+                     (unsigned long long)ex->id);
+    usage_anthropic(ex, &b, false);
+    sg_fm_buf_append(&b, LIT("}}"));
+    invoke_chunk(ex, sg_fm_buf_data(&b), b.len, 0, SG_FM_ES_INTACT);
+    sg_fm_buf_free(&b);
     invoke_chunk_str(ex, "{\"type\":\"content_block_start\",\"index\":0,"
                          "\"content_block\":{\"type\":\"text\",\"text\":\"\"}}");
 }
@@ -153,33 +157,34 @@ void bedrock_end(exchange *ex) {
     if (ex->sc.no_done) {
         return;
     }
-    long long items = (long long)ex->items;
-    char head[256];
+    sg_fm_buf b = {0};
     if (ex->sc.format == SG_FM_FMT_BEDROCK_CONVERSE) {
         es_event_lit(ex, "contentBlockStop", "{\"contentBlockIndex\":0,\"p\":\"");
         es_event_lit(ex, "messageStop",
                      ex->sc.tool_use ? "{\"stopReason\":\"tool_use\",\"p\":\""
                                      : "{\"stopReason\":\"end_turn\",\"p\":\"");
-        snprintf(head, sizeof(head),
-                 "{\"usage\":{\"inputTokens\":1,\"outputTokens\":%lld,\"totalTokens\":"
-                 "%lld},\"metrics\":{\"latencyMs\":%lld},\"p\":\"",
-                 items, items + 1, latency_ms(ex));
-        es_event_lit(ex, "metadata", head);
+        sg_fm_buf_append(&b, LIT("{\"usage\":"));
+        usage_converse(ex, &b);
+        sg_fm_buf_printf(&b, ",\"metrics\":{\"latencyMs\":%lld},\"p\":\"",
+                         latency_ms(ex));
+        es_event(ex, "metadata", &b, 0, SG_FM_ES_INTACT);
+        sg_fm_buf_free(&b);
         return;
     }
     invoke_chunk_str(ex, "{\"type\":\"content_block_stop\",\"index\":0}");
-    snprintf(head, sizeof(head),
-             "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\","
-             "\"stop_sequence\":null},\"usage\":{\"output_tokens\":%lld}}",
-             items);
-    invoke_chunk_str(ex, head);
-    long long lat = latency_ms(ex);
-    snprintf(head, sizeof(head),
-             "{\"type\":\"message_stop\",\"amazon-bedrock-invocationMetrics\":{"
-             "\"inputTokenCount\":1,\"outputTokenCount\":%lld,\"invocationLatency\":%lld,"
-             "\"firstByteLatency\":%lld}}",
-             items, lat, lat);
-    invoke_chunk_str(ex, head);
+    sg_fm_buf_append(&b, LIT("{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":"
+                             "\"end_turn\",\"stop_sequence\":null},\"usage\":"));
+    usage_anthropic(ex, &b, true);
+    sg_fm_buf_append(&b, LIT("}"));
+    invoke_chunk(ex, sg_fm_buf_data(&b), b.len, 0, SG_FM_ES_INTACT);
+    /* Bedrock's own figures join the model's last event */
+    b.len = 0;
+    sg_fm_buf_append(&b, LIT("{\"type\":\"message_stop\",\"amazon-bedrock-"
+                             "invocationMetrics\":"));
+    usage_invoke_metrics(ex, &b, latency_ms(ex));
+    sg_fm_buf_append(&b, LIT("}"));
+    invoke_chunk(ex, sg_fm_buf_data(&b), b.len, 0, SG_FM_ES_INTACT);
+    sg_fm_buf_free(&b);
 }
 
 void bedrock_error(exchange *ex) {

@@ -218,6 +218,7 @@ void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *val
 }
 
 void ex_body_data(exchange *ex, const void *data, size_t len) {
+    sg_fm_body_scan_feed(&ex->body_scan, data, len);
     if (ex->c->srv->o->sigv4_akid == NULL) {
         return;
     }

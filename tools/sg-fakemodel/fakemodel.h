@@ -12,55 +12,12 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
 
-#include "http1.h"
+#include "../common/buf.h"
+#include "../common/eventstream.h"
+#include "../common/http1.h"
 #include "scenario.h"
 
 #define SG_FM_VERSION "0.1.0"
-
-/* ------------------------------------------------------------ byte buffer */
-
-typedef struct {
-    char *p;
-    size_t off; /* start of unread bytes */
-    size_t len; /* unread bytes */
-    size_t cap;
-} sg_fm_buf;
-
-int sg_fm_buf_reserve(sg_fm_buf *b, size_t more);
-int sg_fm_buf_append(sg_fm_buf *b, const void *data, size_t len);
-int sg_fm_buf_printf(sg_fm_buf *b, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-int sg_fm_buf_fill(sg_fm_buf *b, char ch, size_t n);
-void sg_fm_buf_consume(sg_fm_buf *b, size_t n);
-void sg_fm_buf_free(sg_fm_buf *b);
-static inline char *sg_fm_buf_data(const sg_fm_buf *b) {
-    return b->p + b->off;
-}
-/* Appends s as the inside of a JSON string (no quotes), escaping as needed. */
-int sg_fm_buf_json_str(sg_fm_buf *b, const char *s, size_t len);
-
-/* ------------------------------------------------------------ event stream */
-
-/* One string header (type 7) of an AWS event-stream message. */
-typedef struct {
-    const char *name;  /* at most 255 bytes */
-    const char *value; /* at most 65535 bytes */
-} sg_fm_es_header;
-
-/* A fault to put in a message on purpose (bad_crc_at). */
-typedef enum {
-    SG_FM_ES_INTACT = 0,
-    SG_FM_ES_BAD_PRELUDE_CRC,
-    SG_FM_ES_BAD_MESSAGE_CRC
-} sg_fm_es_damage;
-
-/* The bytes the headers take, and the whole message (eventstream.c). */
-size_t sg_fm_es_headers_len(const sg_fm_es_header *h, size_t n);
-size_t sg_fm_es_message_len(const sg_fm_es_header *h, size_t n, size_t payload_len);
-/* Appends one message to out.  Returns 0, or -1 when out of memory or the
- * message would exceed 4 GiB. */
-int sg_fm_es_message(sg_fm_buf *out, const sg_fm_es_header *h, size_t n,
-                     const char *payload, size_t payload_len, sg_fm_es_damage damage);
 
 /* ------------------------------------------------------------ timers */
 

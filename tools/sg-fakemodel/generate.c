@@ -90,12 +90,20 @@ static void end_sse_item(exchange *ex, size_t event_start, size_t data_start,
     pad_event(ex, event_start);
 }
 
-/* What rides on every Gemini chunk besides its candidates: cumulative usage
- * (printf arguments: candidate tokens, total tokens, request id). */
-#define GEMINI_META                                                               \
-    "\"usageMetadata\": {\"promptTokenCount\": 1,\"candidatesTokenCount\": %lld," \
-    "\"totalTokenCount\": %lld},\"modelVersion\": \"sg-fakemodel\","              \
-    "\"responseId\": \"gemini-%llu\""
+/* OpenAI: what ends each chunk when the request asks for usage. */
+static const char *usage_null(const exchange *ex) {
+    return ex->include_usage ? ",\"usage\":null" : "";
+}
+
+/* OpenAI: a chunk without a token - the role first, or the finish. */
+static void openai_chunk(exchange *ex, const char *delta, const char *finish) {
+    sg_fm_buf_printf(
+        &ex->pend,
+        "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion.chunk\","
+        "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
+        "\"index\":0,\"delta\":%s,\"finish_reason\":%s}]%s}\n\n",
+        (unsigned long long)ex->id, delta, finish, usage_null(ex));
+}
 
 static void emit_item(exchange *ex) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
@@ -140,16 +148,19 @@ static void emit_item(exchange *ex) {
         break;
     }
     case SG_FM_FMT_GEMINI: {
-        char suffix[256];
-        int sl = snprintf(suffix, sizeof(suffix),
-                          "\"}],\"role\": \"model\"},\"index\": 0}]," GEMINI_META, i + 1,
-                          i + 2, id);
+        /* every chunk carries the running usage, as Gemini 2.5's do */
+        static const char head[] = "\"}],\"role\": \"model\"},\"index\": 0}],";
+        char suffix[448];
+        memcpy(suffix, head, sizeof(head) - 1);
+        size_t sl = sizeof(head) - 1 +
+                    usage_gemini_meta(ex, i + 1, suffix + sizeof(head) - 1,
+                                      sizeof(suffix) - sizeof(head) + 1);
         start = ex->pend.off + ex->pend.len;
         sg_fm_buf_printf(&ex->pend,
                          "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": "
                          "\"tok%lld",
                          i);
-        end_sse_item(ex, start, start, suffix, (size_t)sl);
+        end_sse_item(ex, start, start, suffix, sl);
         break;
     }
     case SG_FM_FMT_RESPONSES: {
@@ -171,7 +182,14 @@ static void emit_item(exchange *ex) {
     }
     case SG_FM_FMT_SSE:
     default: {
-        static const char suffix[] = "\"},\"finish_reason\":null}]";
+        /* The last token says the model finished (OpenAI says it in a
+         * chunk of its own, with an empty delta; here n stays the number
+         * of events) - openai-node's helper wants a finish_reason.  Every
+         * chunk has "usage": null when the request asks for usage. */
+        bool last = !ex->sc.runaway && i + 1 == ex->sc.n;
+        char suffix[64];
+        int sl = snprintf(suffix, sizeof(suffix), "\"},\"finish_reason\":%s}]%s",
+                          last ? "\"stop\"" : "null", usage_null(ex));
         start = ex->pend.off + ex->pend.len;
         sg_fm_buf_printf(
             &ex->pend,
@@ -179,7 +197,7 @@ static void emit_item(exchange *ex) {
             "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
             "\"index\":0,\"delta\":{\"content\":\"tok%lld",
             id, i);
-        end_sse_item(ex, start, start, suffix, sizeof(suffix) - 1);
+        end_sse_item(ex, start, start, suffix, (size_t)sl);
         break;
     }
     }
@@ -234,10 +252,9 @@ static void responses_object(exchange *ex, const char *status) {
         LIT(",\"incomplete_details\":null,\"model\":\"sg-fakemodel\",\"output\":["));
     if (completed) {
         responses_message(ex, 1);
-        sg_fm_buf_printf(&ex->pend,
-                         "],\"usage\":{\"input_tokens\":1,\"output_tokens\":%lld,"
-                         "\"total_tokens\":%lld}}",
-                         (long long)ex->items, (long long)ex->items + 1);
+        sg_fm_buf_append(&ex->pend, LIT("],\"usage\":"));
+        usage_responses(ex, &ex->pend);
+        sg_fm_buf_append(&ex->pend, LIT("}"));
     } else {
         sg_fm_buf_append(&ex->pend, LIT("],\"usage\":null}"));
     }
@@ -344,12 +361,7 @@ void emit_prelude(exchange *ex) {
     if (ex->sc.format == SG_FM_FMT_SSE && ex->sc.role_chunk) {
         /* OpenAI's first chunk: the role, no content yet */
         size_t before = ex->pend.len;
-        sg_fm_buf_printf(&ex->pend,
-                         "data: {\"id\":\"chatcmpl-%llu\",\"object\":\"chat.completion."
-                         "chunk\",\"created\":1700000000,\"model\":\"sg-fakemodel\","
-                         "\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\","
-                         "\"content\":\"\"},\"finish_reason\":null}]}\n\n",
-                         (unsigned long long)ex->id);
+        openai_chunk(ex, "{\"role\":\"assistant\",\"content\":\"\"}", "null");
         pend_count_since(ex, before);
         return;
     }
@@ -366,14 +378,35 @@ void emit_prelude(exchange *ex) {
         "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{"
         "\"id\":\"msg_%llu\",\"type\":\"message\",\"role\":\"assistant\","
         "\"model\":\"sg-fakemodel\",\"content\":[],\"stop_reason\":null,"
-        "\"usage\":{\"input_tokens\":1,\"output_tokens\":0}}}\n\n"
-        "event: content_block_start\ndata: {\"type\":\"content_block_start\","
-        "\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        "\"usage\":",
         (unsigned long long)ex->id);
+    usage_anthropic(ex, &ex->pend, false);
+    sg_fm_buf_append(&ex->pend,
+                     LIT("}}\n\nevent: content_block_start\ndata: {\"type\":"
+                         "\"content_block_start\",\"index\":0,\"content_block\":{"
+                         "\"type\":\"text\",\"text\":\"\"}}\n\n"));
     pend_count_since(ex, before);
 }
 
-static void emit_end(exchange *ex) {
+/* OpenAI's end: the finish in a chunk of its own when no token carried
+ * it (an empty answer), the usage chunk when the request asks for it,
+ * [DONE] (not with no_done).  After an in-band error only the [DONE] that
+ * error_then_done asks for. */
+static void openai_end(exchange *ex, bool after_error) {
+    if (!after_error && ex->items == 0) {
+        openai_chunk(ex, "{}", "\"stop\"");
+    }
+    if (!after_error && ex->include_usage) {
+        usage_openai_chunk(ex, &ex->pend);
+    }
+    if (!ex->sc.no_done) {
+        sg_fm_buf_append(&ex->pend, LIT("data: [DONE]\n\n"));
+    }
+}
+
+/* The end of the stream, with the final usage where the format has it;
+ * @after_error: after an in-band error (error_then_done). */
+static void emit_end(exchange *ex, bool after_error) {
     if (sg_fm_format_is_eventstream(ex->sc.format)) {
         bedrock_end(ex);
         return;
@@ -382,46 +415,53 @@ static void emit_end(exchange *ex) {
         responses_end(ex);
         return;
     }
+    size_t before = ex->pend.len;
+    if (ex->sc.format == SG_FM_FMT_SSE) {
+        openai_end(ex, after_error);
+        pend_count_since(ex, before);
+        return;
+    }
     if (ex->sc.no_done) {
         return;
     }
-    size_t before = ex->pend.len;
     switch (ex->sc.format) {
-    case SG_FM_FMT_GEMINI:
+    case SG_FM_FMT_GEMINI: {
         /* the last chunk: no text, a finishReason, the final usage */
+        char meta[384];
+        usage_gemini_meta(ex, ex->items, meta, sizeof(meta));
         sg_fm_buf_printf(
             &ex->pend,
-            "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"\"}],"
-            "\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": 0}]," GEMINI_META
-            "}\n\n",
-            (long long)ex->items, (long long)ex->items + 1, (unsigned long long)ex->id);
+            "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": "
+            "\"\"}],\"role\": \"model\"},\"finishReason\": \"STOP\",\"index\": "
+            "0}],%s}\n\n",
+            meta);
         break;
+    }
     case SG_FM_FMT_NDJSON:
         sg_fm_buf_printf(&ex->pend, "{\"id\":\"gen-%llu\",\"done\":true}\n",
                          (unsigned long long)ex->id);
         break;
     case SG_FM_FMT_OLLAMA:
-        sg_fm_buf_printf(
-            &ex->pend,
-            "{\"model\":\"sg-fakemodel\",\"created_at\":\"2023-11-14T22:13:20Z\","
-            "\"message\":{\"role\":\"assistant\",\"content\":\"\"},\"done\":true,"
-            "\"done_reason\":\"stop\",\"eval_count\":%lld}\n",
-            (long long)ex->items);
+        sg_fm_buf_append(&ex->pend, LIT("{\"model\":\"sg-fakemodel\",\"created_at\":"
+                                        "\"2023-11-14T22:13:20Z\",\"message\":{\"role\":"
+                                        "\"assistant\",\"content\":\"\"},\"done\":true,"
+                                        "\"done_reason\":\"stop\""));
+        usage_ollama(ex, &ex->pend);
+        sg_fm_buf_append(&ex->pend, LIT("}\n"));
         break;
     case SG_FM_FMT_ANTHROPIC:
-        sg_fm_buf_printf(
-            &ex->pend,
-            "event: content_block_stop\ndata: {\"type\":\"content_block_stop\","
-            "\"index\":0}\n\n"
-            "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{"
-            "\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{"
-            "\"output_tokens\":%lld}}\n\n"
-            "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-            (long long)ex->items);
+        /* message_delta's usage is cumulative: the whole message's */
+        sg_fm_buf_append(&ex->pend,
+                         LIT("event: content_block_stop\ndata: {\"type\":"
+                             "\"content_block_stop\",\"index\":0}\n\n"
+                             "event: message_delta\ndata: {\"type\":\"message_delta\","
+                             "\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":"
+                             "null},\"usage\":"));
+        usage_anthropic(ex, &ex->pend, true);
+        sg_fm_buf_append(&ex->pend, LIT("}\n\nevent: message_stop\ndata: {\"type\":"
+                                        "\"message_stop\"}\n\n"));
         break;
-    case SG_FM_FMT_SSE:
     default:
-        sg_fm_buf_append(&ex->pend, "data: [DONE]\n\n", 14);
         break;
     }
     pend_count_since(ex, before);
@@ -635,7 +675,7 @@ void ex_step(exchange *ex) {
                 /* a failure reported inside the stream, then its end */
                 emit_error(ex);
                 if (ex->sc.error_then_done) {
-                    emit_end(ex);
+                    emit_end(ex, true);
                 }
                 ex->reason = "in_band_error";
                 ex->eof_pending = 1;
@@ -667,7 +707,7 @@ void ex_step(exchange *ex) {
             }
             if (!ex->sc.runaway && ex->sc.n == 0) {
                 /* n=0: an empty answer - the prelude, then the end */
-                emit_end(ex);
+                emit_end(ex, false);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
                 if (end_body(ex, now)) {
                     break; /* lingering: on to the timers */
@@ -685,7 +725,7 @@ void ex_step(exchange *ex) {
                 log_ex(ex, SG_FM_EV_FIRST_ITEM_SENT, "\"items\":1");
             }
             if (!ex->sc.runaway && ex->items >= ex->sc.n) {
-                emit_end(ex);
+                emit_end(ex, false);
                 ex->reason = ex->sc.no_done ? "no_done" : "done";
                 if (end_body(ex, now)) {
                     break; /* lingering: on to the timers */

@@ -553,14 +553,22 @@ void ex_begin(exchange *ex) {
     }
     sg_fm_scenario_init(&ex->sc, fmt);
     char err[128];
-    if ((q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
+    bool bad =
+        (q != NULL && sg_fm_scenario_parse(&ex->sc, q, qlen, err, sizeof(err)) != 0) ||
         (ex->scenario_hdr != NULL &&
          sg_fm_scenario_parse(&ex->sc, ex->scenario_hdr, strlen(ex->scenario_hdr), err,
-                              sizeof(err)) != 0) ||
-        sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0) {
+                              sizeof(err)) != 0);
+    if (!bad) {
+        sg_fm_scenario_set_body(&ex->sc, ex->body_bytes); /* the default prompt */
+        bad = sg_fm_scenario_check(&ex->sc, err, sizeof(err)) != 0;
+    }
+    if (bad) {
         ex_respond_json_error(ex, 400, err, "bad_scenario");
         return;
     }
+    /* OpenAI's usage chunk only when the body asks for it, as OpenAI */
+    ex->include_usage =
+        ex->sc.format == SG_FM_FMT_SSE && sg_fm_body_asks_usage(&ex->body_scan);
     bool fails = ex->sc.status > 0 && ex->sc.status != 200;
     if (fails || ex->sc.refuse || ex->sc.goaway || ex->sc.tail_first > 0) {
         uint64_t count = sg_fm_key_count(ex->key); /* once per request */

@@ -20,6 +20,7 @@ void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format) {
     s->error_at = -1;
     s->bad_crc_at = -1;
     s->cut_at = -1;
+    s->prompt_tokens = -1;
     s->format = format;
 }
 
@@ -368,6 +369,12 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_choice(v, vn, ends, 2, &s->cut_drop);
         } else if (name_is(n, nn, "tool_use")) {
             rc = parse_bool(v, vn, &s->tool_use);
+        } else if (name_is(n, nn, "prompt_tokens")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->prompt_tokens);
+        } else if (name_is(n, nn, "cached_tokens")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->cached_tokens);
+        } else if (name_is(n, nn, "reasoning_tokens")) {
+            rc = parse_int(v, vn, MAX_COUNT, 0, &s->reasoning_tokens);
         } else {
             snprintf(err, errlen, "unknown query parameter '%.*s'", (int)nn, n);
             return -1;
@@ -384,8 +391,50 @@ int sg_fm_format_is_eventstream(sg_fm_format f) {
     return f == SG_FM_FMT_BEDROCK_CONVERSE || f == SG_FM_FMT_BEDROCK_INVOKE;
 }
 
+void sg_fm_scenario_set_body(sg_fm_scenario *s, uint64_t body_bytes) {
+    if (s->prompt_tokens < 0) {
+        s->prompt_tokens = (int64_t)(body_bytes / 4 + (body_bytes % 4 != 0));
+        s->prompt_from_body = 1;
+    }
+}
+
+/* The usage knobs against the format: each figure needs a field of the
+ * provider's to carry it, and the cached part of the input cannot exceed
+ * the input. */
+static int check_usage(const sg_fm_scenario *s, char *err, size_t errlen) {
+    int explicit_prompt = s->prompt_tokens >= 0 && !s->prompt_from_body;
+    if (s->format == SG_FM_FMT_NDJSON &&
+        (explicit_prompt || s->cached_tokens > 0 || s->reasoning_tokens > 0)) {
+        snprintf(err, errlen,
+                 "format=ndjson reports no usage (prompt_tokens, cached_tokens, "
+                 "reasoning_tokens)");
+        return -1;
+    }
+    if (s->format == SG_FM_FMT_OLLAMA && s->cached_tokens > 0) {
+        snprintf(err, errlen, "cached_tokens: Ollama reports no cached tokens");
+        return -1;
+    }
+    if ((s->format == SG_FM_FMT_OLLAMA || s->format == SG_FM_FMT_BEDROCK_CONVERSE) &&
+        s->reasoning_tokens > 0) {
+        snprintf(err, errlen, "reasoning_tokens: %s reports no reasoning tokens",
+                 s->format == SG_FM_FMT_OLLAMA ? "Ollama" : "bedrock-converse");
+        return -1;
+    }
+    if (s->prompt_tokens >= 0 && s->cached_tokens > s->prompt_tokens) {
+        snprintf(err, errlen, "cached_tokens=%lld is more than prompt_tokens=%lld%s",
+                 (long long)s->cached_tokens, (long long)s->prompt_tokens,
+                 s->prompt_from_body ? " (the request body's bytes / 4, rounded up)"
+                                     : "");
+        return -1;
+    }
+    return 0;
+}
+
 int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
     int es = sg_fm_format_is_eventstream(s->format);
+    if (check_usage(s, err, errlen) != 0) {
+        return -1;
+    }
     if (!es && s->bad_crc_at >= 0) {
         snprintf(err, errlen, "bad_crc_at needs an event-stream format (bedrock-*)");
         return -1;

@@ -90,6 +90,12 @@ typedef struct {
     int64_t cut_at;         /* -1: never; K: after K items, half of the next */
     int cut_drop;           /* cut_at then ends abruptly, not cleanly */
     int tool_use;           /* Bedrock: block 0 is a tool use, not text */
+    /* The usage the stream reports (docs: Usage).  Output is the items
+     * streamed plus reasoning_tokens. */
+    int64_t prompt_tokens;    /* input, cached included; -1: from the body */
+    int prompt_from_body;     /* prompt_tokens is the body's (set_body) */
+    int64_t cached_tokens;    /* of the input, read from a cache */
+    int64_t reasoning_tokens; /* hidden reasoning, not streamed */
 } sg_fm_scenario;
 
 /* Defaults; `format` depends on the path. */
@@ -104,8 +110,15 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
                          size_t errlen);
 
 /*
- * The checks only the whole scenario can make (knobs that need a format).
- * Returns 0, or -1 with a one-line reason in err.
+ * The request body's length: a prompt_tokens not given is the body's
+ * bytes / 4, rounded up.  Call it before sg_fm_scenario_check.
+ */
+void sg_fm_scenario_set_body(sg_fm_scenario *s, uint64_t body_bytes);
+
+/*
+ * The checks only the whole scenario can make (knobs that need a format,
+ * usage figures that contradict each other).  Returns 0, or -1 with a
+ * one-line reason in err.
  */
 int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen);
 

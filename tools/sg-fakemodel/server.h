@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include "fakemodel.h"
+#include "reqbody.h"
 #include "sigv4.h"
 
 #include <openssl/evp.h>
@@ -77,7 +78,9 @@ struct exchange {
     char *scenario_hdr;
     int expect_continue;
     uint64_t body_bytes;
-    uint64_t header_bytes; /* the request's field names and values, summed */
+    sg_fm_body_scan body_scan; /* does the body ask for OpenAI's usage chunk */
+    int include_usage;         /* it did (set when the request is complete) */
+    uint64_t header_bytes;     /* the request's field names and values, summed */
     int64_t t_received;
     /* The response. */
     sg_fm_scenario sc;
@@ -182,7 +185,8 @@ void ex_pump(exchange *ex);
 void log_ex(exchange *ex, sg_fm_event_type type, const char *fields);
 void log_received(exchange *ex, const char *error);
 /* --sigv4-key: keeps a request header, hashes request body bytes (both do
- * nothing when no signature is checked). */
+ * nothing when no signature is checked); every body byte is also scanned
+ * for OpenAI's stream_options.include_usage (reqbody.h). */
 void ex_keep_header(exchange *ex, const char *name, size_t nlen, const char *value,
                     size_t vlen);
 void ex_body_data(exchange *ex, const void *data, size_t len);
@@ -205,6 +209,29 @@ void bedrock_end(exchange *ex);
 void bedrock_error(exchange *ex);
 /* The x-amzn-ErrorType Bedrock pairs with an HTTP status. */
 const char *bedrock_error_type_for_status(int status);
+
+/* ------------------------------------------------------------ usage.c */
+
+/* Each appends the usage of @ex so far in one provider's shape. */
+/* OpenAI Chat Completions: the whole chunk after the last token (choices
+ * [], the stream's id), when the request asks for it. */
+void usage_openai_chunk(const exchange *ex, sg_fm_buf *b);
+/* The Responses API: the `usage` object of response.completed. */
+void usage_responses(const exchange *ex, sg_fm_buf *b);
+/* Anthropic's usage object: message_start's (@final false: output_tokens
+ * the API's placeholder 1) or message_delta's cumulative one. */
+void usage_anthropic(const exchange *ex, sg_fm_buf *b, bool final);
+/* Gemini: `"usageMetadata": {...}` for @candidates tokens so far (running
+ * totals, zeros left out), then modelVersion and responseId, into @out
+ * (NUL-terminated; cap >= 384).  Returns its length. */
+size_t usage_gemini_meta(const exchange *ex, int64_t candidates, char *out, size_t cap);
+/* Ollama: the done line's `,"prompt_eval_count":N,"eval_count":N` (zeros
+ * left out, as Ollama omits them). */
+void usage_ollama(const exchange *ex, sg_fm_buf *b);
+/* Bedrock ConverseStream: the metadata event's `usage` object. */
+void usage_converse(const exchange *ex, sg_fm_buf *b);
+/* Bedrock InvokeModelWithResponseStream: amazon-bedrock-invocationMetrics. */
+void usage_invoke_metrics(const exchange *ex, sg_fm_buf *b, long long latency_ms);
 
 /* ------------------------------------------------------------ respond.c */
 

@@ -11,7 +11,7 @@
 
 #include "proxy.h"
 
-#include "../sg-fakemodel/fakemodel.h"
+#include "../common/eventstream.h"
 
 enum answer_style answer_style_of(const char *profile) {
     if (profile == NULL) {
@@ -81,7 +81,7 @@ int answer_status(sg_outcome outcome, int upstream_status) {
 /* "sg-proxy: WHAT (detail)" as a JSON string literal, quotes included
  * (at most MESSAGE_PLAIN bytes of text, so that the literal fits @out). */
 #define MESSAGE_PLAIN 200
-#define MESSAGE_MAX (SG_JSON_ESCAPE_MAX(MESSAGE_PLAIN) + 1)
+#define MESSAGE_MAX (SGX_JSON_ESCAPE_MAX(MESSAGE_PLAIN) + 1)
 static void message_of(const char *what, const char *detail, char *out, size_t cap) {
     char plain[MESSAGE_PLAIN];
     if (detail != NULL && *detail != '\0' && strcmp(detail, what) != 0) {
@@ -89,7 +89,7 @@ static void message_of(const char *what, const char *detail, char *out, size_t c
     } else {
         snprintf(plain, sizeof(plain), "sg-proxy: %s", what);
     }
-    size_t n = sg_json_escape(out, cap - 1, plain, strlen(plain));
+    size_t n = sgx_json_escape(out, cap - 1, plain, strlen(plain));
     out[n < cap - 1 ? n : cap - 1] = '\0';
 }
 
@@ -155,7 +155,7 @@ size_t answer_own_body(enum answer_style style, int status, const char *what, ch
     return body_of(style, server_type(style, status), status, msg, buf, cap);
 }
 
-/* An AWS event-stream exception message (sg-fakemodel's encoder): the SDK
+/* An AWS event-stream exception message (tools/common's encoder): the SDK
  * raises it by its type (internalServerException: the outcome is in its
  * message).  0 when it does not fit @cap. */
 static size_t bedrock_exception(const char *msg, char *buf, size_t cap) {

@@ -34,7 +34,9 @@
 #include <streamguard/curl.h>
 #include <streamguard/streamguard.h>
 
-#include "../sg-fakemodel/http1.h"
+#include "../common/http1.h"
+#include "../common/values.h"
+#include "sgx/json.h"
 
 #define MAX_FALLBACKS 15
 #define MAX_ROUTES 64
@@ -184,13 +186,5 @@ void metrics_observe(const char *route, const sg_op *op, double duration_s,
  * its whole length, as snprintf does: it is all in @b when less than @cap
  * (@b NULL and @cap 0: the length alone). */
 size_t metrics_text(char *b, size_t cap);
-
-/* ../sg-stream/values.c: the value parsers, and the usage error (it
- * prints "prog: ... (see --help)" and returns 2). */
-extern const char *const prog;
-int parse_duration(const char *s, int64_t *out);
-int parse_count(const char *s, uint64_t max, uint64_t *out);
-int set_backoff(sg_op_options *o, int64_t base, int64_t cap);
-__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 
 #endif

@@ -58,8 +58,8 @@ static int ledger_options(const struct config *c, sg_ledger_options **out) {
 
 static int print_unresolved(const sg_ledger_entry *e, void *user_data) {
     (void)user_data;
-    char line[SG_LEDGER_LINE_MAX];
-    if (sg_ledger_format_unresolved_line(e, line, sizeof(line)) >= 0) {
+    char line[SGX_LEDGER_LINE_MAX];
+    if (sgx_ledger_format_unresolved_line(e, line, sizeof(line)) >= 0) {
         puts(line);
     }
     return 0;

@@ -116,7 +116,7 @@ static int h2_headers(const struct config *c, h2_field hdrs[MAX_HEADERS],
         while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t')) {
             v[--vl] = '\0'; /* HTTP/2 takes no whitespace at a value's end */
         }
-        if (sg_h2_connection_specific(names[nh], v)) {
+        if (sgx_h2_connection_specific(names[nh], v)) {
             continue; /* HTTP/1.1's own: left out, as curl does over h2 */
         }
         hdrs[nh].name = names[nh];

@@ -3,14 +3,16 @@
  *
  * sg-stream is one program split by concern: options.c turns argv into a
  * struct config (with usage.c for the help text and the usage errors and
- * values.c for durations, counts and @FILE bodies), run_curl.c and run_h2.c
- * run the operation over libcurl or streamguard's own HTTP/2 transport, each
- * in its own loop, writeout.c writes what a run prints (items, -w, the
- * report, the closing diagnostic) through output.c (stdout, batched and
- * never blocking), signals.c turns Ctrl-C into a cancel and holds the loops'
- * wait, and ledger_cmd.c holds everything about --ledger.  main.c only
- * parses, dispatches and returns the exit status.  Like the whole program,
- * this header uses the public streamguard API only.
+ * ../common/values.c, shared with sg-proxy, for durations, counts and @FILE
+ * bodies), run_curl.c and run_h2.c run the operation over libcurl or
+ * streamguard's own HTTP/2 transport, each in its own loop, writeout.c
+ * writes what a run prints (items, -w, the report, the closing diagnostic)
+ * through output.c (stdout, batched and never blocking), signals.c turns
+ * Ctrl-C into a cancel and holds the loops' wait, and ledger_cmd.c holds
+ * everything about --ledger.  main.c only parses, dispatches and returns
+ * the exit status.  Like the whole program, this header uses the public
+ * streamguard API only, and src/sgx/, the helpers the library shares with
+ * its programs (JSON strings, HTTP/2 fields, the ledger's listing line).
  */
 #ifndef SG_STREAM_H
 #define SG_STREAM_H
@@ -24,11 +26,16 @@
 #include <streamguard/h2.h>
 #include <streamguard/ledger.h>
 
+#include "../common/values.h"
+#include "sgx/fields.h"
+#include "sgx/json.h"
+#include "sgx/ledger_line.h"
+
 /* The exit status says which family of outcomes ended the run. */
 enum exit_code {
     EXIT_OK = 0,
     EXIT_INTERNAL = 1,  /* could not run at all (setup failure) */
-    EXIT_USAGE = 2,     /* bad arguments */
+    EXIT_USAGE = 2,     /* bad arguments (SG_TOOLS_EXIT_USAGE, values.h) */
     EXIT_TIMEOUT = 3,   /* connect/first-item/idle/stream/attempt timeout */
     EXIT_BUDGET = 4,    /* budget_exhausted or refused */
     EXIT_STOPPED = 5,   /* cancelled or cap_exceeded */
@@ -36,9 +43,6 @@ enum exit_code {
     EXIT_HTTP = 7,      /* http_error or provider_error */
     EXIT_TRANSPORT = 8, /* transport_error or protocol_error */
 };
-
-/* The prefix of every diagnostic. */
-extern const char *const prog;
 
 enum output { OUT_DATA, OUT_JSONL, OUT_NONE };
 
@@ -79,7 +83,7 @@ struct run {
      * while the type stays the same (it nearly always does) */
     char event_raw[EVENT_CACHE];
     size_t event_raw_len;
-    char event_lit[SG_JSON_ESCAPE_MAX(EVENT_CACHE)];
+    char event_lit[SGX_JSON_ESCAPE_MAX(EVENT_CACHE)];
     size_t event_lit_len;
 };
 
@@ -146,27 +150,6 @@ struct config {
 /* usage.c */
 void usage(FILE *f);
 void print_version(void);
-__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
-
-/* values.c */
-int parse_duration(const char *s, int64_t *out);
-int parse_count(const char *s, uint64_t max, uint64_t *out);
-char *read_file(const char *path, size_t *len);
-/* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
- * end not given is the library's default (base 100 ms, cap 10 s), or the
- * given end where the default would not fit beside it; neither given
- * leaves @o as it is.  sg_op_options_set_backoff's result (SG_EINVAL: both
- * given, @cap below @base).  Shared with sg-proxy. */
-int set_backoff(sg_op_options *o, int64_t base, int64_t cap);
-/* @url as a message may show it, written into @buf (@size bytes, cut to
- * fit): a password in its user information masked (user:***@), and the
- * value of every query parameter and the fragment (@every_value: an API
- * key may be any of them) or only the parameters whose names end in
- * "password" (libpq's password and sslpassword); returns @buf. */
-const char *masked_url(char *buf, size_t size, const char *url, bool every_value);
-/* How much of the header @h a message may show: its name (up to ':',
- * a space or a control byte; 64 bytes at most), never its value. */
-size_t header_name_len(const char *h);
 
 /* options.c: 0 to go on, < 0 when done without error (--help, --version),
  * else the exit status.  Call config_free() after it, whatever it returns. */

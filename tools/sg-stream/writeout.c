@@ -22,7 +22,7 @@
 static char *put_field(char *dst, const char *lit, const char *p, size_t n) {
     size_t l = strlen(lit);
     memcpy(dst, lit, l);
-    return dst + l + sg_json_escape(dst + l, SG_JSON_ESCAPE_MAX(n), p, n);
+    return dst + l + sgx_json_escape(dst + l, SGX_JSON_ESCAPE_MAX(n), p, n);
 }
 
 /* true when @p[0..@n) is the cached type (@n <= EVENT_CACHE), compared
@@ -67,8 +67,8 @@ static char *event_field(struct run *r, char *dst, const sg_item *item) {
     memcpy(dst, "{\"event\":", 9);
     dst += 9;
     if (!same_event(r, item->event, item->event_len)) {
-        size_t n = sg_json_escape(dst, SG_JSON_ESCAPE_MAX(item->event_len), item->event,
-                                  item->event_len);
+        size_t n = sgx_json_escape(dst, SGX_JSON_ESCAPE_MAX(item->event_len), item->event,
+                                   item->event_len);
         if (item->event_len > EVENT_CACHE) {
             r->event_raw_len = SIZE_MAX; /* too long to keep: never matches */
             return dst + n;
@@ -104,9 +104,9 @@ int print_item(struct run *r, const sg_item *item) {
         o->len += item->data_len + 1;
     } else if (r->output == OUT_JSONL) {
         /* one line, all of it or none: room for the worst case at once */
-        size_t need = 32 + SG_JSON_ESCAPE_MAX(item->event_len) +
-                      SG_JSON_ESCAPE_MAX(item->data_len) +
-                      SG_JSON_ESCAPE_MAX(item->id_len);
+        size_t need = 32 + SGX_JSON_ESCAPE_MAX(item->event_len) +
+                      SGX_JSON_ESCAPE_MAX(item->data_len) +
+                      SGX_JSON_ESCAPE_MAX(item->id_len);
         char *start = out_reserve(o, need);
         if (start == NULL) {
             return 1;
@@ -281,7 +281,7 @@ static void write_report_line(const struct config *c, const char *report, FILE *
         fputs("null", f);
     } else {
         const char *why = ledger_failure(c->ledger_sync_rv);
-        sg_json_fwrite_string(f, why, strlen(why));
+        sgx_json_fwrite_string(f, why, strlen(why));
     }
     fputs("}}\n", f);
 }

@@ -6,6 +6,7 @@
 
 #include <streamguard/core.h>
 #include <streamguard/curl.h>
+#include <streamguard/easy.h>
 #include <streamguard/eventstream.h>
 #include <streamguard/framing.h>
 #include <streamguard/guard.h>
@@ -61,7 +62,8 @@ int main(void) {
     int64_t ms = 0;
     int g = guard_outcome();
     int r = refused_outcome();
-    if (g < 0 || r < 0 || sg_deadline_ms_parse("4213", 4, &ms) != 0) {
+    if (g < 0 || r < 0 || sg_deadline_ms_parse("4213", 4, &ms) != 0 ||
+        sg_easy_outcome(NULL) != SG_OUTCOME_NONE) {
         return 1;
     }
     printf("%s %s %s %lld\n", sg_version(), sg_outcome_name((sg_outcome)g),

@@ -14,8 +14,9 @@
  * never one written here.  Only string headers are written: Bedrock's
  * streams carry nothing else.
  */
-#include "fakemodel.h"
+#include "eventstream.h"
 
+#include <stdint.h>
 #include <string.h>
 #include <zlib.h>
 

@@ -1,7 +1,8 @@
 /* Growable byte buffer: append at the end, consume from the front. */
-#include "fakemodel.h"
+#include "buf.h"
 
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

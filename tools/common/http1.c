@@ -1,5 +1,5 @@
 /*
- * HTTP/1.1 request parsing for sg-fakemodel (RFC 9112), strict where a
+ * HTTP/1.1 request parsing for the programs (RFC 9112), strict where a
  * lenient reading could hide a client bug (Content-Length with
  * Transfer-Encoding, obsolete line folding, control bytes) and lenient where
  * real clients differ harmlessly (bare LF line ends).

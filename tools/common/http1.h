@@ -1,10 +1,13 @@
 /*
- * sg-fakemodel's HTTP/1.1 request parser: request head, chunked request
- * bodies, and the helpers the server needs to read a request target.
+ * The HTTP/1.1 request parser the programs share (sg-fakemodel serves with
+ * it, sg-proxy reads its clients' requests with it): request head, chunked
+ * request bodies, and the helpers a server needs to read a request target.
  *
  * It allocates nothing and returns views into the caller's buffer (the
- * picohttpparser way), and it depends on libc only, so the fuzz target
- * fuzz/fakemodel_request.c can include http1.c directly.
+ * picohttpparser way), and it depends on libc only, so the fuzz targets
+ * fuzz/fakemodel_request.c and fuzz/proxy_request.c include http1.c
+ * directly.  Its names keep the sg_fm_ prefix of sg-fakemodel, where it
+ * was first written.
  */
 #ifndef SG_FAKEMODEL_HTTP1_H
 #define SG_FAKEMODEL_HTTP1_H

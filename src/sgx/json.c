@@ -2,7 +2,7 @@
  * JSON string literals (RFC 8259 §7) for the report and for programs that
  * print items as JSON lines.  No allocation: into the caller's buffer.
  */
-#include <streamguard/core.h>
+#include "sgx/json.h"
 
 #include <string.h>
 
@@ -17,7 +17,7 @@
 #    include "json_tables.h"
 #endif
 
-#include "core/internal.h"
+#include "sgx/simd.h"
 
 #if defined(__GNUC__)
 #    define SG__JSON_NOINLINE __attribute__((noinline))
@@ -341,26 +341,26 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
 
 /* The escape paths, slowest first, from the library's vector level. */
 enum { PATH_SSE2 = 1, PATH_SSSE3, PATH_AVX512 };
-static int path_limit; /* 0: no limit (sg__json_escape_path) */
+static int path_limit; /* 0: no limit (sgx_json_escape_path) */
 
 static int path_of(int level) {
-    return level >= SG__SIMD_AVX512VBMI2 ? PATH_AVX512
-           : level >= SG__SIMD_SSSE3     ? PATH_SSSE3
+    return level >= SGX_SIMD_AVX512VBMI2 ? PATH_AVX512
+           : level >= SGX_SIMD_SSSE3     ? PATH_SSSE3
                                          : PATH_SSE2;
 }
 
 static inline int escape_path(void) {
-    int p = path_of(sg__simd_level());
+    int p = path_of(sgx_simd_level());
     int lim = __atomic_load_n(&path_limit, __ATOMIC_RELAXED);
     return lim != 0 && lim < p ? lim : p;
 }
 
-int sg__json_escape_path(int max) {
+int sgx_json_escape_path(int max) {
     __atomic_store_n(&path_limit, max, __ATOMIC_RELAXED);
     return escape_path();
 }
 #else
-int sg__json_escape_path(int max) {
+int sgx_json_escape_path(int max) {
     (void)max;
     return 1; /* PATH_SSE2: the one path here */
 }
@@ -393,9 +393,9 @@ static SG__JSON_NOINLINE size_t escape_bounded(char *dst, size_t cap,
     return pos;
 }
 
-size_t sg_json_escape(char *dst, size_t cap, const char *p, size_t len) {
+size_t sgx_json_escape(char *dst, size_t cap, const char *p, size_t len) {
     const unsigned char *u = (const unsigned char *)p;
-    if (dst == NULL || cap < SG_JSON_ESCAPE_MAX(len)) {
+    if (dst == NULL || cap < SGX_JSON_ESCAPE_MAX(len)) {
         return escape_bounded(dst, cap, u, len);
     }
     /* room for the worst case: straight into @dst */

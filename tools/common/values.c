@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sg_stream.h"
+#include "values.h"
 
 /* Every bad argument in one shape, "PROG: ... (see --help)", and the usage
  * exit status (shared with sg-proxy, which names its own prog). */
@@ -31,7 +31,7 @@ int usage_error(const char *fmt, ...) {
         }
     }
     fprintf(stderr, "%s: %s (see --help)\n", prog, msg);
-    return EXIT_USAGE;
+    return SG_TOOLS_EXIT_USAGE;
 }
 
 /* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */

@@ -1,0 +1,47 @@
+/*
+ * The values the programs' options take (values.c), shared by sg-stream
+ * and sg-proxy: durations, counts, @FILE bodies, the backoff pair, and
+ * what a message may show of what the operator typed.  Each parser is
+ * strict and says only yes or no; the caller, which knows the option,
+ * words the usage error.  Uses the public streamguard API only.
+ */
+#ifndef SG_TOOLS_VALUES_H
+#define SG_TOOLS_VALUES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <streamguard/policy.h>
+
+/* The exit status of a usage error, the same in every program. */
+#define SG_TOOLS_EXIT_USAGE 2
+
+/* The prefix of every diagnostic: each program defines its own. */
+extern const char *const prog;
+
+/* Prints "PROG: ... (see --help)" on one line and returns
+ * SG_TOOLS_EXIT_USAGE. */
+__attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
+
+/* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */
+int parse_duration(const char *s, int64_t *out);
+int parse_count(const char *s, uint64_t max, uint64_t *out);
+char *read_file(const char *path, size_t *len);
+/* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
+ * end not given is the library's default (base 100 ms, cap 10 s), or the
+ * given end where the default would not fit beside it; neither given
+ * leaves @o as it is.  sg_op_options_set_backoff's result (SG_EINVAL: both
+ * given, @cap below @base). */
+int set_backoff(sg_op_options *o, int64_t base, int64_t cap);
+/* @url as a message may show it, written into @buf (@size bytes, cut to
+ * fit): a password in its user information masked (user:***@), and the
+ * value of every query parameter and the fragment (@every_value: an API
+ * key may be any of them) or only the parameters whose names end in
+ * "password" (libpq's password and sslpassword); returns @buf. */
+const char *masked_url(char *buf, size_t size, const char *url, bool every_value);
+/* How much of the header @h a message may show: its name (up to ':',
+ * a space or a control byte; 64 bytes at most), never its value. */
+size_t header_name_len(const char *h);
+
+#endif
