@@ -186,6 +186,7 @@ typedef struct verdict {
 static verdict play(const char *profile, const body *w, const uint8_t *sizes,
                     size_t nsz) {
     sg_stream_config cfg;
+    sg_stream_config_init(&cfg); /* the profile leaves the limits as they are */
     check(sg_profile_framing(profile, &cfg) == 0, "the profile exists");
     check(sg_stream_config_set_max_event(&cfg, 4096) == 0, "max_event");
     size_t bn = sg_stream_buffer_size(&cfg);

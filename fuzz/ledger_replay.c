@@ -320,7 +320,6 @@ static int replay(const uint8_t *data, size_t size, const mstate *model) {
     int rv = sg_ledger_open(&l1, g_dir, o);
     check(rv == 0, "open replays any bytes");
     check(sg_ledger_open(&l2, g_dir, o) == 0, "second open");
-    sg_ledger_options_free(o);
     sg_ledger_stats st = SG_LEDGER_STATS_INIT;
     sg_ledger_get_stats(l1, &st);
     check(st.records == sa.records && st.corrupt_regions == sa.corrupt_regions &&
@@ -333,6 +332,7 @@ static int replay(const uint8_t *data, size_t size, const mstate *model) {
     sg_ledger_close(l1);
     sg_ledger_close(l2);
     check(sg_ledger_open(&l1, g_dir, o) == 0, "reopen");
+    sg_ledger_options_free(o);
     listing reopened = list_of(l1);
     if (model != NULL) {
         mcheck mc = {model, 0};
