@@ -7,11 +7,12 @@
  * calls tick at that instant, and reports finished transfers.  User
  * callbacks that may free the operation (on_attempt, on_discard, on_done)
  * run only from those driver calls, never from inside a libcurl callback.
+ *
+ * Which server names TLS accepts is decided in tls_name.c.
  */
 #include "curl/internal.h"
 
-#include <openssl/ssl.h>
-#include <openssl/x509v3.h>
+#include "curl/tls_name.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,43 +237,6 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     return CURL_PREREQFUNC_OK;
 }
 
-/* ----------------------------------------------------------- TLS names */
-
-/* RFC 9525 §6.3: a server is identified by its certificate's subject
- * alternative names only.  libcurl matches the name against them, but
- * falls back to the subject's CN when a certificate has no DNS or IP
- * alternative name at all; refusing such a leaf here gives one policy for
- * both transports (the HTTP/2 one sets X509_CHECK_FLAG_NEVER_CHECK_SUBJECT).
- * libcurl verifies with SSL_VERIFY_NONE and reads the result afterwards,
- * so the error is recorded in the store, where it finds it. */
-static int san_only_verify(int preverify, X509_STORE_CTX *store) {
-    if (!preverify || X509_STORE_CTX_get_error_depth(store) != 0) {
-        return preverify;
-    }
-    X509 *leaf = X509_STORE_CTX_get_current_cert(store);
-    GENERAL_NAMES *names =
-        leaf != NULL ? X509_get_ext_d2i(leaf, NID_subject_alt_name, NULL, NULL) : NULL;
-    bool named = false;
-    for (int i = 0; names != NULL && i < sk_GENERAL_NAME_num(names); i++) {
-        int type = sk_GENERAL_NAME_value(names, i)->type;
-        named = named || type == GEN_DNS || type == GEN_IPADD;
-    }
-    GENERAL_NAMES_free(names);
-    if (!named) {
-        X509_STORE_CTX_set_error(store, X509_V_ERR_HOSTNAME_MISMATCH);
-        return 0;
-    }
-    return 1;
-}
-
-static CURLcode on_ssl_ctx(CURL *easy, void *ssl_ctx, void *user_data) {
-    (void)easy;
-    (void)user_data;
-    SSL_CTX *ctx = ssl_ctx;
-    SSL_CTX_set_verify(ctx, SSL_CTX_get_verify_mode(ctx), san_only_verify);
-    return CURLE_OK;
-}
-
 /* ------------------------------------------------------ transport glue */
 
 static void detach_transfer(sg_curl_op *op) {
@@ -383,7 +347,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
      * instead of joining it (which would wait out the DNS query). */
     curl_easy_setopt(e, CURLOPT_QUICK_EXIT, 1L);
     /* OpenSSL backends only (libcurl answers NOT_BUILT_IN elsewhere) */
-    curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
+    curl_easy_setopt(e, CURLOPT_SSL_CTX_FUNCTION, sg__curl_on_ssl_ctx);
     int64_t connect_ns = sg_guard_config_connect_timeout(&plan->guard_config);
     curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                      ms_ceil(connect_ns > 0 ? connect_ns : plan->attempt_timeout_ns) +
