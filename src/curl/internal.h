@@ -9,6 +9,10 @@
 #include "transport/lifecycle.h"
 #include "transport/watch.h"
 
+/* The largest response head accepted, as the HTTP/2 transport's default
+ * max_header_list (RFC 9113 §6.5.2 counts alike, near enough). */
+#define SG__CURL_MAX_HEADER_BYTES (64u << 10)
+
 /* One fallback endpoint, owned copies. */
 typedef struct sg__curl_endpoint {
     char *url;
@@ -93,5 +97,11 @@ bool sg__curl_goaway_refused(const sg_curl_op *op, CURLcode result);
 int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now);
 int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
 int sg__curl_op_tick(sg_curl_op *op, int64_t now);
+
+/* Decides @op's running attempt, whose transfer libcurl ended with
+ * @result, at @now (classify.c): the outcome from the CURLcode and what
+ * the callbacks saw, and the message beside it.  The request's sending
+ * must be worked out first (the guard's phase is read). */
+void sg__curl_decide(sg_curl_op *op, CURLcode result, int64_t now);
 
 #endif

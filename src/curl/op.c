@@ -8,7 +8,8 @@
  * callbacks that may free the operation (on_attempt, on_discard, on_done)
  * run only from those driver calls, never from inside a libcurl callback.
  *
- * Which server names TLS accepts is decided in tls_name.c.
+ * What a finished transfer was is decided in classify.c; which server
+ * names TLS accepts, in tls_name.c.
  */
 #include "curl/internal.h"
 
@@ -19,10 +20,6 @@
 #include <string.h>
 #include <strings.h>
 #include <stddef.h>
-
-/* The largest response head accepted, as the HTTP/2 transport's default
- * max_header_list (RFC 9113 §6.5.2 counts alike, near enough). */
-#define SG__CURL_MAX_HEADER_BYTES (64u << 10)
 
 /* libcurl's own timeouts back ours up; they sit this far behind the lease
  * so the guard, which knows the phase, always fires first. */
@@ -202,7 +199,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
         const char *declared = sg_op_method(op->lc.pol);
         if (curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire) == CURLE_OK &&
             wire != NULL && declared != NULL && strcmp(wire, declared) != 0) {
-            op->at.method_mismatch = true; /* the message is written in classify */
+            op->at.method_mismatch = true; /* its message: classify.c */
             return CURL_PREREQFUNC_ABORT;
         }
     }
@@ -595,114 +592,6 @@ void sg_curl_op_free(sg_curl_op *op) {
     free(op);
 }
 
-/* A transfer libcurl gave up on because the server broke HTTP: never
- * retried (the same server would break it again), whatever libcurl's code.
- * libcurl says a chunk size was malformed only in its message, and that a
- * header line was over its limit only as CURLE_OUT_OF_MEMORY while the
- * head is being read. */
-static bool broke_http(const sg_curl_op *op, CURLcode result) {
-    switch (result) {
-    case CURLE_WEIRD_SERVER_REPLY:
-    case CURLE_BAD_CONTENT_ENCODING:
-        return true;
-    case CURLE_RECV_ERROR:
-        return strstr(op->lc.errbuf, "chunked-encoding") != NULL;
-    case CURLE_OUT_OF_MEMORY:
-        return op->lc.http_status != 0 && !op->lc.headers_done;
-    default:
-        return false;
-    }
-}
-
-/* A request libcurl could not even begin to make from this easy handle
- * (a malformed URL, a scheme it does not speak or was not built with):
- * nothing was sent, and the same request would fail the same way again. */
-static bool unusable_request(CURLcode result) {
-    return result == CURLE_URL_MALFORMAT || result == CURLE_UNSUPPORTED_PROTOCOL ||
-           result == CURLE_NOT_BUILT_IN;
-}
-
-/* What a finished transfer was, from what libcurl and our callbacks saw;
- * the lifecycle lets a first cause (expiry, cap, cancel, bad framing) win. */
-static void classify(sg_curl_op *op, CURLcode result, int64_t now) {
-    sg_outcome how;
-    tp_sync(&op->lc, now);
-    bool broken = op->at.header_overflow || broke_http(op, result);
-    bool refused = op->at.refused || sg__curl_goaway_refused(op, result);
-    if (op->at.method_mismatch || (unusable_request(result) && !op->lc.sent)) {
-        how = SG_OUTCOME_REFUSED; /* never sent; the same request would be again */
-    } else if (unusable_request(result)) {
-        /* after the request went: a reply that is not HTTP (HTTP/0.9), or a
-         * Location libcurl cannot follow - the server's doing */
-        how = SG_OUTCOME_PROTOCOL_ERROR;
-    } else if (refused) {
-        how = SG_OUTCOME_TRANSPORT_ERROR;
-        op->lc.not_processed = true; /* never sent, whatever the method */
-    } else if (op->at.resent) {
-        how = SG_OUTCOME_TRANSPORT_ERROR; /* the connection died before an answer */
-    } else if (op->at.http_abort) {
-        how = SG_OUTCOME_HTTP_ERROR;
-    } else if (broken) {
-        how = SG_OUTCOME_PROTOCOL_ERROR;
-    } else if (result == CURLE_OK) {
-        /* a final 3xx, or no status at all, is no stream */
-        how = op->lc.body_is_stream ? SG_OUTCOME_OK : SG_OUTCOME_HTTP_ERROR;
-    } else if (result == CURLE_OPERATION_TIMEDOUT) {
-        how = sg_guard_phase(guard_of(op)) == SG_PHASE_CONNECT
-                  ? SG_OUTCOME_CONNECT_TIMEOUT
-                  : SG_OUTCOME_ATTEMPT_TIMEOUT;
-    } else if (op->lc.body_is_stream) {
-        how = SG_OUTCOME_TRUNCATED; /* the connection ended mid-body */
-    } else {
-        how = SG_OUTCOME_TRANSPORT_ERROR;
-    }
-    /* libcurl's own words, unless it only describes an abort of ours
-     * ("failure writing output"): kept beside the outcome, with the
-     * CURLcode, before anything of ours is written into the same buffer. */
-    char native[SG__LC_ERROR_SIZE] = "";
-    bool ours = op->at.http_abort || op->at.method_mismatch || op->at.write_abort ||
-                op->at.header_overflow || op->at.resent || refused;
-    if (result != CURLE_OK && !ours) {
-        /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
-        snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
-                 curl_easy_strerror(result), op->lc.errbuf[0] ? ": " : "", op->lc.errbuf);
-    }
-    op->lc.errbuf[0] = '\0';
-    sg__lc_decide(&op->lc, now, how);
-    if (op->at.method_mismatch) {
-        /* written after libcurl's own message ("aborted by pre-request
-         * callback") into the same buffer */
-        const char *wire = NULL;
-        curl_easy_getinfo(op->easy, CURLINFO_EFFECTIVE_METHOD, &wire);
-        sg__lc_error(&op->lc,
-                     "the easy handle sends %s but the policy's method is %s: set the "
-                     "same method on both (sg_op_options_set_method); nothing was sent",
-                     wire != NULL ? wire : "?", sg_op_method(op->lc.pol));
-    }
-    if (op->at.resent) {
-        sg__lc_error(&op->lc, "%s",
-                     "the connection closed before any answer, after the request was "
-                     "sent; not sent again (the request is not safe to repeat)");
-    } else if (op->at.refused) {
-        sg__lc_error(&op->lc, "%s",
-                     "HTTP/2 stream refused before any answer (libcurl set out to send "
-                     "it again): never processed");
-    } else if (refused) {
-        sg__lc_error(&op->lc, "%s",
-                     "HTTP/2 stream above GOAWAY's last stream id (curl 16): never "
-                     "processed");
-    }
-    if (op->at.header_overflow) {
-        sg__lc_error(&op->lc, "response header exceeds %u bytes",
-                     (unsigned)SG__CURL_MAX_HEADER_BYTES);
-    } else if (broken && result == CURLE_OUT_OF_MEMORY) {
-        sg__lc_error(&op->lc, "%s: a response header line over libcurl's limit", native);
-    }
-    if (op->lc.errbuf[0] == '\0' && native[0] != '\0') {
-        memcpy(op->lc.errbuf, native, sizeof(native));
-    }
-}
-
 /* ------------------------------------------------------- driver interface */
 
 int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now) {
@@ -715,7 +604,8 @@ int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {
     if (op->lc.state == SG__LC_DRAINING) {
         sg__lc_decide(&op->lc, now, SG_OUTCOME_OK);
     } else if (op->lc.state == SG__LC_RUNNING) {
-        classify(op, result, now);
+        tp_sync(&op->lc, now); /* (the phase the verdict reads) */
+        sg__curl_decide(op, result, now);
     }
     return sg__lc_settle(&op->lc, now);
 }
