@@ -137,8 +137,8 @@ void sg__ledger_intents_close(sg_ledger *l, int64_t until) {
     }
     bool late = q->running > 0;
     pthread_mutex_unlock(&q->mu);
-    if (late && l->db != NULL) {
-        l->db->interrupt(l);
+    if (late) {
+        l->backend->interrupt(l);
     }
     while (j != NULL) {
         sg__intent_job *next = j->next;

@@ -153,18 +153,6 @@ static int do_compact(sg_ledger *l, void *arg) {
     return rv;
 }
 
-int sg_ledger_compact(sg_ledger *l) {
-    if (l == NULL) {
-        return SG_EINVAL;
-    }
-    if (l->db != NULL) {
-        int rv = sg__ledger_lock_handle(l);
-        if (rv != 0) {
-            return rv;
-        }
-        rv = l->db->compact(l);
-        pthread_mutex_unlock(&l->mu);
-        return rv;
-    }
+int sg__ledger_file_compact(sg_ledger *l) {
     return sg__ledger_with_lock(l, LOCK_EX, do_compact, NULL);
 }

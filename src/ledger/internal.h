@@ -129,10 +129,11 @@ int sg__ledger_scan_mem(const uint8_t *buf, size_t len, sg__ledger_rec_cb cb,
 #define SG__LEDGER_TMP "ledger.sgl.compact"
 
 /* ------------------------------------------------------------- the handle
- * Split by concern: ledger.c opens and closes it and holds the operations,
- * log.c the index and the file under the lock, compact.c the rewrite,
- * sync.c the group commit and its thread.  Only those files (and the unit
- * tests) touch these. */
+ * ledger.c holds the public calls and dispatches them to the handle's
+ * backend.  The file backend is split by concern: file.c opens and closes
+ * it and holds its operations, log.c the index and the file under the
+ * lock, compact.c the rewrite, sync.c the group commit and its thread.
+ * Only those files (and the unit tests) touch the file's state. */
 
 /* One unresolved operation in the handle's index. */
 typedef struct sg__ledger_ent {
@@ -196,33 +197,61 @@ typedef struct sg__ledger_syncer {
     int (*dirsync)(int fd, void *user_data);
 } sg__ledger_syncer;
 
-/* A backend other than the file (pg.c): the public calls check their
- * arguments once (ledger.c), then call through this table when the handle
- * has one.  Each call but intent runs under the handle's mutex, taken by the
- * caller of the table.  @until is a CLOCK_MONOTONIC instant (SG_TIME_NEVER: the
- * backend's own bound). */
+/* ----------------------------------------------------------- the backends
+ * One table of functions per backend: the file's (file.c, over log.c,
+ * sync.c and compact.c), the embedded default, and PostgreSQL's (pg.c, in
+ * a build with it).  The public calls (ledger.c) check their arguments
+ * once, then call through the handle's table and never name a backend.
+ * Every entry takes what it needs of the handle's mutex itself, waiting
+ * for it no longer than lock_timeout_ns (SG_ELOCKED): the file's with its
+ * file lock, under one bound, a database's never while the database
+ * answers.  @until is a CLOCK_MONOTONIC instant (SG_TIME_NEVER: the
+ * backend's own bound).  A record's key and fields were checked. */
 typedef struct sg__ledger_backend {
     const char *name;
-    /* The records still queued are committed by @until at the latest;
-     * what is still running then is given up (interrupt). */
-    void (*close)(sg_ledger *l, int64_t until);
-    /* From any thread: every statement running, or run from now on, on the
-     * handle's connections fails at once (SG_ECANCELED).  For close. */
+    /* Makes @l a handle on @location: @l is zero but for its mutex
+     * (initialised) and its options (checked, no default applied yet:
+     * the backend applies its own).  Starts the intent threads
+     * (sg__ledger_intents_init) with as many as it takes intents at once.
+     * Returns 0, or an error with everything it set up taken down again
+     * (the caller frees @l). */
+    int (*open)(sg_ledger *l, const char *location);
+    /* sg_ledger_init_schema on @location, @opts checked. */
+    int (*init_schema)(const char *location, const sg_ledger_options *opts);
+    /* Joins the intent threads (sg__ledger_intents_close), settles what is
+     * queued within the backend's own bound, and frees what open set up;
+     * the caller destroys the mutex and frees @l.  Never called after a
+     * failed open, which undoes itself. */
+    void (*close)(sg_ledger *l);
+    /* From any thread: every statement running, or run from now on,
+     * fails at once (SG_ECANCELED): what close gives up once its bound
+     * has passed.  The file's does nothing: its fdatasyncs cannot be
+     * given up, so its close waits for them. */
     void (*interrupt)(sg_ledger *l);
-    /* Without the handle's mutex: the backend takes it for what it guards,
-     * never while the database answers. */
-    int (*intent)(sg_ledger *l, const sg__ledger_rec *r, int64_t until);
-    /* attempt, resolve or reconcile */
-    int (*update)(sg_ledger *l, const sg__ledger_rec *r);
+    /* The records: the backend may stamp @r's wall time.  Each returns
+     * what the public call of its name documents (ledger.h). */
+    int (*intent)(sg_ledger *l, sg__ledger_rec *r, int64_t until);
+    int (*attempt)(sg_ledger *l, sg__ledger_rec *r);
+    int (*resolve)(sg_ledger *l, sg__ledger_rec *r);
+    int (*reconcile)(sg_ledger *l, sg__ledger_rec *r);
     int (*list)(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
                 void *user_data);
     int (*compact)(sg_ledger *l);
-    /* sg_ledger_sync, without the handle's mutex (its calls go on while
-     * it waits): the records queued before it are settled by @until. */
+    /* sg_ledger_sync: the records written or queued before it are settled
+     * by @until; a failure since the last sync is told (SG_EIO). */
     int (*sync)(sg_ledger *l, int64_t until);
-    /* Under the handle's mutex: the fields of sg_ledger_stats it keeps. */
-    void (*stats)(sg_ledger *l, sg_ledger_stats *out);
+    /* The fields of sg_ledger_stats it keeps, into @out (zeroed). */
+    int (*stats)(sg_ledger *l, sg_ledger_stats *out);
 } sg__ledger_backend;
+
+/* file.c: the file in a directory, the embedded default. */
+extern const sg__ledger_backend sg__ledger_file_backend;
+#ifdef SG_HAVE_POSTGRESQL
+/* pg.c: PostgreSQL, for a postgresql:// or postgres:// URI.  A library
+ * built without it (SG_WITH_POSTGRESQL=OFF: no libpq) has no such table,
+ * and refuses such a location with SG_EUNSUPPORTED. */
+extern const sg__ledger_backend sg__ledger_pg_backend;
+#endif
 
 /* The intent threads (async.c): intents recorded off the caller's thread
  * for sg_ledger_observer's start_intent, up to @max at once.  A thread is
@@ -264,28 +293,35 @@ int sg__ledger_intent_poll(sg_ledger *l, sg__intent_job *j);
 void sg__ledger_intent_abandon(sg_ledger *l, sg__intent_job *j, sg_outcome outcome);
 
 struct sg_ledger {
-    /* NULL: the file ledger, the embedded default, whose state is the rest
-     * of this struct; else a database backend and its own state. */
-    const sg__ledger_backend *db;
-    void *db_state;
+    /* The backend its location named, and that backend's own state when
+     * it keeps it apart (PostgreSQL's; NULL for the file, whose state is
+     * the part below). */
+    const sg__ledger_backend *backend;
+    void *state;
+    /* Every backend's: */
     pthread_mutex_t mu;
-    sg_ledger_options opts;
-    int dir_fd;
-    int lock_fd;
-    int data_fd;
-    uint64_t off;  /* end of the last record (or skipped run) consumed */
-    uint64_t size; /* file size as last seen; > off means a tail */
-    sg_ledger_stats stats;
-    sg__ledger_ent **buckets;
-    size_t nbuckets;
-    size_t live;
-    sg__ledger_ent *head;
-    sg__ledger_ent *tail;
-    sg__ledger_ent *spare; /* an intent's entry, allocated before its record is written */
-    size_t spare_url_cap;
-    sg__ledger_syncer sync;
+    sg_ledger_options opts; /* its defaults applied by the backend's open */
     sg__ledger_intents intents;
-    uint8_t recbuf[SG__LEDGER_REC_MAX];
+    /* The file backend's (file.c, log.c, sync.c, compact.c), embedded in
+     * the handle: zero in a handle of another backend. */
+    struct {
+        int dir_fd;
+        int lock_fd;
+        int data_fd;
+        uint64_t off;  /* end of the last record (or skipped run) consumed */
+        uint64_t size; /* file size as last seen; > off means a tail */
+        sg_ledger_stats stats;
+        sg__ledger_ent **buckets;
+        size_t nbuckets;
+        size_t live;
+        sg__ledger_ent *head;
+        sg__ledger_ent *tail;
+        /* an intent's entry, allocated before its record is written */
+        sg__ledger_ent *spare;
+        size_t spare_url_cap;
+        sg__ledger_syncer sync;
+        uint8_t recbuf[SG__LEDGER_REC_MAX];
+    };
 };
 
 /* log.c: the index of the live operations. */
@@ -372,35 +408,13 @@ int sg__ledger_with_lock_until(sg_ledger *l, int how, sg__ledger_locked_fn fn, v
 int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
                             const char *url, int64_t until);
 
-/* Whether @location names the PostgreSQL backend (a postgresql:// or
- * postgres:// URI), else a directory. */
-static inline bool sg__ledger_is_pg(const char *location) {
-    return strncmp(location, "postgresql://", 13) == 0 ||
-           strncmp(location, "postgres://", 11) == 0;
-}
+/* sync.c, compact.c: the file backend's sync and compact. */
+int sg__ledger_file_sync(sg_ledger *l, int64_t until);
+int sg__ledger_file_compact(sg_ledger *l);
 
-/* pg.c: the PostgreSQL backend.  @location is a postgresql:// or
- * postgres:// URI; @opts already checked, defaults applied.  A library
- * built without it (SG_WITH_POSTGRESQL=OFF: no libpq) refuses such a
- * location with SG_EUNSUPPORTED. */
-#ifdef SG_HAVE_POSTGRESQL
-int sg__ledger_pg_open(sg_ledger **out, const char *location,
-                       const sg_ledger_options *opts);
-int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts);
-#else
-static inline int sg__ledger_pg_open(sg_ledger **out, const char *location,
-                                     const sg_ledger_options *opts) {
-    (void)out;
-    (void)location;
-    (void)opts;
-    return SG_EUNSUPPORTED;
-}
-static inline int sg__ledger_pg_init_schema(const char *location,
-                                            const sg_ledger_options *opts) {
-    (void)location;
-    (void)opts;
-    return SG_EUNSUPPORTED;
-}
-#endif
+/* The handle's mutex (waited for as sg__ledger_lock_handle waits) around
+ * @fn: for a backend whose call guards state of the handle but takes no
+ * file lock. */
+int sg__ledger_with_handle(sg_ledger *l, sg__ledger_locked_fn fn, void *arg);
 
 #endif

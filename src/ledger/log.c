@@ -2,7 +2,7 @@
  * The ledger handle's in-memory index of unresolved operations and the data
  * file under it: replaying records into the index, the flock(2) protocol,
  * catching up with appends and compactions done by other processes, and
- * appending this handle's own records.  ledger.c and compact.c build on it.
+ * appending this handle's own records.  file.c and compact.c build on it.
  */
 #define _GNU_SOURCE
 #include "ledger/internal.h"
@@ -421,8 +421,19 @@ sg__ledger_sync_mode sg__ledger_sync_for(const sg_ledger *l, uint8_t type) {
     }
 }
 
+int sg__ledger_with_handle(sg_ledger *l, sg__ledger_locked_fn fn, void *arg) {
+    int rv = sg__ledger_lock_handle(l);
+    if (rv != 0) {
+        return rv;
+    }
+    rv = fn(l, arg);
+    pthread_mutex_unlock(&l->mu);
+    return rv;
+}
+
 /* Runs @fn under the handle's mutex and the file lock (@how), after a
- * refresh.  Every public entry point goes through here. */
+ * refresh.  Every call of the file backend that reads or writes the file
+ * goes through here. */
 int sg__ledger_with_lock(sg_ledger *l, int how, sg__ledger_locked_fn fn, void *arg) {
     return sg__ledger_with_lock_until(l, how, fn, arg, SG_TIME_NEVER);
 }

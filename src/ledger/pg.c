@@ -50,7 +50,7 @@ static const char schema_sql[] = {
 };
 
 static pg_ledger *state(sg_ledger *l) {
-    return l->db_state;
+    return l->state;
 }
 
 /* -------------------------------------------------------------- fences */
@@ -144,7 +144,7 @@ static void key_of(const sg__ledger_rec *r, char out[SG_LEDGER_KEY_MAX + 1]) {
  * of other operations (queued under that mutex) never wait for it.  Each
  * intent has an intent connection to itself: one that waits for a row
  * holds up no intent of another key. */
-static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
+static int pg_intent(sg_ledger *l, sg__ledger_rec *r, int64_t until) {
     pg_ledger *p = state(l);
     char key[SG_LEDGER_KEY_MAX + 1];
     char pid[16];
@@ -214,18 +214,27 @@ static int pg_intent(sg_ledger *l, const sg__ledger_rec *r, int64_t until) {
     return rv;
 }
 
-static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+/* Under the handle's mutex. */
+static int reconcile_locked(sg_ledger *l, void *arg) {
+    const sg__ledger_rec *r = arg;
+    pg_ledger *p = state(l);
+    /* After this handle's own records of the key. */
+    int rv = flush_queue(p);
+    if (rv != 0) {
+        return rv;
+    }
+    char key[SG_LEDGER_KEY_MAX + 1];
+    key_of(r, key);
     char note[SG_LEDGER_NOTE_MAX + 1];
     memcpy(note, r->note, r->note_len);
     note[r->note_len] = '\0';
     const char *vals[2] = {key, note};
     PGresult *res;
-    int rv =
-        sg__pg_exec(p,
-                    "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
-                    "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
-                    "RETURNING 1",
-                    2, vals, sg__pg_bound(p, SG_TIME_NEVER), &res);
+    rv = sg__pg_exec(p,
+                     "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
+                     "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
+                     "RETURNING 1",
+                     2, vals, sg__pg_bound(p, SG_TIME_NEVER), &res);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_ENOTFOUND;
     }
@@ -233,11 +242,19 @@ static int pg_reconcile(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     return rv;
 }
 
-/* An attempt or a resolution: refused here when this handle's own
- * resolution of the key is queued or done (as the file ledger's index
- * refuses it), else queued for the writer with the key's fence, so the
- * call returns without waiting for the database. */
-static int queue_update(pg_ledger *p, const char *key, const sg__ledger_rec *r) {
+static int pg_reconcile(sg_ledger *l, sg__ledger_rec *r) {
+    return sg__ledger_with_handle(l, reconcile_locked, r);
+}
+
+/* An attempt or a resolution, under the handle's mutex: refused here when
+ * this handle's own resolution of the key is queued or done (as the file
+ * ledger's index refuses it), else queued for the writer with the key's
+ * fence, so the call returns without waiting for the database. */
+static int queue_locked(sg_ledger *l, void *arg) {
+    const sg__ledger_rec *r = arg;
+    pg_ledger *p = state(l);
+    char key[SG_LEDGER_KEY_MAX + 1];
+    key_of(r, key);
     fence *f = *fence_slot(p, key);
     if (f != NULL && f->ended != 0) {
         return f->resolution == SG_LEDGER_UNKNOWN ? SG_ESTATE : SG_ENOTFOUND;
@@ -267,22 +284,9 @@ static int queue_update(pg_ledger *p, const char *key, const sg__ledger_rec *r) 
     return rv;
 }
 
-static int pg_update(sg_ledger *l, const sg__ledger_rec *r) {
-    pg_ledger *p = state(l);
-    char key[SG_LEDGER_KEY_MAX + 1];
-    key_of(r, key);
-    switch (r->type) {
-    case SG__LREC_ATTEMPT:
-    case SG__LREC_RESOLVE:
-        return queue_update(p, key, r);
-    case SG__LREC_RECONCILE: {
-        /* After this handle's own records of the key. */
-        int rv = flush_queue(p);
-        return rv != 0 ? rv : pg_reconcile(p, key, r);
-    }
-    default:
-        return SG_EINVAL;
-    }
+/* Attempt, resolve. */
+static int pg_record(sg_ledger *l, sg__ledger_rec *r) {
+    return sg__ledger_with_handle(l, queue_locked, r);
 }
 
 /* -------------------------------------------------------------- listing */
@@ -324,10 +328,16 @@ static int list_rows(const PGresult *res,
     return 0;
 }
 
+typedef struct list_args {
+    int (*cb)(const sg_ledger_entry *e, void *user_data);
+    void *user_data;
+} list_args;
+
 /* One snapshot (a cursor in a read-only transaction), read a chunk at a
- * time so memory stays bounded however many rows are unresolved. */
-static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
-                   void *user_data) {
+ * time so memory stays bounded however many rows are unresolved.  Under
+ * the handle's mutex. */
+static int list_locked(sg_ledger *l, void *arg) {
+    const list_args *a = arg;
     pg_ledger *p = state(l);
     /* What this handle recorded is listed: its queue is committed first. */
     int rv = flush_queue(p);
@@ -356,7 +366,7 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
                         &res);
         if (rv == 0) {
             int rows = PQntuples(res);
-            rv = list_rows(res, cb, user_data);
+            rv = list_rows(res, a->cb, a->user_data);
             if (rv == 0 && rows == 0) {
                 PQclear(res);
                 break;
@@ -374,8 +384,16 @@ static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_
     return rv;
 }
 
-/* Settled rows go, with their attempts: what file compaction drops. */
-static int pg_compact(sg_ledger *l) {
+static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
+                   void *user_data) {
+    list_args a = {cb, user_data};
+    return sg__ledger_with_handle(l, list_locked, &a);
+}
+
+/* Settled rows go, with their attempts: what file compaction drops.  Under
+ * the handle's mutex. */
+static int compact_locked(sg_ledger *l, void *arg) {
+    (void)arg;
     pg_ledger *p = state(l);
     int rv = flush_queue(p);
     if (rv != 0) {
@@ -388,6 +406,20 @@ static int pg_compact(sg_ledger *l) {
                      0, NULL, sg__pg_bound(p, SG_TIME_NEVER), &res);
     PQclear(res);
     return rv;
+}
+
+static int pg_compact(sg_ledger *l) {
+    return sg__ledger_with_handle(l, compact_locked, NULL);
+}
+
+static int stats_locked(sg_ledger *l, void *arg) {
+    sg__pg_stats(l, arg);
+    return 0;
+}
+
+/* Nothing is replayed; unsynced: the records queued, not committed. */
+static int pg_stats(sg_ledger *l, sg_ledger_stats *out) {
+    return sg__ledger_with_handle(l, stats_locked, out);
 }
 
 /* ------------------------------------------------------------ open, close */
@@ -406,37 +438,27 @@ void sg__pg_free(pg_ledger *p) {
     }
 }
 
-/* After the intent threads are joined: the writer commits what is queued
- * by @until, then everything is freed. */
-static void pg_close(sg_ledger *l, int64_t until) {
+/* The intent threads are joined first (they record through the handle),
+ * then the writer commits what is queued; neither is waited for longer
+ * than close_timeout_ns (its default applied at open): what is under way
+ * then is given up. */
+static void pg_close(sg_ledger *l) {
+    int64_t until = sg_time_add(sg_clock_monotonic_now(NULL), l->opts.close_timeout_ns);
+    sg__ledger_intents_close(l, until);
     pg_ledger *p = state(l);
     sg__pg_writer_close(p, until);
     sg__pg_free(p);
-    l->db_state = NULL;
+    l->state = NULL;
 }
 
 static void pg_interrupt(sg_ledger *l) {
     sg__pg_interrupt(state(l));
 }
 
-static const sg__ledger_backend pg_backend = {
-    .name = "postgresql",
-    .close = pg_close,
-    .interrupt = pg_interrupt,
-    .intent = pg_intent,
-    .update = pg_update,
-    .list = pg_list,
-    .compact = pg_compact,
-    .sync = sg__pg_sync,
-    .stats = sg__pg_stats,
-};
-
-int sg__ledger_pg_open(sg_ledger **out, const char *location,
-                       const sg_ledger_options *opts) {
-    pg_ledger *p = sg__pg_new(location, opts);
-    if (p == NULL) {
-        return SG_ENOMEM;
-    }
+/* The handle's state apart from @l: its connection (checked), its writer
+ * and the writer's connection (opened by its first batch), its intents'
+ * connections. */
+static int pg_connect_all(pg_ledger *p, const char *location) {
     p->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     p->stop_owned = p->stop_fd >= 0;
     int rv = p->stop_owned ? 0 : SG_ESYS;
@@ -447,45 +469,40 @@ int sg__ledger_pg_open(sg_ledger **out, const char *location,
         rv = sg__pg_writer_init(p);
     }
     if (rv == 0) {
-        /* The writer's connection: opened by its first batch. */
         p->w->conn = sg__pg_new(location, &p->opts);
         rv = p->w->conn != NULL ? 0 : SG_ENOMEM;
     }
     if (rv == 0) {
         p->w->conn->stop_fd = p->stop_fd;
-    }
-    if (rv == 0) {
         /* The intents' first connection: the one already made (checked);
          * reads, reconciles and compactions get one of their own when
          * they first need it. */
         rv = sg__pg_pool_init(p);
     }
+    return rv;
+}
+
+static int pg_open(sg_ledger *l, const char *location) {
+    pg_ledger *p = sg__pg_new(location, &l->opts);
+    if (p == NULL) {
+        return SG_ENOMEM;
+    }
+    int rv = pg_connect_all(p, location);
+    if (rv == 0 && sg__ledger_intents_init(l, p->opts.intent_connections) != 0) {
+        rv = SG_ENOMEM;
+    }
     if (rv != 0) {
         sg__pg_free(p);
         return rv;
     }
-    /* The struct is the file ledger's too; only db and mu are used here. */
-    sg_ledger *l = calloc(1, sizeof(*l));
-    if (l == NULL || pthread_mutex_init(&l->mu, NULL) != 0) {
-        free(l);
-        sg__pg_free(p);
-        return SG_ENOMEM;
-    }
-    if (sg__ledger_intents_init(l, p->opts.intent_connections) != 0) {
-        pthread_mutex_destroy(&l->mu);
-        free(l);
-        sg__pg_free(p);
-        return SG_ENOMEM;
-    }
-    l->db = &pg_backend;
-    l->db_state = p;
-    l->dir_fd = l->lock_fd = l->data_fd = -1;
+    /* Of the handle, only the mutex, the options and the intent threads
+     * are used here; the rest is the file's. */
+    l->state = p;
     l->opts = p->opts;
-    *out = l;
     return 0;
 }
 
-int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opts) {
+static int pg_init_schema(const char *location, const sg_ledger_options *opts) {
     pg_ledger *p = sg__pg_new(location, opts);
     if (p == NULL) {
         return SG_ENOMEM;
@@ -498,3 +515,19 @@ int sg__ledger_pg_init_schema(const char *location, const sg_ledger_options *opt
     sg__pg_free(p);
     return rv;
 }
+
+const sg__ledger_backend sg__ledger_pg_backend = {
+    .name = "postgresql",
+    .open = pg_open,
+    .init_schema = pg_init_schema,
+    .close = pg_close,
+    .interrupt = pg_interrupt,
+    .intent = pg_intent,
+    .attempt = pg_record,
+    .resolve = pg_record,
+    .reconcile = pg_reconcile,
+    .list = pg_list,
+    .compact = pg_compact,
+    .sync = sg__pg_sync,
+    .stats = pg_stats,
+};

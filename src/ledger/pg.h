@@ -116,7 +116,8 @@ uint64_t sg__pg_writer_settled(writer *w);
 /* Before an intent: SG_EIO when a queued record failed since an intent
  * last heard of it (then it has), else 0. */
 int sg__pg_take_failure(writer *w);
-/* The backend's sync and stats (sg__ledger_backend). */
+/* The backend's sync (sg__ledger_backend), and its stats' fields, taken
+ * under the handle's mutex (pg.c). */
 int sg__pg_sync(sg_ledger *l, int64_t until);
 void sg__pg_stats(sg_ledger *l, sg_ledger_stats *out);
 /* An attempt's or a resolution's statement on @p, fenced by @gen (-1:

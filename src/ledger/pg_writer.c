@@ -313,7 +313,7 @@ int sg__pg_take_failure(writer *w) {
 }
 
 int sg__pg_sync(sg_ledger *l, int64_t until) {
-    writer *w = ((pg_ledger *)l->db_state)->w;
+    writer *w = ((pg_ledger *)l->state)->w;
     int rv = 0;
     pthread_mutex_lock(&w->mu);
     uint64_t through = w->queued;
@@ -329,7 +329,7 @@ int sg__pg_sync(sg_ledger *l, int64_t until) {
 }
 
 void sg__pg_stats(sg_ledger *l, sg_ledger_stats *out) {
-    writer *w = ((pg_ledger *)l->db_state)->w;
+    writer *w = ((pg_ledger *)l->state)->w;
     pthread_mutex_lock(&w->mu);
     out->unsynced = w->queued - w->settled;
     out->sync_failures = w->failures;

@@ -251,22 +251,13 @@ void sg__ledger_sync_close(sg_ledger *l) {
     pthread_mutex_destroy(&s->mu);
 }
 
-int sg_ledger_sync(sg_ledger *l, int64_t max_wait_ns) {
-    if (l == NULL) {
-        return SG_EINVAL;
-    }
-    int64_t deadline = max_wait_ns < 0
-                           ? SG_TIME_NEVER
-                           : sg_time_add(sg_clock_monotonic_now(NULL), max_wait_ns);
-    if (l->db != NULL) {
-        return l->db->sync(l, deadline);
-    }
+int sg__ledger_file_sync(sg_ledger *l, int64_t until) {
     sg__ledger_syncer *s = &l->sync;
     int rv = 0;
     pthread_mutex_lock(&s->mu);
     uint64_t through = s->written;
     while (s->synced < through && rv == 0) {
-        rv = sg__ledger_wait_until(&s->done, &s->mu, deadline);
+        rv = sg__ledger_wait_until(&s->done, &s->mu, until);
     }
     if (s->told_sync < s->failures) {
         s->told_sync = s->failures;
