@@ -106,6 +106,24 @@ static int flush_queue(pg_ledger *p) {
     return sg__pg_writer_wait(p->w, through, sg__pg_bound(p, SG_TIME_NEVER));
 }
 
+typedef struct after_queue_call {
+    int (*fn)(pg_ledger *p, void *arg);
+    void *arg;
+} after_queue_call;
+
+static int after_queue_locked(sg_ledger *l, void *arg) {
+    const after_queue_call *c = arg;
+    int rv = flush_queue(state(l));
+    return rv != 0 ? rv : c->fn(state(l), c->arg);
+}
+
+/* @fn under the handle's mutex, once the handle's queue is settled: its
+ * reads, reconciles and compactions come after its own records. */
+static int after_queue(sg_ledger *l, int (*fn)(pg_ledger *p, void *arg), void *arg) {
+    after_queue_call c = {fn, arg};
+    return sg__ledger_with_handle(l, after_queue_locked, &c);
+}
+
 /* Ended fences whose resolution is settled go, once as many are ended as
  * were left by the last sweep (O(buckets + fences), amortised O(1) per
  * resolution): the handle keeps one per operation in flight, not one per
@@ -214,15 +232,8 @@ static int pg_intent(sg_ledger *l, sg__ledger_rec *r, int64_t until) {
     return rv;
 }
 
-/* Under the handle's mutex. */
-static int reconcile_locked(sg_ledger *l, void *arg) {
+static int reconcile_row(pg_ledger *p, void *arg) {
     const sg__ledger_rec *r = arg;
-    pg_ledger *p = state(l);
-    /* After this handle's own records of the key. */
-    int rv = flush_queue(p);
-    if (rv != 0) {
-        return rv;
-    }
     char key[SG_LEDGER_KEY_MAX + 1];
     key_of(r, key);
     char note[SG_LEDGER_NOTE_MAX + 1];
@@ -230,11 +241,12 @@ static int reconcile_locked(sg_ledger *l, void *arg) {
     note[r->note_len] = '\0';
     const char *vals[2] = {key, note};
     PGresult *res;
-    rv = sg__pg_exec(p,
-                     "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
-                     "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
-                     "RETURNING 1",
-                     2, vals, sg__pg_bound(p, SG_TIME_NEVER), &res);
+    int rv =
+        sg__pg_exec(p,
+                    "UPDATE streamguard_ledger_ops SET state = 'reconciled', note = $2, "
+                    "updated = now() WHERE key = $1 AND state IN ('pending', 'unknown') "
+                    "RETURNING 1",
+                    2, vals, sg__pg_bound(p, SG_TIME_NEVER), &res);
     if (rv == 0 && PQntuples(res) != 1) {
         rv = SG_ENOTFOUND;
     }
@@ -242,8 +254,9 @@ static int reconcile_locked(sg_ledger *l, void *arg) {
     return rv;
 }
 
+/* After this handle's own records of the key. */
 static int pg_reconcile(sg_ledger *l, sg__ledger_rec *r) {
-    return sg__ledger_with_handle(l, reconcile_locked, r);
+    return after_queue(l, reconcile_row, r);
 }
 
 /* An attempt or a resolution, under the handle's mutex: refused here when
@@ -334,19 +347,12 @@ typedef struct list_args {
 } list_args;
 
 /* One snapshot (a cursor in a read-only transaction), read a chunk at a
- * time so memory stays bounded however many rows are unresolved.  Under
- * the handle's mutex. */
-static int list_locked(sg_ledger *l, void *arg) {
+ * time so memory stays bounded however many rows are unresolved. */
+static int list_snapshot(pg_ledger *p, void *arg) {
     const list_args *a = arg;
-    pg_ledger *p = state(l);
-    /* What this handle recorded is listed: its queue is committed first. */
-    int rv = flush_queue(p);
-    if (rv != 0) {
-        return rv;
-    }
     int64_t until = sg__pg_bound(p, SG_TIME_NEVER);
     PGresult *res;
-    rv = sg__pg_begin(p, "BEGIN READ ONLY", until);
+    int rv = sg__pg_begin(p, "BEGIN READ ONLY", until);
     if (rv == 0) {
         rv = sg__pg_run(
             p,
@@ -386,30 +392,25 @@ static int list_locked(sg_ledger *l, void *arg) {
 
 static int pg_list(sg_ledger *l, int (*cb)(const sg_ledger_entry *e, void *user_data),
                    void *user_data) {
+    /* What this handle recorded is listed: its queue is committed first. */
     list_args a = {cb, user_data};
-    return sg__ledger_with_handle(l, list_locked, &a);
+    return after_queue(l, list_snapshot, &a);
 }
 
-/* Settled rows go, with their attempts: what file compaction drops.  Under
- * the handle's mutex. */
-static int compact_locked(sg_ledger *l, void *arg) {
+/* Settled rows go, with their attempts: what file compaction drops. */
+static int delete_settled(pg_ledger *p, void *arg) {
     (void)arg;
-    pg_ledger *p = state(l);
-    int rv = flush_queue(p);
-    if (rv != 0) {
-        return rv;
-    }
     PGresult *res;
-    rv = sg__pg_exec(p,
-                     "DELETE FROM streamguard_ledger_ops "
-                     "WHERE state IN ('done', 'failed', 'reconciled')",
-                     0, NULL, sg__pg_bound(p, SG_TIME_NEVER), &res);
+    int rv = sg__pg_exec(p,
+                         "DELETE FROM streamguard_ledger_ops "
+                         "WHERE state IN ('done', 'failed', 'reconciled')",
+                         0, NULL, sg__pg_bound(p, SG_TIME_NEVER), &res);
     PQclear(res);
     return rv;
 }
 
 static int pg_compact(sg_ledger *l) {
-    return sg__ledger_with_handle(l, compact_locked, NULL);
+    return after_queue(l, delete_settled, NULL);
 }
 
 static int stats_locked(sg_ledger *l, void *arg) {
