@@ -242,8 +242,9 @@ int sg__lc_tick(sg__lifecycle *lc, int64_t now);
 /* Cancels a running or sleeping operation; it is due at once. */
 void sg__lc_cancel(sg__lifecycle *lc);
 
-/* Response facts, as the transport reads them.  A status begins a header
- * block (interim or final) and moves the phase to wait_headers. */
+/* Response facts, as the transport reads them (response.c).  A status
+ * begins a header block (interim or final) and moves the phase to
+ * wait_headers. */
 void sg__lc_status(sg__lifecycle *lc, int status, int64_t now);
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len);
 /* retry-after-ms (milliseconds: OpenAI, Azure), read beside Retry-After;
