@@ -2,9 +2,10 @@
  * First-token hedging in the policy (docs/design.md, retry rule 8): when a
  * hedge is due beside the attempts running, leasing it, and naming the
  * winner.  Results of every attempt, hedges included, are sg_op_attempt_done's
- * (op.c).
+ * (attempt.c); what an end means for the attempts beside it is here
+ * (steps 2 and 7, end.h).
  */
-#include "internal.h"
+#include "end.h"
 
 #include <string.h>
 
@@ -87,4 +88,28 @@ uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {
     }
     op->winner_ = attempt;
     return op->running_ - 1;
+}
+
+bool sg__hedge_ended(sg_op *op, const sg_op_attempt *a, const sg_op_result *r) {
+    op->running_--;
+    const bool lost = op->winner_ != 0 && a->n != op->winner_;
+    if (op->winner_ == 0 && (r->items > 0 || r->outcome == SG_OUTCOME_OK)) {
+        op->winner_ = a->n; /* it delivered: any other still running lost */
+    }
+    return lost;
+}
+
+bool sg__hedges_run_on(sg_op *op, sg__end *e) {
+    if (op->running_ == 0 || e->outcome == SG_OUTCOME_OK || e->a->partial ||
+        e->a->outcome_unknown) {
+        return false;
+    }
+    /* A time to come back its server named is kept for the retry the
+     * attempts still running may yet decide. */
+    if (e->retryable && e->ra_valid && e->outcome == SG_OUTCOME_HTTP_ERROR) {
+        sg__back_until(op, e->a->endpoint, sg_time_add(e->now, e->ra_ns), true, e->ra_ns);
+    }
+    e->decision = SG_OP_STOP;
+    e->reason = SG_OP_REASON_HEDGE_RUNNING;
+    return true;
 }

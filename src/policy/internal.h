@@ -91,7 +91,7 @@ struct sg_op_observer {
  * its report read. */
 typedef struct sg__rec {
     sg_op_attempt pub;      /* first: a pointer to it is one to the record */
-    uint8_t budget_limited; /* clocks the lease clamped (SG__CLAMP_*, op.c) */
+    uint8_t budget_limited; /* clocks the lease clamped (attribution.c) */
     uint8_t retry_after_raw_len;
     uint8_t retry_after_flags; /* SG__RA_* */
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
@@ -219,6 +219,21 @@ int sg__reserve(sg_op *op, uint32_t i);
  * then a refusal leaves the operation running its other attempts). */
 int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
                      bool hedge);
+/* The minimum attempt of this operation: the option's, never more than
+ * its own budget could ever lease above the floor (an absolute deadline
+ * may leave less than the budget configured). */
+int64_t sg__op_min_attempt(const sg_op *op);
+/* The clocks of attempt @a, which leased @granted: each configured in @o,
+ * clamped to the grant, and which were clamped - and whether the budget
+ * or the caller's attempt timeout set the lease - for the attribution of
+ * its end (attribution.c). */
+void sg__lease_clocks(sg_op_attempt *a, const sg_op_options *o, int64_t granted);
+/* Tells @op's observer that attempt @a started (@end false) or ended. */
+void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end);
+/* Ends @op at @now with @outcome, @decision and @reason; the observer hears
+ * of it (on_resolve), or of a pending intent's end (abandon_intent). */
+void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision decision,
+                   sg_op_reason reason);
 
 /*
  * The allocator of @op's record blocks (a seam for tests that make an
@@ -231,6 +246,7 @@ void sg__op_set_alloc(sg_op *op, void *(*fn)(void *ud, void *p, size_t size), vo
 /* RFC 9110 §9.2.2 idempotent methods, case-sensitive. */
 bool sg__method_idempotent(const char *method);
 
+/* The random numbers of the backoff's jitter (backoff.c). */
 /* splitmix64 step: a good seed mixer (Vigna). */
 uint64_t sg__splitmix64(uint64_t *state);
 /* xorshift64*: *state must not be 0. */
