@@ -279,6 +279,7 @@ int main(int argc, char **argv) {
     for (size_t k = 0; k < N_SHAPES; k++) {
         const shape *sh = &shapes[k];
         sg_stream_config with, without;
+        sg_stream_config_init(&with); /* the profile leaves the limits as they are */
         if (sg_profile_framing(sh->profile, &with) != 0) {
             fprintf(stderr, "%s: no such profile\n", sh->profile);
             return 1;

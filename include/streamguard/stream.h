@@ -618,9 +618,10 @@ SG_EXTERN int sg_stream_cancel(sg_stream *s, int64_t now);
  * vLLM, llama.cpp, Mistral, OpenRouter), "openai-responses", "anthropic",
  * "gemini" (streamGenerateContent?alt=sse), "ollama", "bedrock-converse"
  * (ConverseStream) and "bedrock-invoke" (InvokeModelWithResponseStream;
- * the model's own JSON, base64 in each chunk's "bytes").  The limits
- * (max_line, max_event) and skip_types are left as they are; set fields
- * after the call to override the profile's (e.g. terminal_data).
+ * the model's own JSON, base64 in each chunk's "bytes").  @cfg must be
+ * initialised (sg_stream_config_init): the limits (max_line, max_event),
+ * skip_types and meta_at_once are left as they are; set them after the
+ * call to override the profile's (e.g. terminal_data).
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL    @name or @cfg is NULL;
