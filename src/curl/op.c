@@ -215,7 +215,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
             return CURL_PREREQFUNC_ABORT;
         }
         const sg_curl_op *root = op->root != NULL ? op->root : op;
-        if (!sg_op_options_repeatable(root->lc.popts)) {
+        if (!sg_op_options_repeatable(sg__lc_options(&root->lc))) {
             /* A request not safe to repeat goes once - the attempt ends
              * here, sent (outcome unknown), for the policy to judge. */
             op->at.resent = true;

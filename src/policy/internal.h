@@ -200,6 +200,9 @@ uint32_t sg__op_options_endpoint_count(const sg_op_options *o);
 sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o);
 /* Whether an observer is set (sg_op_options_set_observer). */
 bool sg__op_options_has_observer(const sg_op_options *o);
+/* The options @op was started with - its own copy, which sg_op_start
+ * made - or NULL when @op is NULL or was never started. */
+const sg_op_options *sg__op_options_of(const sg_op *op);
 
 /* Bits of sg__rec.retry_after_flags: the raw Retry-After was
  * given (retry_after_raw holds it); retry_after_ns came from the

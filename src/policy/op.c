@@ -162,6 +162,10 @@ const sg_budget *sg_op_budget(const sg_op *op) {
     return sg__op_started(op) ? &op->budget_ : NULL;
 }
 
+const sg_op_options *sg__op_options_of(const sg_op *op) {
+    return sg__op_started(op) ? &op->opts_ : NULL;
+}
+
 const char *sg_op_idempotency_key(const sg_op *op) {
     if (!sg__op_started(op) || op->opts_.idempotency_key_[0] == '\0') {
         return NULL;

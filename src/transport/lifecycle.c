@@ -335,6 +335,14 @@ void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
     }
 }
 
+/* The policy has its own copy of the options once started: the
+ * lifecycle's goes, so an operation holds one (sg__lc_options reads the
+ * policy's from now on). */
+static void drop_options(sg__lifecycle *lc) {
+    sg_op_options_free(lc->popts);
+    lc->popts = NULL;
+}
+
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
     int fd = -1;
     bool async = lc->async_intent && lc->tp->watch != NULL;
@@ -347,6 +355,7 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
              * records this one's intent. */
             lc->intent_fd = fd;
             lc->state = SG__LC_INTENT;
+            drop_options(lc);
             return 0;
         }
         /* Nothing can tell us when it lands: give it up (the observer
@@ -358,7 +367,9 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
     }
-    if (sg__op_options_has_observer(lc->popts)) {
+    bool observed = sg__op_options_has_observer(lc->popts);
+    drop_options(lc);
+    if (observed) {
         /* The intent may have waited for a lock and a disk: that time was
          * spent from the budget (it started at @now), and the first lease
          * must not claim it again. */

@@ -124,7 +124,10 @@ typedef struct sg__transport {
 struct sg__lifecycle {
     const sg__transport *tp;
     /* The operation's options and policy, owned by its own lifecycle; a
-     * hedge slot has neither (NULL): it runs attempts on its primary's. */
+     * hedge slot has neither (NULL): it runs attempts on its primary's.
+     * The options are the transport's to set until the start, which
+     * gives the policy a copy of its own and frees these (NULL after):
+     * read them with sg__lc_options. */
     sg_op_options *popts;
     sg_op *policy;
     /* The policy this lifecycle's attempts belong to: its own, or - for a
@@ -207,6 +210,12 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now);
  * runs the first attempt or ends the operation.  Returns 1 when the
  * operation ended (it may be freed), else 0. */
 int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now);
+
+/* The operation's options: the lifecycle's own until the start, then the
+ * policy's copy (a hedge slot: its primary's). */
+static inline const sg_op_options *sg__lc_options(const sg__lifecycle *lc) {
+    return lc->popts != NULL ? lc->popts : sg__op_options_of(lc->pol);
+}
 
 /* The item gate every transport's item callback passes first: returns 1
  * when the item must not reach the consumer (its attempt lost a hedge:

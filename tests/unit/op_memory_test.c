@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <malloc.h>
+
 #include <cmocka.h>
 #include <curl/curl.h>
 
@@ -21,34 +23,54 @@
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t size);
+void __real_free(void *p);
 
-/* Bytes asked for since the count was reset, and the largest one ask. */
+/* Bytes asked for since the count was reset, and the largest one ask;
+ * and the bytes held (malloc_usable_size of what was allocated, less what
+ * was freed since). */
 static size_t asked;
 static size_t largest;
+static long long held;
 
 static void count(size_t n) {
     asked += n;
     largest = n > largest ? n : largest;
 }
 
+static void *hold(void *p) {
+    held += p != NULL ? (long long)malloc_usable_size(p) : 0;
+    return p;
+}
+
 void *__wrap_malloc(size_t size) {
     count(size);
-    return __real_malloc(size);
+    return hold(__real_malloc(size));
 }
 
 void *__wrap_calloc(size_t n, size_t size) {
     count(n * size);
-    return __real_calloc(n, size);
+    return hold(__real_calloc(n, size));
 }
 
 void *__wrap_realloc(void *p, size_t size) {
     count(size);
-    return __real_realloc(p, size);
+    size_t before = p != NULL ? malloc_usable_size(p) : 0;
+    void *q = __real_realloc(p, size);
+    if (q != NULL || size == 0) {
+        held -= (long long)before;
+    }
+    return hold(q);
+}
+
+void __wrap_free(void *p) {
+    held -= p != NULL ? (long long)malloc_usable_size(p) : 0;
+    __real_free(p);
 }
 
 static void reset_count(void) {
     asked = 0;
     largest = 0;
+    held = 0;
 }
 
 /* An operation under a provider profile (max_event 1 MiB, a line as long,
@@ -97,15 +119,28 @@ static void h2_op_start_reserves_no_framing_buffer(void **state) {
     assert_int_equal(sg_h2_request_set_method(req, "POST"), 0);
     assert_int_equal(sg_h2_request_set_path(req, "/v1/messages"), 0);
     assert_int_equal(sg_h2_request_set_body(req, "{}", 2), 0);
+    /* what one options object holds, to tell one copy from two */
+    sg_op_options *po = NULL;
+    reset_count();
+    assert_int_equal(sg_op_options_new(&po), 0);
+    long long one_options = held;
+    sg_op_options_free(po);
+
     sg_h2_op *op = NULL;
     reset_count();
     assert_int_equal(sg_h2_op_new(&op, c, NULL, req, NULL), 0);
     size_t got = asked;
     size_t big = largest;
+    long long kept = held;
     sg_h2_request_free(req);
     sg_h2_conn_free(c);
-    print_message("sg_h2_op_new: %zu bytes asked, the largest %zu\n", got, big);
+    print_message("sg_h2_op_new: %zu bytes asked, the largest %zu; %lld held "
+                  "(an options object: %lld)\n",
+                  got, big, kept, one_options);
     assert_true(got <= MAX_START);
+    /* started, the operation holds its options once - the policy's copy;
+     * the one it was made with is given back */
+    assert_true(kept <= (long long)got - one_options);
 }
 
 int main(void) {
