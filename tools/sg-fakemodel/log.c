@@ -5,6 +5,7 @@
  * counted in "dropped".
  */
 #include "fakemodel.h"
+#include "namemap.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -237,64 +238,19 @@ int sg_fm_log_render(sg_fm_buf *out, const char *query, size_t query_len) {
 
 /* ------------------------------------------------------------ key counters */
 
-#define KEY_BUCKETS 4096
-/* When this many distinct keys exist, all counters restart (documented). */
-#define KEY_MAX 100000
-
-typedef struct key_node {
-    struct key_node *next;
-    uint64_t count;
-    char key[];
-} key_node;
-
-/* File-static like the log ring, and reset with it (POST /_log/reset). */
-static key_node *g_keys[KEY_BUCKETS];
-static size_t g_nkeys;
-
-static void keys_clear(void) {
-    for (size_t i = 0; i < KEY_BUCKETS; i++) {
-        key_node *k = g_keys[i];
-        while (k != NULL) {
-            key_node *next = k->next;
-            free(k);
-            k = next;
-        }
-        g_keys[i] = NULL;
-    }
-    g_nkeys = 0;
-}
+/* File-static like the log ring, and reset with it (POST /_log/reset).
+ * When 100,000 distinct keys exist, all counters restart (documented). */
+static sg_fm_map g_keys = {.record = sizeof(uint64_t), .max = 100000};
 
 uint64_t sg_fm_key_count(const char *key) {
-    if (key == NULL) {
-        key = "";
-    }
-    uint32_t h = 2166136261u;
-    for (const char *p = key; *p; p++) {
-        h = (h ^ (unsigned char)*p) * 16777619u;
-    }
-    key_node **slot = &g_keys[h % KEY_BUCKETS];
-    for (key_node *k = *slot; k != NULL; k = k->next) {
-        if (strcmp(k->key, key) == 0) {
-            return ++k->count;
-        }
-    }
-    if (g_nkeys >= KEY_MAX) {
-        keys_clear();
-    }
-    size_t len = strlen(key);
-    key_node *k = malloc(sizeof(*k) + len + 1);
-    if (k == NULL) {
+    uint64_t *count = sg_fm_map_get(&g_keys, key != NULL ? key : "");
+    if (count == NULL) {
         return 1;
     }
-    memcpy(k->key, key, len + 1);
-    k->count = 1;
-    k->next = *slot;
-    *slot = k;
-    g_nkeys++;
-    return 1;
+    return ++*count;
 }
 
 /* Clearing the log also restarts the fail_first counters: a fresh test. */
 void sg_fm_keys_reset(void) {
-    keys_clear();
+    sg_fm_map_clear(&g_keys);
 }
