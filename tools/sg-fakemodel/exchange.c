@@ -94,6 +94,7 @@ void log_received(exchange *ex, const char *error) {
     if (ex->nolog) {
         return;
     }
+    ex->c->srv->received++;
     sg_fm_buf b = {0};
     sg_fm_buf_printf(&b, "\"proto\":\"%s\",\"tls\":%s,\"conn\":%llu", proto_name(ex),
                      ex->c->ssl != NULL ? "true" : "false",

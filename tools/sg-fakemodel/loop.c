@@ -138,6 +138,7 @@ static void shutdown_all(sg_fm_server *srv) {
     h2_free_callbacks(srv);
     sg_fm_log_free();
     sg_fm_keys_reset();
+    sg_fm_map_clear(&srv->limiters);
 }
 
 /* Sets up everything but the loop; on failure, says why and returns 1. */
@@ -233,6 +234,7 @@ int sg_fm_serve(const sg_fm_options *o) {
     srv.o = o;
     srv.epfd = -1;
     srv.sig.fd = -1;
+    srv.limiters = (sg_fm_map)SG_FM_RL_MAP_INIT;
     sg_fm_timer_init(&srv.accept_timer, accept_resume);
     /* Blocked first: a SIGTERM during start-up waits for the signalfd and
      * still ends in a clean shutdown. */

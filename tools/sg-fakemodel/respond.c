@@ -61,15 +61,21 @@ static void send_headers(exchange *ex, int status, const char *ctype,
     }
     char idbuf[24];
     snprintf(idbuf, sizeof(idbuf), "%llu", (unsigned long long)ex->id);
-    /* retry_after_ms: on the scripted status, beside Retry-After or alone */
-    const bool ms_header =
-        status >= 400 && status == ex->sc.status && ex->sc.retry_after_ms[0] != '\0';
+    /* retry_after_ms: on the scripted status, beside Retry-After or alone
+     * (a rate limiter's 429 says its own) */
+    const bool ms_header = status >= 400 && status == ex->sc.status &&
+                           ex->sc.retry_after_ms[0] != '\0' &&
+                           !(ex->rl_judged && !ex->rl.admitted);
+    /* a rate limiter's state, on every answer of a request it judged */
+    sg_fm_rl_header rl[SG_FM_RL_MAX_HEADERS];
+    size_t nrl = limits_headers(ex, rl);
+    limits_count_status(ex, status);
     if (c->mode == M_H2) {
         char st[8];
         char cl[24];
         snprintf(st, sizeof(st), "%d", status);
         snprintf(cl, sizeof(cl), "%lld", (long long)content_length);
-        nghttp2_nv nva[12];
+        nghttp2_nv nva[12 + SG_FM_RL_MAX_HEADERS];
         size_t n = 0;
 #define NV(NAME, VALUE)                               \
     do {                                              \
@@ -102,6 +108,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
         if (status >= 400 && ex->sc.challenge) {
             NV("www-authenticate", "Basic realm=\"sg-fakemodel\"");
         }
+        for (size_t i = 0; i < nrl; i++) {
+            NV(rl[i].name, rl[i].value);
+        }
 #undef NV
         nghttp2_data_provider prd;
         prd.source.ptr = ex;
@@ -130,6 +139,9 @@ static void send_headers(exchange *ex, int status, const char *ctype,
             sg_fm_buf_printf(&c->out,
                              "WWW-Authenticate: Basic realm=\"sg-fakemodel\"\r\n");
         }
+        for (size_t i = 0; i < nrl; i++) {
+            sg_fm_buf_printf(&c->out, "%s: %s\r\n", rl[i].name, rl[i].value);
+        }
         if (content_length >= 0) {
             sg_fm_buf_printf(&c->out, "Content-Length: %lld\r\n",
                              (long long)content_length);
@@ -147,20 +159,26 @@ static void send_headers(exchange *ex, int status, const char *ctype,
     log_ex(ex, SG_FM_EV_HEADERS_SENT, f);
 }
 
-/* A complete, non-streamed response (errors, /_log, /_stats). */
-static void ex_respond(exchange *ex, int status, const char *ctype, const char *body,
-                       size_t len, const char *reason) {
+/* A complete, non-streamed response (errors, /_log, /_stats), with
+ * Retry-After when @retry_after is not NULL. */
+static void respond_whole(exchange *ex, int status, const char *ctype, const char *body,
+                          size_t len, const char *reason, const char *retry_after) {
     ex->st = X_STREAMING;
     ex->reason = reason;
-    send_headers(ex, status, ctype, (int64_t)len, NULL);
+    send_headers(ex, status, ctype, (int64_t)len, retry_after);
     ex->allow = SIZE_MAX;
-    sg_fm_buf_append(&ex->pend, body, len);
+    pend_add(ex, body, len);
     ex->eof_pending = 1;
     if (ex->c->mode == M_H1) {
         sg_fm_buf_append(&ex->c->out, sg_fm_buf_data(&ex->pend), ex->pend.len);
         sg_fm_buf_consume(&ex->pend, ex->pend.len);
         ex_finish(ex, NULL);
     }
+}
+
+static void ex_respond(exchange *ex, int status, const char *ctype, const char *body,
+                       size_t len, const char *reason) {
+    respond_whole(ex, status, ctype, body, len, reason, NULL);
 }
 
 void ex_respond_json_error(exchange *ex, int status, const char *msg,
@@ -220,48 +238,46 @@ static const struct error_names *names_of(int status) {
     return e;
 }
 
-/* A scripted status's error body in the shape of @format's provider, cut
- * in two around the end of its message ("sg-fakemodel scripted status N",
- * then error_pad's bytes): OpenAI's {"error": {message, type, code}},
- * Anthropic's {"type": "error", "error": {type, message}}, Gemini's
- * {"error": {code, message, status}}, Ollama's {"error": "..."}, Bedrock's
- * {"message": "..."}. */
+/* An error body in the shape of @format's provider, cut in two around its
+ * message: OpenAI's {"error": {message, type, code}}, Anthropic's {"type":
+ * "error", "error": {type, message}}, Gemini's {"error": {code, message,
+ * status}}, Ollama's {"error": "..."}, Bedrock's {"message": "..."}. */
 static void error_shape_open(sg_fm_buf *b, int format, int status) {
     switch (format) {
     case SG_FM_FMT_ANTHROPIC:
-        sg_fm_buf_printf(b, "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":",
+        sg_fm_buf_printf(b,
+                         "{\"type\":\"error\",\"error\":{\"type\":\"%s\",\"message\":\"",
                          names_of(status)->anthropic);
         break;
     case SG_FM_FMT_GEMINI:
-        sg_fm_buf_printf(b, "{\"error\":{\"code\":%d,\"message\":", status);
+        sg_fm_buf_printf(b, "{\"error\":{\"code\":%d,\"message\":\"", status);
         break;
     case SG_FM_FMT_OLLAMA:
     case SG_FM_FMT_NDJSON:
-        sg_fm_buf_printf(b, "{\"error\":");
+        sg_fm_buf_printf(b, "{\"error\":\"");
         break;
     case SG_FM_FMT_BEDROCK_CONVERSE:
     case SG_FM_FMT_BEDROCK_INVOKE:
-        sg_fm_buf_printf(b, "{\"message\":");
+        sg_fm_buf_printf(b, "{\"message\":\"");
         break;
     default:
-        sg_fm_buf_printf(b, "{\"error\":{\"message\":");
+        sg_fm_buf_printf(b, "{\"error\":{\"message\":\"");
         break;
     }
-    sg_fm_buf_printf(b, "\"sg-fakemodel scripted status %d", status);
 }
 
-static void error_shape_close(sg_fm_buf *b, int format, int status, const char *code) {
+static void error_shape_close(sg_fm_buf *b, int format, const error_answer *a) {
     switch (format) {
     case SG_FM_FMT_ANTHROPIC:
-        if (code[0] != '\0') {
+        if (a->code[0] != '\0') {
             /* what Anthropic's spend limits add (error.details.error_code) */
-            sg_fm_buf_printf(b, "\",\"details\":{\"error_code\":\"%s\"}}}\n", code);
+            sg_fm_buf_printf(b, "\",\"details\":{\"error_code\":\"%s\"}}}\n", a->code);
         } else {
             sg_fm_buf_printf(b, "\"}}\n");
         }
         break;
     case SG_FM_FMT_GEMINI:
-        sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", names_of(status)->gemini);
+        sg_fm_buf_printf(b, "\",\"status\":\"%s\"}}\n", names_of(a->status)->gemini);
         break;
     case SG_FM_FMT_OLLAMA:
     case SG_FM_FMT_NDJSON:
@@ -270,9 +286,34 @@ static void error_shape_close(sg_fm_buf *b, int format, int status, const char *
         sg_fm_buf_printf(b, "\"}\n");
         break;
     default:
-        sg_fm_buf_printf(b, "\",\"type\":\"scripted\",\"code\":%d}}\n", status);
+        if (a->rl_type != NULL) {
+            /* OpenAI's rate-limit error: the limit by name, and its code */
+            sg_fm_buf_printf(b,
+                             "\",\"type\":\"%s\",\"param\":null,\"code\":"
+                             "\"rate_limit_exceeded\"}}\n",
+                             a->rl_type);
+        } else {
+            sg_fm_buf_printf(b, "\",\"type\":\"scripted\",\"code\":%d}}\n", a->status);
+        }
         break;
     }
+}
+
+void ex_respond_error(exchange *ex, const error_answer *a) {
+    sg_fm_buf b = {0};
+    error_shape_open(&b, ex->sc.format, a->status);
+    sg_fm_buf_json_str(&b, a->message, strlen(a->message));
+    /* error_pad: that many 'x' end the message (a long error body) */
+    if (a->pad > 0) {
+        sg_fm_buf_fill(&b, 'x', (size_t)a->pad);
+    }
+    error_shape_close(&b, ex->sc.format, a);
+    if (sg_fm_format_is_eventstream(ex->sc.format)) {
+        ex->amzn_error_type = bedrock_error_type_for_status(a->status);
+    }
+    respond_whole(ex, a->status, "application/json", sg_fm_buf_data(&b), b.len, a->reason,
+                  a->retry_after);
+    sg_fm_buf_free(&b);
 }
 
 static void start_stream_response(exchange *ex) {
@@ -285,34 +326,18 @@ static void start_stream_response(exchange *ex) {
              : "text/event-stream";
     if (ex->status > 0 && ex->status != 200) {
         /* The scripted failure: status, Retry-After, and the error body
-         * in the provider's own shape (error_shape_open/close), with
-         * x-amzn-ErrorType for the Bedrock formats. */
-        sg_fm_buf b = {0};
-        error_shape_open(&b, ex->sc.format, ex->status);
-        /* error_pad: that many 'x' end the message (a long error body) */
-        char pad[4096];
-        memset(pad, 'x', sizeof(pad));
-        for (int64_t left = ex->sc.error_pad; left > 0; left -= (int64_t)sizeof(pad)) {
-            sg_fm_buf_append(&b, pad,
-                             left < (int64_t)sizeof(pad) ? (size_t)left : sizeof(pad));
-        }
-        error_shape_close(&b, ex->sc.format, ex->status, ex->sc.error_code);
-        if (es) {
-            ex->amzn_error_type = bedrock_error_type_for_status(ex->status);
-        }
-        int st = ex->status;
-        ex->st = X_STREAMING;
-        send_headers(ex, st, "application/json", (int64_t)b.len,
-                     ex->sc.retry_after[0] ? ex->sc.retry_after : NULL);
-        ex->reason = "status";
-        pend_add(ex, sg_fm_buf_data(&b), b.len);
-        sg_fm_buf_free(&b);
-        ex->eof_pending = 1;
-        if (ex->c->mode == M_H1) {
-            sg_fm_buf_append(&ex->c->out, sg_fm_buf_data(&ex->pend), ex->pend.len);
-            sg_fm_buf_consume(&ex->pend, ex->pend.len);
-            ex_finish(ex, NULL);
-        }
+         * in the provider's own shape, with x-amzn-ErrorType for the
+         * Bedrock formats. */
+        char msg[48];
+        snprintf(msg, sizeof(msg), "sg-fakemodel scripted status %d", ex->status);
+        error_answer a = {.status = ex->status,
+                          .message = msg,
+                          .pad = ex->sc.error_pad,
+                          .code = ex->sc.error_code,
+                          .retry_after =
+                              ex->sc.retry_after[0] ? ex->sc.retry_after : NULL,
+                          .reason = "status"};
+        ex_respond_error(ex, &a);
         return;
     }
     ex->st = X_STREAMING;
@@ -460,15 +485,18 @@ static int path_is(const exchange *ex, const char *p) {
 
 static void serve_stats(exchange *ex) {
     const sg_fm_server *srv = ex->c->srv;
-    char body[512];
-    int n = snprintf(body, sizeof(body),
+    sg_fm_buf b = {0};
+    sg_fm_buf_printf(&b,
                      "{\"connections\":%zu,\"exchanges\":%zu,\"connections_total\":%llu,"
                      "\"requests_total\":%llu,\"timers\":%zu,\"log_events\":%zu,"
-                     "\"log_dropped\":%llu}\n",
+                     "\"log_dropped\":%llu",
                      srv->n_conns, srv->n_exchanges, (unsigned long long)srv->conns_total,
                      (unsigned long long)srv->requests_total, srv->timers.len,
                      sg_fm_log_count(), (unsigned long long)sg_fm_log_dropped());
-    ex_respond(ex, 200, "application/json", body, (size_t)n, "stats");
+    limits_stats(srv, &b);
+    sg_fm_buf_append(&b, "}\n", 2);
+    ex_respond(ex, 200, "application/json", sg_fm_buf_data(&b), b.len, "stats");
+    sg_fm_buf_free(&b);
 }
 
 /* What a server does before any work when it will not take the request.
@@ -521,7 +549,7 @@ void ex_begin(exchange *ex) {
         } else if ((path_is(ex, "/_log/reset") && is_post) ||
                    (path_is(ex, "/_log") && strcmp(ex->method, "DELETE") == 0)) {
             sg_fm_log_reset();
-            sg_fm_keys_reset();
+            limits_reset(ex->c->srv);
             ex_respond(ex, 200, "application/json", "{\"ok\":true}\n", 12, "log_reset");
         } else if (path_is(ex, "/_stats") && is_get) {
             serve_stats(ex);
@@ -569,6 +597,11 @@ void ex_begin(exchange *ex) {
     /* OpenAI's usage chunk only when the body asks for it, as OpenAI */
     ex->include_usage =
         ex->sc.format == SG_FM_FMT_SSE && sg_fm_body_asks_usage(&ex->body_scan);
+    /* the rate limiter first, as a provider's gateway: what it refuses
+     * plays nothing of the scenario */
+    if (!limits_admit(ex)) {
+        return;
+    }
     bool fails = ex->sc.status > 0 && ex->sc.status != 200;
     if (fails || ex->sc.refuse || ex->sc.goaway || ex->sc.tail_first > 0) {
         uint64_t count = sg_fm_key_count(ex->key); /* once per request */

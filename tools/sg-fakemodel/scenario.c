@@ -21,6 +21,7 @@ void sg_fm_scenario_init(sg_fm_scenario *s, sg_fm_format format) {
     s->bad_crc_at = -1;
     s->cut_at = -1;
     s->prompt_tokens = -1;
+    s->rl_window_ms = 60000;
     s->format = format;
 }
 
@@ -180,6 +181,39 @@ static int parse_name(const char *v, size_t len, char *out, size_t cap) {
 /* A duration knob: milliseconds, at most ~11.5 days. */
 #define MAX_MS 1000000000LL
 #define MAX_COUNT 1000000000000LL
+
+/*
+ * The rate limiter's knobs (rl_*).  Returns 1 and sets *rc (0, or -1 for a
+ * bad value) when @n is one of them.
+ */
+static int parse_limit_knob(sg_fm_scenario *s, const char *n, size_t nn, const char *v,
+                            size_t vn, int *rc) {
+    static const char *const limits[SG_FM_RL_DIMS] = {
+        "rl_requests", "rl_tokens", "rl_input_tokens", "rl_output_tokens"};
+    for (int d = 0; d < SG_FM_RL_DIMS; d++) {
+        if (name_is(n, nn, limits[d])) {
+            *rc = parse_int(v, vn, MAX_COUNT, 0, &s->rl_limit[d]);
+            *rc = *rc == 0 && s->rl_limit[d] == 0 ? -1 : *rc;
+            return 1;
+        }
+    }
+    if (name_is(n, nn, "rl_window")) {
+        *rc = parse_int(v, vn, MAX_MS, 0, &s->rl_window_ms);
+        *rc = *rc == 0 && s->rl_window_ms == 0 ? -1 : *rc;
+    } else if (name_is(n, nn, "rl_style")) {
+        /* in the order of sg_fm_rl_style, after "by format" */
+        static const char *const styles[] = {"openai", "anthropic"};
+        int style = 0;
+        *rc = parse_choice(v, vn, styles, 2, &style);
+        s->rl_style = (sg_fm_rl_style)(style + 1);
+    } else if (name_is(n, nn, "rl_key")) {
+        *rc = parse_name(v, vn, s->rl_key, sizeof(s->rl_key));
+    } else {
+        return 0;
+    }
+    s->rl_knobs = 1;
+    return 1;
+}
 
 int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err,
                          size_t errlen) {
@@ -375,6 +409,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->cached_tokens);
         } else if (name_is(n, nn, "reasoning_tokens")) {
             rc = parse_int(v, vn, MAX_COUNT, 0, &s->reasoning_tokens);
+        } else if (parse_limit_knob(s, n, nn, v, vn, &rc)) {
+            /* rc says */
         } else {
             snprintf(err, errlen, "unknown query parameter '%.*s'", (int)nn, n);
             return -1;
@@ -385,6 +421,23 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
         }
     }
     return 0;
+}
+
+int sg_fm_scenario_rate_limited(const sg_fm_scenario *s) {
+    for (int d = 0; d < SG_FM_RL_DIMS; d++) {
+        if (s->rl_limit[d] > 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+sg_fm_rl_style sg_fm_scenario_rl_style(const sg_fm_scenario *s) {
+    if (s->rl_style != SG_FM_RL_STYLE_BY_FORMAT) {
+        return s->rl_style;
+    }
+    return s->format == SG_FM_FMT_ANTHROPIC ? SG_FM_RL_STYLE_ANTHROPIC
+                                            : SG_FM_RL_STYLE_OPENAI;
 }
 
 int sg_fm_format_is_eventstream(sg_fm_format f) {
@@ -430,9 +483,28 @@ static int check_usage(const sg_fm_scenario *s, char *err, size_t errlen) {
     return 0;
 }
 
+/* The rate limiter's knobs: the rest need a limit to shape, and OpenAI's
+ * headers have no separate input and output limits. */
+static int check_limits(const sg_fm_scenario *s, char *err, size_t errlen) {
+    if (s->rl_knobs && !sg_fm_scenario_rate_limited(s)) {
+        snprintf(err, errlen,
+                 "rl_window, rl_style and rl_key need a limit (rl_requests, rl_tokens, "
+                 "rl_input_tokens, rl_output_tokens)");
+        return -1;
+    }
+    if (sg_fm_scenario_rl_style(s) == SG_FM_RL_STYLE_OPENAI &&
+        (s->rl_limit[SG_FM_RL_INPUT] > 0 || s->rl_limit[SG_FM_RL_OUTPUT] > 0)) {
+        snprintf(err, errlen,
+                 "rl_input_tokens and rl_output_tokens are Anthropic's: they need "
+                 "rl_style=anthropic (or format=anthropic)");
+        return -1;
+    }
+    return 0;
+}
+
 int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen) {
     int es = sg_fm_format_is_eventstream(s->format);
-    if (check_usage(s, err, errlen) != 0) {
+    if (check_usage(s, err, errlen) != 0 || check_limits(s, err, errlen) != 0) {
         return -1;
     }
     if (!es && s->bad_crc_at >= 0) {

@@ -37,6 +37,23 @@ typedef enum {
     SG_FM_ERR_BARE         /* Gemini: a bare JSON object outside the SSE framing */
 } sg_fm_error_event;
 
+/* What each answer spends of a rate limiter's window (docs: Rate limits),
+ * in the order of the rl_* knobs. */
+typedef enum {
+    SG_FM_RL_REQUESTS = 0, /* rl_requests: one per answer */
+    SG_FM_RL_TOKENS,       /* rl_tokens: input + output */
+    SG_FM_RL_INPUT,        /* rl_input_tokens (Anthropic style) */
+    SG_FM_RL_OUTPUT,       /* rl_output_tokens (Anthropic style) */
+    SG_FM_RL_DIMS
+} sg_fm_rl_dim;
+
+/* Whose rate-limit headers: by default the format's provider's. */
+typedef enum {
+    SG_FM_RL_STYLE_BY_FORMAT = 0,
+    SG_FM_RL_STYLE_OPENAI,
+    SG_FM_RL_STYLE_ANTHROPIC
+} sg_fm_rl_style;
+
 typedef struct {
     int64_t n;                /* items before the end; default 5 */
     int64_t gap_ms;           /* between items; default 10 */
@@ -67,12 +84,17 @@ typedef struct {
     int64_t date_offset_s;
     int has_retry_after_date; /* Retry-After as the HTTP-date Date + this */
     int64_t retry_after_date_s;
-    int64_t fail_first;      /* -1: every request fails (status, refuse,
-                                goaway); K: the first K per key */
-    int64_t pass_first;      /* the first K per key are not failed */
-    char retry_after_ms[32]; /* retry-after-ms value, "" for none */
-    char error_code[64];     /* Anthropic's error.details.error_code, "" none */
-    int hang;                /* never answer */
+    int64_t fail_first;              /* -1: every request fails (status, refuse,
+                                        goaway); K: the first K per key */
+    int64_t pass_first;              /* the first K per key are not failed */
+    char retry_after_ms[32];         /* retry-after-ms value, "" for none */
+    int64_t rl_limit[SG_FM_RL_DIMS]; /* a rate limit per window; 0: none */
+    int64_t rl_window_ms;            /* the window; default 60000 */
+    sg_fm_rl_style rl_style;
+    char rl_key[64];     /* which limiter ("": the process's one) */
+    int rl_knobs;        /* rl_window, rl_style or rl_key was given */
+    char error_code[64]; /* Anthropic's error.details.error_code, "" none */
+    int hang;            /* never answer */
     sg_fm_format format;
     int64_t event_bytes;     /* pad each SSE event (extra data: lines) to N */
     int64_t line_bytes;      /* pad each item's data line to N bytes */
@@ -121,6 +143,13 @@ void sg_fm_scenario_set_body(sg_fm_scenario *s, uint64_t body_bytes);
  * one-line reason in err.
  */
 int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen);
+
+/* 1 when an rl_* limit is set. */
+int sg_fm_scenario_rate_limited(const sg_fm_scenario *s);
+
+/* The rate-limit header style the scenario plays: rl_style, else
+ * Anthropic's for format=anthropic and OpenAI's for every other format. */
+sg_fm_rl_style sg_fm_scenario_rl_style(const sg_fm_scenario *s);
 
 /* 1 for the formats framed as an AWS event stream. */
 int sg_fm_format_is_eventstream(sg_fm_format f);

@@ -14,6 +14,8 @@
 
 #include <stdbool.h>
 #include "fakemodel.h"
+#include "namemap.h"
+#include "ratelimit.h"
 #include "reqbody.h"
 #include "sigv4.h"
 
@@ -101,6 +103,9 @@ struct exchange {
     int finished;
     const char *reason;
     bool tail; /* tail_first: this request waits tail_delay */
+    /* the rate limiter's verdict, whose headers every answer carries */
+    bool rl_judged;
+    sg_fm_rl_verdict rl;
     /* x-amzn-ErrorType of the response (Bedrock's errors), NULL for none */
     const char *amzn_error_type;
     /* --sigv4-key only: every request header, and the body's SHA-256 */
@@ -164,6 +169,15 @@ struct sg_fm_server {
     int stop;
     nghttp2_session_callbacks *h2cb;
     nghttp2_option *h2opt;
+    /* The rate limiters (rl_key), shared by every connection and protocol:
+     * one loop, so unlocked.  Reset with the log. */
+    sg_fm_map limiters;
+    /* What /_stats counts of the model paths since start or the last
+     * /_log/reset: requests received, answers by status, the rate
+     * limiter's 429s. */
+    uint64_t received;
+    uint64_t rate_limited;
+    uint64_t statuses[600];
 };
 
 /* ------------------------------------------------------------ exchange.c */
@@ -238,6 +252,33 @@ void usage_invoke_metrics(const exchange *ex, sg_fm_buf *b, long long latency_ms
 void ex_begin(exchange *ex);
 void ex_on_timer(sg_fm_timer *t);
 void ex_respond_json_error(exchange *ex, int status, const char *msg, const char *reason);
+
+/* An error answer in the shape of the exchange's format's provider. */
+typedef struct {
+    int status;
+    const char *message;
+    int64_t pad;             /* bytes of 'x' ending the message */
+    const char *code;        /* Anthropic's error.details.error_code; "": none */
+    const char *rl_type;     /* a rate limiter's refusal: OpenAI's error.type and
+                                code rate_limit_exceeded; NULL: a scripted one */
+    const char *retry_after; /* Retry-After, or NULL */
+    const char *reason;      /* the finished event's */
+} error_answer;
+void ex_respond_error(exchange *ex, const error_answer *a);
+
+/* ------------------------------------------------------------ limits.c */
+
+/* The rate limiter's verdict on a request with rl_* knobs.  Returns false
+ * when it refused it (the 429 is on its way), true when it may go on. */
+bool limits_admit(exchange *ex);
+/* The rate-limit headers of the exchange's answer; returns how many. */
+size_t limits_headers(const exchange *ex, sg_fm_rl_header *out);
+/* Counts an answer's status (/_stats). */
+void limits_count_status(exchange *ex, int status);
+/* POST /_log/reset: the windows, counters and /_stats counts restart. */
+void limits_reset(sg_fm_server *srv);
+/* /_stats's fields of them: ,"received":N,... */
+void limits_stats(const sg_fm_server *srv, sg_fm_buf *b);
 
 /* ------------------------------------------------------------ h2.c */
 
