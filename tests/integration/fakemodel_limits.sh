@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# sg-fakemodel's rate limiter over real sockets, with the curl command:
-# its windows shared by every connection and protocol, its headers true to
-# its state - checked against the server's own monotonic log -, its 429s
-# in each provider's shape, /_stats counting them.
+# sg-fakemodel's limits over real sockets, with the curl command: the rate
+# limiter (its windows shared by every connection and protocol, its
+# headers true to its state - checked against the server's own monotonic
+# log -, its 429s in each provider's shape, /_stats counting them) and the
+# upstream that fails N times then recovers (fail_first with each failure,
+# counted process-wide under fail_key).
 #   fakemodel_limits.sh SERVER PROTO    PROTO: h1 | h2c | h2tls
 # "A && B || fail ..." is meant: fail unless both hold.
 # shellcheck disable=SC2015
@@ -231,5 +233,48 @@ req "$CHAT?bogus=1"
     [ "$(stat_status 429)" = 2 ] && [ "$(stat_status 500)" = 1 ] && [ "$(stat_status 400)" = 1 ] ||
     fail "stats: $(curl -sS "http://127.0.0.1:$FM_PORT/_stats")"
 pass "stats: received, rate_limited, statuses; reset with the log"
+
+# ---- fail_first=N with each failure: N requests of the counter fail, the
+# next ones stream, whatever connection or protocol they come on
+for f in status=500 status=503 status=529 reset=1 stall_after=0; do
+    K=ff-${f%%=*}-${f#*=}
+    for i in 1 2 3 4; do
+        # the 3rd comes over the other protocol: the count is the process's
+        o=()
+        [ "$i" = 3 ] && o=(--http1.1)
+        [ "$i" = 3 ] && [ "$PROTO" = h1 ] && o=(--http2-prior-knowledge)
+        req "$MSGS?n=2&gap=0&$f&fail_first=2&fail_key=$K" -m 1 "${o[@]}"
+        if [ "$i" -le 2 ]; then
+            case $f in
+            status=*)
+                [ "$CODE" = "${f#*=}" ] || fail "$f: request $i code $CODE"
+                [ "$f" != status=529 ] || grep -q '"type":"overloaded_error"' "$B" ||
+                    fail "$f: body $(head -c 200 "$B")"
+                ;;
+            reset=1)
+                grep -q 'reset by peer' "$FM_DIR/curl.err" ||
+                    fail "$f: request $i rc $RC $(head -c 200 "$FM_DIR/curl.err")"
+                ;;
+            stall_after=0)
+                [ "$RC" = 28 ] && [ "$CODE" = 200 ] && ! grep -q text_delta "$B" ||
+                    fail "$f: request $i rc $RC code $CODE"
+                ;;
+            esac
+        else
+            [ "$RC" = 0 ] && [ "$CODE" = 200 ] && [ "$(grep -c text_delta "$B")" = 2 ] ||
+                fail "$f: request $i after the failures: rc $RC code $CODE"
+        fi
+    done
+done
+# without fail_key, requests without an Idempotency-Key share one counter
+# (reset with the log), and keys count apart
+curl -sS -m 5 -X POST "http://127.0.0.1:$FM_PORT/_log/reset" >/dev/null
+req "$CHAT?n=1&status=503&fail_first=1"
+[ "$CODE" = 503 ] || fail "keyless: first code $CODE"
+req "$CHAT?n=1&status=503&fail_first=1" -H 'Idempotency-Key: k1'
+[ "$CODE" = 503 ] || fail "keyed: first code $CODE"
+req "$CHAT?n=1&status=503&fail_first=1"
+[ "$CODE" = 200 ] || fail "keyless: second code $CODE"
+pass "fail_first: 500, 503, 529, reset, a stall before the first token; then served"
 
 fm_finish

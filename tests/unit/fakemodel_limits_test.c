@@ -3,7 +3,7 @@
  * hand: every judgement takes the time, so a window's edges are tested to
  * the nanosecond without a clock; the providers' headers it writes, to the
  * byte; its bounded name map (namemap.c); and the scenario knobs that set
- * it (scenario.c).
+ * it, with the failures fail_first heals (scenario.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -342,6 +342,8 @@ static void knobs_that_cannot_play_are_refused(void **state) {
         "rl_window=0&rl_requests=1",
         "rl_style=gemini&rl_requests=1",
         "rl_key=a/b&rl_requests=1",
+        "fail_key=a%20b",
+        "reset=2",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(refused_query(bad[i], SG_FM_FMT_SSE, err, sizeof(err)), -1);
@@ -360,6 +362,35 @@ static void knobs_that_cannot_play_are_refused(void **state) {
                      -1);
     assert_int_equal(
         refused_query("rl_output_tokens=5", SG_FM_FMT_ANTHROPIC, err, sizeof(err)), 0);
+}
+
+static void every_failure_fail_first_counts_heals(void **state) {
+    (void)state;
+    static const char *const failures[] = {
+        "status=503",
+        "status=529",
+        "refuse=1",
+        "goaway=1",
+        "reset=1",
+        "hang=1",
+        "stall_after=0",
+        "drop_after=1",
+        "error_at=0",
+        "cut_at=1",
+        "bad_crc_at=0&format=bedrock-converse",
+        "keepalive_only=1",
+        "no_done=1",
+        "runaway=1",
+    };
+    for (size_t i = 0; i < sizeof(failures) / sizeof(failures[0]); i++) {
+        sg_fm_scenario s = scenario_of(failures[i], SG_FM_FMT_SSE);
+        assert_true(sg_fm_scenario_fails(&s));
+        sg_fm_scenario_heal(&s);
+        assert_false(sg_fm_scenario_fails(&s));
+    }
+    /* latency is not a failure: a slow first token stays slow */
+    sg_fm_scenario slow = scenario_of("first_delay=500&status=200", SG_FM_FMT_SSE);
+    assert_false(sg_fm_scenario_fails(&slow));
 }
 
 int main(void) {
@@ -385,6 +416,7 @@ int main(void) {
         cmocka_unit_test(instants_print_as_rfc3339_in_utc),
         cmocka_unit_test(the_name_map_is_bounded_and_zero_fills),
         cmocka_unit_test(knobs_that_cannot_play_are_refused),
+        cmocka_unit_test(every_failure_fail_first_counts_heals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -124,9 +124,14 @@ void conn_close(conn *c, int by_server) {
         SSL_free(c->ssl);
         c->ssl = NULL;
     }
-    if (c->abort_after_flush) {
-        /* RST rather than FIN would also do; FIN after the last byte is
-         * what a crashed upstream behind a proxy usually looks like. */
+    if (c->rst_on_close) {
+        /* reset: a zero linger makes close() send RST, dropping what the
+         * socket still holds */
+        struct linger now = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(c->ep.fd, SOL_SOCKET, SO_LINGER, &now, sizeof(now));
+    } else if (c->abort_after_flush) {
+        /* FIN after the last byte is what a crashed upstream behind a
+         * proxy usually looks like (reset plays the RST). */
         shutdown(c->ep.fd, SHUT_RDWR);
     }
     close(c->ep.fd);

@@ -1,8 +1,9 @@
 /*
  * An upstream's limits, applied to one request (docs/sg-fakemodel.md,
- * "Rate limits"): the rate limiter's verdict and its 429, the headers that
- * say the limiter's state on every answer, and what /_stats counts of it
- * all.  The limiter itself is ratelimit.c's.
+ * "Rate limits" and "Failing first"): the rate limiter's verdict and its
+ * 429, the headers that say the limiter's state on every answer, which
+ * requests of a counter fail (fail_first, pass_first) or wait (tail_first),
+ * and what /_stats counts of it all.  The limiter itself is ratelimit.c's.
  */
 #include "server.h"
 
@@ -34,6 +35,30 @@ bool limits_admit(exchange *ex) {
                       .reason = "rate_limited"};
     ex_respond_error(ex, &a);
     return false;
+}
+
+void limits_count(exchange *ex) {
+    sg_fm_scenario *sc = &ex->sc;
+    bool fails = sg_fm_scenario_fails(sc);
+    /* Counted once: a request that fails and names how many may (fail_first,
+     * pass_first), one that waits its turn (tail_first) - and, as ever, a
+     * scripted status, refuse or goaway, whose counts later requests of
+     * the key see. */
+    bool counted = sc->tail_first > 0 ||
+                   (fails && (sc->fail_first >= 0 || sc->pass_first > 0)) ||
+                   (sc->status > 0 && sc->status != 200) || sc->refuse || sc->goaway;
+    if (!counted) {
+        return;
+    }
+    uint64_t count = sg_fm_key_count(sc->fail_key[0] != '\0' ? sc->fail_key : ex->key);
+    /* pass_first: the first K of a counter are served; fail_first counts
+     * the ones after them */
+    uint64_t pass = (uint64_t)sc->pass_first;
+    if (count <= pass ||
+        (sc->fail_first >= 0 && count - pass > (uint64_t)sc->fail_first)) {
+        sg_fm_scenario_heal(sc); /* this one is served */
+    }
+    ex->tail = count <= (uint64_t)sc->tail_first;
 }
 
 size_t limits_headers(const exchange *ex, sg_fm_rl_header *out) {

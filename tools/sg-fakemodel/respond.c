@@ -505,9 +505,17 @@ static void serve_stats(exchange *ex) {
  * whose last stream id is the one before this stream, so this stream (and
  * any the client opened after it) is above it - nghttp2 closes them when
  * the frame leaves, and the connection once the streams at or below it
- * are done.  HTTP/1.1 can only close the connection. */
+ * are done.  HTTP/1.1 can only close the connection.  reset, on either
+ * protocol, aborts the connection with a TCP RST: a crashed upstream, or
+ * a middlebox that gave up, which says nothing of what was processed. */
 static void refuse_at_once(exchange *ex) {
     ex->st = X_STREAMING;
+    if (ex->sc.reset && !ex->sc.refuse && !ex->sc.goaway) {
+        ex->c->abort_after_flush = 1;
+        ex->c->rst_on_close = 1;
+        ex_finish(ex, "reset");
+        return;
+    }
     if (ex->c->mode == M_H2 && ex->sc.refuse) {
         nghttp2_submit_rst_stream(ex->c->h2, NGHTTP2_FLAG_NONE, ex->stream_id,
                                   NGHTTP2_REFUSED_STREAM);
@@ -602,27 +610,15 @@ void ex_begin(exchange *ex) {
     if (!limits_admit(ex)) {
         return;
     }
-    bool fails = ex->sc.status > 0 && ex->sc.status != 200;
-    if (fails || ex->sc.refuse || ex->sc.goaway || ex->sc.tail_first > 0) {
-        uint64_t count = sg_fm_key_count(ex->key); /* once per request */
-        /* pass_first: the first K of a key are served; fail_first counts
-         * the ones after them */
-        uint64_t pass = (uint64_t)ex->sc.pass_first;
-        if (count <= pass ||
-            (ex->sc.fail_first >= 0 && count - pass > (uint64_t)ex->sc.fail_first)) {
-            fails = false; /* this one is served */
-            ex->sc.refuse = ex->sc.goaway = 0;
-        }
-        if (fails) {
-            ex->status = ex->sc.status;
-        }
-        ex->tail = count <= (uint64_t)ex->sc.tail_first;
+    limits_count(ex);
+    if (ex->sc.status > 0 && ex->sc.status != 200) {
+        ex->status = ex->sc.status;
     }
     if (ex->sc.hang) {
         ex->st = X_HANG;
         return;
     }
-    if (ex->sc.refuse || ex->sc.goaway) {
+    if (ex->sc.refuse || ex->sc.goaway || ex->sc.reset) {
         refuse_at_once(ex);
         return;
     }

@@ -183,8 +183,9 @@ static int parse_name(const char *v, size_t len, char *out, size_t cap) {
 #define MAX_COUNT 1000000000000LL
 
 /*
- * The rate limiter's knobs (rl_*).  Returns 1 and sets *rc (0, or -1 for a
- * bad value) when @n is one of them.
+ * The knobs of an upstream's limits: the rate limiter's (rl_*), the name
+ * fail_first counts under (fail_key) and the connection reset (reset).
+ * Returns 1 and sets *rc (0, or -1 for a bad value) when @n is one of them.
  */
 static int parse_limit_knob(sg_fm_scenario *s, const char *n, size_t nn, const char *v,
                             size_t vn, int *rc) {
@@ -208,6 +209,12 @@ static int parse_limit_knob(sg_fm_scenario *s, const char *n, size_t nn, const c
         s->rl_style = (sg_fm_rl_style)(style + 1);
     } else if (name_is(n, nn, "rl_key")) {
         *rc = parse_name(v, vn, s->rl_key, sizeof(s->rl_key));
+    } else if (name_is(n, nn, "fail_key")) {
+        *rc = parse_name(v, vn, s->fail_key, sizeof(s->fail_key));
+        return 1;
+    } else if (name_is(n, nn, "reset")) {
+        *rc = parse_bool(v, vn, &s->reset);
+        return 1;
     } else {
         return 0;
     }
@@ -421,6 +428,20 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
         }
     }
     return 0;
+}
+
+int sg_fm_scenario_fails(const sg_fm_scenario *s) {
+    return (s->status > 0 && s->status != 200) || s->refuse || s->goaway || s->reset ||
+           s->hang || s->stall_after >= 0 || s->drop_after >= 0 || s->error_at >= 0 ||
+           s->cut_at >= 0 || s->bad_crc_at >= 0 || s->keepalive_only || s->no_done ||
+           s->runaway;
+}
+
+void sg_fm_scenario_heal(sg_fm_scenario *s) {
+    s->status = 0;
+    s->refuse = s->goaway = s->reset = s->hang = 0;
+    s->stall_after = s->drop_after = s->error_at = s->cut_at = s->bad_crc_at = -1;
+    s->keepalive_only = s->no_done = s->runaway = 0;
 }
 
 int sg_fm_scenario_rate_limited(const sg_fm_scenario *s) {

@@ -88,6 +88,8 @@ typedef struct {
                                         goaway); K: the first K per key */
     int64_t pass_first;              /* the first K per key are not failed */
     char retry_after_ms[32];         /* retry-after-ms value, "" for none */
+    int reset;                       /* abort the connection at once with a TCP RST */
+    char fail_key[64];               /* the fail_first counter's name ("": the key's) */
     int64_t rl_limit[SG_FM_RL_DIMS]; /* a rate limit per window; 0: none */
     int64_t rl_window_ms;            /* the window; default 60000 */
     sg_fm_rl_style rl_style;
@@ -143,6 +145,16 @@ void sg_fm_scenario_set_body(sg_fm_scenario *s, uint64_t body_bytes);
  * one-line reason in err.
  */
 int sg_fm_scenario_check(const sg_fm_scenario *s, char *err, size_t errlen);
+
+/* 1 when the scenario plays a failure (status, refuse, goaway, reset,
+ * hang, stall_after, drop_after, error_at, cut_at, bad_crc_at,
+ * keepalive_only, no_done, runaway): what fail_first and pass_first
+ * count. */
+int sg_fm_scenario_fails(const sg_fm_scenario *s);
+
+/* Takes those failures out: a request fail_first lets through streams the
+ * healthy rest of its scenario. */
+void sg_fm_scenario_heal(sg_fm_scenario *s);
 
 /* 1 when an rl_* limit is set. */
 int sg_fm_scenario_rate_limited(const sg_fm_scenario *s);

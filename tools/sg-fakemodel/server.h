@@ -131,6 +131,7 @@ struct conn {
     int read_eof;
     int close_after_flush;
     int abort_after_flush; /* drop: no TLS close_notify, no final chunk */
+    int rst_on_close;      /* reset: close with a TCP RST, not a FIN */
     int dead;
     sg_fm_timer kick; /* re-runs reading when TLS holds decrypted bytes */
     /* HTTP/1.1 */
@@ -271,6 +272,9 @@ void ex_respond_error(exchange *ex, const error_answer *a);
 /* The rate limiter's verdict on a request with rl_* knobs.  Returns false
  * when it refused it (the 429 is on its way), true when it may go on. */
 bool limits_admit(exchange *ex);
+/* fail_first, pass_first and tail_first: whether this request of its
+ * counter plays the scenario's failures (else they are healed). */
+void limits_count(exchange *ex);
 /* The rate-limit headers of the exchange's answer; returns how many. */
 size_t limits_headers(const exchange *ex, sg_fm_rl_header *out);
 /* Counts an answer's status (/_stats). */
