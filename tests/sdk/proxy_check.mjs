@@ -15,6 +15,7 @@
 //   --attempts 3; the last two with --attempts 3 --idempotent and no first-item clock)
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
+import { check, exitCode } from './checklines.mjs';
 
 const [openaiProxy, anthropicProxy, fakemodel, idleArg, openaiNoFirst, anthropicNoFirst] =
   process.argv.slice(2);
@@ -22,16 +23,6 @@ const idleMs = Number(idleArg);
 // how late past the idle clock an SDK may see the error: the proxy's
 // timer, two loopback hops and the SDK's parsing
 const SLACK_MS = 150;
-let failures = 0;
-
-function check(what, cond, detail) {
-  if (cond) {
-    console.log(`ok: ${what}`);
-  } else {
-    failures += 1;
-    console.log(`FAIL: ${what}${detail === undefined ? '' : `: ${detail}`}`);
-  }
-}
 
 let keySeq = 0;
 const newKey = (tag) => `px-sdk-${tag}-${process.pid}-${(keySeq += 1)}`;
@@ -355,4 +346,4 @@ for (const [sdk, proxy, noFirst] of [
     r.err !== null && r.err.status === 504 && r.ms < 2500, r.show);
 }
 
-process.exit(failures === 0 ? 0 : 1);
+process.exit(exitCode());
