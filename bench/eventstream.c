@@ -28,28 +28,10 @@
 
 #include <streamguard/framing.h>
 
+#include "es_encode.h"
 #include "timing.h"
 
 #define TARGET_BYTES ((size_t)100 * 1000 * 1000)
-
-static void put_be32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
-static size_t put_str_header(unsigned char *p, const char *name, const char *value) {
-    size_t nl = strlen(name);
-    size_t vl = strlen(value);
-    p[0] = (unsigned char)nl;
-    memcpy(p + 1, name, nl);
-    p[1 + nl] = 7;
-    p[2 + nl] = (unsigned char)(vl >> 8);
-    p[3 + nl] = (unsigned char)vl;
-    memcpy(p + 4 + nl, value, vl);
-    return 4 + nl + vl;
-}
 
 /* The i-th token payload; returns its length. */
 static size_t payload(char *out, size_t cap, size_t i) {
@@ -85,18 +67,11 @@ static int make_corpus(corpus *c) {
         char p[128];
         size_t pl = payload(p, sizeof(p), i);
         c->payload_bytes += pl;
-        unsigned char *m = c->es + eo;
-        size_t h = 12;
-        h += put_str_header(m + h, ":event-type", "contentBlockDelta");
-        h += put_str_header(m + h, ":content-type", "application/json");
-        h += put_str_header(m + h, ":message-type", "event");
-        memcpy(m + h, p, pl);
-        size_t total = h + pl + 4;
-        put_be32(m, (uint32_t)total);
-        put_be32(m + 4, (uint32_t)(h - 12));
-        put_be32(m + 8, (uint32_t)crc32(0, m, 8));
-        put_be32(m + total - 4, (uint32_t)crc32(0, m, (uInt)(total - 4)));
-        eo += total;
+        static const char *const names[] = {":event-type", ":content-type",
+                                            ":message-type"};
+        static const char *const values[] = {"contentBlockDelta", "application/json",
+                                             "event"};
+        eo += es_message(c->es + eo, 3, names, values, p, pl);
         int sl = snprintf(c->sse + so, per, "event: contentBlockDelta\ndata: %.*s\n\n",
                           (int)pl, p);
         so += (size_t)sl;

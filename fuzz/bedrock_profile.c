@@ -18,7 +18,8 @@
  *   - item indexes count up from 0, and nothing is delivered after the end
  *     item but what end_at_eof lets through;
  *   - the verdict is one of ok, truncated, protocol_error, provider_error,
- *     and a provider error says so (sg_stream_provider_error).
+ *     and a provider error says so (sg_stream_provider_error);
+ *   - the profile reads the same usage (figures, text) whole and split.
  *
  * sg-parts: eventstream (the Bedrock profiles read event streams)
  */
@@ -31,6 +32,7 @@
 
 #include <streamguard/streamguard.h>
 
+#include "framing/usage.h"
 #include "split_feed.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -181,6 +183,7 @@ typedef struct verdict {
     sg_outcome outcome;
     uint64_t hash;
     uint64_t delivered;
+    sg__usage_read usage; /* what the profile read of the attempt's usage */
 } verdict;
 
 static verdict play(const char *profile, const body *w, const uint8_t *sizes,
@@ -226,8 +229,9 @@ static verdict play(const char *profile, const body *w, const uint8_t *sizes,
               gr.outcome == SG_OUTCOME_PROTOCOL_ERROR ||
               gr.outcome == SG_OUTCOME_PROVIDER_ERROR,
           "the verdict is ok, truncated, protocol_error or provider_error");
+    verdict v = {gr.outcome, r.hash, r.delivered, {0, 0, 0, 0, 0}};
+    check(sg__stream_usage(&s, &v.usage), "the profile reads usage");
     free(buf);
-    verdict v = {gr.outcome, r.hash, r.delivered};
     return v;
 }
 
@@ -243,6 +247,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(whole.outcome == split.outcome, "the same verdict whole and split");
     check(whole.hash == split.hash && whole.delivered == split.delivered,
           "the same items whole and split");
+    check(memcmp(&whole.usage, &split.usage, sizeof(whole.usage)) == 0,
+          "the same usage whole and split");
     free(w.b);
     return 0;
 }

@@ -12,7 +12,12 @@
  *   - a value found at "k" is also found when the text is looked at as the
  *     value of a wrapping object {"w": TEXT} with the path w.k;
  *   - the quick rejects (sg__jscan_may_have_key, sg__jscan_may_have with
- *     several keys and a value's first byte) never reject a key found.
+ *     several keys and a value's first byte) never reject a key found;
+ *   - the keys scan (sg__jscan_keys) finds what sg__jscan_may_have finds
+ *     for keys that ask for a value's first byte; the values it points at
+ *     lie inside the input and start as asked; the text it counts is at
+ *     most the input's length, and a string's decoded length at most its
+ *     raw one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -107,6 +112,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check(!(which == 0 && found) || (may & 1));
     check(!(which == 4 && found && v.type == SG__JTRUE) || (may & 2));
     check(!(which == 6 && found) || (may & 4));
+    /* the keys scan: the same keys as the quick reject when it asks for
+     * a value's first byte, positions inside, text no longer than the
+     * input */
+    static const sg__jkey vkeys[] = {
+        {"done", 4, 't'}, {"usage", 5, '{'}, {"error", 5, '{'}};
+    sg__jfound f;
+    sg__jscan_keys(copy, n, vkeys, 3, 0, &f);
+    check(f.mask == sg__jscan_may_have(copy, n, vkeys, 3));
+    static const sg__jkey tkeys[] = {
+        {"content", 7, '"'}, {"error", 5, 0}, {"usage", 5, '{'}, {"n", 1, '#'}};
+    sg__jscan_keys(copy, n, tkeys, 4, 1, &f);
+    check(f.text <= n);
+    for (unsigned k = 0; k < 4; k++) {
+        if (f.mask >> k & 1) {
+            check(f.at[k] >= copy && f.at[k] < copy + n);
+            check(tkeys[k].value == 0 || tkeys[k].value == '#' ||
+                  *f.at[k] == tkeys[k].value);
+        }
+    }
+    check(sg__jstr_decoded_len(copy, n) <= n);
     /* the same text as the value of {"w": ...} */
     char *wrap = malloc(n + 8);
     check(wrap != NULL);

@@ -172,7 +172,12 @@ typedef struct sg_stream_config {
     sg_classify_cb classify_;
     void *classify_data_;
     bool meta_at_once_, end_required_, end_at_eof_, other_json_;
-    void *reserved_[4]; /* private: room to grow */
+    union {
+        void *reserved_[4]; /* private: room to grow */
+        /* private: the classifier again when it is a provider profile's,
+         * which also reads the stream's usage (src/framing/usage.h) */
+        sg_classify_cb usage_classify_;
+    };
 } sg_stream_config;
 
 /** sg_stream_config_init - every default: SSE, no sentinel, the default
@@ -340,7 +345,12 @@ typedef struct sg_stream {
     bool grows_, provider_error_, provider_retryable_;
     char provider_type_[SG_STREAM_ERROR_TYPE_MAX + 1];
     char provider_message_[SG_STREAM_ERROR_MESSAGE_MAX + 1];
-    void *reserved_[8]; /* private: room to grow */
+    union {
+        void *reserved_[8]; /* private: room to grow */
+        /* private: the attempt's usage as a provider profile reads it
+         * (src/framing/usage.h) */
+        uint32_t usage_[8];
+    };
 } sg_stream;
 
 /**

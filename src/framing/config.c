@@ -217,6 +217,7 @@ int sg_stream_config_set_classifier(sg_stream_config *cfg, sg_classify_cb fn,
     }
     cfg->classify_ = fn;
     cfg->classify_data_ = fn != NULL ? user_data : NULL;
+    cfg->usage_classify_ = NULL; /* the caller's: it reads no usage */
     return 0;
 }
 

@@ -304,3 +304,61 @@ bool sg__jscan_may_have_key(const char *p, size_t n, const char *key, size_t kle
     const sg__jkey k = {key, (uint8_t)klen, 0};
     return sg__jscan_may_have(p, n, &k, 1) != 0;
 }
+
+const char *sg__jstr_end(const char *p, const char *e, bool *escaped) {
+    return string_end(p, e, escaped);
+}
+
+/* A hex digit's value, or -1. */
+static int hexdigit(char c) {
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    char lower = (char)(c | 0x20);
+    return lower >= 'a' && lower <= 'f' ? lower - 'a' + 10 : -1;
+}
+
+/* The code point of the \u escape's 4 hex digits at @p, or -1. */
+static long hex4(const char *p) {
+    int d0 = hexdigit(p[0]), d1 = hexdigit(p[1]), d2 = hexdigit(p[2]),
+        d3 = hexdigit(p[3]);
+    if ((d0 | d1 | d2 | d3) < 0) {
+        return -1;
+    }
+    return (long)d0 << 12 | (long)d1 << 8 | (long)d2 << 4 | (long)d3;
+}
+
+size_t sg__jstr_decoded_len(const char *p, size_t n) {
+    size_t len = 0;
+    size_t i = 0;
+    while (i < n) {
+        if (p[i] != '\\' || i + 1 == n) {
+            len++;
+            i++;
+            continue;
+        }
+        if (p[i + 1] != 'u') {
+            len++; /* \n, \", \\ ...: one byte */
+            i += 2;
+            continue;
+        }
+        long cp = n - i >= 6 ? hex4(p + i + 2) : -1;
+        if (cp < 0) {
+            len += 2; /* malformed: its bytes as they are, from the 'u' on */
+            i += 2;
+            continue;
+        }
+        i += 6;
+        if (cp >= 0xD800 && cp <= 0xDBFF && n - i >= 6 && p[i] == '\\' &&
+            p[i + 1] == 'u') {
+            long lo = hex4(p + i + 2);
+            if (lo >= 0xDC00 && lo <= 0xDFFF) {
+                len += 4; /* a surrogate pair: one code point above U+FFFF */
+                i += 6;
+                continue;
+            }
+        }
+        len += cp < 0x80 ? 1 : cp < 0x800 ? 2 : 3;
+    }
+    return len;
+}

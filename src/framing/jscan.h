@@ -232,4 +232,130 @@ SG__JSCAN_INLINE unsigned sg__jscan_may_have(const char *p, size_t n,
  * array or object, a number, true.  (Empty content is not a token.) */
 bool sg__jval_present(const sg__jval *v);
 
+/* From just after an opening quote in [.., @e): its closing quote, or @e
+ * when there is none; *@escaped is set when a backslash came before it. */
+const char *sg__jstr_end(const char *p, const char *e, bool *escaped);
+
+/* The bytes the JSON string body [p, p + n) (between its quotes, escapes
+ * undone) holds as UTF-8: \n is 1, \u00e9 is 2, a surrogate pair 4.  A
+ * malformed escape counts its bytes as they are. */
+size_t sg__jstr_decoded_len(const char *p, size_t n);
+
+/*
+ * One pass for the keys of a provider profile's item: where each is, and
+ * how much generated text the item carries.  For sg__jscan_keys, a key's
+ * value byte says what its value must start with - 0 any value, '"' a
+ * string, '{' an object, 't' true, '#' a number - and a key in the @text
+ * mask must have a string value, whose decoded length is added for every
+ * occurrence (the scan then goes on after the string: its bytes are never
+ * taken for keys).
+ */
+#define SG__JKEYS_SCAN_MAX 8
+
+typedef struct sg__jfound {
+    unsigned mask;                      /* bit k: key k found */
+    const char *at[SG__JKEYS_SCAN_MAX]; /* where key k's first value begins */
+    uint64_t text;                      /* decoded bytes of the text keys' values */
+} sg__jfound;
+
+/* Whether @keys[k]'s value may start at @v: what its value byte asks. */
+SG__JSCAN_INLINE bool sg__jvalue_is(char want, char v) {
+    switch (want) {
+    case 0:
+        return true;
+    case '#':
+        return v == '-' || (v >= '0' && v <= '9');
+    default:
+        return v == want;
+    }
+}
+
+/* The key of @keys at @at (a quote), if any: its index and, in *@v, where
+ * its value begins; -1 when none of them is there. */
+SG__JSCAN_INLINE int sg__jkey_value(const char *at, const char *end, const sg__jkey *keys,
+                                    unsigned nkeys, const char **v) {
+    for (unsigned k = 0; k < nkeys; k++) {
+        /* the closing quote first: it turns most other keys away without
+         * a compare of their bytes */
+        size_t klen = keys[k].len;
+        if (at[1] != keys[k].key[0] || (size_t)(end - at) < klen + 3 ||
+            at[klen + 1] != '"' || memcmp(at + 1, keys[k].key, klen) != 0) {
+            continue;
+        }
+        const char *q = at + klen + 2;
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+            q++;
+        }
+        if (q == end || *q++ != ':') {
+            return -1;
+        }
+        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+            q++;
+        }
+        if (q == end || !sg__jvalue_is(keys[k].value, *q)) {
+            return -1;
+        }
+        *v = q;
+        return (int)k;
+    }
+    return -1;
+}
+
+/* A key found at @at: recorded in @f; returns where the scan goes on when
+ * the key was a text key (just after its string), else NULL. */
+SG__JSCAN_INLINE const char *sg__jkey_take(const char *at, const char *end,
+                                           const sg__jkey *keys, unsigned nkeys,
+                                           unsigned text, sg__jfound *f) {
+    const char *v = NULL;
+    int k = sg__jkey_value(at, end, keys, nkeys, &v);
+    if (k < 0) {
+        return NULL;
+    }
+    if (!(f->mask >> k & 1)) {
+        f->mask |= 1u << k;
+        f->at[k] = v;
+    }
+    if (!(text >> k & 1)) {
+        return NULL;
+    }
+    bool escaped = false;
+    const char *q = sg__jstr_end(v + 1, end, &escaped);
+    size_t n = (size_t)(q - v - 1);
+    f->text += escaped ? sg__jstr_decoded_len(v + 1, n) : n;
+    return q < end ? q + 1 : end;
+}
+
+SG__JSCAN_INLINE void sg__jscan_keys(const char *p, size_t n, const sg__jkey *keys,
+                                     unsigned nkeys, unsigned text, sg__jfound *f) {
+    f->mask = 0;
+    f->text = 0;
+    if (p == NULL || n < 3 || nkeys == 0 || nkeys > SG__JKEYS_SCAN_MAX) {
+        return;
+    }
+    const char *end = p + n;
+    const char *last = end - 3; /* a quote, a key byte and its closing quote */
+    const char *q = p;
+#ifdef SG__JSCAN_SSE2
+    __m128i fb[SG__JKEYS_SCAN_MAX];
+    for (unsigned k = 0; k < nkeys; k++) {
+        fb[k] = _mm_set1_epi8(keys[k].key[0]);
+    }
+    while (last - q >= 16) {
+        unsigned m = sg__jkeys_block(q, fb, nkeys);
+        const char *resume = NULL;
+        for (; m != 0 && resume == NULL; m &= m - 1) {
+            resume = sg__jkey_take(q + __builtin_ctz(m), end, keys, nkeys, text, f);
+        }
+        q = resume != NULL ? resume : q + 16;
+    }
+#endif
+    while (q <= last) {
+        const char *resume = NULL;
+        if (*q == '"') {
+            resume = sg__jkey_take(q, end, keys, nkeys, text, f);
+        }
+        q = resume != NULL ? resume : q + 1;
+    }
+}
+
 #endif

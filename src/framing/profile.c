@@ -4,7 +4,9 @@
  * in docs/provider-streams.md).  Each classifier looks inside an item's
  * JSON with the path scanner (jscan.h): after the first token only for an
  * in-band error, behind a quick reject, so a token costs tens of
- * nanoseconds.
+ * nanoseconds.  Called by a stream with its usage figures as user_data
+ * (usage.h), each also reads the attempt's usage and counts the generated
+ * text, in the same pass (docs/profiles.md, "Usage").
  */
 #include <streamguard/stream.h>
 
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "framing/jscan.h"
+#include "framing/usage.h"
 
 /* ------------------------------------------------------------- helpers */
 
@@ -186,38 +189,111 @@ static bool top_error(const sg_item *item, sg_item_error *err, const sg__jpath *
  * a tool call (or the legacy function_call), a refusal, reasoning or
  * audio; an error is {"error": {...}}, or an event named error (the SDK
  * raises it whatever its data). */
+static const sg__jpath openai_tokens[] = {
+    SG__JPATH4("choices", "[]", "delta", "content"),
+    SG__JPATH4("choices", "[]", "delta", "tool_calls"),
+    SG__JPATH4("choices", "[]", "delta", "refusal"),
+    SG__JPATH4("choices", "[]", "delta", "reasoning_content"),
+    SG__JPATH4("choices", "[]", "delta", "reasoning"),
+    SG__JPATH4("choices", "[]", "delta", "audio"),
+    SG__JPATH4("choices", "[]", "delta", "function_call"),
+};
+
+/* An {"error": ...} chunk: its type at error.type, else error.code. */
+static sg_item_kind openai_error(const sg_item *item, sg_item_error *err) {
+    return err->type == NULL ? named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE)
+                             : SG_ITEM_ERROR;
+}
+
+/* Chat Completions read for usage too: the quick reject looks for the
+ * usage object beside the error (the last non-null one holds the
+ * request's totals; the chunk stream_options.include_usage asks for,
+ * "choices": [], is metadata, not a token); a sample of the chunks has
+ * the text of its deltas counted. */
+static sg_item_kind openai_usage(const sg_item *item, sg_item_error *err, uint32_t *u) {
+    static const sg__jkey keys[] = {{"error", 5, 0}, {"usage", 5, '{'}};
+    static const sg__jkey texts[] = {
+        {"content", 7, '"'}, {"reasoning_content", 17, '"'}, {"reasoning", 9, '"'},
+        {"refusal", 7, '"'}, {"arguments", 9, '"'},
+    };
+    static const sg__jpath usage = SG__JPATH1("usage");
+    static const sg__ufield fields[] = {
+        {SG__JPATH1("prompt_tokens"), SG__U_IN},
+        {SG__JPATH1("completion_tokens"), SG__U_OUT},
+        {SG__JPATH2("prompt_tokens_details", "cached_tokens"), SG__U_CREAD},
+        {SG__JPATH2("completion_tokens_details", "reasoning_tokens"), SG__U_REASON},
+    };
+    unsigned may = sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
+    if ((may & 1) && top_error_scan(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
+        return openai_error(item, err);
+    }
+    sg__jval v;
+    if ((may & 2) && at(item, &usage, &v) && v.type == SG__JOBJECT) {
+        sg__usage_fields(u, v.p, v.n, fields, COUNT(fields), 0);
+        if (!any_present(item, openai_tokens, COUNT(openai_tokens))) {
+            return SG_ITEM_META; /* the usage chunk: no delta */
+        }
+    }
+    sg__usage_text(u, item, texts, COUNT(texts));
+    if (item->index > 0) {
+        return SG_ITEM_TOKEN;
+    }
+    return any_present(item, openai_tokens, COUNT(openai_tokens)) ? SG_ITEM_TOKEN
+                                                                  : SG_ITEM_META;
+}
+
 static sg_item_kind classify_openai(const sg_item *item, sg_item_error *err, void *ud) {
-    (void)ud;
     if (is(item->event, item->event_len, "error")) {
         (void)top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
         return named_error(item, err, &P_TYPE, &P_MESSAGE);
     }
+    if (ud != NULL) {
+        return openai_usage(item, err, ud);
+    }
     if (top_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE)) {
-        return err->type == NULL ? named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE)
-                                 : SG_ITEM_ERROR;
+        return openai_error(item, err);
     }
     if (item->index > 0) {
         return SG_ITEM_TOKEN; /* past the first token, only errors matter */
     }
-    static const sg__jpath tokens[] = {
-        SG__JPATH4("choices", "[]", "delta", "content"),
-        SG__JPATH4("choices", "[]", "delta", "tool_calls"),
-        SG__JPATH4("choices", "[]", "delta", "refusal"),
-        SG__JPATH4("choices", "[]", "delta", "reasoning_content"),
-        SG__JPATH4("choices", "[]", "delta", "reasoning"),
-        SG__JPATH4("choices", "[]", "delta", "audio"),
-        SG__JPATH4("choices", "[]", "delta", "function_call"),
-    };
-    return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_TOKEN : SG_ITEM_META;
+    return any_present(item, openai_tokens, COUNT(openai_tokens)) ? SG_ITEM_TOKEN
+                                                                  : SG_ITEM_META;
 }
 
 /* ------------------------------------------------------------ anthropic */
 
 /* Messages API: named events; ping is a keepalive; content_block_delta
  * bears the tokens; message_stop is the end; event: error the failure. */
+/* The text of a Messages content_block_delta (text_delta, thinking_delta,
+ * input_json_delta), and its usage events (message_start's input and
+ * cache figures, message_delta's cumulative totals) - the same events
+ * inside Bedrock's InvokeModel chunks. */
+static void anthropic_usage_events(const sg_item *item, const char *t, size_t n,
+                                   uint32_t *u) {
+    static const sg__jpath start = SG__JPATH2("message", "usage");
+    static const sg__jpath delta = SG__JPATH1("usage");
+    sg__jval v;
+    if (is(t, n, "message_start") && at(item, &start, &v) && v.type == SG__JOBJECT) {
+        sg__usage_anthropic(u, v.p, v.n, true);
+    } else if (is(t, n, "message_delta") && at(item, &delta, &v) &&
+               v.type == SG__JOBJECT) {
+        sg__usage_anthropic(u, v.p, v.n, false);
+    }
+}
+
+static const sg__jkey anthropic_texts[] = {
+    {"text", 4, '"'}, {"thinking", 8, '"'}, {"partial_json", 12, '"'}};
+
+static void anthropic_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
+    if (is(t, n, "content_block_delta")) {
+        sg__usage_text(u, item, anthropic_texts, COUNT(anthropic_texts));
+    } else {
+        anthropic_usage_events(item, t, n, u);
+    }
+}
+
 static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
                                        void *ud) {
-    (void)ud;
     const char *t = item->event;
     size_t n = item->event_len;
     if (is(t, n, "ping")) {
@@ -225,6 +301,9 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
     }
     if (is(t, n, "error")) {
         return named_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
+    }
+    if (ud != NULL) {
+        anthropic_usage(item, t, n, ud);
     }
     if (is(t, n, "message_stop")) {
         return SG_ITEM_END;
@@ -237,10 +316,24 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
 
 /* --------------------------------------------------------------- ollama */
 
+/* The done line's counts: prompt_eval_count (cached prompt tokens
+ * included), eval_count (thinking included); a zero is left out
+ * (omitempty). */
+static void ollama_done_usage(const sg_item *item, uint32_t *u) {
+    static const sg__ufield fields[] = {
+        {SG__JPATH1("prompt_eval_count"), SG__U_IN},
+        {SG__JPATH1("eval_count"), SG__U_OUT},
+    };
+    sg__usage_fields(u, item->data, item->data_len, fields, COUNT(fields),
+                     SG__UF_ABSENT_ZERO);
+}
+
 /* /api/chat, /api/generate: NDJSON; "done": true is the end (and may carry
- * the last token); {"error": "..."} the failure (no type: not retried). */
+ * the last token); {"error": "..."} the failure (no type: not retried).
+ * Read for usage, a sample of the lines has its text counted. */
 static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, void *ud) {
-    (void)ud;
+    static const sg__jkey texts[] = {
+        {"content", 7, '"'}, {"thinking", 8, '"'}, {"response", 8, '"'}};
     /* one pass proves most lines hold neither an error nor "done": true
      * ("done" itself is in every line) */
     static const sg__jkey keys[] = {{"error", 5, 0}, {"done", 4, 't'}};
@@ -249,6 +342,9 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
         err->retryable = false; /* a message only: transient or not is unknown */
         return SG_ITEM_ERROR;
     }
+    if (ud != NULL) {
+        sg__usage_text(ud, item, texts, COUNT(texts));
+    }
     static const sg__jpath tokens[] = {
         SG__JPATH2("message", "content"),    SG__JPATH1("response"),
         SG__JPATH2("message", "thinking"),   SG__JPATH1("thinking"),
@@ -256,6 +352,9 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
     };
     sg__jval v;
     if ((may & 2) && at(item, &P_DONE, &v) && v.type == SG__JTRUE) {
+        if (ud != NULL) {
+            ollama_done_usage(item, ud);
+        }
         /* the done line usually has "" for content; when it carries text
          * it is a token too */
         return any_present(item, tokens, COUNT(tokens)) ? SG_ITEM_END_TOKEN : SG_ITEM_END;
@@ -266,15 +365,60 @@ static sg_item_kind classify_ollama(const sg_item *item, sg_item_error *err, voi
 
 /* --------------------------------------------------------------- gemini */
 
+/* usageMetadata, the running totals of the request so far: the whole of
+ * it at the first chunk that has it and at the end (where a zero left out
+ * is 0, as proto3 writes JSON); in between only candidatesTokenCount,
+ * the one that grows, found by the chunk's quick reject. */
+static void gemini_usage_object(const sg_item *item, bool end, uint32_t *u) {
+    static const sg__jpath usage = SG__JPATH1("usageMetadata");
+    static const sg__ufield fields[] = {
+        {SG__JPATH1("promptTokenCount"), SG__U_IN},
+        {SG__JPATH1("candidatesTokenCount"), SG__U_OUT},
+        {SG__JPATH1("cachedContentTokenCount"), SG__U_CREAD},
+        {SG__JPATH1("thoughtsTokenCount"), SG__U_REASON},
+    };
+    sg__jval v;
+    if (at(item, &usage, &v) && v.type == SG__JOBJECT) {
+        u[SG__U_SDATA] |= SG__U_OUT_EXCL; /* output = candidates + thoughts */
+        sg__usage_fields(u, v.p, v.n, fields, COUNT(fields),
+                         end ? SG__UF_ABSENT_ZERO : 0);
+    }
+}
+
+/* The quick reject of a chunk read for usage (bits as without: error,
+ * finishReason, blockReason), with the running output in the same pass;
+ * and the chunk's usage and text. */
+static unsigned gemini_scan(const sg_item *item, uint32_t *u) {
+    static const sg__jkey keys[] = {
+        {"error", 5, 0},
+        {"finishReason", 12, 0},
+        {"blockReason", 11, 0},
+        {"candidatesTokenCount", 20, '#'},
+    };
+    static const sg__jkey texts[] = {{"text", 4, '"'}};
+    sg__jfound f;
+    sg__jscan_keys(item->data, item->data_len, keys, COUNT(keys), 0, &f);
+    uint64_t n = 0;
+    if (!sg__usage_known(u, SG__U_IN) || (f.mask & 6)) {
+        gemini_usage_object(item, (f.mask & 6) != 0, u);
+    } else if ((f.mask & 8) &&
+               sg__usage_count_at(f.at[3], item->data + item->data_len, &n)) {
+        sg__usage_set(u, SG__U_OUT, n); /* (only usageMetadata has this key) */
+    }
+    sg__usage_text(u, item, texts, COUNT(texts));
+    return f.mask & 7;
+}
+
 /* streamGenerateContent?alt=sse: data: chunks, no sentinel; a chunk with a
  * finishReason (or a blocked prompt) is the end; {"error": {...}} the
  * failure, its status the type. */
 static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, void *ud) {
-    (void)ud;
     /* one pass proves most chunks hold no error and no end */
     static const sg__jkey keys[] = {
         {"error", 5, 0}, {"finishReason", 12, 0}, {"blockReason", 11, 0}};
-    unsigned may = sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
+    unsigned may =
+        ud != NULL ? gemini_scan(item, ud)
+                   : sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
     if ((may & 1) && top_error_scan(item, err, &P_ERROR_STATUS, &P_ERROR_MESSAGE)) {
         return SG_ITEM_ERROR;
     }
@@ -302,9 +446,35 @@ static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, voi
 
 /* Responses API: named events; *.delta bears the tokens; completed or
  * incomplete is the end; response.failed and error the failure. */
+/* The Responses API's text: the "delta" string of a *.delta event (output
+ * text, reasoning, refusal, function call arguments - not audio, whose
+ * delta is base64); its usage: the whole response's, in the terminal
+ * event (response.completed, .incomplete, .failed). */
+static void responses_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
+    static const sg__jkey delta[] = {{"delta", 5, '"'}};
+    static const sg__jpath usage = SG__JPATH2("response", "usage");
+    static const sg__ufield fields[] = {
+        {SG__JPATH1("input_tokens"), SG__U_IN},
+        {SG__JPATH1("output_tokens"), SG__U_OUT},
+        {SG__JPATH2("input_tokens_details", "cached_tokens"), SG__U_CREAD},
+        {SG__JPATH2("output_tokens_details", "reasoning_tokens"), SG__U_REASON},
+    };
+    if (ends_with(t, n, ".delta")) {
+        if (!ends_with(t, n, "audio.delta")) {
+            sg__usage_text(u, item, delta, 1);
+        }
+        return;
+    }
+    sg__jval v;
+    if ((is(t, n, "response.completed") || is(t, n, "response.incomplete") ||
+         is(t, n, "response.failed")) &&
+        at(item, &usage, &v) && v.type == SG__JOBJECT) {
+        sg__usage_fields(u, v.p, v.n, fields, COUNT(fields), 0);
+    }
+}
+
 static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
                                        void *ud) {
-    (void)ud;
     const char *t = item->event;
     size_t n = item->event_len;
     if (n == 0 || is(t, n, "message")) {
@@ -314,6 +484,9 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
     }
     if (is(t, n, "keepalive")) {
         return SG_ITEM_KEEPALIVE;
+    }
+    if (ud != NULL) {
+        responses_usage(item, t, n, ud);
     }
     if (is(t, n, "response.completed") || is(t, n, "response.incomplete")) {
         return SG_ITEM_END;
@@ -339,11 +512,34 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
  * handled by the framing): messageStart, contentBlockStart,
  * contentBlockDelta (the tokens: text, tool use, reasoning),
  * contentBlockStop, messageStop (the end), then metadata (usage). */
+/* ConverseStream's text: a contentBlockDelta's delta.text (reasoning's
+ * reasoningContent.text too) or a tool use's input; its usage: the
+ * metadata event's, whose inputTokens leave the cache out. */
+static void converse_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
+    static const sg__jkey texts[] = {{"text", 4, '"'}, {"input", 5, '"'}};
+    static const sg__jpath usage = SG__JPATH1("usage");
+    static const sg__ufield fields[] = {
+        {SG__JPATH1("inputTokens"), SG__U_IN},
+        {SG__JPATH1("outputTokens"), SG__U_OUT},
+        {SG__JPATH1("cacheReadInputTokens"), SG__U_CREAD},
+        {SG__JPATH1("cacheWriteInputTokens"), SG__U_CWRITE},
+    };
+    sg__jval v;
+    if (is(t, n, "contentBlockDelta")) {
+        sg__usage_text(u, item, texts, COUNT(texts));
+    } else if (is(t, n, "metadata") && at(item, &usage, &v) && v.type == SG__JOBJECT) {
+        u[SG__U_SDATA] |= SG__U_IN_EXCL;
+        sg__usage_fields(u, v.p, v.n, fields, COUNT(fields), 0);
+    }
+}
+
 static sg_item_kind classify_converse(const sg_item *item, sg_item_error *err, void *ud) {
     (void)err;
-    (void)ud;
     const char *t = item->event;
     size_t n = item->event_len;
+    if (ud != NULL) {
+        converse_usage(item, t, n, ud);
+    }
     if (is(t, n, "contentBlockDelta")) {
         return SG_ITEM_TOKEN;
     }
@@ -395,6 +591,37 @@ static ptrdiff_t unbase64(const char *p, size_t n, char *out, size_t cap) {
     return (ptrdiff_t)o;
 }
 
+/* A decoded InvokeModel chunk's usage: Claude's own usage events; a
+ * sample of the chunks has its text counted (Anthropic's deltas, the
+ * other families' text fields). */
+static void invoke_usage(const sg_item *model, const sg__jval *type, uint32_t *u) {
+    static const sg__jkey texts[] = {
+        {"text", 4, '"'},        {"thinking", 8, '"'},    {"partial_json", 12, '"'},
+        {"outputText", 10, '"'}, {"generation", 10, '"'}, {"completion", 10, '"'},
+        {"content", 7, '"'},
+    };
+    if (type != NULL) {
+        anthropic_usage_events(model, type->p, type->n, u);
+    }
+    sg__usage_text(u, model, texts, COUNT(texts));
+}
+
+/* Bedrock's amazon-bedrock-invocationMetrics (@v, the last chunk's), for
+ * what the model's own events did not say; its inputTokenCount leaves the
+ * cache out. */
+static void invoke_metrics(const sg__jval *v, uint32_t *u) {
+    static const sg__ufield metrics[] = {
+        {SG__JPATH1("inputTokenCount"), SG__U_IN},
+        {SG__JPATH1("outputTokenCount"), SG__U_OUT},
+        {SG__JPATH1("cacheReadInputTokenCount"), SG__U_CREAD},
+        {SG__JPATH1("cacheWriteInputTokenCount"), SG__U_CWRITE},
+    };
+    if (v->type == SG__JOBJECT) {
+        u[SG__U_SDATA] |= SG__U_IN_EXCL;
+        sg__usage_fields(u, v->p, v->n, metrics, COUNT(metrics), SG__UF_FILL);
+    }
+}
+
 /* The largest chunk whose model JSON is looked into (decoded into a
  * buffer of the thread's); a larger one carries content. */
 #define INVOKE_CHUNK_MAX 16384
@@ -411,7 +638,6 @@ static ptrdiff_t unbase64(const char *p, size_t n, char *out, size_t cap) {
  * choices[].finish_reason).  Bedrock adds amazon-bedrock-invocationMetrics to a stream's
  * last chunk: an end too. */
 static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, void *ud) {
-    (void)ud;
     static const sg__jpath p_bytes = SG__JPATH1("bytes");
     static const sg__jpath p_type = SG__JPATH1("type");
     sg__jval v;
@@ -441,11 +667,18 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
     };
     sg__jval t;
     bool typed = at(&model, &p_type, &t) && t.type == SG__JSTRING;
+    if (ud != NULL) {
+        invoke_usage(&model, typed ? &t : NULL, ud);
+    }
     if (typed && is(t.p, t.n, "error")) {
         /* the model's own error event (Anthropic's shape) */
         return named_error(&model, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
     }
     if (typed && is(t.p, t.n, "message_stop")) {
+        sg__jval m;
+        if (ud != NULL && at(&model, &ends[0], &m)) {
+            invoke_metrics(&m, ud);
+        }
         return SG_ITEM_END;
     }
     if (typed && is(t.p, t.n, "content_block_delta")) {
@@ -470,6 +703,9 @@ static sg_item_kind classify_invoke(const sg_item *item, sg_item_error *err, voi
     for (size_t i = 0; i < COUNT(ends); i++) {
         sg__jval e;
         if (at(&model, &ends[i], &e) && sg__jval_present(&e) && e.type != SG__JFALSE) {
+            if (i == 0 && ud != NULL) {
+                invoke_metrics(&e, ud); /* ends[0]: the invocation's metrics */
+            }
             /* Titan, Llama, Mistral, Cohere: the last text and the stop
              * reason in one chunk */
             return any_present(&model, texts, COUNT(texts)) ? SG_ITEM_END_TOKEN
@@ -526,6 +762,8 @@ int sg_profile_framing(const char *name, sg_stream_config *cfg) {
             cfg->terminal_type_ = NULL;
             cfg->classify_ = p->classify;
             cfg->classify_data_ = NULL;
+            /* the same classifier, given the stream's usage figures */
+            cfg->usage_classify_ = p->classify;
             cfg->end_required_ = p->end_required;
             cfg->end_at_eof_ = p->end_at_eof;
             cfg->other_json_ = p->other_json;

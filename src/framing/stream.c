@@ -15,6 +15,8 @@
 #include "core/internal.h"
 #include "framing/mem.h"
 #include "framing/stream_items.h"
+#include "framing/usage.h"
+#include "framing/usage.h"
 
 #define SG__STREAM_MAGIC 0x53475374u /* "SGSt" */
 
@@ -174,6 +176,7 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
     }
     s->classify_ = c.classify_;
     s->classify_data_ = c.classify_data_;
+    sg__usage_init(s, c.classify_ != NULL && c.usage_classify_ == c.classify_);
     s->meta_at_once_ = c.meta_at_once_;
     s->end_required_ = c.end_required_;
     s->end_at_eof_ = c.classify_ != NULL && c.end_at_eof_;
@@ -261,6 +264,7 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->error_text_ = NULL;
     s->end_seen_ = false;
     s->other_len_ = 0;
+    sg__usage_init(s, sg__usage_reader(s)); /* nothing read yet */
     sg__stream_store_free(s, &s->hold_, &s->hold_room_); /* an abandoned attempt's */
     sg__stream_store_free(s, &s->other_, &s->other_room_);
     s->error_ = 0;

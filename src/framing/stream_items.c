@@ -35,6 +35,7 @@
  * (exceptions and error messages).
  */
 #include "framing/stream_items.h"
+#include "framing/usage.h"
 
 #include <string.h>
 
@@ -202,7 +203,9 @@ static int take(sg_stream *s, sg_item *item) {
     }
     sg_item_error err;
     memset(&err, 0, sizeof(err));
-    sg_item_kind k = s->classify_(item, &err, s->classify_data_);
+    /* a profile's classifier reads the attempt's usage too (usage.h) */
+    sg_item_kind k =
+        s->classify_(item, &err, sg__usage_reader(s) ? s->usage_ : s->classify_data_);
     if (k == SG_ITEM_KEEPALIVE) {
         return 0;
     }

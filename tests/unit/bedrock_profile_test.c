@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include <cmocka.h>
-#include <zlib.h>
-
 #include <streamguard/streamguard.h>
 
+#include "es_encode.h"
+#include "framing/usage.h"
 #include "profile_run.h"
 
 #define T0 SG_SEC(100)
@@ -32,48 +32,17 @@ typedef struct wire {
     size_t n;
 } wire;
 
-static void be32(unsigned char *p, uint32_t v) {
-    p[0] = (unsigned char)(v >> 24);
-    p[1] = (unsigned char)(v >> 16);
-    p[2] = (unsigned char)(v >> 8);
-    p[3] = (unsigned char)v;
-}
-
 /* Appends one message: string headers @names[i] = @values[i] (@nh of
  * them), then @payload. */
 static void msg(wire *w, size_t nh, const char *const *names, const char *const *values,
                 const char *payload) {
-    unsigned char h[1024];
-    size_t hl = 0;
-    for (size_t i = 0; i < nh; i++) {
-        size_t nl = strlen(names[i]);
-        size_t vl = strlen(values[i]);
-        h[hl++] = (unsigned char)nl;
-        memcpy(h + hl, names[i], nl);
-        hl += nl;
-        h[hl++] = 7; /* string */
-        h[hl++] = (unsigned char)(vl >> 8);
-        h[hl++] = (unsigned char)vl;
-        memcpy(h + hl, values[i], vl);
-        hl += vl;
-    }
-    size_t pl = strlen(payload);
-    uint32_t total = (uint32_t)(12 + hl + pl + 4);
-    unsigned char *m = w->b + w->n;
-    assert_true(w->n + total <= sizeof(w->b));
-    be32(m, total);
-    be32(m + 4, (uint32_t)hl);
-    be32(m + 8, (uint32_t)crc32(0, m, 8));
-    memcpy(m + 12, h, hl);
-    memcpy(m + 12 + hl, payload, pl);
-    be32(m + 12 + hl + pl, (uint32_t)crc32(0, m, 12 + hl + pl));
-    w->n += total;
+    assert_true(w->n + 1024 + strlen(payload) <= sizeof(w->b));
+    w->n += es_message(w->b + w->n, nh, names, values, payload, strlen(payload));
 }
 
 static void event(wire *w, const char *type, const char *payload) {
-    const char *names[] = {":message-type", ":event-type", ":content-type"};
-    const char *values[] = {"event", type, "application/json"};
-    msg(w, 3, names, values, payload);
+    assert_true(w->n + 1024 + strlen(payload) <= sizeof(w->b));
+    w->n += es_event(w->b + w->n, type, payload);
 }
 
 static void exception(wire *w, const char *type, const char *payload) {
@@ -84,21 +53,8 @@ static void exception(wire *w, const char *type, const char *payload) {
 
 /* An InvokeModelWithResponseStream chunk: the model's @json, base64. */
 static void chunk(wire *w, const char *json) {
-    static const char al[] =
-        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     char payload[4096];
-    size_t n = strlen(json);
-    size_t o = (size_t)snprintf(payload, sizeof(payload), "{\"bytes\":\"");
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)(unsigned char)json[i] << 16;
-        v |= i + 1 < n ? (uint32_t)(unsigned char)json[i + 1] << 8 : 0;
-        v |= i + 2 < n ? (uint32_t)(unsigned char)json[i + 2] : 0;
-        payload[o++] = al[v >> 18 & 63];
-        payload[o++] = al[v >> 12 & 63];
-        payload[o++] = i + 1 < n ? al[v >> 6 & 63] : '=';
-        payload[o++] = i + 2 < n ? al[v & 63] : '=';
-    }
-    snprintf(payload + o, sizeof(payload) - o, "\"}");
+    es_chunk_payload(json, payload, sizeof(payload));
     event(w, "chunk", payload);
 }
 
@@ -402,6 +358,80 @@ static void invoke_sees_the_models_own_error_and_the_streams_exceptions(void **s
     assert_false(r.retryable);
 }
 
+/* ----------------------------------------------------------------- usage */
+
+/* What @profile reads of the usage in @w, fed at once, when the stream
+ * concludes @outcome: the figures (-1 unknown) and the text. */
+static void expect_usage(const char *profile, const wire *w, sg_outcome outcome,
+                         int64_t in, int64_t out, int64_t cached, uint64_t text) {
+    run r;
+    sg_stream s;
+    sg_stream_config cfg;
+    char *buf = play_begin(&s, &cfg, profile, &r, T0);
+    r.feed_rc = sg_stream_feed(&s, w->b, w->n, T0 + SG_MS(1));
+    play_end(&s, buf, &r, T0 + SG_MS(2));
+    assert_int_equal(r.outcome, outcome);
+    sg__usage_read u;
+    assert_true(sg__stream_usage(&s, &u));
+    assert_int_equal(u.input, in);
+    assert_int_equal(u.output, out);
+    assert_int_equal(u.cached, cached);
+    assert_int_equal(u.text_bytes, text);
+    assert_int_equal(u.reasoning, -1);
+}
+
+/* ConverseStream: the metadata event's usage, whose inputTokens leave the
+ * cache out (input = inputTokens + cache reads + cache writes); the text
+ * of the deltas, a tool use's input too.  Cut before it: the text only. */
+static void converse_reads_the_metadata_usage(void **state) {
+    (void)state;
+    wire w;
+    converse_start(&w);
+    converse_tokens(&w, 2); /* "Hello" twice */
+    event(
+        &w, "contentBlockDelta",
+        "{\"contentBlockIndex\":1,\"delta\":{\"toolUse\":{\"input\":\"{\\\"a\\\":1}\"}},"
+        "\"p\":\"x\"}");
+    /* cut: the text only, {"a":1} decoded */
+    expect_usage("bedrock-converse", &w, SG_OUTCOME_TRUNCATED, -1, -1, -1, 10 + 7);
+    event(&w, "contentBlockStop", "{\"contentBlockIndex\":0,\"p\":\"abc\"}");
+    event(&w, "messageStop", "{\"p\":\"ab\",\"stopReason\":\"end_turn\"}");
+    event(&w, "metadata",
+          "{\"metrics\":{\"latencyMs\":412},\"p\":\"a\",\"usage\":{\"inputTokens\":9,"
+          "\"outputTokens\":3,\"totalTokens\":32,\"cacheReadInputTokens\":20,"
+          "\"cacheWriteInputTokens\":0}}");
+    expect_usage("bedrock-converse", &w, SG_OUTCOME_OK, 29, 3, 20, 17);
+}
+
+/* InvokeModelWithResponseStream: Claude's own usage events inside the
+ * chunks; Bedrock's invocationMetrics on the last one fill in only what
+ * they did not say; another family's text and its metrics alone. */
+static void invoke_reads_claude_usage_and_the_invocation_metrics(void **state) {
+    (void)state;
+    wire w;
+    memset(&w, 0, sizeof(w));
+    chunk(&w,
+          "{\"type\":\"message_start\",\"message\":{\"content\":[],\"usage\":{"
+          "\"input_tokens\":660,\"cache_read_input_tokens\":20,\"output_tokens\":1}}}");
+    chunk(&w, "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":"
+              "\"text_delta\",\"text\":\"Hello\"}}");
+    expect_usage("bedrock-invoke", &w, SG_OUTCOME_TRUNCATED, 680, -1, 20, 5);
+    chunk(&w, "{\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},"
+              "\"usage\":{\"output_tokens\":38}}");
+    chunk(&w, "{\"type\":\"message_stop\",\"amazon-bedrock-invocationMetrics\":{"
+              "\"inputTokenCount\":999,\"outputTokenCount\":999,\"invocationLatency\":"
+              "1798,\"firstByteLatency\":1507,\"cacheWriteInputTokenCount\":4}}");
+    /* Claude's figures stand; the metrics add the cache write they alone
+     * gave */
+    expect_usage("bedrock-invoke", &w, SG_OUTCOME_OK, 684, 38, 20, 5);
+    memset(&w, 0, sizeof(w));
+    chunk(&w, "{\"generation\":\"Hi there\",\"stop_reason\":null}");
+    chunk(&w, "{\"generation\":\"!\",\"stop_reason\":\"stop\","
+              "\"amazon-bedrock-invocationMetrics\":{\"inputTokenCount\":12,"
+              "\"outputTokenCount\":4,\"invocationLatency\":9,\"firstByteLatency\":5}}");
+    expect_usage("bedrock-invoke", &w, SG_OUTCOME_OK, 12, 4, -1, 9);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(converse_is_guarded_from_its_first_delta_to_messagestop),
@@ -413,6 +443,8 @@ int main(void) {
         cmocka_unit_test(a_damaged_message_is_a_protocol_error),
         cmocka_unit_test(invoke_reads_anthropic_events_inside_the_chunks),
         cmocka_unit_test(invoke_reads_other_model_families),
+        cmocka_unit_test(converse_reads_the_metadata_usage),
+        cmocka_unit_test(invoke_reads_claude_usage_and_the_invocation_metrics),
         cmocka_unit_test(invoke_sees_the_models_own_error_and_the_streams_exceptions),
     };
     return cmocka_run_group_tests_name("bedrock profiles", tests, NULL, NULL);

@@ -34,6 +34,7 @@ typedef struct node {
     int key[6]; /* objects: index into g_keys */
     struct node *kid[6];
     size_t start, end; /* where it was written (strings: between quotes) */
+    size_t dlen;       /* strings: the bytes it decodes to */
 } node;
 
 static node *gen(int depth) {
@@ -80,10 +81,14 @@ static void put(char *b, size_t *o, const char *s) {
 static void put_string(char *b, size_t *o, node *n) {
     static const char *const bits[] = {"x",    "{", "}", "[",   "]",   "\\\"",
                                        "\\\\", ":", ",", "tok", "\\n", "\\u00e9"};
+    static const size_t decoded[] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 3, 1, 2};
     b[(*o)++] = '"';
     n->start = *o;
+    n->dlen = 0;
     for (unsigned k = rnd(20); k > 0; k--) {
-        put(b, o, bits[rnd(12)]);
+        unsigned i = rnd(12);
+        put(b, o, bits[i]);
+        n->dlen += decoded[i];
     }
     n->end = *o;
     b[(*o)++] = '"';
@@ -381,6 +386,127 @@ static void may_have_keys_in_one_pass(void **state) {
     }
 }
 
+/* The keys scan's answer from the tree: every member, in document order,
+ * whose key is one of @keys with a value of the kind it asks for. */
+typedef struct want_keys {
+    unsigned mask;
+    size_t at[8];
+    uint64_t text;
+} want_keys;
+
+static bool kind_fits(char value, const node *n) {
+    switch (value) {
+    case 0:
+        return true;
+    case '"':
+        return n->type == SG__JSTRING;
+    case '{':
+        return n->type == SG__JOBJECT;
+    case '#':
+        return n->type == SG__JNUMBER;
+    default:
+        return false;
+    }
+}
+
+static void walk_keys(const node *n, const sg__jkey *keys, unsigned nk, unsigned text,
+                      want_keys *w) {
+    for (int i = 0; i < n->nkids; i++) {
+        const node *kid = n->kid[i];
+        for (unsigned k = 0; n->type == SG__JOBJECT && k < nk; k++) {
+            if (strcmp(g_keys[n->key[i]], keys[k].key) != 0 ||
+                !kind_fits(keys[k].value, kid)) {
+                continue;
+            }
+            if (!(w->mask >> k & 1)) {
+                w->mask |= 1u << k;
+                w->at[k] = kid->type == SG__JSTRING ? kid->start - 1 : kid->start;
+            }
+            if (text >> k & 1) {
+                w->text += kid->dlen;
+            }
+        }
+        walk_keys(kid, keys, nk, text, w);
+    }
+}
+
+/* sg__jscan_keys against the trees: which keys, where the first value of
+ * each begins, and the decoded bytes of every text key's string - however
+ * the strings and nesting fall against the 16-byte blocks. */
+static void keys_scan_agrees_with_the_trees(void **state) {
+    (void)state;
+    static char buf[1 << 20];
+    static const sg__jkey keys[] = {
+        {"content", 7, '"'}, {"error", 5, 0}, {"delta", 5, '{'},
+        {"type", 4, '#'},    {"a", 1, '"'},   {"choices", 7, '"'},
+    };
+    const unsigned text = 1u | 1u << 4;
+    uint64_t texts = 0;
+    for (int doc = 0; doc < 3000; doc++) {
+        node *root = gen(0);
+        size_t len = 0;
+        write_node(buf, &len, root);
+        char *copy = malloc(len + 1); /* exactly the bytes: ASan sees any over-read */
+        memcpy(copy, buf, len);
+        for (unsigned nk = 1; nk <= 6; nk++) {
+            want_keys w;
+            memset(&w, 0, sizeof(w));
+            walk_keys(root, keys, nk, text, &w);
+            sg__jfound f;
+            sg__jscan_keys(copy, len, keys, nk, text, &f);
+            assert_int_equal(f.mask, w.mask);
+            assert_int_equal(f.text, w.text);
+            for (unsigned k = 0; k < nk; k++) {
+                if (w.mask >> k & 1) {
+                    assert_ptr_equal(f.at[k], copy + w.at[k]);
+                }
+            }
+            texts += f.text;
+        }
+        free(copy);
+        drop(root);
+    }
+    assert_true(texts > 1000); /* the text keys had strings to count */
+}
+
+/* What an escaped string decodes to, in UTF-8 bytes. */
+static void decoded_lengths(void **state) {
+    (void)state;
+    static const struct {
+        const char *s;
+        size_t n;
+    } cases[] = {
+        {"plain", 5},
+        {"a\\nb", 3},
+        {"\\\"\\\\\\/", 3},
+        {"\\u0041", 1},
+        {"\\u00e9", 2},
+        {"\\u20ac", 3},
+        {"\\ud83d\\ude00", 4}, /* a pair: one code point, 4 bytes */
+        {"\\ud83dx", 4},       /* a lone high surrogate: 3, then x */
+        {"\\u12", 4},          /* malformed: \u, then "12" */
+        {"\\uZZZZ", 6},
+        {"x\\", 2},                     /* a backslash at the end */
+        {"C\\u00f3mo est\\u00e1s", 12}, /* 10 characters, 2 of them 2 bytes */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        assert_int_equal(sg__jstr_decoded_len(cases[i].s, strlen(cases[i].s)),
+                         cases[i].n);
+    }
+    /* the scan counts them so, and never reads past an unterminated one */
+    static const sg__jkey k[] = {{"text", 4, '"'}};
+    sg__jfound f;
+    const char *j = "{\"text\":\"\\u00e9\\n\",\"text\":\"ab\"}";
+    sg__jscan_keys(j, strlen(j), k, 1, 1, &f);
+    assert_int_equal(f.text, 3 + 2);
+    const char *cut = "{\"text\":\"abc";
+    char *copy = malloc(strlen(cut));
+    memcpy(copy, cut, strlen(cut));
+    sg__jscan_keys(copy, strlen(cut), k, 1, 1, &f);
+    assert_int_equal(f.text, 3);
+    free(copy);
+}
+
 static void presence(void **state) {
     (void)state;
     sg__jval v = {"", 0, SG__JSTRING, false};
@@ -401,6 +527,8 @@ int main(void) {
         cmocka_unit_test(may_have_key_is_a_plain_search),
         cmocka_unit_test(may_have_keys_in_one_pass),
         cmocka_unit_test(presence),
+        cmocka_unit_test(keys_scan_agrees_with_the_trees),
+        cmocka_unit_test(decoded_lengths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
