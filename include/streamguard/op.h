@@ -134,6 +134,49 @@ SG_EXTERN const char *sg_op_decision_name(sg_op_decision d);
 SG_EXTERN const char *sg_op_reason_name(sg_op_reason r);
 
 /* ------------------------------------------------------------------------
+ * Usage: what an attempt consumed (docs/report.md, "Usage and cost")
+ * ------------------------------------------------------------------------ */
+
+/** Where an attempt's usage figures come from. */
+typedef enum sg_usage_source {
+    /** Nothing is known: the report says "usage": null. */
+    SG_USAGE_NONE = 0,
+    /** The provider's own figures, read from the stream by its profile
+     *  (docs/profiles.md, "Usage"). */
+    SG_USAGE_PROVIDER,
+    /** At least one figure is an estimate, made from what the attempt
+     *  delivered or copied from another attempt of the operation
+     *  (docs/report.md); the others are the provider's. */
+    SG_USAGE_ESTIMATE
+} sg_usage_source;
+
+/**
+ * sg_op_usage - the tokens one attempt consumed, normalised as
+ * OpenTelemetry's GenAI conventions count them: input includes the cached
+ * input (and cache writes), output includes the reasoning.  -1 for a
+ * figure not known.
+ */
+typedef struct sg_op_usage {
+    int64_t input_tokens;        ///< -1: unknown
+    int64_t output_tokens;       ///< -1: unknown
+    int64_t cached_input_tokens; ///< -1: unknown; part of input_tokens
+    int64_t reasoning_tokens;    ///< -1: unknown; part of output_tokens
+    sg_usage_source source;
+} sg_op_usage;
+
+/** Whose the tokens of an operation were: the attempt whose stream the
+ *  consumer kept, or every other attempt that was sent. */
+typedef enum sg_usage_fate { SG_USAGE_KEPT = 0, SG_USAGE_DISCARDED = 1 } sg_usage_fate;
+
+/** Which count of an sg_op_usage. */
+typedef enum sg_token_kind {
+    SG_TOKENS_INPUT = 0,
+    SG_TOKENS_OUTPUT,
+    SG_TOKENS_CACHED_INPUT,
+    SG_TOKENS_REASONING
+} sg_token_kind;
+
+/* ------------------------------------------------------------------------
  * Attempt records
  * ------------------------------------------------------------------------ */
 
@@ -182,6 +225,14 @@ typedef struct sg_op_attempt {
      *  ("overloaded_error"); its message is @error.  NUL-terminated, at
      *  most SG_OP_PROVIDER_TYPE_MAX bytes; "" otherwise. */
     char provider_error_type[SG_OP_PROVIDER_TYPE_MAX + 1];
+    /** What the attempt consumed, as its stream said (source provider)
+     *  or estimated (docs/report.md, "Usage and cost"); source NONE and
+     *  every figure -1 while it runs and when nothing is known.  An input
+     *  copied from another attempt of the operation (an estimate) is
+     *  filled in when that attempt reports it, at the latest when the
+     *  operation ends: on_attempt_end sees the record as it was when the
+     *  attempt ended. */
+    sg_op_usage usage;
 } sg_op_attempt;
 
 /* ------------------------------------------------------------------------
@@ -290,6 +341,56 @@ SG_EXTERN const char *sg_op_idempotency_key(const sg_op *op);
  * when @op is NULL or was never started.
  */
 SG_EXTERN int sg_op_observer_error(const sg_op *op);
+
+/* ------------------------------------------------------------------------
+ * What an operation consumed, once it has ended (docs/report.md, "Usage
+ * and cost").  Kept: the attempt whose stream the consumer kept - the
+ * deciding attempt of an operation that ended ok; none when it failed.
+ * Discarded: every other attempt that was sent (partial streams, hedge
+ * losers, attempts cut before their first token, errors).  A sum counts
+ * the figures its attempts know: a lower bound when some do not.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_tokens - the tokens of @kind the attempts of @fate consumed.
+ *
+ * Returns the count (0 for DISCARDED when no other attempt was sent), or
+ * -1: nothing kept (the operation failed), none of those attempts knows
+ * that count, @op is NULL, never started or has not ended, or @fate or
+ * @kind is out of range.
+ */
+SG_EXTERN int64_t sg_op_tokens(const sg_op *op, sg_usage_fate fate, sg_token_kind kind);
+
+/**
+ * sg_op_tokens_estimated - whether any part of @fate's counts is an
+ * estimate (an attempt's usage whose source is SG_USAGE_ESTIMATE).  false
+ * when @op is NULL, never started or has not ended.
+ */
+SG_EXTERN bool sg_op_tokens_estimated(const sg_op *op, sg_usage_fate fate);
+
+/**
+ * sg_op_attempts_unaccounted - the attempts that were sent, whose usage is
+ * unknown (SG_USAGE_NONE) and that may have been billed: a first-token
+ * timeout's prefill, an outcome-unknown request, a hedge loser nothing
+ * was learned of; never one that was not sent, nor one the server
+ * answered with an error status (other than a gateway's 502 or 504).  0
+ * when @op is NULL, never started or has not ended.
+ */
+SG_EXTERN uint32_t sg_op_attempts_unaccounted(const sg_op *op);
+
+/**
+ * sg_op_cost - what the attempts of @fate cost at the prices given
+ * (sg_op_options_set_price): per attempt (input - cached) x input price +
+ * cached x cached price + output x output price, per million tokens, at
+ * its endpoint's prices; a figure not known, or an endpoint without a
+ * price, adds nothing (the cost is then a lower bound).  In the caller's
+ * unit (no currency is assumed).
+ *
+ * Returns the cost (0 for KEPT when the operation failed), or -1.0 when
+ * no price was given, @op is NULL, never started or has not ended, or
+ * @fate is out of range.
+ */
+SG_EXTERN double sg_op_cost(const sg_op *op, sg_usage_fate fate);
 
 /* ------------------------------------------------------------------------
  * The execution report: one JSON document per operation (docs/report.md).

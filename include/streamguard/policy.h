@@ -572,6 +572,25 @@ SG_EXTERN int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns,
                                         uint32_t max_hedges);
 
 /**
+ * sg_op_options_set_price - the prices of endpoint @endpoint (0-based, as
+ * sg_op_options_set_endpoints orders them; 0 without endpoints), per
+ * million tokens of input, output and cached input (@cached_input_per_mtok
+ * below 0: the input price), in whatever unit the caller uses - the
+ * report names no currency.  With a price set, the report has a "cost"
+ * and sg_op_cost() answers (docs/report.md, "Usage and cost"); an
+ * endpoint without one adds nothing to it.  Default: no price, no cost.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL, or a price is negative (the cached one aside)
+ *              or not a finite number;
+ *   SG_ERANGE  @endpoint >= SG_OP_MAX_ENDPOINTS;
+ *   SG_ENOMEM  no memory for the prices (@o is unchanged).
+ */
+SG_EXTERN int sg_op_options_set_price(sg_op_options *o, uint32_t endpoint,
+                                      double input_per_mtok, double output_per_mtok,
+                                      double cached_input_per_mtok);
+
+/**
  * sg_op_options_repeatable - whether a request of operations started with
  * @o is safe to repeat (docs/design.md, retry rule 1): an idempotent method
  * (RFC 9110 §9.2.2), an idempotency key, or declared idempotent.  A retry

@@ -122,6 +122,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     e.outcome = sg__attribute(e.a, e.lost ? SG_OUTCOME_CANCELLED : r->outcome);
     e.a->outcome = e.outcome;
     sg__classify(op, &e);
+    sg__usage_attempt(op, e.a, r); /* (before any observer sees the record) */
     e.ra_valid = sg__read_retry_after(e.a, r, &e.ra_ns);
     if (e.lost) {
         /* cancelled because another attempt delivered first: its line

@@ -59,11 +59,18 @@ struct sg_op_options {
     int64_t started_at_;       /* when set */
     int64_t probe_end_;        /* when set */
     int64_t probe_connect_ns_; /* 0 = none */
+    uint32_t priced_;          /* bit e: endpoint e has a price (prices_[e]) */
     /* owned copies (sg__op_options_copy makes them, _clear frees them) */
     char *target_;
     char *probe_error_;
-    char **endpoints_; /* n_endpoints_ URLs */
+    char **endpoints_;         /* n_endpoints_ URLs */
+    struct sg__price *prices_; /* SG_OP_MAX_ENDPOINTS, or NULL: none set */
 };
+
+/* An endpoint's prices per million tokens (sg_op_options_set_price). */
+typedef struct sg__price {
+    double input, output, cached;
+} sg__price;
 
 /* Copies @src into @dst (uninitialised), its strings too: 0 or SG_ENOMEM
  * (then @dst holds nothing to free). */
@@ -94,6 +101,7 @@ typedef struct sg__rec {
     uint8_t budget_limited; /* clocks the lease clamped (attribution.c) */
     uint8_t retry_after_raw_len;
     uint8_t retry_after_flags; /* SG__RA_* */
+    uint8_t usage_flags;       /* SG__USAGE_* (usage.c) */
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
 } sg__rec;
 
@@ -278,6 +286,8 @@ void sg__sink_put(sg__sink *s, const char *p, size_t n);
 void sg__sink_puts(sg__sink *s, const char *p);
 void sg__sink_i64(sg__sink *s, int64_t v);
 void sg__sink_u64(sg__sink *s, uint64_t v);
+/* A member's key: "key": (after a comma unless *@first, which it clears). */
+void sg__sink_key(sg__sink *s, const char *key, bool *first);
 /*
  * Writes @p[0..n) as a JSON string with quotes.  '"' '\\' and control
  * characters are escaped, DEL as \u007f, valid UTF-8 passes through, and
@@ -288,5 +298,30 @@ void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
 /* @url as the report names an endpoint: scheme://host:port/path, without
  * userinfo, query or fragment (report.c). */
 size_t sg__endpoint_name(const char *url, char *out, size_t cap);
+
+/*
+ * Usage and cost (usage.c; docs/report.md, "Usage and cost").
+ */
+/* Bits of sg__rec.usage_flags. */
+enum {
+    SG__USAGE_READ = 1u << 0,     /* a profile read the attempt's stream */
+    SG__USAGE_IN_OWN = 1u << 1,   /* its input is the provider's figure */
+    SG__USAGE_IN_COPIED = 1u << 2 /* its input is another attempt's */
+};
+/* @u unknown: every figure -1, source NONE. */
+void sg__usage_none(sg_op_usage *u);
+/* Attempt @a ended with @r: its usage, the stream's figures and where
+ * they lack an estimate. */
+void sg__usage_attempt(sg_op *op, sg_op_attempt *a, const sg_op_result *r);
+/* @op ends: an input reported by one attempt is copied to the others
+ * that may have been billed and know none. */
+void sg__usage_settle(sg_op *op);
+/* Copies what @src's prices hold into @dst (prices_ already copied as a
+ * pointer): 0, or SG_ENOMEM (then dst->prices_ is NULL). */
+int sg__op_options_copy_prices(sg_op_options *dst, const sg_op_options *src);
+/* The report's per-attempt "usage", and its top-level "usage" and
+ * "cost" (key and value, after a comma unless *@first). */
+void sg__report_attempt_usage(sg__sink *s, const sg_op_attempt *a, bool *first);
+void sg__report_usage(sg__sink *s, const sg_op *op, bool *first);
 
 #endif /* STREAMGUARD_POLICY_INTERNAL_H */

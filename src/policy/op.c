@@ -207,6 +207,7 @@ void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision de
     op->decision_ = (uint8_t)decision;
     op->reason_ = (uint8_t)reason;
     op->finished_at_ = now;
+    sg__usage_settle(op); /* (the records as on_resolve and the report see them) */
     const sg_op_observer *obs = op->opts_.observer_;
     if (pending) {
         /* The intent never landed: the observer hears of the end in place
@@ -351,6 +352,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;
     a->backoff_ns = -1;
+    sg__usage_none(&a->usage);
     a->endpoint = endpoint;
     a->hedge = hedge;
     sg__lease_clocks(a, o, granted); /* and who set the limit */

@@ -87,6 +87,7 @@ static void free_urls(char **v, uint32_t n) {
 void sg__op_options_clear(sg_op_options *o) {
     free(o->target_);
     free(o->probe_error_);
+    free(o->prices_);
     free_urls(o->endpoints_, o->n_endpoints_);
     memset(o, 0, sizeof(*o));
 }
@@ -98,6 +99,7 @@ int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     dst->probe_error_ = dup_str(src->probe_error_, &failed);
     dst->endpoints_ =
         dup_urls((const char *const *)src->endpoints_, src->n_endpoints_, &failed);
+    failed = sg__op_options_copy_prices(dst, src) != 0 || failed;
     if (failed) {
         sg__op_options_clear(dst);
         return SG_ENOMEM;

@@ -40,6 +40,7 @@ void sg__record_probe(sg_op *op) {
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;
     a->backoff_ns = 0; /* the operation's own first attempt follows at once */
+    sg__usage_none(&a->usage);
     a->decision = SG_OP_RETRY;
     a->reason = SG_OP_REASON_RETRYABLE;
     a->retryable = true; /* never sent */

@@ -62,7 +62,7 @@ void sg__sink_json_string(sg__sink *s, const char *p, size_t n) {
 
 /* ------------------------------------------------------------------ fields */
 
-static void sg__key(sg__sink *s, const char *key, bool *first) {
+void sg__sink_key(sg__sink *s, const char *key, bool *first) {
     if (!*first) {
         sg__sink_put(s, ",", 1);
     }
@@ -73,12 +73,12 @@ static void sg__key(sg__sink *s, const char *key, bool *first) {
 }
 
 static void sg__f_bool(sg__sink *s, const char *key, bool v, bool *first) {
-    sg__key(s, key, first);
+    sg__sink_key(s, key, first);
     sg__sink_puts(s, v ? "true" : "false");
 }
 
 static void sg__f_name(sg__sink *s, const char *key, const char *name, bool *first) {
-    sg__key(s, key, first);
+    sg__sink_key(s, key, first);
     if (name == NULL) {
         sg__sink_puts(s, "null");
     } else {
@@ -87,14 +87,14 @@ static void sg__f_name(sg__sink *s, const char *key, const char *name, bool *fir
 }
 
 static void sg__f_u64(sg__sink *s, const char *key, uint64_t v, bool *first) {
-    sg__key(s, key, first);
+    sg__sink_key(s, key, first);
     sg__sink_u64(s, v);
 }
 
 /* Whole milliseconds, rounded down; null when @ns < 0 or (@zero_null) 0. */
 static void sg__f_ms(sg__sink *s, const char *key, int64_t ns, bool zero_null,
                      bool *first) {
-    sg__key(s, key, first);
+    sg__sink_key(s, key, first);
     if (ns < 0 || (zero_null && ns == 0)) {
         sg__sink_puts(s, "null");
     } else {
@@ -104,7 +104,7 @@ static void sg__f_ms(sg__sink *s, const char *key, int64_t ns, bool zero_null,
 
 /* "provider_error": {"type": ..., "message": ...} or null. */
 static void sg__write_provider_error(sg__sink *s, const sg_op_attempt *a, bool *first) {
-    sg__key(s, "provider_error", first);
+    sg__sink_key(s, "provider_error", first);
     if (a == NULL || a->running || a->outcome != SG_OUTCOME_PROVIDER_ERROR) {
         sg__sink_puts(s, "null");
         return;
@@ -125,7 +125,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_name(s, "phase", a->running ? NULL : sg_phase_name(a->phase), &first);
     sg__f_bool(s, "sent", a->sent, &first);
     sg__f_bool(s, "headers_received", a->headers_received, &first);
-    sg__key(s, "http_status", &first);
+    sg__sink_key(s, "http_status", &first);
     if (a->http_status == 0) {
         sg__sink_puts(s, "null");
     } else {
@@ -138,7 +138,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
              sg_time_since(a->started_at, sg_budget_started_at(&op->budget_)), false,
              &first);
     sg__f_ms(s, "remaining_ms", a->remaining_ns, false, &first);
-    sg__key(s, "granted_ms", &first);
+    sg__sink_key(s, "granted_ms", &first);
     bool g = true;
     sg__sink_put(s, "{", 1);
     sg__f_ms(s, "connect", a->connect_timeout_ns, true, &g);
@@ -154,7 +154,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_ms(s, "first_token_ms", a->time_to_first_item_ns, false, &first);
     sg__f_u64(s, "items", a->items, &first);
     sg__f_u64(s, "bytes", a->bytes, &first);
-    sg__key(s, "retry_after", &first);
+    sg__sink_key(s, "retry_after", &first);
     const sg__rec *rec = sg__rec_c(a);
     if (rec->retry_after_flags & SG__RA_RAW_GIVEN) {
         /* The server's bytes, verbatim up to SG__OP_RETRY_AFTER_RAW_MAX:
@@ -173,13 +173,14 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_name(s, "decision", sg_op_decision_name(a->decision), &first);
     sg__f_name(s, "reason", sg_op_reason_name(a->reason), &first);
     sg__f_ms(s, "backoff_ms", a->backoff_ns, false, &first);
-    sg__key(s, "error", &first);
+    sg__sink_key(s, "error", &first);
     if (a->error[0] != '\0') {
         sg__sink_json_string(s, a->error, strlen(a->error));
     } else {
         sg__sink_puts(s, "null");
     }
     sg__write_provider_error(s, a, &first);
+    sg__report_attempt_usage(s, a, &first);
     const sg_op_options *o = &op->opts_;
     if (o->hedge_after_ns_ > 0) {
         sg__f_bool(s, "hedge", a->hedge, &first);
@@ -191,7 +192,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     if (o->n_endpoints_ > 0 && a->endpoint < o->n_endpoints_) {
         char name[256];
         size_t n = sg__endpoint_name(o->endpoints_[a->endpoint], name, sizeof(name));
-        sg__key(s, "endpoint", &first);
+        sg__sink_key(s, "endpoint", &first);
         sg__sink_json_string(s, name, n);
     }
     sg__sink_put(s, "}", 1);
@@ -268,7 +269,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
 
     sg__sink_put(s, "{", 1);
     sg__f_u64(s, "version", 1, &first);
-    sg__key(s, "label", &first);
+    sg__sink_key(s, "label", &first);
     if (o->label_[0] != '\0') {
         sg__sink_json_string(s, o->label_, strlen(o->label_));
     } else {
@@ -308,7 +309,8 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         sg__f_u64(s, "hedges_throttled", op->hedges_throttled_, &first);
         sg__f_u64(s, "hedges_no_free_endpoint", op->hedges_no_free_, &first);
     }
-    sg__key(s, "attempts", &first);
+    sg__report_usage(s, op, &first);
+    sg__sink_key(s, "attempts", &first);
     sg__sink_put(s, "[", 1);
     for (uint32_t i = 0; i < op->count_; i++) {
         if (i > 0) {

@@ -76,7 +76,7 @@ static void a_probe_that_used_the_budget_up_is_the_attempt(void **state) {
     assert_non_null(strstr(r,
                            "\"decision\":\"stop\",\"reason\":\"budget_exhausted\","
                            "\"backoff_ms\":null,\"error\":\"connect to h:443 timed out "
-                           "(TLS handshake)\",\"provider_error\":null,\"probe\":true}]"));
+                           "(TLS handshake)\",\"provider_error\":null,\"usage\":null,\"probe\":true}]"));
 }
 
 /* Its own connect clock cut the probe (300 ms of a 3 s budget): that is its

@@ -222,6 +222,15 @@ typedef struct sg_op_result {
     /** Which attempt (sg_op_plan.attempt) this is the result of; 0 = the
      *  newest.  Needed only while hedges run beside it. */
     uint32_t attempt;
+    /** What the attempt's stream said it consumed - a provider profile's
+     *  reading of its usage events (-1 for a figure it did not give; the
+     *  source is ignored) - or NULL when nothing read the stream (no
+     *  profile): the record's usage is then unknown.  Copied. */
+    const sg_op_usage *usage;
+    /** With @usage: the bytes of generated text the attempt received,
+     *  decoded; an output the stream did not give is estimated from it
+     *  (docs/report.md, "Usage and cost"). */
+    uint64_t text_bytes;
 } sg_op_result;
 
 /**
@@ -290,6 +299,8 @@ typedef struct sg_op_verdict {
  *   recorded is never planned nor sent.
  * - RETRY leaves the operation sleeping until v->retry_at; DONE and STOP
  *   end it.
+ * - The record's usage is @r->usage's figures, and where the stream gave
+ *   none an estimate (docs/report.md, "Usage and cost").
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  a NULL pointer, @op never started, or @r holds an outcome
