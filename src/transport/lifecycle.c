@@ -459,7 +459,9 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     const sg_guard_result *gr = &lc->gr;
     sg_op_result r;
     sg_op_verdict v;
+    sg_op_usage usage;
     sg_op_result_from_guard(&r, gr);
+    sg__lc_usage(lc, &r, &usage);
     r.sent = lc->sent;
     r.headers_received = lc->headers_done;
     r.http_status = lc->headers_done && lc->http_status > 0 ? lc->http_status : 0;

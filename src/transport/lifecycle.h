@@ -297,6 +297,11 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how);
  * ended (finished ran: it may be freed), 0 otherwise. */
 int sg__lc_settle(sg__lifecycle *lc, int64_t now);
 
+/* What the attempt's stream said it consumed, for the policy (usage.c):
+ * @r->usage points at @u, which holds its profile's reading, and
+ * @r->text_bytes the text it counted; without a profile nothing. */
+void sg__lc_usage(const sg__lifecycle *lc, sg_op_result *r, sg_op_usage *u);
+
 static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
     return sg_stream_guard(&lc->stream);
 }

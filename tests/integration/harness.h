@@ -96,6 +96,27 @@ static void fm_stop(fm_server *s) {
     unlink(s->ca_path);
 }
 
+/* One server for a whole group of tests: the program's sg-fakemodel
+ * (fm_group_binary) started by the group's setup, fm_group_start, and
+ * stopped by its teardown, fm_group_stop. */
+static inline const char **fm_group_binary(void) {
+    static const char *binary;
+    return &binary;
+}
+static inline fm_server *fm_group(void) {
+    static fm_server server;
+    return &server;
+}
+static inline int fm_group_start(void **state) {
+    (void)state;
+    return fm_start(fm_group(), *fm_group_binary());
+}
+static inline int fm_group_stop(void **state) {
+    (void)state;
+    fm_stop(fm_group());
+    return 0;
+}
+
 struct fm_buf {
     char *p;
     size_t n;
