@@ -69,5 +69,18 @@ CREATE TABLE IF NOT EXISTS streamguard_ledger_attempts (
 CREATE INDEX IF NOT EXISTS streamguard_ledger_attempts_key
     ON streamguard_ledger_attempts (key, generation);
 
+-- What each attempt consumed (docs/report.md, "Usage and cost"): tokens,
+-- NULL when unknown, and where the figures come from; NULL throughout
+-- when nothing is known.  Added to version 1 (nullable: a library that
+-- does not know them writes attempts as before; one that does checks for
+-- them on connecting and records usage once this file was applied again).
+ALTER TABLE streamguard_ledger_attempts
+    ADD COLUMN IF NOT EXISTS input_tokens        bigint CHECK (input_tokens >= 0),
+    ADD COLUMN IF NOT EXISTS output_tokens       bigint CHECK (output_tokens >= 0),
+    ADD COLUMN IF NOT EXISTS cached_input_tokens bigint CHECK (cached_input_tokens >= 0),
+    ADD COLUMN IF NOT EXISTS reasoning_tokens    bigint CHECK (reasoning_tokens >= 0),
+    ADD COLUMN IF NOT EXISTS usage_source        text
+        CHECK (usage_source IN ('provider', 'estimate'));
+
 INSERT INTO streamguard_schema_version (version) VALUES (1) ON CONFLICT DO NOTHING;
 COMMIT;

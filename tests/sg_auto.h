@@ -9,6 +9,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
@@ -44,6 +45,24 @@ static inline void sg_auto_op_free(sg_op **op) {
 /* sg_op *NAME, never started, freed at scope end. */
 #    define SG_AUTO_OP(name) \
         sg_op *name __attribute__((cleanup(sg_auto_op_free))) = sg_auto_op_new()
+#endif
+
+#ifdef STREAMGUARD_OP_H
+/* An attempt's record as the policy hands it to an observer: attempt @n,
+ * sent, ended @outcome in @phase with @status, and @usage. */
+static inline sg_op_attempt sg_test_attempt(uint32_t n, sg_outcome outcome,
+                                            sg_phase phase, int status,
+                                            sg_op_usage usage) {
+    sg_op_attempt rec;
+    memset(&rec, 0, sizeof(rec));
+    rec.n = n;
+    rec.outcome = outcome;
+    rec.phase = phase;
+    rec.sent = true;
+    rec.http_status = status;
+    rec.usage = usage;
+    return rec;
+}
 #endif
 
 /* A framing config: @format, ending at @done (NULL: no sentinel). */

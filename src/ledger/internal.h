@@ -45,6 +45,9 @@ enum sg__ledger_type {
     SG__LREC_ATTEMPT = 2,
     SG__LREC_RESOLVE = 3,
     SG__LREC_RECONCILE = 4,
+    /* an attempt's usage, written right after its attempt record: a
+     * reader that does not know it skips it, the attempt stays whole */
+    SG__LREC_USAGE = 5,
 };
 
 #define SG__LATT_SENT 0x01
@@ -68,6 +71,11 @@ typedef struct sg__ledger_rec {
     uint8_t phase;
     uint8_t flags;
     uint16_t http_status;
+    /* attempt (then a usage record follows it) and usage: an sg_usage_source
+     * (0: none, no usage record), and input, output, cached input and
+     * reasoning tokens, -1 unknown */
+    uint8_t usage_source;
+    int64_t usage[4];
     /* attempt and resolve */
     uint8_t outcome;
     /* resolve */
@@ -85,8 +93,13 @@ int sg__ledger_check_method(const char *s, size_t len);
 int sg__ledger_check_url(const char *s, size_t len);
 int sg__ledger_check_note(const char *s, size_t len);
 
-/* Encodes @rec into @buf (at least SG__LEDGER_REC_MAX bytes).  Returns the
- * record size, or SG_EINVAL / SG_ERANGE when a field is invalid. */
+/* @u (NULL: nothing) as @r's usage: a source of provider or estimate, its
+ * counts; else none, no usage record. */
+void sg__ledger_rec_usage(sg__ledger_rec *r, const sg_op_usage *u);
+
+/* Encodes @rec into @buf (at least SG__LEDGER_REC_MAX bytes): an attempt
+ * with a usage source is two records, the attempt and its usage.  Returns
+ * the bytes written, or SG_EINVAL / SG_ERANGE when a field is invalid. */
 int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap);
 
 /* Decodes the record at @p.  Returns its size (> 0) when a whole valid

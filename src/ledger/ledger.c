@@ -136,8 +136,11 @@ int sg__ledger_intent_until(sg_ledger *l, const char *key, const char *method,
     return l->backend->intent(l, &r, until);
 }
 
-int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outcome,
-                      sg_phase phase, bool sent, int http_status, bool outcome_unknown) {
+/* sg_ledger_attempt, with the attempt's usage when @usage says something
+ * (NULL: nothing). */
+static int attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outcome,
+                   sg_phase phase, bool sent, int http_status, bool outcome_unknown,
+                   const sg_op_usage *usage) {
     if (l == NULL || n == 0 || (unsigned)outcome >= SG_OUTCOME_COUNT_ ||
         (unsigned)phase >= SG_PHASE_COUNT_ ||
         (http_status != 0 && (http_status < 100 || http_status > 599))) {
@@ -154,15 +157,21 @@ int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outc
     r.flags =
         (uint8_t)((sent ? SG__LATT_SENT : 0) | (outcome_unknown ? SG__LATT_UNKNOWN : 0));
     r.http_status = (uint16_t)http_status;
+    sg__ledger_rec_usage(&r, usage);
     return l->backend->attempt(l, &r);
+}
+
+int sg_ledger_attempt(sg_ledger *l, const char *key, uint32_t n, sg_outcome outcome,
+                      sg_phase phase, bool sent, int http_status, bool outcome_unknown) {
+    return attempt(l, key, n, outcome, phase, sent, http_status, outcome_unknown, NULL);
 }
 
 int sg_ledger_attempt_record(sg_ledger *l, const char *key, const sg_op_attempt *rec) {
     if (rec == NULL) {
         return SG_EINVAL;
     }
-    return sg_ledger_attempt(l, key, rec->n, rec->outcome, rec->phase, rec->sent,
-                             rec->http_status, rec->outcome_unknown);
+    return attempt(l, key, rec->n, rec->outcome, rec->phase, rec->sent, rec->http_status,
+                   rec->outcome_unknown, &rec->usage);
 }
 
 int sg_ledger_resolve(sg_ledger *l, const char *key, sg_ledger_resolution res,

@@ -400,7 +400,8 @@ int sg__ledger_append(sg_ledger *l, const sg__ledger_rec *rec,
     }
     l->off += (uint64_t)n;
     l->size = l->off;
-    l->stats.records++;
+    /* (an attempt with its usage is two records, as a replay counts them) */
+    l->stats.records += rec->type == SG__LREC_ATTEMPT && rec->usage_source != 0 ? 2 : 1;
     l->stats.file_bytes = l->size;
     int arv = apply(rec, l->off - (uint64_t)n, (size_t)n, l);
     rv = sg__ledger_sync_written(l, mode);

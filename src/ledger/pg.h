@@ -91,6 +91,9 @@ typedef struct pg_ledger {
     size_t ended;    /* fences whose resolution is queued or done */
     size_t sweep_at; /* ... the count at which they are swept */
     writer *w;       /* NULL on the writer's own connection */
+    /* The attempts table has the usage columns (the schema file's ALTER
+     * applied): read when the connection's schema was checked. */
+    bool usage_columns;
     /* The intents' connections (NULL on the writer's and on those
      * themselves). */
     pg_pool *pool;

@@ -402,14 +402,22 @@ int sg__pg_connect(pg_ledger *p, int64_t until, bool check) {
                         1, lv, until, &res);
     PQclear(res);
     if (rv == 0 && check) {
-        rv = sg__pg_run(p, "SELECT max(version) FROM streamguard_schema_version", 0, NULL,
-                        until, &res);
+        /* and whether the attempts carry usage: columns added to version 1
+         * (a database its first schema made records attempts without) */
+        rv = sg__pg_run(p,
+                        "SELECT max(version), EXISTS (SELECT 1 FROM pg_attribute WHERE "
+                        "attrelid = to_regclass('streamguard_ledger_attempts') AND "
+                        "attname = 'usage_source' AND NOT attisdropped) "
+                        "FROM streamguard_schema_version",
+                        0, NULL, until, &res);
         if (rv == 0) {
             if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
                 rv = SG_ESTATE;
             } else if (atoi(PQgetvalue(res, 0, 0)) != SCHEMA_VERSION) {
                 rv = atoi(PQgetvalue(res, 0, 0)) > SCHEMA_VERSION ? SG_EUNSUPPORTED
                                                                   : SG_ESTATE;
+            } else {
+                p->usage_columns = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
             }
         }
         PQclear(res);

@@ -59,12 +59,32 @@ static int exec_update(pg_ledger *p, const char *sql, int n, const char **vals, 
     return rv;
 }
 
+/* The attempt statement, with @cols and @vals (its usage's, from $8 on,
+ * the fence after them) when the table has the usage columns. */
+#define ATTEMPT_SQL(cols, vals, fence)                                      \
+    "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "    \
+    "WHERE key = $1), "                                                     \
+    "up AS (UPDATE streamguard_ledger_ops SET "                             \
+    "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "       \
+    "last_phase = $4, last_sent = $5::boolean, "                            \
+    "last_http_status = NULLIF($6::integer, 0), "                           \
+    "last_outcome_unknown = $7::boolean, updated = now() "                  \
+    "WHERE key = $1 AND state = 'pending' "                                 \
+    "AND (" fence "::bigint IS NULL OR generation = " fence "::bigint) "    \
+    "RETURNING generation), "                                               \
+    "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, " \
+    "outcome, phase, sent, http_status, outcome_unknown" cols ") "          \
+    "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "             \
+    "NULLIF($6::integer, 0), $7::boolean" vals " FROM up RETURNING 1) "     \
+    "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur), "          \
+    "(SELECT generation FROM cur)"
+
 int sg__pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,
                    int64_t until) {
-    char n[16], status[8];
+    char n[16], status[8], counts[4][24];
     snprintf(n, sizeof(n), "%" PRIu32, r->n);
     snprintf(status, sizeof(status), "%u", (unsigned)r->http_status);
-    const char *vals[8] = {
+    const char *vals[13] = {
         key,
         n,
         sg_outcome_name((sg_outcome)r->outcome),
@@ -74,24 +94,23 @@ int sg__pg_attempt(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64
         (r->flags & SG__LATT_UNKNOWN) != 0 ? "true" : "false",
         NULL,
     };
+    if (!p->usage_columns) {
+        /* a schema applied before them: the attempt without its usage */
+        return exec_update(p, ATTEMPT_SQL("", "", "$8"), 8, vals, gen, until);
+    }
+    for (int k = 0; k < 4; k++) {
+        snprintf(counts[k], sizeof(counts[k]), "%" PRId64, r->usage[k]);
+        vals[7 + k] = r->usage_source != 0 && r->usage[k] >= 0 ? counts[k] : NULL;
+    }
+    vals[11] = r->usage_source == SG_USAGE_PROVIDER   ? "provider"
+               : r->usage_source == SG_USAGE_ESTIMATE ? "estimate"
+                                                      : NULL;
     return exec_update(
         p,
-        "WITH cur AS (SELECT state, generation FROM streamguard_ledger_ops "
-        "WHERE key = $1), "
-        "up AS (UPDATE streamguard_ledger_ops SET "
-        "attempts = GREATEST(attempts, $2::integer), last_outcome = $3, "
-        "last_phase = $4, last_sent = $5::boolean, "
-        "last_http_status = NULLIF($6::integer, 0), "
-        "last_outcome_unknown = $7::boolean, updated = now() "
-        "WHERE key = $1 AND state = 'pending' "
-        "AND ($8::bigint IS NULL OR generation = $8::bigint) RETURNING generation), "
-        "ins AS (INSERT INTO streamguard_ledger_attempts (key, generation, n, "
-        "outcome, phase, sent, http_status, outcome_unknown) "
-        "SELECT $1, generation, $2::integer, $3, $4, $5::boolean, "
-        "NULLIF($6::integer, 0), $7::boolean FROM up RETURNING 1) "
-        "SELECT (SELECT count(*) FROM ins), (SELECT state FROM cur), "
-        "(SELECT generation FROM cur)",
-        8, vals, gen, until);
+        ATTEMPT_SQL(", input_tokens, output_tokens, cached_input_tokens, "
+                    "reasoning_tokens, usage_source",
+                    ", $8::bigint, $9::bigint, $10::bigint, $11::bigint, $12", "$13"),
+        13, vals, gen, until);
 }
 
 int sg__pg_resolve(pg_ledger *p, const char *key, const sg__ledger_rec *r, int64_t gen,

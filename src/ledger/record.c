@@ -165,14 +165,10 @@ static uint32_t get_u32(const uint8_t *b) {
            (uint32_t)b[3] << 24;
 }
 
-int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap) {
-    int rv = sg__ledger_check_key(rec->key, rec->key_len);
-    if (rv != 0) {
-        return rv;
-    }
-    if (cap < SG__LEDGER_REC_MAX) {
-        return SG_ENOBUFS;
-    }
+/* One record of @rec->type into @buf[@cap]: its size, or SG_EINVAL /
+ * SG_ERANGE. */
+static int encode_one(const sg__ledger_rec *rec, uint8_t *buf, size_t cap) {
+    int rv = 0;
     wbuf w = {buf, SG__LEDGER_HDR, cap};
     put_u64(&w, (uint64_t)rec->wall_ns);
     put_u8(&w, (uint8_t)rec->key_len);
@@ -207,6 +203,13 @@ int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap) {
         put_u16(&w, (uint16_t)rec->note_len);
         put(&w, rec->note, rec->note_len);
         break;
+    case SG__LREC_USAGE:
+        put_u32(&w, rec->n);
+        put_u8(&w, rec->usage_source);
+        for (int k = 0; k < 4; k++) {
+            put_u64(&w, (uint64_t)(rec->usage[k] >= 0 ? rec->usage[k] : -1));
+        }
+        break;
     default:
         return SG_EINVAL;
     }
@@ -228,6 +231,45 @@ int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap) {
     crc = sg__crc32c(crc, buf + SG__LEDGER_HDR, payload);
     put_u32(&h, crc);
     return (int)w.len;
+}
+
+void sg__ledger_rec_usage(sg__ledger_rec *r, const sg_op_usage *u) {
+    r->usage_source = 0;
+    for (int k = 0; k < 4; k++) {
+        r->usage[k] = -1;
+    }
+    if (u == NULL || (u->source != SG_USAGE_PROVIDER && u->source != SG_USAGE_ESTIMATE)) {
+        return;
+    }
+    r->usage_source = (uint8_t)u->source;
+    const int64_t v[4] = {u->input_tokens, u->output_tokens, u->cached_input_tokens,
+                          u->reasoning_tokens};
+    for (int k = 0; k < 4; k++) {
+        r->usage[k] = v[k] >= 0 ? v[k] : -1;
+    }
+}
+
+int sg__ledger_encode(const sg__ledger_rec *rec, uint8_t *buf, size_t cap) {
+    int rv = sg__ledger_check_key(rec->key, rec->key_len);
+    if (rv != 0) {
+        return rv;
+    }
+    if (cap < SG__LEDGER_REC_MAX) {
+        return SG_ENOBUFS;
+    }
+    if (rec->type == SG__LREC_USAGE) {
+        return SG_EINVAL; /* written only after its attempt */
+    }
+    int n = encode_one(rec, buf, cap);
+    if (n < 0 || rec->type != SG__LREC_ATTEMPT || rec->usage_source == 0) {
+        return n;
+    }
+    /* the attempt's usage, in a record of its own right after it (one
+     * write): a reader that knows no usage skips it and keeps the attempt */
+    sg__ledger_rec u = *rec;
+    u.type = SG__LREC_USAGE;
+    int m = encode_one(&u, buf + n, cap - (size_t)n);
+    return m < 0 ? m : n + m;
 }
 
 /* ---------------------------------------------------------------- decoding */
@@ -268,6 +310,22 @@ static const char *take_str(rbuf *r, size_t n) {
     return (const char *)take(r, n);
 }
 
+/* A usage record's fields: the attempt (>= 1), a source (none is never
+ * written), each count >= -1.  0, or -1 when not valid. */
+static int decode_usage(rbuf *r, sg__ledger_rec *rec) {
+    rec->n = take_u32(r);
+    rec->usage_source = take_u8(r);
+    for (int k = 0; k < 4; k++) {
+        uint32_t lo = take_u32(r);
+        uint32_t hi = take_u32(r);
+        rec->usage[k] = (int64_t)((uint64_t)hi << 32 | lo);
+        if (rec->usage[k] < -1) {
+            return -1;
+        }
+    }
+    return r->bad || rec->n == 0 || rec->usage_source == SG_USAGE_NONE ? -1 : 0;
+}
+
 /* The payload of a record whose checksum held: every field is checked as
  * the API checks it, so a record the decoder accepts is one the API could
  * have written. */
@@ -277,7 +335,7 @@ static int decode_payload(uint8_t type, const uint8_t *p, size_t len,
     bool newer = false;
     memset(rec, 0, sizeof(*rec));
     rec->type = type;
-    if (type < SG__LREC_INTENT || type > SG__LREC_RECONCILE) {
+    if (type < SG__LREC_INTENT || type > SG__LREC_USAGE) {
         return 0; /* a newer writer's type: skipped, not corrupt */
     }
     uint32_t lo = take_u32(&r);
@@ -332,6 +390,12 @@ static int decode_payload(uint8_t type, const uint8_t *p, size_t len,
         if (r.bad || sg__ledger_check_note(rec->note, rec->note_len) != 0) {
             return -1;
         }
+        break;
+    case SG__LREC_USAGE:
+        if (decode_usage(&r, rec) != 0) {
+            return -1;
+        }
+        newer = rec->usage_source > SG_USAGE_ESTIMATE; /* a source added since */
         break;
     default:
         return -1;

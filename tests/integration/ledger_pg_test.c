@@ -654,6 +654,87 @@ static void connecting_is_bounded_and_checked(void) {
     PQfinish(c);
 }
 
+/* Row @row, column @col of @q's answer ("NULL" for a null, "?" when there
+ * is none) into @out. */
+static void value(PGconn *c, const char *q, int row, int col, char *out, size_t cap) {
+    PGresult *r = PQexec(c, q);
+    const char *v = "?";
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && row < PQntuples(r) &&
+        col < PQnfields(r)) {
+        v = PQgetisnull(r, row, col) ? "NULL" : PQgetvalue(r, row, col);
+    }
+    snprintf(out, cap, "%s", v);
+    PQclear(r);
+}
+
+/* The attempts carry their usage (the columns the schema file adds to
+ * version 1): the provider's figures, an estimate's with its unknowns
+ * NULL, none at all for an attempt without.  On a database whose schema
+ * was applied before the columns, attempts are recorded as before, and
+ * once the file is applied again with their usage. */
+static void attempts_carry_their_usage(void) {
+    static const char q[] =
+        "SELECT n, input_tokens, output_tokens, cached_input_tokens, reasoning_tokens, "
+        "usage_source FROM streamguard_ledger_attempts WHERE key = 'pg-usage' ORDER BY n";
+    PGconn *c = admin();
+    sg_ledger *l = open_ledger(0);
+    CHECK_RV(sg_ledger_intent(l, "pg-usage", "POST", "https://h/u"), 0);
+    sg_op_attempt rec =
+        sg_test_attempt(1, SG_OUTCOME_FIRST_ITEM_TIMEOUT, SG_PHASE_WAIT_FIRST_ITEM, 0,
+                        (sg_op_usage){1000, 0, -1, -1, SG_USAGE_ESTIMATE});
+    CHECK_RV(sg_ledger_attempt_record(l, "pg-usage", &rec), 0);
+    rec = sg_test_attempt(2, SG_OUTCOME_OK, SG_PHASE_STREAMING, 200,
+                          (sg_op_usage){1000, 35, 200, 30, SG_USAGE_PROVIDER});
+    CHECK_RV(sg_ledger_attempt_record(l, "pg-usage", &rec), 0);
+    CHECK_RV(sg_ledger_attempt(l, "pg-usage", 3, SG_OUTCOME_OK, SG_PHASE_STREAMING, true,
+                               200, false),
+             0);
+    CHECK_RV(sg_ledger_sync(l, SG_SEC(5)), 0);
+    static const char *const want[3][6] = {
+        {"1", "1000", "0", "NULL", "NULL", "estimate"},
+        {"2", "1000", "35", "200", "30", "provider"},
+        {"3", "NULL", "NULL", "NULL", "NULL", "NULL"},
+    };
+    char got[64];
+    for (int row = 0; row < 3; row++) {
+        for (int col = 0; col < 6; col++) {
+            value(c, q, row, col, got, sizeof(got));
+            if (strcmp(got, want[row][col]) != 0) {
+                fprintf(stderr, "FAIL row %d column %d: %s, want %s\n", row, col, got,
+                        want[row][col]);
+                failures++;
+            }
+        }
+    }
+    CHECK_RV(sg_ledger_resolve(l, "pg-usage", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    sg_ledger_close(l);
+    /* a schema from before the usage columns */
+    sql(c, "DELETE FROM streamguard_ledger_attempts WHERE key = 'pg-usage'");
+    sql(c, "ALTER TABLE streamguard_ledger_attempts DROP COLUMN input_tokens, "
+           "DROP COLUMN output_tokens, DROP COLUMN cached_input_tokens, "
+           "DROP COLUMN reasoning_tokens, DROP COLUMN usage_source");
+    l = open_ledger(0);
+    CHECK_RV(sg_ledger_intent(l, "pg-usage", "POST", "https://h/u"), 0);
+    rec.n = 1;
+    CHECK_RV(sg_ledger_attempt_record(l, "pg-usage", &rec), 0);
+    CHECK_RV(sg_ledger_sync(l, SG_SEC(5)), 0);
+    CHECK(count(c, "SELECT count(*) FROM streamguard_ledger_attempts "
+                   "WHERE key = 'pg-usage'") == 1);
+    sg_ledger_close(l);
+    CHECK_RV(sg_ledger_init_schema(uri, NULL), 0); /* the columns again */
+    l = open_ledger(0);
+    rec.n = 2;
+    CHECK_RV(sg_ledger_attempt_record(l, "pg-usage", &rec), 0);
+    CHECK_RV(sg_ledger_sync(l, SG_SEC(5)), 0);
+    value(c, q, 0, 5, got, sizeof(got));
+    CHECK(strcmp(got, "NULL") == 0); /* recorded without them */
+    value(c, q, 1, 2, got, sizeof(got));
+    CHECK(strcmp(got, "35") == 0);
+    CHECK_RV(sg_ledger_resolve(l, "pg-usage", SG_LEDGER_DONE, SG_OUTCOME_OK), 0);
+    sg_ledger_close(l);
+    PQfinish(c);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s URI\n", argv[0]);
@@ -672,6 +753,7 @@ int main(int argc, char **argv) {
     close_gives_up_at_close_timeout();
     lost_connection_refuses_then_reconnects();
     processes_race_each_key_owned_once();
+    attempts_carry_their_usage();
     connecting_is_bounded_and_checked();
     if (failures != 0) {
         fprintf(stderr, "%d failure(s)\n", failures);

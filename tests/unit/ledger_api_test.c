@@ -798,6 +798,36 @@ static void scan_file(const fixture *f, key_set *ks, sg__ledger_scan *sc) {
     close(fd);
 }
 
+/* The policy record's usage is written after its attempt, in the same
+ * append: the file holds the intent, the attempt and its usage, and the
+ * handle counts the three as a replay does. */
+static void attempt_record_writes_its_usage_after_it(void **state) {
+    fixture *f = *state;
+    sg_ledger *l = open_ledger(f);
+    assert_int_equal(sg_ledger_intent(l, "op-8", "POST", "/x"), 0);
+    sg_op_attempt rec =
+        sg_test_attempt(1, SG_OUTCOME_OK, SG_PHASE_STREAMING, 200,
+                        (sg_op_usage){2006, 300, 1920, 256, SG_USAGE_PROVIDER});
+    assert_int_equal(sg_ledger_attempt_record(l, "op-8", &rec), 0);
+    sg_ledger_stats st = SG_LEDGER_STATS_INIT;
+    assert_int_equal(sg_ledger_get_stats(l, &st), 0);
+    assert_int_equal(st.records, 3);
+    sg_ledger_close(l);
+    key_set ks;
+    sg__ledger_scan sc;
+    scan_file(f, &ks, &sc);
+    assert_int_equal(ks.n, 3);
+    assert_int_equal(ks.types[1], SG__LREC_ATTEMPT);
+    assert_int_equal(ks.types[2], SG__LREC_USAGE);
+    assert_string_equal(ks.keys[2], "op-8");
+    l = open_ledger(f);
+    assert_int_equal(sg_ledger_get_stats(l, &st), 0);
+    assert_int_equal(st.records, 3);
+    listing *ls = list(l);
+    assert_int_equal(ls->first.attempts, 1); /* the attempt, applied whole */
+    sg_ledger_close(l);
+}
+
 static void compaction_keeps_exactly_the_live_records(void **state) {
     fixture *f = *state;
     sg_ledger *l = open_ledger(f);
@@ -1209,6 +1239,8 @@ int main(void) {
         cmocka_unit_test_setup_teardown(list_is_oldest_first, setup, teardown),
         cmocka_unit_test_setup_teardown(max_live_bounds_the_index, setup, teardown),
         cmocka_unit_test_setup_teardown(reopen_after_close_sees_everything, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(attempt_record_writes_its_usage_after_it, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(compaction_keeps_exactly_the_live_records, setup,
                                         teardown),

@@ -197,6 +197,80 @@ static void a_later_versions_values_are_skipped_not_corrupt(void **state) {
     assert_int_equal(sg__ledger_decode(buf, (size_t)n, &out), -1);
 }
 
+/* An attempt with its usage is two records in one write: the attempt, as
+ * any reader decodes it, then its usage (input, output, cached input,
+ * reasoning, -1 unknown, and the source) - a record of a type a reader
+ * before usage skips, so that reader keeps the attempt whole. */
+/* Attempt @n of key "k" with usage @u (NULL: none). */
+static sg__ledger_rec attempt_with(uint32_t n, const sg_op_usage *u) {
+    sg__ledger_rec a = {.type = SG__LREC_ATTEMPT, .key = "k", .key_len = 1, .n = n};
+    sg__ledger_rec_usage(&a, u);
+    return a;
+}
+
+static void an_attempts_usage_follows_it_in_a_record_of_its_own(void **state) {
+    (void)state;
+    uint8_t buf[SG__LEDGER_REC_MAX];
+    const sg_op_usage u = {1000, 3, 200, -1, SG_USAGE_ESTIMATE};
+    sg__ledger_rec a = attempt_with(3, &u);
+    int n = sg__ledger_encode(&a, buf, sizeof(buf));
+    const int attempt = SG__LEDGER_HDR + 8 + 1 + 1 + 4 + 1 + 1 + 1 + 2;
+    assert_int_equal(n, attempt + SG__LEDGER_HDR + 8 + 1 + 1 + 4 + 1 + 4 * 8);
+    sg__ledger_rec out;
+    assert_int_equal(sg__ledger_decode(buf, (size_t)n, &out), attempt);
+    assert_int_equal(out.type, SG__LREC_ATTEMPT);
+    assert_int_equal(out.n, 3);
+    assert_int_equal(sg__ledger_decode(buf + attempt, (size_t)(n - attempt), &out),
+                     n - attempt);
+    assert_int_equal(out.type, SG__LREC_USAGE);
+    assert_memory_equal(out.key, "k", 1);
+    assert_int_equal(out.n, 3);
+    assert_int_equal(out.usage_source, SG_USAGE_ESTIMATE);
+    assert_int_equal(out.usage[0], 1000);
+    assert_int_equal(out.usage[1], 3);
+    assert_int_equal(out.usage[2], 200);
+    assert_int_equal(out.usage[3], -1);
+    /* a scan sees both */
+    seen sn;
+    memset(&sn, 0, sizeof(sn));
+    sg__ledger_scan sc;
+    assert_int_equal(sg__ledger_scan_mem(buf, (size_t)n, on_rec, &sn, &sc), 0);
+    assert_int_equal(sc.records, 2);
+    assert_int_equal(sc.tail_bytes, 0);
+    /* nothing known: the attempt alone, as before usage */
+    sg__ledger_rec_usage(&a, NULL);
+    assert_int_equal(sg__ledger_encode(&a, buf, sizeof(buf)), attempt);
+    const sg_op_usage none = {-1, -1, -1, -1, SG_USAGE_NONE};
+    sg__ledger_rec_usage(&a, &none);
+    assert_int_equal(sg__ledger_encode(&a, buf, sizeof(buf)), attempt);
+    /* a usage record is written only after its attempt */
+    a.type = SG__LREC_USAGE;
+    assert_int_equal(sg__ledger_encode(&a, buf, sizeof(buf)), SG_EINVAL);
+}
+
+/* A usage record of a source added since is skipped whole; one with a
+ * count below -1, or a source of none, is not one the API writes:
+ * refused. */
+static void a_usage_record_is_checked_as_written(void **state) {
+    (void)state;
+    uint8_t buf[SG__LEDGER_REC_MAX];
+    const sg_op_usage u = {5, 6, 7, 8, SG_USAGE_PROVIDER};
+    sg__ledger_rec a = attempt_with(1, &u);
+    const size_t attempt = SG__LEDGER_HDR + 8 + 1 + 1 + 4 + 1 + 1 + 1 + 2;
+    const size_t source = attempt + SG__LEDGER_HDR + 8 + 1 + 1 + 4;
+    sg__ledger_rec out;
+    int n = sg__ledger_encode(&a, buf, sizeof(buf));
+    int m = n - (int)attempt;
+    rewrite(buf + attempt, m, source - attempt, 3); /* a later source */
+    assert_int_equal(sg__ledger_decode(buf + attempt, (size_t)m, &out), m);
+    assert_int_equal(out.type, 0);
+    rewrite(buf + attempt, m, source - attempt, 0); /* none: never written */
+    assert_int_equal(sg__ledger_decode(buf + attempt, (size_t)m, &out), -1);
+    n = sg__ledger_encode(&a, buf, sizeof(buf));
+    rewrite(buf + attempt, m, source - attempt + 1 + 7, 0xfe); /* input < -1 */
+    assert_int_equal(sg__ledger_decode(buf + attempt, (size_t)m, &out), -1);
+}
+
 static void every_single_bit_flip_is_detected(void **state) {
     (void)state;
     uint8_t buf[SG__LEDGER_REC_MAX];
@@ -357,6 +431,8 @@ int main(void) {
         cmocka_unit_test(every_record_type_round_trips),
         cmocka_unit_test(encoder_refuses_invalid_fields),
         cmocka_unit_test(a_later_versions_values_are_skipped_not_corrupt),
+        cmocka_unit_test(an_attempts_usage_follows_it_in_a_record_of_its_own),
+        cmocka_unit_test(a_usage_record_is_checked_as_written),
         cmocka_unit_test(every_single_bit_flip_is_detected),
         cmocka_unit_test(decoder_wants_more_for_a_partial_record),
         cmocka_unit_test(scan_of_every_truncation_keeps_exactly_the_whole_records),
