@@ -26,8 +26,10 @@
  * under the profile (a shape the classifier misread would end otherwise),
  * and (c) read the end's usage figures and counted the text.
  *
- * Usage: bench_profile [ITEMS [RUNS [PROFILE]]]   (default 100000 items,
- * 9 runs, every profile)
+ * Usage: bench_profile [ITEMS [RUNS [PROFILE [WAY]]]]   (default 100000
+ * items, 9 runs, every profile; WAY plain, before or after runs that one
+ * alone, for an instruction count: valgrind --tool=callgrind
+ * --toggle-collect=run bench_profile 10000 1 openai after)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +395,9 @@ static double median(int64_t *v, int n, uint64_t items) {
     return m / (double)items;
 }
 
+/* The way run alone (0 plain, 1 before, 2 after), or -1: all three. */
+static int g_way = -1;
+
 /* The three ways of one profile (plain, before, after) over @b, @runs
  * times each, alternating; their medians per item into @ns.  0, or -1
  * when a run did not see what the shape holds. */
@@ -421,7 +426,12 @@ static int measure(const shape *sh, const body *b, size_t items, int runs, int64
     for (int r = 0; r < runs; r++) {
         seen v[3];
         for (int w = 0; w < 3; w++) {
-            t[w][r] = run(&cfg[w], b, buf, size, &v[w]);
+            /* one way alone: the others are the same as it, unmeasured */
+            const int way = g_way >= 0 ? g_way : w;
+            t[w][r] = g_way >= 0 && w != g_way ? 1 : run(&cfg[way], b, buf, size, &v[w]);
+            if (g_way >= 0 && w != g_way) {
+                v[w] = (seen){items, SG_OUTCOME_OK, {0, 1, 0, 0, items}};
+            }
         }
         /* the same items every way, ok under the profile, and after the
          * end's usage read: the output figure and every item's text */
@@ -453,6 +463,10 @@ int main(int argc, char **argv) {
     size_t items = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000;
     int runs = argc > 2 ? atoi(argv[2]) : 9;
     const char *only = argc > 3 ? argv[3] : NULL;
+    static const char *const ways[] = {"plain", "before", "after"};
+    for (int w = 0; argc > 4 && w < 3; w++) {
+        g_way = strcmp(argv[4], ways[w]) == 0 ? w : g_way;
+    }
     if (items == 0 || runs < 1 || runs > 1000) {
         fprintf(stderr, "usage: %s [ITEMS [RUNS [PROFILE]]]\n", argv[0]);
         return 2;

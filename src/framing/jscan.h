@@ -117,6 +117,21 @@ typedef struct sg__jkey {
  * answer is 0 when it is proven that no key @keys[k] (with a value that
  * starts as it asks) is in [p, p + n) at any depth, 1 when it may be.
  * Inline, so that each caller's constant keys make a loop of its own. */
+/* After a key's closing quote at @q: whitespace, a colon, whitespace -
+ * where the value begins (it may be @end), or NULL without the colon. */
+SG__JSCAN_INLINE const char *sg__jcolon(const char *q, const char *end) {
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+        q++;
+    }
+    if (q == end || *q++ != ':') {
+        return NULL;
+    }
+    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
+        q++;
+    }
+    return q;
+}
+
 /* Whether @keys[k] may be at @at (a quote): the key, a quote, and - when
  * the key asks for one - whitespace, a colon, whitespace and the value's
  * first byte, all inside [.., @end). */
@@ -129,17 +144,8 @@ SG__JSCAN_INLINE bool sg__jkey_at(const char *at, const char *end, const sg__jke
     if (key->value == 0) {
         return true;
     }
-    const char *q = at + klen + 2;
-    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
-        q++;
-    }
-    if (q == end || *q++ != ':') {
-        return false;
-    }
-    while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
-        q++;
-    }
-    return q < end && *q == key->value;
+    const char *q = sg__jcolon(at + klen + 2, end);
+    return q != NULL && q < end && *q == key->value;
 }
 
 /* The keys not found yet that are at @at (a quote) join *@found. */
@@ -282,17 +288,8 @@ SG__JSCAN_INLINE int sg__jkey_value(const char *at, const char *end, const sg__j
             at[klen + 1] != '"' || memcmp(at + 1, keys[k].key, klen) != 0) {
             continue;
         }
-        const char *q = at + klen + 2;
-        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
-            q++;
-        }
-        if (q == end || *q++ != ':') {
-            return -1;
-        }
-        while (q < end && (*q == ' ' || *q == '\t' || *q == '\n' || *q == '\r')) {
-            q++;
-        }
-        if (q == end || !sg__jvalue_is(keys[k].value, *q)) {
+        const char *q = sg__jcolon(at + klen + 2, end);
+        if (q == NULL || q == end || !sg__jvalue_is(keys[k].value, *q)) {
             return -1;
         }
         *v = q;

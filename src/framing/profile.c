@@ -284,14 +284,6 @@ static void anthropic_usage_events(const sg_item *item, const char *t, size_t n,
 static const sg__jkey anthropic_texts[] = {
     {"text", 4, '"'}, {"thinking", 8, '"'}, {"partial_json", 12, '"'}};
 
-static void anthropic_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
-    if (is(t, n, "content_block_delta")) {
-        sg__usage_text(u, item, anthropic_texts, COUNT(anthropic_texts));
-    } else {
-        anthropic_usage_events(item, t, n, u);
-    }
-}
-
 static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
                                        void *ud) {
     const char *t = item->event;
@@ -302,14 +294,17 @@ static sg_item_kind classify_anthropic(const sg_item *item, sg_item_error *err,
     if (is(t, n, "error")) {
         return named_error(item, err, &P_ERROR_TYPE, &P_ERROR_MESSAGE);
     }
+    if (is(t, n, "content_block_delta")) {
+        if (ud != NULL) {
+            sg__usage_text(ud, item, anthropic_texts, COUNT(anthropic_texts));
+        }
+        return SG_ITEM_TOKEN;
+    }
     if (ud != NULL) {
-        anthropic_usage(item, t, n, ud);
+        anthropic_usage_events(item, t, n, ud);
     }
     if (is(t, n, "message_stop")) {
         return SG_ITEM_END;
-    }
-    if (is(t, n, "content_block_delta")) {
-        return SG_ITEM_TOKEN;
     }
     return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
 }
@@ -386,27 +381,32 @@ static void gemini_usage_object(const sg_item *item, bool end, uint32_t *u) {
 }
 
 /* The quick reject of a chunk read for usage (bits as without: error,
- * finishReason, blockReason), with the running output in the same pass;
- * and the chunk's usage and text. */
+ * finishReason, blockReason), and its usage and text.  Every chunk's
+ * usageMetadata is the running total, but finding it in each costs more
+ * than the 5 ns a chunk may spend on usage (+13-20 ns): it is read whole
+ * at the first chunk that has it and at the end, and its running output
+ * on the chunks of the text's sample (sg__usage_carrier) - on any other
+ * the output is unknown again, so that a stream cut there has it
+ * estimated, never a stale figure passed for the provider's. */
 static unsigned gemini_scan(const sg_item *item, uint32_t *u) {
     static const sg__jkey keys[] = {
-        {"error", 5, 0},
-        {"finishReason", 12, 0},
-        {"blockReason", 11, 0},
-        {"candidatesTokenCount", 20, '#'},
-    };
+        {"error", 5, 0}, {"finishReason", 12, 0}, {"blockReason", 11, 0}};
     static const sg__jkey texts[] = {{"text", 4, '"'}};
-    sg__jfound f;
-    sg__jscan_keys(item->data, item->data_len, keys, COUNT(keys), 0, &f);
-    uint64_t n = 0;
-    if (!sg__usage_known(u, SG__U_IN) || (f.mask & 6)) {
-        gemini_usage_object(item, (f.mask & 6) != 0, u);
-    } else if ((f.mask & 8) &&
-               sg__usage_count_at(f.at[3], item->data + item->data_len, &n)) {
-        sg__usage_set(u, SG__U_OUT, n); /* (only usageMetadata has this key) */
+    unsigned may = sg__jscan_may_have(item->data, item->data_len, keys, COUNT(keys));
+    bool sampled = sg__usage_carrier(u, item);
+    if (sampled) {
+        sg__usage_text_of(u, item, texts, COUNT(texts));
     }
-    sg__usage_text(u, item, texts, COUNT(texts));
-    return f.mask & 7;
+    uint64_t n = 0;
+    if (!sg__usage_known(u, SG__U_IN) || (may & 6)) {
+        gemini_usage_object(item, (may & 6) != 0, u);
+    } else if (sampled && sg__usage_last_count(item->data, item->data_len,
+                                               "candidatesTokenCount", 20, &n)) {
+        sg__usage_set(u, SG__U_OUT, n);
+    } else {
+        sg__usage_forget(u, SG__U_OUT);
+    }
+    return may;
 }
 
 /* streamGenerateContent?alt=sse: data: chunks, no sentinel; a chunk with a
@@ -444,14 +444,9 @@ static sg_item_kind classify_gemini(const sg_item *item, sg_item_error *err, voi
 
 /* ------------------------------------------------------ openai-responses */
 
-/* Responses API: named events; *.delta bears the tokens; completed or
- * incomplete is the end; response.failed and error the failure. */
-/* The Responses API's text: the "delta" string of a *.delta event (output
- * text, reasoning, refusal, function call arguments - not audio, whose
- * delta is base64); its usage: the whole response's, in the terminal
- * event (response.completed, .incomplete, .failed). */
-static void responses_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
-    static const sg__jkey delta[] = {{"delta", 5, '"'}};
+/* The Responses API's usage: the whole response's, in the terminal event
+ * (response.completed, .incomplete, .failed). */
+static void responses_usage(const sg_item *item, uint32_t *u) {
     static const sg__jpath usage = SG__JPATH2("response", "usage");
     static const sg__ufield fields[] = {
         {SG__JPATH1("input_tokens"), SG__U_IN},
@@ -459,22 +454,20 @@ static void responses_usage(const sg_item *item, const char *t, size_t n, uint32
         {SG__JPATH2("input_tokens_details", "cached_tokens"), SG__U_CREAD},
         {SG__JPATH2("output_tokens_details", "reasoning_tokens"), SG__U_REASON},
     };
-    if (ends_with(t, n, ".delta")) {
-        if (!ends_with(t, n, "audio.delta")) {
-            sg__usage_text(u, item, delta, 1);
-        }
-        return;
-    }
     sg__jval v;
-    if ((is(t, n, "response.completed") || is(t, n, "response.incomplete") ||
-         is(t, n, "response.failed")) &&
-        at(item, &usage, &v) && v.type == SG__JOBJECT) {
+    if (u != NULL && at(item, &usage, &v) && v.type == SG__JOBJECT) {
         sg__usage_fields(u, v.p, v.n, fields, COUNT(fields), 0);
     }
 }
 
+/* Responses API: named events; *.delta bears the tokens; completed or
+ * incomplete is the end; response.failed and error the failure.  Read for
+ * usage, the "delta" string of a *.delta event is its text (output text,
+ * reasoning, refusal, function call arguments - not audio, whose delta is
+ * base64). */
 static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
                                        void *ud) {
+    static const sg__jkey delta[] = {{"delta", 5, '"'}};
     const char *t = item->event;
     size_t n = item->event_len;
     if (n == 0 || is(t, n, "message")) {
@@ -485,13 +478,12 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
     if (is(t, n, "keepalive")) {
         return SG_ITEM_KEEPALIVE;
     }
-    if (ud != NULL) {
-        responses_usage(item, t, n, ud);
-    }
     if (is(t, n, "response.completed") || is(t, n, "response.incomplete")) {
+        responses_usage(item, ud);
         return SG_ITEM_END;
     }
     if (is(t, n, "response.failed")) {
+        responses_usage(item, ud);
         return named_error(item, err, &P_RESPONSE_ERROR_CODE, &P_RESPONSE_ERROR_MESSAGE);
     }
     if (is(t, n, "error")) {
@@ -501,6 +493,9 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
         return named_error(item, err, &P_ERROR_CODE, &P_ERROR_MESSAGE);
     }
     if (ends_with(t, n, ".delta")) {
+        if (ud != NULL && !ends_with(t, n, "audio.delta")) {
+            sg__usage_text(ud, item, delta, 1);
+        }
         return SG_ITEM_TOKEN;
     }
     return item->index > 0 ? SG_ITEM_TOKEN : SG_ITEM_META;
@@ -508,15 +503,9 @@ static sg_item_kind classify_responses(const sg_item *item, sg_item_error *err,
 
 /* -------------------------------------------------------------- bedrock */
 
-/* ConverseStream (application/vnd.amazon.eventstream; exceptions are
- * handled by the framing): messageStart, contentBlockStart,
- * contentBlockDelta (the tokens: text, tool use, reasoning),
- * contentBlockStop, messageStop (the end), then metadata (usage). */
-/* ConverseStream's text: a contentBlockDelta's delta.text (reasoning's
- * reasoningContent.text too) or a tool use's input; its usage: the
- * metadata event's, whose inputTokens leave the cache out. */
-static void converse_usage(const sg_item *item, const char *t, size_t n, uint32_t *u) {
-    static const sg__jkey texts[] = {{"text", 4, '"'}, {"input", 5, '"'}};
+/* ConverseStream's usage: the metadata event's, whose inputTokens leave
+ * the cache out. */
+static void converse_usage(const sg_item *item, uint32_t *u) {
     static const sg__jpath usage = SG__JPATH1("usage");
     static const sg__ufield fields[] = {
         {SG__JPATH1("inputTokens"), SG__U_IN},
@@ -525,23 +514,31 @@ static void converse_usage(const sg_item *item, const char *t, size_t n, uint32_
         {SG__JPATH1("cacheWriteInputTokens"), SG__U_CWRITE},
     };
     sg__jval v;
-    if (is(t, n, "contentBlockDelta")) {
-        sg__usage_text(u, item, texts, COUNT(texts));
-    } else if (is(t, n, "metadata") && at(item, &usage, &v) && v.type == SG__JOBJECT) {
+    if (at(item, &usage, &v) && v.type == SG__JOBJECT) {
         u[SG__U_SDATA] |= SG__U_IN_EXCL;
         sg__usage_fields(u, v.p, v.n, fields, COUNT(fields), 0);
     }
 }
 
+/* ConverseStream (application/vnd.amazon.eventstream; exceptions are
+ * handled by the framing): messageStart, contentBlockStart,
+ * contentBlockDelta (the tokens: text, tool use, reasoning),
+ * contentBlockStop, messageStop (the end), then metadata (usage).  Read
+ * for usage, a contentBlockDelta's text is its delta.text (reasoning's
+ * reasoningContent.text too) or a tool use's input. */
 static sg_item_kind classify_converse(const sg_item *item, sg_item_error *err, void *ud) {
+    static const sg__jkey texts[] = {{"text", 4, '"'}, {"input", 5, '"'}};
     (void)err;
     const char *t = item->event;
     size_t n = item->event_len;
-    if (ud != NULL) {
-        converse_usage(item, t, n, ud);
-    }
     if (is(t, n, "contentBlockDelta")) {
+        if (ud != NULL) {
+            sg__usage_text(ud, item, texts, COUNT(texts));
+        }
         return SG_ITEM_TOKEN;
+    }
+    if (ud != NULL && is(t, n, "metadata")) {
+        converse_usage(item, ud);
     }
     if (is(t, n, "messageStop")) {
         return SG_ITEM_END; /* metadata may follow: the end is the body's */

@@ -3,6 +3,7 @@
  * figures, Anthropic's usage object (shared by two profiles), the sampled
  * text, and the normalised reading the transports hand to the policy.
  */
+#define _GNU_SOURCE /* memrchr */
 #include "framing/usage.h"
 
 #include <string.h>
@@ -51,6 +52,23 @@ bool sg__usage_count_at(const char *p, const char *end, uint64_t *v) {
         return false; /* a fraction or an exponent: no count */
     }
     return sg__usage_count(p, (size_t)(q - p), v);
+}
+
+bool sg__usage_last_count(const char *p, size_t n, const char *key, size_t klen,
+                          uint64_t *v) {
+    /* from each 'T' backwards: rarer in JSON than any lower-case letter */
+    const size_t t = 10; /* "candidates|T|okenCount" */
+    const char *end = p + n;
+    const char *q = end;
+    while ((q = memrchr(p, key[t], (size_t)(q - p))) != NULL) {
+        const char *k = q - t;
+        if (k > p && (size_t)(end - k) > klen + 1 && k[-1] == '"' &&
+            memcmp(k, key, klen) == 0 && k[klen] == '"') {
+            const char *c = sg__jcolon(k + klen + 1, end);
+            return c != NULL && sg__usage_count_at(c, end, v);
+        }
+    }
+    return false;
 }
 
 void sg__usage_fields(uint32_t *u, const char *p, size_t n, const sg__ufield *fields,

@@ -31,10 +31,10 @@
 #include "framing/jscan.h"
 
 /* Items whose text is counted exactly: the first SG__U_EXACT of an
- * attempt (by sg_item.index), then one in SG__U_EVERY (sg__usage_hash). */
+ * attempt (by sg_item.index), then one in SG__U_EVERY
+ * (sg__usage_in_sample). */
 #define SG__U_EXACT 32
 #define SG__U_EVERY 32
-#define SG__U_SHARE (UINT32_MAX / SG__U_EVERY) /* of the 32-bit hash */
 
 /* The figures (sg_stream usage_[]), each a count the provider gave
  * (saturating at UINT32_MAX), and the text counts. */
@@ -82,25 +82,24 @@ static inline void sg__usage_init(sg_stream *s, bool reader) {
     s->usage_[SG__U_SDATA] = reader ? SG__U_READER : 0;
 }
 
-/* A mix of @index's bits (murmur3's finaliser): one in SG__U_EVERY is
- * sampled by it, not every SG__U_EVERY-th item, so that texts that
- * repeat with a period cannot alias with the stride. */
-static inline uint32_t sg__usage_hash(uint64_t index) {
-    uint32_t x = (uint32_t)index ^ (uint32_t)(index >> 32);
-    x ^= x >> 16;
-    x *= UINT32_C(0x85EBCA6B);
-    x ^= x >> 13;
-    x *= UINT32_C(0xC2B2AE35);
-    return x ^ (x >> 16);
+/* Whether the item of index @index is one of the sample past the first
+ * SG__U_EXACT: the top bits of @index times 2^64 / phi (Fibonacci
+ * hashing), below 2^64 / SG__U_EVERY for one item in SG__U_EVERY - spread
+ * evenly over the stream (the golden ratio's multiples), never every
+ * SG__U_EVERY-th, so that texts that repeat with a short period do not
+ * all fall on the same beat.  One multiply: it runs for every item. */
+static inline bool sg__usage_in_sample(uint64_t index) {
+    return index * UINT64_C(0x9E3779B97F4A7C15) < UINT64_MAX / SG__U_EVERY;
 }
 
 /* An item that may carry generated text, of @len data bytes: counted;
  * true when its text is to be counted too (sg__usage_sampled), the item
  * being one of the sample. */
 static inline bool sg__usage_carrier(uint32_t *u, const sg_item *item) {
-    uint64_t d = (uint64_t)u[SG__U_DATA] + item->data_len;
-    u[SG__U_DATA] = d > UINT32_MAX ? UINT32_MAX : (uint32_t)d;
-    return (item->index < SG__U_EXACT || sg__usage_hash(item->index) < SG__U_SHARE) &&
+    /* (an item is at most max_event bytes: below 2^32) */
+    uint32_t d = u[SG__U_DATA] + (uint32_t)item->data_len;
+    u[SG__U_DATA] = d >= u[SG__U_DATA] ? d : UINT32_MAX;
+    return (item->index < SG__U_EXACT || sg__usage_in_sample(item->index)) &&
            (u[SG__U_SDATA] & SG__U_SDATA_MAX) < SG__U_SDATA_MAX;
 }
 
@@ -122,6 +121,11 @@ static inline void sg__usage_text(uint32_t *u, const sg_item *item, const sg__jk
     }
 }
 
+/* Figure @f is no longer known. */
+static inline void sg__usage_forget(uint32_t *u, unsigned f) {
+    u[SG__U_SDATA] &= ~(SG__U_KNOWN << f);
+}
+
 /* Figure @f is @v (saturating), and known. */
 void sg__usage_set(uint32_t *u, unsigned f, uint64_t v);
 
@@ -131,6 +135,12 @@ bool sg__usage_count(const char *p, size_t n, uint64_t *v);
 
 /* The count whose digits begin at @p (before @end), as sg__usage_count. */
 bool sg__usage_count_at(const char *p, const char *end, uint64_t *v);
+
+/* The count of the last key @key (@klen bytes, its 11th byte an upper-case
+ * 'T': "candidatesTokenCount") in @p[@n], searched from the end - where a
+ * usage object that closes its item is found at once. */
+bool sg__usage_last_count(const char *p, size_t n, const char *key, size_t klen,
+                          uint64_t *v);
 
 /* One figure of a usage object: where it is, and which it is. */
 typedef struct sg__ufield {

@@ -226,6 +226,38 @@ static void gemini_reads_running_totals(void **state) {
     expect(usage_of("gemini", chunks, end, 0, OK), 9, 3, 0, 0, 8);
 }
 
+/* Past the sample's first items Gemini's running output is read on the
+ * sampled chunks only: a stream cut after one of them has the provider's
+ * figure, one cut after any other has none (it is estimated then) - never
+ * the figure of a chunk before, stale, passed for the provider's. */
+static void gemini_never_keeps_a_stale_running_output(void **state) {
+    (void)state;
+    static char body[1 << 15];
+    int sampled = 0, unsampled = 0;
+    for (int n = SG__U_EXACT + 1; n <= SG__U_EXACT + 40; n++) {
+        size_t o = 0;
+        for (int i = 0; i < n; i++) {
+            o += (size_t)snprintf(body + o, sizeof(body) - o,
+                                  "data: {\"candidates\": [{\"content\": {\"parts\": "
+                                  "[{\"text\": \"tok\"}],\"role\": \"model\"},\"index\": "
+                                  "0}],\"usageMetadata\": {\"promptTokenCount\": 9,"
+                                  "\"candidatesTokenCount\": %d,\"totalTokenCount\": %d}}"
+                                  "\n\n",
+                                  i + 1, i + 10);
+        }
+        sg__usage_read u = usage_of("gemini", body, NULL, 0, CUT);
+        assert_int_equal(u.input, 9);
+        if (sg__usage_in_sample((uint64_t)n - 1)) {
+            assert_int_equal(u.output, n);
+            sampled++;
+        } else {
+            assert_int_equal(u.output, -1);
+            unsampled++;
+        }
+    }
+    assert_true(sampled > 0 && unsampled > 0);
+}
+
 /* Ollama: the done line's prompt_eval_count and eval_count (a zero left
  * out is 0); no cached or reasoning figure. */
 static void ollama_reads_the_done_line(void **state) {
@@ -286,6 +318,7 @@ int main(void) {
         cmocka_unit_test(openai_responses_reads_the_terminal_event),
         cmocka_unit_test(anthropic_reads_start_and_delta),
         cmocka_unit_test(gemini_reads_running_totals),
+        cmocka_unit_test(gemini_never_keeps_a_stale_running_output),
         cmocka_unit_test(ollama_reads_the_done_line),
         cmocka_unit_test(text_past_the_sample_is_extrapolated),
     };
