@@ -3,7 +3,8 @@
 # tests/sdk/proxy_sdk_test.sh); sourced, not run, with the test's own
 # arguments:  . "$(dirname "$0")/sg_proxy_lib.sh" "$@"
 # It sets PX (the sg-proxy binary) and FM (sg-fakemodel) from them and
-# brings in fakemodel_lib.sh; px_upstream starts the fake upstream.  Each
+# brings in fakemodel_lib.sh; px_upstream starts the fake upstream
+# (px_recording_upstream one that records each request: recorded TAG).  Each
 # proxy listens on 127.0.0.1:0, its stdout (the port, then the report
 # lines) in $FM_DIR/NAME.out; every proxy started is killed at exit, before
 # the fake server's own cleanup.
@@ -17,6 +18,34 @@ FM=$2
 px_upstream() {
     fm_start "$FM" "$@"
     UP=http://127.0.0.1:$FM_PORT
+}
+
+# px_recording_upstream: the fake upstream, writing every request it
+# reads byte for byte into $REC (sg-fakemodel --record).
+px_recording_upstream() {
+    REC=$FM_DIR/rec
+    mkdir -p "$REC"
+    px_upstream --record "$REC"
+}
+
+# rid TAG: sg-fakemodel's id of the request whose query holds _t=TAG.
+rid() {
+    fm_log "event=received" | grep "_t=$1[&\"]" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2
+}
+
+# recorded TAG: the file the recording upstream wrote for the request
+# with _t=TAG (empty when it received none).
+recorded() {
+    local id
+    id=$(rid "$1")
+    [ -n "$id" ] && [ -f "$REC/$id.req" ] && echo "$REC/$id.req"
+}
+
+# masked FILE: FILE with the deadline's value (the lease left, different
+# each time) and the upstream's port written as N.
+masked() {
+    sed -e 's/^\(X-Deadline-Ms\|x-deadline-ms\): [0-9]*\r$/\1: N\r/' \
+        -e "s/127\.0\.0\.1:$FM_PORT/127.0.0.1:N/; s/localhost:$FM_PORT/localhost:N/" "$1"
 }
 
 PX_PIDS=()

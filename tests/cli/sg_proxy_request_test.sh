@@ -12,9 +12,7 @@
 set -u
 . "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
 
-REC=$FM_DIR/rec
-mkdir "$REC"
-px_upstream --record "$REC"
+px_recording_upstream # REC, recorded TAG, masked FILE
 CFG=$FM_DIR/proxy.conf
 cat >"$CFG" <<CONF
 [route up]
@@ -53,30 +51,10 @@ raw() {
     CODE=$(head -n 1 "$FM_DIR/$1.resp" | cut -d' ' -f2)
 }
 
-# rid TAG: sg-fakemodel's id of the request whose query holds _t=TAG.
-rid() {
-    fm_log "event=received" | grep "_t=$1[&\"]" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2
-}
-
-# recorded TAG: the file sg-fakemodel recorded for the request with
-# _t=TAG (empty when it received none).
-recorded() {
-    local id
-    id=$(rid "$1")
-    [ -n "$id" ] && [ -f "$REC/$id.req" ] && echo "$REC/$id.req"
-}
-
 # received TAG: how many requests with _t=TAG in their query the upstream
 # received.
 received() {
     fm_log "event=received" | grep -c "_t=$1[&\"]"
-}
-
-# masked FILE: FILE with the deadline's value (the lease left, different
-# each time) and the upstream's port written as N.
-masked() {
-    sed -e 's/^\(X-Deadline-Ms\|x-deadline-ms\): [0-9]*\r$/\1: N\r/' \
-        -e "s/127\.0\.0\.1:$FM_PORT/127.0.0.1:N/; s/localhost:$FM_PORT/localhost:N/" "$1"
 }
 
 # same WHAT TAG WANT: the request recorded for TAG is WANT byte for byte

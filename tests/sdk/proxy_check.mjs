@@ -10,14 +10,15 @@
 // Time is measured with performance.now() (monotonic) and held to bounds.
 //
 // Usage: node proxy_check.mjs OPENAI_PROXY_URL ANTHROPIC_PROXY_URL FAKEMODEL_URL IDLE_MS
-//          OPENAI_NOFIRST_URL ANTHROPIC_NOFIRST_URL
+//          OPENAI_NOFIRST_URL ANTHROPIC_NOFIRST_URL OPENAI_USAGE_URL
 //   (the first two proxies started with --idle IDLE_MS --first-item IDLE_MS and
-//   --attempts 3; the last two with --attempts 3 --idempotent and no first-item clock)
+//   --attempts 3; the next two with --attempts 3 --idempotent and no first-item
+//   clock; the last with --include-usage)
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { check, exitCode } from './checklines.mjs';
 
-const [openaiProxy, anthropicProxy, fakemodel, idleArg, openaiNoFirst, anthropicNoFirst] =
+const [openaiProxy, anthropicProxy, fakemodel, idleArg, openaiNoFirst, anthropicNoFirst, openaiUsage] =
   process.argv.slice(2);
 const idleMs = Number(idleArg);
 // how late past the idle clock an SDK may see the error: the proxy's
@@ -344,6 +345,64 @@ for (const [sdk, proxy, noFirst] of [
     r.err !== null && r.sent <= ROUTE_ATTEMPTS, r.show);
   check(`${sdk} with its default retries and timeout 2.5 s: the SDK's error within it, the proxy's 504 (X-Stainless-Timeout read)`,
     r.err !== null && r.err.status === 504 && r.ms < 2500, r.show);
+}
+
+// --include-usage: the SDK asks for no usage (it never adds stream_options
+// itself), the proxy adds the option, and the SDK then gets one more chunk
+// before [DONE] - choices [], the usage - beside "usage": null on every
+// other.  Read as the SDK reads it: the raw stream yields it (code that
+// takes choices[0] must allow for the empty array), and the helper's
+// final completion carries the figures.  Without the option, no usage.
+{
+  const scenario = 'n=5&role_chunk=1&prompt_tokens=42&cached_tokens=2&reasoning_tokens=3';
+  const want = { prompt_tokens: 42, completion_tokens: 8, total_tokens: 50 };
+  const sameUsage = (u) =>
+    u != null && u.prompt_tokens === 42 && u.completion_tokens === 8 && u.total_tokens === 50 &&
+    u.prompt_tokens_details?.cached_tokens === 2 && u.completion_tokens_details?.reasoning_tokens === 3;
+  const client = (base) =>
+    new OpenAI({ baseURL: `${base}/v1`, apiKey: 'sk-proxy-SDKSECRET-1', maxRetries: 0,
+      defaultHeaders: { 'X-SG-Scenario': scenario } });
+  const body = { model: 'sg-fakemodel', messages: [{ role: 'user', content: 'hi' }], stream: true };
+  const chunks = [];
+  let err = null;
+  try {
+    for await (const c of await client(openaiUsage).chat.completions.create(body)) {
+      chunks.push(c);
+    }
+  } catch (e) {
+    err = e;
+  }
+  const text = chunks.map(openaiText).join('');
+  const last = chunks.at(-1);
+  check('openai through --include-usage: the raw stream ends whole, its text intact',
+    err === null && text === tokens(5), `${err} ${text}`);
+  check('... its last chunk the usage: choices [], the upstream\'s figures',
+    last !== undefined && Array.isArray(last.choices) && last.choices.length === 0 && sameUsage(last.usage),
+    JSON.stringify(last));
+  check('... and every chunk before it "usage": null',
+    chunks.length > 1 && chunks.slice(0, -1).every((c) => c.usage === null),
+    JSON.stringify(chunks.slice(0, -1).map((c) => c.usage)));
+  let final = null;
+  err = null;
+  try {
+    const s = client(openaiUsage).chat.completions.stream(body);
+    final = await s.finalChatCompletion();
+  } catch (e) {
+    err = e;
+  }
+  check('openai\'s stream() helper through --include-usage: finalChatCompletion().usage is the upstream\'s',
+    err === null && final?.choices?.[0]?.message?.content === tokens(5) && sameUsage(final?.usage),
+    `${err} ${JSON.stringify(final?.usage ?? null)} ${JSON.stringify(want)}`);
+  final = null;
+  err = null;
+  try {
+    final = await client(openaiProxy).chat.completions.stream(body).finalChatCompletion();
+  } catch (e) {
+    err = e;
+  }
+  check('... and through a route without it, no usage (the option made the difference)',
+    err === null && final?.choices?.[0]?.message?.content === tokens(5) && final?.usage == null,
+    `${err} ${JSON.stringify(final?.usage ?? null)}`);
 }
 
 process.exit(exitCode());

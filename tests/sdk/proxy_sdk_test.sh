@@ -7,7 +7,8 @@
 # invisibly, a stall and a cut raised by the SDK, a 429 then success, a
 # 504 before commit, an inbound X-Deadline-Ms; with the SDKs' own retries
 # on, as by default, no more upstream requests than the route's attempts,
-# and the SDK's error within its timeout).
+# and the SDK's error within its timeout; through a route with
+# --include-usage, the usage chunk it then gets read as the SDK reads it).
 # Usage: proxy_sdk_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 dir=$(cd "$(dirname "$0")" && pwd)
@@ -41,10 +42,13 @@ for p in openai anthropic; do
         --idempotent --backoff-base 5ms --backoff-max 20ms --budget 20s
     eval "PN_$p=\$PX_PORT"
 done
+# and one that asks OpenAI Chat Completions streams for their usage chunk
+px_start openai-usage --upstream "http://127.0.0.1:$FM_PORT" --profile openai --include-usage
+PU=$PX_PORT
 # shellcheck disable=SC2154 # set by the eval above
 node "$dir/proxy_check.mjs" "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
     "http://127.0.0.1:$FM_PORT" "$IDLE_MS" "http://127.0.0.1:$PN_openai" \
-    "http://127.0.0.1:$PN_anthropic" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
+    "http://127.0.0.1:$PN_anthropic" "http://127.0.0.1:$PU" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
 rc=$?
 cat "$FM_DIR/checks"
 if [ "$rc" -ne 0 ]; then

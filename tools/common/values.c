@@ -34,12 +34,10 @@ int usage_error(const char *fmt, ...) {
     return SG_TOOLS_EXIT_USAGE;
 }
 
-/* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */
-int parse_duration(const char *s, int64_t *out) {
-    char *end;
-    errno = 0;
-    /* decimal digits with at most one point, then the unit: no sign, no
-     * exponent, no hex, no inf or nan (which strtod would take) */
+/* The decimal number @s starts with - digits with at most one point: no
+ * sign, no exponent, no hex, no inf or nan (which strtod would take) -
+ * into *@v; returns its length, 0 when @s starts with none. */
+static size_t decimal(const char *s, double *v) {
     size_t digits = strspn(s, "0123456789");
     size_t len = digits;
     if (s[len] == '.') {
@@ -47,14 +45,21 @@ int parse_duration(const char *s, int64_t *out) {
         len += 1 + frac;
         digits += frac;
     }
-    if (digits == 0 || (s[len] != '\0' && (s[len] < 'a' || s[len] > 'z'))) {
-        return -1;
+    if (digits == 0) {
+        return 0;
     }
-    double v = strtod(s, &end);
-    if (end != s + len) {
-        return -1;
-    }
-    if (errno != 0 || end == s || !(v > 0)) {
+    char *end;
+    errno = 0;
+    *v = strtod(s, &end);
+    return end == s + len && errno == 0 ? len : 0;
+}
+
+/* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */
+int parse_duration(const char *s, int64_t *out) {
+    double v;
+    size_t len = decimal(s, &v);
+    const char *end = s + len;
+    if (len == 0 || (*end != '\0' && (*end < 'a' || *end > 'z')) || !(v > 0)) {
         return -1;
     }
     double scale;
@@ -77,6 +82,51 @@ int parse_duration(const char *s, int64_t *out) {
     }
     *out = (int64_t)ns;
     return 0;
+}
+
+int parse_price(const char *s, double *out) {
+    double v;
+    size_t len = decimal(s, &v);
+    if (len == 0 || s[len] != '\0' || !(v >= 0 && v <= SG_TOOLS_PRICE_MAX)) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+int price_option(struct price *p, const char *name, const char *arg, char *err,
+                 size_t errlen) {
+    double *slot = strcmp(name, "price-in") == 0       ? &p->in
+                   : strcmp(name, "price-out") == 0    ? &p->out
+                   : strcmp(name, "price-cached") == 0 ? &p->cached
+                                                       : NULL;
+    if (slot == NULL) {
+        return 1;
+    }
+    if (arg == NULL || parse_price(arg, slot) != 0) {
+        snprintf(err, errlen,
+                 "%s takes a price per million tokens, a decimal number from 0 to "
+                 "%.0f (digits with at most one point: 2.5, 0.075), not '%s'",
+                 name, SG_TOOLS_PRICE_MAX, arg != NULL ? arg : "");
+        return -1;
+    }
+    return 0;
+}
+
+int price_check(const struct price *p, const char *dashes, char *err, size_t errlen) {
+    bool in = p->in >= 0;
+    bool out = p->out >= 0;
+    if (in == out && (in || p->cached < 0)) {
+        return 0; /* none, or both */
+    }
+    if (!in && !out) {
+        snprintf(err, errlen, "%sprice-cached needs %sprice-in and %sprice-out", dashes,
+                 dashes, dashes);
+    } else {
+        snprintf(err, errlen, "%sprice-%s needs %sprice-%s", dashes, in ? "in" : "out",
+                 dashes, in ? "out" : "in");
+    }
+    return -1;
 }
 
 int parse_count(const char *s, uint64_t max, uint64_t *out) {

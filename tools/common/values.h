@@ -27,6 +27,27 @@ __attribute__((format(printf, 1, 2))) int usage_error(const char *fmt, ...);
 /* "250ms", "2s", "1.5s", "1m", "1h", "500us"; a bare number is seconds. */
 int parse_duration(const char *s, int64_t *out);
 int parse_count(const char *s, uint64_t max, uint64_t *out);
+
+/* The most a price per million tokens may be: past it, a typo. */
+#define SG_TOOLS_PRICE_MAX 1e9
+/* A price per million tokens: a decimal number (digits with at most one
+ * point) from 0 to SG_TOOLS_PRICE_MAX. */
+int parse_price(const char *s, double *out);
+/* An endpoint's prices per million tokens (--price-in, --price-out,
+ * --price-cached, for sg_op_options_set_price): each -1 until given. */
+struct price {
+    double in, out, cached;
+};
+#define PRICE_NONE ((struct price){-1, -1, -1})
+/* Option @name ("price-in", "price-out", "price-cached": no "--") with
+ * @arg into @p: 0, 1 when @name is none of them, or -1 with the reason,
+ * starting with @name, in @err. */
+int price_option(struct price *p, const char *name, const char *arg, char *err,
+                 size_t errlen);
+/* Whether @p holds what a price needs - nothing, or both price-in and
+ * price-out (price-cached is the input's unless given): 0, or -1 with
+ * what is missing in @err, each option named with @dashes before it. */
+int price_check(const struct price *p, const char *dashes, char *err, size_t errlen);
 char *read_file(const char *path, size_t *len);
 /* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
  * end not given is the library's default (base 100 ms, cap 10 s), or the

@@ -34,6 +34,10 @@ int route_init(struct route *r, const char *name) {
     /* no retry budget unless asked for (as the library's default): its
      * ratio, when one is, the library's suggested one */
     r->rb_ratio = SG_RETRY_BUDGET_DEFAULT_TOKEN_RATIO;
+    for (int i = 0; i <= MAX_FALLBACKS; i++) {
+        r->price[i] = PRICE_NONE;
+    }
+    r->price_for = -1;
     return 0;
 }
 
@@ -88,6 +92,37 @@ static int budget_option(struct route *r, const char *name, const char *arg, cha
         return 0;
     }
     return 1;
+}
+
+/* price-in, price-out, price-cached: for the endpoint named before it
+ * (the upstream, or the fallback just above).  0, 1 when @name is none of
+ * them, -1 with the reason in @err. */
+static int route_price(struct route *r, const char *name, const char *arg, char *err,
+                       size_t errlen) {
+    struct price scratch = PRICE_NONE;
+    int rv = price_option(r->price_for >= 0 ? &r->price[r->price_for] : &scratch, name,
+                          arg, err, errlen);
+    if (rv == 0 && r->price_for < 0) {
+        return ERR("%s is the price of the upstream or fallback named before it: give "
+                   "upstream (or fallback) first",
+                   name);
+    }
+    return rv;
+}
+
+/* Each endpoint's prices hold what a price needs: 0, or -1 with the
+ * reason in @err. */
+static int prices_check(const struct route *r, char *err, size_t errlen) {
+    for (int i = 0; i <= r->nfallback; i++) {
+        char why[128];
+        char url[160];
+        if (price_check(&r->price[i], "", why, sizeof(why)) != 0) {
+            masked_url(url, sizeof(url), i == 0 ? r->upstream : r->fallback[i - 1], true);
+            return ERR("route %s: %s %s: %s", r->name, i == 0 ? "upstream" : "fallback",
+                       url, why);
+        }
+    }
+    return 0;
 }
 
 /* scheme://host[:port][/path] without a trailing '/', and nothing after
@@ -161,7 +196,11 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     if (taken != 1) {
         return taken;
     }
+    if (strncmp(name, "price-", 6) == 0) {
+        return route_price(r, name, arg, err, errlen);
+    }
     if (strcmp(name, "upstream") == 0) {
+        r->price_for = 0;
         r->upstream = arg;
         if (upstream_url(arg, &r->upstream_len) != 0) {
             return ERR("upstream takes http(s)://host[:port][/path], not '%s'", arg);
@@ -176,6 +215,7 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
             return ERR("fallback takes http(s)://host[:port][/path], not '%s'", arg);
         }
         r->fallback[r->nfallback++] = arg;
+        r->price_for = r->nfallback;
         return 0;
     }
     if (strcmp(name, "profile") == 0) {
@@ -204,6 +244,10 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
             return ERR("cacert: cannot read '%s': %s", arg, strerror(errno));
         }
         r->cafile = arg;
+        return 0;
+    }
+    if (strcmp(name, "include-usage") == 0) {
+        r->include_usage = is_true(arg);
         return 0;
     }
     if (strcmp(name, "idempotent") == 0) {
@@ -257,6 +301,14 @@ int route_finish(struct route *r, char *err, size_t errlen) {
         return ERR("route %s: floor must be below the budget (every request would be "
                    "refused)",
                    r->name);
+    }
+    if (prices_check(r, err, errlen) != 0) {
+        return -1;
+    }
+    if (r->include_usage && strcmp(r->profile, "openai") != 0) {
+        return ERR("route %s: include-usage asks OpenAI Chat Completions for its usage "
+                   "chunk: it needs profile openai, not %s",
+                   r->name, r->profile);
     }
     if (r->max_hedges > 0 && r->hedge_after == 0) {
         return ERR("route %s: max-hedges needs hedge-after", r->name);
@@ -439,7 +491,7 @@ struct routes *routes_load(const char *path, global_option_fn global, void *ud, 
             }
             /* only a flag may stand alone: every other key takes a value */
             if (val == NULL && strcmp(key, "idempotent") != 0 &&
-                strcmp(key, "allow-remote") != 0) {
+                strcmp(key, "include-usage") != 0 && strcmp(key, "allow-remote") != 0) {
                 snprintf(msg, sizeof(msg), "'%s' takes a value: %s = VALUE", key, key);
                 rv = -1;
             } else if (cur != NULL) {

@@ -148,6 +148,7 @@ void conn_free(struct conn *c) {
     close(c->fd); /* leaves epoll by itself */
     preq_free(&c->rq);
     free(c->url);
+    free(c->body);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
         free(c->pend[i].p);
     }

@@ -48,6 +48,7 @@ struct conn {
     sg_curl_op *op;
     struct curl_slist *headers;
     char *url;
+    char *body; /* the request body as it goes upstream, when not as read */
     struct pending pend[1 + SG_OP_MAX_HEDGES];
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */

@@ -63,6 +63,12 @@ static void usage(FILE *f) {
         "  --retry-budget N|off   the route's retry budget: N tokens (off); a retry\n"
         "                         only while more than half remain\n"
         "  --retry-budget-ratio R tokens a success gives back (0.1)\n"
+        "Usage and cost:\n"
+        "  --include-usage        add stream_options.include_usage to OpenAI Chat\n"
+        "                         Completions streams that lack it (profile openai)\n"
+        "  --price-in X           --price-out Y   --price-cached Z\n"
+        "                         prices per million tokens of the --upstream or\n"
+        "                         --fallback given just before them\n"
         "Clients:\n"
         "  --max-connections N    open at once (256); more are closed at once\n"
         "  --header-timeout D     a request head within D, a body's reads at most D\n"
@@ -113,6 +119,10 @@ static const struct option longopts[] = {
     {"max-bytes", required_argument, NULL, OPT_ROUTE},
     {"retry-budget", required_argument, NULL, OPT_ROUTE},
     {"retry-budget-ratio", required_argument, NULL, OPT_ROUTE},
+    {"include-usage", no_argument, NULL, OPT_ROUTE},
+    {"price-in", required_argument, NULL, OPT_ROUTE},
+    {"price-out", required_argument, NULL, OPT_ROUTE},
+    {"price-cached", required_argument, NULL, OPT_ROUTE},
     {"help", no_argument, NULL, 'h'},
     {"version", no_argument, NULL, 'V'},
     {NULL, 0, NULL, 0},

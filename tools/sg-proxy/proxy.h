@@ -18,7 +18,8 @@
  * routes, from flags or the config file), conn.c (one client: its
  * request, its answer's bytes, its limits; conn.h), request.c (a
  * request from bytes: parsed, checked, routed; request.h), upstream.c
- * (its operation and the commit), relay.c (the committed attempt's
+ * (its operation and the commit), include_usage.c (include-usage's
+ * field in a Chat Completions body), relay.c (the committed attempt's
  * bytes, released event by event as the library accepts their items;
  * relay.h), answer.c (what the client is told, in each provider's
  * format), metrics.c (GET /metrics).
@@ -69,6 +70,14 @@ struct route {
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
     int64_t budget, floor; /* as given (0: not given), to check them together */
     uint32_t max_hedges;
+    /* include-usage: OpenAI Chat Completions streams ask for their usage
+     * chunk (include_usage.c) */
+    bool include_usage;
+    /* prices per million tokens, each for the endpoint named before it:
+     * [0] the upstream, [i] fallback i; price_for is where the next goes
+     * (-1: no endpoint named yet) */
+    struct price price[1 + MAX_FALLBACKS];
+    int price_for;
     /* the retry budget's settings (tokens 0: none) and the bucket, made
      * by route_finish */
     uint32_t rb_tokens;

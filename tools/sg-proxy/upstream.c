@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "conn.h"
+#include "include_usage.h"
 
 /* ------------------------------------------------------ the operation */
 
@@ -514,6 +515,32 @@ static int upstream_options(struct conn *c, const char *target, size_t target_le
     return rv;
 }
 
+/* include-usage: a Chat Completions request (a POST to a path ending in
+ * /chat/completions) whose body streams without saying whether it wants
+ * its usage gets the field (include_usage.h); *@body and *@len then name
+ * the new body, which the connection keeps.  0, or -1 out of memory. */
+static int with_usage(struct conn *c, const char *target, size_t target_len,
+                      const char **body, size_t *len) {
+    static const char chat[] = "/chat/completions";
+    const size_t cl = sizeof(chat) - 1;
+    size_t path_len = 0;
+    while (path_len < target_len && target[path_len] != '?') {
+        path_len++;
+    }
+    struct iu_edit ed;
+    if (!c->route->include_usage || strcmp(c->rq.method, "POST") != 0 || path_len < cl ||
+        memcmp(target + path_len - cl, chat, cl) != 0 ||
+        !include_usage_edit(*body, *len, &ed)) {
+        return 0;
+    }
+    c->body = include_usage_apply(*body, *len, &ed, len);
+    if (c->body == NULL) {
+        return -1;
+    }
+    *body = c->body;
+    return 0;
+}
+
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
     if (p->draining) {
@@ -541,9 +568,16 @@ void start_operation(struct conn *c) {
     curl_easy_setopt(e, CURLOPT_URL, c->url);
     curl_easy_setopt(e, CURLOPT_USERAGENT, NULL); /* the client's, forwarded */
     if (q->has_body) {
-        /* the body as read, in place (it outlives the operation) */
-        curl_easy_setopt(e, CURLOPT_POSTFIELDS, q->in + q->head_len);
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
+        /* the body as read, in place (it outlives the operation), or with
+         * include-usage's field */
+        const char *body = q->in + q->head_len;
+        size_t len = q->body_len;
+        if (with_usage(c, target, target_len, &body, &len) != 0) {
+            reply_error(c, 503, "out of memory");
+            return;
+        }
+        curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
     if (strcmp(method, q->has_body ? "POST" : "GET") != 0) {
         curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);

@@ -61,6 +61,9 @@ enum {
     OPT_RECONCILE,
     OPT_LEDGER_INIT,
     OPT_AWS_SIGV4,
+    OPT_PRICE_IN,
+    OPT_PRICE_OUT,
+    OPT_PRICE_CACHED,
 };
 
 static const struct option long_opts[] = {
@@ -103,6 +106,9 @@ static const struct option long_opts[] = {
     {"unresolved", no_argument, NULL, OPT_UNRESOLVED},
     {"reconcile", required_argument, NULL, OPT_RECONCILE},
     {"ledger-init", no_argument, NULL, OPT_LEDGER_INIT},
+    {"price-in", required_argument, NULL, OPT_PRICE_IN},
+    {"price-out", required_argument, NULL, OPT_PRICE_OUT},
+    {"price-cached", required_argument, NULL, OPT_PRICE_CACHED},
     {"write-out", required_argument, NULL, 'w'},
     {"quiet", no_argument, NULL, 'q'},
     {"help", no_argument, NULL, 'h'},
@@ -488,6 +494,18 @@ static int apply(struct config *c, int opt, const char *arg) {
     case OPT_LEDGER_INIT:
         c->ledger_init = true;
         break;
+    case OPT_PRICE_IN:
+    case OPT_PRICE_OUT:
+    case OPT_PRICE_CACHED: {
+        char err[256];
+        const char *name = opt == OPT_PRICE_IN    ? "price-in"
+                           : opt == OPT_PRICE_OUT ? "price-out"
+                                                  : "price-cached";
+        if (price_option(&c->price, name, arg, err, sizeof(err)) != 0) {
+            return usage_error("--%s", err);
+        }
+        break;
+    }
     case 'w':
         c->write_out = arg;
         break;
@@ -581,6 +599,10 @@ static int finish(struct config *c, int argc, char **argv) {
     if (set_backoff(c->policy, c->backoff_base, c->backoff_max) != 0) {
         return usage_error("--backoff-max must not be below --backoff-base%s", "");
     }
+    char missing[128];
+    if (price_check(&c->price, "--", missing, sizeof(missing)) != 0) {
+        return usage_error("%s", missing);
+    }
     if (c->aws_sigv4 != NULL) {
         int code = aws_credentials(c);
         if (code != 0) {
@@ -608,6 +630,7 @@ int config_parse(struct config *c, int argc, char **argv) {
         return EXIT_INTERNAL;
     }
     sg_op_options_set_max_attempts(c->policy, 1);
+    c->price = PRICE_NONE;
     c->max_event = DEFAULT_MAX_EVENT;
     c->http_version = CURL_HTTP_VERSION_NONE;
 

@@ -64,7 +64,11 @@ void usage(FILE *f) {
         "  --deadline-header NAME  stamp each attempt's lease in whole ms: how long\n"
         "                        this client will wait for it, min(--attempt-timeout,\n"
         "                        remaining budget - floor)\n"
-        "  --grpc-timeout        also stamp grpc-timeout with the same lease\n");
+        "  --grpc-timeout        also stamp grpc-timeout with the same lease\n"
+        "Cost (prices per million tokens, the same for every endpoint; decimals):\n"
+        "  --price-in X          input tokens (needs --price-out)\n"
+        "  --price-out Y         output tokens, reasoning included\n"
+        "  --price-cached Z      cached input tokens (the input price)\n");
     /* in two parts: one string literal is at most 4095 bytes in C11 */
     fprintf(
         f,

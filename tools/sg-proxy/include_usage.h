@@ -1,0 +1,45 @@
+/*
+ * include_usage.h - the route option include-usage (docs/sg-proxy.md,
+ * "Usage and cost"): an OpenAI Chat Completions request body that streams
+ * and does not say whether it wants its usage gets
+ * "stream_options":{"include_usage":true}, so that the upstream sends the
+ * usage chunk the report reads.  Every other body goes as the client
+ * wrote it.  libc only, no socket: the unit test and the fuzz target
+ * include include_usage.c.
+ */
+#ifndef SG_PROXY_INCLUDE_USAGE_H
+#define SG_PROXY_INCLUDE_USAGE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* The deepest nesting read; a deeper body goes as it is. */
+#define IU_MAX_DEPTH 256
+
+/* One edit of a body: @cut bytes at @at replaced by @text. */
+struct iu_edit {
+    size_t at;
+    size_t cut;
+    const char *text; /* a static string */
+};
+
+/*
+ * Whether @body[0..@len) gets the field, and where: true with *@e when it
+ * is one whole JSON text (RFC 8259: UTF-8, nothing after it but
+ * whitespace, at most IU_MAX_DEPTH deep) whose value is an object, whose
+ * top-level "stream" is the literal true, and whose top-level
+ * "stream_options" (the last of repeated keys counts, as JSON.parse has
+ * it; keys are compared decoded) is absent, null, or an object without
+ * "include_usage".  The edit then adds the field after the last member
+ * (of the body, or of stream_options), or replaces the null.  false for
+ * everything else: not JSON, not streaming, include_usage already there
+ * (true or false: the client's choice), stream_options not an object.
+ */
+bool include_usage_edit(const char *body, size_t len, struct iu_edit *e);
+
+/* @body with @e applied, in a new buffer of *@out_len bytes (the caller
+ * frees it); NULL when the memory is not there. */
+char *include_usage_apply(const char *body, size_t len, const struct iu_edit *e,
+                          size_t *out_len);
+
+#endif
