@@ -129,6 +129,30 @@ int price_check(const struct price *p, const char *dashes, char *err, size_t err
     return -1;
 }
 
+int price_apply(sg_op_options *o, uint32_t endpoint, const struct price *p) {
+    if (p->in < 0) {
+        return 0; /* no price: no cost */
+    }
+    return sg_op_options_set_price(o, endpoint, p->in, p->out, p->cached);
+}
+
+const char *money(char *buf, size_t cap, double v) {
+    /* to the nanounit, as the report writes a cost: 9 places, then the
+     * zeros at the end (and a point left alone) taken off */
+    int n = snprintf(buf, cap, "%.9f", v > 0 ? v : 0.0);
+    if (n <= 0 || (size_t)n >= cap) {
+        return buf;
+    }
+    char *e = buf + n;
+    while (e[-1] == '0') {
+        *--e = '\0';
+    }
+    if (e[-1] == '.') {
+        e[-1] = '\0';
+    }
+    return buf;
+}
+
 int parse_count(const char *s, uint64_t max, uint64_t *out) {
     char *end;
     errno = 0;

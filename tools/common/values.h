@@ -48,6 +48,14 @@ int price_option(struct price *p, const char *name, const char *arg, char *err,
  * price-out (price-cached is the input's unless given): 0, or -1 with
  * what is missing in @err, each option named with @dashes before it. */
 int price_check(const struct price *p, const char *dashes, char *err, size_t errlen);
+/* @p (when given: price-in set) as endpoint @endpoint's prices in @o:
+ * 0, or sg_op_options_set_price's code. */
+int price_apply(sg_op_options *o, uint32_t endpoint, const struct price *p);
+/* A cost @v as the report writes one: to 9 decimal places at most, no
+ * zeros at the end, no exponent ("0.00026", "3", "0" for none or less);
+ * into @buf (@cap bytes: 64 hold any cost of int64_t counts at prices
+ * up to SG_TOOLS_PRICE_MAX), which it returns. */
+const char *money(char *buf, size_t cap, double v);
 char *read_file(const char *path, size_t *len);
 /* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
  * end not given is the library's default (base 100 ms, cap 10 s), or the

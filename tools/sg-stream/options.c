@@ -603,6 +603,14 @@ static int finish(struct config *c, int argc, char **argv) {
     if (price_check(&c->price, "--", missing, sizeof(missing)) != 0) {
         return usage_error("%s", missing);
     }
+    /* the same prices for the URL and every fallback */
+    for (int i = 0; i <= c->nfallback; i++) {
+        int rv = price_apply(c->policy, (uint32_t)i, &c->price);
+        if (rv != 0) {
+            fprintf(stderr, "%s: the prices: %s\n", prog, sg_strerror(rv));
+            return EXIT_INTERNAL;
+        }
+    }
     if (c->aws_sigv4 != NULL) {
         int code = aws_credentials(c);
         if (code != 0) {

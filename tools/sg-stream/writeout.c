@@ -179,6 +179,29 @@ static int64_t ms(int64_t ns) {
     return ns / SG_MS(1);
 }
 
+/* A count of tokens, or '-' where the report has null (none kept, none
+ * known). */
+static void put_tokens(int64_t n) {
+    if (n >= 0) {
+        printf("%" PRId64, n);
+    } else {
+        fputc('-', stdout);
+    }
+}
+
+/* What the operation cost, kept and discarded together (docs/report.md,
+ * "Usage and cost"), as the report writes a cost; '-' without a price. */
+static void put_cost(const sg_op *op) {
+    double kept = sg_op_cost(op, SG_USAGE_KEPT);
+    double discarded = sg_op_cost(op, SG_USAGE_DISCARDED);
+    if (kept < 0 || discarded < 0) {
+        fputc('-', stdout);
+        return;
+    }
+    char buf[64];
+    fputs(money(buf, sizeof(buf), kept + discarded), stdout);
+}
+
 /* curl-style -w: %{name} variables, %% and the \n and \t escapes. */
 static void write_out(const char *fmt, const sg_op *op) {
     uint32_t n = sg_op_attempt_count(op);
@@ -255,6 +278,14 @@ static void write_out(const char *fmt, const sg_op *op) {
             fputs(sg_op_reason_name(sg_op_final_reason(op)), stdout);
         } else if (IS("remaining_ms")) {
             printf("%" PRId64, ms(sg_budget_remaining(b, end)));
+        } else if (IS("input_tokens")) {
+            put_tokens(sg_op_tokens(op, SG_USAGE_KEPT, SG_TOKENS_INPUT));
+        } else if (IS("output_tokens")) {
+            put_tokens(sg_op_tokens(op, SG_USAGE_KEPT, SG_TOKENS_OUTPUT));
+        } else if (IS("discarded_output_tokens")) {
+            put_tokens(sg_op_tokens(op, SG_USAGE_DISCARDED, SG_TOKENS_OUTPUT));
+        } else if (IS("cost")) {
+            put_cost(op);
         } else {
             fwrite(p, 1, (size_t)(close - p + 1), stdout);
         }
