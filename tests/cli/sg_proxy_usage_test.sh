@@ -5,7 +5,10 @@
 # request byte for byte (sg-fakemodel --record): that field and nothing
 # else, its Content-Length recomputed, every other request as the client
 # wrote it - and the client then gets the usage chunk; the price options,
-# per route and per fallback, and their errors.
+# per route and per fallback, and their errors; the report line's usage
+# and cost, and /metrics' tokens, cost and gen_ai_client_token_usage, for
+# a clean stream, a retried first-token timeout, stalls after tokens
+# (OpenAI's estimate, Gemini's own figures) and a fallback priced apart.
 # Usage: sg_proxy_usage_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 . "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
@@ -154,6 +157,148 @@ check "prices for the upstream and a fallback in the file: sg-proxy starts" 'kil
 px_start pflags --upstream "$UP" --profile openai --price-in 3 --price-out 15 \
     --fallback "$UP/f" --price-in .5 --price-out 1.
 check "prices as flags, each after its endpoint: sg-proxy starts" 'kill -0 "$PX_PID"'
+
+# ---- usage and cost: the report line and /metrics ------------------------------
+# The fake upstream's figures (docs/sg-fakemodel.md, USAGE): prompt_tokens
+# input, cached_tokens of it cached, output the items plus
+# reasoning_tokens.  Route m: OpenAI with include-usage and prices 2, 10
+# and 0.5 a million; g: Gemini at 1 and 4; f: a fallback priced apart
+# from its upstream; n: neither usage asked nor prices.
+# route NAME PROFILE [KEY=VALUE...]: a route of the file, at /NAME, its
+# upstream the fake one; each KEY=VALUE a line, in order (a price after
+# the upstream or fallback it is for).
+route() {
+    printf '[route %s]\nprefix = /%s\nupstream = %s\nprofile = %s\n' "$1" "$1" "$UP" "$2"
+    shift 2
+    local kv
+    for kv in "$@"; do
+        printf '%s = %s\n' "${kv%%=*}" "${kv#*=}"
+    done
+}
+RETRY=(include-usage=true first-item=300ms attempts=2 idempotent=true backoff-base=5ms)
+{
+    route m openai price-in=2 price-out=10 price-cached=0.5 "${RETRY[@]}" idle=200ms
+    route g gemini price-in=1 price-out=4 idle=200ms
+    route f openai price-in=1 price-out=1 "fallback=$UP" price-in=2 price-out=10 \
+        price-cached=0.5 "${RETRY[@]}"
+    route n openai
+} >"$FM_DIR/usage.conf"
+px_start M --config "$FM_DIR/usage.conf"
+BM=http://127.0.0.1:$PX_PORT
+FIG='prompt_tokens=100&cached_tokens=40&reasoning_tokens=7'
+# run ROUTE KEY QUERY: one streaming request, the answer read whole; its
+# report line (the last one) in $LINE
+run() {
+    local before
+    before=$(wc -l <"$FM_DIR/M.out")
+    curl -sN -m 10 -o /dev/null -H "Idempotency-Key: $2" -d '{"model":"m","stream":true}' \
+        "$BM/$1/v1/chat/completions?$3&_t=$2"
+    for _ in $(seq 1 100); do
+        [ "$(wc -l <"$FM_DIR/M.out")" -gt "$before" ] && break
+        sleep 0.02
+    done
+    LINE=$(tail -n 1 "$FM_DIR/M.out")
+}
+# says DESCRIPTION FILTER [COST]: the report of the last line ($LINE)
+# passes the jq FILTER and, given COST, has exactly that cost (its text:
+# the report writes a cost to 9 places, no exponent).
+says() {
+    if jq -e ".report | $2" <<<"$LINE" >/dev/null &&
+        { [ -z "${3:-}" ] || grep -qF "\"cost\":$3" <<<"$LINE"; }; then
+        pass "$1"
+    else
+        fail "$1: $(head -c 900 <<<"$LINE")"
+    fi
+}
+U='"input_tokens":100,"output_tokens":12,"cached_input_tokens":40,"reasoning_tokens":7'
+# a clean stream: the provider's figures, kept;
+# cost (60 x 2 + 40 x 0.5 + 12 x 10) / 1e6 = 0.00026
+run m u_clean "n=5&$FIG"
+says "the report line: the provider's usage, kept, and its cost 0.00026" \
+    ".usage.kept == {$U,\"estimated\":false} and .attempts[0].usage.source == \"provider\"" \
+    '{"kept":0.00026,"discarded":0}'
+# a first attempt cut before its first token, retried: its prefill is
+# discarded, its input the kept attempt's (an estimate), at the cached
+# split: (60 x 2 + 40 x 0.5) / 1e6 = 0.00014 thrown away
+run m u_retried "n=5&$FIG&tail_first=1&tail_delay=2000"
+says "a retried first-token timeout: the report's discarded input 100 (estimated), output 0, cost 0.00014" \
+    '.usage.discarded == {"input_tokens":100,"output_tokens":0,"cached_input_tokens":40,"reasoning_tokens":null,"estimated":true} and (.attempts | length) == 2' \
+    '{"kept":0.00026,"discarded":0.00014}'
+# a stall after 3 tokens: nothing kept, its output estimated (3 x 10 / 1e6)
+run m u_stall "n=9&stall_after=3&stall=forever"
+says "a stall after 3 tokens: nothing kept, 3 output tokens discarded (estimated), cost 0.00003" \
+    '.usage.kept == null and .usage.discarded.output_tokens == 3' '{"kept":0,"discarded":0.00003}'
+# Gemini's running figures on every chunk: a stall after 3 is the
+# provider's own count, 50 in, 3 + 2 out: (50 x 1 + 5 x 4) / 1e6
+curl -sN -m 10 -o /dev/null -d '{}' \
+    "$BM/g/v1beta/models/m:streamGenerateContent?alt=sse&n=9&stall_after=3&stall=forever&prompt_tokens=50&reasoning_tokens=2&_t=u_gem"
+for _ in $(seq 1 100); do grep -q '"route":"g"' "$FM_DIR/M.out" && break; sleep 0.02; done
+LINE=$(grep '"route":"g"' "$FM_DIR/M.out" | tail -n 1)
+says "gemini, a stall after 3: the provider's 50 in and 5 out discarded, cost 0.00007" \
+    '.usage.discarded == {"input_tokens":50,"output_tokens":5,"cached_input_tokens":null,"reasoning_tokens":2,"estimated":false}' \
+    '{"kept":0,"discarded":0.00007}'
+# a fallback priced apart: the upstream's attempt times out before its
+# first token (nothing known of it on its endpoint: unaccounted, no cost),
+# the fallback's is kept at the fallback's prices, 0.00026 (at the
+# upstream's it would be (60 + 40 + 12) / 1e6 = 0.000112)
+run f u_fallback "n=5&$FIG&tail_first=1&tail_delay=2000"
+says "a fallback kept at its own prices: cost 0.00026, the upstream's attempt unaccounted" \
+    ".usage.attempts_unaccounted == 1 and .attempts[1].endpoint != null and .usage.kept == {$U,\"estimated\":false}" \
+    '{"kept":0.00026,"discarded":0}'
+# no usage asked, no price: the kept output estimated, no cost
+run n u_plain "n=3"
+says "a route without prices: no cost in the report, the kept output estimated (3)" \
+    '(has("cost") | not) and .usage.kept.output_tokens == 3 and .usage.kept.estimated'
+
+curl -s "$BM/metrics" >"$FM_DIR/usage.metrics"
+M=$FM_DIR/usage.metrics
+for want in \
+    'sg_proxy_tokens_total{route="m",kind="input",fate="kept"} 200' \
+    'sg_proxy_tokens_total{route="m",kind="input",fate="discarded"} 100' \
+    'sg_proxy_tokens_total{route="m",kind="output",fate="kept"} 24' \
+    'sg_proxy_tokens_total{route="m",kind="output",fate="discarded"} 3' \
+    'sg_proxy_tokens_total{route="g",kind="input",fate="discarded"} 50' \
+    'sg_proxy_tokens_total{route="g",kind="output",fate="discarded"} 5' \
+    'sg_proxy_tokens_total{route="n",kind="output",fate="kept"} 3' \
+    'sg_proxy_cost_total{route="m",fate="kept"} 0.00052' \
+    'sg_proxy_cost_total{route="m",fate="discarded"} 0.00017' \
+    'sg_proxy_cost_total{route="g",fate="kept"} 0' \
+    'sg_proxy_cost_total{route="g",fate="discarded"} 0.00007' \
+    'sg_proxy_cost_total{route="f",fate="kept"} 0.00026' \
+    'sg_proxy_attempts_unaccounted_total{route="f"} 1' \
+    'sg_proxy_attempts_unaccounted_total{route="m"} 0' \
+    '# TYPE gen_ai_client_token_usage histogram'; do
+    has "$M" "$want" "/metrics: $want"
+done
+check "/metrics: no cost for a route without prices" '! grep -q "sg_proxy_cost_total{route=\"n\"" "$M"'
+# gen_ai.client.token.usage: the provider's figures per attempt, by its
+# fate; the estimates (the retried attempt's copied input, the stalls
+# of route m) are not observed, as OpenTelemetry asks
+L='route="m",gen_ai_operation_name="chat",gen_ai_provider_name="openai"'
+G='route="g",gen_ai_operation_name="generate_content",gen_ai_provider_name="gcp.gemini"'
+for want in \
+    "gen_ai_client_token_usage_count{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\"} 2" \
+    "gen_ai_client_token_usage_sum{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\"} 200" \
+    "gen_ai_client_token_usage_bucket{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\",le=\"64\"} 0" \
+    "gen_ai_client_token_usage_bucket{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\",le=\"256\"} 2" \
+    "gen_ai_client_token_usage_sum{$L,gen_ai_token_type=\"output\",streamguard_usage_fate=\"kept\"} 24" \
+    "gen_ai_client_token_usage_bucket{$L,gen_ai_token_type=\"output\",streamguard_usage_fate=\"kept\",le=\"4\"} 0" \
+    "gen_ai_client_token_usage_bucket{$L,gen_ai_token_type=\"output\",streamguard_usage_fate=\"kept\",le=\"16\"} 2" \
+    "gen_ai_client_token_usage_count{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"discarded\"} 0" \
+    "gen_ai_client_token_usage_count{$G,gen_ai_token_type=\"input\",streamguard_usage_fate=\"discarded\"} 1" \
+    "gen_ai_client_token_usage_sum{$G,gen_ai_token_type=\"output\",streamguard_usage_fate=\"discarded\"} 5" \
+    "gen_ai_client_token_usage_bucket{$G,gen_ai_token_type=\"output\",streamguard_usage_fate=\"discarded\",le=\"4\"} 0" \
+    "gen_ai_client_token_usage_bucket{$G,gen_ai_token_type=\"output\",streamguard_usage_fate=\"discarded\",le=\"16\"} 1"; do
+    has "$M" "$want" "/metrics: $want"
+done
+les=$(grep "^gen_ai_client_token_usage_bucket{$L,gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\"" "$M" |
+    sed 's/.*le="\([^"]*\)".*/\1/' | tr '\n' ' ')
+check "gen_ai_client_token_usage's buckets are OpenTelemetry's: 1, 4, 16, ... 67108864, +Inf" \
+    '[ "$les" = "1 4 16 64 256 1024 4096 16384 65536 262144 1048576 4194304 16777216 67108864 +Inf " ]' "$les"
+check "no token histogram for a route whose figures are all estimates" \
+    '! grep -q "^gen_ai_client_token_usage.*route=\"n\"" "$M"'
+bad=$(grep -cvE '^(# (HELP|TYPE) .*|[a-z_]+(\{[^}]*\})? [0-9.e+-]+)$' "$M")
+check "/metrics: every line in the text format" '[ "$bad" -eq 0 ]' "$(grep -vE '^(# (HELP|TYPE) .*|[a-z_]+(\{[^}]*\})? [0-9.e+-]+)$' "$M" | head -3)"
 
 # the proxy ends clean: under the sanitizer build, exit 0 means no leak
 kill -TERM "${PX_PIDS[0]}"

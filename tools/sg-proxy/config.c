@@ -110,9 +110,10 @@ static int route_price(struct route *r, const char *name, const char *arg, char 
     return rv;
 }
 
-/* Each endpoint's prices hold what a price needs: 0, or -1 with the
- * reason in @err. */
-static int prices_check(const struct route *r, char *err, size_t errlen) {
+/* Each endpoint's prices hold what a price needs, and go to the route's
+ * policy (endpoint 0 the upstream, i fallback i, as upstream.c adds
+ * them): 0, or -1 with the reason in @err. */
+static int prices_set(struct route *r, char *err, size_t errlen) {
     for (int i = 0; i <= r->nfallback; i++) {
         char why[128];
         char url[160];
@@ -120,6 +121,9 @@ static int prices_check(const struct route *r, char *err, size_t errlen) {
             masked_url(url, sizeof(url), i == 0 ? r->upstream : r->fallback[i - 1], true);
             return ERR("route %s: %s %s: %s", r->name, i == 0 ? "upstream" : "fallback",
                        url, why);
+        }
+        if (price_apply(r->policy, (uint32_t)i, &r->price[i]) != 0) {
+            return ERR("route %s: out of memory for its prices", r->name);
         }
     }
     return 0;
@@ -302,7 +306,7 @@ int route_finish(struct route *r, char *err, size_t errlen) {
                    "refused)",
                    r->name);
     }
-    if (prices_check(r, err, errlen) != 0) {
+    if (prices_set(r, err, errlen) != 0) {
         return -1;
     }
     if (r->include_usage && strcmp(r->profile, "openai") != 0) {

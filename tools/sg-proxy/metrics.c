@@ -1,10 +1,12 @@
 /*
  * metrics.c - GET /metrics: what every operation did, in the Prometheus
  * text format (version 0.0.4).  Counted once per operation, when it ends,
- * from its attempt records; the histograms are named after the
- * OpenTelemetry GenAI client metrics in their Prometheus form
+ * from its attempt records and its usage (the library's sg_op_tokens,
+ * sg_op_cost); the histograms are named after the OpenTelemetry GenAI
+ * client metrics in their Prometheus form
  * (gen_ai.client.operation.duration -> ..._duration_seconds, with the
- * unit suffix).  Labelled by route name.
+ * unit suffix; gen_ai.client.token.usage, whose unit {token} is an
+ * annotation, without one).  Labelled by route name.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +27,21 @@ struct histogram {
     double sum;
 };
 
+/* gen_ai.client.token.usage's buckets (OpenTelemetry's advice): 1, 4,
+ * 16, ... 4^13, then +Inf. */
+#define NT 14
+
+struct token_histogram {
+    uint64_t buckets[NT]; /* not cumulative */
+    uint64_t count;
+    uint64_t sum;
+};
+
+enum { KIND_INPUT, KIND_OUTPUT, KINDS };
+enum { FATE_KEPT, FATE_DISCARDED, FATES };
+static const char *const kind_name[KINDS] = {"input", "output"};
+static const char *const fate_name[FATES] = {"kept", "discarded"};
+
 struct route_metrics {
     char name[64];
     uint64_t outcomes[SG_OUTCOME_COUNT_];
@@ -37,12 +54,28 @@ struct route_metrics {
     struct histogram duration;
     struct histogram ttfc; /* time to first chunk: the commit */
     struct histogram tpoc; /* time per output chunk after the first */
+    uint64_t tokens[FATES][KINDS];
+    double cost[FATES];
+    bool priced; /* an operation of the route had a price: its cost is said */
+    uint64_t unaccounted;
+};
+
+/* gen_ai.client.token.usage of a route, with the provider and operation
+ * its profile names (a reload may change a route's profile: each keeps
+ * its own series). */
+struct usage_series {
+    char route[64];
+    const char *provider, *operation; /* static strings */
+    struct token_histogram h[KINDS][FATES];
 };
 
 /* One per route name ever served (a reload keeps the counts of a route
  * that keeps its name); the last slot takes every name past the table. */
 static struct route_metrics table[MAX_ROUTES + 1];
 static int nroutes;
+/* The same for the token histograms, by route and profile. */
+static struct usage_series series[MAX_ROUTES + 1];
+static int nseries;
 
 static struct route_metrics *of(const char *route) {
     for (int i = 0; i < nroutes; i++) {
@@ -69,9 +102,100 @@ static void observe(struct histogram *h, double s) {
     h->sum += s;
 }
 
-void metrics_observe(const char *route, const sg_op *op, double duration_s,
-                     double ttfc_s) {
+/* OpenTelemetry's gen_ai.provider.name and gen_ai.operation.name for a
+ * profile (Ollama has no well-known name: its own). */
+static void genai_names(const char *profile, const char **provider,
+                        const char **operation) {
+    static const struct {
+        const char *prefix, *provider;
+    } names[] = {
+        {"openai", "openai"}, {"anthropic", "anthropic"}, {"gemini", "gcp.gemini"},
+        {"ollama", "ollama"}, {"bedrock", "aws.bedrock"},
+    };
+    *provider = "unknown";
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strncmp(profile, names[i].prefix, strlen(names[i].prefix)) == 0) {
+            *provider = names[i].provider;
+        }
+    }
+    *operation = strcmp(profile, "gemini") == 0 ? "generate_content" : "chat";
+}
+
+static struct usage_series *series_of(const char *route, const char *profile) {
+    const char *provider;
+    const char *operation;
+    genai_names(profile, &provider, &operation);
+    for (int i = 0; i < nseries; i++) {
+        if (strcmp(series[i].route, route) == 0 && series[i].provider == provider &&
+            series[i].operation == operation) {
+            return &series[i];
+        }
+    }
+    if (nseries == MAX_ROUTES + 1) {
+        return &series[MAX_ROUTES];
+    }
+    struct usage_series *u = &series[nseries++];
+    snprintf(u->route, sizeof(u->route), "%s", route);
+    u->provider = provider;
+    u->operation = operation;
+    return u;
+}
+
+static void observe_tokens(struct token_histogram *h, int64_t n) {
+    size_t i = 0;
+    while (i < NT && (uint64_t)n > (uint64_t)1 << (2 * i)) {
+        i++;
+    }
+    if (i < NT) {
+        h->buckets[i]++;
+    }
+    h->count++;
+    h->sum += (uint64_t)n;
+}
+
+/* What @op consumed: the report's usage by kind and fate, its cost, and
+ * into gen_ai.client.token.usage each attempt's figures that are wholly
+ * the provider's (OpenTelemetry reports no usage it could not read: an
+ * estimate is not observed), labelled with the attempt's fate. */
+static void observe_usage(struct route_metrics *mm, const char *route,
+                          const char *profile, const sg_op *op) {
+    static const sg_token_kind kinds[KINDS] = {SG_TOKENS_INPUT, SG_TOKENS_OUTPUT};
+    static const sg_usage_fate fates[FATES] = {SG_USAGE_KEPT, SG_USAGE_DISCARDED};
+    for (int f = 0; f < FATES; f++) {
+        for (int k = 0; k < KINDS; k++) {
+            int64_t n = sg_op_tokens(op, fates[f], kinds[k]);
+            mm->tokens[f][k] += n > 0 ? (uint64_t)n : 0;
+        }
+        double c = sg_op_cost(op, fates[f]);
+        if (c >= 0) {
+            mm->priced = true;
+            mm->cost[f] += c;
+        }
+    }
+    mm->unaccounted += sg_op_attempts_unaccounted(op);
+    const sg_op_attempt *kept =
+        sg_op_outcome(op) == SG_OUTCOME_OK ? sg_op_deciding_attempt(op) : NULL;
+    uint32_t n = sg_op_attempt_count(op);
+    for (uint32_t i = 0; i < n; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(op, i);
+        if (a == NULL || a->usage.source != SG_USAGE_PROVIDER) {
+            continue;
+        }
+        struct usage_series *u = series_of(route, profile);
+        int f = a == kept ? FATE_KEPT : FATE_DISCARDED;
+        if (a->usage.input_tokens >= 0) {
+            observe_tokens(&u->h[KIND_INPUT][f], a->usage.input_tokens);
+        }
+        if (a->usage.output_tokens >= 0) {
+            observe_tokens(&u->h[KIND_OUTPUT][f], a->usage.output_tokens);
+        }
+    }
+}
+
+void metrics_observe(const char *route, const char *profile, const sg_op *op,
+                     double duration_s, double ttfc_s) {
     struct route_metrics *mm = of(route);
+    observe_usage(mm, route, profile, op);
     sg_outcome o = sg_op_outcome(op);
     if ((unsigned)o < SG_OUTCOME_COUNT_) {
         mm->outcomes[o]++;
@@ -122,9 +246,15 @@ __attribute__((format(printf, 4, 5))) static void add(char *b, size_t cap, size_
     }
 }
 
+/* A metric's HELP and TYPE lines. */
+static void head(char *b, size_t cap, size_t *o, const char *name, const char *type,
+                 const char *help) {
+    add(b, cap, o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
 static void histogram(char *b, size_t cap, size_t *o, const char *name, const char *help,
                       size_t field) {
-    add(b, cap, o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    head(b, cap, o, name, "histogram", help);
     for (int r = 0; r < nroutes; r++) {
         const struct histogram *h =
             (const struct histogram *)((const char *)&table[r] + field);
@@ -145,11 +275,74 @@ static void histogram(char *b, size_t cap, size_t *o, const char *name, const ch
 
 static void counter(char *b, size_t cap, size_t *o, const char *name, const char *help,
                     size_t field) {
-    add(b, cap, o, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    head(b, cap, o, name, "counter", help);
     for (int r = 0; r < nroutes; r++) {
         uint64_t v = *(const uint64_t *)((const char *)&table[r] + field);
         add(b, cap, o, "%s{route=\"%s\"} %llu\n", name, table[r].name,
             (unsigned long long)v);
+    }
+}
+
+static void tokens_text(char *b, size_t cap, size_t *o) {
+    head(b, cap, o, "sg_proxy_tokens_total", "counter",
+         "Tokens the operations consumed, by kind and fate (the reports' usage, "
+         "estimates included).");
+    for (int r = 0; r < nroutes; r++) {
+        for (int kf = 0; kf < KINDS * FATES; kf++) {
+            add(b, cap, o,
+                "sg_proxy_tokens_total{route=\"%s\",kind=\"%s\",fate=\"%s\"} %llu\n",
+                table[r].name, kind_name[kf / FATES], fate_name[kf % FATES],
+                (unsigned long long)table[r].tokens[kf % FATES][kf / FATES]);
+        }
+    }
+    head(b, cap, o, "sg_proxy_cost_total", "counter",
+         "What the operations cost at the route's prices, by fate (routes with a "
+         "price).");
+    for (int r = 0; r < nroutes; r++) {
+        for (int f = 0; f < FATES && table[r].priced; f++) {
+            char v[64];
+            add(b, cap, o, "sg_proxy_cost_total{route=\"%s\",fate=\"%s\"} %s\n",
+                table[r].name, fate_name[f], money(v, sizeof(v), table[r].cost[f]));
+        }
+    }
+}
+
+/* One line of gen_ai_client_token_usage: NAME{LABELS@le} @v. */
+static void token_line(char *b, size_t cap, size_t *o, const char *suffix,
+                       const struct usage_series *u, int k, int f, const char *le,
+                       uint64_t v) {
+    add(b, cap, o,
+        "gen_ai_client_token_usage%s{route=\"%s\",gen_ai_operation_name=\"%s\","
+        "gen_ai_provider_name=\"%s\",gen_ai_token_type=\"%s\","
+        "streamguard_usage_fate=\"%s\"%s} %llu\n",
+        suffix, u->route, u->operation, u->provider, kind_name[k], fate_name[f], le,
+        (unsigned long long)v);
+}
+
+/* The histogram of series @u's token type @k and fate @f. */
+static void token_histogram(char *b, size_t cap, size_t *o, const struct usage_series *u,
+                            int k, int f) {
+    const struct token_histogram *h = &u->h[k][f];
+    uint64_t cum = 0;
+    for (size_t i = 0; i < NT; i++) {
+        char le[32];
+        snprintf(le, sizeof(le), ",le=\"%llu\"", 1ull << (2 * i));
+        cum += h->buckets[i];
+        token_line(b, cap, o, "_bucket", u, k, f, le, cum);
+    }
+    token_line(b, cap, o, "_bucket", u, k, f, ",le=\"+Inf\"", h->count);
+    token_line(b, cap, o, "_sum", u, k, f, "", h->sum);
+    token_line(b, cap, o, "_count", u, k, f, "", h->count);
+}
+
+/* gen_ai_client_token_usage: one histogram a series, token type and fate. */
+static void token_histograms(char *b, size_t cap, size_t *o) {
+    head(b, cap, o, "gen_ai_client_token_usage", "histogram",
+         "Number of input and output tokens used, per attempt upstream, as the provider "
+         "counted them.");
+    const int each = KINDS * FATES;
+    for (int i = 0; i < nseries * each; i++) {
+        token_histogram(b, cap, o, &series[i / each], i % each / FATES, i % FATES);
     }
 }
 
@@ -158,9 +351,8 @@ size_t metrics_text(char *b, size_t cap) {
     if (b != NULL && cap > 0) {
         b[0] = '\0';
     }
-    add(b, cap, &o,
-        "# HELP sg_proxy_requests_total Operations ended, by outcome.\n"
-        "# TYPE sg_proxy_requests_total counter\n");
+    head(b, cap, &o, "sg_proxy_requests_total", "counter",
+         "Operations ended, by outcome.");
     for (int r = 0; r < nroutes; r++) {
         for (int i = 0; i < SG_OUTCOME_COUNT_; i++) {
             add(b, cap, &o, "sg_proxy_requests_total{route=\"%s\",outcome=\"%s\"} %llu\n",
@@ -180,12 +372,17 @@ size_t metrics_text(char *b, size_t cap) {
             "Attempts sent to a fallback upstream.", F(fallbacks));
     counter(b, cap, &o, "sg_proxy_retries_throttled_total",
             "Retries the retry budget refused.", F(throttled));
+    tokens_text(b, cap, &o);
+    counter(b, cap, &o, "sg_proxy_attempts_unaccounted_total",
+            "Attempts sent that may have been billed, whose usage is unknown.",
+            F(unaccounted));
     histogram(b, cap, &o, "gen_ai_client_operation_duration_seconds",
               "Request arrival to the end of its answer.", F(duration));
     histogram(b, cap, &o, "gen_ai_client_operation_time_to_first_chunk_seconds",
               "Request arrival to the first token sent to the client.", F(ttfc));
     histogram(b, cap, &o, "gen_ai_client_operation_time_per_output_chunk_seconds",
               "Mean time between chunks after the first, per operation.", F(tpoc));
+    token_histograms(b, cap, &o);
 #undef F
     return o;
 }

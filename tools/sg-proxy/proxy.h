@@ -188,9 +188,10 @@ size_t answer_own_body(enum answer_style style, int status, const char *what, ch
 size_t answer_own_in_band(enum answer_style style, const char *what, char *buf,
                           size_t cap);
 
-/* metrics.c: counted once per operation as it ends, by route name. */
-void metrics_observe(const char *route, const sg_op *op, double duration_s,
-                     double ttfc_s);
+/* metrics.c: counted once per operation as it ends, by route name (and
+ * for the token histograms, what its @profile says of the provider). */
+void metrics_observe(const char *route, const char *profile, const sg_op *op,
+                     double duration_s, double ttfc_s);
 /* The Prometheus text into @b (NUL-ended) as far as @cap allows; returns
  * its whole length, as snprintf does: it is all in @b when less than @cap
  * (@b NULL and @cap 0: the length alone). */

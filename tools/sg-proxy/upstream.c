@@ -362,7 +362,7 @@ static void on_done(sg_curl_op *op, void *ud) {
     sg_outcome o = sg_curl_op_outcome(op);
     log_report(c);
     int64_t end = now_ns();
-    metrics_observe(c->route->name, sg_curl_op_policy(op),
+    metrics_observe(c->route->name, c->route->profile, sg_curl_op_policy(op),
                     (double)(end - c->arrived) / 1e9,
                     c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
     if (!c->client_gone) {
