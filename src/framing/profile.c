@@ -121,7 +121,8 @@ static const char *const transient_types[] = {
 };
 
 /* Whether the provider said retrying cannot help until something outside
- * the request changes.  Anthropic's spend limits: a rate_limit_error (429)
+ * the request changes (and OpenAI's insufficient_quota, read from the
+ * type in named_error).  Anthropic's spend limits: a rate_limit_error (429)
  * whose error.details.error_code is enforced_spend_limit_reached (the
  * tier's monthly cap: "Retrying, including the SDKs' automatic retries,
  * fails until" the month turns - Anthropic's API reference, Rate limits)
@@ -148,7 +149,10 @@ static sg_item_kind named_error(const sg_item *item, sg_item_error *err,
     if (err->message == NULL) {
         take_string(item, message_path, &err->message, &err->message_len);
     }
-    err->final = final_error(item);
+    /* OpenAI's insufficient_quota: a 429 no wait lets through (its
+     * platform docs, "Error codes"), final as a spend limit is */
+    err->final = final_error(item) || (err->type != NULL && is(err->type, err->type_len,
+                                                               "insufficient_quota"));
     err->retryable =
         !err->final &&
         ((err->type != NULL && one_of(err->type, err->type_len, transient_types)) ||

@@ -486,6 +486,15 @@ static void error_bodies_are_read_by_the_profile(void **state) {
                               "\"requests\",\"code\":\"rate_limit_exceeded\"}}";
     assert_true(sg_stream_classify_error_body(&s, oai, strlen(oai), &err));
     assert_false(err.final);
+    /* and its quota: the same 429, but no wait lets it through until the
+     * account is paid up (platform.openai.com/docs/guides/error-codes) */
+    static const char quota[] =
+        "{\"error\":{\"message\":\"You exceeded your current quota, please check your "
+        "plan and billing details.\",\"type\":\"insufficient_quota\",\"param\":null,"
+        "\"code\":\"insufficient_quota\"}}";
+    assert_true(sg_stream_classify_error_body(&s, quota, strlen(quota), &err));
+    assert_true(err.final);
+    assert_false(err.retryable);
     play_end(&s, buf, &r, T0);
     /* without a classifier: nothing to say */
     sg_stream plain_s;
