@@ -269,6 +269,19 @@ int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp);
 
 /* Days since 1970-01-01 of a proleptic Gregorian date (Hinnant). */
 int64_t sg__days_from_civil(int64_t y, unsigned m, unsigned d);
+/* Days in month @m (1 .. 12) of year @y. */
+unsigned sg__days_in_month(int64_t y, unsigned m);
+/* 1*DIGIT ["." 1*DIGIT] at @v, in units of @unit ns (a fraction kept to
+ * the ns), saturating at SG_DURATION_MAX, into *@out: the bytes it took,
+ * 0 (nothing written) when there is no such number (retry_after.c). */
+size_t sg__decimal(const char *v, size_t len, int64_t unit, int64_t *out);
+/* An RFC 3339 date-time ("2025-08-21T12:40:59Z", a fraction, an offset)
+ * into unix milliseconds: 0 or SG_EMALFORMED (retry_after.c). */
+int sg__rfc3339_parse(const char *value, size_t len, int64_t *unix_ms);
+/* A Go duration ("1s", "6m0s", "2m52.8s", "12ms"; units h m s ms us µs
+ * ns) or a bare number of seconds ("64", "1.5"): 0 or SG_EMALFORMED
+ * (ratelimit.c). */
+int sg__reset_duration_parse(const char *value, size_t len, int64_t *ns);
 
 /*
  * A JSON output sink: writes into a buffer (counting what does not fit) or

@@ -32,7 +32,7 @@ static bool sg__leap(int64_t y) {
     return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
 }
 
-static unsigned sg__days_in_month(int64_t y, unsigned m) {
+unsigned sg__days_in_month(int64_t y, unsigned m) {
     static const unsigned days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
     if (m == 2 && sg__leap(y)) {
         return 29;
@@ -245,41 +245,100 @@ int sg_retry_after_parse(const char *value, size_t len, int64_t wall_now_s,
     return 0;
 }
 
+size_t sg__decimal(const char *v, size_t len, int64_t unit, int64_t *out) {
+    /* whole units, saturating past the longest duration */
+    const int64_t max_whole = SG_DURATION_MAX / unit;
+    int64_t whole = 0;
+    size_t i = 0;
+    for (; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
+        if (whole <= max_whole) {
+            whole = whole * 10 + (v[i] - '0');
+        }
+    }
+    if (i == 0) {
+        return 0;
+    }
+    /* a fraction, to the nanosecond (the digits past it dropped) */
+    int64_t frac = 0;
+    if (i < len && v[i] == '.') {
+        size_t first = ++i;
+        int64_t u = unit;
+        for (; i < len && v[i] >= '0' && v[i] <= '9'; i++) {
+            u /= 10;
+            frac += u * (v[i] - '0');
+        }
+        if (i == first) {
+            return 0;
+        }
+    }
+    int64_t d = whole > max_whole ? SG_DURATION_MAX : sg_time_add(whole * unit, frac);
+    *out = d > SG_DURATION_MAX ? SG_DURATION_MAX : d;
+    return i;
+}
+
 int sg_retry_after_ms_parse(const char *value, size_t len, int64_t *delay_ns) {
     if (value == NULL || delay_ns == NULL) {
         return SG_EINVAL;
     }
-    /* whole milliseconds, saturating past the longest duration */
-    const int64_t max_ms = SG_DURATION_MAX / SG_MS(1);
-    int64_t ms = 0;
-    size_t i = 0;
-    for (; i < len && value[i] >= '0' && value[i] <= '9'; i++) {
-        if (ms <= max_ms) {
-            ms = ms * 10 + (value[i] - '0');
-        }
-    }
-    if (i == 0) {
+    int64_t d = 0;
+    if (len == 0 || sg__decimal(value, len, SG_MS(1), &d) != len) {
         return SG_EMALFORMED;
     }
-    /* a fraction, to the nanosecond (six digits; the rest dropped) */
-    int64_t frac = 0;
-    if (i < len && value[i] == '.') {
-        size_t first = ++i;
-        int64_t unit = SG_MS(1);
-        for (; i < len && value[i] >= '0' && value[i] <= '9'; i++) {
+    *delay_ns = d;
+    return 0;
+}
+
+int sg__rfc3339_parse(const char *value, size_t len, int64_t *unix_ms) {
+    unsigned y = 0, mon = 0, day = 0, h = 0, mi = 0, s = 0, oh = 0, om = 0;
+    sg__cur c = {value, len};
+    /* date-time = full-date "T" partial-time time-offset (RFC 3339 §5.6;
+     * "t" and "z" allowed as its note says) */
+    if (!sg__digits(&c, 4, &y) || !sg__lit(&c, "-") || !sg__digits(&c, 2, &mon) ||
+        !sg__lit(&c, "-") || !sg__digits(&c, 2, &day) || c.n == 0 ||
+        (c.p[0] != 'T' && c.p[0] != 't')) {
+        return SG_EMALFORMED;
+    }
+    c.p++;
+    c.n--;
+    if (!sg__time(&c, &h, &mi, &s) || mon < 1 || mon > 12 || day < 1 ||
+        day > sg__days_in_month(y, mon)) {
+        return SG_EMALFORMED;
+    }
+    int64_t ms = 0;
+    if (c.n > 0 && c.p[0] == '.') {
+        /* a fraction of a second: its first three digits, milliseconds */
+        size_t i = 1;
+        int64_t unit = 100;
+        for (; i < c.n && c.p[i] >= '0' && c.p[i] <= '9'; i++) {
+            ms += unit * (c.p[i] - '0');
             unit /= 10;
-            frac += unit * (value[i] - '0');
         }
-        if (i == first) {
+        if (i == 1) {
             return SG_EMALFORMED;
         }
+        c.p += i;
+        c.n -= i;
     }
-    if (i != len) {
+    int sign = 0;
+    if (c.n == 1 && (c.p[0] == 'Z' || c.p[0] == 'z')) {
+        c.n = 0;
+    } else if (c.n > 0 && (c.p[0] == '+' || c.p[0] == '-')) {
+        sign = c.p[0] == '+' ? 1 : -1;
+        c.p++;
+        c.n--;
+        if (!sg__digits(&c, 2, &oh) || !sg__lit(&c, ":") || !sg__digits(&c, 2, &om) ||
+            oh > 23 || om > 59) {
+            return SG_EMALFORMED;
+        }
+    } else {
         return SG_EMALFORMED;
     }
-    *delay_ns = ms > max_ms ? SG_DURATION_MAX : sg_time_add(SG_MS(ms), frac);
-    if (*delay_ns > SG_DURATION_MAX) {
-        *delay_ns = SG_DURATION_MAX;
+    if (c.n != 0) {
+        return SG_EMALFORMED;
     }
+    const int64_t secs = sg__days_from_civil(y, mon, day) * 86400 + (int64_t)h * 3600 +
+                         (int64_t)mi * 60 + (int64_t)s -
+                         sign * ((int64_t)oh * 3600 + (int64_t)om * 60);
+    *unix_ms = secs * 1000 + ms;
     return 0;
 }

@@ -234,6 +234,61 @@ typedef struct sg_op_result {
 } sg_op_result;
 
 /**
+ * The rate-limit header families a response may carry: requests, tokens
+ * (OpenAI's x-ratelimit-*-tokens, Anthropic's anthropic-ratelimit-tokens-*),
+ * and Anthropic's input and output tokens.
+ */
+enum {
+    SG_RATELIMIT_REQUESTS = 0,
+    SG_RATELIMIT_TOKENS,
+    SG_RATELIMIT_INPUT_TOKENS,
+    SG_RATELIMIT_OUTPUT_TOKENS,
+    SG_RATELIMIT_COUNT_
+};
+
+/**
+ * sg_op_ratelimit - what one response's rate-limit headers said, per
+ * family; zero-initialise it (nothing known) and feed it the response's
+ * headers with sg_op_ratelimit_header.  A bit of @known says which fields
+ * hold a value: SG_RATELIMIT_REMAINING(f), SG_RATELIMIT_RESET(f) (a reset
+ * relative to the response: reset_ns), SG_RATELIMIT_RESET_AT(f) (an
+ * absolute one: reset_at_ms, unix milliseconds).
+ */
+typedef struct sg_op_ratelimit {
+    uint32_t known;
+    int64_t remaining[SG_RATELIMIT_COUNT_];
+    int64_t reset_ns[SG_RATELIMIT_COUNT_];
+    int64_t reset_at_ms[SG_RATELIMIT_COUNT_];
+} sg_op_ratelimit;
+
+#define SG_RATELIMIT_REMAINING(f) (1u << (f))
+#define SG_RATELIMIT_RESET(f) (1u << (8 + (f)))
+#define SG_RATELIMIT_RESET_AT(f) (1u << (16 + (f)))
+
+/**
+ * sg_op_ratelimit_header - reads one response header into @rl when it is a
+ * rate-limit header (names compared case-insensitively):
+ *   x-ratelimit-remaining-requests, x-ratelimit-reset-requests,
+ *   x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens (OpenAI, Azure);
+ *   anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
+ *   {remaining,reset} (Anthropic).
+ * A remaining count is an integer; a negative one (Azure's -1) says
+ * nothing and is not kept.  A reset is a Go duration as OpenAI sends it
+ * ("1s", "6m0s", "33.023s", "2m52.8s", "12ms", units h m s ms us µs ns), a
+ * bare number of seconds (Azure's "64", "1.5"), or an RFC 3339 instant
+ * (Anthropic's "2025-08-21T12:40:59Z", with a fraction or an offset).
+ *
+ * Returns 1 when the header was taken, 0 when it is none of these, or one
+ * of the following negative error codes (@rl unchanged):
+ *   SG_EINVAL      @rl, @name or @value is NULL;
+ *   SG_EMALFORMED  a rate-limit header whose value is none of the above.
+ * Thread-safety: touches only @rl.
+ */
+SG_EXTERN int sg_op_ratelimit_header(sg_op_ratelimit *rl, const char *name,
+                                     size_t name_len, const char *value,
+                                     size_t value_len);
+
+/**
  * sg_op_result_from_guard - fills @r from a guard's result.
  *
  * Copies outcome, phase, partial, items, bytes and first_item_ns from @g;
