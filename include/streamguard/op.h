@@ -102,7 +102,10 @@ typedef enum sg_op_decision {
     XX(HEDGE_RUNNING, "hedge_running")                           \
     XX(INTENT_REFUSED, "intent_refused")                         \
     XX(NO_FREE_ENDPOINT, "no_free_endpoint")                     \
-    XX(PROVIDER_FINAL, "provider_final")
+    XX(PROVIDER_FINAL, "provider_final")                         \
+    XX(RATE_LIMITED, "rate_limited")                             \
+    XX(CIRCUIT_OPEN, "circuit_open")                             \
+    XX(ENDPOINT_BUSY, "endpoint_busy")
 
 /**
  * sg_op_reason - why a decision was made; docs/report.md ("Decisions and

@@ -6,7 +6,8 @@
  * framing parsers, sg_stream (framing joined to a guard: what every
  * transport, or your own event loop, feeds body bytes into), the policy an
  * operation runs under (<streamguard/policy.h>), reading an operation and
- * its report (<streamguard/op.h>) and the HTTP fields the policy reads and
+ * its report (<streamguard/op.h>), the endpoint health operations share
+ * (<streamguard/health.h>) and the HTTP fields the policy reads and
  * writes (<streamguard/http.h>).  The transports have their own headers,
  * <streamguard/curl.h> and <streamguard/h2.h>, the intent ledger
  * <streamguard/ledger.h>; driving an operation from a transport of your
@@ -17,6 +18,7 @@
 
 #include <streamguard/core.h>
 #include <streamguard/framing.h>
+#include <streamguard/health.h>
 #include <streamguard/http.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>

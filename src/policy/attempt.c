@@ -4,7 +4,7 @@
  * writes the verdict - in the record, for the caller, to the observer, and
  * for the operation when this end decides it.
  */
-#include "end.h"
+#include "health_internal.h"
 
 #include <string.h>
 
@@ -124,6 +124,7 @@ int sg_op_attempt_done(sg_op *op, int64_t now, const sg_op_result *r, sg_op_verd
     sg__classify(op, &e);
     sg__usage_attempt(op, e.a, r); /* (before any observer sees the record) */
     e.ra_valid = sg__read_retry_after(e.a, r, &e.ra_ns);
+    sg__health_feed(op, &e); /* its endpoint's health learns of it */
     if (e.lost) {
         /* cancelled because another attempt delivered first: its line
          * stops, the operation goes on with the winner */

@@ -5,7 +5,7 @@
  * (attempt.c); what an end means for the attempts beside it is here
  * (steps 2 and 7, end.h).
  */
-#include "end.h"
+#include "health_internal.h"
 
 #include <string.h>
 
@@ -19,14 +19,15 @@ static bool hedge_open(const sg_op *op) {
 /* The endpoint a hedge goes to: the first after the newest attempt's,
  * round the list (the same one when there is one: a new request, on a new
  * connection where the transport can), whose own clock - its Retry-After
- * or its backoff after a failure - lets it be asked at @now; -1 when none
- * does.  O(endpoints). */
-static int free_endpoint(const sg_op *op, int64_t now) {
+ * or its backoff after a failure - lets it be asked at @now, and whose
+ * shared health does (then holding its slot; else *@why says why not);
+ * -1 when none does.  O(endpoints). */
+static int free_endpoint(sg_op *op, int64_t now, sg_op_reason *why) {
     const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
     const uint32_t newest = sg__record(op, op->count_ - 1)->endpoint;
     for (uint32_t k = 1; k <= n_ep; k++) {
         const uint32_t e = (newest + k) % n_ep;
-        if (op->ep_back_[e] <= now) {
+        if (op->ep_back_[e] <= now && sg__health_hedge_try(op, e, now, why)) {
             return (int)e;
         }
     }
@@ -51,33 +52,37 @@ int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
     memset(plan, 0, sizeof(*plan));
     plan->outcome = SG_OUTCOME_OK;
     plan->reason = SG_OP_REASON_NONE;
+    plan->free_at = -1;
     if (!hedge_open(op) || now < sg_op_hedge_at(op)) {
         return SG_ESTATE;
     }
-    /* docs/design.md retry rule 8: only to an endpoint free to be asked
-     * now - one still waiting for its Retry-After or its backoff is not */
-    const int endpoint = free_endpoint(op, now);
+    /* docs/design.md retry rules 6 and 8: only to an endpoint free to be
+     * asked now - one still waiting for its Retry-After or its backoff is
+     * not, nor one its shared health holds back (a hedge never waits) */
+    sg_op_reason why = SG_OP_REASON_NO_FREE_ENDPOINT;
+    const int endpoint = free_endpoint(op, now, &why);
     if (endpoint < 0) {
         /* never silently: the report counts it (saturating) */
         if (op->hedges_no_free_ < UINT16_MAX) {
             op->hedges_no_free_++;
         }
-        plan->reason = SG_OP_REASON_NO_FREE_ENDPOINT;
+        plan->reason = why;
         return SG_EREFUSED;
     }
+    int rc = SG_EREFUSED;
     if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
         /* never silently: counted, and the report says so */
         if (op->hedges_throttled_ < UINT16_MAX) {
             op->hedges_throttled_++;
         }
         plan->reason = SG_OP_REASON_RETRY_THROTTLED;
-        return SG_EREFUSED;
-    }
-    if (sg__reserve(op, op->count_) != 0) {
+    } else if (sg__reserve(op, op->count_) != 0) {
         plan->reason = SG_OP_REASON_OUT_OF_MEMORY;
-        return SG_EREFUSED;
+    } else {
+        rc = sg__plan_attempt(op, now, plan, (uint32_t)endpoint, true);
     }
-    return sg__plan_attempt(op, now, plan, (uint32_t)endpoint, true);
+    sg__health_planned(op, rc, plan); /* the slot to the hedge, or back */
+    return rc;
 }
 
 uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt) {

@@ -5,6 +5,7 @@
 #ifndef STREAMGUARD_POLICY_INTERNAL_H
 #define STREAMGUARD_POLICY_INTERNAL_H
 
+#include <streamguard/health.h>
 #include <streamguard/http.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
@@ -65,6 +66,10 @@ struct sg_op_options {
     char *probe_error_;
     char **endpoints_;         /* n_endpoints_ URLs */
     struct sg__price *prices_; /* SG_OP_MAX_ENDPOINTS, or NULL: none set */
+    char **endpoints_;   /* n_endpoints_ URLs */
+    sg_health *health_;  /* borrowed; endpoint health (health_op.c) */
+    uint64_t tokens_in_; /* sg_op_options_set_token_estimate; 0 unknown */
+    uint64_t tokens_out_;
 };
 
 /* An endpoint's prices per million tokens (sg_op_options_set_price). */
@@ -103,6 +108,7 @@ typedef struct sg__rec {
     uint8_t retry_after_flags; /* SG__RA_* */
     uint8_t usage_flags;       /* SG__USAGE_* (usage.c) */
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
+    uint8_t health; /* SG__HREC_*: what it holds of its endpoint's health */
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
@@ -139,6 +145,7 @@ struct sg_op {
     void *alloc_ud_;
     sg__rec inline_[SG__OP_INLINE_ATTEMPTS];
     sg__rec *blocks_[SG__OP_BLOCKS]; /* NULL = none */
+    struct sg__op_health *health_;   /* with endpoint health: health_op.c */
 };
 
 /* Frees @op's records and copy of its options and leaves it never started
@@ -208,6 +215,28 @@ uint32_t sg__op_options_endpoint_count(const sg_op_options *o);
 sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o);
 /* Whether an observer is set (sg_op_options_set_observer). */
 bool sg__op_options_has_observer(const sg_op_options *o);
+/* The endpoint health operations started with @o share, or NULL
+ * (health_op.c). */
+sg_health *sg__op_options_health(const sg_op_options *o);
+/* A driver's endpoint health (a managed multi's, an HTTP/2
+ * connection's): the caller's, or one of its own made at its first
+ * operation and freed with it (health.c).  Zero-initialised: not chosen. */
+typedef struct sg__health_slot {
+    sg_health *h;
+    bool chosen; /* set, made, or none on purpose */
+    bool own;
+} sg__health_slot;
+/* The slot's health: made when none was chosen (NULL when it cannot be:
+ * nothing is held back then). */
+sg_health *sg__health_slot_get(sg__health_slot *s);
+/* The caller's @h (NULL: none) in place of the slot's own. */
+void sg__health_slot_set(sg__health_slot *s, sg_health *h);
+/* The slot's own health given up (operations holding it keep it). */
+void sg__health_slot_free(sg__health_slot *s);
+/* Which credential header @name (@len bytes, any case) is, in the order
+ * endpoint health prefers them: 0 Authorization, 1 x-api-key, 2 api-key,
+ * 3 x-goog-api-key; -1 for any other header (health_op.c). */
+int sg__credential_rank(const char *name, size_t len);
 /* The options @op was started with - its own copy, which sg_op_start
  * made - or NULL when @op is NULL or was never started. */
 const sg_op_options *sg__op_options_of(const sg_op *op);
@@ -241,6 +270,9 @@ int64_t sg__op_min_attempt(const sg_op *op);
 void sg__lease_clocks(sg_op_attempt *a, const sg_op_options *o, int64_t granted);
 /* Tells @op's observer that attempt @a started (@end false) or ended. */
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end);
+/* Ends @op at @now, no attempt planned, for the reason of @plan (its
+ * outcome when none ran; else the last attempt's). */
+void sg__op_end_refused(sg_op *op, int64_t now, const sg_op_plan *plan);
 /* Ends @op at @now with @outcome, @decision and @reason; the observer hears
  * of it (on_resolve), or of a pending intent's end (abandon_intent). */
 void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision decision,

@@ -6,7 +6,7 @@
  * state: everything lives in the caller's sg_op.  The only allocation is
  * the blocks of attempt records past the inline ones (records.c).
  */
-#include "internal.h"
+#include "health_internal.h"
 
 #include <string.h>
 
@@ -82,6 +82,9 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
         rc = sg_budget_start_until(&op->budget_, t0, end, floor_ns);
     } else {
         rc = sg_budget_start(&op->budget_, t0, budget, floor_ns);
+    }
+    if (rc == 0) {
+        rc = sg__health_op_start(op); /* its hold on the shared health */
     }
     if (rc != 0) {
         sg__op_reset(op);
@@ -276,6 +279,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
     memset(plan, 0, sizeof(*plan));
     plan->outcome = SG_OUTCOME_OK;
     plan->reason = SG_OP_REASON_NONE;
+    plan->free_at = -1;
     if (op->state_ == SG__OP_RUNNING || op->state_ == SG__OP_FINISHED ||
         op->state_ == SG__OP_INTENT) {
         return SG_ESTATE;
@@ -289,7 +293,13 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
         return SG_ESTATE;
     }
     op->winner_ = 0; /* a new line of attempts: nothing delivered yet */
-    return sg__plan_attempt(op, now, plan, op->ep_next_, false);
+    uint32_t endpoint = 0;
+    int rc = sg__health_plan(op, now, plan, &endpoint); /* free, or wait, or end */
+    if (rc == 0) {
+        rc = sg__plan_attempt(op, now, plan, endpoint, false);
+        sg__health_planned(op, rc, plan);
+    }
+    return rc;
 }
 
 int64_t sg__op_min_attempt(const sg_op *op) {
@@ -299,6 +309,17 @@ int64_t sg__op_min_attempt(const sg_op *op) {
         sg_time_since(sg_budget_deadline(b), sg_budget_started_at(b)) -
         sg_budget_floor(b);
     return leasable > 0 && leasable < m ? leasable : m;
+}
+
+void sg__op_end_refused(sg_op *op, int64_t now, const sg_op_plan *plan) {
+    /* docs/design.md: the operation ends with its last attempt's outcome, or
+     * the refusal's when no attempt could run. */
+    sg_outcome final = plan->outcome;
+    if (op->count_ > 0) {
+        final = sg__record(op, op->count_ - 1)->outcome;
+        sg__probe_refused(op, plan->reason);
+    }
+    sg__op_finish(op, now, final, SG_OP_STOP, plan->reason);
 }
 
 /* Leases and records the next attempt (a hedge when @hedge: then a
@@ -325,14 +346,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
         if (hedge) {
             return SG_EREFUSED; /* the attempts running go on */
         }
-        /* docs/design.md: the operation ends with its last attempt's outcome, or
-         * the refusal's when no attempt could run. */
-        sg_outcome final = plan->outcome;
-        if (op->count_ > 0) {
-            final = sg__record(op, op->count_ - 1)->outcome;
-            sg__probe_refused(op, plan->reason);
-        }
-        sg__op_finish(op, now, final, SG_OP_STOP, plan->reason);
+        sg__op_end_refused(op, now, plan);
         return SG_EREFUSED;
     }
 

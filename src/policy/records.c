@@ -3,7 +3,7 @@
  * inline, the rest in blocks allocated as retries need them (docs/api.md,
  * "Memory of an operation").
  */
-#include "internal.h"
+#include "health_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,6 +82,7 @@ int sg__reserve(sg_op *op, uint32_t i) {
 }
 
 void sg__op_reset(sg_op *op) {
+    sg__health_op_reset(op); /* before its records go: their slots */
     if (sg_op_intent_pending(op) && op->intent_ != NULL) {
         /* discarded with its intent in flight: the observer gets its handle
          * back (as when the operation is cancelled there), never a leak */

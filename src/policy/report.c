@@ -2,7 +2,7 @@
  * The execution report: one JSON document per operation, written into a
  * caller buffer (no allocation) or to a FILE.  Schema: docs/report.md.
  */
-#include "internal.h"
+#include "health_internal.h"
 #include "sgx/json.h"
 
 #include <string.h>
@@ -310,6 +310,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         sg__f_u64(s, "hedges_no_free_endpoint", op->hedges_no_free_, &first);
     }
     sg__report_usage(s, op, &first);
+    sg__health_report(s, op); /* with endpoint health */
     sg__sink_key(s, "attempts", &first);
     sg__sink_put(s, "[", 1);
     for (uint32_t i = 0; i < op->count_; i++) {

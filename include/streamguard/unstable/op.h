@@ -17,7 +17,9 @@
  *   sg_op *op;  sg_op_new(&op);  sg_op_start(op, o, now);
  *   for (;;) {
  *       sg_op_plan plan;
- *       if (sg_op_next_attempt(op, now, &plan) != 0) break;  // refused
+ *       int rc = sg_op_next_attempt(op, now, &plan);
+ *       if (rc == SG_EINPROGRESS) { ... wait until plan.free_at; continue; }
+ *       if (rc != 0) break;  // refused (endpoint health too: nothing sent)
  *       sg_guard g;
  *       sg_guard_start(&g, &plan.guard_config, sg_op_budget(op), now);
  *       ... run the attempt, stamp plan.deadline_ms in the request ...
@@ -158,6 +160,11 @@ typedef struct sg_op_plan {
     uint32_t endpoint;            ///< 0-based: which of the endpoints (0 without)
     const char *endpoint_url;     ///< its URL (borrowed), NULL without endpoints
     bool hedge;                   ///< planned by sg_op_hedge
+    /** Endpoint health (<streamguard/health.h>): on SG_EINPROGRESS the
+     *  instant to ask again (the endpoint frees then); on a refusal with
+     *  reason rate_limited, circuit_open or endpoint_busy the instant it
+     *  frees; else -1. */
+    int64_t free_at;
 } sg_op_plan;
 
 /**
@@ -173,13 +180,25 @@ typedef struct sg_op_plan {
  * all, refused otherwise, and plan->reason says why (budget_exhausted,
  * budget_below_floor or lease_too_short).  The operation's own outcome
  * stays its last attempt's when one ran.
+ *
+ * With endpoint health (sg_op_options_set_health), the attempt's endpoint
+ * is consulted first: when it is cooling, open (or half-open with its
+ * probe out) or full, the attempt goes at once to the next endpoint that
+ * is free; when none is, the operation waits until the first frees if
+ * that instant plus the minimum attempt fits the budget (SG_EINPROGRESS:
+ * call again at plan->free_at), else it ends with nothing sent (outcome
+ * refused when no attempt ran, reason rate_limited, circuit_open or
+ * endpoint_busy, plan->free_at the instant the endpoint frees).
  * @plan: zeroed, then filled; written on every return but SG_EINVAL.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL    @op or @plan is NULL, or @op was never started;
- *   SG_ESTATE    an attempt is running, the operation has ended, or @now is
- *                before the end of the leased backoff sleep;
- *   SG_EREFUSED  no attempt could be leased (the operation has ended).
+ *   SG_EINVAL      @op or @plan is NULL, or @op was never started;
+ *   SG_ESTATE      an attempt is running, the operation has ended, or @now
+ *                  is before the end of the leased backoff sleep (or of a
+ *                  wait for an endpoint);
+ *   SG_EINPROGRESS its endpoint is not free yet: nothing was planned, the
+ *                  operation waits in its budget until plan->free_at;
+ *   SG_EREFUSED    no attempt could be leased (the operation has ended).
  */
 SG_EXTERN int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan);
 
@@ -231,6 +250,10 @@ typedef struct sg_op_result {
      *  decoded; an output the stream did not give is estimated from it
      *  (docs/report.md, "Usage and cost"). */
     uint64_t text_bytes;
+    /** The response's rate-limit headers (sg_op_ratelimit_header), NULL =
+     *  none; read with headers_received, for endpoint health.  An
+     *  absolute reset is measured from wall_now_s. */
+    const struct sg_op_ratelimit *ratelimit;
 } sg_op_result;
 
 /**
@@ -287,6 +310,28 @@ typedef struct sg_op_ratelimit {
 SG_EXTERN int sg_op_ratelimit_header(sg_op_ratelimit *rl, const char *name,
                                      size_t name_len, const char *value,
                                      size_t value_len);
+
+/**
+ * sg_op_set_endpoint_identity - what endpoint health keys endpoint
+ * @endpoint (0-based) of a started operation by: @url, named as
+ * scheme://host:port/path (no userinfo, query or fragment), and the value
+ * of the credential header its request carries - Authorization, x-api-key,
+ * api-key or x-goog-api-key - of which only a keyed hash is kept (an AWS
+ * SigV4 Authorization, which changes per request, is keyed by its access
+ * key id).  Call it after sg_op_start and before the first attempt; the
+ * transports do.  Without it an operation keys each endpoint by its own
+ * URL (sg_op_options_set_endpoints, else the target) and no credential,
+ * and one with neither is not tracked.  Nothing is done for an operation
+ * without health.
+ * @credential: NULL (none) or @credential_len bytes; never kept.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @op is NULL or never started, @url is NULL, or @endpoint
+ *              is not one of its endpoints;
+ *   SG_ESTATE  an attempt was planned already.
+ */
+SG_EXTERN int sg_op_set_endpoint_identity(sg_op *op, uint32_t endpoint, const char *url,
+                                          const char *credential, size_t credential_len);
 
 /**
  * sg_op_result_from_guard - fills @r from a guard's result.

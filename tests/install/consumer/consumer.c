@@ -19,6 +19,7 @@
 #if __has_include(<streamguard/h2.h>)
 #    include <streamguard/h2.h>
 #endif
+#include <streamguard/health.h>
 #include <streamguard/http.h>
 #if __has_include(<streamguard/ledger.h>)
 #    include <streamguard/ledger.h>
@@ -65,6 +66,11 @@ static int refused_outcome(void) {
     }
     sg_op_free(op);
     sg_op_options_free(o);
+    sg_health *h = NULL; /* endpoint health links too */
+    if (sg_health_new(&h) != 0 || sg_health_set_breaker_failures(h, 3) != 0) {
+        rv = -1;
+    }
+    sg_health_free(h);
 #if __has_include(<streamguard/easy.h>)
     if (sg_easy_outcome(NULL) != SG_OUTCOME_NONE) {
         rv = -1;

@@ -1,0 +1,281 @@
+/*
+ * streamguard health: what operations sharing it have learned about each
+ * endpoint they ask (docs/design.md, "Endpoint health").  One sg_health is
+ * shared like the retry budget - by the operations of one managed multi or
+ * HTTP/2 connection (each has one of its own unless given one), of one
+ * sg-proxy process, or any set a caller picks - and is keyed by endpoint
+ * (scheme://host:port/path) and a keyed hash of the credential the request
+ * carries (never the secret).  Every attempt's end feeds it; every
+ * attempt's plan consults it:
+ *
+ *   - cooling: a provider named an instant to come back - a 429 or 503
+ *     (or 529) with Retry-After / retry-after-ms, or any answer whose
+ *     rate-limit headers say no requests (or no tokens) remain until a
+ *     reset;
+ *   - open: consecutive unhealthy ends (connect failures, 5xx, first-token
+ *     timeouts, in-band overloads, stalls) opened its circuit breaker for
+ *     a cooldown; half-open after it, while one probe tests it;
+ *   - full: it has max_inflight attempts in flight.
+ *
+ * An endpoint cooling, open (or half-open with its probe out) or full is
+ * never asked: the operation goes at once to its next free endpoint, or
+ * waits in its budget until the endpoint frees, or ends at once with
+ * nothing sent - outcome refused, reason rate_limited, circuit_open or
+ * endpoint_busy (docs/design.md, retry rule 6; docs/report.md).
+ *
+ *   sg_health *h;
+ *   if (sg_health_new(&h) != 0) ...
+ *   sg_health_set_breaker_failures(h, 3);
+ *   sg_op_options_set_health(o, h);      // operations started with o share it
+ *   ...
+ *   sg_health_free(h);                    // after the operations are gone
+ *
+ * Thread-safety: every function on an sg_health is thread-safe (the
+ * setters too: an option changed while operations run applies to their
+ * next attempt).  Planning and ending attempts take no lock (C11 atomics
+ * on the endpoint's entry); an operation's first use of an endpoint and
+ * sg_health_foreach take the object's mutex, for a table lookup or walk
+ * only.  The options setters below follow policy.h's rule (an options
+ * object is written by one thread); the readers of an operation follow
+ * op.h's (they read it while no thread changes it).
+ *
+ * Include <streamguard/streamguard.h> rather than this file directly.
+ */
+#ifndef STREAMGUARD_HEALTH_H
+#define STREAMGUARD_HEALTH_H
+
+#include <streamguard/core.h>
+#include <streamguard/op.h>
+#include <streamguard/policy.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------
+ * Bounds and defaults
+ * ------------------------------------------------------------------------ */
+
+/** Most endpoints one sg_health tracks.  When it is full, the least
+ *  recently used endpoint that no operation holds and that is closed and
+ *  idle (nothing known against it) makes room; when none is, a new
+ *  endpoint is simply not tracked - asked as if free, never an error. */
+#define SG_HEALTH_MAX_ENTRIES 1024
+/** Longest endpoint name kept (scheme://host:port/path), not counting the
+ *  NUL; a longer one is cut (and keyed as cut). */
+#define SG_HEALTH_ENDPOINT_MAX 255
+/** How long an operation waits before it looks again at an endpoint that
+ *  is full, or half-open with its probe out - no instant is known when it
+ *  frees. */
+#define SG_HEALTH_RECHECK_NS SG_MS(10)
+
+#define SG_HEALTH_DEFAULT_BREAKER_FAILURES 5
+#define SG_HEALTH_DEFAULT_BREAKER_COOLDOWN SG_SEC(5)
+#define SG_HEALTH_DEFAULT_BREAKER_COOLDOWN_MAX SG_SEC(60)
+
+/* ------------------------------------------------------------------------
+ * The object
+ * ------------------------------------------------------------------------ */
+
+/** sg_health - endpoint health shared by operations.  Opaque, thread-safe. */
+typedef struct sg_health sg_health;
+
+/**
+ * sg_health_new - an empty table with every option at its default: a
+ * breaker that opens after 5 consecutive unhealthy ends for 5 s (doubling
+ * on each re-open, up to 60 s), no in-flight limit.  Its credential key
+ * (HMAC-SHA-256) is 32 random bytes from the system (getrandom(2)).
+ *
+ * Returns 0 and sets *@out if it succeeds, or one of the following negative
+ * error codes (then *@out, when @out is not NULL, is NULL):
+ *   SG_EINVAL  @out is NULL;
+ *   SG_ENOMEM  out of memory;
+ *   SG_ESYS    the system gave no random bytes (errno says why).
+ */
+SG_EXTERN int sg_health_new(sg_health **out);
+
+/**
+ * sg_health_free - gives up the caller's hold on @h (NULL is fine).  Free
+ * it after every operation, multi and connection it was given to is gone;
+ * operations that still hold it (a multi's, freed before its operations)
+ * keep it alive until they are freed, and it goes with the last.
+ */
+SG_EXTERN void sg_health_free(sg_health *h);
+
+/**
+ * sg_health_set_breaker_failures - how many consecutive unhealthy attempt
+ * ends open an endpoint's breaker; 0 turns the breaker off.  Default: 5.
+ * Any value is valid.
+ *
+ * Returns 0, or SG_EINVAL when @h is NULL.
+ */
+SG_EXTERN int sg_health_set_breaker_failures(sg_health *h, uint32_t n);
+
+/**
+ * sg_health_set_breaker_cooldown - how long a breaker stays open the first
+ * time; each re-open (its probe failed) doubles it, up to the maximum.
+ * Default: 5 s.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_health_set_breaker_cooldown(sg_health *h, int64_t ns);
+
+/**
+ * sg_health_set_breaker_cooldown_max - the cap of the doubling cooldown
+ * (a cap below the cooldown caps it too).  Default: 60 s.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_health_set_breaker_cooldown_max(sg_health *h, int64_t ns);
+
+/**
+ * sg_health_set_max_inflight - the most attempts in flight to one endpoint
+ * (counted from their plan to their end, hedges included); 0: no limit
+ * (the default).  Beyond it an attempt waits in its budget (looking again
+ * every SG_HEALTH_RECHECK_NS) or is refused (endpoint_busy).
+ *
+ * Returns 0, or SG_EINVAL when @h is NULL.
+ */
+SG_EXTERN int sg_health_set_max_inflight(sg_health *h, uint32_t n);
+
+/**
+ * sg_health_state - an endpoint's state at an instant.  A full endpoint
+ * (at max_inflight) is in any state, its in-flight count says it.
+ */
+typedef enum sg_health_state {
+    SG_HEALTH_CLOSED = 0, ///< asked freely
+    SG_HEALTH_COOLING,    ///< a provider named an instant to come back
+    SG_HEALTH_OPEN,       ///< its breaker opened; not asked until the cooldown ends
+    SG_HEALTH_HALF_OPEN,  ///< the cooldown ended: one probe at a time
+    SG_HEALTH_STATE_COUNT_
+} sg_health_state;
+
+/** sg_health_state_name - "closed", "cooling", "open", "half_open"; NULL
+ *  out of range.  Thread-safety: pure function. */
+SG_EXTERN const char *sg_health_state_name(sg_health_state s);
+
+/** Why an endpoint was not asked: the index of the counters of
+ *  sg_health_entry (the reasons rate_limited, circuit_open,
+ *  endpoint_busy). */
+typedef enum sg_health_why {
+    SG_HEALTH_RATE_LIMITED = 0,
+    SG_HEALTH_CIRCUIT_OPEN,
+    SG_HEALTH_ENDPOINT_BUSY,
+    SG_HEALTH_WHY_COUNT_
+} sg_health_why;
+
+/**
+ * sg_health_entry - one endpoint as sg_health_foreach shows it: read it
+ * through the pointer given, during the call only (it may grow at its
+ * end).  Never a credential: two entries of one endpoint asked with two
+ * credentials differ in key_id only.
+ */
+typedef struct sg_health_entry {
+    const char *endpoint;  ///< scheme://host:port/path
+    uint64_t key_id;       ///< the first 8 bytes of its keyed hash (tells entries apart)
+    sg_health_state state; ///< at the instant given
+    int64_t free_at;       ///< monotonic instant it frees (cooling, open); -1: free now
+    uint32_t inflight;     ///< attempts in flight
+    uint32_t failures;     ///< consecutive unhealthy ends counted toward the breaker
+    uint32_t opens;        ///< times its breaker re-opened in a row (0: closed)
+    uint32_t operations;   ///< operations holding it now
+    uint64_t refused[SG_HEALTH_WHY_COUNT_]; ///< operations ended with nothing sent
+    uint64_t waited[SG_HEALTH_WHY_COUNT_];  ///< waits for it to free
+    uint64_t skipped[SG_HEALTH_WHY_COUNT_]; ///< passed over for a free fallback
+} sg_health_entry;
+
+/**
+ * sg_health_foreach - calls @cb for every endpoint @h tracks, with its
+ * state at @now (CLOCK_MONOTONIC ns), under @h's mutex: @cb must not call
+ * a function on @h.  It stops at the first non-zero return of @cb.
+ *
+ * Returns 0, that non-zero return, or SG_EINVAL when @h or @cb is NULL.
+ */
+SG_EXTERN int sg_health_foreach(sg_health *h, int64_t now,
+                                int (*cb)(const sg_health_entry *e, void *user_data),
+                                void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Operations
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_options_set_health - operations started with @o share @h.
+ * Borrowed: @h must outlive them (sg_health_free).  NULL: none.  The
+ * managed multi and the HTTP/2 connection give their operations their own
+ * when the operation has none (sg_curl_multi_set_health,
+ * sg_h2_conn_set_health).  Default: none.
+ *
+ * Returns 0, or SG_EINVAL when @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_health(sg_op_options *o, sg_health *h);
+
+/**
+ * sg_op_options_set_token_estimate - what the request will cost in tokens,
+ * when the caller knows it: @input_tokens (the prompt) and @output_tokens
+ * (its max_tokens).  An endpoint whose last answer said fewer tokens remain
+ * than that - the tokens family (input + output), or input-tokens or
+ * output-tokens (Anthropic) - is treated as cooling until that family's
+ * reset, for these operations only.  0, 0: unknown (the default: only an
+ * exhausted family, 0 remaining, holds an endpoint back).
+ *
+ * Returns 0, or SG_EINVAL when @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_token_estimate(sg_op_options *o, uint64_t input_tokens,
+                                               uint64_t output_tokens);
+
+/** What an operation did about an endpoint's health before an attempt. */
+typedef enum sg_op_health_action {
+    SG_OP_HEALTH_SKIPPED = 0, ///< went at once to a free fallback instead
+    SG_OP_HEALTH_WAITED,      ///< waited in its budget for it to free
+    SG_OP_HEALTH_REFUSED,     ///< ended with nothing sent
+} sg_op_health_action;
+
+/**
+ * sg_op_health_event - one endpoint an operation skipped, waited for or
+ * was refused by; read through the pointer given (it may grow at its end).
+ */
+typedef struct sg_op_health_event {
+    uint32_t before_attempt;    ///< the attempt planned next (1-based)
+    uint32_t endpoint;          ///< 0-based (sg_op_options_set_endpoints)
+    sg_op_health_action action; ///<
+    sg_op_reason reason;        ///< rate_limited, circuit_open or endpoint_busy
+    bool hedge;                 ///< while a hedge was being planned
+    int64_t at;                 ///< monotonic instant it was decided
+    int64_t free_at;            ///< the instant it frees (a recheck for busy)
+    int64_t waited_ns;          ///< WAITED: how long (consecutive waits merged); else 0
+} sg_op_health_event;
+
+/** The most events an operation keeps; later ones are counted
+ *  (sg_op_health_events_dropped), not kept. */
+#define SG_OP_MAX_HEALTH_EVENTS 32
+
+/** sg_op_health_event_count - events kept (0 for NULL, never started, or
+ *  no health). */
+SG_EXTERN uint32_t sg_op_health_event_count(const sg_op *op);
+
+/** sg_op_health_events_dropped - events past SG_OP_MAX_HEALTH_EVENTS. */
+SG_EXTERN uint32_t sg_op_health_events_dropped(const sg_op *op);
+
+/** sg_op_health_event_at - event @i (0-based) inside @op, valid while @op
+ *  is; NULL when @i >= sg_op_health_event_count(@op). */
+SG_EXTERN const sg_op_health_event *sg_op_health_event_at(const sg_op *op, uint32_t i);
+
+/**
+ * sg_op_endpoint_free_at - for an operation that endpoint health ended
+ * (reason rate_limited, circuit_open or endpoint_busy): the monotonic
+ * instant its endpoint frees (for endpoint_busy and a half-open probe out,
+ * when it would look again) - what a proxy turns into Retry-After.  -1
+ * otherwise, and for NULL or an operation never started.
+ */
+SG_EXTERN int64_t sg_op_endpoint_free_at(const sg_op *op);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* STREAMGUARD_HEALTH_H */

@@ -1,0 +1,527 @@
+/*
+ * Endpoint health: the table an sg_health keeps and each endpoint's state
+ * machine (docs/design.md, "Endpoint health").
+ *
+ *   CLOSED --Retry-After / nothing remains--> COOLING --the instant--> CLOSED
+ *   CLOSED --breaker_failures unhealthy ends--> OPEN --cooldown--> HALF_OPEN
+ *   HALF_OPEN --one probe ok--> CLOSED;  --probe unhealthy--> OPEN (cooldown x2)
+ *
+ * Hot paths take no lock: an attempt's admission and its end read and
+ * change one entry's C11 atomics (an entry is never freed or reused while
+ * an operation holds it).  The mutex guards the table itself - finding or
+ * making an entry when an operation first asks an endpoint, letting one go,
+ * walking them (sg_health_foreach).  Memory: SG_HEALTH_MAX_ENTRIES entries
+ * of about 600 bytes at most, grown as endpoints come.
+ */
+#define _GNU_SOURCE
+#include "health_internal.h"
+#include "sha256.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define NO_ENTRY UINT32_MAX
+#define NONE INT64_MIN /* no instant: not cooling, breaker closed */
+#define FAMILIES 3     /* tokens, input tokens, output tokens */
+
+struct sg__hentry {
+    uint8_t key[SG__HEALTH_KEY];
+    uint32_t next;  /* in its bucket's chain (mutex) */
+    uint32_t index; /* in the table (mutex) */
+    uint32_t refs;  /* operations holding it (mutex) */
+    _Atomic int64_t used_at;
+    _Atomic int64_t cool_until; /* NONE: not cooling */
+    _Atomic int64_t open_until; /* NONE: breaker closed; then open, then half-open */
+    _Atomic uint32_t fails;     /* consecutive unhealthy ends while closed */
+    _Atomic uint32_t opens;     /* re-opens in a row: the cooldown's doubling */
+    _Atomic uint32_t probe;     /* half-open: 1 while its probe is out */
+    _Atomic uint32_t inflight;
+    _Atomic int64_t tok_left[FAMILIES]; /* -1 unknown */
+    _Atomic int64_t tok_reset[FAMILIES];
+    _Atomic uint64_t counts[3][SG_HEALTH_WHY_COUNT_]; /* [action][why] */
+    char name[SG_HEALTH_ENDPOINT_MAX + 1];
+};
+
+struct sg_health {
+    _Atomic uint32_t holds; /* the caller's, and one per operation */
+    _Atomic uint32_t breaker_failures;
+    _Atomic uint32_t max_inflight;
+    _Atomic int64_t cooldown;
+    _Atomic int64_t cooldown_max;
+    uint8_t secret[32];
+    pthread_mutex_t mu;
+    sg__hentry **ents; /* n of cap, each allocated once, never moved */
+    uint32_t n, cap;
+    uint32_t *bucket; /* cap * 2 chains, NO_ENTRY ended */
+};
+
+/* ------------------------------------------------------------ the object */
+
+int sg_health_new(sg_health **out) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = NULL;
+    sg_health *h = calloc(1, sizeof(*h));
+    if (h == NULL) {
+        return SG_ENOMEM;
+    }
+    /* the credential's keyed hash: a key no one else has (research A3:
+     * a leaked hash confirms no candidate secret without it) */
+    size_t got = 0;
+    while (got < sizeof(h->secret)) {
+        ssize_t r = getrandom(h->secret + got, sizeof(h->secret) - got, 0);
+        if (r < 0 && errno != EINTR) {
+            free(h);
+            return SG_ESYS;
+        }
+        got += r > 0 ? (size_t)r : 0;
+    }
+    if (pthread_mutex_init(&h->mu, NULL) != 0) {
+        free(h);
+        return SG_ENOMEM;
+    }
+    atomic_init(&h->holds, 1);
+    atomic_init(&h->breaker_failures, SG_HEALTH_DEFAULT_BREAKER_FAILURES);
+    atomic_init(&h->max_inflight, 0);
+    atomic_init(&h->cooldown, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN);
+    atomic_init(&h->cooldown_max, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN_MAX);
+    *out = h;
+    return 0;
+}
+
+void sg__health_hold(sg_health *h) {
+    atomic_fetch_add(&h->holds, 1);
+}
+
+void sg__health_release(sg_health *h) {
+    if (h == NULL || atomic_fetch_sub(&h->holds, 1) != 1) {
+        return;
+    }
+    for (uint32_t i = 0; i < h->n; i++) {
+        free(h->ents[i]);
+    }
+    free(h->ents);
+    free(h->bucket);
+    pthread_mutex_destroy(&h->mu);
+    memset(h->secret, 0, sizeof(h->secret));
+    free(h);
+}
+
+void sg_health_free(sg_health *h) {
+    sg__health_release(h);
+}
+
+sg_health *sg__health_slot_get(sg__health_slot *s) {
+    if (!s->chosen) {
+        s->chosen = true;
+        s->own = sg_health_new(&s->h) == 0;
+    }
+    return s->h;
+}
+
+void sg__health_slot_set(sg__health_slot *s, sg_health *h) {
+    sg__health_slot_free(s);
+    s->h = h;
+    s->chosen = true;
+}
+
+void sg__health_slot_free(sg__health_slot *s) {
+    if (s->own) {
+        sg_health_free(s->h);
+    }
+    s->h = NULL;
+    s->own = false;
+}
+
+int sg_health_set_breaker_failures(sg_health *h, uint32_t n) {
+    if (h == NULL) {
+        return SG_EINVAL;
+    }
+    atomic_store(&h->breaker_failures, n);
+    return 0;
+}
+
+static int check_cooldown(const sg_health *h, int64_t ns) {
+    if (h == NULL || ns <= 0) {
+        return SG_EINVAL;
+    }
+    return ns > SG_DURATION_MAX ? SG_ERANGE : 0;
+}
+
+int sg_health_set_breaker_cooldown(sg_health *h, int64_t ns) {
+    int rc = check_cooldown(h, ns);
+    if (rc == 0) {
+        atomic_store(&h->cooldown, ns);
+    }
+    return rc;
+}
+
+int sg_health_set_breaker_cooldown_max(sg_health *h, int64_t ns) {
+    int rc = check_cooldown(h, ns);
+    if (rc == 0) {
+        atomic_store(&h->cooldown_max, ns);
+    }
+    return rc;
+}
+
+int sg_health_set_max_inflight(sg_health *h, uint32_t n) {
+    if (h == NULL) {
+        return SG_EINVAL;
+    }
+    atomic_store(&h->max_inflight, n);
+    return 0;
+}
+
+const char *sg_health_state_name(sg_health_state s) {
+    static const char *const names[] = {"closed", "cooling", "open", "half_open"};
+    return (unsigned)s < (unsigned)SG_HEALTH_STATE_COUNT_ ? names[s] : NULL;
+}
+
+void sg__health_key(const sg_health *h, const char *name, const void *cred,
+                    size_t cred_len, uint8_t key[SG__HEALTH_KEY]) {
+    static const char domain[] = "sg-endpoint-v1"; /* with its NUL */
+    const void *parts[] = {domain, name, "", cred != NULL ? cred : ""};
+    const size_t lens[] = {sizeof(domain), strlen(name), 1, cred != NULL ? cred_len : 0};
+    uint8_t mac[SG__SHA256_LEN];
+    sg__hmac_sha256(h->secret, sizeof(h->secret), parts, lens, 4, mac);
+    memcpy(key, mac, SG__HEALTH_KEY);
+}
+
+/* ------------------------------------------------------------- the table */
+
+static uint32_t bucket_of(const sg_health *h, const uint8_t *key) {
+    uint32_t v;
+    memcpy(&v, key, sizeof(v)); /* a keyed hash: uniform already */
+    return v & (2 * h->cap - 1);
+}
+
+static sg__hentry *find(const sg_health *h, const uint8_t *key) {
+    if (h->cap == 0) {
+        return NULL;
+    }
+    for (uint32_t i = h->bucket[bucket_of(h, key)]; i != NO_ENTRY; i = h->ents[i]->next) {
+        if (memcmp(h->ents[i]->key, key, SG__HEALTH_KEY) == 0) {
+            return h->ents[i];
+        }
+    }
+    return NULL;
+}
+
+static void link_entry(sg_health *h, sg__hentry *e) {
+    uint32_t *head = &h->bucket[bucket_of(h, e->key)];
+    e->next = *head;
+    *head = e->index;
+}
+
+static void unlink_entry(sg_health *h, sg__hentry *e) {
+    uint32_t *p = &h->bucket[bucket_of(h, e->key)];
+    while (*p != e->index) {
+        p = &h->ents[*p]->next;
+    }
+    *p = e->next;
+}
+
+/* Room for one more entry: the table grows (to SG_HEALTH_MAX_ENTRIES). */
+static bool grow(sg_health *h) {
+    if (h->n < h->cap) {
+        return true;
+    }
+    if (h->cap >= SG_HEALTH_MAX_ENTRIES) {
+        return false;
+    }
+    uint32_t cap = h->cap == 0 ? 8 : h->cap * 2;
+    sg__hentry **ents = realloc(h->ents, cap * sizeof(*ents));
+    if (ents == NULL) {
+        return false;
+    }
+    h->ents = ents;
+    uint32_t *bucket = malloc(2 * (size_t)cap * sizeof(*bucket));
+    if (bucket == NULL) {
+        return false;
+    }
+    free(h->bucket);
+    h->bucket = bucket;
+    h->cap = cap;
+    for (uint32_t i = 0; i < 2 * cap; i++) {
+        bucket[i] = NO_ENTRY;
+    }
+    for (uint32_t i = 0; i < h->n; i++) {
+        link_entry(h, h->ents[i]);
+    }
+    return true;
+}
+
+/* Whether @e is closed and idle at @now: no operation holds it, nothing
+ * in flight, its breaker closed, not cooling. */
+static bool idle(const sg__hentry *e, int64_t now) {
+    return e->refs == 0 && atomic_load(&e->inflight) == 0 &&
+           atomic_load(&e->open_until) == NONE && atomic_load(&e->cool_until) <= now;
+}
+
+/* The least recently used idle entry, unlinked for reuse; NULL when none
+ * is idle.  O(entries): only when the table is full. */
+static sg__hentry *evict(sg_health *h, int64_t now) {
+    sg__hentry *lru = NULL;
+    for (uint32_t i = 0; i < h->n; i++) {
+        sg__hentry *e = h->ents[i];
+        if (idle(e, now) &&
+            (lru == NULL || atomic_load(&e->used_at) < atomic_load(&lru->used_at))) {
+            lru = e;
+        }
+    }
+    if (lru != NULL) {
+        unlink_entry(h, lru);
+    }
+    return lru;
+}
+
+static void entry_reset(sg__hentry *e, const uint8_t *key, const char *name,
+                        int64_t now) {
+    memcpy(e->key, key, SG__HEALTH_KEY);
+    size_t n = strnlen(name, SG_HEALTH_ENDPOINT_MAX);
+    memcpy(e->name, name, n);
+    e->name[n] = '\0';
+    e->refs = 0;
+    atomic_store(&e->used_at, now);
+    atomic_store(&e->cool_until, NONE);
+    atomic_store(&e->open_until, NONE);
+    atomic_store(&e->fails, 0);
+    atomic_store(&e->opens, 0);
+    atomic_store(&e->probe, 0);
+    atomic_store(&e->inflight, 0);
+    for (int f = 0; f < FAMILIES; f++) {
+        atomic_store(&e->tok_left[f], -1);
+        atomic_store(&e->tok_reset[f], NONE);
+    }
+    for (int a = 0; a < 3; a++) {
+        for (int w = 0; w < SG_HEALTH_WHY_COUNT_; w++) {
+            atomic_store(&e->counts[a][w], 0);
+        }
+    }
+}
+
+/* A new entry for @key: a fresh one while the table has room, else the
+ * least recently used idle one; NULL when neither. */
+static sg__hentry *make(sg_health *h, const uint8_t *key, const char *name, int64_t now) {
+    sg__hentry *e = NULL;
+    if (grow(h)) {
+        e = malloc(sizeof(*e));
+        if (e != NULL) {
+            e->index = h->n;
+            h->ents[h->n++] = e;
+        }
+    }
+    if (e == NULL) {
+        e = evict(h, now);
+    }
+    if (e != NULL) {
+        entry_reset(e, key, name, now);
+        link_entry(h, e);
+    }
+    return e;
+}
+
+sg__hentry *sg__health_bind(sg_health *h, const uint8_t key[SG__HEALTH_KEY],
+                            const char *name, int64_t now) {
+    pthread_mutex_lock(&h->mu);
+    sg__hentry *e = find(h, key);
+    if (e == NULL) {
+        e = make(h, key, name, now);
+    }
+    if (e != NULL) {
+        e->refs++;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return e;
+}
+
+void sg__health_unbind(sg_health *h, sg__hentry *e) {
+    pthread_mutex_lock(&h->mu);
+    e->refs--;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ----------------------------------------------------- the state machine */
+
+/* The cooldown of the @k-th open in a row (k >= 1): doubling, capped. */
+static int64_t cooldown(const sg_health *h, uint32_t k) {
+    int64_t d = atomic_load(&h->cooldown);
+    const int64_t cap = atomic_load(&h->cooldown_max);
+    for (uint32_t i = 1; i < k && d < cap; i++) {
+        d = d > SG_DURATION_MAX / 2 ? SG_DURATION_MAX : d * 2;
+    }
+    return d < cap ? d : cap;
+}
+
+/* The latest instant a known token count below @need holds @e back. */
+static int64_t tokens_until(const sg__hentry *e, int64_t now, const uint64_t need[3]) {
+    int64_t until = NONE;
+    for (int f = 0; f < FAMILIES; f++) {
+        const int64_t left = atomic_load_explicit(&e->tok_left[f], memory_order_relaxed);
+        const int64_t reset =
+            atomic_load_explicit(&e->tok_reset[f], memory_order_relaxed);
+        if (need[f] > 0 && left >= 0 && (uint64_t)left < need[f] && reset > now &&
+            reset > until) {
+            until = reset;
+        }
+    }
+    return until;
+}
+
+sg_op_reason sg__hentry_admit(const sg_health *h, sg__hentry *e, int64_t now,
+                              const uint64_t need[3], int64_t *free_at, bool *probe) {
+    *probe = false;
+    int64_t cool = atomic_load(&e->cool_until);
+    const int64_t tok = tokens_until(e, now, need);
+    cool = tok > cool ? tok : cool;
+    const bool breaker = atomic_load(&h->breaker_failures) > 0;
+    const int64_t open = breaker ? atomic_load(&e->open_until) : NONE;
+    if (open != NONE && now < open) {
+        *free_at = cool > open ? cool : open;
+        return SG_OP_REASON_CIRCUIT_OPEN;
+    }
+    if (cool > now) {
+        *free_at = cool;
+        return SG_OP_REASON_RATE_LIMITED;
+    }
+    if (open != NONE) {
+        /* half-open: one probe at a time */
+        uint32_t none = 0;
+        if (!atomic_compare_exchange_strong(&e->probe, &none, 1)) {
+            *free_at = sg_time_add(now, SG_HEALTH_RECHECK_NS);
+            return SG_OP_REASON_CIRCUIT_OPEN;
+        }
+        *probe = true;
+    }
+    const uint32_t max = atomic_load(&h->max_inflight);
+    const uint32_t before = atomic_fetch_add(&e->inflight, 1);
+    if (max > 0 && before >= max) {
+        sg__hentry_unadmit(e, *probe);
+        *probe = false;
+        *free_at = sg_time_add(now, SG_HEALTH_RECHECK_NS);
+        return SG_OP_REASON_ENDPOINT_BUSY;
+    }
+    atomic_store_explicit(&e->used_at, now, memory_order_relaxed);
+    return SG_OP_REASON_NONE;
+}
+
+void sg__hentry_unadmit(sg__hentry *e, bool probe) {
+    atomic_fetch_sub(&e->inflight, 1);
+    if (probe) {
+        atomic_store(&e->probe, 0);
+    }
+}
+
+/* Opens @e's breaker at @now, the @k-th time in a row. */
+static void open_breaker(const sg_health *h, sg__hentry *e, int64_t now, uint32_t k) {
+    atomic_store(&e->opens, k);
+    atomic_store(&e->fails, 0);
+    atomic_store(&e->open_until, sg_time_add(now, cooldown(h, k)));
+}
+
+void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
+                    bool probe) {
+    switch (kind) {
+    case SG__H_OK:
+        /* it served: whatever counted against it is over */
+        atomic_store(&e->fails, 0);
+        if (atomic_load(&e->open_until) != NONE) {
+            atomic_store(&e->open_until, NONE);
+            atomic_store(&e->opens, 0);
+        }
+        break;
+    case SG__H_UNHEALTHY:
+        if (probe) {
+            /* the probe failed: open again, for twice as long */
+            open_breaker(h, e, now, atomic_load(&e->opens) + 1);
+        } else if (atomic_load(&e->open_until) == NONE) {
+            const uint32_t n = atomic_load(&h->breaker_failures);
+            if (n > 0 && atomic_fetch_add(&e->fails, 1) + 1 >= n) {
+                int64_t closed = NONE;
+                /* the first to reach the count opens it; the others see
+                 * it open (a failure while open or half-open that is not
+                 * the probe's says nothing new) */
+                if (atomic_compare_exchange_strong(&e->open_until, &closed,
+                                                   sg_time_add(now, cooldown(h, 1)))) {
+                    atomic_store(&e->opens, 1);
+                    atomic_store(&e->fails, 0);
+                }
+            }
+        }
+        break;
+    default:
+        break; /* neutral: nothing learned */
+    }
+    sg__hentry_unadmit(e, probe); /* after the breaker moved: no probe sneaks in */
+}
+
+void sg__hentry_cool(sg__hentry *e, int64_t until) {
+    int64_t cur = atomic_load(&e->cool_until);
+    while (until > cur && !atomic_compare_exchange_weak(&e->cool_until, &cur, until)) {
+    }
+}
+
+void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset) {
+    atomic_store_explicit(&e->tok_left[f], left, memory_order_relaxed);
+    atomic_store_explicit(&e->tok_reset[f], reset, memory_order_relaxed);
+}
+
+void sg__hentry_count(sg__hentry *e, sg_op_health_action action, sg_op_reason why) {
+    const int w = why == SG_OP_REASON_RATE_LIMITED   ? SG_HEALTH_RATE_LIMITED
+                  : why == SG_OP_REASON_CIRCUIT_OPEN ? SG_HEALTH_CIRCUIT_OPEN
+                                                     : SG_HEALTH_ENDPOINT_BUSY;
+    atomic_fetch_add_explicit(&e->counts[action][w], 1, memory_order_relaxed);
+}
+
+/* ----------------------------------------------------------- reading it */
+
+static void describe(const sg_health *h, const sg__hentry *e, int64_t now,
+                     sg_health_entry *out) {
+    memset(out, 0, sizeof(*out));
+    out->endpoint = e->name;
+    memcpy(&out->key_id, e->key, sizeof(out->key_id));
+    const int64_t cool = atomic_load(&e->cool_until);
+    const int64_t open =
+        atomic_load(&h->breaker_failures) > 0 ? atomic_load(&e->open_until) : NONE;
+    out->free_at = -1;
+    if (open != NONE && now < open) {
+        out->state = SG_HEALTH_OPEN;
+        out->free_at = cool > open ? cool : open;
+    } else if (cool > now) {
+        out->state = SG_HEALTH_COOLING;
+        out->free_at = cool;
+    } else if (open != NONE) {
+        out->state = SG_HEALTH_HALF_OPEN;
+    }
+    out->inflight = atomic_load(&e->inflight);
+    out->failures = atomic_load(&e->fails);
+    out->opens = atomic_load(&e->opens);
+    out->operations = e->refs;
+    for (int w = 0; w < SG_HEALTH_WHY_COUNT_; w++) {
+        out->skipped[w] = atomic_load(&e->counts[SG_OP_HEALTH_SKIPPED][w]);
+        out->waited[w] = atomic_load(&e->counts[SG_OP_HEALTH_WAITED][w]);
+        out->refused[w] = atomic_load(&e->counts[SG_OP_HEALTH_REFUSED][w]);
+    }
+}
+
+int sg_health_foreach(sg_health *h, int64_t now,
+                      int (*cb)(const sg_health_entry *e, void *user_data),
+                      void *user_data) {
+    if (h == NULL || cb == NULL) {
+        return SG_EINVAL;
+    }
+    int rc = 0;
+    pthread_mutex_lock(&h->mu);
+    for (uint32_t i = 0; i < h->n && rc == 0; i++) {
+        sg_health_entry view;
+        describe(h, h->ents[i], now, &view);
+        rc = cb(&view, user_data);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}

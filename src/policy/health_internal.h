@@ -1,0 +1,102 @@
+/*
+ * Endpoint health inside the policy: the shared table and each endpoint's
+ * state machine (health.c), and what one operation holds of it and does
+ * with it - its endpoints' keys, the consult before every attempt, the
+ * feed at every end, its events (health_op.c).  docs/design.md,
+ * "Endpoint health".
+ */
+#ifndef STREAMGUARD_POLICY_HEALTH_INTERNAL_H
+#define STREAMGUARD_POLICY_HEALTH_INTERNAL_H
+
+#include "end.h"
+
+/* Bytes of an endpoint's key: HMAC-SHA-256 of its name and credential
+ * under the table's secret, truncated. */
+#define SG__HEALTH_KEY 16
+
+typedef struct sg__hentry sg__hentry;
+
+/* ----------------------------------------------------------- health.c */
+
+/* Another hold on @h (an operation that uses it), and its release: the
+ * last release frees it (sg_health_free is the caller's). */
+void sg__health_hold(sg_health *h);
+void sg__health_release(sg_health *h);
+
+/* The key of endpoint @name asked with credential @cred (@cred_len bytes,
+ * NULL: none) under @h's secret. */
+void sg__health_key(const sg_health *h, const char *name, const void *cred,
+                    size_t cred_len, uint8_t key[SG__HEALTH_KEY]);
+
+/* The entry of @key (named @name), made when there is none, held by one
+ * more operation; NULL when the table is full of entries it cannot let go
+ * (the endpoint is not tracked).  Takes the mutex. */
+sg__hentry *sg__health_bind(sg_health *h, const uint8_t key[SG__HEALTH_KEY],
+                            const char *name, int64_t now);
+/* One operation fewer holds @e.  Takes the mutex. */
+void sg__health_unbind(sg_health *h, sg__hentry *e);
+
+/* Whether an attempt may go to @e at @now, lock-free: SG_OP_REASON_NONE
+ * when it may - it then holds one of @e's in-flight slots (and, when @e
+ * is half-open, its probe: *@probe) until sg__hentry_end - else why not
+ * (rate_limited, circuit_open, endpoint_busy) and in *@free_at when it
+ * frees (a recheck instant when unknown).  @need: the tokens the request
+ * needs of the tokens, input and output families (0: unknown). */
+sg_op_reason sg__hentry_admit(const sg_health *h, sg__hentry *e, int64_t now,
+                              const uint64_t need[3], int64_t *free_at, bool *probe);
+
+/* How an attempt's end speaks of its endpoint's health. */
+typedef enum sg__hkind {
+    SG__H_NEUTRAL = 0, /* says nothing: a cancel, a 4xx, a cap, a hedge lost */
+    SG__H_OK,          /* it served: the breaker's count starts again */
+    SG__H_UNHEALTHY,   /* counts toward the breaker */
+} sg__hkind;
+
+/* An attempt admitted to @e ended at @now: its in-flight slot (and probe)
+ * given back, and the breaker told (lock-free). */
+void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
+                    bool probe);
+/* Gives back what sg__hentry_admit took, for an attempt that did not go. */
+void sg__hentry_unadmit(sg__hentry *e, bool probe);
+/* @e is cooling until @until at least (a provider named it). */
+void sg__hentry_cool(sg__hentry *e, int64_t until);
+/* @e's last answer said @left tokens of family @f (0 tokens, 1 input, 2
+ * output) remain until @reset. */
+void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset);
+/* Counts what an operation did about @e (sg_health_entry's counters). */
+void sg__hentry_count(sg__hentry *e, sg_op_health_action action, sg_op_reason why);
+
+/* -------------------------------------------------------- health_op.c */
+
+/* Bits of sg__rec.health: the attempt holds an in-flight slot of its
+ * endpoint, and its probe. */
+enum { SG__HREC_HELD = 1u << 0, SG__HREC_PROBE = 1u << 1 };
+
+/* sg_op_start with health: the operation's block, holding @op->opts_'s
+ * health (0 or SG_ENOMEM).  Nothing without health. */
+int sg__health_op_start(sg_op *op);
+/* The operation's block released: the slots its running attempts hold,
+ * its entries, its hold on the table (sg__op_reset). */
+void sg__health_op_reset(sg_op *op);
+
+/* Before an attempt (sg_op_next_attempt): the endpoint it goes to in
+ * *@ep - the next one when it is free, else the next free one - holding
+ * its slot; or SG_EINPROGRESS (the operation waits until plan->free_at)
+ * or SG_EREFUSED (it ended, the plan says why). */
+int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep);
+/* Before a hedge: whether endpoint @e is free for it (then holding its
+ * slot), recording a skip when not; *@why the reason it is not. */
+bool sg__health_hedge_try(sg_op *op, uint32_t e, int64_t now, sg_op_reason *why);
+/* After the plan: the slot held goes to the attempt planned (@rc 0), or
+ * back when none was. */
+void sg__health_planned(sg_op *op, int rc, const sg_op_plan *plan);
+
+/* At an attempt's end (sg_op_attempt_done, after its Retry-After was
+ * read): its endpoint learns what it said, and its slot goes back. */
+void sg__health_feed(sg_op *op, const sg__end *e);
+
+/* The report's "endpoint_health" and "endpoint_free_in_ms" (report.c);
+ * nothing without health. */
+void sg__health_report(sg__sink *s, const sg_op *op);
+
+#endif /* STREAMGUARD_POLICY_HEALTH_INTERNAL_H */
