@@ -65,6 +65,7 @@
 #include <curl/curl.h>
 
 #include <streamguard/core.h>
+#include <streamguard/health.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
@@ -567,6 +568,19 @@ SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);
  * Thread-safety: the thread that drives @m.
  */
 SG_EXTERN int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *b);
+
+/**
+ * sg_curl_multi_set_health - operations added to @m from now on whose
+ * policy names no endpoint health (sg_op_options_set_health) share @h
+ * (<streamguard/health.h>).  Borrowed: @h must outlive them.  NULL: none.
+ * Default: one of @m's own, made at the first sg_curl_multi_add and freed
+ * with @m (sg_curl_perform's multi has none: the options' health or
+ * nothing).
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @m is NULL.
+ * Thread-safety: the thread that drives @m.
+ */
+SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
 
 /**
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is

@@ -60,6 +60,7 @@
 #define STREAMGUARD_H2_H
 
 #include <streamguard/core.h>
+#include <streamguard/health.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
@@ -334,6 +335,17 @@ SG_EXTERN int sg_h2_conn_fd(const sg_h2_conn *conn);
  * Thread-safety: the thread that drives @conn.
  */
 SG_EXTERN int sg_h2_conn_set_retry_budget(sg_h2_conn *conn, sg_retry_budget *b);
+
+/**
+ * sg_h2_conn_set_health - streams started on @conn from now on whose
+ * policy names no endpoint health (sg_op_options_set_health) share @h
+ * (<streamguard/health.h>).  Borrowed: @h must outlive them.  NULL: none.
+ * Default: one of @conn's own, made at its first stream and freed with it.
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @conn is NULL.
+ * Thread-safety: the thread that drives @conn.
+ */
+SG_EXTERN int sg_h2_conn_set_health(sg_h2_conn *conn, sg_health *h);
 
 /** true when bytes wait for a socket (informational: sg_h2_conn_fd
  *  already becomes readable when the socket can take them). */

@@ -33,6 +33,7 @@ struct sg_curl_multi {
     int running;
     sg_retry_budget *retry_budget; /* for operations without their own */
     sg__watch intents;             /* operations waiting for their intent */
+    sg__health_slot health;        /* for operations without their own */
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -232,6 +233,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
         close(m->epfd);
     }
     sg__dheap_free(&m->heap);
+    sg__health_slot_free(&m->health); /* operations still holding it keep it */
     free(m);
 }
 
@@ -358,6 +360,14 @@ int sg_curl_multi_run(sg_curl_multi *m) {
     return 0;
 }
 
+int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h) {
+    if (m == NULL) {
+        return SG_EINVAL;
+    }
+    sg__health_slot_set(&m->health, h);
+    return 0;
+}
+
 int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *b) {
     if (m == NULL) {
         return SG_EINVAL;
@@ -376,6 +386,10 @@ int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op) {
     if (sg__op_options_retry_budget(op->lc.popts) == NULL) {
         /* the multi's, if any */
         (void)sg_op_options_set_retry_budget(op->lc.popts, m->retry_budget);
+    }
+    if (sg__op_options_health(op->lc.popts) == NULL) {
+        /* the multi's: the caller's, or its own */
+        (void)sg_op_options_set_health(op->lc.popts, sg__health_slot_get(&m->health));
     }
     op->owner = m;
     op->lc.async_intent = true; /* the multi watches a pending intent */
@@ -418,6 +432,7 @@ int sg_curl_perform(sg_curl_op *op) {
     if (rv != 0) {
         return rv;
     }
+    sg__health_slot_set(&m->health, NULL); /* the operation's own health, or none */
     rv = sg_curl_multi_add(m, op);
     if (rv == 0) {
         rv = sg_curl_multi_run(m);

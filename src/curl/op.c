@@ -87,9 +87,23 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     return n;
 }
 
-static bool header_is(const char *line, size_t len, const char *name) {
-    size_t nlen = strlen(name);
-    return len > nlen && line[nlen] == ':' && strncasecmp(line, name, nlen) == 0;
+static bool name_is(const char *name, size_t len, const char *want) {
+    return strlen(want) == len && strncasecmp(name, want, len) == 0;
+}
+
+/* A header line's value, without the whitespace around it (and the CRLF
+ * of a response's): [*@v, *@end). */
+static void field_value(const char *colon, const char *line_end, const char **v,
+                        const char **end) {
+    const char *p = colon + 1, *e = line_end;
+    while (p < e && (*p == ' ' || *p == '\t')) {
+        p++;
+    }
+    while (e > p && (e[-1] == '\r' || e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t')) {
+        e--;
+    }
+    *v = p;
+    *end = e;
 }
 
 static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) {
@@ -137,25 +151,21 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         }
         return n; /* interim, a stream, or a redirect libcurl may follow */
     }
-    bool ra = header_is(buf, n, "retry-after");
-    bool ra_ms = !ra && header_is(buf, n, "retry-after-ms");
-    if (ra || ra_ms || header_is(buf, n, "date")) {
-        const char *v = (const char *)memchr(buf, ':', n) + 1;
-        const char *end = buf + n;
-        while (v < end && (*v == ' ' || *v == '\t')) {
-            v++;
-        }
-        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' ' ||
-                           end[-1] == '\t')) {
-            end--;
-        }
-        if (ra) {
-            sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
-        } else if (ra_ms) {
-            sg__lc_retry_after_ms(&op->lc, v, (size_t)(end - v));
-        } else {
-            sg__lc_date(&op->lc, v, (size_t)(end - v));
-        }
+    const char *colon = memchr(buf, ':', n);
+    if (colon == NULL) {
+        return n;
+    }
+    const size_t nlen = (size_t)(colon - buf);
+    const char *v, *end;
+    field_value(colon, buf + n, &v, &end);
+    if (name_is(buf, nlen, "retry-after")) {
+        sg__lc_retry_after(&op->lc, v, (size_t)(end - v));
+    } else if (name_is(buf, nlen, "retry-after-ms")) {
+        sg__lc_retry_after_ms(&op->lc, v, (size_t)(end - v));
+    } else if (name_is(buf, nlen, "date")) {
+        sg__lc_date(&op->lc, v, (size_t)(end - v));
+    } else {
+        sg__lc_ratelimit(&op->lc, buf, nlen, v, (size_t)(end - v));
     }
     return n;
 }
@@ -442,6 +452,40 @@ static int tp_watch(sg__lifecycle *lc, int fd) {
     return op->owner != NULL ? sg__curl_multi_watch(op->owner, op, fd) : SG_ESTATE;
 }
 
+/* Endpoint @i's URL and the credential header among the request headers
+ * it is sent with (sg__credential_rank's first). */
+static void tp_identity(sg__lifecycle *lc, uint32_t i, const char **url,
+                        const char **cred, size_t *cred_len) {
+    const sg_curl_options *o = OP_OF(lc)->opts;
+    const struct curl_slist *given = o->headers;
+    if (i < o->n_endpoints) {
+        *url = o->endpoints[i].url;
+        given = o->endpoints[i].headers != NULL ? o->endpoints[i].headers : given;
+    } else {
+        /* the operation's target, else the URL set on the easy handle
+         * (libcurl gives it back before a transfer) */
+        *url = sg_op_options_target(sg__lc_options(lc));
+        char *set = NULL;
+        if (*url == NULL && curl_easy_getinfo(OP_OF(lc)->easy, CURLINFO_EFFECTIVE_URL,
+                                              &set) == CURLE_OK) {
+            *url = set;
+        }
+    }
+    int best = 4;
+    for (const struct curl_slist *h = given; h != NULL; h = h->next) {
+        const char *colon = strchr(h->data, ':');
+        const int rank =
+            colon != NULL ? sg__credential_rank(h->data, (size_t)(colon - h->data)) : -1;
+        if (rank >= 0 && rank < best) {
+            const char *v, *end;
+            field_value(colon, colon + strlen(colon), &v, &end);
+            best = rank;
+            *cred = v;
+            *cred_len = (size_t)(end - v);
+        }
+    }
+}
+
 static void tp_unwatch(sg__lifecycle *lc, int fd) {
     sg_curl_op *op = OP_OF(lc);
     if (op->owner != NULL) { /* else its multi is gone, and its watch too */
@@ -462,6 +506,7 @@ static const sg__transport curl_transport = {
     .watch = tp_watch,
     .unwatch = tp_unwatch,
     .bytes = tp_bytes,
+    .identity = tp_identity,
 };
 
 /* ------------------------------------------------------------ life cycle */

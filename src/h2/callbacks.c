@@ -84,6 +84,9 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame,
         sg__lc_retry_after_ms(&op->lc, (const char *)value, valuelen);
     } else if (namelen == 4 && memcmp(name, "date", 4) == 0) {
         sg__lc_date(&op->lc, (const char *)value, valuelen);
+    } else {
+        sg__lc_ratelimit(&op->lc, (const char *)name, namelen, (const char *)value,
+                         valuelen);
     }
     return 0;
 }

@@ -186,6 +186,7 @@ struct sg_h2_conn {
     sg_clock clock;
     bool has_clock;
     sg_retry_budget *retry_budget; /* for operations without their own */
+    sg__health_slot health;        /* for operations without their own */
 
     int epfd;          /* every socket of every link: the fd the caller polls */
     int in_recv;       /* inside nghttp2_session_mem_recv (its callbacks) */

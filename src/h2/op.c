@@ -328,6 +328,26 @@ static void tp_unwatch(sg__lifecycle *lc, int fd) {
     sg__watch_del(&SG__H2_OP_OF(lc)->conn->intents, fd);
 }
 
+/* The connection's one endpoint, scheme://authority/path as requested,
+ * and the credential header among the request's (sg__credential_rank's
+ * first). */
+static void tp_identity(sg__lifecycle *lc, uint32_t i, const char **url,
+                        const char **cred, size_t *cred_len) {
+    (void)i;
+    const sg_h2_op *op = SG__H2_OP_OF(lc);
+    *url = op->target;
+    int best = 4;
+    for (size_t k = 4; k < op->nfixed; k++) { /* after the pseudo-headers */
+        const nghttp2_nv *nv = &op->nva[k];
+        const int rank = sg__credential_rank((const char *)nv->name, nv->namelen);
+        if (rank >= 0 && rank < best) {
+            best = rank;
+            *cred = (const char *)nv->value;
+            *cred_len = nv->valuelen;
+        }
+    }
+}
+
 static const sg__transport h2_transport = {
     .launch = tp_launch,
     .abort = tp_abort,
@@ -340,6 +360,7 @@ static const sg__transport h2_transport = {
     .watch = tp_watch,
     .unwatch = tp_unwatch,
     .bytes = tp_bytes,
+    .identity = tp_identity,
 };
 
 static int on_item(const sg_item *item, void *user_data) {
@@ -463,6 +484,10 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
     if (sg__op_options_retry_budget(po) == NULL) {
         /* the connection's, if any */
         (void)sg_op_options_set_retry_budget(po, c->retry_budget);
+    }
+    if (sg__op_options_health(po) == NULL) {
+        /* the connection's: the caller's, or its own */
+        (void)sg_op_options_set_health(po, sg__health_slot_get(&c->health));
     }
     if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
         sg__h2_op_release(op);

@@ -276,7 +276,16 @@ void sg_h2_conn_free(sg_h2_conn *c) {
     free(c->cafile);
     free(c->dns_servers);
     free(c->authority);
+    sg__health_slot_free(&c->health); /* streams still holding it keep it */
     free(c);
+}
+
+int sg_h2_conn_set_health(sg_h2_conn *c, sg_health *h) {
+    if (c == NULL) {
+        return SG_EINVAL;
+    }
+    sg__health_slot_set(&c->health, h);
+    return 0;
 }
 
 int sg_h2_conn_set_retry_budget(sg_h2_conn *c, sg_retry_budget *b) {

@@ -189,9 +189,20 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
 
 /* Lease and launch the next attempt.  Returns 1 when the operation ended
  * (nothing could be leased, or the launch failed for good). */
+static void reschedule(sg__lifecycle *lc);
+
 static int begin(sg__lifecycle *lc, int64_t now) {
     sg_op_plan plan;
-    if (sg_op_next_attempt(lc->pol, now, &plan) != 0) {
+    int rc = sg_op_next_attempt(lc->pol, now, &plan);
+    if (rc == SG_EINPROGRESS) {
+        /* its endpoint is not free yet (endpoint health): a wait leased
+         * from the budget, as a backoff */
+        lc->state = SG__LC_SLEEPING;
+        lc->wake_at = plan.free_at;
+        reschedule(lc);
+        return 0;
+    }
+    if (rc != 0) {
         return finish(lc);
     }
     return launch(lc, now, &plan);
@@ -343,12 +354,32 @@ static void drop_options(sg__lifecycle *lc) {
     lc->popts = NULL;
 }
 
+/* Endpoint health keys each endpoint by what the transport sends it: its
+ * URL and the credential header of its request (only a keyed hash of it
+ * is kept). */
+static void identify(sg__lifecycle *lc) {
+    const sg_op_options *o = sg__lc_options(lc);
+    if (lc->tp->identity == NULL || sg__op_options_health(o) == NULL) {
+        return;
+    }
+    const uint32_t n = sg__op_options_endpoint_count(o);
+    for (uint32_t i = 0; i < (n > 0 ? n : 1); i++) {
+        const char *url = NULL, *cred = NULL;
+        size_t len = 0;
+        lc->tp->identity(lc, i, &url, &cred, &len);
+        if (url != NULL) {
+            (void)sg_op_set_endpoint_identity(lc->policy, i, url, cred, len);
+        }
+    }
+}
+
 int sg__lc_start(sg__lifecycle *lc, int64_t now) {
     int fd = -1;
     bool async = lc->async_intent && lc->tp->watch != NULL;
     int rv = async ? sg_op_start_async(lc->policy, lc->popts, now, &fd)
                    : sg_op_start(lc->policy, lc->popts, now);
     if (rv == SG_EINPROGRESS) {
+        identify(lc);
         rv = lc->tp->watch(lc, fd);
         if (rv == 0) {
             /* The loop runs the other operations while the observer
@@ -367,6 +398,7 @@ int sg__lc_start(sg__lifecycle *lc, int64_t now) {
         sg__lc_error(lc, "operation refused by its observer: %s", sg_strerror(rv));
         return rv;
     }
+    identify(lc);
     bool observed = sg__op_options_has_observer(lc->popts);
     drop_options(lc);
     if (observed) {
@@ -452,6 +484,27 @@ static int64_t wall_origin(const sg__lifecycle *lc) {
     return local;
 }
 
+/* What the final response's fields say of when to come back: its
+ * Retry-After, retry-after-ms and rate-limit headers. */
+static void answer_fields(const sg__lifecycle *lc, sg_op_result *r) {
+    if (!lc->headers_done) {
+        return;
+    }
+    if (lc->retry_after_len > 0) {
+        r->retry_after = lc->retry_after;
+        r->retry_after_len = lc->retry_after_len;
+        r->wall_now_s = wall_origin(lc);
+    }
+    if (lc->retry_after_ms_len > 0) {
+        r->retry_after_ms_field = lc->retry_after_ms;
+        r->retry_after_ms_field_len = lc->retry_after_ms_len;
+    }
+    if (lc->ratelimit.known != 0) {
+        r->ratelimit = &lc->ratelimit; /* an instant in it is against the Date too */
+        r->wall_now_s = wall_origin(lc);
+    }
+}
+
 int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (lc->state != SG__LC_ENDING) {
         return lc->state == SG__LC_DONE;
@@ -490,15 +543,7 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (gr->outcome != SG_OUTCOME_OK && lc->errbuf[0] != '\0') {
         r.error = lc->errbuf; /* the transport's own words, beside the outcome */
     }
-    if (lc->retry_after_len > 0 && lc->headers_done) {
-        r.retry_after = lc->retry_after;
-        r.retry_after_len = lc->retry_after_len;
-        r.wall_now_s = wall_origin(lc);
-    }
-    if (lc->retry_after_ms_len > 0 && lc->headers_done) {
-        r.retry_after_ms_field = lc->retry_after_ms;
-        r.retry_after_ms_field_len = lc->retry_after_ms_len;
-    }
+    answer_fields(lc, &r);
     if (lc->lost) {
         /* a loser delivers nothing: it had no item when the winner was
          * named, and the gate dropped every one after (the guard counted

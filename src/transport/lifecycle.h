@@ -119,6 +119,13 @@ typedef struct sg__transport {
      * into items (the user's on_bytes).  SG__LC_PAUSE: not taken (the
      * transport gives them again later); any other non-zero cancels. */
     int (*bytes)(sg__lifecycle *lc, const void *data, size_t len);
+    /* Optional (endpoint health): the URL of the operation's endpoint @i
+     * and the value of the credential header its request carries
+     * (sg__credential_rank picks which; NULL, 0: none), both valid during
+     * the call.  Without it, or a NULL URL, the policy names the endpoint
+     * by its own URL. */
+    void (*identity)(sg__lifecycle *lc, uint32_t i, const char **url, const char **cred,
+                     size_t *cred_len);
 } sg__transport;
 
 struct sg__lifecycle {
@@ -179,6 +186,7 @@ struct sg__lifecycle {
      * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
     size_t ebody_len;
+    sg_op_ratelimit ratelimit; /* the final response's rate-limit headers */
 };
 
 /* Sets @lc up: validates @framing (NULL: defaults) and, for an operation
@@ -262,6 +270,10 @@ void sg__lc_retry_after_ms(sg__lifecycle *lc, const char *value, size_t len);
 /* The response's Date (RFC 9110 §6.6.1): a Retry-After HTTP-date is
  * measured from it, not from the local wall clock. */
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len);
+/* Any other response header: a provider's rate-limit header is kept for
+ * endpoint health (sg_op_ratelimit_header), the rest ignored. */
+void sg__lc_ratelimit(sg__lifecycle *lc, const char *name, size_t name_len,
+                      const char *value, size_t value_len);
 /* The header block ended: its class (and for 2xx, phase wait_first_item). */
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now);
 /* An error response's head ended at @now (sg__lc_headers_end said

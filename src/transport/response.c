@@ -1,9 +1,9 @@
 /*
  * The response facts of the attempt lifecycle (lifecycle.h): what the
- * transport reads of a response - its status, Retry-After, retry-after-ms
- * and Date, the end of its header block, its body bytes, and an error
- * response's body kept for the profile to read - taken into the
- * lifecycle, where sg__lc_settle hands them to the policy.
+ * transport reads of a response - its status, Retry-After, retry-after-ms,
+ * Date and rate-limit headers, the end of its header block, its body
+ * bytes, and an error response's body kept for the profile to read -
+ * taken into the lifecycle, where sg__lc_settle hands them to the policy.
  */
 #include "transport/lifecycle.h"
 
@@ -17,6 +17,7 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->retry_after_len = 0;
     lc->retry_after_ms_len = 0;
     lc->date_len = 0;
+    lc->ratelimit.known = 0;
     sg_guard *g = sg__lc_guard(lc);
     if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
         /* a status line: the request reached the server */
@@ -58,6 +59,12 @@ void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {
     } else {
         lc->date_len = 0; /* not an HTTP-date: the local clock instead */
     }
+}
+
+void sg__lc_ratelimit(sg__lifecycle *lc, const char *name, size_t name_len,
+                      const char *value, size_t value_len) {
+    /* a malformed value is the provider's slip: ignored, as if absent */
+    (void)sg_op_ratelimit_header(&lc->ratelimit, name, name_len, value, value_len);
 }
 
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {

@@ -500,7 +500,10 @@ int main(int argc, char **argv) {
     p.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     p.epfd = epoll_create1(EPOLL_CLOEXEC);
     bool curl = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-    if (p.sigfd < 0 || p.epfd < 0 || !curl || sg_curl_multi_new(&p.multi, NULL) != 0) {
+    /* each request stands alone: no endpoint health shared across them
+     * (docs/sg-proxy.md) */
+    if (p.sigfd < 0 || p.epfd < 0 || !curl || sg_curl_multi_new(&p.multi, NULL) != 0 ||
+        sg_curl_multi_set_health(p.multi, NULL) != 0) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
         rv = 1;
     } else {

@@ -132,6 +132,11 @@ int run_curl(struct config *c) {
         rv = sg_curl_multi_new(&m, NULL);
     }
     if (rv == 0) {
+        /* one operation: no endpoint health to share, and its own
+         * retries keep to --attempts and its backoff */
+        rv = sg_curl_multi_set_health(m, NULL);
+    }
+    if (rv == 0) {
         rv = sg_curl_multi_add(m, op);
         while (rv == 0) {
             int running = sg_curl_multi_step(m, 0);

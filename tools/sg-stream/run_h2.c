@@ -224,6 +224,10 @@ static int h2_connect(const struct config *c, const char *host, int port, bool t
     if (rv == 0) {
         rv = sg_h2_conn_new(out, o);
     }
+    if (rv == 0) {
+        /* one operation: no endpoint health to share (as run_curl.c) */
+        rv = sg_h2_conn_set_health(*out, NULL);
+    }
     sg_h2_conn_options_free(o);
     return rv;
 }

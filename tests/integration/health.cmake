@@ -1,0 +1,15 @@
+# Endpoint health end to end, on both transports against the real
+# sg-fakemodel (included from tests/integration/CMakeLists.txt).
+sg_parts_check(health_ok health_test ${CMAKE_CURRENT_LIST_DIR}/health_test.c)
+if(NOT TARGET sg-fakemodel OR NOT health_ok)
+  return()
+endif()
+if(NOT TARGET PkgConfig::CMOCKA)
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+endif()
+add_executable(health_test ${CMAKE_CURRENT_LIST_DIR}/health_test.c)
+target_link_libraries(health_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+target_include_directories(health_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_options(health_test PRIVATE -Wall -Wextra -Wno-unused-function)
+add_test(NAME integration.health COMMAND health_test $<TARGET_FILE:sg-fakemodel>)
+set_tests_properties(integration.health PROPERTIES LABELS integration TIMEOUT 120)
