@@ -318,6 +318,24 @@ static sg_h2_op *h2_add(sg_h2_conn *c, const char *path, const sg_op_options *po
     return op;
 }
 
+/* The three streams of an HTTP/2 case, run: the first went; @refused
+ * ended at once (@why) with nothing sent (no request tagged @rtag); @waits
+ * waited and went once (@wtag).  Then all of them and @c are freed. */
+static void h2_expect(sg_h2_conn *c, sg_h2_op *first, sg_h2_op *refused, sg_h2_op *waits,
+                      sg_op_reason why, const char *rtag, const char *wtag) {
+    assert_int_equal(sg_h2_op_outcome(refused), SG_OUTCOME_REFUSED);
+    assert_int_equal(sg_op_final_reason(sg_h2_op_policy(refused)), why);
+    assert_int_equal(sg_h2_op_outcome(waits), SG_OUTCOME_OK);
+    assert_int_equal(sg_op_health_event_at(sg_h2_op_policy(waits), 0)->action,
+                     SG_OP_HEALTH_WAITED);
+    assert_int_equal(received(rtag), 0);
+    assert_int_equal(received(wtag), 1);
+    sg_h2_op_free(first);
+    sg_h2_op_free(refused);
+    sg_h2_op_free(waits);
+    sg_h2_conn_free(c);
+}
+
 static void a_429_holds_back_the_next_stream_on_the_connection(void **state) {
     (void)state;
     char err[SG_H2_ERROR_SIZE] = "";
@@ -337,18 +355,7 @@ static void a_429_holds_back_the_next_stream_on_the_connection(void **state) {
     assert_int_equal(sg_op_options_set_budget(patient, SG_SEC(5)), 0);
     sg_h2_op *waits = h2_add(c, "/v1/chat/completions?n=2&_t=h2c", patient, &r2);
     assert_int_equal(sg_h2_conn_run(c), 0);
-    assert_int_equal(sg_h2_op_outcome(refused), SG_OUTCOME_REFUSED);
-    assert_int_equal(sg_op_final_reason(sg_h2_op_policy(refused)),
-                     SG_OP_REASON_RATE_LIMITED);
-    assert_int_equal(sg_h2_op_outcome(waits), SG_OUTCOME_OK);
-    assert_int_equal(sg_op_health_event_at(sg_h2_op_policy(waits), 0)->action,
-                     SG_OP_HEALTH_WAITED);
-    assert_int_equal(received("_t=h2b"), 0);
-    assert_int_equal(received("_t=h2c"), 1);
-    sg_h2_op_free(first);
-    sg_h2_op_free(refused);
-    sg_h2_op_free(waits);
-    sg_h2_conn_free(c);
+    h2_expect(c, first, refused, waits, SG_OP_REASON_RATE_LIMITED, "_t=h2b", "_t=h2c");
 }
 
 /* The connection's health with an in-flight limit of one: a stream
@@ -373,17 +380,8 @@ static void beyond_max_inflight_a_stream_waits_or_is_refused(void **state) {
     sg_h2_op *waits = h2_add(c, "/v1/chat/completions?n=2&_t=h2f", po, &r2);
     assert_int_equal(sg_h2_conn_run(c), 0);
     assert_int_equal(sg_h2_op_outcome(slow), SG_OUTCOME_OK);
-    assert_int_equal(sg_h2_op_outcome(refused), SG_OUTCOME_REFUSED);
-    assert_int_equal(sg_op_final_reason(sg_h2_op_policy(refused)),
-                     SG_OP_REASON_ENDPOINT_BUSY);
-    assert_int_equal(sg_h2_op_outcome(waits), SG_OUTCOME_OK);
     assert_true(sg_clock_now(NULL) - r2.start >= SG_MS(350)); /* after the slow one */
-    assert_int_equal(received("_t=h2e"), 0);
-    assert_int_equal(received("_t=h2f"), 1);
-    sg_h2_op_free(slow);
-    sg_h2_op_free(refused);
-    sg_h2_op_free(waits);
-    sg_h2_conn_free(c);
+    h2_expect(c, slow, refused, waits, SG_OP_REASON_ENDPOINT_BUSY, "_t=h2e", "_t=h2f");
     sg_health_free(h);
 }
 
