@@ -475,7 +475,6 @@ SG_EXTERN void sg_mem_init(sg_mem *mem,
                            void *(*resize)(void *ptr, size_t size, void *user_data),
                            void *user_data);
 
-
 #ifdef __cplusplus
 }
 #endif

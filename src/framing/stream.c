@@ -264,7 +264,7 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->error_text_ = NULL;
     s->end_seen_ = false;
     s->other_len_ = 0;
-    sg__usage_init(s, sg__usage_reader(s)); /* nothing read yet */
+    sg__usage_init(s, sg__usage_reader(s));              /* nothing read yet */
     sg__stream_store_free(s, &s->hold_, &s->hold_room_); /* an abandoned attempt's */
     sg__stream_store_free(s, &s->other_, &s->other_room_);
     s->error_ = 0;

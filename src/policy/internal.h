@@ -66,8 +66,8 @@ struct sg_op_options {
     char *probe_error_;
     char **endpoints_;         /* n_endpoints_ URLs */
     struct sg__price *prices_; /* SG_OP_MAX_ENDPOINTS, or NULL: none set */
-    sg_health *health_;  /* borrowed; endpoint health (health_op.c) */
-    uint64_t tokens_in_; /* sg_op_options_set_token_estimate; 0 unknown */
+    sg_health *health_;        /* borrowed; endpoint health (health_op.c) */
+    uint64_t tokens_in_;       /* sg_op_options_set_token_estimate; 0 unknown */
     uint64_t tokens_out_;
 };
 

@@ -414,7 +414,9 @@ each_attempt_keeps_the_transports_own_error_bounded_and_escaped(void **state) {
     end(op, v.retry_at + SG_MS(5), SG_OUTCOME_OK, SG_PHASE_STREAMING, 200, NULL, 0, 3);
     const char *doc = write_report(op, v.retry_at + SG_MS(5));
     has(doc, "\"error\":\"curl 7 \\\"quoted\\\"\\nxx");
-    has(doc, "\"error\":null,\"provider_error\":null,\"usage\":null}]"); /* the clean attempt has none */
+    has(doc,
+        "\"error\":null,\"provider_error\":null,\"usage\":null}]"); /* the clean attempt
+                                                                       has none */
 }
 
 static void every_byte_value_escapes_to_valid_json(void **state) {
