@@ -56,11 +56,12 @@ extern "C" {
  * Bounds and defaults
  * ------------------------------------------------------------------------ */
 
-/** Most endpoints one sg_health tracks (448 bytes each on LP64, made as
- *  endpoints come: about 460 KiB for all).  When it is full, the least
- *  recently used endpoint that no operation holds and that is closed and
- *  idle (nothing known against it) makes room; when none is, a new
- *  endpoint is simply not tracked - asked as if free, never an error. */
+/** Most endpoints one sg_health tracks (9,288 bytes each on LP64, 8,840
+ *  of them its first-token sketch, made as endpoints come: about 9.1 MiB
+ *  for all).  When it is full, the least recently used endpoint that no
+ *  operation holds and that is closed and idle (nothing known against it)
+ *  makes room; when none is, a new endpoint is simply not tracked - asked
+ *  as if free, never an error. */
 #define SG_HEALTH_MAX_ENTRIES 1024
 /** Longest endpoint name kept (scheme://host:port/path), not counting the
  *  NUL; a longer one is cut (and keyed as cut). */
@@ -187,6 +188,11 @@ typedef struct sg_health_entry {
     uint64_t refused[SG_HEALTH_WHY_COUNT_]; ///< operations ended with nothing sent
     uint64_t waited[SG_HEALTH_WHY_COUNT_];  ///< waits for it to free
     uint64_t skipped[SG_HEALTH_WHY_COUNT_]; ///< passed over for a free fallback
+    /* its first-token sketch at the instant given (sg_op_options_set_hedge_auto) */
+    uint32_t first_tokens;         ///< attempts whose first token came, in the window
+    uint32_t first_token_censored; ///< attempts timed out or cancelled before one
+    int64_t first_token_median_ns; ///< -1: not known (see sg_op_options_set_hedge_auto)
+    int64_t first_token_p95_ns;    ///< -1: not known
 } sg_health_entry;
 
 /**
@@ -274,6 +280,114 @@ SG_EXTERN const sg_op_health_event *sg_op_health_event_at(const sg_op *op, uint3
  * otherwise, and for NULL or an operation never started.
  */
 SG_EXTERN int64_t sg_op_endpoint_free_at(const sg_op *op);
+
+/* ------------------------------------------------------------------------
+ * First tokens: the hedge delay learned, endpoints ordered by how fast
+ * they start (docs/design.md, "First-token sketch")
+ * ------------------------------------------------------------------------ */
+
+/** The default of sg_health_set_first_token_window. */
+#define SG_HEALTH_DEFAULT_FIRST_TOKEN_WINDOW SG_SEC(30)
+/** The default of sg_op_options_set_hedge_quantile. */
+#define SG_HEDGE_DEFAULT_QUANTILE 0.95
+/** The default of sg_op_options_set_hedge_floor. */
+#define SG_HEDGE_DEFAULT_FLOOR SG_MS(10)
+
+/**
+ * sg_health_set_first_token_window - how long each endpoint's first-token
+ * sketch remembers: it keeps two halves of @ns, so an attempt's time to
+ * first token counts from when the attempt ends until between @ns / 2 and
+ * @ns later - an endpoint that got faster (or slower) is seen so within
+ * @ns.  Default: 30 s (SG_HEALTH_DEFAULT_FIRST_TOKEN_WINDOW).  Changed
+ * while operations run, what the sketches hold is forgotten at their next
+ * use.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h is NULL or @ns < 2;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_health_set_first_token_window(sg_health *h, int64_t ns);
+
+/**
+ * sg_first_token_min_samples - how many observations (first tokens and
+ * censored attempts) an endpoint's window must hold before its
+ * @q-quantile is used: 5 / (1 - @q) rounded - about five expected beyond
+ * the quantile - and at least 10.  For 0.95: 100 (the 95 % confidence
+ * interval of an empirical p95 of 100 is about p91 .. p99); the median:
+ * 10; 0.99: 500.  0 for @q outside (0, 1).  Thread-safety: pure function.
+ */
+SG_EXTERN uint32_t sg_first_token_min_samples(double q);
+
+/**
+ * sg_op_options_set_hedge_auto - the hedge delay learned from the
+ * endpoint's own first tokens (with hedging on, sg_op_options_set_hedging):
+ * when an attempt is planned, the next hedge beside it waits the
+ * quantile (sg_op_options_set_hedge_quantile) of its endpoint's recent
+ * times to first token in the operations' endpoint health
+ * (sg_op_options_set_health, or the multi's or connection's), clamped
+ * between the floor (sg_op_options_set_hedge_floor) and the attempt's
+ * lease.  Until the endpoint's window holds sg_first_token_min_samples()
+ * observations - or when the quantile is beyond what timed out, or there
+ * is no health, or the endpoint is not tracked - the fixed delay of
+ * sg_op_options_set_hedging is used.  Each attempt's record says the
+ * delay and where it came from (hedge_after_ns, hedge_source; the
+ * report's hedge_after_ms, hedge_after_source).  Default: false (the
+ * fixed delay).
+ *
+ * Returns 0, or SG_EINVAL when @o is NULL.
+ */
+SG_EXTERN int sg_op_options_set_hedge_auto(sg_op_options *o, bool learned);
+
+/**
+ * sg_op_options_set_hedge_quantile - the quantile of first tokens a
+ * learned hedge delay waits ("The Tail at Scale": after the 95th
+ * percentile, about 5 % more requests).  Default: 0.95.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL;
+ *   SG_ERANGE  @q not in [0.5, 0.999] (or not a number).
+ */
+SG_EXTERN int sg_op_options_set_hedge_quantile(sg_op_options *o, double q);
+
+/**
+ * sg_op_options_set_hedge_floor - the shortest learned hedge delay: a
+ * quantile below it is raised to it.  Default: 10 ms (below, the
+ * sketch's resolution and the transports' timers make the delay noise,
+ * and a near-zero quantile would double the requests).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL or @ns < 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_op_options_set_hedge_floor(sg_op_options *o, int64_t ns);
+
+/** The order in which an operation asks its endpoints. */
+typedef enum sg_endpoint_order {
+    SG_ENDPOINT_ORDER_CONFIGURED = 0, ///< "configured": as given
+    SG_ENDPOINT_ORDER_FIRST_TOKEN,    ///< "first_token": the fastest starter first
+    SG_ENDPOINT_ORDER_COUNT_
+} sg_endpoint_order;
+
+/** sg_endpoint_order_name - "configured", "first_token"; NULL out of
+ *  range.  Thread-safety: pure function. */
+SG_EXTERN const char *sg_endpoint_order_name(sg_endpoint_order order);
+
+/**
+ * sg_op_options_set_endpoint_order - with SG_ENDPOINT_ORDER_FIRST_TOKEN,
+ * an operation's first attempt goes to the endpoint with the lowest
+ * recent median first token (its window holding at least
+ * sg_first_token_min_samples(0.5) observations) among those free to be
+ * asked (not cooling, open or full); endpoints with none known come after
+ * those with one, ties in the configured order.  Its fallbacks and hedges
+ * then follow the configured order without it.  Without endpoint health
+ * there is nothing to order by: the configured order.  The report says
+ * what was chosen (endpoint_order).  Default: SG_ENDPOINT_ORDER_CONFIGURED.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @o is NULL;
+ *   SG_ERANGE  @order is not an sg_endpoint_order.
+ */
+SG_EXTERN int sg_op_options_set_endpoint_order(sg_op_options *o, sg_endpoint_order order);
 
 #ifdef __cplusplus
 }

@@ -183,6 +183,21 @@ typedef enum sg_token_kind {
  * Attempt records
  * ------------------------------------------------------------------------ */
 
+/** Where an attempt's hedge delay came from (<streamguard/health.h>,
+ *  sg_op_options_set_hedge_auto); the names are the report's. */
+typedef enum sg_hedge_source {
+    SG_HEDGE_SOURCE_NONE = 0, ///< "none": no hedging
+    SG_HEDGE_SOURCE_FIXED,    ///< "fixed": the delay of sg_op_options_set_hedging
+    SG_HEDGE_SOURCE_AUTO,     ///< "auto": its endpoint's first-token quantile, clamped
+    SG_HEDGE_SOURCE_AUTO_FALLBACK, ///< "auto_fallback": learned too little yet: the fixed
+                                   ///< one
+    SG_HEDGE_SOURCE_COUNT_
+} sg_hedge_source;
+
+/** sg_hedge_source_name - "none", "fixed", "auto", "auto_fallback"; NULL
+ *  out of range.  Thread-safety: pure function. */
+SG_EXTERN const char *sg_hedge_source_name(sg_hedge_source s);
+
 /**
  * sg_op_attempt - the record of one attempt; read-only, read through the
  * pointer the library gives (it may grow at the end).  Durations are
@@ -236,6 +251,12 @@ typedef struct sg_op_attempt {
      *  operation ends: on_attempt_end sees the record as it was when the
      *  attempt ended. */
     sg_op_usage usage;
+    /** With hedging: how long after this attempt's start the next hedge
+     *  beside it goes (its lease when that is shorter, which it then
+     *  never reaches), decided when it was planned, and where that came
+     *  from; -1 and SG_HEDGE_SOURCE_NONE without hedging. */
+    int64_t hedge_after_ns;
+    sg_hedge_source hedge_source; ///<
 } sg_op_attempt;
 
 /* ------------------------------------------------------------------------

@@ -134,8 +134,7 @@ bool sg__read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *ra_n
 static uint32_t back_off(sg_op *op, sg__end *e) {
     const sg_op_options *o = &op->opts_;
     const uint32_t ep = e->a->endpoint;
-    const uint32_t n_ep = o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
-    const uint32_t next = (ep + 1) % n_ep;
+    const uint32_t next = sg__ep_after(op, ep, 1);
     const bool ra = e->ra_valid && e->outcome == SG_OUTCOME_HTTP_ERROR;
     int64_t wait = e->ra_ns;
     if (!ra) {

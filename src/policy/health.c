@@ -11,7 +11,8 @@
  * an operation holds it).  The mutex guards the table itself - finding or
  * making an entry when an operation first asks an endpoint, letting one go,
  * walking them (sg_health_foreach).  Memory: SG_HEALTH_MAX_ENTRIES entries
- * of 448 bytes at most (460 KiB), grown as endpoints come.
+ * of 9,288 bytes at most (9.1 MiB; 8,840 of them the first-token sketch),
+ * grown as endpoints come.
  */
 #define _GNU_SOURCE
 #include "health_internal.h"
@@ -44,6 +45,7 @@ struct sg__hentry {
     _Atomic int64_t tok_reset[FAMILIES];
     _Atomic uint64_t counts[3][SG_HEALTH_WHY_COUNT_]; /* [action][why] */
     char name[SG_HEALTH_ENDPOINT_MAX + 1];
+    sg__ttft_sketch ttft; /* its first tokens (ttft_sketch.h; ttft_op.c) */
 };
 
 struct sg_health {
@@ -52,6 +54,7 @@ struct sg_health {
     _Atomic uint32_t max_inflight;
     _Atomic int64_t cooldown;
     _Atomic int64_t cooldown_max;
+    _Atomic int64_t ttft_window; /* sg_health_set_first_token_window */
     uint8_t secret[32];
     pthread_mutex_t mu;
     sg__hentry **ents; /* n of cap, each allocated once, never moved */
@@ -90,6 +93,7 @@ int sg_health_new(sg_health **out) {
     atomic_init(&h->max_inflight, 0);
     atomic_init(&h->cooldown, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN);
     atomic_init(&h->cooldown_max, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN_MAX);
+    atomic_init(&h->ttft_window, SG_HEALTH_DEFAULT_FIRST_TOKEN_WINDOW);
     *out = h;
     return 0;
 }
@@ -303,6 +307,7 @@ static void entry_reset(sg__hentry *e, const uint8_t *key, const char *name,
             atomic_store(&e->counts[a][w], 0);
         }
     }
+    sg__ttft_init(&e->ttft);
 }
 
 /* A new entry for @key: a fresh one while the table has room, else the
@@ -471,6 +476,22 @@ void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset) {
     atomic_store_explicit(&e->tok_reset[f], reset, memory_order_relaxed);
 }
 
+int sg_health_set_first_token_window(sg_health *h, int64_t ns) {
+    if (h == NULL || ns < 2) {
+        return SG_EINVAL;
+    }
+    if (ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    atomic_store(&h->ttft_window, ns);
+    return 0;
+}
+
+sg__ttft_sketch *sg__hentry_ttft(sg__hentry *e, const sg_health *h, int64_t *half) {
+    *half = atomic_load_explicit(&h->ttft_window, memory_order_relaxed) / 2;
+    return &e->ttft;
+}
+
 void sg__hentry_count(sg__hentry *e, sg_op_health_action action, sg_op_reason why) {
     const int w = why == SG_OP_REASON_RATE_LIMITED   ? SG_HEALTH_RATE_LIMITED
                   : why == SG_OP_REASON_CIRCUIT_OPEN ? SG_HEALTH_CIRCUIT_OPEN
@@ -507,6 +528,7 @@ static void describe(const sg_health *h, const sg__hentry *e, int64_t now,
         out->waited[w] = atomic_load(&e->counts[SG_OP_HEALTH_WAITED][w]);
         out->refused[w] = atomic_load(&e->counts[SG_OP_HEALTH_REFUSED][w]);
     }
+    sg__ttft_describe(&e->ttft, atomic_load(&h->ttft_window) / 2, now, out);
 }
 
 int sg_health_foreach(sg_health *h, int64_t now,

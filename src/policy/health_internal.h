@@ -9,6 +9,7 @@
 #define STREAMGUARD_POLICY_HEALTH_INTERNAL_H
 
 #include "end.h"
+#include "ttft_sketch.h"
 
 /* Bytes of an endpoint's key: HMAC-SHA-256 of its name and credential
  * under the table's secret, truncated. */
@@ -65,6 +66,24 @@ void sg__hentry_cool(sg__hentry *e, int64_t until);
 void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset);
 /* Counts what an operation did about @e (sg_health_entry's counters). */
 void sg__hentry_count(sg__hentry *e, sg_op_health_action action, sg_op_reason why);
+/* @e's first-token sketch, and half of @h's window in *@half. */
+sg__ttft_sketch *sg__hentry_ttft(sg__hentry *e, const sg_health *h, int64_t *half);
+
+/* --------------------------------------------------------- ttft_op.c */
+
+/* What the end of @e tells its endpoint's sketch @ent (of @h). */
+void sg__ttft_feed(const sg_health *h, sg__hentry *ent, const sg__end *e);
+/* The sketch's counts and quantiles at @now, into @out. */
+void sg__ttft_describe(const sg__ttft_sketch *s, int64_t half, int64_t now,
+                       sg_health_entry *out);
+/* Before the first attempt (sg__health_plan): with the first-token order,
+ * the endpoints ranked by their median into @op's order and the first of
+ * them; else the next endpoint, as planned. */
+uint32_t sg__ttft_rank(sg_op *op, int64_t now);
+/* Endpoint @e was admitted at @now for the first attempt: with the
+ * first-token order, the order becomes @e then the others as configured,
+ * and the report says so. */
+void sg__ttft_chosen(sg_op *op, uint32_t e, int64_t now);
 
 /* -------------------------------------------------------- health_op.c */
 
@@ -84,6 +103,9 @@ void sg__health_op_reset(sg_op *op);
  * its slot; or SG_EINPROGRESS (the operation waits until plan->free_at)
  * or SG_EREFUSED (it ended, the plan says why). */
 int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep);
+/* Endpoint @i's entry (bound at its first use), NULL when it is not
+ * tracked or @op has no health. */
+sg__hentry *sg__health_entry(sg_op *op, uint32_t i, int64_t now);
 /* Before a hedge: whether endpoint @e is free for it (then holding its
  * slot), recording a skip when not; *@why the reason it is not. */
 bool sg__health_hedge_try(sg_op *op, uint32_t e, int64_t now, sg_op_reason *why);

@@ -164,6 +164,11 @@ static sg__hentry *entry_of(sg__op_health *oh, uint32_t i, int64_t now) {
     return p->e;
 }
 
+sg__hentry *sg__health_entry(sg_op *op, uint32_t i, int64_t now) {
+    return op->health_ != NULL && i < op->health_->n ? entry_of(op->health_, i, now)
+                                                     : NULL;
+}
+
 void sg__health_op_reset(sg_op *op) {
     sg__op_health *oh = op->health_;
     if (oh == NULL) {
@@ -265,7 +270,7 @@ static bool wait_fits(const sg_op *op, int64_t now, int64_t at) {
 
 int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep) {
     sg__op_health *oh = op->health_;
-    const uint32_t first = op->ep_next_;
+    const uint32_t first = sg__ttft_rank(op, now); /* with the first-token order */
     *ep = first;
     if (oh == NULL) {
         return 0;
@@ -275,7 +280,7 @@ int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep) {
     int64_t ats[SG_OP_MAX_ENDPOINTS];
     uint32_t nb = 0, best = 0;
     for (uint32_t k = 0; k < oh->n; k++) {
-        const uint32_t e = (first + k) % oh->n;
+        const uint32_t e = sg__ep_after(op, first, k);
         if (k > 0 && op->ep_back_[e] > now) {
             continue; /* a fallback still backing off from its own failure */
         }
@@ -283,6 +288,7 @@ int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep) {
             for (uint32_t j = 0; j < nb; j++) {
                 note(op, SG_OP_HEALTH_SKIPPED, blocked[j], whys[j], now, ats[j], false);
             }
+            sg__ttft_chosen(op, e, now);
             *ep = e;
             return 0;
         }
@@ -435,6 +441,7 @@ void sg__health_feed(sg_op *op, const sg__end *e) {
         return;
     }
     learn(ent, e);
+    sg__ttft_feed(oh->h, ent, e);
     if (rec->health & SG__HREC_HELD) {
         sg__hentry_end(oh->h, ent, e->now, kind_of(e),
                        (rec->health & SG__HREC_PROBE) != 0);

@@ -26,7 +26,7 @@ static int free_endpoint(sg_op *op, int64_t now, sg_op_reason *why) {
     const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
     const uint32_t newest = sg__record(op, op->count_ - 1)->endpoint;
     for (uint32_t k = 1; k <= n_ep; k++) {
-        const uint32_t e = (newest + k) % n_ep;
+        const uint32_t e = sg__ep_after(op, newest, k);
         if (op->ep_back_[e] <= now && sg__health_hedge_try(op, e, now, why)) {
             return (int)e;
         }
@@ -42,7 +42,7 @@ int64_t sg_op_hedge_at(const sg_op *op) {
         return SG_TIME_NEVER;
     }
     const sg_op_attempt *newest = sg__record(op, op->count_ - 1);
-    return sg_time_add(newest->started_at, op->opts_.hedge_after_ns_);
+    return sg_time_add(newest->started_at, newest->hedge_after_ns); /* ttft_op.c */
 }
 
 int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {

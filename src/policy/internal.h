@@ -69,6 +69,10 @@ struct sg_op_options {
     sg_health *health_;        /* borrowed; endpoint health (health_op.c) */
     uint64_t tokens_in_;       /* sg_op_options_set_token_estimate; 0 unknown */
     uint64_t tokens_out_;
+    double hedge_q_;         /* sg_op_options_set_hedge_quantile; 0: the default */
+    int64_t hedge_floor_ns_; /* with SG__OPT_HEDGE_FLOOR */
+    bool hedge_auto_;        /* sg_op_options_set_hedge_auto (ttft_op.c) */
+    uint8_t order_;          /* sg_endpoint_order */
 };
 
 /* An endpoint's prices per million tokens (sg_op_options_set_price). */
@@ -107,7 +111,8 @@ typedef struct sg__rec {
     uint8_t retry_after_flags; /* SG__RA_* */
     uint8_t usage_flags;       /* SG__USAGE_* (usage.c) */
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
-    uint8_t health; /* SG__HREC_*: what it holds of its endpoint's health */
+    uint8_t health;         /* SG__HREC_*: what it holds of its endpoint's health */
+    uint32_t hedge_samples; /* observations its learned hedge delay saw */
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
@@ -145,6 +150,13 @@ struct sg_op {
     sg__rec inline_[SG__OP_INLINE_ATTEMPTS];
     sg__rec *blocks_[SG__OP_BLOCKS]; /* NULL = none */
     struct sg__op_health *health_;   /* with endpoint health: health_op.c */
+    /* the order endpoints are asked in, when not the configured one
+     * (ttft_op.c: the fastest starter first) */
+    uint8_t ep_order_[SG_OP_MAX_ENDPOINTS];
+    bool ordered_;            /* ep_order_ holds it */
+    bool order_open_;         /* the first attempt's endpoint is still to choose */
+    int32_t order_first_;     /* the endpoint so chosen, -1 none */
+    int64_t order_median_ns_; /* and its median first token then, -1 unknown */
 };
 
 /* Frees @op's records and copy of its options and leaves it never started
@@ -165,8 +177,9 @@ enum {
     SG__OPT_NO_REJECTION_RETRY = 1u << 9,
     SG__OPT_DEADLINE = 1u << 10,
     SG__OPT_STARTED_AT = 1u << 11,
-    SG__OPT_PROBE = 1u << 12,          /* sg_op_options_set_probe: attempt 1 */
-    SG__OPT_PROBE_TIMED_OUT = 1u << 13 /* and its connect clock ran out */
+    SG__OPT_PROBE = 1u << 12,           /* sg_op_options_set_probe: attempt 1 */
+    SG__OPT_PROBE_TIMED_OUT = 1u << 13, /* and its connect clock ran out */
+    SG__OPT_HEDGE_FLOOR = 1u << 14
 };
 
 #define SG__DEFAULT_BUDGET_NS SG_SEC(60)
@@ -342,6 +355,28 @@ void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
 /* @url as the report names an endpoint: scheme://host:port/path, without
  * userinfo, query or fragment (report.c). */
 size_t sg__endpoint_name(const char *url, char *out, size_t cap);
+/* A non-negative number with up to 9 decimals, rounded, never in exponent
+ * form nor with a locale's comma (usage.c). */
+void sg__sink_decimal(sg__sink *s, double v);
+
+/*
+ * First-token-aware endpoints (ttft_op.c; docs/design.md, "First-token
+ * sketch").
+ */
+/* sg_op_start: whether the first attempt's endpoint is to be chosen by
+ * first tokens. */
+void sg__ttft_op_start(sg_op *op);
+/* The endpoint @k places after endpoint @e in the order @op asks them
+ * (round the list): the configured one, or the fastest starter's. */
+uint32_t sg__ep_after(const sg_op *op, uint32_t e, uint32_t k);
+/* Attempt @a, planned at @now: the delay of the next hedge beside it,
+ * and where it came from. */
+void sg__ttft_hedge_delay(sg_op *op, sg_op_attempt *a, int64_t now);
+/* The report's "hedge_auto" and "endpoint_order" (top level), and an
+ * attempt's "hedge_after_ms", "hedge_after_source", "hedge_samples". */
+void sg__ttft_report(sg__sink *s, const sg_op *op, bool *first);
+void sg__ttft_report_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt *a,
+                             bool *first);
 
 /*
  * Usage and cost (usage.c; docs/report.md, "Usage and cost").

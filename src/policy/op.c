@@ -85,6 +85,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     }
     if (rc == 0) {
         rc = sg__health_op_start(op); /* its hold on the shared health */
+        sg__ttft_op_start(op);
     }
     if (rc != 0) {
         sg__op_reset(op);
@@ -370,6 +371,7 @@ int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint
     a->endpoint = endpoint;
     a->hedge = hedge;
     sg__lease_clocks(a, o, granted); /* and who set the limit */
+    sg__ttft_hedge_delay(op, a, now);
 
     sg_guard_config *g = &plan->guard_config;
     sg_guard_config_init(g);

@@ -184,6 +184,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     const sg_op_options *o = &op->opts_;
     if (o->hedge_after_ns_ > 0) {
         sg__f_bool(s, "hedge", a->hedge, &first);
+        sg__ttft_report_attempt(s, op, a, &first); /* the delay beside it */
     }
     if (o->set_ & SG__OPT_PROBE) {
         /* the caller's failed probe is attempt 1 (probe.c) */
@@ -309,6 +310,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
         sg__f_u64(s, "hedges_throttled", op->hedges_throttled_, &first);
         sg__f_u64(s, "hedges_no_free_endpoint", op->hedges_no_free_, &first);
     }
+    sg__ttft_report(s, op, &first); /* a learned delay, the first-token order */
     sg__report_usage(s, op, &first);
     sg__health_report(s, op); /* with endpoint health */
     sg__sink_key(s, "attempts", &first);

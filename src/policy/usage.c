@@ -288,9 +288,10 @@ static void counts(sg__sink *s, const int64_t n[4], bool *first) {
     count(s, "reasoning_tokens", n[3], first);
 }
 
-/* A cost to the nanounit, rounded; never in exponent form, never with a
- * locale's decimal comma (no printf), and without libm. */
-static void money(sg__sink *s, double v) {
+/* A cost (or any non-negative number: the report's quantile) to the
+ * nanounit, rounded; never in exponent form, never with a locale's
+ * decimal comma (no printf), and without libm. */
+void sg__sink_decimal(sg__sink *s, double v) {
     if (!(v > 0)) {
         sg__sink_puts(s, "0");
         return;
@@ -364,7 +365,7 @@ void sg__report_usage(sg__sink *s, const sg_op *op, bool *first) {
         sg__sink_put(s, "{", 1);
         for (int k = 0; k < 2; k++) {
             sg__sink_key(s, names[k], &f);
-            money(s, fate[k].cost);
+            sg__sink_decimal(s, fate[k].cost);
         }
         sg__sink_put(s, "}", 1);
     }

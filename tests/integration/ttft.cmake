@@ -1,0 +1,15 @@
+# First-token-aware endpoints end to end, on both transports against two
+# sg-fakemodel instances (included from tests/integration/CMakeLists.txt).
+sg_parts_check(ttft_ok ttft_test ${CMAKE_CURRENT_LIST_DIR}/ttft_test.c)
+if(NOT TARGET sg-fakemodel OR NOT ttft_ok)
+  return()
+endif()
+if(NOT TARGET PkgConfig::CMOCKA)
+  pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+endif()
+add_executable(ttft_test ${CMAKE_CURRENT_LIST_DIR}/ttft_test.c)
+target_link_libraries(ttft_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+target_include_directories(ttft_test PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+target_compile_options(ttft_test PRIVATE -Wall -Wextra -Wno-unused-function)
+add_test(NAME integration.ttft COMMAND ttft_test $<TARGET_FILE:sg-fakemodel>)
+set_tests_properties(integration.ttft PROPERTIES LABELS integration TIMEOUT 120)
