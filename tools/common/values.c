@@ -84,6 +84,47 @@ int parse_duration(const char *s, int64_t *out) {
     return 0;
 }
 
+int parse_hedge_after(const char *s, struct hedge_after *out) {
+    *out = (struct hedge_after){0, false, SG_HEDGE_DEFAULT_QUANTILE};
+    if (strncmp(s, "auto", 4) != 0) {
+        return parse_duration(s, &out->fixed);
+    }
+    out->learned = true;
+    out->fixed = SG_TOOLS_HEDGE_FALLBACK;
+    const char *p = s + 4;
+    if (*p == ':') {
+        size_t len = decimal(p + 1, &out->q);
+        if (len == 0 || !(out->q >= 0.5 && out->q <= 0.999)) {
+            return -1;
+        }
+        p += 1 + len;
+    }
+    if (*p == ',') {
+        return parse_duration(p + 1, &out->fixed);
+    }
+    return *p == '\0' ? 0 : -1;
+}
+
+int hedge_apply(sg_op_options *o, const struct hedge_after *h, uint32_t max_hedges) {
+    int rv = sg_op_options_set_hedging(o, h->fixed, max_hedges > 0 ? max_hedges : 1);
+    if (rv == 0 && h->learned) {
+        /* the quantile was checked when parsed: these cannot fail */
+        (void)sg_op_options_set_hedge_auto(o, true);
+        (void)sg_op_options_set_hedge_quantile(o, h->q);
+    }
+    return rv;
+}
+
+int parse_order(const char *s, sg_endpoint_order *out) {
+    for (int i = 0; i < SG_ENDPOINT_ORDER_COUNT_; i++) {
+        if (strcmp(s, sg_endpoint_order_name((sg_endpoint_order)i)) == 0) {
+            *out = (sg_endpoint_order)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
 int parse_price(const char *s, double *out) {
     double v;
     size_t len = decimal(s, &v);

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <streamguard/health.h>
 #include <streamguard/policy.h>
 
 /* The exit status of a usage error, the same in every program. */
@@ -57,6 +58,24 @@ int price_apply(sg_op_options *o, uint32_t endpoint, const struct price *p);
  * up to SG_TOOLS_PRICE_MAX), which it returns. */
 const char *money(char *buf, size_t cap, double v);
 char *read_file(const char *path, size_t *len);
+
+/* The fixed delay --hedge-after auto falls back to when it names none. */
+#define SG_TOOLS_HEDGE_FALLBACK SG_SEC(1)
+/* A hedge delay as --hedge-after (and a route's hedge-after) takes it: a
+ * duration (fixed), or "auto[:Q][,D]" - learned from the endpoint's first
+ * tokens at quantile Q (0.5 to 0.999; SG_HEDGE_DEFAULT_QUANTILE when not
+ * given), falling back to D (SG_TOOLS_HEDGE_FALLBACK when not given). */
+struct hedge_after {
+    int64_t fixed; /* the fixed delay, or the learned one's fallback */
+    bool learned;
+    double q;
+};
+int parse_hedge_after(const char *s, struct hedge_after *out);
+/* @h into @o, with @max_hedges (0: 1): hedging, and the learned delay.
+ * sg_op_options_set_hedging's result. */
+int hedge_apply(sg_op_options *o, const struct hedge_after *h, uint32_t max_hedges);
+/* "configured" or "first_token" (--order, a route's order). */
+int parse_order(const char *s, sg_endpoint_order *out);
 /* --backoff-base @base and --backoff-max @cap (0: not given) into @o: an
  * end not given is the library's default (base 100 ms, cap 10 s), or the
  * given end where the default would not fit beside it; neither given

@@ -185,8 +185,31 @@ static int set_clock(struct route *r, const char *name, int64_t d) {
         r->backoff_max = d;
         return 0;
     }
+    return 1;
+}
+
+/* hedge-after (a duration, or auto[:Q][,D]: learned from first tokens)
+ * and order: 0, 1 when @name is neither, -1 with the reason in @err. */
+static int first_token_option(struct route *r, const char *name, const char *arg,
+                              char *err, size_t errlen) {
     if (strcmp(name, "hedge-after") == 0) {
-        r->hedge_after = d;
+        struct hedge_after h;
+        if (arg == NULL || parse_hedge_after(arg, &h) != 0) {
+            return ERR("hedge-after takes a duration or auto[:Q][,D] (Q from 0.5 to "
+                       "0.999), not '%s'",
+                       arg ? arg : "");
+        }
+        r->hedge_after = h.fixed;
+        (void)sg_op_options_set_hedge_auto(r->policy, h.learned);
+        (void)sg_op_options_set_hedge_quantile(r->policy, h.q);
+        return 0;
+    }
+    if (strcmp(name, "order") == 0) {
+        sg_endpoint_order order;
+        if (arg == NULL || parse_order(arg, &order) != 0) {
+            return ERR("order takes configured or first_token, not '%s'", arg ? arg : "");
+        }
+        (void)sg_op_options_set_endpoint_order(r->policy, order);
         return 0;
     }
     return 1;
@@ -197,6 +220,9 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     int64_t d;
     uint64_t n;
     int taken = budget_option(r, name, arg, err, errlen);
+    if (taken == 1) {
+        taken = first_token_option(r, name, arg, err, errlen);
+    }
     if (taken != 1) {
         return taken;
     }

@@ -59,6 +59,9 @@ static void usage(FILE *f) {
         "  --idempotent           every request is safe to repeat (else only with\n"
         "                         an Idempotency-Key or an idempotent method)\n"
         "  --hedge-after D        --max-hedges N\n"
+        "                         D: a duration, or auto[:Q][,D] (the upstream's\n"
+        "                         Q-quantile of first tokens, 0.95, once learned)\n"
+        "  --order configured|first_token  first attempts to the fastest starter\n"
         "  --max-items N          --max-bytes N\n"
         "  --retry-budget N|off   the route's retry budget: N tokens (off); a retry\n"
         "                         only while more than half remain\n"
@@ -115,6 +118,7 @@ static const struct option longopts[] = {
     {"idempotent", no_argument, NULL, OPT_ROUTE},
     {"hedge-after", required_argument, NULL, OPT_ROUTE},
     {"max-hedges", required_argument, NULL, OPT_ROUTE},
+    {"order", required_argument, NULL, OPT_ROUTE},
     {"max-items", required_argument, NULL, OPT_ROUTE},
     {"max-bytes", required_argument, NULL, OPT_ROUTE},
     {"retry-budget", required_argument, NULL, OPT_ROUTE},

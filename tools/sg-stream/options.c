@@ -51,6 +51,7 @@ enum {
     OPT_FALLBACK,
     OPT_HEDGE_AFTER,
     OPT_MAX_HEDGES,
+    OPT_ORDER,
     OPT_MAX_ITEMS,
     OPT_MAX_BYTES,
     OPT_MAX_EVENT_BYTES,
@@ -97,6 +98,7 @@ static const struct option long_opts[] = {
     {"fallback", required_argument, NULL, OPT_FALLBACK},
     {"hedge-after", required_argument, NULL, OPT_HEDGE_AFTER},
     {"max-hedges", required_argument, NULL, OPT_MAX_HEDGES},
+    {"order", required_argument, NULL, OPT_ORDER},
     {"max-items", required_argument, NULL, OPT_MAX_ITEMS},
     {"max-bytes", required_argument, NULL, OPT_MAX_BYTES},
     {"max-event-bytes", required_argument, NULL, OPT_MAX_EVENT_BYTES},
@@ -127,7 +129,6 @@ static bool takes_duration(int opt) {
     case OPT_FLOOR:
     case OPT_BACKOFF_BASE:
     case OPT_BACKOFF_MAX:
-    case OPT_HEDGE_AFTER:
         return true;
     default:
         return false;
@@ -387,8 +388,20 @@ static int apply(struct config *c, int opt, const char *arg) {
         c->grpc_timeout = true;
         break;
     case OPT_HEDGE_AFTER:
-        c->hedge_after = d;
+        if (parse_hedge_after(arg, &c->hedge) != 0) {
+            return usage_error("--hedge-after takes a duration or auto[:Q][,D] (Q from "
+                               "0.5 to 0.999), not '%s'",
+                               arg);
+        }
         break;
+    case OPT_ORDER: {
+        sg_endpoint_order order;
+        if (parse_order(arg, &order) != 0) {
+            return usage_error("--order takes configured or first_token, not '%s'", arg);
+        }
+        (void)sg_op_options_set_endpoint_order(c->policy, order);
+        break;
+    }
     case OPT_MAX_HEDGES:
         if (parse_count(arg, SG_OP_MAX_HEDGES, &n) != 0 || n == 0) {
             return usage_error("--max-hedges takes a number from 1 to %d, not '%s'",
@@ -580,12 +593,12 @@ static int finish(struct config *c, int argc, char **argv) {
     if (check_url("URL", c->url) != 0) {
         return EXIT_USAGE;
     }
-    if (c->max_hedges > 0 && c->hedge_after == 0) {
+    if (c->max_hedges > 0 && c->hedge.fixed == 0) {
         return usage_error("--max-hedges needs --hedge-after%s", "");
     }
-    if (c->hedge_after > 0) {
+    if (c->hedge.fixed > 0) {
         uint32_t hedges = c->max_hedges > 0 ? c->max_hedges : 1;
-        (void)sg_op_options_set_hedging(c->policy, c->hedge_after, hedges);
+        (void)hedge_apply(c->policy, &c->hedge, hedges);
         if (!c->attempts_set) {
             /* hedges are attempts: room for them, unless --attempts says */
             (void)sg_op_options_set_max_attempts(c->policy, 1 + hedges);
@@ -622,7 +635,7 @@ static int finish(struct config *c, int argc, char **argv) {
         return usage_error("invalid method '%s'", method);
     }
     c->method = method;
-    if (c->hedge_after > 0 && !sg_op_options_repeatable(c->policy)) {
+    if (c->hedge.fixed > 0 && !sg_op_options_repeatable(c->policy)) {
         return usage_error("--hedge-after repeats the request: a %s needs "
                            "--idempotency-key or --idempotent",
                            method);

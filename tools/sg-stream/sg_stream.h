@@ -135,10 +135,10 @@ struct config {
     size_t nskip;
     const char *fallback[MAX_FALLBACKS]; /* --fallback, in order */
     int nfallback;
-    int64_t hedge_after; /* --hedge-after, 0 when not given */
-    uint32_t max_hedges; /* --max-hedges, 0 when not given */
-    bool attempts_set;   /* --attempts was given */
-    struct price price;  /* --price-in, --price-out, --price-cached: every endpoint's */
+    struct hedge_after hedge; /* --hedge-after: fixed 0 when not given */
+    uint32_t max_hedges;      /* --max-hedges, 0 when not given */
+    bool attempts_set;        /* --attempts was given */
+    struct price price; /* --price-in, --price-out, --price-cached: every endpoint's */
     /* --aws-sigv4: libcurl's CURLOPT_AWS_SIGV4 string, and the credentials
      * from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (the environment's
      * strings: never copied, printed or reported) */
