@@ -19,6 +19,7 @@
 #include <streamguard/health.h>
 
 #include "../sg_auto.h"
+#include "op_run.h"
 
 static const char *fakemodel;
 static fm_server server;
@@ -45,27 +46,6 @@ static int received(const char *tag) {
 }
 
 /* ---------------------------------------------------------------- curl */
-
-typedef struct run {
-    int64_t start;
-    int64_t first_item; /* -1: none */
-    bool done;
-} run;
-
-static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
-    (void)op;
-    (void)item;
-    run *r = ud;
-    if (r->first_item < 0) {
-        r->first_item = sg_clock_now(NULL);
-    }
-    return 0;
-}
-
-static void on_done(sg_curl_op *op, void *ud) {
-    (void)op;
-    ((run *)ud)->done = true;
-}
 
 /* An operation on @m for @path (with the Authorization @auth, or none),
  * added now. */

@@ -22,6 +22,7 @@
 #include <streamguard/health.h>
 
 #include "../sg_auto.h"
+#include "op_run.h"
 
 #define FAST_MS 20
 #define SLOW_MS 150
@@ -94,27 +95,6 @@ static sketch sketch_of(sg_health *h, const fm_server *s) {
 
 /* ---------------------------------------------------------------- curl */
 
-typedef struct run {
-    int64_t start;
-    int64_t first_item; /* -1: none */
-    bool done;
-} run;
-
-static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
-    (void)op;
-    (void)item;
-    run *r = ud;
-    if (r->first_item < 0) {
-        r->first_item = sg_clock_now(NULL);
-    }
-    return 0;
-}
-
-static void on_done(sg_curl_op *op, void *ud) {
-    (void)op;
-    ((run *)ud)->done = true;
-}
-
 /* An operation on @m to the servers @eps (@n), each at its path with
  * @extra knobs, added now. */
 static sg_curl_op *add(sg_curl_multi *m, const fm_server *const *eps, int n,
@@ -173,13 +153,19 @@ static const sg_op_attempt *first_delay(sg_curl_multi *m, sg_health *h,
     return sg_op_attempt_at(sg_curl_op_policy(*op), 0);
 }
 
+/* A managed multi sharing a new endpoint health, *@h. */
+static sg_curl_multi *multi_with_health(sg_health **h) {
+    assert_int_equal(sg_health_new(h), 0);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_multi_set_health(m, *h), 0);
+    return m;
+}
+
 static void curl_the_hedge_delay_follows_the_endpoint(void **state) {
     (void)state;
     sg_health *h;
-    assert_int_equal(sg_health_new(&h), 0);
-    sg_curl_multi *m;
-    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_multi_set_health(m, h), 0);
+    sg_curl_multi *m = multi_with_health(&h);
     /* nothing learned yet: the fixed delay, and the report says why */
     sg_curl_op *op;
     CURL *e;
@@ -248,10 +234,7 @@ static void curl_the_hedge_delay_follows_the_endpoint(void **state) {
 static void curl_ordering_picks_the_faster_starter(void **state) {
     (void)state;
     sg_health *h;
-    assert_int_equal(sg_health_new(&h), 0);
-    sg_curl_multi *m;
-    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
-    assert_int_equal(sg_curl_multi_set_health(m, h), 0);
+    sg_curl_multi *m = multi_with_health(&h);
     SG_AUTO_OPTIONS(po);
     assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
     assert_int_equal(sg_op_options_set_endpoint_order(po, SG_ENDPOINT_ORDER_FIRST_TOKEN),
@@ -301,10 +284,7 @@ static void curl_ordering_picks_the_faster_starter(void **state) {
 static int h2_item(sg_h2_op *op, const sg_item *item, void *ud) {
     (void)op;
     (void)item;
-    run *r = ud;
-    if (r->first_item < 0) {
-        r->first_item = sg_clock_now(NULL);
-    }
+    run_item(ud);
     return 0;
 }
 
