@@ -76,6 +76,20 @@ ge 100 "$(fm_field "$(K fdelay)" headers_sent since_received_ms)" || fail "first
 ge "$(fm_field "$(K fdelay)" first_item_sent since_received_ms)" 300 || fail "first_delay: log"
 pass first_delay
 
+# ---- first items spread: first_jitter draws 0 .. MS more per request
+lo=100000 hi=0
+for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
+    req "fjit$i" '/stream?n=1&gap=0&first_delay=50&first_jitter=100'
+    [ "$RC" = 0 ] || fail "first_jitter: rc=$RC"
+    t=$(fm_field "$(K "fjit$i")" first_item_sent since_received_ms)
+    t=${t%.*}
+    [ "$t" -lt "$lo" ] && lo=$t
+    [ "$t" -gt "$hi" ] && hi=$t
+done
+[ "$lo" -ge 50 ] && [ "$hi" -le 200 ] && [ $((hi - lo)) -ge 20 ] ||
+    fail "first_jitter: first items from $lo to $hi ms (want 50 .. 150, spread)"
+pass first_jitter
+
 # ---- stall for a time
 req stall '/stream?n=3&gap=0&stall_after=1&stall=300'
 [ "$RC" = 0 ] && [ "$(items)" = 3 ] && ge "$TTOTAL" 0.3 || fail "stall: rc=$RC items=$(items)"

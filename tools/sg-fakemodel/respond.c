@@ -191,23 +191,34 @@ void ex_respond_json_error(exchange *ex, int status, const char *msg,
     sg_fm_buf_free(&b);
 }
 
+/* A hash of request id @id under @salt (splitmix64's finalizer): the same
+ * every run, and independent for each salt. */
+static uint64_t id_hash(uint64_t id, uint64_t salt) {
+    uint64_t h = (id ^ salt) * UINT64_C(0x9e3779b97f4a7c15);
+    h ^= h >> 31;
+    h *= UINT64_C(0xbf58476d1ce4e5b9);
+    h ^= h >> 29;
+    return h;
+}
+
 /* The wait before the first item: first_delay, or for tail_pct percent of
  * requests (chosen by a hash of the request id: the same every run)
- * tail_delay - a latency tail. */
+ * tail_delay - a latency tail; either with up to first_jitter more,
+ * uniform, drawn from another hash of the id - a spread of first tokens,
+ * whose quantiles are not one value. */
 static int64_t first_delay(const struct exchange *ex) {
+    int64_t d = ex->sc.first_delay_ms;
     if (ex->tail) {
-        return ex->sc.tail_delay_ms; /* one of the first tail_first of its key */
+        d = ex->sc.tail_delay_ms; /* one of the first tail_first of its key */
+    } else if (ex->sc.tail_pct > 0 &&
+               (int64_t)(id_hash(ex->id, 0) % 100) < ex->sc.tail_pct) {
+        d = ex->sc.tail_delay_ms;
     }
-    if (ex->sc.tail_pct > 0) {
-        uint64_t h = ex->id * UINT64_C(0x9e3779b97f4a7c15);
-        h ^= h >> 31;
-        h *= UINT64_C(0xbf58476d1ce4e5b9);
-        h ^= h >> 29;
-        if ((int64_t)(h % 100) < ex->sc.tail_pct) {
-            return ex->sc.tail_delay_ms;
-        }
+    if (ex->sc.first_jitter_ms > 0) {
+        d += (int64_t)(id_hash(ex->id, UINT64_C(0x6a09e667f3bcc909)) %
+                       (uint64_t)(ex->sc.first_jitter_ms + 1));
     }
-    return ex->sc.first_delay_ms;
+    return d;
 }
 
 /* A status's names in the providers' errors: Anthropic's error type, the

@@ -259,6 +259,8 @@ int sg_fm_scenario_parse(sg_fm_scenario *s, const char *q, size_t len, char *err
             rc = parse_int(v, vn, MAX_MS, 0, &s->headers_delay_ms);
         } else if (name_is(n, nn, "first_delay")) {
             rc = parse_int(v, vn, MAX_MS, 0, &s->first_delay_ms);
+        } else if (name_is(n, nn, "first_jitter")) {
+            rc = parse_int(v, vn, MAX_MS, 0, &s->first_jitter_ms);
         } else if (name_is(n, nn, "tail_pct")) {
             rc = parse_int(v, vn, 100, 0, &s->tail_pct);
         } else if (name_is(n, nn, "tail_delay")) {

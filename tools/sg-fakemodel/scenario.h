@@ -61,6 +61,7 @@ typedef struct {
     int64_t first_delay_ms;   /* headers -> first item */
     int64_t tail_pct;         /* this share of requests (%) waits tail_delay_ms */
     int64_t tail_delay_ms;    /* instead of first_delay_ms (a latency tail) */
+    int64_t first_jitter_ms;  /* up to this much more, uniform, by request id */
     int64_t tail_first;       /* the first K requests per key wait tail_delay */
     int64_t stall_after;      /* -1: never; K: after item K (0: after headers) */
     int64_t stall_ms;         /* the stall; SG_FM_FOREVER for "forever" */
