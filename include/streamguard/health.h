@@ -323,7 +323,9 @@ SG_EXTERN uint32_t sg_first_token_min_samples(double q);
  * endpoint's own first tokens (with hedging on, sg_op_options_set_hedging):
  * when an attempt is planned, the next hedge beside it waits the
  * quantile (sg_op_options_set_hedge_quantile) of its endpoint's recent
- * times to first token in the operations' endpoint health
+ * times to first token - by which at least that fraction of them came,
+ * at most 1/16 later than the exact quantile - in the operations'
+ * endpoint health
  * (sg_op_options_set_health, or the multi's or connection's), clamped
  * between the floor (sg_op_options_set_hedge_floor) and the attempt's
  * lease.  Until the endpoint's window holds sg_first_token_min_samples()

@@ -37,13 +37,31 @@ uint32_t sg__ttft_bucket(int64_t ns) {
     return (uint32_t)(SG__TTFT_SUB * (1 + e - SG__TTFT_LOW_EXP)) + sub;
 }
 
-int64_t sg__ttft_value(uint32_t i) {
+/* Bucket @i's lower edge and width. */
+static void bounds(uint32_t i, int64_t *lo, int64_t *width) {
     if (i < SG__TTFT_SUB) {
-        return ((int64_t)i << LINEAR_SHIFT) + (INT64_C(1) << (LINEAR_SHIFT - 1));
+        *width = INT64_C(1) << LINEAR_SHIFT;
+        *lo = (int64_t)i * *width;
+        return;
     }
     const int e = SG__TTFT_LOW_EXP + (int)(i / SG__TTFT_SUB) - 1;
-    const int64_t width = INT64_C(1) << (e - SG__TTFT_SUB_BITS);
-    return (INT64_C(1) << e) + (int64_t)(i % SG__TTFT_SUB) * width + width / 2;
+    *width = INT64_C(1) << (e - SG__TTFT_SUB_BITS);
+    *lo = (INT64_C(1) << e) + (int64_t)(i % SG__TTFT_SUB) * *width;
+}
+
+int64_t sg__ttft_value(uint32_t i) {
+    int64_t lo, width;
+    bounds(i, &lo, &width);
+    return lo + width / 2;
+}
+
+int64_t sg__ttft_upper(uint32_t i) {
+    if (i >= SG__TTFT_BUCKETS - 1) {
+        return INT64_MAX; /* everything longer is in it */
+    }
+    int64_t lo, width;
+    bounds(i, &lo, &width);
+    return lo + width;
 }
 
 static uint32_t slot_of(int64_t epoch) {
@@ -115,7 +133,7 @@ void sg__ttft_read(const sg__ttft_sketch *s, int64_t half, int64_t now,
     }
 }
 
-int64_t sg__ttft_quantile(const sg__ttft_view *v, double q) {
+int sg__ttft_quantile_at(const sg__ttft_view *v, double q) {
     if (v->n_first == 0 || !(q > 0 && q < 1)) {
         return -1;
     }
@@ -128,12 +146,17 @@ int64_t sg__ttft_quantile(const sg__ttft_view *v, double q) {
         if (v->first[i] > 0) {
             surv *= 1.0 - (double)v->first[i] / (double)at_risk;
             if (1.0 - surv >= q - 1e-9) {
-                return sg__ttft_value(i);
+                return (int)i;
             }
         }
         at_risk -= (uint64_t)v->first[i] + v->censored[i];
     }
     return -1;
+}
+
+int64_t sg__ttft_quantile(const sg__ttft_view *v, double q) {
+    const int i = sg__ttft_quantile_at(v, q);
+    return i < 0 ? -1 : sg__ttft_value((uint32_t)i);
 }
 
 uint32_t sg__ttft_min_samples(double q) {

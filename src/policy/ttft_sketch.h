@@ -58,10 +58,13 @@ typedef struct sg__ttft_view {
 /* Empty (not thread-safe: before any use). */
 void sg__ttft_init(sg__ttft_sketch *s);
 
-/* The bucket of @ns (>= 0; longer than 2^39 ns: the last one), and the
- * value that stands for bucket @i (its midpoint). */
+/* The bucket of @ns (>= 0; longer than 2^39 ns: the last one), the value
+ * that stands for bucket @i (its midpoint), and its upper edge: every
+ * value in it is below, by at most 1/16 of it (8.2 us below 131 us; the
+ * last bucket's: INT64_MAX). */
 uint32_t sg__ttft_bucket(int64_t ns);
 int64_t sg__ttft_value(uint32_t i);
+int64_t sg__ttft_upper(uint32_t i);
 
 /* Adds at @now one observation of @ns: a first token after @ns, or
  * (@censored) none by @ns.  @half: half the window (> 0).  Lock-free. */
@@ -71,10 +74,12 @@ void sg__ttft_add(sg__ttft_sketch *s, int64_t half, int64_t now, int64_t ns,
 /* What @s holds at @now, into @v.  Lock-free; it writes nothing. */
 void sg__ttft_read(const sg__ttft_sketch *s, int64_t half, int64_t now, sg__ttft_view *v);
 
-/* The Kaplan-Meier @q-quantile of @v (0 < q < 1): the smallest bucket
- * value by which a fraction @q of first tokens came; -1 when @v has no
- * first token, or when what was censored leaves @q beyond what was seen
- * (the quantile is later than the last censored time: unknown). */
+/* The bucket of the Kaplan-Meier @q-quantile of @v (0 < q < 1): the
+ * first by whose end a fraction @q of first tokens came; -1 when @v has
+ * no first token, or when what was censored leaves @q beyond what was
+ * seen (the quantile is later than the last censored time: unknown). */
+int sg__ttft_quantile_at(const sg__ttft_view *v, double q);
+/* Its value (the bucket's midpoint: within 1/32), -1 when unknown. */
 int64_t sg__ttft_quantile(const sg__ttft_view *v, double q);
 
 /* Observations a @q-quantile needs before it is trusted: 5 / (1 - q)

@@ -154,6 +154,12 @@ static bool near(int64_t got, int64_t exact) {
     return d * 32 <= exact;
 }
 
+/* Whether a learned delay @got is right for the exact quantile @exact:
+ * its bucket's upper edge - never before it, later by 1/16 at most. */
+static bool edge_of(int64_t got, int64_t exact) {
+    return got >= exact && (got - exact) * 16 <= exact;
+}
+
 /* The report of @op, into a static buffer. */
 static const char *report(const sg_op *op) {
     static char buf[16384];
@@ -274,7 +280,7 @@ static void below_the_sample_count_the_fixed_delay_is_used(void **state) {
     assert_int_equal(a->hedge_source, SG_HEDGE_SOURCE_AUTO);
     /* the 95th of 100 first tokens 100 .. 1090 ms, 10 apart: 1040 ms */
     print_message("learned %lld ns\n", (long long)a->hedge_after_ns);
-    assert_true(near(a->hedge_after_ns, SG_MS(1040)));
+    assert_true(edge_of(a->hedge_after_ns, SG_MS(1040)));
     assert_int_equal(sg_op_hedge_at(op), now() + a->hedge_after_ns);
     const char *r = report(op);
     assert_non_null(strstr(r, "\"hedge_after_source\":\"auto\",\"hedge_samples\":100"));
@@ -293,6 +299,33 @@ static void below_the_sample_count_the_fixed_delay_is_used(void **state) {
     sg_health_free(h);
 }
 
+/* The learned delay hedges no more than its share: with first tokens
+ * spread evenly over 300 .. 400 ms (a narrow band, where a delay a few ms
+ * early hedges many more), at most 5 % of them come after the p95 delay -
+ * and it is late by at most a bucket (1/16). */
+static void the_learned_delay_hedges_no_more_than_its_share(void **state) {
+    (void)state;
+    sg_health *h = new_health();
+    feed(h, A, 1000, SG_MS(300), SG_MS(400));
+    const char *urls[] = {A};
+    sg_op_options *o = options(h, urls, 1, SG_MS(900), true);
+    sg_op *op = start(o);
+    (void)go(op);
+    const int64_t d = sg_op_attempt_at(op, 0)->hedge_after_ns;
+    int after = 0;
+    for (int i = 0; i < 1000; i++) {
+        after += SG_MS(300) + SG_MS(100) * i / 999 > d;
+    }
+    print_message("p95 delay %lld ns: %d of 1000 first tokens after it\n", (long long)d,
+                  after);
+    assert_int_equal(sg_op_attempt_at(op, 0)->hedge_source, SG_HEDGE_SOURCE_AUTO);
+    assert_true(after <= 50);
+    assert_true(d <= SG_MS(395) + SG_MS(395) / 16);
+    sg_op_free(op);
+    sg_op_options_free(o);
+    sg_health_free(h);
+}
+
 /* Another quantile asks for more observations first (0.99: 500). */
 static void the_quantile_is_the_callers(void **state) {
     (void)state;
@@ -304,7 +337,7 @@ static void the_quantile_is_the_callers(void **state) {
     sg_op *op = start(o);
     (void)go(op);
     assert_int_equal(sg_op_attempt_at(op, 0)->hedge_source, SG_HEDGE_SOURCE_AUTO);
-    assert_true(near(sg_op_attempt_at(op, 0)->hedge_after_ns, SG_MS(590)));
+    assert_true(edge_of(sg_op_attempt_at(op, 0)->hedge_after_ns, SG_MS(590)));
     sg_op_free(op);
     assert_int_equal(sg_op_options_set_hedge_quantile(o, 0.99), 0);
     op = start(o);
@@ -360,7 +393,7 @@ static void the_delay_follows_the_endpoint_being_hedged(void **state) {
     sg_op *op = start(o);
     (void)go(op);
     const sg_op_attempt *first = sg_op_attempt_at(op, 0);
-    assert_true(near(first->hedge_after_ns, SG_MS(144)));
+    assert_true(edge_of(first->hedge_after_ns, SG_MS(144)));
     const int64_t at = sg_op_hedge_at(op);
     assert_int_equal(at, now() + first->hedge_after_ns);
     sg_op_plan p;
@@ -369,7 +402,7 @@ static void the_delay_follows_the_endpoint_being_hedged(void **state) {
     assert_int_equal(p.endpoint, 1);
     const sg_op_attempt *hedge = sg_op_attempt_at(op, 1);
     assert_int_equal(hedge->hedge_source, SG_HEDGE_SOURCE_AUTO);
-    assert_true(near(hedge->hedge_after_ns, SG_MS(1340)));
+    assert_true(edge_of(hedge->hedge_after_ns, SG_MS(1340)));
     assert_int_equal(sg_op_hedge_at(op), at + hedge->hedge_after_ns);
     sg_op_free(op);
     sg_op_options_free(o);
@@ -584,6 +617,7 @@ int main(void) {
         cmocka_unit_test_setup(the_setters_check_their_values, setup),
         cmocka_unit_test_setup(what_feeds_the_sketch, setup),
         cmocka_unit_test_setup(below_the_sample_count_the_fixed_delay_is_used, setup),
+        cmocka_unit_test_setup(the_learned_delay_hedges_no_more_than_its_share, setup),
         cmocka_unit_test_setup(the_quantile_is_the_callers, setup),
         cmocka_unit_test_setup(the_learned_delay_is_clamped_between_floor_and_lease,
                                setup),

@@ -75,6 +75,13 @@ static void every_value_is_within_the_error_of_its_bucket(void **state) {
         assert_true(b < SG__TTFT_BUCKETS);
         if (v < (INT64_C(1) << 39)) {
             assert_true(within_error(sg__ttft_value(b), v));
+            /* the upper edge: above every value in it, by 1/16 at most
+             * (the last bucket's is unbounded: it holds all longer) */
+            const int64_t up = sg__ttft_upper(b);
+            assert_true(up > v);
+            if (b < SG__TTFT_BUCKETS - 1) {
+                assert_true(v < (INT64_C(1) << 17) ? up - v <= 8192 : (up - v) * 16 <= v);
+            }
             /* the value stands in the bucket it stands for */
             assert_int_equal(sg__ttft_bucket(sg__ttft_value(b)), b);
         }
