@@ -4,7 +4,8 @@
  * This umbrella header declares the stable, third-party-free parts of the
  * library: the core (time, errors, outcomes, budget, stream guard), the
  * framing parsers, sg_stream (framing joined to a guard: what every
- * transport, or your own event loop, feeds body bytes into), the policy an
+ * transport, or your own event loop, feeds body bytes into) and the config
+ * that frames its items (<streamguard/stream_config.h>), the policy an
  * operation runs under (<streamguard/policy.h>), reading an operation and
  * its report (<streamguard/op.h>), the endpoint health operations share
  * (<streamguard/health.h>) and the HTTP fields the policy reads and
@@ -23,5 +24,6 @@
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
+#include <streamguard/stream_config.h>
 
 #endif /* STREAMGUARD_STREAMGUARD_H */

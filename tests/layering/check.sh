@@ -88,6 +88,7 @@ probe sgx '<streamguard/stream.h>' fail
 probe tools '"sgx/json.h"' ok
 probe tools '"core/internal.h"' fail
 probe framing '<streamguard/stream.h>' ok
+probe framing '<streamguard/stream_config.h>' ok
 probe framing '<streamguard/policy.h>' fail
 probe framing '<streamguard/unstable/op.h>' fail
 probe policy '"core/internal.h"' ok
@@ -95,6 +96,7 @@ probe policy '<streamguard/op.h>' ok
 probe policy '<streamguard/http.h>' ok
 probe policy '<streamguard/unstable/op.h>' ok
 probe policy '<streamguard/stream.h>' fail
+probe policy '<streamguard/stream_config.h>' fail
 probe policy '"transport/lifecycle.h"' fail
 probe transport '"transport/lifecycle.h"' ok
 probe transport '<streamguard/unstable/op.h>' ok

@@ -27,6 +27,7 @@
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
+#include <streamguard/stream_config.h>
 #include <streamguard/streamguard.h>
 #include <streamguard/unstable/op.h>
 
