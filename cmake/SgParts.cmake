@@ -18,7 +18,7 @@ function(sg_parts_of out)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "DIRS")
   set(rules
       # the library's parts: their public headers and internal folders
-      "<streamguard/curl\\.h>|<streamguard/easy\\.h>|\"curl/" curl
+      "<streamguard/curl(_multi)?\\.h>|<streamguard/easy\\.h>|\"curl/" curl
       "<streamguard/h2\\.h>|\"h2/" h2
       "\"ledger/pg\\.h\"" postgresql
       "<streamguard/ledger\\.h>|\"ledger/" ledger

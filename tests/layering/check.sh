@@ -103,12 +103,15 @@ probe transport '<streamguard/unstable/op.h>' ok
 probe transport '<streamguard/ledger.h>' fail
 probe transport '"ledger/internal.h"' fail
 probe transport '<streamguard/curl.h>' fail
+probe transport '<streamguard/curl_multi.h>' fail
 probe curl '"transport/lifecycle.h"' ok
+probe curl '<streamguard/curl_multi.h>' ok
 probe curl '<streamguard/ledger.h>' fail
 probe curl '<streamguard/h2.h>' fail
 probe curl '"h2/internal.h"' fail
 probe h2 '<streamguard/ledger.h>' fail
 probe h2 '"curl/internal.h"' fail
+probe h2 '<streamguard/curl_multi.h>' fail
 probe curl '<streamguard/easy.h>' fail
 probe ledger '<streamguard/policy.h>' ok
 probe ledger '"transport/lifecycle.h"' fail
@@ -118,6 +121,7 @@ probe ledger '<streamguard/curl.h>' fail
 if [ -d "$build/layers/easy" ]; then
   probe easy '<streamguard/easy.h>' ok
   probe easy '<streamguard/curl.h>' ok
+  probe easy '<streamguard/curl_multi.h>' ok
   probe easy '"curl/internal.h"' fail
   probe easy '"transport/lifecycle.h"' fail
   probe easy '"policy/internal.h"' fail

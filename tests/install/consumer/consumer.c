@@ -10,6 +10,9 @@
 #if __has_include(<streamguard/curl.h>)
 #    include <streamguard/curl.h>
 #endif
+#if __has_include(<streamguard/curl_multi.h>)
+#    include <streamguard/curl_multi.h>
+#endif
 #if __has_include(<streamguard/easy.h>)
 #    include <streamguard/easy.h>
 #endif
