@@ -6,7 +6,8 @@
  * framing parsers, sg_stream (framing joined to a guard: what every
  * transport, or your own event loop, feeds body bytes into) and the config
  * that frames its items (<streamguard/stream_config.h>), the policy an
- * operation runs under (<streamguard/policy.h>), reading an operation and
+ * operation runs under (<streamguard/policy.h>) and its retries
+ * (<streamguard/retry.h>), reading an operation and
  * its report (<streamguard/op.h>), the endpoint health operations share
  * (<streamguard/health.h>) and the HTTP fields the policy reads and
  * writes (<streamguard/http.h>).  The transports have their own headers,
@@ -23,6 +24,7 @@
 #include <streamguard/http.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/retry.h>
 #include <streamguard/stream.h>
 #include <streamguard/stream_config.h>
 

@@ -76,6 +76,7 @@ probe() { # layer header want(ok|fail)
 }
 probe core '<streamguard/core.h>' ok
 probe core '<streamguard/policy.h>' fail
+probe core '<streamguard/retry.h>' fail
 probe core '<streamguard/op.h>' fail
 probe core '<streamguard/http.h>' fail
 probe core '"policy/internal.h"' fail
@@ -90,9 +91,11 @@ probe tools '"core/internal.h"' fail
 probe framing '<streamguard/stream.h>' ok
 probe framing '<streamguard/stream_config.h>' ok
 probe framing '<streamguard/policy.h>' fail
+probe framing '<streamguard/retry.h>' fail
 probe framing '<streamguard/unstable/op.h>' fail
 probe policy '"core/internal.h"' ok
 probe policy '<streamguard/op.h>' ok
+probe policy '<streamguard/retry.h>' ok
 probe policy '<streamguard/http.h>' ok
 probe policy '<streamguard/unstable/op.h>' ok
 probe policy '<streamguard/stream.h>' fail

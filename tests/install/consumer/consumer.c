@@ -29,6 +29,7 @@
 #endif
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/retry.h>
 #include <streamguard/stream.h>
 #include <streamguard/stream_config.h>
 #include <streamguard/streamguard.h>
