@@ -104,12 +104,14 @@ probe policy '"transport/lifecycle.h"' fail
 probe transport '"transport/lifecycle.h"' ok
 probe transport '<streamguard/unstable/op.h>' ok
 probe transport '<streamguard/ledger.h>' fail
+probe transport '<streamguard/ledger_record.h>' fail
 probe transport '"ledger/internal.h"' fail
 probe transport '<streamguard/curl.h>' fail
 probe transport '<streamguard/curl_multi.h>' fail
 probe curl '"transport/lifecycle.h"' ok
 probe curl '<streamguard/curl_multi.h>' ok
 probe curl '<streamguard/ledger.h>' fail
+probe curl '<streamguard/ledger_record.h>' fail
 probe curl '<streamguard/h2.h>' fail
 probe curl '"h2/internal.h"' fail
 probe h2 '<streamguard/ledger.h>' fail
@@ -117,6 +119,7 @@ probe h2 '"curl/internal.h"' fail
 probe h2 '<streamguard/curl_multi.h>' fail
 probe curl '<streamguard/easy.h>' fail
 probe ledger '<streamguard/policy.h>' ok
+probe ledger '<streamguard/ledger_record.h>' ok
 probe ledger '"transport/lifecycle.h"' fail
 probe ledger '<streamguard/curl.h>' fail
 # The easy handle sees the libcurl transport's public header only (when it

@@ -27,6 +27,9 @@
 #if __has_include(<streamguard/ledger.h>)
 #    include <streamguard/ledger.h>
 #endif
+#if __has_include(<streamguard/ledger_record.h>)
+#    include <streamguard/ledger_record.h>
+#endif
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
 #include <streamguard/retry.h>
