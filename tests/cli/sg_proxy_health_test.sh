@@ -190,6 +190,12 @@ ra=$(px_header h_hup4 Retry-After)
 curl -s -o /dev/null -X POST -H 'X-SG-Scenario: status=500' -d '{}' "$H/v1/responses?_t=h_hup5"
 px_ask "$H/v1/responses?_t=h_hup6" h_hup6
 px_is_refused h_hup6 503 circuit_open 20
+# it drains and exits 0 (under the sanitizers: nothing leaked)
+kill -TERM "$PX_PID"
+rc=0
+wait "$PX_PID" || rc=$?
+[ "$rc" -eq 0 ] && pass "after the reloads, SIGTERM: exit 0" ||
+    fail "exit $rc: $(tail -n 20 "$FM_DIR/hup.err")"
 
 # ---- --health off: every request goes upstream ----------------------------------
 px_start off --upstream "$UP" --profile openai --budget 2s --attempts 1 --health off
