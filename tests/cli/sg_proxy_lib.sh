@@ -134,3 +134,16 @@ px_wait_state() {
     done
     return 1
 }
+
+# px_refused URL TAG STATUS REASON SECONDS BODY: px_ask URL TAG is the
+# proxy's own refusal (px_is_refused), its body holds BODY, and the
+# upstream received nothing meanwhile (sg-fakemodel's /_stats).
+px_refused() {
+    local before
+    before=$(px_received)
+    px_ask "$1" "$2"
+    px_is_refused "$2" "$3" "$4" "$5"
+    has "$FM_DIR/$2.body" "$6" "$2: the body holds $6"
+    [ "$(px_received)" -eq "$before" ] && pass "$2: nothing went upstream" ||
+        fail "$2 reached the upstream: $(px_received) received, $before before"
+}
