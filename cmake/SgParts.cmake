@@ -18,10 +18,10 @@ function(sg_parts_of out)
   cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "DIRS")
   set(rules
       # the library's parts: their public headers and internal folders
-      "<streamguard/curl\\.h>|<streamguard/easy\\.h>|\"curl/" curl
+      "<streamguard/curl(_multi)?\\.h>|<streamguard/easy\\.h>|\"curl/" curl
       "<streamguard/h2\\.h>|\"h2/" h2
       "\"ledger/pg\\.h\"" postgresql
-      "<streamguard/ledger\\.h>|\"ledger/" ledger
+      "<streamguard/ledger(_record)?\\.h>|\"ledger/" ledger
       "\"transport/" transport
       "sg_es_[a-z]|SG_FORMAT_EVENTSTREAM" eventstream
       # what the file calls itself

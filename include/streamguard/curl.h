@@ -20,6 +20,8 @@
  *      the caller's curl_multi_* calls, sg_curl_op_complete() for the
  *      op's finished transfer (curl_multi_info_read) and sg_curl_op_tick()
  *      whenever sg_curl_op_next_deadline() has passed.
+ * The multi handles, 2 and 3, are <streamguard/curl_multi.h>, which this
+ * file includes.
  *
  * The easy handle stays the caller's (URL, method, body, TLS, proxy, ...),
  * except for the options an operation sets on every attempt and that the
@@ -82,13 +84,6 @@ extern "C" {
  * it with sg_curl_op_free.  An operation cannot be restarted.
  */
 typedef struct sg_curl_op sg_curl_op;
-
-/**
- * sg_curl_multi - a managed libcurl multi handle: epoll plus one timerfd,
- * running many sg_curl_op on one thread.  Opaque; create it with
- * sg_curl_multi_new, free it with sg_curl_multi_free.
- */
-typedef struct sg_curl_multi sg_curl_multi;
 
 /* ------------------------------------------------------------------------
  * Options: framing, transport settings and the callbacks of an operation
@@ -400,64 +395,6 @@ SG_EXTERN const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len);
 SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
                                 size_t *needed);
 
-/* ------------------------------------------------------------------------
- * The caller's own multi handle
- * ------------------------------------------------------------------------ */
-
-/**
- * sg_curl_op_attach - start @op on the caller's @multi at @now: starts the
- * budget and adds the first attempt's transfer (or ends the operation at
- * once when nothing can be leased - then on_done has been called, and may
- * have freed @op).
- *
- * A transfer that cannot be started (curl_multi_add_handle or building the
- * request headers failed) is not an error of this call: the attempt is
- * recorded as transport_error in phase connect, and the policy retries it
- * after a backoff (sg_curl_op_next_deadline) or ends the operation.
- *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @op or @multi is NULL;
- *   SG_ESTATE  @op was already started;
- *   SG_EUNSUPPORTED  the policy hedges (sg_op_options_set_hedging): hedges
- *              run only on a managed multi (sg_curl_multi_add), which
- *              drives the attempts beside the first;
- *   the observer's on_intent code when it refused the operation: nothing
- *              was sent and @op was not added (it stays unstarted).
- * Thread-safety: only on the thread that owns @op and @multi.
- */
-SG_EXTERN int sg_curl_op_attach(sg_curl_op *op, CURLM *multi, int64_t now);
-
-/**
- * sg_curl_op_complete - the caller saw CURLMSG_DONE for sg_curl_op_easy(op)
- * with @result; @now is read after the curl_multi_* call that finished it
- * (an attempt that a clock stopped inside that call is never judged
- * before the clock's instant).  Removes the transfer from the multi, classifies the
- * attempt and either schedules a retry (see sg_curl_op_next_deadline) or ends the
- * operation.
- *
- * When the operation ends here on_done is called, and may free @op.
- *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @op is NULL;
- *   SG_ESTATE  no transfer of @op is in the multi (not started, sleeping
- *              before a retry, removed by sg_curl_op_tick, or ended).
- * Thread-safety: only on the thread that owns @op and its multi; never
- * from inside a libcurl callback.
- */
-SG_EXTERN int sg_curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
-
-/**
- * sg_curl_op_next_deadline - when @op next needs sg_curl_op_tick.
- *
- * Returns an absolute instant on the operation's clock: the running
- * attempt's earliest guard deadline (sg_guard_next_deadline), the end of
- * the drain after a terminal sentinel, or the end of a backoff sleep;
- * SG_TIME_NEVER once it has ended; -1 when @op is NULL or not started.
- * The value moves
- * as items arrive: read it again after each libcurl call.
- */
-SG_EXTERN int64_t sg_curl_op_next_deadline(const sg_curl_op *op);
-
 /**
  * sg_curl_op_cancel - cancel @op: a running attempt's transfer is removed
  * at the next tick (outcome cancelled, never retried); an operation
@@ -489,150 +426,12 @@ SG_EXTERN int sg_curl_op_resume(sg_curl_op *op);
  *  false once the attempt or the operation has ended. */
 SG_EXTERN bool sg_curl_op_paused(const sg_curl_op *op);
 
-/**
- * sg_curl_op_tick - enforce @op's deadlines at @now: abort the running
- * transfer when a clock expired (it is removed from the multi at once), or
- * start the next attempt when a backoff sleep is over.  Harmless when
- * nothing is due.  Never call it from inside a libcurl callback.
- *
- * When the operation ends here on_done is called, and may free @op.  A
- * retry whose transfer cannot be started is recorded as a transport_error
- * attempt (as in sg_curl_op_attach), not returned.
- *
- * Returns 1 when the operation ended during this call (on_done has run:
- * do not touch @op again unless you know on_done kept it), 0 when it goes
- * on (nothing was due, or the next attempt started), or one of the
- * following negative error codes:
- *   SG_EINVAL  @op is NULL.
- * Thread-safety: only on the thread that owns @op and its multi.
- */
-SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
-
-/* ------------------------------------------------------------------------
- * The managed multi: many operations, one thread, one timer
- * ------------------------------------------------------------------------ */
-
-/**
- * sg_curl_multi_new - a libcurl multi handle driven by epoll and one
- * timerfd, armed for the earliest deadline among libcurl's own timer and
- * every operation's clocks and backoff sleeps.  @clock: NULL = monotonic;
- * the struct is copied, its user_data is borrowed.  The timerfd runs on
- * CLOCK_MONOTONIC, so an injected clock must read that time base.
- *
- * Returns 0 and sets *@out if it succeeds, or one of the following negative
- * error codes:
- *   SG_EINVAL  @out is NULL;
- *   SG_ENOMEM  out of memory;
- *   SG_ESYS    epoll or timerfd could not be created (errno says why);
- *   SG_ECURL   curl_multi_init failed.
- * Thread-safety: safe from any thread; the new multi belongs to the
- * calling thread.
- */
-SG_EXTERN int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock);
-
-/**
- * sg_curl_multi_free - frees @m (NULL is fine).  Operations still in it are
- * detached, not freed and not ended: their transfers are removed, on_done
- * is not called, and they can only be freed (sg_curl_op_free).
- *
- * Returns nothing.
- * Never from a callback it runs.
- */
-SG_EXTERN void sg_curl_multi_free(sg_curl_multi *m);
-
-/**
- * sg_curl_multi_add - start @op in @m now (on @m's clock).  on_done is
- * called from sg_curl_multi_step/run when it ends (possibly at once, from
- * inside this call, when nothing can be leased).  A transfer libcurl
- * refuses is not an error of this call: it is recorded as a transport_error
- * attempt and retried or ended by the policy (as in sg_curl_op_attach).
- *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @m or @op is NULL;
- *   SG_ESTATE  @op was already started;
- *   SG_ENOMEM  out of memory (@op was not started);
- *   the observer's on_intent code when it refused the operation: nothing
- *              was sent and @op was not added.
- * Thread-safety: only on the thread that owns @m and @op.
- */
-SG_EXTERN int sg_curl_multi_add(sg_curl_multi *m, sg_curl_op *op);
-
-/**
- * sg_curl_multi_set_retry_budget - operations added to @m from now on
- * whose policy names no retry budget (sg_op_options_set_retry_budget)
- * take their retries from @b, shared by all of them (and by anything
- * else the caller gives @b to: it is thread-safe).  Borrowed: @b must
- * outlive those operations.  NULL: none (the default).
- *
- * Returns 0 if it succeeds, or SG_EINVAL when @m is NULL.
- * Thread-safety: the thread that drives @m.
- */
-SG_EXTERN int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *b);
-
-/**
- * sg_curl_multi_set_health - operations added to @m from now on whose
- * policy names no endpoint health (sg_op_options_set_health) share @h
- * (<streamguard/health.h>).  Borrowed: @h must outlive them.  NULL: none.
- * Default: one of @m's own, made at the first sg_curl_multi_add and freed
- * with @m (sg_curl_perform's multi has none: the options' health or
- * nothing).
- *
- * Returns 0 if it succeeds, or SG_EINVAL when @m is NULL.
- * Thread-safety: the thread that drives @m.
- */
-SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
-
-/**
- * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
- * due; 0: do not wait; rounded up to whole ms) for sockets or the timer,
- * then run what is due.  The operations' callbacks run from inside this
- * call.  With @max_wait_ns < 0 and nothing running it returns at once.
- *
- * Returns the number of operations still running (>= 0), or one of the
- * following negative error codes:
- *   SG_EINVAL  @m is NULL;
- *   SG_ESYS    epoll_wait failed (not EINTR; errno says why).
- * Never from a callback it runs.
- */
-SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
-
-/**
- * sg_curl_multi_run - step until no operation is running; returns at once
- * when none is.
- *
- * Returns 0 if it succeeds, or one of the following negative error codes:
- *   SG_EINVAL  @m is NULL;
- *   SG_ESYS    epoll_wait failed (not EINTR; errno says why): the
- *              operations still running stay in @m.
- * Never from a callback it runs.
- */
-SG_EXTERN int sg_curl_multi_run(sg_curl_multi *m);
-
-/**
- * sg_curl_multi_fd - a file descriptor that polls readable whenever
- * sg_curl_multi_step(m, 0) has work (an epoll fd), for embedding @m in
- * another event loop: poll it with no timeout of your own and call
- * sg_curl_multi_step(m, 0) after each wake-up.  @m keeps its one timer (a
- * timerfd in the epoll set) armed for the earliest deadline of libcurl
- * and every operation, so the fd also wakes the loop when a clock is due
- * (examples/curl_poll_loop.c); a wake-up with nothing due re-arms.
- *
- * Returns the epoll fd, owned by @m (do not close it; valid until
- * sg_curl_multi_free), or -1 when @m is NULL.
- */
-SG_EXTERN int sg_curl_multi_fd(const sg_curl_multi *m);
-
-/**
- * sg_curl_multi_running - the number of operations @m is running.
- *
- * Returns how many operations were added and have not ended (sleeping
- * before a retry included; freed or detached ones excluded), or SG_EINVAL
- * when @m is NULL.
- */
-SG_EXTERN int sg_curl_multi_running(const sg_curl_multi *m);
-
 #ifdef __cplusplus
 }
 #endif
+
+/* Running operations on a multi handle - the managed one or your own -
+ * in a header of its own. */
+#include <streamguard/curl_multi.h>
 
 #endif /* STREAMGUARD_CURL_H */

@@ -4,8 +4,10 @@
  * This umbrella header declares the stable, third-party-free parts of the
  * library: the core (time, errors, outcomes, budget, stream guard), the
  * framing parsers, sg_stream (framing joined to a guard: what every
- * transport, or your own event loop, feeds body bytes into), the policy an
- * operation runs under (<streamguard/policy.h>), reading an operation and
+ * transport, or your own event loop, feeds body bytes into) and the config
+ * that frames its items (<streamguard/stream_config.h>), the policy an
+ * operation runs under (<streamguard/policy.h>) and its retries
+ * (<streamguard/retry.h>), reading an operation and
  * its report (<streamguard/op.h>), the endpoint health operations share
  * (<streamguard/health.h>) and the HTTP fields the policy reads and
  * writes (<streamguard/http.h>).  The transports have their own headers,
@@ -22,6 +24,8 @@
 #include <streamguard/http.h>
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/retry.h>
 #include <streamguard/stream.h>
+#include <streamguard/stream_config.h>
 
 #endif /* STREAMGUARD_STREAMGUARD_H */

@@ -76,3 +76,74 @@ px_stop_all() {
         kill -TERM "$p" 2>/dev/null
     done
 }
+
+# fm_stat NAME: sg-fakemodel's /_stats counter NAME (received,
+# rate_limited, ...).
+fm_stat() {
+    curl -sS -m 5 "http://127.0.0.1:$FM_PORT/_stats" | grep -o "\"$1\":[0-9]*" | cut -d: -f2
+}
+
+# px_received: the requests the model paths of sg-fakemodel received.
+px_received() {
+    fm_stat received
+}
+
+# px_ask URL TAG [curl options...]: POST {} to URL through a proxy; the
+# answer's head in $FM_DIR/TAG.head, its body in TAG.body.
+px_ask() {
+    local url=$1 tag=$2
+    shift 2
+    curl -sN -m 20 -X POST -d '{}' -D "$FM_DIR/$tag.head" -o "$FM_DIR/$tag.body" "$@" "$url"
+}
+
+# px_header TAG NAME: the value of header NAME (any case) in TAG's head.
+px_header() {
+    grep -i "^$2:" "$FM_DIR/$1.head" | head -n 1 | cut -d: -f2- | tr -d ' \r'
+}
+
+# px_is_refused TAG STATUS REASON SECONDS: TAG's answer is the proxy's own
+# refusal by endpoint health - STATUS, X-SG-Outcome: refused, X-SG-Reason:
+# REASON, x-should-retry: true, retry-after-ms, and Retry-After SECONDS (or
+# up to 2 less: the time the request took to come).
+px_is_refused() {
+    local tag=$1 status=$2 reason=$3 secs=$4 f=$FM_DIR/$1.head
+    local got ra
+    got=$(head -n 1 "$f" | cut -d' ' -f2)
+    ra=$(px_header "$tag" Retry-After)
+    if [ "$got" = "$status" ] && [ "$(px_header "$tag" X-SG-Outcome)" = refused ] &&
+        [ "$(px_header "$tag" X-SG-Reason)" = "$reason" ] &&
+        [ "$(px_header "$tag" x-should-retry)" = true ] &&
+        [ -n "$(px_header "$tag" retry-after-ms)" ] &&
+        [ -n "$ra" ] && [ "$ra" -le "$secs" ] && [ "$ra" -ge $((secs > 2 ? secs - 2 : 1)) ]; then
+        pass "$tag: $status $reason, Retry-After $ra, answered by the proxy"
+    else
+        fail "$tag: wanted $status $reason Retry-After $secs; got: $(tr -d '\r' <"$f" | tr '\n' '|') $(head -c 300 "$FM_DIR/$tag.body")"
+    fi
+}
+
+# px_wait_state BASE ENDPOINT STATE SECONDS: polls BASE/metrics until
+# ENDPOINT's state is STATE, for up to SECONDS; the last look in
+# $FM_DIR/state.metrics.
+px_wait_state() {
+    local i
+    for i in $(seq 1 $(($4 * 20))); do
+        curl -s "$1/metrics" >"$FM_DIR/state.metrics"
+        grep -F "sg_proxy_upstream_state{upstream=\"$2\"" "$FM_DIR/state.metrics" |
+            grep -qF "state=\"$3\"} 1" && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# px_refused URL TAG STATUS REASON SECONDS BODY: px_ask URL TAG is the
+# proxy's own refusal (px_is_refused), its body holds BODY, and the
+# upstream received nothing meanwhile (sg-fakemodel's /_stats).
+px_refused() {
+    local before
+    before=$(px_received)
+    px_ask "$1" "$2"
+    px_is_refused "$2" "$3" "$4" "$5"
+    has "$FM_DIR/$2.body" "$6" "$2: the body holds $6"
+    [ "$(px_received)" -eq "$before" ] && pass "$2: nothing went upstream" ||
+        fail "$2 reached the upstream: $(px_received) received, $before before"
+}

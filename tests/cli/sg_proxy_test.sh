@@ -157,8 +157,12 @@ check "a 12,000-byte header reaches the upstream whole" '[ "${hb:-0}" -gt 12000 
 check "... and the stream came back" 'ends_done "$FM_DIR/big.body"' "$(tail -c 300 "$FM_DIR/big.body")"
 
 # ---- B: the main proxy, no --idempotent --------------------------------------
+# Each request here stands alone: what one teaches the proxy about the
+# upstream (a 429's Retry-After, failures in a row) would hold the next
+# back - endpoint health, which sg_proxy_health_test.sh checks - so it is
+# off for this proxy and the next.
 px_start B --upstream "$UP" --profile openai --first-item 300ms --idle 300ms --attempts 3 \
-    --backoff-base 5ms --backoff-max 20ms --budget 10s
+    --backoff-base 5ms --backoff-max 20ms --budget 10s --health off
 PB=$PX_PORT
 
 PB_PID=$PX_PID
@@ -343,7 +347,7 @@ check "slow first token every time: answered in ${EL} ms (3 x 300 ms first-item 
 # Many attempts that each got bytes (keepalives) but no first token: each
 # one's held bytes go when it ends, so the eighth is as free as the first.
 px_start many --upstream "$UP" --profile openai --first-item 150ms --attempts 8 \
-    --backoff-base 5ms --backoff-max 20ms --budget 10s
+    --backoff-base 5ms --backoff-max 20ms --budget 10s --health off
 preq "$PX_PORT" many px-many '/v1/chat/completions?first_delay=3000&keepalive=40&_t=px_many'
 check "eight attempts with bytes and no token: 504" '[ "$CODE" = 504 ]' "got $CODE, $(hdr many X-SG-Outcome)"
 check "eight attempts with bytes and no token: all 8 sent" \

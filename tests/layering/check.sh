@@ -76,6 +76,7 @@ probe() { # layer header want(ok|fail)
 }
 probe core '<streamguard/core.h>' ok
 probe core '<streamguard/policy.h>' fail
+probe core '<streamguard/retry.h>' fail
 probe core '<streamguard/op.h>' fail
 probe core '<streamguard/http.h>' fail
 probe core '"policy/internal.h"' fail
@@ -88,27 +89,37 @@ probe sgx '<streamguard/stream.h>' fail
 probe tools '"sgx/json.h"' ok
 probe tools '"core/internal.h"' fail
 probe framing '<streamguard/stream.h>' ok
+probe framing '<streamguard/stream_config.h>' ok
 probe framing '<streamguard/policy.h>' fail
+probe framing '<streamguard/retry.h>' fail
 probe framing '<streamguard/unstable/op.h>' fail
 probe policy '"core/internal.h"' ok
 probe policy '<streamguard/op.h>' ok
+probe policy '<streamguard/retry.h>' ok
 probe policy '<streamguard/http.h>' ok
 probe policy '<streamguard/unstable/op.h>' ok
 probe policy '<streamguard/stream.h>' fail
+probe policy '<streamguard/stream_config.h>' fail
 probe policy '"transport/lifecycle.h"' fail
 probe transport '"transport/lifecycle.h"' ok
 probe transport '<streamguard/unstable/op.h>' ok
 probe transport '<streamguard/ledger.h>' fail
+probe transport '<streamguard/ledger_record.h>' fail
 probe transport '"ledger/internal.h"' fail
 probe transport '<streamguard/curl.h>' fail
+probe transport '<streamguard/curl_multi.h>' fail
 probe curl '"transport/lifecycle.h"' ok
+probe curl '<streamguard/curl_multi.h>' ok
 probe curl '<streamguard/ledger.h>' fail
+probe curl '<streamguard/ledger_record.h>' fail
 probe curl '<streamguard/h2.h>' fail
 probe curl '"h2/internal.h"' fail
 probe h2 '<streamguard/ledger.h>' fail
 probe h2 '"curl/internal.h"' fail
+probe h2 '<streamguard/curl_multi.h>' fail
 probe curl '<streamguard/easy.h>' fail
 probe ledger '<streamguard/policy.h>' ok
+probe ledger '<streamguard/ledger_record.h>' ok
 probe ledger '"transport/lifecycle.h"' fail
 probe ledger '<streamguard/curl.h>' fail
 # The easy handle sees the libcurl transport's public header only (when it
@@ -116,6 +127,7 @@ probe ledger '<streamguard/curl.h>' fail
 if [ -d "$build/layers/easy" ]; then
   probe easy '<streamguard/easy.h>' ok
   probe easy '<streamguard/curl.h>' ok
+  probe easy '<streamguard/curl_multi.h>' ok
   probe easy '"curl/internal.h"' fail
   probe easy '"transport/lifecycle.h"' fail
   probe easy '"policy/internal.h"' fail

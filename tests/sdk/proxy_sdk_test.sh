@@ -11,15 +11,9 @@
 # --include-usage, the usage chunk it then gets read as the SDK reads it).
 # Usage: proxy_sdk_test.sh SG_PROXY SG_FAKEMODEL
 set -u
-dir=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/../cli/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
-
-for pkg in openai @anthropic-ai/sdk; do
-    if [ ! -d "$dir/node_modules/$pkg" ]; then
-        echo "the SDKs are not installed ($pkg): run scripts/setup.sh (npm ci in tests/sdk)" >&2
-        exit 1
-    fi
-done
+. "$(dirname "$0")/sdk_lib.sh"
+sdk_require openai @anthropic-ai/sdk
 
 IDLE_MS=300
 # px PROFILE: a proxy in front of sg-fakemodel with that profile and
@@ -46,17 +40,9 @@ done
 px_start openai-usage --upstream "http://127.0.0.1:$FM_PORT" --profile openai --include-usage
 PU=$PX_PORT
 # shellcheck disable=SC2154 # set by the eval above
-node "$dir/proxy_check.mjs" "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
+sdk_run 1 proxy_check.mjs "http://127.0.0.1:$PO" "http://127.0.0.1:$PA" \
     "http://127.0.0.1:$FM_PORT" "$IDLE_MS" "http://127.0.0.1:$PN_openai" \
-    "http://127.0.0.1:$PN_anthropic" "http://127.0.0.1:$PU" >"$FM_DIR/checks" 2>"$FM_DIR/node.err"
-rc=$?
-cat "$FM_DIR/checks"
-if [ "$rc" -ne 0 ]; then
-    FM_FAILS=$((FM_FAILS + $(grep -c '^FAIL:' "$FM_DIR/checks")))
-    if [ ! -s "$FM_DIR/checks" ] || ! grep -q '^FAIL:' "$FM_DIR/checks"; then
-        fail "node proxy_check.mjs exited $rc: $(head -c 400 "$FM_DIR/node.err")"
-    fi
-fi
+    "http://127.0.0.1:$PN_anthropic" "http://127.0.0.1:$PU"
 # the SDKs' API keys (SDKSECRET in proxy_check.mjs) never reach a report line
 if grep -qF SDKSECRET "$FM_DIR/openai.out" "$FM_DIR/openai.err" "$FM_DIR/anthropic.out" "$FM_DIR/anthropic.err"; then
     fail "an API key is in sg-proxy's output: $(grep -lF SDKSECRET "$FM_DIR"/*.out "$FM_DIR"/*.err)"

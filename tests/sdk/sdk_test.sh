@@ -19,13 +19,8 @@ FM=$1
 SG=$2
 dir=$(cd "$(dirname "$0")" && pwd)
 . "$dir/../integration/fakemodel_lib.sh"
-
-for pkg in openai @anthropic-ai/sdk @google/genai ollama; do
-    if [ ! -d "$dir/node_modules/$pkg" ]; then
-        echo "the SDKs are not installed ($pkg): run scripts/setup.sh (npm ci in tests/sdk)" >&2
-        exit 1
-    fi
-done
+. "$dir/sdk_lib.sh"
+sdk_require openai @anthropic-ai/sdk @google/genai ollama
 fm_start "$FM"
 if ! node "$dir/check.mjs" "http://127.0.0.1:$FM_PORT" "$SG" >"$FM_DIR/got.jsonl" 2>"$FM_DIR/node.err"; then
     fail "node check.mjs: $(head -c 400 "$FM_DIR/node.err")"

@@ -97,10 +97,11 @@ static size_t cut(int n, size_t cap) {
     return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-/* The error body in @style: @type names the failure (OpenAI's type and
- * code, Anthropic's type, Gemini's status), @msg a JSON string. */
-static size_t body_of(enum answer_style style, const char *type, int status,
-                      const char *msg, char *buf, size_t cap) {
+/* The error body in @style: @type names the failure (OpenAI's type,
+ * Anthropic's type, Gemini's status), @code OpenAI's code (NULL: @type),
+ * @msg a JSON string. */
+static size_t body_of(enum answer_style style, const char *type, const char *code,
+                      int status, const char *msg, char *buf, size_t cap) {
     int n;
     switch (style) {
     case STYLE_ANTHROPIC:
@@ -122,7 +123,7 @@ static size_t body_of(enum answer_style style, const char *type, int status,
     default: /* OpenAI, and the Responses API's error object */
         n = snprintf(buf, cap,
                      "{\"error\":{\"message\":%s,\"type\":\"%s\",\"code\":\"%s\"}}", msg,
-                     type, type);
+                     type, code != NULL ? code : type);
         break;
     }
     return cut(n, cap);
@@ -132,7 +133,7 @@ size_t answer_error_body(enum answer_style style, sg_outcome outcome, int status
                          const char *detail, char *buf, size_t cap) {
     char msg[MESSAGE_MAX];
     message_of(sg_outcome_name(outcome), detail, msg, sizeof(msg));
-    return body_of(style, sg_outcome_name(outcome), status, msg, buf, cap);
+    return body_of(style, sg_outcome_name(outcome), NULL, status, msg, buf, cap);
 }
 
 /* The provider's own name for a failure of the server's (not the
@@ -152,7 +153,33 @@ size_t answer_own_body(enum answer_style style, int status, const char *what, ch
                        size_t cap) {
     char msg[MESSAGE_MAX];
     message_of(what, NULL, msg, sizeof(msg));
-    return body_of(style, server_type(style, status), status, msg, buf, cap);
+    return body_of(style, server_type(style, status), NULL, status, msg, buf, cap);
+}
+
+size_t answer_refused_body(enum answer_style style, sg_op_reason why, int status,
+                           const char *detail, char *buf, size_t cap) {
+    char msg[MESSAGE_MAX];
+    message_of("refused", detail, msg, sizeof(msg));
+    /* the providers' own: OpenAI's requests-limit 429 (its type the limit,
+     * its code rate_limit_exceeded) and its 503 server_error, Anthropic's
+     * rate_limit_error and overloaded_error, Gemini's RESOURCE_EXHAUSTED
+     * and UNAVAILABLE; the SDKs raise them by status (RateLimitError, an
+     * InternalServerError) */
+    const bool limit = status == 429;
+    const char *type;
+    switch (style) {
+    case STYLE_ANTHROPIC:
+        type = limit ? "rate_limit_error" : "overloaded_error";
+        break;
+    case STYLE_GEMINI:
+        type = limit ? "RESOURCE_EXHAUSTED" : "UNAVAILABLE";
+        break;
+    default:
+        type = limit ? "requests" : "server_error";
+        break;
+    }
+    return body_of(style, type, limit ? "rate_limit_exceeded" : sg_op_reason_name(why),
+                   status, msg, buf, cap);
 }
 
 /* An AWS event-stream exception message (tools/common's encoder): the SDK

@@ -170,13 +170,15 @@ void reply(struct conn *c, int status, const char *reason, const char *extra,
  * where the client's retry can help and adds no upstream request the
  * route did not allow - nothing of this request went upstream, and what
  * failed passes (408: the request came too slowly; 503: the proxy was
- * shutting down, or out of memory).  Anything that went upstream had the
- * route's attempts for its retries: false, as for every other error. */
+ * shutting down, or out of memory; 429 and 503: endpoint health held the
+ * upstream back, until the Retry-After given).  Anything that went
+ * upstream had the route's attempts for its retries: false, as for every
+ * other error. */
 static const char *should_retry(const struct conn *c, int status) {
     if (status < 400) {
         return "";
     }
-    return (status == 408 || status == 503) && !upstream_sent(c)
+    return (status == 408 || status == 429 || status == 503) && !upstream_sent(c)
                ? "x-should-retry: true\r\n"
                : "x-should-retry: false\r\n";
 }
@@ -295,13 +297,15 @@ static bool serve_metrics(struct conn *c) {
     }
     /* whole, however many routes: measured, then written (the loop is
      * single-threaded: nothing changes between the two) */
-    size_t n = metrics_text(NULL, 0);
+    sg_health *h = health_in_force(c->proxy);
+    const int64_t now = now_ns();
+    size_t n = metrics_text(h, now, NULL, 0);
     char *text = malloc(n + 1);
     if (text == NULL) {
         reply_error(c, 503, "out of memory");
         return true;
     }
-    n = metrics_text(text, n + 1);
+    n = metrics_text(h, now, text, n + 1);
     char head[256];
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"

@@ -4,9 +4,10 @@
  * Routes: one from the flags (every request goes to --upstream, its path
  * first, then the client's path and query, guarded by the flags sg-stream
  * has for the same things), or those of --config FILE (config.c), read
- * again on SIGHUP.  SIGTERM or SIGINT drains: no new connections, the
- * streams in flight have --drain to finish, then they are cancelled (their
- * reports written), and sg-proxy exits 0.
+ * again on SIGHUP.  One endpoint health for the process (health.c), kept
+ * across reloads, which apply its settings anew.  SIGTERM or SIGINT drains: no new
+ * connections, the streams in flight have --drain to finish, then they are cancelled
+ * (their reports written), and sg-proxy exits 0.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -72,6 +73,13 @@ static void usage(FILE *f) {
         "  --price-in X           --price-out Y   --price-cached Z\n"
         "                         prices per million tokens of the --upstream or\n"
         "                         --fallback given just before them\n"
+        "Endpoint health (one for the process, every route; kept on SIGHUP):\n"
+        "  --health on|off        share what requests learn of each upstream: a\n"
+        "                         429's Retry-After, rate-limit headers, failures (on)\n"
+        "  --breaker-failures N   consecutive failures that open an upstream's\n"
+        "                         breaker (5; 0: no breaker)\n"
+        "  --breaker-cooldown D   how long it stays open the first time (5s)\n"
+        "  --max-inflight N       attempts in flight per upstream (0: no limit)\n"
         "Clients:\n"
         "  --max-connections N    open at once (256); more are closed at once\n"
         "  --header-timeout D     a request head within D, a body's reads at most D\n"
@@ -101,6 +109,10 @@ static const struct option longopts[] = {
     {"transit-allowance", required_argument, NULL, OPT_GLOBAL},
     {"drain", required_argument, NULL, OPT_GLOBAL},
     {"log", required_argument, NULL, OPT_GLOBAL},
+    {"health", required_argument, NULL, OPT_GLOBAL},
+    {"breaker-failures", required_argument, NULL, OPT_GLOBAL},
+    {"breaker-cooldown", required_argument, NULL, OPT_GLOBAL},
+    {"max-inflight", required_argument, NULL, OPT_GLOBAL},
     {"upstream", required_argument, NULL, OPT_ROUTE},
     {"profile", required_argument, NULL, OPT_ROUTE},
     {"fallback", required_argument, NULL, OPT_ROUTE},
@@ -132,12 +144,22 @@ static const struct option longopts[] = {
     {NULL, 0, NULL, 0},
 };
 
+#define MAX_GLOBAL_FLAGS 64
+
 struct settings {
     struct proxy *p;
     const char *listen;
     bool allow_remote;
     const char *log;
     bool at_start; /* globals apply at start only; a reload ignores them */
+    /* endpoint health's: the file's and the flags', at start and on each
+     * reload */
+    struct health_settings health;
+    /* globals given as flags: applied again after the file's, at start
+     * and on each reload, so that a flag wins */
+    int gflag[MAX_GLOBAL_FLAGS];
+    const char *garg[MAX_GLOBAL_FLAGS];
+    int ng;
 };
 
 /* The proxy's own options, from a flag or the config file's top: 0, 1
@@ -148,8 +170,12 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
     struct proxy *p = s->p;
     int64_t d;
     uint64_t n;
+    int rv = health_option(&s->health, name, arg, err, errlen);
+    if (rv != 1) {
+        return rv; /* endpoint health's: read again on a reload */
+    }
     if (!s->at_start) {
-        return 0; /* a reload changes routes only */
+        return 0; /* a reload changes routes and endpoint health only */
     }
     if (strcmp(name, "listen") == 0) {
         s->listen = arg;
@@ -188,6 +214,14 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
     return 0;
 }
 
+/* The globals given as flags, again: after the file's, a flag wins. */
+static void flags_again(struct settings *s) {
+    char err[320];
+    for (int i = 0; i < s->ng; i++) {
+        (void)global_option(s, longopts[s->gflag[i]].name, s->garg[i], err, sizeof(err));
+    }
+}
+
 static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s) {
     static struct route one; /* static: what it holds stays reachable */
     if (route_init(&one, "default") != 0) {
@@ -196,11 +230,6 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s
     }
     bool route_flags = false;
     const char *config = NULL;
-    /* globals given as flags: applied again after the file's, so that a
-     * flag wins */
-    int gflag[64];
-    const char *garg[64];
-    int ng = 0;
     int opt;
     int idx;
     char err[320];
@@ -212,9 +241,9 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s
             config = optarg;
             break;
         case OPT_GLOBAL:
-            if (ng < 64) {
-                gflag[ng] = idx;
-                garg[ng++] = optarg;
+            if (s->ng < MAX_GLOBAL_FLAGS) {
+                s->gflag[s->ng] = idx;
+                s->garg[s->ng++] = optarg;
             }
             if (global_option(s, name, optarg, err, sizeof(err)) != 0) {
                 return usage_error("--%s", err);
@@ -253,9 +282,7 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s
             return 2;
         }
         p->config = config;
-        for (int i = 0; i < ng; i++) {
-            (void)global_option(s, longopts[gflag[i]].name, garg[i], err, sizeof(err));
-        }
+        flags_again(s);
         return 0;
     }
     if (one.upstream == NULL || one.profile == NULL) {
@@ -274,8 +301,9 @@ static int parse_args(int argc, char **argv, struct proxy *p, struct settings *s
 }
 
 /* SIGHUP: the config file again; new requests take the new routes, the
- * streams in flight keep theirs.  A file that does not load changes
- * nothing. */
+ * streams in flight keep theirs; endpoint health keeps what it learned
+ * and takes the file's settings (a flag still wins).  A file that does
+ * not load changes nothing. */
 static void reload(struct proxy *p, struct settings *s) {
     if (p->config == NULL) {
         fprintf(stderr, "%s: SIGHUP without --config: nothing to reload\n", prog);
@@ -283,10 +311,17 @@ static void reload(struct proxy *p, struct settings *s) {
     }
     char err[320] = "";
     s->at_start = false;
+    const struct health_settings was = s->health;
+    health_settings_init(&s->health); /* a key the file no longer has: its default */
     struct routes *n = routes_load(p->config, global_option, s, err, sizeof(err));
     if (n == NULL) {
+        s->health = was;
         fprintf(stderr, "%s: reload failed, the routes in force stay: %s\n", prog, err);
         return;
+    }
+    flags_again(s);
+    if (health_apply(p, &s->health) != 0) {
+        fprintf(stderr, "%s: reload: endpoint health keeps its settings\n", prog);
     }
     routes_keep_budgets(n, p->routes); /* a route kept keeps its bucket */
     routes_unref(p->routes);
@@ -484,6 +519,7 @@ int main(int argc, char **argv) {
     s.p = &p;
     s.at_start = true;
     s.listen = "127.0.0.1:8787";
+    health_settings_init(&s.health);
     int rv = parse_args(argc, argv, &p, &s);
     if (rv != 0) {
         return rv;
@@ -504,10 +540,8 @@ int main(int argc, char **argv) {
     p.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     p.epfd = epoll_create1(EPOLL_CLOEXEC);
     bool curl = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-    /* each request stands alone: no endpoint health shared across them
-     * (docs/sg-proxy.md) */
     if (p.sigfd < 0 || p.epfd < 0 || !curl || sg_curl_multi_new(&p.multi, NULL) != 0 ||
-        sg_curl_multi_set_health(p.multi, NULL) != 0) {
+        health_new(&p) != 0 || health_apply(&p, &s.health) != 0) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
         rv = 1;
     } else {
@@ -526,6 +560,7 @@ int main(int argc, char **argv) {
     conns_free(&p);
     routes_unref(p.routes);
     sg_curl_multi_free(p.multi);
+    sg_health_free(p.health); /* after the operations and the multi */
     if (curl) {
         curl_global_cleanup();
     }

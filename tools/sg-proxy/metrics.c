@@ -6,7 +6,11 @@
  * client metrics in their Prometheus form
  * (gen_ai.client.operation.duration -> ..._duration_seconds, with the
  * unit suffix; gen_ai.client.token.usage, whose unit {token} is an
- * annotation, without one).  Labelled by route name.
+ * annotation, without one).  Labelled by route name; and with endpoint
+ * health, each upstream it tracks - its state, when it frees, what it
+ * held back - read from the library's sg_health_foreach as the page is
+ * asked for, labelled by the endpoint (scheme://host:port/path, never a
+ * credential) and key_id (which tells two credentials' entries apart).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -346,7 +350,116 @@ static void token_histograms(char *b, size_t cap, size_t *o) {
     }
 }
 
-size_t metrics_text(char *b, size_t cap) {
+/* ----------------------------------------------------- upstreams' health */
+
+enum upstream_family { U_STATE, U_FREE_IN, U_INFLIGHT, U_REFUSED, U_WAITED, U_SKIPPED };
+
+struct upstream_walk {
+    char *b;
+    size_t cap;
+    size_t *o;
+    enum upstream_family what;
+    int64_t now;
+};
+
+/* A Prometheus label value: backslash, double quote and newline escaped
+ * (a client's path is in the endpoint). */
+static void label_value(char *out, size_t cap, const char *v) {
+    size_t n = 0;
+    for (; *v != '\0' && n + 2 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n') {
+            out[n++] = '\\';
+            out[n++] = *v == '\n' ? 'n' : *v;
+        } else {
+            out[n++] = *v;
+        }
+    }
+    out[n] = '\0';
+}
+
+/* The counts of one action, by reason. */
+static void upstream_counts(const struct upstream_walk *w, const char *name,
+                            const char *labels, const uint64_t *counts) {
+    static const sg_op_reason why[SG_HEALTH_WHY_COUNT_] = {
+        [SG_HEALTH_RATE_LIMITED] = SG_OP_REASON_RATE_LIMITED,
+        [SG_HEALTH_CIRCUIT_OPEN] = SG_OP_REASON_CIRCUIT_OPEN,
+        [SG_HEALTH_ENDPOINT_BUSY] = SG_OP_REASON_ENDPOINT_BUSY,
+    };
+    for (int r = 0; r < SG_HEALTH_WHY_COUNT_; r++) {
+        add(w->b, w->cap, w->o, "%s{%s,reason=\"%s\"} %llu\n", name, labels,
+            sg_op_reason_name(why[r]), (unsigned long long)counts[r]);
+    }
+}
+
+/* One upstream's lines of the family the walk writes. */
+static int upstream_lines(const sg_health_entry *e, void *ud) {
+    const struct upstream_walk *w = ud;
+    char ep[2 * SG_HEALTH_ENDPOINT_MAX + 1];
+    label_value(ep, sizeof(ep), e->endpoint);
+    char labels[sizeof(ep) + 64];
+    snprintf(labels, sizeof(labels), "upstream=\"%s\",key_id=\"%016llx\"", ep,
+             (unsigned long long)e->key_id);
+    switch (w->what) {
+    case U_STATE:
+        for (int st = 0; st < SG_HEALTH_STATE_COUNT_; st++) {
+            add(w->b, w->cap, w->o, "sg_proxy_upstream_state{%s,state=\"%s\"} %d\n",
+                labels, sg_health_state_name((sg_health_state)st),
+                e->state == (sg_health_state)st);
+        }
+        break;
+    case U_FREE_IN:
+        add(w->b, w->cap, w->o, "sg_proxy_upstream_free_in_seconds{%s} %.3f\n", labels,
+            e->free_at > w->now ? (double)(e->free_at - w->now) / 1e9 : 0.0);
+        break;
+    case U_INFLIGHT:
+        add(w->b, w->cap, w->o, "sg_proxy_upstream_inflight{%s} %u\n", labels,
+            e->inflight);
+        break;
+    case U_REFUSED:
+        upstream_counts(w, "sg_proxy_upstream_refused_total", labels, e->refused);
+        break;
+    case U_WAITED:
+        upstream_counts(w, "sg_proxy_upstream_waited_total", labels, e->waited);
+        break;
+    default:
+        upstream_counts(w, "sg_proxy_upstream_skipped_total", labels, e->skipped);
+        break;
+    }
+    return 0;
+}
+
+/* Every upstream @h tracks, family by family (the format groups a
+ * family's lines). */
+static void upstreams_text(sg_health *h, int64_t now, char *b, size_t cap, size_t *o) {
+    static const struct {
+        const char *name, *type, *help;
+    } family[] = {
+        [U_STATE] = {"sg_proxy_upstream_state", "gauge",
+                     "1 for the upstream's endpoint-health state (closed, cooling, open, "
+                     "half_open), 0 for the others."},
+        [U_FREE_IN] = {"sg_proxy_upstream_free_in_seconds", "gauge",
+                       "Seconds until a cooling or open upstream frees (0: free)."},
+        [U_INFLIGHT] = {"sg_proxy_upstream_inflight", "gauge",
+                        "Attempts in flight to the upstream."},
+        [U_REFUSED] =
+            {"sg_proxy_upstream_refused_total", "counter",
+             "Requests answered at once, nothing sent, as the upstream was held "
+             "back, by reason."},
+        [U_WAITED] = {"sg_proxy_upstream_waited_total", "counter",
+                      "Waits in a request's budget for the upstream to free, by reason."},
+        [U_SKIPPED] = {"sg_proxy_upstream_skipped_total", "counter",
+                       "Times the upstream was passed over for a free fallback, by "
+                       "reason."},
+    };
+    struct upstream_walk w = {.b = b, .cap = cap, .o = o, .now = now};
+    for (size_t f = 0; f < sizeof(family) / sizeof(family[0]); f++) {
+        head(b, cap, o, family[f].name, family[f].type, family[f].help);
+        w.what = (enum upstream_family)f;
+        (void)sg_health_foreach(h, now, upstream_lines, &w);
+    }
+}
+
+size_t metrics_text(sg_health *health, int64_t now, char *b, size_t cap) {
     size_t o = 0;
     if (b != NULL && cap > 0) {
         b[0] = '\0';
@@ -383,6 +496,9 @@ size_t metrics_text(char *b, size_t cap) {
     histogram(b, cap, &o, "gen_ai_client_operation_time_per_output_chunk_seconds",
               "Mean time between chunks after the first, per operation.", F(tpoc));
     token_histograms(b, cap, &o);
+    if (health != NULL) {
+        upstreams_text(health, now, b, cap, &o);
+    }
 #undef F
     return o;
 }

@@ -22,7 +22,8 @@
  * field in a Chat Completions body), relay.c (the committed attempt's
  * bytes, released event by event as the library accepts their items;
  * relay.h), answer.c (what the client is told, in each provider's
- * format), metrics.c (GET /metrics).
+ * format), metrics.c (GET /metrics), health.c (the process's endpoint
+ * health, and the answer to a request it refused).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -118,6 +119,23 @@ typedef int (*global_option_fn)(void *ud, const char *name, const char *arg, cha
 struct routes *routes_load(const char *path, global_option_fn global, void *ud, char *err,
                            size_t errlen);
 
+/* health.c: the process's one endpoint health (the library's sg_health),
+ * shared by every route through the managed multi and kept across
+ * reloads (docs/sg-proxy.md, "ENDPOINT HEALTH"). */
+struct health_settings {
+    bool on;               /* health: off shares nothing (new operations) */
+    uint32_t failures;     /* breaker-failures (0: no breaker) */
+    int64_t cooldown;      /* breaker-cooldown */
+    uint32_t max_inflight; /* max-inflight, per upstream (0: none) */
+};
+#define HEALTH_MAX_COUNT 1000000
+/* The library's defaults: on, 5 failures, 5 s, no in-flight limit. */
+void health_settings_init(struct health_settings *hs);
+/* Option @name ("breaker-failures", no "--") with @arg: 0, 1 when it is
+ * not one of health's, or -1 with the reason in @err. */
+int health_option(struct health_settings *hs, const char *name, const char *arg,
+                  char *err, size_t errlen);
+
 struct proxy {
     struct routes *routes; /* in force for new requests */
     const char *config;    /* the file they came from, NULL: flags */
@@ -125,8 +143,10 @@ struct proxy {
     int lfd;   /* the listening socket, -1 once draining */
     int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
-    FILE *log;     /* one report line per operation */
-    int max_conns; /* connections open at most */
+    sg_health *health; /* the process's, made at start, kept across reloads */
+    bool health_on;    /* given to the multi (health = on) */
+    FILE *log;         /* one report line per operation */
+    int max_conns;     /* connections open at most */
     int nconns;
     int64_t header_timeout;
     size_t max_body;
@@ -187,6 +207,27 @@ size_t answer_own_body(enum answer_style style, int status, const char *what, ch
 /* The same after the commit, in-band. */
 size_t answer_own_in_band(enum answer_style style, const char *what, char *buf,
                           size_t cap);
+/* A request endpoint health refused (nothing went upstream), reason @why
+ * (rate_limited, circuit_open, endpoint_busy): the body of its @status
+ * (429, 503) in @style, of the provider's type its SDK raises as a rate
+ * limit (429) or an unavailable server (503), its message "sg-proxy:
+ * refused (@detail)"; returns its length. */
+size_t answer_refused_body(enum answer_style style, sg_op_reason why, int status,
+                           const char *detail, char *buf, size_t cap);
+
+/* health.c: the object, once at start (0, or -1: no memory, no random
+ * bytes); @hs applied to it and to the multi, at start and on each reload
+ * (0, or -1). */
+int health_new(struct proxy *p);
+int health_apply(struct proxy *p, const struct health_settings *hs);
+/* The object new operations share: NULL when health is off. */
+sg_health *health_in_force(const struct proxy *p);
+/* Answers the request of @c, when the library refused it for its
+ * endpoint's health with nothing sent (outcome refused, reason
+ * rate_limited, circuit_open or endpoint_busy): 429 or 503, Retry-After,
+ * retry-after-ms, X-SG-Outcome, X-SG-Reason, the provider's body.  False,
+ * having answered nothing, for any other end. */
+bool health_answer_refused(struct conn *c);
 
 /* metrics.c: counted once per operation as it ends, by route name (and
  * for the token histograms, what its @profile says of the provider). */
@@ -194,7 +235,8 @@ void metrics_observe(const char *route, const char *profile, const sg_op *op,
                      double duration_s, double ttfc_s);
 /* The Prometheus text into @b (NUL-ended) as far as @cap allows; returns
  * its whole length, as snprintf does: it is all in @b when less than @cap
- * (@b NULL and @cap 0: the length alone). */
-size_t metrics_text(char *b, size_t cap);
+ * (@b NULL and @cap 0: the length alone).  With @health (not NULL), each
+ * upstream it tracks at @now too. */
+size_t metrics_text(sg_health *health, int64_t now, char *b, size_t cap);
 
 #endif

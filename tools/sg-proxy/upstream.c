@@ -379,7 +379,7 @@ static void on_done(sg_curl_op *op, void *ud) {
             flush_out(c);
         } else if (c->own_status != 0) {
             reply_error(c, c->own_status, c->own_what);
-        } else {
+        } else if (!health_answer_refused(c)) {
             answer_failure(c, o);
         }
     }

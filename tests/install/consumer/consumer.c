@@ -10,6 +10,9 @@
 #if __has_include(<streamguard/curl.h>)
 #    include <streamguard/curl.h>
 #endif
+#if __has_include(<streamguard/curl_multi.h>)
+#    include <streamguard/curl_multi.h>
+#endif
 #if __has_include(<streamguard/easy.h>)
 #    include <streamguard/easy.h>
 #endif
@@ -24,9 +27,14 @@
 #if __has_include(<streamguard/ledger.h>)
 #    include <streamguard/ledger.h>
 #endif
+#if __has_include(<streamguard/ledger_record.h>)
+#    include <streamguard/ledger_record.h>
+#endif
 #include <streamguard/op.h>
 #include <streamguard/policy.h>
+#include <streamguard/retry.h>
 #include <streamguard/stream.h>
+#include <streamguard/stream_config.h>
 #include <streamguard/streamguard.h>
 #include <streamguard/unstable/op.h>
 
