@@ -56,8 +56,8 @@ extern "C" {
  * Bounds and defaults
  * ------------------------------------------------------------------------ */
 
-/** Most endpoints one sg_health tracks (448 bytes each on LP64, made as
- *  endpoints come: about 460 KiB for all).  When it is full, the least
+/** Most endpoints one sg_health tracks (480 bytes each on LP64, made as
+ *  endpoints come: about 480 KiB for all).  When it is full, the least
  *  recently used endpoint that no operation holds and that is closed and
  *  idle (nothing known against it) makes room; when none is, a new
  *  endpoint is simply not tracked - asked as if free, never an error. */

@@ -108,6 +108,7 @@ typedef struct sg__rec {
     uint8_t usage_flags;       /* SG__USAGE_* (usage.c) */
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
     uint8_t health; /* SG__HREC_*: what it holds of its endpoint's health */
+    uint64_t hseq;  /* its number in its endpoint's request window count */
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
