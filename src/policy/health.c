@@ -25,10 +25,10 @@
 #include <sys/random.h>
 
 #define NO_ENTRY UINT32_MAX
-#define NONE INT64_MIN    /* no instant: not cooling, breaker closed */
-#define ASSUMED INT64_MAX /* req_reset: a window assumed after a reset, its end unnamed \
-                           */
-#define FAMILIES 3        /* tokens, input tokens, output tokens */
+#define NONE INT64_MIN /* no instant: not cooling, breaker closed */
+/* req_reset: a window assumed after a reset, its end not yet named */
+#define ASSUMED INT64_MAX
+#define FAMILIES 3 /* tokens, input tokens, output tokens */
 
 struct sg__hentry {
     uint8_t key[SG__HEALTH_KEY];

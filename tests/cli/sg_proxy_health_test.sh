@@ -72,10 +72,7 @@ curl -sN -o "$FM_DIR/rw2" -X POST -d '{}' "$W&n=4&gap=300&_t=h_rw2" &
 rw2=$!
 curl -sN -o "$FM_DIR/rw3" -X POST -d '{}' "$W&n=4&gap=300&_t=h_rw3" &
 rw3=$!
-for _ in $(seq 1 100); do
-    [ "$(fm_log "event=received" | grep -c '_t=h_rw[23]')" -ge 2 ] && break
-    sleep 0.02
-done
+fm_wait_received '_t=h_rw[23]' 2
 px_refused "$W&n=1&_t=h_rw4" h_rw4 429 rate_limited 20 '"code":"rate_limit_exceeded"'
 wait "$rw2" "$rw3"
 has "$FM_DIR/rw3" 'data: [DONE]' "the two that remained streamed"
@@ -146,10 +143,7 @@ px_start mi --upstream "$UP" --profile openai --budget 5s --attempts 1 --max-inf
 M=http://127.0.0.1:$PX_PORT
 curl -sN -o "$FM_DIR/mi1" -X POST -d '{}' "$M$CC?n=8&gap=200&_t=h_mi1" &
 mi1=$!
-for _ in $(seq 1 100); do
-    [ "$(fm_log "event=received" | grep -c '_t=h_mi1')" -ge 1 ] && break
-    sleep 0.02
-done
+fm_wait_received '_t=h_mi1' 1
 curl -sN -o "$FM_DIR/mi2" -X POST -d '{}' "$M$CC?n=2&_t=h_mi2" &
 mi2=$!
 # a request whose own deadline cannot outlast the first stream
