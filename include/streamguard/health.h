@@ -56,7 +56,7 @@ extern "C" {
  * Bounds and defaults
  * ------------------------------------------------------------------------ */
 
-/** Most endpoints one sg_health tracks (9,288 bytes each on LP64, 8,840
+/** Most endpoints one sg_health tracks (9,320 bytes each on LP64, 8,840
  *  of them its first-token sketch, made as endpoints come: about 9.1 MiB
  *  for all).  When it is full, the least recently used endpoint that no
  *  operation holds and that is closed and idle (nothing known against it)

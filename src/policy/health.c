@@ -11,7 +11,7 @@
  * an operation holds it).  The mutex guards the table itself - finding or
  * making an entry when an operation first asks an endpoint, letting one go,
  * walking them (sg_health_foreach).  Memory: SG_HEALTH_MAX_ENTRIES entries
- * of 9,288 bytes at most (9.1 MiB; 8,840 of them the first-token sketch),
+ * of 9,320 bytes at most (9.1 MiB; 8,840 of them the first-token sketch),
  * grown as endpoints come.
  */
 #define _GNU_SOURCE
@@ -27,7 +27,9 @@
 
 #define NO_ENTRY UINT32_MAX
 #define NONE INT64_MIN /* no instant: not cooling, breaker closed */
-#define FAMILIES 3     /* tokens, input tokens, output tokens */
+/* req_reset: a window assumed after a reset, its end not yet named */
+#define ASSUMED INT64_MAX
+#define FAMILIES 3 /* tokens, input tokens, output tokens */
 
 struct sg__hentry {
     uint8_t key[SG__HEALTH_KEY];
@@ -44,6 +46,13 @@ struct sg__hentry {
     _Atomic int64_t tok_left[FAMILIES]; /* -1 unknown */
     _Atomic int64_t tok_reset[FAMILIES];
     _Atomic uint64_t counts[3][SG_HEALTH_WHY_COUNT_]; /* [action][why] */
+    /* the provider's request window: attempts admitted ever (each one a
+     * request sent), the count at which the window's are spent, its end
+     * (NONE: no window known; ASSUMED), the most it holds (-1 unknown) */
+    _Atomic uint64_t req_seq;
+    _Atomic uint64_t req_exhaust;
+    _Atomic int64_t req_reset;
+    _Atomic int64_t req_limit;
     char name[SG_HEALTH_ENDPOINT_MAX + 1];
     sg__ttft_sketch ttft; /* its first tokens (ttft_sketch.h; ttft_op.c) */
 };
@@ -308,6 +317,10 @@ static void entry_reset(sg__hentry *e, const uint8_t *key, const char *name,
         }
     }
     sg__ttft_init(&e->ttft);
+    atomic_store(&e->req_seq, 0);
+    atomic_store(&e->req_exhaust, 0);
+    atomic_store(&e->req_reset, NONE);
+    atomic_store(&e->req_limit, -1);
 }
 
 /* A new entry for @key: a fresh one while the table has room, else the
@@ -378,9 +391,64 @@ static int64_t tokens_until(const sg__hentry *e, int64_t now, const uint64_t nee
     return until;
 }
 
+/* The end of @e's request window when its requests are spent at @now
+ * (NONE otherwise, and for a window assumed: its end is not known). */
+static int64_t window_until(const sg__hentry *e, int64_t now) {
+    const int64_t reset = atomic_load(&e->req_reset);
+    if (reset == NONE || reset == ASSUMED || reset <= now) {
+        return NONE;
+    }
+    return atomic_load(&e->req_seq) >= atomic_load(&e->req_exhaust) ? reset : NONE;
+}
+
+/* One more request of @e's window at @now, for an attempt that holds an
+ * in-flight slot already: SG_OP_REASON_NONE and its number in *@seq, or
+ * rate_limited until *@free_at when the window's requests are spent.  A
+ * window that ended becomes one of the limit the provider named, whose end
+ * the next answer names - so that the operations that waited for the
+ * reset do not all go at once - and, while that is unknown, spent requests
+ * are looked at again every SG_HEALTH_RECHECK_NS, as long as an attempt
+ * in flight may answer for the window (docs/design.md, "Endpoint
+ * health"). */
+static sg_op_reason take_request(sg__hentry *e, int64_t now, int64_t *free_at,
+                                 uint64_t *seq) {
+    for (;;) {
+        int64_t reset = atomic_load(&e->req_reset);
+        uint64_t s = atomic_load(&e->req_seq);
+        const int64_t lim = atomic_load(&e->req_limit);
+        if (reset != NONE && reset != ASSUMED && reset <= now) {
+            if (atomic_compare_exchange_strong(&e->req_reset, &reset,
+                                               lim > 0 ? ASSUMED : NONE) &&
+                lim > 0) {
+                atomic_store(&e->req_exhaust, s + (uint64_t)lim);
+            }
+            continue;
+        }
+        if (reset != NONE && s >= atomic_load(&e->req_exhaust)) {
+            if (reset != ASSUMED) {
+                *free_at = reset;
+                return SG_OP_REASON_RATE_LIMITED;
+            }
+            if (atomic_load(&e->inflight) > 1 || lim <= 0) {
+                *free_at = sg_time_add(now, SG_HEALTH_RECHECK_NS);
+                return SG_OP_REASON_RATE_LIMITED;
+            }
+            /* nothing in flight will name the window assumed: another */
+            atomic_store(&e->req_exhaust, s + (uint64_t)lim);
+            continue;
+        }
+        if (atomic_compare_exchange_weak(&e->req_seq, &s, s + 1)) {
+            *seq = s + 1;
+            return SG_OP_REASON_NONE;
+        }
+    }
+}
+
 sg_op_reason sg__hentry_admit(const sg_health *h, sg__hentry *e, int64_t now,
-                              const uint64_t need[3], int64_t *free_at, bool *probe) {
+                              const uint64_t need[3], int64_t *free_at, bool *probe,
+                              uint64_t *seq) {
     *probe = false;
+    *seq = 0;
     int64_t cool = atomic_load(&e->cool_until);
     const int64_t tok = tokens_until(e, now, need);
     cool = tok > cool ? tok : cool;
@@ -410,6 +478,11 @@ sg_op_reason sg__hentry_admit(const sg_health *h, sg__hentry *e, int64_t now,
         *probe = false;
         *free_at = sg_time_add(now, SG_HEALTH_RECHECK_NS);
         return SG_OP_REASON_ENDPOINT_BUSY;
+    }
+    if (take_request(e, now, free_at, seq) != SG_OP_REASON_NONE) {
+        sg__hentry_unadmit(e, *probe);
+        *probe = false;
+        return SG_OP_REASON_RATE_LIMITED;
     }
     atomic_store_explicit(&e->used_at, now, memory_order_relaxed);
     return SG_OP_REASON_NONE;
@@ -471,6 +544,25 @@ void sg__hentry_cool(sg__hentry *e, int64_t until) {
     }
 }
 
+void sg__hentry_requests(sg__hentry *e, int64_t now, uint64_t seq, int64_t left,
+                         int64_t reset, int64_t limit) {
+    if (limit > 0) {
+        atomic_store(&e->req_limit, limit);
+    }
+    if (seq == 0 || left < 0 || reset <= now) {
+        return; /* not admitted through @e, or a window already over */
+    }
+    /* the window's end: the latest its answers name */
+    int64_t cur = atomic_load(&e->req_reset);
+    int64_t next;
+    do {
+        next = cur == NONE || cur == ASSUMED || cur <= now || reset > cur ? reset : cur;
+    } while (!atomic_compare_exchange_weak(&e->req_reset, &cur, next));
+    const uint64_t spent =
+        (uint64_t)left > UINT64_MAX - seq ? UINT64_MAX : seq + (uint64_t)left;
+    atomic_store(&e->req_exhaust, spent);
+}
+
 void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset) {
     atomic_store_explicit(&e->tok_left[f], left, memory_order_relaxed);
     atomic_store_explicit(&e->tok_reset[f], reset, memory_order_relaxed);
@@ -506,7 +598,9 @@ static void describe(const sg_health *h, const sg__hentry *e, int64_t now,
     memset(out, 0, sizeof(*out));
     out->endpoint = e->name;
     memcpy(&out->key_id, e->key, sizeof(out->key_id));
-    const int64_t cool = atomic_load(&e->cool_until);
+    int64_t cool = atomic_load(&e->cool_until);
+    const int64_t spent = window_until(e, now);
+    cool = spent > cool ? spent : cool;
     const int64_t open =
         atomic_load(&h->breaker_failures) > 0 ? atomic_load(&e->open_until) : NONE;
     out->free_at = -1;

@@ -39,12 +39,14 @@ void sg__health_unbind(sg_health *h, sg__hentry *e);
 
 /* Whether an attempt may go to @e at @now, lock-free: SG_OP_REASON_NONE
  * when it may - it then holds one of @e's in-flight slots (and, when @e
- * is half-open, its probe: *@probe) until sg__hentry_end - else why not
+ * is half-open, its probe: *@probe) until sg__hentry_end, and is the
+ * *@seq-th request of @e's request window count - else why not
  * (rate_limited, circuit_open, endpoint_busy) and in *@free_at when it
  * frees (a recheck instant when unknown).  @need: the tokens the request
  * needs of the tokens, input and output families (0: unknown). */
 sg_op_reason sg__hentry_admit(const sg_health *h, sg__hentry *e, int64_t now,
-                              const uint64_t need[3], int64_t *free_at, bool *probe);
+                              const uint64_t need[3], int64_t *free_at, bool *probe,
+                              uint64_t *seq);
 
 /* How an attempt's end speaks of its endpoint's health. */
 typedef enum sg__hkind {
@@ -61,6 +63,11 @@ void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind ki
 void sg__hentry_unadmit(sg__hentry *e, bool probe);
 /* @e is cooling until @until at least (a provider named it). */
 void sg__hentry_cool(sg__hentry *e, int64_t until);
+/* The answer to @e's @seq-th request (0: not counted) said @left requests
+ * remain until @reset (@left < 0: not said) and a window holds @limit (<= 0:
+ * not said), read at @now: @e's request window. */
+void sg__hentry_requests(sg__hentry *e, int64_t now, uint64_t seq, int64_t left,
+                         int64_t reset, int64_t limit);
 /* @e's last answer said @left tokens of family @f (0 tokens, 1 input, 2
  * output) remain until @reset. */
 void sg__hentry_tokens(sg__hentry *e, int f, int64_t left, int64_t reset);

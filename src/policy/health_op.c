@@ -16,16 +16,18 @@ typedef struct sg__op_hep {
     sg__hentry *e; /* its entry once bound; NULL before, or not tracked */
     bool bound;    /* the table was asked */
     bool named;    /* it has a name: tracked */
+    bool waited;   /* the operation waited for it: first when it frees */
     uint8_t key[SG__HEALTH_KEY];
     char name[SG_HEALTH_ENDPOINT_MAX + 1];
 } sg__op_hep;
 
 typedef struct sg__op_health {
-    sg_health *h;    /* held */
-    uint32_t n;      /* endpoints */
-    int64_t free_at; /* ended by health: when its endpoint frees; else -1 */
-    int32_t pend_ep; /* the slot taken by the consult, until the plan; -1 */
-    bool pend_probe; /* and the probe */
+    sg_health *h;      /* held */
+    uint32_t n;        /* endpoints */
+    int64_t free_at;   /* ended by health: when its endpoint frees; else -1 */
+    int32_t pend_ep;   /* the slot taken by the consult, until the plan; -1 */
+    bool pend_probe;   /* and the probe */
+    uint64_t pend_seq; /* and its number in the request window count */
     uint32_t n_events;
     uint32_t dropped;
     sg_op_health_event *events; /* SG_OP_MAX_HEALTH_EVENTS, at the first */
@@ -198,11 +200,12 @@ void sg__health_op_reset(sg_op *op) {
 
 /* -------------------------------------------------------------- events */
 
+/* An event: endpoint @ep frees at @free_at; a wait lasts until @wake. */
 static void note(sg_op *op, sg_op_health_action action, uint32_t ep, sg_op_reason why,
-                 int64_t now, int64_t free_at, bool hedge) {
+                 int64_t now, int64_t free_at, int64_t wake, bool hedge) {
     sg__op_health *oh = op->health_;
     sg_op_health_event *last = oh->n_events > 0 ? &oh->events[oh->n_events - 1] : NULL;
-    const int64_t wait = action == SG_OP_HEALTH_WAITED ? free_at - now : 0;
+    const int64_t wait = action == SG_OP_HEALTH_WAITED ? wake - now : 0;
     if (last != NULL && action == SG_OP_HEALTH_WAITED && last->action == action &&
         last->endpoint == ep && last->reason == why &&
         last->before_attempt == op->count_ + 1) {
@@ -250,12 +253,14 @@ static bool admit(sg_op *op, uint32_t i, int64_t now, sg_op_reason *why,
     const uint64_t in = op->opts_.tokens_in_, out = op->opts_.tokens_out_;
     const uint64_t need[3] = {in > UINT64_MAX - out ? UINT64_MAX : in + out, in, out};
     bool probe = false;
-    *why = sg__hentry_admit(oh->h, e, now, need, free_at, &probe);
+    uint64_t seq = 0;
+    *why = sg__hentry_admit(oh->h, e, now, need, free_at, &probe, &seq);
     if (*why != SG_OP_REASON_NONE) {
         return false;
     }
     oh->pend_ep = (int32_t)i;
     oh->pend_probe = probe;
+    oh->pend_seq = seq;
     return true;
 }
 
@@ -286,7 +291,8 @@ int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep) {
         }
         if (admit(op, e, now, &whys[nb], &ats[nb])) {
             for (uint32_t j = 0; j < nb; j++) {
-                note(op, SG_OP_HEALTH_SKIPPED, blocked[j], whys[j], now, ats[j], false);
+                note(op, SG_OP_HEALTH_SKIPPED, blocked[j], whys[j], now, ats[j], ats[j],
+                     false);
             }
             sg__ttft_chosen(op, e, now);
             *ep = e;
@@ -296,17 +302,29 @@ int sg__health_plan(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t *ep) {
         best = ats[nb] < ats[best] ? nb : best;
         nb++;
     }
-    /* nothing free: wait for the first to free when that fits the budget */
+    /* nothing free: wait for the first to free when that fits the budget -
+     * and for a rate limit, those already waiting for it go first when it
+     * frees: an operation that comes while it cools wakes a recheck after
+     * them, so that its next window's requests are not drawn by lot
+     * between them and the newcomers (docs/design.md, "Endpoint health") */
+    const bool newcomer =
+        whys[best] == SG_OP_REASON_RATE_LIMITED && !oh->ep[blocked[best]].waited;
+    const int64_t wake =
+        newcomer ? sg_time_add(ats[best], SG_HEALTH_RECHECK_NS) : ats[best];
     plan->free_at = ats[best];
     plan->reason = whys[best];
-    if (wait_fits(op, now, ats[best])) {
-        note(op, SG_OP_HEALTH_WAITED, blocked[best], whys[best], now, ats[best], false);
+    if (wait_fits(op, now, wake)) {
+        plan->free_at = wake;
+        note(op, SG_OP_HEALTH_WAITED, blocked[best], whys[best], now, ats[best], wake,
+             false);
+        oh->ep[blocked[best]].waited = true;
         op->state_ = SG__OP_BACKOFF;
-        op->retry_at_ = ats[best];
+        op->retry_at_ = wake;
         op->ep_next_ = blocked[best];
         return SG_EINPROGRESS;
     }
-    note(op, SG_OP_HEALTH_REFUSED, blocked[best], whys[best], now, ats[best], false);
+    note(op, SG_OP_HEALTH_REFUSED, blocked[best], whys[best], now, ats[best], ats[best],
+         false);
     oh->free_at = ats[best];
     plan->outcome = SG_OUTCOME_REFUSED;
     sg__op_end_refused(op, now, plan);
@@ -321,7 +339,7 @@ bool sg__health_hedge_try(sg_op *op, uint32_t e, int64_t now, sg_op_reason *why)
     if (admit(op, e, now, why, &at)) {
         return true;
     }
-    note(op, SG_OP_HEALTH_SKIPPED, e, *why, now, at, true);
+    note(op, SG_OP_HEALTH_SKIPPED, e, *why, now, at, at, true);
     return false;
 }
 
@@ -333,6 +351,7 @@ void sg__health_planned(sg_op *op, int rc, const sg_op_plan *plan) {
     if (rc == 0) {
         sg__rec *rec = sg__rec_w(sg__record_w(op, plan->attempt - 1));
         rec->health = (uint8_t)(SG__HREC_HELD | (oh->pend_probe ? SG__HREC_PROBE : 0));
+        rec->hseq = oh->pend_seq;
     } else {
         sg__hentry_unadmit(oh->ep[oh->pend_ep].e, oh->pend_probe);
     }
@@ -387,9 +406,14 @@ static sg__hkind kind_of(const sg__end *e) {
     }
 }
 
-/* The instant family @f of @rl resets, from @now: -1 when unknown. */
+/* The instant family @f of @rl resets, -1 when unknown: counted from when
+ * the headers were read (the attempt's end @now when not said: a reset
+ * the head of a long stream named would otherwise end a stream late). */
 static int64_t reset_at(const sg_op_ratelimit *rl, int f, const sg_op_result *r,
                         int64_t now) {
+    if (rl->at > 0 && rl->at <= now) {
+        now = rl->at;
+    }
     if (rl->known & SG_RATELIMIT_RESET(f)) {
         return sg_time_add(now, rl->reset_ns[f]);
     }
@@ -415,6 +439,17 @@ static void learn(sg__hentry *ent, const sg__end *e) {
         sg__hentry_cool(ent, sg_time_add(e->now, e->ra_ns));
     }
     const sg_op_ratelimit *rl = r->ratelimit;
+    if (rl != NULL) {
+        /* the request window: what remains, counted from this attempt's
+         * own number (the ones sent after it are not in the count yet) */
+        const int f = SG_RATELIMIT_REQUESTS;
+        const sg__rec *rec = sg__rec_c(e->a);
+        sg__hentry_requests(ent, e->now, (rec->health & SG__HREC_HELD) ? rec->hseq : 0,
+                            (rl->known & SG_RATELIMIT_REMAINING(f)) ? rl->remaining[f]
+                                                                    : -1,
+                            reset_at(rl, f, r, e->now),
+                            (rl->known & SG_RATELIMIT_LIMIT(f)) ? rl->limit[f] : -1);
+    }
     for (int f = 0; rl != NULL && f < SG_RATELIMIT_COUNT_; f++) {
         if (!(rl->known & SG_RATELIMIT_REMAINING(f))) {
             continue;

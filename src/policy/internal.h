@@ -113,6 +113,7 @@ typedef struct sg__rec {
     char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
     uint8_t health;         /* SG__HREC_*: what it holds of its endpoint's health */
     uint32_t hedge_samples; /* observations its learned hedge delay saw */
+    uint64_t hseq;          /* its number in its endpoint's request window count */
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {

@@ -1,7 +1,7 @@
 /*
  * The providers' rate-limit headers, read into an sg_op_ratelimit for
  * endpoint health (health_op.c): OpenAI's and Azure's x-ratelimit-*
- * (remaining counts, resets as Go durations or bare seconds) and
+ * (limits, remaining counts, resets as Go durations or bare seconds) and
  * Anthropic's anthropic-ratelimit-* (resets as RFC 3339 instants).
  * Sources: docs/design.md, "Endpoint health"; the spellings are the
  * providers' documented ones (tests/unit/policy_ratelimit_test.c).
@@ -11,26 +11,37 @@
 #include <string.h>
 #include <strings.h>
 
-/* One header name: its family and whether it is the reset. */
+/* What a header says of its family. */
+typedef enum rl_kind { RL_REMAINING, RL_RESET, RL_LIMIT } rl_kind;
+
+/* One header name: its family and what it says. */
 typedef struct rl_name {
     const char *name;
     int family;
-    bool reset;
+    rl_kind kind;
 } rl_name;
 
 static const rl_name names[] = {
-    {"x-ratelimit-remaining-requests", SG_RATELIMIT_REQUESTS, false},
-    {"x-ratelimit-reset-requests", SG_RATELIMIT_REQUESTS, true},
-    {"x-ratelimit-remaining-tokens", SG_RATELIMIT_TOKENS, false},
-    {"x-ratelimit-reset-tokens", SG_RATELIMIT_TOKENS, true},
-    {"anthropic-ratelimit-requests-remaining", SG_RATELIMIT_REQUESTS, false},
-    {"anthropic-ratelimit-requests-reset", SG_RATELIMIT_REQUESTS, true},
-    {"anthropic-ratelimit-tokens-remaining", SG_RATELIMIT_TOKENS, false},
-    {"anthropic-ratelimit-tokens-reset", SG_RATELIMIT_TOKENS, true},
-    {"anthropic-ratelimit-input-tokens-remaining", SG_RATELIMIT_INPUT_TOKENS, false},
-    {"anthropic-ratelimit-input-tokens-reset", SG_RATELIMIT_INPUT_TOKENS, true},
-    {"anthropic-ratelimit-output-tokens-remaining", SG_RATELIMIT_OUTPUT_TOKENS, false},
-    {"anthropic-ratelimit-output-tokens-reset", SG_RATELIMIT_OUTPUT_TOKENS, true},
+    {"x-ratelimit-remaining-requests", SG_RATELIMIT_REQUESTS, RL_REMAINING},
+    {"x-ratelimit-reset-requests", SG_RATELIMIT_REQUESTS, RL_RESET},
+    {"x-ratelimit-limit-requests", SG_RATELIMIT_REQUESTS, RL_LIMIT},
+    {"x-ratelimit-remaining-tokens", SG_RATELIMIT_TOKENS, RL_REMAINING},
+    {"x-ratelimit-reset-tokens", SG_RATELIMIT_TOKENS, RL_RESET},
+    {"x-ratelimit-limit-tokens", SG_RATELIMIT_TOKENS, RL_LIMIT},
+    {"anthropic-ratelimit-requests-remaining", SG_RATELIMIT_REQUESTS, RL_REMAINING},
+    {"anthropic-ratelimit-requests-reset", SG_RATELIMIT_REQUESTS, RL_RESET},
+    {"anthropic-ratelimit-requests-limit", SG_RATELIMIT_REQUESTS, RL_LIMIT},
+    {"anthropic-ratelimit-tokens-remaining", SG_RATELIMIT_TOKENS, RL_REMAINING},
+    {"anthropic-ratelimit-tokens-reset", SG_RATELIMIT_TOKENS, RL_RESET},
+    {"anthropic-ratelimit-tokens-limit", SG_RATELIMIT_TOKENS, RL_LIMIT},
+    {"anthropic-ratelimit-input-tokens-remaining", SG_RATELIMIT_INPUT_TOKENS,
+     RL_REMAINING},
+    {"anthropic-ratelimit-input-tokens-reset", SG_RATELIMIT_INPUT_TOKENS, RL_RESET},
+    {"anthropic-ratelimit-input-tokens-limit", SG_RATELIMIT_INPUT_TOKENS, RL_LIMIT},
+    {"anthropic-ratelimit-output-tokens-remaining", SG_RATELIMIT_OUTPUT_TOKENS,
+     RL_REMAINING},
+    {"anthropic-ratelimit-output-tokens-reset", SG_RATELIMIT_OUTPUT_TOKENS, RL_RESET},
+    {"anthropic-ratelimit-output-tokens-limit", SG_RATELIMIT_OUTPUT_TOKENS, RL_LIMIT},
 };
 
 /* The unit at @v (ns per unit) and its length in *@n; 0 when none.  Go's
@@ -88,9 +99,9 @@ int sg__reset_duration_parse(const char *value, size_t len, int64_t *ns) {
     return 0;
 }
 
-/* A remaining count: an integer, saturating; a negative one says nothing
- * (Azure's -1): 1 taken, 0 nothing to keep, SG_EMALFORMED. */
-static int remaining_parse(const char *v, size_t len, int64_t *out) {
+/* A remaining count or a limit: an integer, saturating; a negative one
+ * says nothing (Azure's -1): 1 taken, 0 nothing to keep, SG_EMALFORMED. */
+static int count_parse(const char *v, size_t len, int64_t *out) {
     bool neg = len > 0 && v[0] == '-';
     size_t i = neg ? 1 : 0;
     if (i == len) {
@@ -131,9 +142,12 @@ int sg_op_ratelimit_header(sg_op_ratelimit *rl, const char *name, size_t name_le
     }
     const int f = hit->family;
     int64_t v = 0;
-    if (!hit->reset) {
-        int rc = remaining_parse(value, value_len, &v);
-        if (rc == 1) {
+    if (hit->kind != RL_RESET) {
+        int rc = count_parse(value, value_len, &v);
+        if (rc == 1 && hit->kind == RL_LIMIT) {
+            rl->limit[f] = v;
+            rl->known |= SG_RATELIMIT_LIMIT(f);
+        } else if (rc == 1) {
             rl->remaining[f] = v;
             rl->known |= SG_RATELIMIT_REMAINING(f);
         }

@@ -18,6 +18,7 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->retry_after_ms_len = 0;
     lc->date_len = 0;
     lc->ratelimit.known = 0;
+    lc->ratelimit.at = 0;
     sg_guard *g = sg__lc_guard(lc);
     if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
         /* a status line: the request reached the server */
@@ -73,6 +74,7 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
         return SG__LC_INTERIM;
     }
     lc->headers_done = true;
+    lc->ratelimit.at = now; /* a relative reset counts from here */
     if (st >= 200 && st < 300) {
         lc->body_is_stream = true;
         sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_WAIT_FIRST_ITEM, now);

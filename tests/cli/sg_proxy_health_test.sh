@@ -62,6 +62,38 @@ px_refused "$R$CC?n=2&rl_requests=1&rl_window=20000&rl_key=h_rl&_t=h_rl2" h_rl2 
 [ "$(fm_stat rate_limited)" -eq 0 ] && pass "no 429 upstream: the limit was kept by the proxy" ||
     fail "upstream: $(fm_stat rate_limited) rate limited"
 
+# the requests an answer says remain are counted: "2 remain" lets two
+# more go - here still streaming, their answers not yet read - and the
+# third is the proxy's own 429, never the upstream's
+px_start rw --upstream "$UP" --profile openai --budget 1s --attempts 1
+W="http://127.0.0.1:$PX_PORT$CC?rl_requests=3&rl_window=20000&rl_key=h_rw"
+curl -sN -o /dev/null -X POST -d '{}' "$W&n=1&_t=h_rw1"
+curl -sN -o "$FM_DIR/rw2" -X POST -d '{}' "$W&n=4&gap=300&_t=h_rw2" &
+rw2=$!
+curl -sN -o "$FM_DIR/rw3" -X POST -d '{}' "$W&n=4&gap=300&_t=h_rw3" &
+rw3=$!
+fm_wait_received '_t=h_rw[23]' 2
+px_refused "$W&n=1&_t=h_rw4" h_rw4 429 rate_limited 20 '"code":"rate_limit_exceeded"'
+wait "$rw2" "$rw3"
+has "$FM_DIR/rw3" 'data: [DONE]' "the two that remained streamed"
+[ "$(fm_stat rate_limited)" -eq 0 ] && pass "the window counted: no 429 upstream" ||
+    fail "upstream: $(fm_stat rate_limited) rate limited"
+
+# a reset counts from the answer's head, not from the end of its stream:
+# "1.5s" at the head of a stream of 1.2 s leaves 0.3 s to wait, which a
+# budget of 1 s holds
+px_start rh --upstream "$UP" --profile openai --budget 1s --attempts 1
+H1="http://127.0.0.1:$PX_PORT$CC?rl_requests=1&rl_window=1500&rl_key=h_rh"
+curl -sN -o /dev/null -X POST -d '{}' "$H1&n=5&gap=300&_t=h_rh1"
+px_ask "$H1&n=1&_t=h_rh2" h_rh2
+has "$FM_DIR/h_rh2.body" 'data: [DONE]' "the next request waited for the reset, then streamed"
+waited=$(tail -n 1 "$FM_DIR/rh.out" | grep -o '"action":"waited","reason":"rate_limited"[^}]*"waited_ms":[0-9]*' |
+    grep -o '[0-9]*$')
+[ -n "$waited" ] && [ "$waited" -lt 700 ] && pass "... it waited $waited ms (the head's reset)" ||
+    fail "waited '$waited' ms: $(tail -n 1 "$FM_DIR/rh.out")"
+[ "$(fm_stat rate_limited)" -eq 0 ] && pass "... and drew no 429" ||
+    fail "upstream: $(fm_stat rate_limited) rate limited"
+
 # ---- a cooling upstream is skipped for its fallback ------------------------------
 px_start sk --upstream "$UP" --fallback "http://localhost:$FM_PORT" --profile openai \
     --budget 2s --attempts 2 --idempotent --backoff-base 5ms --backoff-max 10ms
@@ -111,10 +143,7 @@ px_start mi --upstream "$UP" --profile openai --budget 5s --attempts 1 --max-inf
 M=http://127.0.0.1:$PX_PORT
 curl -sN -o "$FM_DIR/mi1" -X POST -d '{}' "$M$CC?n=8&gap=200&_t=h_mi1" &
 mi1=$!
-for _ in $(seq 1 100); do
-    [ "$(fm_log "event=received" | grep -c '_t=h_mi1')" -ge 1 ] && break
-    sleep 0.02
-done
+fm_wait_received '_t=h_mi1' 1
 curl -sN -o "$FM_DIR/mi2" -X POST -d '{}' "$M$CC?n=2&_t=h_mi2" &
 mi2=$!
 # a request whose own deadline cannot outlast the first stream

@@ -147,3 +147,13 @@ px_refused() {
     [ "$(px_received)" -eq "$before" ] && pass "$2: nothing went upstream" ||
         fail "$2 reached the upstream: $(px_received) received, $before before"
 }
+
+# fm_wait_received PATTERN N: waits (up to 2 s) until sg-fakemodel has
+# received N requests whose log line matches PATTERN (grep -E).
+fm_wait_received() {
+    for _ in $(seq 1 100); do
+        [ "$(fm_log "event=received" | grep -cE "$1")" -ge "$2" ] && return 0
+        sleep 0.02
+    done
+    return 1
+}

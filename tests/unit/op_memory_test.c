@@ -131,7 +131,7 @@ static void h2_op_start_reserves_no_framing_buffer(void **state) {
     sg_op_options_free(po);
 
     /* the connection's endpoint health makes its entry for an endpoint
-     * (9,288 bytes, with its first-token sketch) when the first operation
+     * (9,320 bytes, with its first-token sketch) when the first operation
      * asks it: the table's, once per endpoint, not an operation's */
     sg_h2_op *op = NULL;
     assert_int_equal(sg_h2_op_new(&op, c, NULL, req, NULL), 0);

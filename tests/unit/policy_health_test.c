@@ -219,7 +219,9 @@ static void a_429_retry_after_cools_the_endpoint_for_every_operation(void **stat
     sg_op *b = start(o, t1);
     sg_op_plan p;
     assert_int_equal(sg_op_next_attempt(b, t1, &p), SG_EINPROGRESS);
-    assert_int_equal(p.free_at, T0 + SG_SEC(2));
+    /* it frees at T0 + 2 s; b waits a recheck more, after any operation
+     * that was waiting for it before (none here) */
+    assert_int_equal(p.free_at, T0 + SG_SEC(2) + SG_HEALTH_RECHECK_NS);
     assert_int_equal(p.reason, SG_OP_REASON_RATE_LIMITED);
     assert_int_equal(sg_op_attempt_count(b), 0); /* nothing planned, nothing sent */
     assert_false(sg_op_finished(b));
@@ -229,7 +231,8 @@ static void a_429_retry_after_cools_the_endpoint_for_every_operation(void **stat
     assert_int_equal(ev->action, SG_OP_HEALTH_WAITED);
     assert_int_equal(ev->reason, SG_OP_REASON_RATE_LIMITED);
     assert_int_equal(ev->before_attempt, 1);
-    assert_int_equal(ev->waited_ns, SG_SEC(1));
+    assert_int_equal(ev->free_at, T0 + SG_SEC(2));
+    assert_int_equal(ev->waited_ns, SG_SEC(1) + SG_HEALTH_RECHECK_NS);
 
     sg_op *c = start(tight, t1); /* 0.9 s: a wait of 1 s does not fit */
     assert_int_equal(sg_op_next_attempt(c, t1, &p), SG_EREFUSED);
@@ -248,13 +251,14 @@ static void a_429_retry_after_cools_the_endpoint_for_every_operation(void **stat
              "\"at_ms\":0,\"free_in_ms\":1000,\"waited_ms\":null}],"
              "\"endpoint_health_dropped\":0,\"endpoint_free_in_ms\":1000"));
 
-    /* at the instant it frees, the waiting operation goes */
+    /* at the instant it frees, the first one's own retry goes (after its
+     * Retry-After), and the waiting operation a recheck later */
     const int64_t t2 = T0 + SG_SEC(2);
     assert_int_equal(state_at(h, t2), SG_HEALTH_CLOSED);
-    (void)go(b, t2);
-    (void)end(b, t2, status(200));
-    (void)go(a, t2); /* the first one's own retry, after its Retry-After */
+    (void)go(a, t2);
     (void)end(a, t2, status(200));
+    (void)go(b, t2 + SG_HEALTH_RECHECK_NS);
+    (void)end(b, t2 + SG_HEALTH_RECHECK_NS, status(200));
 
     seen s = look(h, t2);
     assert_int_equal(s.n, 1);
@@ -384,8 +388,8 @@ static void too_few_tokens_hold_back_a_request_that_needs_more(void **state) {
     sg_op_plan p;
     assert_int_equal(sg_op_next_attempt(large, T0 + 1, &p), SG_EINPROGRESS);
     assert_int_equal(p.reason, SG_OP_REASON_RATE_LIMITED);
-    assert_int_equal(p.free_at, T0 + SG_SEC(10));
-    (void)go(large, T0 + SG_SEC(10));
+    assert_int_equal(p.free_at, T0 + SG_SEC(10) + SG_HEALTH_RECHECK_NS); /* a newcomer */
+    (void)go(large, T0 + SG_SEC(10) + SG_HEALTH_RECHECK_NS);
     sg_op_free(small);
     sg_op_free(large);
     sg_op_options_free(o);
@@ -628,11 +632,13 @@ static void a_fallback_goes_at_once_when_its_endpoint_is_not_free(void **state) 
     assert_int_equal(v.decision, SG_OP_RETRY);
     assert_int_equal(v.retry_at, T0 + SG_SEC(1));
     assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), SG_EINPROGRESS);
-    assert_int_equal(p.free_at, T0 + SG_SEC(5));
+    /* it frees at 5 s; the operation never waited for it before: a
+     * recheck after those that did */
+    assert_int_equal(p.free_at, T0 + SG_SEC(5) + SG_HEALTH_RECHECK_NS);
     assert_int_equal(p.reason, SG_OP_REASON_RATE_LIMITED);
-    p = go(op, T0 + SG_SEC(5));
+    p = go(op, T0 + SG_SEC(5) + SG_HEALTH_RECHECK_NS);
     assert_int_equal(p.endpoint, 0);
-    (void)end(op, T0 + SG_SEC(5), status(200));
+    (void)end(op, T0 + SG_SEC(5) + SG_HEALTH_RECHECK_NS, status(200));
     assert_int_equal(sg_op_health_event_count(op), 2); /* skipped, then waited */
     assert_int_equal(sg_op_health_event_at(op, 1)->action, SG_OP_HEALTH_WAITED);
     assert_int_equal(sg_op_health_event_at(op, 1)->before_attempt, 2);
@@ -691,11 +697,13 @@ static void a_wait_never_runs_past_the_deadline(void **state) {
     assert_int_equal(sg_op_endpoint_free_at(op), T0 + SG_SEC(10));
     assert_int_equal(sg_op_finished_at(op), T0); /* at once, not at the deadline */
     sg_op_free(op);
-    /* exactly fits: the wait plus the minimum attempt */
-    assert_int_equal(sg_op_options_set_budget(short_budget, SG_SEC(10) + SG_MS(10)), 0);
+    /* exactly fits: the wait (to a recheck after the instant it frees: it
+     * never waited for it before) plus the minimum attempt */
+    const int64_t wake = T0 + SG_SEC(10) + SG_HEALTH_RECHECK_NS;
+    assert_int_equal(sg_op_options_set_budget(short_budget, wake - T0 + SG_MS(10)), 0);
     op = start(short_budget, T0);
     assert_int_equal(sg_op_next_attempt(op, T0, &p), SG_EINPROGRESS);
-    p = go(op, T0 + SG_SEC(10));
+    p = go(op, wake);
     assert_int_equal(p.attempt_timeout_ns, SG_MS(10));
     sg_op_free(op);
     sg_op_options_free(o);

@@ -32,7 +32,8 @@ static void openai_headers_as_documented(void **state) {
     sg_op_ratelimit rl;
     memset(&rl, 0, sizeof(rl));
     /* platform.openai.com/docs/guides/rate-limits, "rate limits in headers" */
-    assert_int_equal(hdr(&rl, "x-ratelimit-limit-requests", "60"), 0); /* not read */
+    assert_int_equal(hdr(&rl, "x-ratelimit-limit-requests", "60"), 1);
+    assert_int_equal(hdr(&rl, "x-ratelimit-limit-tokens", "150000"), 1);
     assert_int_equal(hdr(&rl, "x-ratelimit-remaining-requests", "59"), 1);
     assert_int_equal(hdr(&rl, "x-ratelimit-reset-requests", "1s"), 1);
     assert_int_equal(hdr(&rl, "x-ratelimit-remaining-tokens", "149984"), 1);
@@ -43,6 +44,9 @@ static void openai_headers_as_documented(void **state) {
     assert_int_equal(rl.remaining[SG_RATELIMIT_TOKENS], 149984);
     assert_int_equal(rl.reset_ns[SG_RATELIMIT_TOKENS], SG_SEC(360));
     assert_false(rl.known & SG_RATELIMIT_RESET_AT(SG_RATELIMIT_TOKENS));
+    assert_true(rl.known & SG_RATELIMIT_LIMIT(SG_RATELIMIT_REQUESTS));
+    assert_int_equal(rl.limit[SG_RATELIMIT_REQUESTS], 60);
+    assert_int_equal(rl.limit[SG_RATELIMIT_TOKENS], 150000);
     /* HTTP/1.1 spells them as it likes: names are case-insensitive */
     assert_int_equal(hdr(&rl, "X-RateLimit-Remaining-Requests", "0"), 1);
     assert_int_equal(rl.remaining[SG_RATELIMIT_REQUESTS], 0);
@@ -85,6 +89,8 @@ static void azure_negative_remaining_says_nothing(void **state) {
     assert_int_equal(hdr(&rl, "x-ratelimit-remaining-tokens", "-1"), 1);
     assert_int_equal(hdr(&rl, "x-ratelimit-remaining-requests", "-27689"), 1);
     assert_int_equal(hdr(&rl, "x-ratelimit-reset-tokens", "0"), 1);
+    assert_int_equal(hdr(&rl, "x-ratelimit-limit-tokens", "-1"), 1);
+    assert_false(rl.known & SG_RATELIMIT_LIMIT(SG_RATELIMIT_TOKENS));
     assert_false(rl.known & SG_RATELIMIT_REMAINING(SG_RATELIMIT_TOKENS));
     assert_false(rl.known & SG_RATELIMIT_REMAINING(SG_RATELIMIT_REQUESTS));
     assert_int_equal(rl.reset_ns[SG_RATELIMIT_TOKENS], 0);
@@ -103,7 +109,10 @@ static void anthropic_headers_as_documented(void **state) {
     sg_op_ratelimit rl;
     memset(&rl, 0, sizeof(rl));
     /* docs.anthropic.com .../api/rate-limits; a capture of 2025-08-21 */
-    assert_int_equal(hdr(&rl, "anthropic-ratelimit-requests-limit", "1000"), 0);
+    assert_int_equal(hdr(&rl, "anthropic-ratelimit-requests-limit", "1000"), 1);
+    assert_int_equal(hdr(&rl, "anthropic-ratelimit-input-tokens-limit", "80000"), 1);
+    assert_int_equal(hdr(&rl, "anthropic-ratelimit-output-tokens-limit", "16000"), 1);
+    assert_int_equal(hdr(&rl, "anthropic-ratelimit-tokens-limit", "96000"), 1);
     assert_int_equal(hdr(&rl, "anthropic-ratelimit-requests-remaining", "0"), 1);
     assert_int_equal(
         hdr(&rl, "anthropic-ratelimit-requests-reset", "2025-08-21T12:40:59Z"), 1);
@@ -128,6 +137,10 @@ static void anthropic_headers_as_documented(void **state) {
     assert_int_equal(rl.reset_at_ms[SG_RATELIMIT_OUTPUT_TOKENS], t);
     assert_int_equal(rl.remaining[SG_RATELIMIT_INPUT_TOKENS], 79000);
     assert_int_equal(rl.remaining[SG_RATELIMIT_OUTPUT_TOKENS], 0);
+    assert_int_equal(rl.limit[SG_RATELIMIT_REQUESTS], 1000);
+    assert_int_equal(rl.limit[SG_RATELIMIT_TOKENS], 96000);
+    assert_int_equal(rl.limit[SG_RATELIMIT_INPUT_TOKENS], 80000);
+    assert_int_equal(rl.limit[SG_RATELIMIT_OUTPUT_TOKENS], 16000);
     /* not instants */
     const char *bad[] = {"2025-08-21 12:40:59Z",  "2025-08-21T12:40:59",
                          "2025-02-30T00:00:00Z",  "2025-08-21T24:00:00Z",

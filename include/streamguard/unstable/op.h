@@ -161,7 +161,9 @@ typedef struct sg_op_plan {
     const char *endpoint_url;     ///< its URL (borrowed), NULL without endpoints
     bool hedge;                   ///< planned by sg_op_hedge
     /** Endpoint health (<streamguard/health.h>): on SG_EINPROGRESS the
-     *  instant to ask again (the endpoint frees then); on a refusal with
+     *  instant to ask again (the endpoint frees then - or, for an
+     *  operation's first wait for a rate limit, SG_HEALTH_RECHECK_NS
+     *  later: those waiting before it go first); on a refusal with
      *  reason rate_limited, circuit_open or endpoint_busy the instant it
      *  frees; else -1. */
     int64_t free_at;
@@ -275,28 +277,34 @@ enum {
  * headers with sg_op_ratelimit_header.  A bit of @known says which fields
  * hold a value: SG_RATELIMIT_REMAINING(f), SG_RATELIMIT_RESET(f) (a reset
  * relative to the response: reset_ns), SG_RATELIMIT_RESET_AT(f) (an
- * absolute one: reset_at_ms, unix milliseconds).
+ * absolute one: reset_at_ms, unix milliseconds), SG_RATELIMIT_LIMIT(f)
+ * (the most a window holds: limit).  @at is the monotonic instant the
+ * response's headers were read, which a relative reset counts from (0:
+ * not said - the attempt's end then, late by its stream); the transports'
+ * lifecycle sets it.
  */
 typedef struct sg_op_ratelimit {
     uint32_t known;
     int64_t remaining[SG_RATELIMIT_COUNT_];
     int64_t reset_ns[SG_RATELIMIT_COUNT_];
     int64_t reset_at_ms[SG_RATELIMIT_COUNT_];
+    int64_t limit[SG_RATELIMIT_COUNT_];
+    int64_t at;
 } sg_op_ratelimit;
 
 #define SG_RATELIMIT_REMAINING(f) (1u << (f))
 #define SG_RATELIMIT_RESET(f) (1u << (8 + (f)))
 #define SG_RATELIMIT_RESET_AT(f) (1u << (16 + (f)))
+#define SG_RATELIMIT_LIMIT(f) (1u << (24 + (f)))
 
 /**
  * sg_op_ratelimit_header - reads one response header into @rl when it is a
  * rate-limit header (names compared case-insensitively):
- *   x-ratelimit-remaining-requests, x-ratelimit-reset-requests,
- *   x-ratelimit-remaining-tokens, x-ratelimit-reset-tokens (OpenAI, Azure);
+ *   x-ratelimit-{limit,remaining,reset}-{requests,tokens} (OpenAI, Azure);
  *   anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
- *   {remaining,reset} (Anthropic).
- * A remaining count is an integer; a negative one (Azure's -1) says
- * nothing and is not kept.  A reset is a Go duration as OpenAI sends it
+ *   {limit,remaining,reset} (Anthropic).
+ * A limit or a remaining count is an integer; a negative one (Azure's -1)
+ * says nothing and is not kept.  A reset is a Go duration as OpenAI sends it
  * ("1s", "6m0s", "33.023s", "2m52.8s", "12ms", units h m s ms us µs ns), a
  * bare number of seconds (Azure's "64", "1.5"), or an RFC 3339 instant
  * (Anthropic's "2025-08-21T12:40:59Z", with a fraction or an offset).
