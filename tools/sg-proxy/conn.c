@@ -8,9 +8,13 @@
  * not be served is answered then, before its body; one that will be gets
  * 100 Continue if it asked), then the body.  The whole request becomes one
  * operation (upstream.c), or GET /metrics is answered here.
- * WRITE: what is for the client waits in one buffer per connection,
- * written as the socket takes it (never blocking); a paused upstream read
- * resumes when the client has read half of client_buffer.  A client that
+ * WRITE: the stream's events wait in the relay where they were read, and
+ * go out in one send per connection at the end of each pass of the loop
+ * (conns_flush: every event the pass's upstream reads released, never a
+ * send per event); what the proxy says itself (the head, an error) waits
+ * in one buffer per connection, before them or after them in order.
+ * Both are written as the socket takes them (never blocking); a paused
+ * upstream read resumes when the client has read half of client_buffer.  A client that
  * goes away cancels its operation, whose end frees the connection.
  */
 #include <arpa/inet.h>
@@ -53,19 +57,13 @@ bool client_took(struct conn *c) {
     return took;
 }
 
-/* Writes what waits for the client (never blocks). */
-void flush_out(struct conn *c) {
-    while (c->out_off < c->out_len && !c->client_gone) {
-        ssize_t w =
-            send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+/* Sends @n bytes at @p: how many the socket took (never blocks). */
+static size_t send_some(struct conn *c, const char *p, size_t n) {
+    size_t done = 0;
+    while (done < n && !c->client_gone) {
+        ssize_t w = send(c->fd, p + done, n - done, MSG_NOSIGNAL);
         if (w > 0) {
-            c->out_off += (size_t)w;
-            c->sent += (uint64_t)w;
-            if (c->state == C_CLOSING) {
-                /* the rest of an answer: --header-timeout bounds a client
-                 * that takes nothing, not one that reads */
-                c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
-            }
+            done += (size_t)w;
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -74,17 +72,65 @@ void flush_out(struct conn *c) {
             c->client_gone = true; /* reset, or closed: nobody reads */
         }
     }
+    c->sent += done;
+    if (done > 0 && c->state == C_CLOSING) {
+        /* the rest of an answer: --header-timeout bounds a client that
+         * takes nothing, not one that reads */
+        c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    }
+    return done;
+}
+
+size_t client_waiting(const struct conn *c) {
+    size_t n;
+    (void)relay_out(&c->relay, &n);
+    return c->out_len - c->out_off + n;
+}
+
+/* Writes what waits for the client (never blocks): out's bytes, then the
+ * relay's released ones straight from where they were read. */
+void flush_out(struct conn *c) {
+    if (c->out_off < c->out_len) {
+        c->out_off += send_some(c, c->out + c->out_off, c->out_len - c->out_off);
+    }
     if (c->out_off == c->out_len) {
         c->out_off = c->out_len = 0;
+        size_t n;
+        const char *r = relay_out(&c->relay, &n);
+        if (n > 0) {
+            relay_drop(&c->relay, send_some(c, r, n));
+        }
     }
-    bool out = c->out_len > 0 && !c->client_gone;
+    bool out = client_waiting(c) > 0 && !c->client_gone;
     if (out != c->want_out) {
         watch(c, out);
     }
 }
 
-/* Appends @n bytes for the client.  false when the client has fallen more
- * than client_buffer behind (or memory ran out). */
+void conn_dirty(struct conn *c) {
+    if (!c->dirty) {
+        c->dirty = true;
+        c->dirty_next = c->proxy->dirty;
+        c->proxy->dirty = c;
+    }
+}
+
+void conns_flush(struct proxy *p) {
+    while (p->dirty != NULL) {
+        struct conn *c = p->dirty;
+        p->dirty = c->dirty_next;
+        c->dirty = false;
+        c->dirty_next = NULL;
+        /* as a writable socket would: the socket may take all of it, and
+         * a read paused meanwhile then resumes here (no EPOLLOUT would
+         * come for it), or the answer is whole */
+        conn_ready(p, c, 0);
+    }
+}
+
+/* Appends @n bytes for the client, after the relay's released bytes (they
+ * came first).  false when the client has fallen more than client_buffer
+ * behind (or memory ran out). */
 bool put(struct conn *c, const void *p, size_t n) {
     if (c->client_gone) {
         return true; /* dropped: the operation is being cancelled */
@@ -93,13 +139,20 @@ bool put(struct conn *c, const void *p, size_t n) {
      * client is a buffer behind, and the read that crossed it still fits;
      * while less than a buffer waits, an event goes in whole whatever its
      * size (the framing's max_event bounds it) */
-    const size_t waiting = c->out_len - c->out_off;
+    const size_t waiting = client_waiting(c);
     if (waiting + n > 2 * c->proxy->client_buffer && waiting > c->proxy->client_buffer &&
         c->state != C_CLOSING) {
         return false;
     }
-    if (!grow(&c->out, &c->out_cap, c->out_len + n)) {
+    size_t rn;
+    const char *r = relay_out(&c->relay, &rn);
+    if (!grow(&c->out, &c->out_cap, c->out_len + rn + n)) {
         return false;
+    }
+    if (rn > 0) {
+        memcpy(c->out + c->out_len, r, rn);
+        c->out_len += rn;
+        relay_drop(&c->relay, rn);
     }
     memcpy(c->out + c->out_len, p, n);
     c->out_len += n;
@@ -127,7 +180,7 @@ void free_op(struct conn *c) {
  * a complete one.  SO_LINGER 0: close() then sends RST and drops what the
  * kernel still holds. */
 static void reset_if_cut(struct conn *c) {
-    if (c->client_gone || (c->out_len == c->out_off && !c->cut)) {
+    if (c->client_gone || (client_waiting(c) == 0 && !c->cut)) {
         return;
     }
     struct linger l = {.l_onoff = 1, .l_linger = 0};
@@ -140,6 +193,12 @@ void conn_free(struct conn *c) {
     for (struct conn **pp = &p->conns; *pp != NULL; pp = &(*pp)->next) {
         if (*pp == c) {
             *pp = c->next;
+            break;
+        }
+    }
+    for (struct conn **pp = &p->dirty; c->dirty && *pp != NULL; pp = &(*pp)->dirty_next) {
+        if (*pp == c) {
+            *pp = c->dirty_next;
             break;
         }
     }
@@ -423,7 +482,7 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
     }
     flush_out(c);
     if (c->op != NULL && sg_curl_op_paused(c->op) && !c->client_gone &&
-        c->out_len - c->out_off < c->proxy->client_buffer / 2) {
+        client_waiting(c) < c->proxy->client_buffer / 2) {
         /* caught up: the upstream read goes on (from the loop, as the
          * library requires: the held bytes may come in this call) */
         c->in_call = true;
@@ -431,7 +490,7 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
         c->in_call = false;
         flush_out(c);
     }
-    if (c->client_gone || (c->state == C_CLOSING && c->out_len == 0)) {
+    if (c->client_gone || (c->state == C_CLOSING && client_waiting(c) == 0)) {
         if (c->op != NULL) {
             sg_curl_op_cancel(c->op); /* on_done frees the connection */
         } else {
@@ -476,7 +535,7 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
                         "sg-proxy: %s took nothing of its answer for %lld ms: the last "
                         "%zu bytes dropped, the connection reset\n",
                         c->peer, (long long)(c->proxy->header_timeout / SG_MS(1)),
-                        c->out_len - c->out_off);
+                        client_waiting(c));
                 conn_free(c);
             } else if (c->header_deadline < next) {
                 next = c->header_deadline;

@@ -73,10 +73,15 @@ struct conn {
     /* the answer cannot end as it must (its in-band error could not be
      * added): the connection ends with a reset, not a clean close */
     bool cut;
-    /* the answer */
+    /* the answer: what waits for the client is out's bytes, then the
+     * relay's released ones (sent from there, uncopied) */
     char *out;
     size_t out_len, out_off, out_cap;
     bool want_out; /* EPOLLOUT armed */
+    /* released bytes wait for the loop's pass to end (conns_flush): one
+     * send for every event the pass's reads released */
+    bool dirty;
+    struct conn *dirty_next;
 };
 
 static inline int64_t now_ns(void) {
@@ -89,8 +94,13 @@ static inline int64_t now_ns(void) {
 bool client_took(struct conn *c);
 /* Writes what waits for the client (never blocks). */
 void flush_out(struct conn *c);
-/* Appends @n bytes for the client: false when the client has fallen more
- * than twice client_buffer behind (or memory ran out). */
+/* The bytes that wait for the client: out's and the relay's released. */
+size_t client_waiting(const struct conn *c);
+/* @c has released bytes: they go at the end of the loop's pass. */
+void conn_dirty(struct conn *c);
+/* Appends @n bytes for the client (after the relay's released ones):
+ * false when the client has fallen more than twice client_buffer behind
+ * (or memory ran out). */
 bool put(struct conn *c, const void *p, size_t n);
 void put_str(struct conn *c, const char *s);
 /* A whole answer (status, extra header lines, a JSON body), then close. */

@@ -452,6 +452,7 @@ static int run(struct proxy *p, struct settings *s) {
                 conns_cancel_all(p);
                 conns_close_idle(p);
                 sg_curl_multi_step(p->multi, 0);
+                conns_flush(p);
                 if (now >= sg_time_add(p->drain_deadline, SG_SEC(1))) {
                     conns_free(p);
                     return 0;
@@ -498,6 +499,7 @@ static int run(struct proxy *p, struct settings *s) {
                 fprintf(stderr, "%s: the upstream loop failed\n", prog);
                 return 1;
             }
+            conns_flush(p); /* what the pass's reads released */
         }
     }
 }

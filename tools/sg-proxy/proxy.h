@@ -20,10 +20,11 @@
  * request from bytes: parsed, checked, routed; request.h), upstream.c
  * (its operation and the commit), include_usage.c (include-usage's
  * field in a Chat Completions body), relay.c (the committed attempt's
- * bytes, released event by event as the library accepts their items;
- * relay.h), answer.c (what the client is told, in each provider's
- * format), metrics.c (GET /metrics), health.c (the process's endpoint
- * health, and the answer to a request it refused).
+ * bytes, released event by event as the library accepts their items, and
+ * sent from there once per pass of the loop; relay.h), answer.c (what
+ * the client is told, in each provider's format), metrics.c (GET
+ * /metrics), health.c (the process's endpoint health, and the answer to a
+ * request it refused).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -157,6 +158,7 @@ struct proxy {
     bool draining;
     bool cancelled_all; /* the drain ran out: every operation cancelled */
     struct conn *conns; /* every open connection */
+    struct conn *dirty; /* those with bytes released in this pass */
     uint64_t next_id;
 };
 
@@ -171,6 +173,9 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events);
 /* The earliest header deadline of the connections (SG_TIME_NEVER none),
  * after closing those whose deadline has passed at @now. */
 int64_t conns_expire(struct proxy *p, int64_t now);
+/* After the upstream loop's pass: what its reads released goes to each
+ * client, one send per connection. */
+void conns_flush(struct proxy *p);
 /* SIGTERM ran out of drain time: cancel every operation. */
 void conns_cancel_all(struct proxy *p);
 void conns_close_idle(struct proxy *p); /* no request being answered: closed */

@@ -37,10 +37,24 @@ static bool append(char **b, size_t *cap, size_t len, const char *p, size_t n) {
     return true;
 }
 
+/* What was handed over leaves the buffer's front when it is at least as
+ * much as what is left (so each byte moves at most once, whatever the
+ * events' sizes) or when the read would not fit otherwise. */
+static void compact(struct relay *r, size_t n) {
+    if (r->off == 0 || (r->off < r->len - r->off && r->len + n <= r->cap)) {
+        return;
+    }
+    memmove(r->buf, r->buf + r->off, r->len - r->off);
+    r->len -= r->off;
+    r->rel -= r->off;
+    r->off = 0;
+}
+
 bool relay_add(struct relay *r, const void *p, size_t n) {
     if (n == 0) {
         return true;
     }
+    compact(r, n);
     if (!append(&r->buf, &r->cap, r->len, p, n)) {
         return false;
     }
@@ -48,12 +62,29 @@ bool relay_add(struct relay *r, const void *p, size_t n) {
     return true;
 }
 
+const char *relay_held(const struct relay *r, size_t *n) {
+    *n = r->len - r->rel;
+    return r->buf != NULL ? r->buf + r->rel : NULL;
+}
+
+const char *relay_out(const struct relay *r, size_t *n) {
+    *n = r->rel - r->off;
+    return r->buf != NULL ? r->buf + r->off : NULL;
+}
+
+void relay_release(struct relay *r, size_t n) {
+    r->rel += n;
+}
+
+void relay_discard(struct relay *r) {
+    r->len = r->rel;
+}
+
 void relay_drop(struct relay *r, size_t n) {
-    if (n == 0) {
-        return;
+    r->off += n;
+    if (r->off == r->len) {
+        r->off = r->rel = r->len = 0; /* nothing left: the next read starts at 0 */
     }
-    memmove(r->buf, r->buf + n, r->len - n);
-    r->len -= n;
 }
 
 /* Where a read of buf stands: past a byte order mark or not, and whether
@@ -267,7 +298,7 @@ size_t relay_item(struct relay *r, const sg_item *item) {
         return 0; /* held metadata: it goes with the first token */
     }
     r->token_seen = true;
-    struct pos p = {0, r->bom_done, r->skip_lf};
+    struct pos p = {r->rel, r->bom_done, r->skip_lf};
     struct event ev;
     while (next_event(r, &p, &ev, NULL) == 1) {
         bool type = r->format == SG_FORMAT_NDJSON ||
@@ -277,7 +308,7 @@ size_t relay_item(struct relay *r, const sg_item *item) {
             memcmp(ev.data, item->data, ev.data_len) == 0) {
             r->bom_done = p.bom_done;
             r->skip_lf = p.skip_lf;
-            return ev.end;
+            return ev.end - r->rel;
         }
     }
     return 0; /* not whole yet, or not found: it waits for a later item */
@@ -298,7 +329,7 @@ size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
     if (r->format == SG_FORMAT_EVENTSTREAM) {
         return 0; /* (without a classifier nothing below is an error) */
     }
-    struct pos p = {0, r->bom_done, r->skip_lf};
+    struct pos p = {r->rel, r->bom_done, r->skip_lf};
     struct other o = {NULL, 0, 0, 0};
     struct other *op =
         sg_stream_config_other_json(cfg) && r->format == SG_FORMAT_SSE ? &o : NULL;
@@ -319,7 +350,7 @@ size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
         end = o.end;
     }
     free(o.text);
-    return end;
+    return end > 0 ? end - r->rel : 0;
 }
 
 /* By each prelude's total length (the library checks the rest): a stream
@@ -327,7 +358,7 @@ size_t relay_error_end(struct relay *r, const sg_stream_config *cfg) {
  * it is read as one.  A length that cannot be a message is held too - the
  * library fails the stream, and the exception follows what went before. */
 size_t relay_messages(const struct relay *r) {
-    size_t off = 0;
+    size_t off = r->rel;
     while (r->len - off >= 16) {
         const unsigned char *q = (const unsigned char *)r->buf + off;
         size_t total = (size_t)q[0] << 24 | (size_t)q[1] << 16 | (size_t)q[2] << 8 | q[3];
@@ -336,5 +367,5 @@ size_t relay_messages(const struct relay *r) {
         }
         off += total;
     }
-    return off;
+    return off - r->rel;
 }

@@ -13,7 +13,8 @@
  * commit the attempt's SSE events and NDJSON lines go to the client as
  * the library delivers the items they carry, found by their bytes in the
  * relay however the reads fell (relay.c; an event stream's messages as
- * each is whole).  The end: ok closes the connection; anything else appends
+ * each is whole), and leave in one send for all a pass released
+ * (conn.c).  The end: ok closes the connection; anything else appends
  * the provider's in-band error first.  A failure before the commit is an
  * HTTP error in the provider's format.
  *
@@ -71,18 +72,23 @@ static int own_failure(struct conn *c, int status, const char *what) {
 #define HOLD_LIMIT \
     "more bytes without an item than it holds (--client-buffer + the largest event)"
 
-/* The relay's first @n bytes, to the client. */
+/* The relay's first @n held bytes, released to the client: they go when
+ * the loop's pass ends, with every other event its reads released (one
+ * send, not one per event).  A client more than client_buffer behind
+ * that the read which crossed it would put twice that behind is too slow
+ * (as put()). */
 static int pass_on(struct conn *c, size_t n) {
     if (n == 0) {
         return 0;
     }
-    bool ok = put(c, c->relay.buf, n);
-    relay_drop(&c->relay, n);
-    if (!ok) {
+    const size_t waiting = client_waiting(c);
+    const size_t cb = c->proxy->client_buffer;
+    if (waiting + n > 2 * cb && waiting > cb) {
         too_slow(c);
         return 1;
     }
-    flush_out(c);
+    relay_release(&c->relay, n);
+    conn_dirty(c);
     return 0;
 }
 
@@ -103,7 +109,9 @@ static size_t hold_bound(const struct conn *c) {
 /* The committed attempt's bytes, into the relay: an event stream goes on
  * from there message by message; SSE and NDJSON wait for their items. */
 static int forward(struct conn *c, const char *p, size_t n) {
-    if (c->relay.len + n > hold_bound(c)) {
+    size_t held;
+    (void)relay_held(&c->relay, &held);
+    if (held + n > hold_bound(c)) {
         return own_failure(c, 500, "the upstream sent " HOLD_LIMIT);
     }
     if (!relay_add(&c->relay, p, n)) {
@@ -126,7 +134,7 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
         if (attempt != c->committed_attempt) {
             return 0;
         }
-        if (c->out_len - c->out_off >= c->proxy->client_buffer) {
+        if (client_waiting(c) >= c->proxy->client_buffer) {
             /* the client is a buffer behind: the upstream read waits, and
              * libcurl gives these bytes again once it has caught up */
             return SG_CURL_BYTES_PAUSE;
@@ -324,15 +332,15 @@ static void answer_failure(struct conn *c, sg_outcome o) {
 static bool pass_upstream_error(struct conn *c) {
     if (sg_stream_config_format(&c->route->framing) == SG_FORMAT_EVENTSTREAM) {
         /* its exception message went on as it came, a whole message */
-        relay_drop(&c->relay, c->relay.len);
+        relay_discard(&c->relay);
         return true;
     }
     size_t end = relay_error_end(&c->relay, &c->route->framing);
     if (end == 0) {
         return false;
     }
-    c->cut = !put(c, c->relay.buf, end);
-    relay_drop(&c->relay, c->relay.len); /* what followed it, unread */
+    relay_release(&c->relay, end);
+    relay_discard(&c->relay); /* what followed it, unread */
     return true;
 }
 
@@ -343,7 +351,7 @@ static void answer_in_band_error(struct conn *c, sg_outcome o) {
     enum answer_style style = answer_style_of(c->route->profile);
     /* what the client got ends on a whole event or line (the rest of a cut
      * one is dropped): the error is an event of its own */
-    relay_drop(&c->relay, c->relay.len);
+    relay_discard(&c->relay);
     char buf[1600];
     const char *detail = sg_curl_op_error(c->op);
     const sg_op_attempt *a = sg_op_deciding_attempt(sg_curl_op_policy(c->op));
@@ -370,11 +378,12 @@ static void on_done(sg_curl_op *op, void *ud) {
             c->state = C_CLOSING;
             if (o != SG_OUTCOME_OK) {
                 answer_in_band_error(c, o);
-            } else if (c->relay.len > 0) {
+            } else {
                 /* a clean end after bytes with no event end (a terminal
                  * without its blank line): they are the stream's too */
-                c->cut = !put(c, c->relay.buf, c->relay.len);
-                relay_drop(&c->relay, c->relay.len);
+                size_t held;
+                (void)relay_held(&c->relay, &held);
+                relay_release(&c->relay, held);
             }
             flush_out(c);
         } else if (c->own_status != 0) {
@@ -393,7 +402,7 @@ static void on_done(sg_curl_op *op, void *ud) {
     /* called from inside our own call into the library (the operation
      * ended in its start: nothing could be leased): the caller still holds
      * the connection and frees it on its way out */
-    if (!c->in_call && (c->client_gone || c->out_len == 0)) {
+    if (!c->in_call && (c->client_gone || client_waiting(c) == 0)) {
         conn_free(c);
     }
 }
