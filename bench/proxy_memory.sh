@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# sg-proxy's memory per open stream, and after bursts of streams.
+# sg-proxy's memory per open stream, and after bursts of streams; nginx
+# beside it on the same upstream.
 #
 #   bench/proxy_memory.sh SG_PROXY SG_FAKEMODEL [N] [BURSTS] [VMEM_KIB]
 #
@@ -8,14 +9,19 @@
 # openai), opens N streams at once through the proxy (default 1000),
 # reads the proxy's VmSize and VmRSS with all of them open, closes them,
 # and reads them again; BURSTS times (default 3).  With VMEM_KIB the proxy
-# runs under `ulimit -v VMEM_KIB` (its address space limit).  Prints the
-# lines of bench/proxy_memory.py; exits 0 when every stream opened.
+# runs under `ulimit -v VMEM_KIB` (its address space limit).  Then the same
+# through nginx (bench/nginx/proxy.conf: proxy_buffering off, unprivileged
+# on loopback; its one worker measured), a fresh process, unless NGINX is
+# set empty (NGINX=path: that binary; default: nginx when on the PATH).
+# Prints the lines of bench/proxy_memory.py, each after its proxy's name;
+# exits 0 when every stream opened.
 set -u
 PX=$1
 FM=$2
 N=${3:-1000}
 BURSTS=${4:-3}
 VMEM=${5:-}
+NGINX=${NGINX-$(command -v nginx || true)}
 HERE=$(cd "$(dirname "$0")" && pwd)
 DIR=$(mktemp -d "${TMPDIR:-/tmp}/sg-proxy-memory.XXXXXX")
 PIDS=()
@@ -27,22 +33,17 @@ cleanup() {
     rm -rf "$DIR"
 }
 trap cleanup EXIT
+. "$HERE/proxy_lib.sh"
 # every stream holds a client socket and an upstream one in the proxy
 ulimit -n $((4 * N + 256)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 
-port_of() { # PID FILE: the port a server prints alone on its first line
-    for _ in $(seq 1 200); do
-        [ -s "$2" ] && head -n 1 "$2" | grep -qx '[0-9]*' && break
-        kill -0 "$1" 2>/dev/null || break
-        sleep 0.05
-    done
-    head -n 1 "$2"
-}
+start_fakemodel "$FM"
 
-"$FM" --port 0 --quiet >"$DIR/fm.out" 2>"$DIR/fm.err" &
-PIDS+=($!)
-FM_PORT=$(port_of "$!" "$DIR/fm.out")
-[ -n "$FM_PORT" ] || { echo "sg-fakemodel did not start" >&2; cat "$DIR/fm.err" >&2; exit 2; }
+# measure NAME PORT PID: the bursts through one proxy.
+measure() {
+    python3 "$HERE/proxy_memory.py" --port "$2" --pid "$3" -n "$N" --bursts "$BURSTS" |
+        sed "s/^/$1: /" | tee -a "$DIR/result"
+}
 
 (
     [ -z "$VMEM" ] || ulimit -v "$VMEM"
@@ -54,7 +55,12 @@ PX_PID=$!
 PIDS+=("$PX_PID")
 PX_PORT=$(port_of "$PX_PID" "$DIR/px.out")
 [ -n "$PX_PORT" ] || { echo "sg-proxy did not start" >&2; cat "$DIR/px.err" >&2; exit 2; }
+measure sg-proxy "$PX_PORT" "$PX_PID"
+kill -KILL "$PX_PID"
+wait "$PX_PID" 2>/dev/null
 
-python3 "$HERE/proxy_memory.py" --port "$PX_PORT" --pid "$PX_PID" -n "$N" \
-    --bursts "$BURSTS" | tee "$DIR/result"
-grep -q '^open_all=yes' "$DIR/result"
+if [ -n "$NGINX" ]; then
+    start_nginx "$NGINX"
+    measure nginx "$NGX_PORT" "$NGX_PID"
+fi
+[ "$(grep -c 'open_all=yes' "$DIR/result")" -eq "$(grep -c 'open_all=' "$DIR/result")" ]

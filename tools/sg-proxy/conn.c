@@ -94,7 +94,11 @@ void flush_out(struct conn *c) {
         c->out_off += send_some(c, c->out + c->out_off, c->out_len - c->out_off);
     }
     if (c->out_off == c->out_len) {
-        c->out_off = c->out_len = 0;
+        /* out carries the head and what the proxy says: between them an
+         * open stream keeps no buffer of its own */
+        free(c->out);
+        c->out = NULL;
+        c->out_off = c->out_len = c->out_cap = 0;
         size_t n;
         const char *r = relay_out(&c->relay, &n);
         if (n > 0) {
@@ -428,6 +432,7 @@ static void received(struct conn *c, size_t n) {
     }
     if (now == PREQ_WHOLE) {
         c->request_whole = true; /* an answer now is to all of it */
+        preq_fit(&c->rq);
         if (!serve_metrics(c)) {
             start_operation(c);
         }
@@ -450,9 +455,9 @@ static void read_client(struct conn *c) {
             continue;
         }
         /* the request's bytes are bounded by request.c: a head, a body,
-         * and a read */
+         * and a read (the room doubles as a large body comes) */
         size_t room;
-        char *at = preq_room(&c->rq, 16384, &room);
+        char *at = preq_room(&c->rq, 2048, &room);
         if (at == NULL) {
             reply_error(c, c->rq.status, c->rq.why);
             return;

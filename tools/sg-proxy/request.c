@@ -52,37 +52,56 @@ static enum preq_state refuse(struct preq *q, int status, const char *why) {
 
 /* ------------------------------------------------------------ the buffer */
 
+/* The buffer to @cap bytes (grown as grow() does, or exactly): once the
+ * head is parsed its views point into it, and they move with it.  false
+ * when the memory is not there (nothing changed then). */
+static bool resize(struct preq *q, size_t cap, bool exact) {
+    sg_fm_h1_request *r = &q->req;
+    const bool views = q->head_len > 0;
+    size_t method = 0, target = 0;
+    size_t names[SG_FM_H1_MAX_HEADERS], values[SG_FM_H1_MAX_HEADERS];
+    if (views) {
+        method = (size_t)(r->method - q->in);
+        target = (size_t)(r->target - q->in);
+        for (size_t i = 0; i < r->num_headers; i++) {
+            names[i] = (size_t)(r->headers[i].name - q->in);
+            values[i] = (size_t)(r->headers[i].value - q->in);
+        }
+    }
+    if (exact) {
+        char *p = realloc(q->in, cap);
+        if (p == NULL) {
+            return false;
+        }
+        q->in = p;
+        q->in_cap = cap;
+    } else if (!grow(&q->in, &q->in_cap, cap)) {
+        return false;
+    }
+    if (views) {
+        r->method = q->in + method;
+        r->target = q->in + target;
+        for (size_t i = 0; i < r->num_headers; i++) {
+            r->headers[i].name = q->in + names[i];
+            r->headers[i].value = q->in + values[i];
+        }
+    }
+    return true;
+}
+
 char *preq_room(struct preq *q, size_t want, size_t *room) {
-    if (q->in_len + want > q->in_cap) {
-        /* once the head is parsed its views point into @in: they move
-         * with it */
-        sg_fm_h1_request *r = &q->req;
-        const bool views = q->head_len > 0;
-        size_t method = 0, target = 0;
-        size_t names[SG_FM_H1_MAX_HEADERS], values[SG_FM_H1_MAX_HEADERS];
-        if (views) {
-            method = (size_t)(r->method - q->in);
-            target = (size_t)(r->target - q->in);
-            for (size_t i = 0; i < r->num_headers; i++) {
-                names[i] = (size_t)(r->headers[i].name - q->in);
-                values[i] = (size_t)(r->headers[i].value - q->in);
-            }
-        }
-        if (!grow(&q->in, &q->in_cap, q->in_len + want)) {
-            refuse(q, 503, "out of memory");
-            return NULL;
-        }
-        if (views) {
-            r->method = q->in + method;
-            r->target = q->in + target;
-            for (size_t i = 0; i < r->num_headers; i++) {
-                r->headers[i].name = q->in + names[i];
-                r->headers[i].value = q->in + values[i];
-            }
-        }
+    if (q->in_len + want > q->in_cap && !resize(q, q->in_len + want, false)) {
+        refuse(q, 503, "out of memory");
+        return NULL;
     }
     *room = q->in_cap - q->in_len;
     return q->in + q->in_len;
+}
+
+void preq_fit(struct preq *q) {
+    if (q->in_len > 0 && q->in_len < q->in_cap) {
+        (void)resize(q, q->in_len, true); /* else it keeps the room it had */
+    }
 }
 
 /* ------------------------------------------------------------ the head */

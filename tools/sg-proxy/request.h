@@ -64,6 +64,11 @@ void preq_free(struct preq *q);
  * with 503, when the memory is not there. */
 char *preq_room(struct preq *q, size_t want, size_t *room);
 
+/* The request is whole: its buffer shrinks to what it holds (it stays
+ * for the operation's life, and a stream may be open for minutes).  The
+ * buffer may move, as in preq_room(). */
+void preq_fit(struct preq *q);
+
 /* @n bytes were read into the room: parsed as far as they go.  Returns
  * the state (a failure is final: @status and @why say what to answer).
  * The head is routed by @routes. */

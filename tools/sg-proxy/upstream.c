@@ -53,6 +53,13 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
+/* A slot's bytes go, and its memory: a stream holds nothing for the
+ * attempts that did not commit. */
+static void pending_free(struct pending *pd) {
+    free(pd->p);
+    *pd = (struct pending){0, NULL, 0, 0};
+}
+
 static void too_slow(struct conn *c) {
     c->too_slow = !c->client_gone;
 }
@@ -176,8 +183,7 @@ static int commit(struct conn *c, uint32_t attempt) {
     }
     flush_out(c);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
-        c->pend[i].attempt = 0; /* every other attempt's bytes go */
-        c->pend[i].n = 0;
+        pending_free(&c->pend[i]); /* every other attempt's bytes go */
     }
     return rv;
 }
@@ -199,8 +205,7 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
 static void release_pending(struct conn *c, uint32_t attempt) {
     struct pending *pd = pending_of(c, attempt, false);
     if (pd != NULL) {
-        pd->attempt = 0;
-        pd->n = 0;
+        pending_free(pd);
     }
 }
 
