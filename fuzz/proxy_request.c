@@ -274,7 +274,7 @@ static void check_head(const struct preq *q, const char *req, const struct route
     bool dots = false;
     int rounds = ref_dots(r->target, r->target_len, scratch, &dots);
     check(!dots && rounds <= PREQ_DECODE_ROUNDS, "no accepted path can leave its route");
-    check(q->metrics || q->route == ref_route(rs, r->target, r->target_len),
+    check(q->own != PREQ_OWN_NONE || q->route == ref_route(rs, r->target, r->target_len),
           "the route is the longest prefix at a boundary");
     check(r->content_length <= (int64_t)q->max_body, "a Content-Length within max_body");
     check(q->has_body == (r->content_length >= 0 || r->chunked), "a body iff framed");

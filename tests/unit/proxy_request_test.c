@@ -171,9 +171,31 @@ static void longest_prefix_at_a_boundary_routes(void **state) {
     assert_true(all);
     preq_init(&q, 1000);
     assert_int_equal(feed(&q, "GET /metrics?x HTTP/1.1\r\n\r\n"), PREQ_WHOLE);
-    assert_true(q.metrics);
+    assert_int_equal(q.own, PREQ_OWN_METRICS);
     assert_null(q.route);
     preq_free(&q);
+    /* the probes are the proxy's too, the path exactly; anything else
+     * under them goes by the routes */
+    static const struct {
+        const char *head;
+        enum preq_own own;
+    } probes[] = {
+        {"GET /healthz HTTP/1.1\r\n\r\n", PREQ_OWN_HEALTHZ},
+        {"GET /readyz?verbose HTTP/1.1\r\n\r\n", PREQ_OWN_READYZ},
+        {"GET /healthzx HTTP/1.1\r\n\r\n", PREQ_OWN_NONE},
+        {"GET /readyz/x HTTP/1.1\r\n\r\n", PREQ_OWN_NONE},
+        {"POST /healthz HTTP/1.1\r\nContent-Length: 0\r\n\r\n", PREQ_OWN_NONE},
+    };
+    for (size_t i = 0; i < sizeof(probes) / sizeof(probes[0]); i++) {
+        preq_init(&q, 1000);
+        enum preq_state st = feed(&q, probes[i].head);
+        assert_int_equal(q.own, probes[i].own);
+        if (probes[i].own != PREQ_OWN_NONE) {
+            assert_int_equal(st, PREQ_WHOLE);
+            assert_null(q.route);
+        }
+        preq_free(&q);
+    }
 }
 
 /* ------------------------------------------------------------ the body */

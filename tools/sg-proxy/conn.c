@@ -7,7 +7,8 @@
  * the head checked and routed as soon as it is whole (a request that will
  * not be served is answered then, before its body; one that will be gets
  * 100 Continue if it asked), then the body.  The whole request becomes one
- * operation (upstream.c), or GET /metrics is answered here.
+ * operation (upstream.c), or the proxy's own path (GET /metrics,
+ * /healthz, /readyz) is answered here.
  * WRITE: the stream's events wait in the relay where they were read, and
  * go out in one send per connection at the end of each pass of the loop
  * (conns_flush: every event the pass's upstream reads released, never a
@@ -353,10 +354,33 @@ void conn_accept(struct proxy *p) {
     }
 }
 
-/* GET /metrics is the proxy's own. */
-static bool serve_metrics(struct conn *c) {
-    if (!c->rq.metrics) {
+/* GET /healthz: the process answers (live) - while it drains too.  GET
+ * /readyz: it takes requests - routes loaded, not draining - else 503. */
+static void serve_health(struct conn *c) {
+    const struct proxy *p = c->proxy;
+    if (c->rq.own == PREQ_OWN_HEALTHZ) {
+        reply(c, 200, "OK", NULL, "{\"status\":\"live\"}");
+        return;
+    }
+    char body[96];
+    if (p->draining || p->routes == NULL || p->routes->n == 0) {
+        snprintf(body, sizeof(body), "{\"status\":\"%s\"}",
+                 p->draining ? "draining" : "no routes");
+        reply(c, 503, "Service Unavailable", NULL, body);
+        return;
+    }
+    snprintf(body, sizeof(body), "{\"status\":\"ready\",\"routes\":%d}", p->routes->n);
+    reply(c, 200, "OK", NULL, body);
+}
+
+/* GET /metrics, /healthz and /readyz are the proxy's own. */
+static bool serve_own(struct conn *c) {
+    if (c->rq.own == PREQ_OWN_NONE) {
         return false;
+    }
+    if (c->rq.own != PREQ_OWN_METRICS) {
+        serve_health(c);
+        return true;
     }
     /* whole, however many routes: measured, then written (the loop is
      * single-threaded: nothing changes between the two) */
@@ -396,10 +420,10 @@ static bool head_read(struct conn *c, bool whole) {
         c->set = p->routes;
         c->set->refs++;
     }
-    if (p->draining) {
+    if (p->draining && c->rq.own != PREQ_OWN_HEALTHZ && c->rq.own != PREQ_OWN_READYZ) {
         /* a request that came after SIGTERM, on a connection from before
          * it: no new work while the proxy drains (said in its route's
-         * provider's format) */
+         * provider's format); the probes say how it is */
         c->request_whole = whole;
         reply_error(c, 503, "shutting down");
         return false;
@@ -433,7 +457,7 @@ static void received(struct conn *c, size_t n) {
     if (now == PREQ_WHOLE) {
         c->request_whole = true; /* an answer now is to all of it */
         preq_fit(&c->rq);
-        if (!serve_metrics(c)) {
+        if (!serve_own(c)) {
             start_operation(c);
         }
     }

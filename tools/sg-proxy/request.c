@@ -202,13 +202,28 @@ const struct route *routes_match(const struct routes *s, const char *target, siz
     return best;
 }
 
-/* GET /metrics is the proxy's own: the path exactly (paths are
- * case-sensitive), whatever the query. */
-static bool metrics_path(const sg_fm_h1_request *r) {
-    const char *t = r->target;
-    size_t tl = r->target_len;
-    return sg_fm_h1_iequal(r->method, r->method_len, "GET", 3) && tl >= 8 &&
-           memcmp(t, "/metrics", 8) == 0 && (tl == 8 || t[8] == '?');
+/* GET /metrics, /healthz and /readyz are the proxy's own: the path
+ * exactly (paths are case-sensitive), whatever the query. */
+static enum preq_own own_path(const sg_fm_h1_request *r) {
+    static const struct {
+        const char *path;
+        enum preq_own own;
+    } own[] = {
+        {"/metrics", PREQ_OWN_METRICS},
+        {"/healthz", PREQ_OWN_HEALTHZ},
+        {"/readyz", PREQ_OWN_READYZ},
+    };
+    if (!sg_fm_h1_iequal(r->method, r->method_len, "GET", 3)) {
+        return PREQ_OWN_NONE;
+    }
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        size_t n = strlen(own[i].path);
+        if (r->target_len >= n && memcmp(r->target, own[i].path, n) == 0 &&
+            (r->target_len == n || r->target[n] == '?')) {
+            return own[i].own;
+        }
+    }
+    return PREQ_OWN_NONE;
 }
 
 static void on_chunk_data(void *ud, const char *data, size_t len);
@@ -234,9 +249,10 @@ static enum preq_state head_whole(struct preq *q, size_t head,
     if (preq_dot_segment(r->target, r->target_len)) {
         return refuse(q, 400, "a path with a '.' or '..' segment");
     }
-    q->metrics = metrics_path(r);
-    q->route = q->metrics ? NULL : routes_match(routes, r->target, r->target_len);
-    if (!q->metrics && q->route == NULL) {
+    q->own = own_path(r);
+    q->route =
+        q->own != PREQ_OWN_NONE ? NULL : routes_match(routes, r->target, r->target_len);
+    if (q->own == PREQ_OWN_NONE && q->route == NULL) {
         return refuse(q, 404, "no route for this path");
     }
     if (r->content_length > 0 && (uint64_t)r->content_length > q->max_body) {

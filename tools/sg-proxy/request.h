@@ -30,6 +30,15 @@ enum preq_state {
     PREQ_FAILED, /* answer @status with @why; read nothing more */
 };
 
+/* The paths the proxy answers itself (GET, the path exactly, any query):
+ * never forwarded, whatever the routes. */
+enum preq_own {
+    PREQ_OWN_NONE,
+    PREQ_OWN_METRICS, /* /metrics: Prometheus text */
+    PREQ_OWN_HEALTHZ, /* /healthz: live */
+    PREQ_OWN_READYZ,  /* /readyz: routes loaded and not draining */
+};
+
 struct preq {
     /* in[0..head_len): the head, which the views of @req point into;
      * in[head_len..head_len+body_len): the body, decoded; then what was
@@ -47,7 +56,7 @@ struct preq {
     /* once the head is whole and checked */
     char method[PREQ_METHOD_MAX + 1];
     const struct route *route; /* NULL for the proxy's own path */
-    bool metrics;              /* GET /metrics: the proxy's own */
+    enum preq_own own;         /* a path of the proxy's own, or none */
     bool has_body;             /* framed by Content-Length or chunked */
     bool expect_continue;      /* an HTTP/1.1 Expect: 100-continue */
     /* once failed */
