@@ -19,6 +19,7 @@
 #include <string.h>
 #include <malloc.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -504,6 +505,41 @@ static int run(struct proxy *p, struct settings *s) {
     }
 }
 
+/* Every open stream holds the client's socket and, over HTTP/1.1, an
+ * upstream socket of its own (HTTP/2 upstreams share one connection per
+ * host among their streams), so N connections need about 2N + 64 file
+ * descriptors.  The usual soft limit (1024) would refuse connections near
+ * 500 streams: it is raised to the hard limit, and both are said on
+ * stderr; so is a limit too low for --max-connections. */
+static void raise_nofile(const struct proxy *p) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return;
+    }
+    if (rl.rlim_cur < rl.rlim_max) {
+        const rlim_t was = rl.rlim_cur;
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) == 0) {
+            fprintf(
+                stderr,
+                "%s: open files: soft limit raised from %llu to the hard limit %llu\n",
+                prog, (unsigned long long)was, (unsigned long long)rl.rlim_max);
+        } else {
+            fprintf(stderr, "%s: open files: cannot raise the soft limit %llu: %s\n",
+                    prog, (unsigned long long)was, strerror(errno));
+            rl.rlim_cur = was;
+        }
+    }
+    const unsigned long long need = 2ULL * (unsigned long long)p->max_conns + 64;
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+        fprintf(
+            stderr,
+            "%s: open files: --max-connections %d needs about %llu, the limit is %llu: "
+            "past it connections and upstream requests fail\n",
+            prog, p->max_conns, need, (unsigned long long)rl.rlim_cur);
+    }
+}
+
 int main(int argc, char **argv) {
     struct proxy p;
     memset(&p, 0, sizeof(p));
@@ -532,6 +568,7 @@ int main(int argc, char **argv) {
         routes_unref(p.routes);
         return 1;
     }
+    raise_nofile(&p);
     signal(SIGPIPE, SIG_IGN);
     sigset_t set;
     sigemptyset(&set);
