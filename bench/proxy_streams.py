@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Many streams at once through sg-proxy: whole, and late when they stall.
+
+Used by bench/proxy_streams.sh (the figures in bench/RESULTS.md, "sg-proxy
+beside nginx").  Opens -n streams at once (each one POST to the proxy's
+/v1/chat/completions?QUERY, all in one epoll loop) and reads them to their
+end.  For each it records the tokens it got, how it ended ([DONE], or the
+in-band error's code), when its last token came and when its error came.
+Prints one line: how many ended with [DONE] and every token ("whole"),
+the tokens in all, the seconds it took, the proxy's CPU over that time per
+token (--pid: /proc/PID/task/*/schedstat), its VmRSS at the peak of open
+streams, and with --idle-ms the lateness of each in-band idle_timeout:
+its arrival less (the last token's + the idle clock), p50, p99 and max.
+"""
+import argparse
+import glob
+import re
+import selectors
+import socket
+import sys
+import time
+
+BODY = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+TOKEN = re.compile(rb'"content":"tok')
+CODE = re.compile(rb'"code":"([a-z_]+)"')
+
+
+def cpu_ns(pid):
+    total = 0
+    for f in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+        try:
+            with open(f) as fh:
+                total += int(fh.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+class Stream:
+    def __init__(self, port, query):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setblocking(False)
+        self.sock.connect_ex(("127.0.0.1", port))
+        self.out = (
+            b"POST /v1/chat/completions?" + query.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: "
+            + str(len(BODY)).encode() + b"\r\n\r\n" + BODY
+        )
+        self.tail = b""  # the last bytes, for a token split across reads
+        self.body = False
+        self.tokens = 0
+        self.end = "none"
+        self.last_token = None
+        self.error_at = None
+        self.done = False
+
+    def on_read(self, now):
+        """@now: when the loop learned the socket was readable (the bytes
+        were there by then; the client's own work on the sockets before
+        this one is not counted against the proxy)."""
+        try:
+            data = self.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.done = True
+            return
+        buf = self.tail + data
+        if not self.body:
+            head, sep, rest = buf.partition(b"\r\n\r\n")
+            if not sep:
+                self.tail = buf
+                return
+            self.body = True
+            if not head.startswith(b"HTTP/1.1 200"):
+                self.end = "status " + head.split(b" ")[1].decode()
+            buf = rest
+        n = len(TOKEN.findall(buf))
+        if n:
+            self.tokens += n
+            self.last_token = now
+        if b"data: [DONE]" in buf:
+            self.end = "done"
+        m = CODE.search(buf)
+        if m:
+            self.end = m.group(1).decode()
+            self.error_at = now
+        self.tail = buf[-32:] if b"\n" not in buf[-32:] else buf[buf.rfind(b"\n") + 1:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--pid", type=int, required=True)
+    ap.add_argument("-n", type=int, default=1000)
+    ap.add_argument("--query", default="n=10&gap=200")
+    ap.add_argument("--tokens", type=int, default=10, help="tokens a whole stream has")
+    ap.add_argument("--idle-ms", type=float, default=0)
+    ap.add_argument("--timeout", type=float, default=300)
+    a = ap.parse_args()
+
+    sel = selectors.DefaultSelector()
+    c0 = cpu_ns(a.pid)
+    t0 = time.monotonic()
+    streams = []
+    for _ in range(a.n):
+        s = Stream(a.port, a.query)
+        streams.append(s)
+        sel.register(s.sock, selectors.EVENT_WRITE, s)
+    pending = a.n
+    peak_rss = 0
+    next_rss = 0.0
+    end = t0 + a.timeout
+    while pending > 0 and time.monotonic() < end:
+        ready = sel.select(timeout=0.2)
+        at = time.monotonic()
+        for key, mask in ready:
+            s = key.data
+            if s.out and mask & selectors.EVENT_WRITE:
+                try:
+                    k = s.sock.send(s.out)
+                    s.out = s.out[k:]
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    s.out = b""
+                    s.done = True
+                if not s.out and not s.done:
+                    sel.modify(s.sock, selectors.EVENT_READ, s)
+            elif mask & selectors.EVENT_READ:
+                s.on_read(at)
+            if s.done:
+                sel.unregister(s.sock)
+                s.sock.close()
+                pending -= 1
+        now = time.monotonic()
+        if now >= next_rss:
+            peak_rss = max(peak_rss, rss_kib(a.pid))
+            next_rss = now + 0.1
+    secs = time.monotonic() - t0
+    cpu = cpu_ns(a.pid) - c0
+    tokens = sum(s.tokens for s in streams)
+    whole = sum(s.end == "done" and s.tokens == a.tokens for s in streams)
+    ends = {}
+    for s in streams:
+        ends[s.end] = ends.get(s.end, 0) + 1
+    line = (f"streams={a.n} whole={whole} tokens={tokens} secs={secs:.1f} "
+            f"cpu_ns_per_token={cpu / max(tokens, 1):.0f} "
+            f"cpu_us_per_stream={cpu / 1000 / max(a.n, 1):.0f} peak_rss_kib={peak_rss} "
+            f"ends={','.join(f'{k}:{v}' for k, v in sorted(ends.items()))}")
+    if a.idle_ms > 0:
+        late = sorted((s.error_at - s.last_token) * 1000 - a.idle_ms for s in streams
+                      if s.error_at is not None and s.last_token is not None)
+        if late:
+            q = lambda p: late[min(len(late) - 1, int(p * len(late)))]
+            line += (f" idle_late_ms_p50={q(0.50):.1f} p99={q(0.99):.1f} "
+                     f"max={late[-1]:.1f} of={len(late)}")
+    print(line, flush=True)
+    for s in streams:
+        if not s.done:
+            s.sock.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Many streams on one sg-proxy process: over HTTP/1.1 to sg-fakemodel, and
+# over HTTP/2 to it on TLS.
+#
+#   bench/proxy_streams.sh SG_PROXY SG_FAKEMODEL [N_H1] [N_H2] [STALLED]
+#
+# For each upstream (N_H1 streams over HTTP/1.1, default 10000; N_H2 over
+# h2 on TLS, default 10000), each time a fresh sg-proxy (--profile openai):
+#   memory: N streams open at once, each quiet after its first token
+#           (bench/proxy_memory.py, one burst): RSS per open stream;
+#   whole:  N streams at once, each 10 tokens 200 ms apart
+#           (bench/proxy_streams.py): how many ended whole, the proxy's CPU
+#           per token and per stream, its peak RSS;
+#   stall:  STALLED streams (default 1000) that stall together after 3
+#           tokens, under --idle 1s: how late each in-band idle_timeout
+#           came after the idle clock's deadline (p50, p99, max).
+# Over HTTP/1.1 each stream holds two descriptors in the proxy: N_H1 must
+# fit under `ulimit -Hn` (about (hard - 64) / 2).
+set -u
+PX=$1
+FM=$2
+N_H1=${3:-10000}
+N_H2=${4:-10000}
+STALLED=${5:-1000}
+HERE=$(cd "$(dirname "$0")" && pwd)
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/sg-proxy-streams.XXXXXX")
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$DIR"
+}
+trap cleanup EXIT
+. "$HERE/proxy_lib.sh"
+ulimit -n "$(ulimit -Hn)"
+
+"$FM" --port 0 --quiet --write-ca "$DIR/ca.pem" >"$DIR/fm.out" 2>"$DIR/fm.err" &
+PIDS+=($!)
+FM_PORT=$(port_of "$!" "$DIR/fm.out")
+[ -n "$FM_PORT" ] || { echo "sg-fakemodel did not start" >&2; exit 2; }
+
+# proxy NAME UPSTREAM N [ARGS...]: a fresh sg-proxy; PX_PORT, PX_PID.
+proxy() {
+    local name=$1 up=$2 n=$3
+    shift 3
+    "$PX" --listen 127.0.0.1:0 --upstream "$up" --profile openai --budget 10m \
+        --max-connections $((n + 64)) --log /dev/null "$@" >"$DIR/$name.out" 2>"$DIR/$name.err" &
+    PX_PID=$!
+    PIDS+=("$PX_PID")
+    PX_PORT=$(port_of "$PX_PID" "$DIR/$name.out")
+    [ -n "$PX_PORT" ] || { echo "sg-proxy ($name) did not start" >&2; cat "$DIR/$name.err" >&2; exit 2; }
+}
+stop() {
+    kill -KILL "$PX_PID"
+    wait "$PX_PID" 2>/dev/null
+    sleep 2 # the upstream's side of the closed connections goes too
+}
+
+run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
+    local label=$1 up=$2 n=$3
+    shift 3
+    proxy "$label-mem" "$up" "$n" "$@"
+    python3 "$HERE/proxy_memory.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" --bursts 1 \
+        --settle 3 | sed "s/^/$label memory: /"
+    stop
+    proxy "$label" "$up" "$n" "$@"
+    python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" \
+        --query "n=10&gap=200" --tokens 10 | sed "s/^/$label whole: /"
+    stop
+    proxy "$label-stall" "$up" "$STALLED" --idle 1s "$@"
+    python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
+        --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 |
+        sed "s/^/$label stall: /"
+    stop
+}
+
+[ "$N_H1" -eq 0 ] || run http1 "http://127.0.0.1:$FM_PORT" "$N_H1"
+[ "$N_H2" -eq 0 ] || run h2-tls "https://localhost:$FM_PORT" "$N_H2" --cacert "$DIR/ca.pem"
