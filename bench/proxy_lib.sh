@@ -1,6 +1,24 @@
-# Shared by bench/proxy_nginx.sh and bench/proxy_memory.sh: servers
-# started on loopback in a scratch directory ($DIR), each pid in PIDS (the
-# caller's cleanup kills them).  Sourced, not run.
+# Shared by bench/proxy_nginx.sh, bench/proxy_memory.sh and
+# bench/proxy_streams.sh: servers started on loopback in a scratch
+# directory ($DIR), each pid in PIDS, all killed and the directory removed
+# at exit (KEEP=1 keeps the directory).  Sourced, not run:
+#   . "$HERE/proxy_lib.sh" NAME
+DIR=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+PIDS=()
+bench_cleanup() {
+    # TERM first (nginx's master then takes its worker with it), KILL
+    # what is left a second later
+    for p in "${PIDS[@]}"; do
+        kill -TERM "$p" 2>/dev/null
+    done
+    sleep 0.2
+    for p in "${PIDS[@]}"; do
+        kill -0 "$p" 2>/dev/null && sleep 1 && kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    [ -n "${KEEP:-}" ] || rm -rf "$DIR"
+}
+trap bench_cleanup EXIT
 
 # port_of PID FILE: the port a server prints alone on its first line.
 port_of() {
@@ -47,6 +65,7 @@ start_nginx() {
         sleep 0.05
     done
     [ -n "$NGX_PID" ] || { echo "nginx did not start" >&2; cat "$d/out" "$d/error.log" >&2; exit 2; }
+    PIDS+=("$NGX_PID")
 }
 
 # start_sgproxy SG_PROXY [ARGS...]: sg-proxy in front of FM_PORT

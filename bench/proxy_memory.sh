@@ -23,17 +23,7 @@ BURSTS=${4:-3}
 VMEM=${5:-}
 NGINX=${NGINX-$(command -v nginx || true)}
 HERE=$(cd "$(dirname "$0")" && pwd)
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/sg-proxy-memory.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-. "$HERE/proxy_lib.sh"
+. "$HERE/proxy_lib.sh" sg-proxy-memory
 # every stream holds a client socket and an upstream one in the proxy
 ulimit -n $((4 * N + 256)) 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 

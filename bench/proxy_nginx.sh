@@ -21,17 +21,7 @@ ITEMS=${3:-1000000}
 RUNS=${4:-5}
 NGINX=${5:-nginx}
 HERE=$(cd "$(dirname "$0")" && pwd)
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/sg-proxy-nginx.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do
-        kill -TERM "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    [ -n "${KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-. "$HERE/proxy_lib.sh"
+. "$HERE/proxy_lib.sh" sg-proxy-nginx
 
 start_fakemodel "$FM"
 start_nginx "$NGINX"

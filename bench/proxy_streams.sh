@@ -23,17 +23,7 @@ N_H1=${3:-10000}
 N_H2=${4:-10000}
 STALLED=${5:-1000}
 HERE=$(cd "$(dirname "$0")" && pwd)
-DIR=$(mktemp -d "${TMPDIR:-/tmp}/sg-proxy-streams.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do
-        kill -KILL "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$DIR"
-}
-trap cleanup EXIT
-. "$HERE/proxy_lib.sh"
+. "$HERE/proxy_lib.sh" sg-proxy-streams
 ulimit -n "$(ulimit -Hn)"
 
 "$FM" --port 0 --quiet --write-ca "$DIR/ca.pem" >"$DIR/fm.out" 2>"$DIR/fm.err" &
