@@ -59,9 +59,10 @@ extern "C" {
 /** Most endpoints one sg_health tracks (9,320 bytes each on LP64, 8,840
  *  of them its first-token sketch, made as endpoints come: about 9.1 MiB
  *  for all).  When it is full, the least recently used endpoint that no
- *  operation holds and that is closed and idle (nothing known against it)
- *  makes room; when none is, a new endpoint is simply not tracked - asked
- *  as if free, never an error. */
+ *  operation holds and that is closed and idle (nothing known against it;
+ *  a breaker opened by a fact from elsewhere, its time over, is as good as
+ *  closed) makes room; when none is, a new endpoint is simply not
+ *  tracked - asked as if free, never an error. */
 #define SG_HEALTH_MAX_ENTRIES 1024
 /** Longest endpoint name kept (scheme://host:port/path), not counting the
  *  NUL; a longer one is cut (and keyed as cut). */
@@ -205,6 +206,122 @@ typedef struct sg_health_entry {
 SG_EXTERN int sg_health_foreach(sg_health *h, int64_t now,
                                 int (*cb)(const sg_health_entry *e, void *user_data),
                                 void *user_data);
+
+/* ------------------------------------------------------------------------
+ * Sharing with other processes
+ *
+ * What one sg_health learns can be told to others, and what others learned
+ * applied to it: <streamguard/health_pg.h> does both through PostgreSQL
+ * (docs/health.md).  The seam is two calls - a listener told of every
+ * fact learned here, and sg_health_apply for a fact learned elsewhere -
+ * and the credential key, which must be the same in every process for
+ * their keys to match.
+ * ------------------------------------------------------------------------ */
+
+/** Bytes of an endpoint's key: the keyed hash of its name and credential. */
+#define SG_HEALTH_KEY_SIZE 16
+/** Fewest and most bytes of a credential key (sg_health_set_credential_key). */
+#define SG_HEALTH_CREDENTIAL_KEY_MIN 16
+#define SG_HEALTH_CREDENTIAL_KEY_MAX 4096
+/** The longest a fact from elsewhere holds an endpoint back, by default
+ *  (sg_health_set_shared_max). */
+#define SG_HEALTH_DEFAULT_SHARED_MAX SG_SEC(300)
+/** A cooling pushed later by less than this is not told again (the
+ *  listener heard it start; answers still in flight each move it a
+ *  little). */
+#define SG_HEALTH_FACT_EXTEND_NS SG_MS(100)
+
+/**
+ * sg_health_set_credential_key - the key of the keyed hash (HMAC-SHA-256)
+ * that names an endpoint's credential, instead of the random one
+ * sg_health_new drew.  Processes that share what they learn need the same
+ * key (and only they should have it: with it, a key in a shared table
+ * confirms a guessed secret).  Copied; never stored elsewhere, logged or
+ * reported.  Call it before any operation uses @h: keys already made stay
+ * as they were.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h or @key is NULL, or @len < SG_HEALTH_CREDENTIAL_KEY_MIN;
+ *   SG_ERANGE  @len > SG_HEALTH_CREDENTIAL_KEY_MAX;
+ *   SG_ESTATE  @h tracks endpoints already (an operation used it).
+ */
+SG_EXTERN int sg_health_set_credential_key(sg_health *h, const void *key, size_t len);
+
+/**
+ * sg_health_set_shared_max - the longest a fact applied from elsewhere
+ * (sg_health_apply) holds an endpoint back, from the instant it is
+ * applied: a cooling at most this long, an open breaker at most this and
+ * breaker_cooldown_max.  Default: SG_HEALTH_DEFAULT_SHARED_MAX (300 s).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h is NULL or @ns <= 0;
+ *   SG_ERANGE  @ns > SG_DURATION_MAX.
+ */
+SG_EXTERN int sg_health_set_shared_max(sg_health *h, int64_t ns);
+
+/**
+ * sg_health_fact - one thing @h learned from an attempt's end, as its
+ * listener is told it: read it through the pointer given, during the call
+ * only (it may grow at its end).  Never a credential.
+ */
+typedef struct sg_health_fact {
+    const char *endpoint;            ///< scheme://host:port/path
+    uint8_t key[SG_HEALTH_KEY_SIZE]; ///< the entry's keyed hash (name and credential)
+    sg_health_state state;           ///< COOLING, OPEN, or CLOSED (its breaker closed)
+    int64_t at;    ///< the instant it was learned (the operations' clock)
+    int64_t until; ///< the instant it frees (COOLING, OPEN); -1 for CLOSED
+} sg_health_fact;
+
+/** sg_health_listener - told of a fact learned here.  Called on the thread
+ *  of the attempt that taught it, lock-free and on the hot path: it must
+ *  return at once (queue the fact, never wait for I/O), and must not call
+ *  sg_health_set_listener. */
+typedef void (*sg_health_listener)(const sg_health_fact *fact, void *user_data);
+
+/**
+ * sg_health_set_listener - @fn (NULL: none, the default) is told of every
+ * fact learned from an attempt's end: an endpoint starts cooling (or its
+ * cooling is pushed SG_HEALTH_FACT_EXTEND_NS or more later), its breaker
+ * opens (or re-opens), its breaker closes.  Never of a fact given by
+ * sg_health_apply: what came from elsewhere is not told back.
+ *
+ * Thread-safe: when it returns, no call of the listener it replaced is
+ * running (it waits for those), so that listener's @user_data may go.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @h is NULL;
+ *   SG_ENOMEM  out of memory.
+ */
+SG_EXTERN int sg_health_set_listener(sg_health *h, sg_health_listener fn,
+                                     void *user_data);
+
+/**
+ * sg_health_apply - a fact learned elsewhere: endpoint @endpoint
+ * (scheme://host:port/path) with key @key (its keyed hash, under the same
+ * credential key) is, as of @now (the operations' clock):
+ *   SG_HEALTH_COOLING  cooling until @until: it never cools less than it
+ *                      did, and at most shared_max from @now;
+ *   SG_HEALTH_OPEN     open until @until (then half-open: this process
+ *                      sends its own probe), at most the smaller of
+ *                      shared_max and breaker_cooldown_max from @now;
+ *                      nothing when the breaker is off;
+ *   SG_HEALTH_CLOSED   closed - only a breaker a fact from elsewhere
+ *                      opened: what this process learned itself stays.
+ * A fact from elsewhere only ever makes an endpoint less available, for at
+ * most the time it names, and is never told to the listener.  An endpoint
+ * not yet tracked is made (as an operation's first use makes one); an
+ * @until at or before @now changes nothing.  Thread-safe; takes @h's mutex.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL    @h, @endpoint or @key is NULL; @endpoint is empty, longer
+ *                than SG_HEALTH_ENDPOINT_MAX or holds a control byte; @state
+ *                is SG_HEALTH_HALF_OPEN or out of range;
+ *   SG_ETOOMANY  the table is full of entries it cannot let go (the fact is
+ *                not kept, as a new endpoint is then not tracked).
+ */
+SG_EXTERN int sg_health_apply(sg_health *h, const char *endpoint,
+                              const uint8_t key[SG_HEALTH_KEY_SIZE],
+                              sg_health_state state, int64_t until, int64_t now);
 
 /* ------------------------------------------------------------------------
  * Operations

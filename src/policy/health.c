@@ -10,12 +10,16 @@
  * change one entry's C11 atomics (an entry is never freed or reused while
  * an operation holds it).  The mutex guards the table itself - finding or
  * making an entry when an operation first asks an endpoint, letting one go,
- * walking them (sg_health_foreach).  Memory: SG_HEALTH_MAX_ENTRIES entries
- * of 9,320 bytes at most (9.1 MiB; 8,840 of them the first-token sketch),
+ * walking them (sg_health_foreach), applying a fact from elsewhere
+ * (sg_health_apply).  What attempts teach - a cooling started, a breaker
+ * opened or closed - goes to the listener, if any, on the attempt's
+ * thread (sg_health_set_listener: a replaced one is freed once no call of
+ * it runs).  Memory: SG_HEALTH_MAX_ENTRIES entries of
+ * 9,320 bytes at most (9.1 MiB; 8,840 of them the first-token sketch),
  * grown as endpoints come.
  */
 #define _GNU_SOURCE
-#include "health_internal.h"
+#include "health_table.h"
 #include "sha256.h"
 
 #include <errno.h>
@@ -24,52 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-
-#define NO_ENTRY UINT32_MAX
-#define NONE INT64_MIN /* no instant: not cooling, breaker closed */
-/* req_reset: a window assumed after a reset, its end not yet named */
-#define ASSUMED INT64_MAX
-#define FAMILIES 3 /* tokens, input tokens, output tokens */
-
-struct sg__hentry {
-    uint8_t key[SG__HEALTH_KEY];
-    uint32_t next;  /* in its bucket's chain (mutex) */
-    uint32_t index; /* in the table (mutex) */
-    uint32_t refs;  /* operations holding it (mutex) */
-    _Atomic int64_t used_at;
-    _Atomic int64_t cool_until; /* NONE: not cooling */
-    _Atomic int64_t open_until; /* NONE: breaker closed; then open, then half-open */
-    _Atomic uint32_t fails;     /* consecutive unhealthy ends while closed */
-    _Atomic uint32_t opens;     /* re-opens in a row: the cooldown's doubling */
-    _Atomic uint32_t probe;     /* half-open: 1 while its probe is out */
-    _Atomic uint32_t inflight;
-    _Atomic int64_t tok_left[FAMILIES]; /* -1 unknown */
-    _Atomic int64_t tok_reset[FAMILIES];
-    _Atomic uint64_t counts[3][SG_HEALTH_WHY_COUNT_]; /* [action][why] */
-    /* the provider's request window: attempts admitted ever (each one a
-     * request sent), the count at which the window's are spent, its end
-     * (NONE: no window known; ASSUMED), the most it holds (-1 unknown) */
-    _Atomic uint64_t req_seq;
-    _Atomic uint64_t req_exhaust;
-    _Atomic int64_t req_reset;
-    _Atomic int64_t req_limit;
-    char name[SG_HEALTH_ENDPOINT_MAX + 1];
-    sg__ttft_sketch ttft; /* its first tokens (ttft_sketch.h; ttft_op.c) */
-};
-
-struct sg_health {
-    _Atomic uint32_t holds; /* the caller's, and one per operation */
-    _Atomic uint32_t breaker_failures;
-    _Atomic uint32_t max_inflight;
-    _Atomic int64_t cooldown;
-    _Atomic int64_t cooldown_max;
-    _Atomic int64_t ttft_window; /* sg_health_set_first_token_window */
-    uint8_t secret[32];
-    pthread_mutex_t mu;
-    sg__hentry **ents; /* n of cap, each allocated once, never moved */
-    uint32_t n, cap;
-    uint32_t *bucket; /* cap * 2 chains, NO_ENTRY ended */
-};
 
 /* ------------------------------------------------------------ the object */
 
@@ -84,9 +42,10 @@ int sg_health_new(sg_health **out) {
     }
     /* the credential's keyed hash: a key no one else has (research A3:
      * a leaked hash confirms no candidate secret without it) */
+    h->secret_len = 32;
     size_t got = 0;
-    while (got < sizeof(h->secret)) {
-        ssize_t r = getrandom(h->secret + got, sizeof(h->secret) - got, 0);
+    while (got < h->secret_len) {
+        ssize_t r = getrandom(h->secret + got, h->secret_len - got, 0);
         if (r < 0 && errno != EINTR) {
             free(h);
             return SG_ESYS;
@@ -103,6 +62,9 @@ int sg_health_new(sg_health **out) {
     atomic_init(&h->cooldown, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN);
     atomic_init(&h->cooldown_max, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN_MAX);
     atomic_init(&h->ttft_window, SG_HEALTH_DEFAULT_FIRST_TOKEN_WINDOW);
+    atomic_init(&h->shared_max, SG_HEALTH_DEFAULT_SHARED_MAX);
+    atomic_init(&h->listener, NULL);
+    atomic_init(&h->telling, 0);
     *out = h;
     return 0;
 }
@@ -120,6 +82,7 @@ void sg__health_release(sg_health *h) {
     }
     free(h->ents);
     free(h->bucket);
+    free(atomic_load(&h->listener));
     pthread_mutex_destroy(&h->mu);
     memset(h->secret, 0, sizeof(h->secret));
     free(h);
@@ -159,27 +122,24 @@ int sg_health_set_breaker_failures(sg_health *h, uint32_t n) {
     return 0;
 }
 
-static int check_cooldown(const sg_health *h, int64_t ns) {
+/* A duration option of @h (at @field): checked, then set. */
+static int set_duration(sg_health *h, _Atomic int64_t *field, int64_t ns) {
     if (h == NULL || ns <= 0) {
         return SG_EINVAL;
     }
-    return ns > SG_DURATION_MAX ? SG_ERANGE : 0;
+    if (ns > SG_DURATION_MAX) {
+        return SG_ERANGE;
+    }
+    atomic_store(field, ns);
+    return 0;
 }
 
 int sg_health_set_breaker_cooldown(sg_health *h, int64_t ns) {
-    int rc = check_cooldown(h, ns);
-    if (rc == 0) {
-        atomic_store(&h->cooldown, ns);
-    }
-    return rc;
+    return set_duration(h, h != NULL ? &h->cooldown : NULL, ns);
 }
 
 int sg_health_set_breaker_cooldown_max(sg_health *h, int64_t ns) {
-    int rc = check_cooldown(h, ns);
-    if (rc == 0) {
-        atomic_store(&h->cooldown_max, ns);
-    }
-    return rc;
+    return set_duration(h, h != NULL ? &h->cooldown_max : NULL, ns);
 }
 
 int sg_health_set_max_inflight(sg_health *h, uint32_t n) {
@@ -201,7 +161,7 @@ void sg__health_key(const sg_health *h, const char *name, const void *cred,
     const void *parts[] = {domain, name, "", cred != NULL ? cred : ""};
     const size_t lens[] = {sizeof(domain), strlen(name), 1, cred != NULL ? cred_len : 0};
     uint8_t mac[SG__SHA256_LEN];
-    sg__hmac_sha256(h->secret, sizeof(h->secret), parts, lens, 4, mac);
+    sg__hmac_sha256(h->secret, h->secret_len, parts, lens, 4, mac);
     memcpy(key, mac, SG__HEALTH_KEY);
 }
 
@@ -213,7 +173,7 @@ static uint32_t bucket_of(const sg_health *h, const uint8_t *key) {
     return v & (2 * h->cap - 1);
 }
 
-static sg__hentry *find(const sg_health *h, const uint8_t *key) {
+sg__hentry *sg__health_find(const sg_health *h, const uint8_t *key) {
     if (h->cap == 0) {
         return NULL;
     }
@@ -270,10 +230,13 @@ static bool grow(sg_health *h) {
 }
 
 /* Whether @e is closed and idle at @now: no operation holds it, nothing
- * in flight, its breaker closed, not cooling. */
+ * in flight, its breaker closed (or opened from elsewhere, and that over:
+ * no probe of ours will ever close it), not cooling. */
 static bool idle(const sg__hentry *e, int64_t now) {
+    const int64_t open = atomic_load(&e->open_until);
     return e->refs == 0 && atomic_load(&e->inflight) == 0 &&
-           atomic_load(&e->open_until) == NONE && atomic_load(&e->cool_until) <= now;
+           (open == NONE || (atomic_load(&e->open_remote) && open <= now)) &&
+           atomic_load(&e->cool_until) <= now;
 }
 
 /* The least recently used idle entry, unlinked for reuse; NULL when none
@@ -306,6 +269,7 @@ static void entry_reset(sg__hentry *e, const uint8_t *key, const char *name,
     atomic_store(&e->fails, 0);
     atomic_store(&e->opens, 0);
     atomic_store(&e->probe, 0);
+    atomic_store(&e->open_remote, 0);
     atomic_store(&e->inflight, 0);
     for (int f = 0; f < FAMILIES; f++) {
         atomic_store(&e->tok_left[f], -1);
@@ -325,7 +289,8 @@ static void entry_reset(sg__hentry *e, const uint8_t *key, const char *name,
 
 /* A new entry for @key: a fresh one while the table has room, else the
  * least recently used idle one; NULL when neither. */
-static sg__hentry *make(sg_health *h, const uint8_t *key, const char *name, int64_t now) {
+sg__hentry *sg__health_make(sg_health *h, const uint8_t *key, const char *name,
+                            int64_t now) {
     sg__hentry *e = NULL;
     if (grow(h)) {
         e = malloc(sizeof(*e));
@@ -347,9 +312,9 @@ static sg__hentry *make(sg_health *h, const uint8_t *key, const char *name, int6
 sg__hentry *sg__health_bind(sg_health *h, const uint8_t key[SG__HEALTH_KEY],
                             const char *name, int64_t now) {
     pthread_mutex_lock(&h->mu);
-    sg__hentry *e = find(h, key);
+    sg__hentry *e = sg__health_find(h, key);
     if (e == NULL) {
-        e = make(h, key, name, now);
+        e = sg__health_make(h, key, name, now);
     }
     if (e != NULL) {
         e->refs++;
@@ -495,22 +460,41 @@ void sg__hentry_unadmit(sg__hentry *e, bool probe) {
     }
 }
 
-/* Opens @e's breaker at @now, the @k-th time in a row. */
-static void open_breaker(const sg_health *h, sg__hentry *e, int64_t now, uint32_t k) {
-    atomic_store(&e->opens, k);
-    atomic_store(&e->fails, 0);
-    atomic_store(&e->open_until, sg_time_add(now, cooldown(h, k)));
+/* Tells @h's listener, if any, that @e is @state until @until as of @now
+ * (lock-free: a replaced listener is freed once no call of it runs). */
+static void tell(sg_health *h, const sg__hentry *e, sg_health_state state, int64_t now,
+                 int64_t until) {
+    atomic_fetch_add(&h->telling, 1);
+    const struct listener *l = atomic_load(&h->listener);
+    if (l != NULL) {
+        sg_health_fact f = {
+            .endpoint = e->name, .state = state, .at = now, .until = until};
+        memcpy(f.key, e->key, sizeof(f.key));
+        l->fn(&f, l->user_data);
+    }
+    atomic_fetch_sub(&h->telling, 1);
 }
 
-void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
+/* Opens @e's breaker at @now, the @k-th time in a row. */
+static void open_breaker(sg_health *h, sg__hentry *e, int64_t now, uint32_t k) {
+    const int64_t until = sg_time_add(now, cooldown(h, k));
+    atomic_store(&e->opens, k);
+    atomic_store(&e->fails, 0);
+    atomic_store(&e->open_remote, 0);
+    atomic_store(&e->open_until, until);
+    tell(h, e, SG_HEALTH_OPEN, now, until);
+}
+
+void sg__hentry_end(sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
                     bool probe) {
     switch (kind) {
     case SG__H_OK:
         /* it served: whatever counted against it is over */
         atomic_store(&e->fails, 0);
-        if (atomic_load(&e->open_until) != NONE) {
-            atomic_store(&e->open_until, NONE);
+        if (atomic_exchange(&e->open_until, NONE) != NONE) {
             atomic_store(&e->opens, 0);
+            atomic_store(&e->open_remote, 0);
+            tell(h, e, SG_HEALTH_CLOSED, now, -1);
         }
         break;
     case SG__H_UNHEALTHY:
@@ -524,10 +508,11 @@ void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind ki
                 /* the first to reach the count opens it; the others see
                  * it open (a failure while open or half-open that is not
                  * the probe's says nothing new) */
-                if (atomic_compare_exchange_strong(&e->open_until, &closed,
-                                                   sg_time_add(now, cooldown(h, 1)))) {
+                const int64_t until = sg_time_add(now, cooldown(h, 1));
+                if (atomic_compare_exchange_strong(&e->open_until, &closed, until)) {
                     atomic_store(&e->opens, 1);
                     atomic_store(&e->fails, 0);
+                    tell(h, e, SG_HEALTH_OPEN, now, until);
                 }
             }
         }
@@ -538,9 +523,24 @@ void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind ki
     sg__hentry_unadmit(e, probe); /* after the breaker moved: no probe sneaks in */
 }
 
-void sg__hentry_cool(sg__hentry *e, int64_t until) {
-    int64_t cur = atomic_load(&e->cool_until);
-    while (until > cur && !atomic_compare_exchange_weak(&e->cool_until, &cur, until)) {
+/* Raises @e's cooling to @until: whether it did, and from what in *@was. */
+bool sg__hentry_raise_cooling(sg__hentry *e, int64_t until, int64_t *was) {
+    *was = atomic_load(&e->cool_until);
+    while (until > *was) {
+        if (atomic_compare_exchange_weak(&e->cool_until, was, until)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+void sg__hentry_cool(sg_health *h, sg__hentry *e, int64_t now, int64_t until) {
+    int64_t was;
+    /* told when it starts, or moves markedly: not for each answer in
+     * flight that pushes it a little */
+    if (sg__hentry_raise_cooling(e, until, &was) &&
+        (was <= now || until - was >= SG_HEALTH_FACT_EXTEND_NS)) {
+        tell(h, e, SG_HEALTH_COOLING, now, until);
     }
 }
 
@@ -589,6 +589,10 @@ void sg__hentry_count(sg__hentry *e, sg_op_health_action action, sg_op_reason wh
                   : why == SG_OP_REASON_CIRCUIT_OPEN ? SG_HEALTH_CIRCUIT_OPEN
                                                      : SG_HEALTH_ENDPOINT_BUSY;
     atomic_fetch_add_explicit(&e->counts[action][w], 1, memory_order_relaxed);
+}
+
+int sg_health_set_shared_max(sg_health *h, int64_t ns) {
+    return set_duration(h, h != NULL ? &h->shared_max : NULL, ns);
 }
 
 /* ----------------------------------------------------------- reading it */

@@ -56,13 +56,13 @@ typedef enum sg__hkind {
 } sg__hkind;
 
 /* An attempt admitted to @e ended at @now: its in-flight slot (and probe)
- * given back, and the breaker told (lock-free). */
-void sg__hentry_end(const sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
-                    bool probe);
+ * given back, and the breaker told (lock-free).  What it opens or closes,
+ * and a cooling sg__hentry_cool starts, go to @h's listener. */
+void sg__hentry_end(sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind, bool probe);
 /* Gives back what sg__hentry_admit took, for an attempt that did not go. */
 void sg__hentry_unadmit(sg__hentry *e, bool probe);
-/* @e is cooling until @until at least (a provider named it). */
-void sg__hentry_cool(sg__hentry *e, int64_t until);
+/* @e is cooling until @until at least (a provider named it at @now). */
+void sg__hentry_cool(sg_health *h, sg__hentry *e, int64_t now, int64_t until);
 /* The answer to @e's @seq-th request (0: not counted) said @left requests
  * remain until @reset (@left < 0: not said) and a window holds @limit (<= 0:
  * not said), read at @now: @e's request window. */

@@ -426,8 +426,8 @@ static int64_t reset_at(const sg_op_ratelimit *rl, int f, const sg_op_result *r,
     return -1;
 }
 
-/* A provider's own words on when to come back, into @ent. */
-static void learn(sg__hentry *ent, const sg__end *e) {
+/* A provider's own words on when to come back, into @ent of @h. */
+static void learn(sg_health *h, sg__hentry *ent, const sg__end *e) {
     const sg_op_result *r = e->r;
     if (!r->headers_received || r->provider_final) {
         return; /* no answer; or a refusal waiting does not fix (a spend limit) */
@@ -436,7 +436,7 @@ static void learn(sg__hentry *ent, const sg__end *e) {
     if (e->ra_valid && (st == 429 || st == 503 || st == 529 ||
                         (e->outcome == SG_OUTCOME_PROVIDER_ERROR &&
                          rate_limit_type(r->provider_type)))) {
-        sg__hentry_cool(ent, sg_time_add(e->now, e->ra_ns));
+        sg__hentry_cool(h, ent, e->now, sg_time_add(e->now, e->ra_ns));
     }
     const sg_op_ratelimit *rl = r->ratelimit;
     if (rl != NULL) {
@@ -456,7 +456,7 @@ static void learn(sg__hentry *ent, const sg__end *e) {
         }
         const int64_t at = reset_at(rl, f, r, e->now);
         if (rl->remaining[f] == 0 && at > e->now) {
-            sg__hentry_cool(ent, at); /* nothing remains until the reset */
+            sg__hentry_cool(h, ent, e->now, at); /* nothing remains until the reset */
         }
         if (f != SG_RATELIMIT_REQUESTS) {
             sg__hentry_tokens(ent, f - SG_RATELIMIT_TOKENS, rl->remaining[f],
@@ -475,7 +475,7 @@ void sg__health_feed(sg_op *op, const sg__end *e) {
     if (ent == NULL) {
         return;
     }
-    learn(ent, e);
+    learn(oh->h, ent, e);
     sg__ttft_feed(oh->h, ent, e);
     if (rec->health & SG__HREC_HELD) {
         sg__hentry_end(oh->h, ent, e->now, kind_of(e),
