@@ -21,6 +21,7 @@ function(sg_parts_of out)
       "<streamguard/curl(_multi)?\\.h>|<streamguard/easy\\.h>|\"curl/" curl
       "<streamguard/h2\\.h>|\"h2/" h2
       "\"ledger/pg\\.h\"" postgresql
+      "<streamguard/health_pg\\.h>" postgresql
       "<streamguard/ledger(_record)?\\.h>|\"ledger/" ledger
       "\"transport/" transport
       "sg_es_[a-z]|SG_FORMAT_EVENTSTREAM" eventstream

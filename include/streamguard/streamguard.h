@@ -12,7 +12,8 @@
  * (<streamguard/health.h>) and the HTTP fields the policy reads and
  * writes (<streamguard/http.h>).  The transports have their own headers,
  * <streamguard/curl.h> and <streamguard/h2.h>, the intent ledger
- * <streamguard/ledger.h>; driving an operation from a transport of your
+ * <streamguard/ledger.h>, endpoint health shared by processes through
+ * PostgreSQL <streamguard/health_pg.h>; driving an operation from a transport of your
  * own is <streamguard/unstable/op.h>, which may change in a minor release.
  */
 #ifndef STREAMGUARD_STREAMGUARD_H

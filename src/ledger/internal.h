@@ -343,6 +343,8 @@ sg__ledger_ent *sg__ledger_new_ent(size_t url_len);
 void sg__ledger_clear_index(sg_ledger *l);
 
 /* log.c: the clock, the lock and the data file. */
+/* Unix time in ns: @wall's, or CLOCK_REALTIME's when it is none. */
+int64_t sg__wall_clock_now(const sg_clock *wall);
 int64_t sg__ledger_wall_now(const sg_ledger *l);
 /* flock(@how) on the lock file, waiting at most opts.lock_timeout_ns. */
 int sg__ledger_lock(sg_ledger *l, int how);

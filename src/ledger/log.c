@@ -195,13 +195,17 @@ static int apply(const sg__ledger_rec *r, uint64_t off, size_t size, void *ud) {
 
 /* ----------------------------------------------------------- file and lock */
 
-int64_t sg__ledger_wall_now(const sg_ledger *l) {
-    if (sg__clock_custom(l->opts.wall_clock)) {
-        return sg_clock_now(l->opts.wall_clock);
+int64_t sg__wall_clock_now(const sg_clock *wall) {
+    if (sg__clock_custom(wall)) {
+        return sg_clock_now(wall);
     }
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * SG_SEC(1) + ts.tv_nsec;
+}
+
+int64_t sg__ledger_wall_now(const sg_ledger *l) {
+    return sg__wall_clock_now(l->opts.wall_clock);
 }
 
 static int64_t mono_now(void) {

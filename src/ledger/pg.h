@@ -97,6 +97,9 @@ typedef struct pg_ledger {
     /* The intents' connections (NULL on the writer's and on those
      * themselves). */
     pg_pool *pool;
+    /* What libpq said last when the connection was dropped, on one line
+     * ("" when nothing): for a log line (pg_health.c). */
+    char last_error[256];
 } pg_ledger;
 
 /* pg.c: frees @p, its writer and its intents' connections (NULL is fine). */
@@ -147,6 +150,8 @@ void sg__pg_pool_give(pg_ledger *p, pg_ledger *c);
 /* Every wait for the database on @p's connections, now and from now on,
  * ends with SG_ECANCELED, dropping its connection.  Any thread. */
 void sg__pg_interrupt(pg_ledger *p);
+/* Closes @p's connection (if any), keeping what libpq said last in
+ * p->last_error. */
 void sg__pg_drop(pg_ledger *p);
 int sg__pg_run(pg_ledger *p, const char *sql, int n, const char *const *vals,
                int64_t until, PGresult **out);

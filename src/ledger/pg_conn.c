@@ -137,6 +137,26 @@ void sg__pg_interrupt(pg_ledger *p) {
 }
 
 void sg__pg_drop(pg_ledger *p) {
+    if (p->conn != NULL) {
+        /* libpq's message spans lines ("...failed: ...\n\tIs the server
+         * running...?"): one line of it, white space folded */
+        const char *m = PQerrorMessage(p->conn);
+        size_t o = 0;
+        bool space = false;
+        for (; *m != '\0' && o + 1 < sizeof(p->last_error); m++) {
+            const bool ws = *m == '\n' || *m == '\t' || *m == '\r' || *m == ' ';
+            if (ws) {
+                space = o > 0;
+                continue;
+            }
+            if (space && o + 2 < sizeof(p->last_error)) {
+                p->last_error[o++] = ' ';
+            }
+            space = false;
+            p->last_error[o++] = *m;
+        }
+        p->last_error[o] = '\0';
+    }
     PQfinish(p->conn);
     p->conn = NULL;
 }

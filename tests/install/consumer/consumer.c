@@ -23,6 +23,9 @@
 #    include <streamguard/h2.h>
 #endif
 #include <streamguard/health.h>
+#if __has_include(<streamguard/health_pg.h>)
+#    include <streamguard/health_pg.h>
+#endif
 #include <streamguard/http.h>
 #if __has_include(<streamguard/ledger.h>)
 #    include <streamguard/ledger.h>
@@ -79,6 +82,13 @@ static int refused_outcome(void) {
         rv = -1;
     }
     sg_health_free(h);
+#if __has_include(<streamguard/health_pg.h>)
+    sg_health_pg_options *po = NULL; /* and sharing it, with PostgreSQL */
+    if (sg_health_pg_options_new(&po) != 0) {
+        rv = -1;
+    }
+    sg_health_pg_options_free(po);
+#endif
 #if __has_include(<streamguard/easy.h>)
     if (sg_easy_outcome(NULL) != SG_OUTCOME_NONE) {
         rv = -1;
