@@ -386,13 +386,16 @@ static bool serve_own(struct conn *c) {
      * single-threaded: nothing changes between the two) */
     sg_health *h = health_in_force(c->proxy);
     const int64_t now = now_ns();
-    size_t n = metrics_text(h, now, NULL, 0);
+    struct health_share_figures fig;
+    const struct health_share_figures *share =
+        health_share_figures(c->proxy, &fig) ? &fig : NULL;
+    size_t n = metrics_text(h, now, share, NULL, 0);
     char *text = malloc(n + 1);
     if (text == NULL) {
         reply_error(c, 503, "out of memory");
         return true;
     }
-    n = metrics_text(h, now, text, n + 1);
+    n = metrics_text(h, now, share, text, n + 1);
     char head[256];
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n"

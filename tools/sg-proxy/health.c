@@ -83,6 +83,29 @@ int health_apply(struct proxy *p, const struct health_settings *hs) {
     return sg_curl_multi_set_health(p->multi, hs->on ? h : NULL) == 0 ? 0 : -1;
 }
 
+#ifndef SG_HAVE_POSTGRESQL
+/* A library without its PostgreSQL part shares nothing
+ * (health_share.c is not built). */
+int health_share_start(struct proxy *p, const char *uri, const char *key_file, char *err,
+                       size_t errlen) {
+    (void)p;
+    (void)key_file;
+    return uri == NULL ? 0
+                       : ERR("--health-share: this sg-proxy was built without PostgreSQL "
+                             "(SG_WITH_POSTGRESQL)");
+}
+
+void health_share_free(struct proxy *p) {
+    (void)p;
+}
+
+bool health_share_figures(const struct proxy *p, struct health_share_figures *out) {
+    (void)p;
+    (void)out;
+    return false;
+}
+#endif
+
 sg_health *health_in_force(const struct proxy *p) {
     return p->health_on ? p->health : NULL;
 }

@@ -81,6 +81,10 @@ static void usage(FILE *f) {
         "                         breaker (5; 0: no breaker)\n"
         "  --breaker-cooldown D   how long it stays open the first time (5s)\n"
         "  --max-inflight N       attempts in flight per upstream (0: no limit)\n"
+        "  --health-share URI     share it with the other proxies of a fleet\n"
+        "                         through PostgreSQL (postgresql://...; at start)\n"
+        "  --health-key-file PATH the key every proxy of the fleet holds (16+ bytes;\n"
+        "                         else the environment's SG_PROXY_HEALTH_KEY)\n"
         "Clients:\n"
         "  --max-connections N    open at once (256); more are closed at once\n"
         "  --header-timeout D     a request head within D, a body's reads at most D\n"
@@ -111,6 +115,8 @@ static const struct option longopts[] = {
     {"drain", required_argument, NULL, OPT_GLOBAL},
     {"log", required_argument, NULL, OPT_GLOBAL},
     {"health", required_argument, NULL, OPT_GLOBAL},
+    {"health-share", required_argument, NULL, OPT_GLOBAL},
+    {"health-key-file", required_argument, NULL, OPT_GLOBAL},
     {"breaker-failures", required_argument, NULL, OPT_GLOBAL},
     {"breaker-cooldown", required_argument, NULL, OPT_GLOBAL},
     {"max-inflight", required_argument, NULL, OPT_GLOBAL},
@@ -152,7 +158,9 @@ struct settings {
     const char *listen;
     bool allow_remote;
     const char *log;
-    bool at_start; /* globals apply at start only; a reload ignores them */
+    bool at_start;               /* globals apply at start only; a reload ignores them */
+    const char *health_share;    /* health-share: the database's URI */
+    const char *health_key_file; /* health-key-file */
     /* endpoint health's: the file's and the flags', at start and on each
      * reload */
     struct health_settings health;
@@ -180,6 +188,15 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
     }
     if (strcmp(name, "listen") == 0) {
         s->listen = arg;
+    } else if (strcmp(name, "health-share") == 0) {
+        if (arg == NULL || (strncmp(arg, "postgresql://", 13) != 0 &&
+                            strncmp(arg, "postgres://", 11) != 0)) {
+            snprintf(err, errlen, "health-share takes a postgresql:// URI");
+            return -1;
+        }
+        s->health_share = arg;
+    } else if (strcmp(name, "health-key-file") == 0) {
+        s->health_key_file = arg;
     } else if (strcmp(name, "allow-remote") == 0) {
         s->allow_remote = arg == NULL || strcmp(arg, "true") == 0;
     } else if (strcmp(name, "log") == 0) {
@@ -559,6 +576,7 @@ int main(int argc, char **argv) {
     s.listen = "127.0.0.1:8787";
     health_settings_init(&s.health);
     int rv = parse_args(argc, argv, &p, &s);
+    char err[320];
     if (rv != 0) {
         return rv;
     }
@@ -583,6 +601,10 @@ int main(int argc, char **argv) {
         health_new(&p) != 0 || health_apply(&p, &s.health) != 0) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
         rv = 1;
+    } else if (health_share_start(&p, s.health_share, s.health_key_file, err,
+                                  sizeof(err)) != 0) {
+        fprintf(stderr, "%s: %s\n", prog, err);
+        rv = 2;
     } else {
         rv = listen_on(&p, s.listen, s.allow_remote);
     }
@@ -599,7 +621,8 @@ int main(int argc, char **argv) {
     conns_free(&p);
     routes_unref(p.routes);
     sg_curl_multi_free(p.multi);
-    sg_health_free(p.health); /* after the operations and the multi */
+    health_share_free(&p);
+    sg_health_free(p.health); /* after the operations, the multi and the share */
     if (curl) {
         curl_global_cleanup();
     }

@@ -459,7 +459,37 @@ static void upstreams_text(sg_health *h, int64_t now, char *b, size_t cap, size_
     }
 }
 
-size_t metrics_text(sg_health *health, int64_t now, char *b, size_t cap) {
+/* What sharing endpoint health with the other proxies did. */
+static void share_text(const struct health_share_figures *f, char *b, size_t cap,
+                       size_t *o) {
+    head(b, cap, o, "sg_proxy_health_share_connected", "gauge",
+         "1 while connected to the database endpoint health is shared through.");
+    add(b, cap, o, "sg_proxy_health_share_connected %d\n", f->connected ? 1 : 0);
+    head(b, cap, o, "sg_proxy_health_share_queued", "gauge",
+         "Facts learned here waiting for the database.");
+    add(b, cap, o, "sg_proxy_health_share_queued %u\n", (unsigned)f->queued);
+    head(b, cap, o, "sg_proxy_health_share_facts_total", "counter",
+         "Facts (an upstream cooling, its breaker open or closed): learned here, "
+         "published, dropped, expired; received from other proxies, applied, ignored.");
+    const struct {
+        const char *event;
+        uint64_t n;
+    } facts[] = {{"learned", f->learned},   {"published", f->published},
+                 {"dropped", f->dropped},   {"expired", f->expired},
+                 {"received", f->received}, {"applied", f->applied},
+                 {"ignored", f->ignored}};
+    for (size_t i = 0; i < sizeof(facts) / sizeof(facts[0]); i++) {
+        add(b, cap, o, "sg_proxy_health_share_facts_total{event=\"%s\"} %llu\n",
+            facts[i].event, (unsigned long long)facts[i].n);
+    }
+    head(b, cap, o, "sg_proxy_health_share_losses_total", "counter",
+         "Times the database was lost, or could not be reached.");
+    add(b, cap, o, "sg_proxy_health_share_losses_total %llu\n",
+        (unsigned long long)f->losses);
+}
+
+size_t metrics_text(sg_health *health, int64_t now,
+                    const struct health_share_figures *share, char *b, size_t cap) {
     size_t o = 0;
     if (b != NULL && cap > 0) {
         b[0] = '\0';
@@ -498,6 +528,9 @@ size_t metrics_text(sg_health *health, int64_t now, char *b, size_t cap) {
     token_histograms(b, cap, &o);
     if (health != NULL) {
         upstreams_text(health, now, b, cap, &o);
+    }
+    if (share != NULL) {
+        share_text(share, b, cap, &o);
     }
 #undef F
     return o;

@@ -24,7 +24,8 @@
  * sent from there once per pass of the loop; relay.h), answer.c (what
  * the client is told, in each provider's format), metrics.c (GET
  * /metrics), health.c (the process's endpoint health, and the answer to a
- * request it refused).
+ * request it refused), health_share.c (that health shared with the other
+ * proxies of a fleet through PostgreSQL).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -144,10 +145,11 @@ struct proxy {
     int lfd;   /* the listening socket, -1 once draining */
     int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
-    sg_health *health; /* the process's, made at start, kept across reloads */
-    bool health_on;    /* given to the multi (health = on) */
-    FILE *log;         /* one report line per operation */
-    int max_conns;     /* connections open at most */
+    sg_health *health;          /* the process's, made at start, kept across reloads */
+    bool health_on;             /* given to the multi (health = on) */
+    struct sg_health_pg *share; /* --health-share: NULL when not shared */
+    FILE *log;                  /* one report line per operation */
+    int max_conns;              /* connections open at most */
     int nconns;
     int64_t header_timeout;
     size_t max_body;
@@ -225,6 +227,22 @@ size_t answer_refused_body(enum answer_style style, sg_op_reason why, int status
  * (0, or -1). */
 int health_new(struct proxy *p);
 int health_apply(struct proxy *p, const struct health_settings *hs);
+/* health_share.c (health.c without PostgreSQL): at start, before any
+ * operation, endpoint health shared through the database @uri (NULL:
+ * not shared) under the key of @key_file (NULL: the environment's
+ * SG_PROXY_HEALTH_KEY); 0, or -1 with the reason in @err.  Its messages
+ * (the database lost, back) go to stderr. */
+int health_share_start(struct proxy *p, const char *uri, const char *key_file, char *err,
+                       size_t errlen);
+/* Stops sharing (before the object goes). */
+void health_share_free(struct proxy *p);
+/* What the share did, for /metrics: false when not sharing. */
+struct health_share_figures {
+    bool connected;
+    uint32_t queued;
+    uint64_t learned, published, dropped, expired, received, applied, ignored, losses;
+};
+bool health_share_figures(const struct proxy *p, struct health_share_figures *out);
 /* The object new operations share: NULL when health is off. */
 sg_health *health_in_force(const struct proxy *p);
 /* Answers the request of @c, when the library refused it for its
@@ -241,7 +259,9 @@ void metrics_observe(const char *route, const char *profile, const sg_op *op,
 /* The Prometheus text into @b (NUL-ended) as far as @cap allows; returns
  * its whole length, as snprintf does: it is all in @b when less than @cap
  * (@b NULL and @cap 0: the length alone).  With @health (not NULL), each
- * upstream it tracks at @now too. */
-size_t metrics_text(sg_health *health, int64_t now, char *b, size_t cap);
+ * upstream it tracks at @now too; with @share (not NULL), what sharing it
+ * with other processes did. */
+size_t metrics_text(sg_health *health, int64_t now,
+                    const struct health_share_figures *share, char *b, size_t cap);
 
 #endif
