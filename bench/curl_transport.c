@@ -13,7 +13,11 @@
  *      2 items under a 200 ms idle clock: CPU, RSS, expiry lateness p50/p99.
  *   5. Single-stream expiry lateness, 50 runs (p50/p99/max).
  *
+ *   6. Stall lateness of 1 and 1,000 streams, managed multi and a caller's
+ *      poll loop, with and without the file ledger.
+ *
  * Usage: bench_curl_transport PATH/TO/sg-fakemodel [events-for-cpu-test]
+ *            [sections, e.g. 46; default all]
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -337,6 +341,63 @@ static void conc_done(sg_curl_op *op, void *ud) {
     c->outcome = sg_curl_op_outcome(op);
 }
 
+/* Every event named @event in the server's log from request id @min_id on:
+ * its t_ns at v[id - min_id] (room for @n). */
+static void event_times(const char *event, int64_t min_id, int n, int64_t *v) {
+    char q[64];
+    snprintf(q, sizeof(q), "event=%s", event);
+    char *log = fetch_log(q);
+    for (const char *p = log != NULL ? strstr(log, "\"id\":") : NULL; p != NULL;
+         p = strstr(p + 1, "\"id\":")) {
+        int64_t id = atoll(p + 5);
+        const char *t = strstr(p, "\"t_ns\":");
+        if (t != NULL && id >= min_id && id < min_id + n) {
+            v[id - min_id] = atoll(t + 7);
+        }
+    }
+    free(log);
+}
+
+/* When the server saw each connection of the run whose stream i is tagged
+ * "@tag<i>." end (its client_gone), after the consumer was told the
+ * stream's outcome (@done_at[i], the same CLOCK_MONOTONIC): ms, sorted
+ * into @out; returns how many. */
+static int server_close_ms(const char *tag, int n, const int64_t *done_at, double *out) {
+    char *received = fetch_log("event=received");
+    int64_t *id_of = calloc((size_t)n, sizeof(int64_t));
+    int64_t min_id = -1;
+    size_t tl = strlen(tag);
+    for (const char *p = received != NULL ? strstr(received, tag) : NULL;
+         p != NULL && id_of != NULL; p = strstr(p + 1, tag)) {
+        const char *line = p;
+        while (line > received && line[-1] != '{') {
+            line--;
+        }
+        const char *f = strstr(line, "\"id\":");
+        long i = atol(p + tl);
+        if (f != NULL && i >= 0 && i < n) {
+            id_of[i] = atoll(f + 5);
+            min_id = min_id < 0 || id_of[i] < min_id ? id_of[i] : min_id;
+        }
+    }
+    free(received);
+    int64_t *gone = calloc((size_t)n * 2, sizeof(int64_t));
+    int k = 0;
+    if (min_id >= 0 && gone != NULL) {
+        event_times("client_gone", min_id, n * 2, gone);
+        for (int i = 0; i < n; i++) {
+            int64_t g = id_of[i] >= min_id ? gone[id_of[i] - min_id] : 0;
+            if (g > 0 && done_at[i] > 0) {
+                out[k++] = (double)(g - done_at[i]) / 1e6;
+            }
+        }
+    }
+    free(id_of);
+    free(gone);
+    qsort(out, (size_t)k, sizeof(double), cmpd);
+    return k;
+}
+
 static void concurrent(int n, int64_t idle, const char *label) {
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -347,9 +408,6 @@ static void concurrent(int n, int64_t idle, const char *label) {
     CURL **easy = calloc((size_t)n, sizeof(*easy));
     sg_curl_op **ops = calloc((size_t)n, sizeof(*ops));
     char url[256];
-    snprintf(url, sizeof(url),
-             "%s/v1/chat/completions?n=10&gap=20&stall_after=2&stall=forever&_t=conc",
-             base);
     sg_curl_multi *m;
     sg_curl_multi_new(&m, NULL);
     sg_op_options *po = NULL;
@@ -363,6 +421,10 @@ static void concurrent(int n, int64_t idle, const char *label) {
     double c0 = cpu_seconds();
     for (int i = 0; i < n; i++) {
         easy[i] = curl_easy_init();
+        snprintf(url, sizeof(url),
+                 "%s/v1/chat/completions?n=10&gap=20&stall_after=2&stall=forever"
+                 "&_t=conc.%d.",
+                 base, i);
         curl_easy_setopt(easy[i], CURLOPT_URL, url);
         sg_curl_op_new(&ops[i], easy[i], po, co, &cs[i]);
         sg_curl_multi_add(m, ops[i]);
@@ -398,6 +460,21 @@ static void concurrent(int n, int64_t idle, const char *label) {
             late[idle_ok - 1], cpu, cpu * 1e6 / n, rss_peak - rss0,
             (double)(rss_peak - rss0) / n);
     }
+    double *closed = calloc((size_t)n, sizeof(double));
+    int64_t *done_at = calloc((size_t)n, sizeof(int64_t));
+    for (int i = 0; i < n && done_at != NULL; i++) {
+        done_at[i] = cs[i].done_at;
+    }
+    int nc = closed != NULL && done_at != NULL
+                 ? server_close_ms("_t=conc.", n, done_at, closed)
+                 : 0;
+    if (nc > 0) {
+        printf("   the server saw %d connections end after their outcome was told: p50 "
+               "%.3f ms, p99 %.3f ms, max %.3f ms (its client_gone)\n",
+               nc, closed[nc / 2], closed[(nc * 99) / 100], closed[nc - 1]);
+    }
+    free(closed);
+    free(done_at);
     free(late);
     free(cs);
     free(easy);
@@ -548,20 +625,9 @@ static void lateness_table(void) {
     }
 }
 
-int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel [events]\n", argv[0]);
-        return 2;
-    }
-    long events = argc > 2 ? atol(argv[2]) : 1000000;
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-    if (start_server(argv[1]) != 0) {
-        fprintf(stderr, "could not start %s\n", argv[1]);
-        return 1;
-    }
-    printf("bench_curl_transport: libcurl %s, server %s\n\n",
-           curl_version_info(CURLVERSION_NOW)->version, base);
+/* ---- 1, 2, 5 ---------------------------------------------------------- */
 
+static void stall_detection(void) {
     /* 1. stall detection, 3 runs each */
     double sg[3], lc[3];
     char tag[32];
@@ -577,7 +643,9 @@ int main(int argc, char **argv) {
            "stall_started):\n   streamguard idle=1s aborts %.1f ms after the stall "
            "(%.1f ms late); libcurl LOW_SPEED 1/1 aborts %.1f ms after it; ratio %.1fx\n",
            sg[1], sg[1] - 1000, lc[1], lc[1] / sg[1]);
+}
 
+static void keepalive_trickle(void) {
     /* 2. keepalive trickle */
     double sgk = guarded_idle("sg_ka.", true, SG_SEC(1));
     double lck = plain_low_speed("lc_ka.", true, 15);
@@ -586,10 +654,9 @@ int main(int argc, char **argv) {
         "after the stall; libcurl LOW_SPEED 1/1 %s %.1f ms (capped by a 15 s "
         "CURLOPT_TIMEOUT)\n",
         sgk, lck >= 13000 ? "never aborts: still running at" : "aborts at", lck);
+}
 
-    cpu_per_item(events);
-    concurrent(1000, SG_MS(200), "4. One thread,");
-
+static void single_lateness(void) {
     /* 5. single stream lateness, 50 runs */
     enum { RUNS = 200 };
     double late[RUNS];
@@ -621,8 +688,41 @@ int main(int argc, char **argv) {
         "5. Single stream, idle=50ms, %d runs: expiry lateness p50 %.3f ms, p99 %.3f ms, "
         "max %.3f ms\n",
         RUNS, late[RUNS / 2], late[RUNS * 99 / 100], late[RUNS - 1]);
+}
 
-    lateness_table();
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel [events] [sections]\n", argv[0]);
+        return 2;
+    }
+    long events = argc > 2 ? atol(argv[2]) : 1000000;
+    const char *sections = argc > 3 ? argv[3] : "123456";
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (start_server(argv[1]) != 0) {
+        fprintf(stderr, "could not start %s\n", argv[1]);
+        return 1;
+    }
+    printf("bench_curl_transport: libcurl %s, server %s\n\n",
+           curl_version_info(CURLVERSION_NOW)->version, base);
+
+    if (strchr(sections, '1') != NULL) {
+        stall_detection();
+    }
+    if (strchr(sections, '2') != NULL) {
+        keepalive_trickle();
+    }
+    if (strchr(sections, '3') != NULL) {
+        cpu_per_item(events);
+    }
+    if (strchr(sections, '4') != NULL) {
+        concurrent(1000, SG_MS(200), "4. One thread,");
+    }
+    if (strchr(sections, '5') != NULL) {
+        single_lateness();
+    }
+    if (strchr(sections, '6') != NULL) {
+        lateness_table();
+    }
 
     kill(server_pid, SIGTERM);
     waitpid(server_pid, NULL, 0);

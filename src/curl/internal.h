@@ -43,10 +43,16 @@ struct sg_curl_options {
 struct sg_curl_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
     CURL *easy;
-    CURLM *multi;             /* where the transfers run */
-    sg_curl_multi *owner;     /* the managed multi driving this op, or NULL */
-    sg__dheap_node node;      /* in owner's deadline heap */
-    bool in_multi;            /* the easy handle is added to `multi` */
+    CURLM *multi;         /* where the transfers run */
+    sg_curl_multi *owner; /* the managed multi driving this op, or NULL */
+    sg__dheap_node node;  /* in owner's deadline heap */
+    bool in_multi;        /* the easy handle is added to `multi` */
+    /* An attempt the managed multi stopped whose transfer libcurl still
+     * holds (in_multi is already false): removed, its connection closed,
+     * once every clock due in the same step is decided and told. */
+    bool detach_pending;
+    struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
+    sg_curl_multi *detacher;                      /* whose list it is on */
     struct {                  /* the running attempt, as libcurl ran it */
         bool http_abort;      /* aborted on an error status */
         bool method_checked;  /* this attempt's first request was checked */
@@ -79,6 +85,13 @@ void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op);
 /* A hedge slot joins @m's deadline heap (not counted as running). */
 int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
+/* @op's stopped transfer joins @m's list of removals after the step's
+ * decisions, in decision order; sg__curl_multi_undefer takes it off. */
+void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op);
+void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op);
+/* Removes @op's transfer from libcurl now if a removal is pending
+ * (multi.c). */
+void sg__curl_op_detach_pending(sg_curl_op *op);
 /* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
 void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);

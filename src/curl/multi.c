@@ -34,6 +34,8 @@ struct sg_curl_multi {
     sg_retry_budget *retry_budget; /* for operations without their own */
     sg__watch intents;             /* operations waiting for their intent */
     sg__health_slot health;        /* for operations without their own */
+    sg_curl_op *detach_head;       /* stopped transfers to remove (op.c) */
+    sg_curl_op *detach_tail;
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -69,6 +71,46 @@ void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
         }
     }
     op->owner = NULL;
+}
+
+/* The list is FIFO: connections close in the order their streams were
+ * decided. */
+void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op) {
+    op->detach_pending = true;
+    op->detacher = m;
+    op->detach_next = NULL;
+    op->detach_prev = m->detach_tail;
+    if (m->detach_tail != NULL) {
+        m->detach_tail->detach_next = op;
+    } else {
+        m->detach_head = op;
+    }
+    m->detach_tail = op;
+}
+
+void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
+    if (op->detach_prev != NULL) {
+        op->detach_prev->detach_next = op->detach_next;
+    } else {
+        m->detach_head = op->detach_next;
+    }
+    if (op->detach_next != NULL) {
+        op->detach_next->detach_prev = op->detach_prev;
+    } else {
+        m->detach_tail = op->detach_prev;
+    }
+    op->detach_next = NULL;
+    op->detach_prev = NULL;
+    op->detacher = NULL;
+}
+
+void sg__curl_op_detach_pending(sg_curl_op *op) {
+    if (!op->detach_pending) {
+        return;
+    }
+    sg__curl_multi_undefer(op->detacher, op);
+    op->detach_pending = false;
+    curl_multi_remove_handle(op->multi, op->easy);
 }
 
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd) {
@@ -213,6 +255,9 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     if (m == NULL) {
         return;
     }
+    while (m->detach_head != NULL) {
+        sg__curl_op_detach_pending(m->detach_head); /* unlinks it */
+    }
     sg__dheap_node *top;
     while (sg__dheap_earliest(&m->heap, &top), top != NULL) {
         sg_curl_op *op = OP_OF(top);
@@ -262,15 +307,9 @@ static void drain_messages(sg_curl_multi *m) {
     }
 }
 
-/* Everything due at `now`: libcurl's timeout, then each operation whose
- * deadline has come (expiry, end of drain, end of backoff). */
-static void run_due(sg_curl_multi *m, int64_t now) {
-    int still;
-    if (m->curl_timer_at <= now) {
-        m->curl_timer_at = SG_TIME_NEVER;
-        curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
-        drain_messages(m);
-    }
+/* Each operation whose deadline has come at `now` (expiry, end of drain,
+ * end of backoff), decided and told. */
+static void decide_due(sg_curl_multi *m, int64_t now) {
     sg__dheap_node *top;
     while (sg__dheap_earliest(&m->heap, &top) <= now) {
         sg_curl_op *op = OP_OF(top);
@@ -283,6 +322,30 @@ static void run_due(sg_curl_multi *m, int64_t now) {
                               next > now ? next : sg_time_add(now, SG_MS(1)));
         }
         drain_messages(m);
+    }
+}
+
+/* Everything due at `now`: libcurl's timeout, then each operation whose
+ * deadline has come.  Every one is decided and told before any stopped
+ * transfer leaves libcurl (which closes its connection, some 30 us each):
+ * the last of a thousand streams expiring together does not wait for 999
+ * closes.  Between removals the clock is read again, so a deadline that
+ * comes due while they run is decided first; the server still sees each
+ * connection end within this step. */
+static void run_due(sg_curl_multi *m, int64_t now) {
+    int still;
+    if (m->curl_timer_at <= now) {
+        m->curl_timer_at = SG_TIME_NEVER;
+        curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
+        drain_messages(m);
+    }
+    decide_due(m, now);
+    while (m->detach_head != NULL) {
+        sg__curl_op_detach_pending(m->detach_head); /* unlinks it */
+        int64_t t = multi_now(m);
+        if (sg__dheap_earliest(&m->heap, NULL) <= t) {
+            decide_due(m, t);
+        }
     }
 }
 

@@ -247,10 +247,27 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
 /* ------------------------------------------------------ transport glue */
 
 static void detach_transfer(sg_curl_op *op) {
+    sg__curl_op_detach_pending(op);
     if (op->in_multi) {
         curl_multi_remove_handle(op->multi, op->easy);
         op->in_multi = false;
     }
+}
+
+/* A stopped attempt: under the managed multi its transfer leaves libcurl
+ * after every clock due at the same instant is decided (removing a
+ * transfer mid-body closes its connection, tens of microseconds that
+ * would make each later stream of a thousand expiring together that much
+ * later); the decision never waits on it.  No callback of ours runs on it
+ * meanwhile: libcurl is not driven before the removal. */
+static void stop_transfer(sg_curl_op *op) {
+    op->at.paused = false; /* its read waits for nothing now */
+    if (op->in_multi && op->owner != NULL) {
+        op->in_multi = false;
+        sg__curl_multi_defer_detach(op->owner, op);
+        return;
+    }
+    detach_transfer(op);
 }
 
 static int append_header(sg_curl_op *op, const char *line) {
@@ -312,6 +329,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
                      int64_t *now, sg_outcome *fail) {
     (void)now;
     sg_curl_op *op = OP_OF(lc);
+    sg__curl_op_detach_pending(op); /* the handle goes in again */
     memset(&op->at, 0, sizeof(op->at));
     if (op->root != NULL) {
         /* a hedge goes on a connection of its own, even to the same
@@ -388,7 +406,7 @@ static void tp_abort(sg__lifecycle *lc) {
         sg__lc_error(lc, "connect timed out (%s)",
                      tcp > 0 ? "after the TCP connect: TLS or a proxy" : "TCP connect");
     }
-    detach_transfer(op);
+    stop_transfer(op);
 }
 
 /* A request counts as sent once libcurl wrote all of it; until then the

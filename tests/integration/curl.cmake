@@ -20,3 +20,13 @@ if(resolver_ok)
   add_test(NAME integration.curl_resolver COMMAND curl_resolver_test)
   set_tests_properties(integration.curl_resolver PROPERTIES LABELS integration TIMEOUT 60)
 endif()
+
+# Streams expiring together: all told before any connection closes.
+sg_parts_check(expiry_ok curl_expiry_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_expiry_test.c)
+if(TARGET sg-fakemodel AND expiry_ok)
+  add_executable(curl_expiry_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_expiry_test.c)
+  target_link_libraries(curl_expiry_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+  target_compile_options(curl_expiry_test PRIVATE -Wall -Wextra)
+  add_test(NAME integration.curl_expiry COMMAND curl_expiry_test $<TARGET_FILE:sg-fakemodel>)
+  set_tests_properties(integration.curl_expiry PROPERTIES LABELS integration TIMEOUT 60)
+endif()

@@ -1,0 +1,151 @@
+/*
+ * Streams whose clocks expire together under the managed multi: every one
+ * is decided and told before any of their connections is closed, and every
+ * connection is closed within the same step.  The operations read a
+ * hand-driven clock; closing a socket moves it 5 ms on (a teardown that
+ * costs time), so a stream told after a close would be told late.  Real
+ * sockets against sg-fakemodel over loopback.
+ *
+ * Usage: curl_expiry_test PATH/TO/sg-fakemodel
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+#include <streamguard/curl.h>
+
+enum { STREAMS = 3 };
+
+static sg_manual_clock mc;
+static int closes; /* sockets libcurl closed */
+
+typedef struct stream {
+    int items;
+    bool done;
+    int64_t done_at;   /* the operation's clock when on_done ran */
+    int closes_before; /* sockets closed by then */
+    sg_outcome outcome;
+} stream;
+
+static int close_socket(void *clientp, curl_socket_t fd) {
+    (void)clientp;
+    closes++;
+    sg_manual_clock_advance(&mc, SG_MS(5));
+    return close(fd);
+}
+
+static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    ((stream *)ud)->items++;
+    return 0;
+}
+
+static void on_done(sg_curl_op *op, void *ud) {
+    stream *s = ud;
+    s->done = true;
+    s->done_at = sg_manual_clock_now(&mc);
+    s->closes_before = closes;
+    s->outcome = sg_curl_op_outcome(op);
+}
+
+static sg_curl_options *options(const sg_clock *clock) {
+    sg_stream_config f;
+    sg_stream_config_init(&f);
+    sg_curl_options *co = NULL;
+    assert_int_equal(sg_stream_config_set_terminal_data(&f, "[DONE]"), 0);
+    assert_int_equal(sg_curl_options_new(&co), 0);
+    assert_int_equal(sg_curl_options_set_framing(co, &f), 0);
+    assert_int_equal(sg_curl_options_set_clock(co, clock), 0);
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, on_done), 0);
+    return co;
+}
+
+static bool all_have_items(const stream *s) {
+    for (int i = 0; i < STREAMS; i++) {
+        if (s[i].items < 2) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Three streams stall after two items each; their 200 ms idle clocks
+ * expire at one instant of the hand-driven clock. */
+static void streams_expiring_together_are_all_told_before_any_close(void **state) {
+    (void)state;
+    sg_manual_clock_init(&mc, sg_clock_now(NULL));
+    closes = 0;
+    sg_clock clock = sg_manual_clock_as(&mc);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, &clock), 0);
+    sg_op_options *po = NULL;
+    assert_int_equal(sg_op_options_new(&po), 0);
+    assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
+    assert_int_equal(sg_op_options_set_first_item_timeout(po, SG_SEC(10)), 0);
+    assert_int_equal(sg_op_options_set_idle_timeout(po, SG_MS(200)), 0);
+    sg_curl_options *co = options(&clock);
+    stream s[STREAMS] = {{0}};
+    CURL *easy[STREAMS];
+    sg_curl_op *ops[STREAMS];
+    char url[256];
+    snprintf(url, sizeof(url),
+             "%s/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&_t=together.",
+             fm_group()->base);
+    for (int i = 0; i < STREAMS; i++) {
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &s[i]), 0);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    sg_op_options_free(po);
+    sg_curl_options_free(co);
+    /* the hand-driven clock stands still: no clock can expire here */
+    int64_t until = sg_clock_now(NULL) + SG_SEC(10);
+    while (!all_have_items(s) && sg_clock_now(NULL) < until) {
+        sg_curl_multi_step(m, SG_MS(20));
+    }
+    assert_true(all_have_items(s));
+    assert_int_equal(closes, 0);
+
+    sg_manual_clock_advance(&mc, SG_MS(200));
+    int64_t expiry = sg_manual_clock_now(&mc);
+    assert_int_equal(sg_curl_multi_step(m, 0), 0); /* one step ends them all */
+    for (int i = 0; i < STREAMS; i++) {
+        assert_true(s[i].done);
+        assert_int_equal(s[i].outcome, SG_OUTCOME_IDLE_TIMEOUT);
+        assert_int_equal(s[i].closes_before, 0);
+        assert_int_equal(s[i].done_at, expiry);
+    }
+    /* and the server saw every connection end in that same step */
+    assert_int_equal(closes, STREAMS);
+    for (int i = 0; i < STREAMS; i++) {
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
+        return 2;
+    }
+    *fm_group_binary() = argv[1];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(streams_expiring_together_are_all_told_before_any_close),
+    };
+    int rv = cmocka_run_group_tests(tests, fm_group_start, fm_group_stop);
+    curl_global_cleanup();
+    return rv;
+}
