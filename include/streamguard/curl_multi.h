@@ -194,7 +194,11 @@ SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
  * due; 0: do not wait; rounded up to whole ms) for sockets or the timer,
  * then run what is due.  The operations' callbacks run from inside this
- * call.  With @max_wait_ns < 0 and nothing running it returns at once.
+ * call.  Operations whose clocks are due together are all decided, and
+ * told (on_done, on_attempt), before any of their stopped transfers is
+ * removed from libcurl (which closes a connection mid-body); every one is
+ * removed before this call returns.  With @max_wait_ns < 0 and nothing
+ * running it returns at once.
  *
  * Returns the number of operations still running (>= 0), or one of the
  * following negative error codes:

@@ -136,11 +136,9 @@ static void streams_expiring_together_are_all_told_before_any_close(void **state
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
+    if (fm_group_args(argc, argv) != 0) {
         return 2;
     }
-    *fm_group_binary() = argv[1];
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_expiring_together_are_all_told_before_any_close),

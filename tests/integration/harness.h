@@ -107,6 +107,16 @@ static inline fm_server *fm_group(void) {
     static fm_server server;
     return &server;
 }
+/* A test program's one argument, the sg-fakemodel to start: 0, or 2 after
+ * printing the usage. */
+static inline int fm_group_args(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s PATH/TO/sg-fakemodel\n", argv[0]);
+        return 2;
+    }
+    *fm_group_binary() = argv[1];
+    return 0;
+}
 static inline int fm_group_start(void **state) {
     (void)state;
     return fm_start(fm_group(), *fm_group_binary());
