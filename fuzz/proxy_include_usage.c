@@ -20,6 +20,7 @@
 
 #include "../tools/sg-fakemodel/reqbody.c"
 #include "../tools/sg-proxy/include_usage.c"
+#include "around.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -35,24 +36,6 @@ static int asks(const char *b, size_t n) {
     memset(&s, 0, sizeof(s));
     sg_fm_body_scan_feed(&s, b, n);
     return sg_fm_body_asks_usage(&s);
-}
-
-/* The body with @pre before it and @post after it. */
-static char *around(const char *pre, const char *b, size_t n, const char *post,
-                    size_t *len) {
-    size_t a = strlen(pre);
-    size_t z = strlen(post);
-    char *w = malloc(a + n + z + 1);
-    if (w == NULL) {
-        abort();
-    }
-    memcpy(w, pre, a);
-    if (n > 0) {
-        memcpy(w + a, b, n);
-    }
-    memcpy(w + a + n, post, z);
-    *len = a + n + z;
-    return w;
 }
 
 static void edited(const char *b, size_t n, const struct iu_edit *e) {

@@ -5,6 +5,8 @@
  * it - not JSON, not streaming, a client that already said what it wants,
  * a stream_options that is not an object.  Each edited body is read again
  * by the same reader: it is JSON still, and a second pass leaves it.
+ * And a fallback's model override (body_model): only the top-level
+ * "model" string is replaced; a body that is not JSON says so.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -216,6 +218,109 @@ static void nesting_is_read_to_its_limit_and_no_further(void **state) {
     free(quiet);
 }
 
+/* @in with its top-level model replaced by the literal @lit: NULL when
+ * there is none to replace; *@rv body_model's answer. */
+static char *with_model(const char *in, const char *lit, int *rv) {
+    struct iu_edit e;
+    *rv = body_model(in, strlen(in), &e);
+    if (*rv != 1) {
+        return NULL;
+    }
+    assert_null(e.text);
+    e.text = lit;
+    size_t n = 0;
+    char *out = include_usage_apply(in, strlen(in), &e, &n);
+    assert_non_null(out);
+    assert_int_equal(n, strlen(out));
+    /* JSON still, and its model now the literal */
+    struct iu_edit again;
+    assert_int_equal(body_model(out, n, &again), 1);
+    assert_int_equal(again.cut, strlen(lit));
+    assert_memory_equal(out + again.at, lit, again.cut);
+    return out;
+}
+
+static void model_becomes(const char *in, const char *want) {
+    int rv;
+    char *out = with_model(in, "\"gpt-4o-mini\"", &rv);
+    if (out == NULL) {
+        fail_msg("no model replaced (%d), wanted: %s\n  body: %s", rv, want, in);
+    }
+    assert_string_equal(out, want);
+    free(out);
+}
+
+static void the_top_level_model_string_alone_is_replaced(void **state) {
+    (void)state;
+    model_becomes("{\"model\":\"gpt-4o\",\"stream\":true}",
+                  "{\"model\":\"gpt-4o-mini\",\"stream\":true}");
+    /* whitespace, and every other member, kept byte for byte */
+    model_becomes(
+        " {\n \"messages\" : [ {\"role\":\"user\",\"content\":\"the model\"} ] ,"
+        "\n \"model\" :\t\"gpt-4o\" \n} \n",
+        " {\n \"messages\" : [ {\"role\":\"user\",\"content\":\"the model\"} ] ,"
+        "\n \"model\" :\t\"gpt-4o-mini\" \n} \n");
+    /* a nested "model" and a "model" inside a string are not the top level */
+    model_becomes("{\"tools\":[{\"model\":\"x\"}],\"meta\":{\"model\":\"y\"},"
+                  "\"s\":\"\\\"model\\\":\\\"z\\\"\",\"model\":\"gpt-4o\"}",
+                  "{\"tools\":[{\"model\":\"x\"}],\"meta\":{\"model\":\"y\"},"
+                  "\"s\":\"\\\"model\\\":\\\"z\\\"\",\"model\":\"gpt-4o-mini\"}");
+    /* escapes in the value and in the key (compared decoded) */
+    model_becomes("{\"mod\\u0065l\":\"a\\\"b\\\\c\\u00e9\",\"n\":1}",
+                  "{\"mod\\u0065l\":\"gpt-4o-mini\",\"n\":1}");
+    /* the last of repeated keys counts, as JSON.parse has it */
+    model_becomes("{\"model\":\"a\",\"model\":\"b\"}",
+                  "{\"model\":\"a\",\"model\":\"gpt-4o-mini\"}");
+}
+
+static void a_body_without_a_top_level_model_string_is_left_alone(void **state) {
+    (void)state;
+    static const char *const none[] = {
+        "{}",
+        "{\"stream\":true}",
+        "{\"meta\":{\"model\":\"nested\"}}",
+        "{\"x\":\"\\\"model\\\":\\\"in a string\\\"\"}",
+        "{\"model\":null}",
+        "{\"model\":[\"a\"]}",
+        "{\"model\":\"a\",\"model\":7}", /* the last is not a string */
+        "[{\"model\":\"in an array\"}]",
+        "\"model\"",
+        "42",
+    };
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++) {
+        int rv;
+        char *out = with_model(none[i], "\"m\"", &rv);
+        if (out != NULL || rv != 0) {
+            fail_msg("not 0 (%d) for %s", rv, none[i]);
+        }
+    }
+}
+
+static void a_body_that_is_not_json_is_said_to_be_not_json(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "",
+        "{\"model\":\"gpt-4o\"",     /* cut short */
+        "{\"model\":\"gpt-4o\"} {}", /* two texts */
+        "{\"model\":\"gpt-4o\",}",   /* a trailing comma */
+        "{'model':'gpt-4o'}",        /* not JSON's quotes */
+        "{\"model\":\"a\\qb\"}",     /* not one of JSON's escapes */
+        "{\"model\":\"\xff\"}",      /* not UTF-8 */
+        "{\"model\":\"a\nb\"}",      /* a raw control character */
+        "model=gpt-4o&stream=true",  /* a form */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct iu_edit e;
+        if (body_model(bad[i], strlen(bad[i]), &e) != -1) {
+            fail_msg("not -1 for %s", bad[i]);
+        }
+    }
+    char *deep = nested(IU_MAX_DEPTH + 1, true);
+    struct iu_edit e;
+    assert_int_equal(body_model(deep, strlen(deep), &e), -1);
+    free(deep);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_stream_without_stream_options_gains_it_after_its_last_member),
@@ -225,6 +330,9 @@ int main(void) {
         cmocka_unit_test(the_last_stream_options_counts),
         cmocka_unit_test(a_body_that_is_not_json_is_left_alone),
         cmocka_unit_test(nesting_is_read_to_its_limit_and_no_further),
+        cmocka_unit_test(the_top_level_model_string_alone_is_replaced),
+        cmocka_unit_test(a_body_without_a_top_level_model_string_is_left_alone),
+        cmocka_unit_test(a_body_that_is_not_json_is_said_to_be_not_json),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

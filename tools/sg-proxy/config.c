@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "proxy.h"
@@ -108,6 +109,78 @@ static int route_price(struct route *r, const char *name, const char *arg, char 
                    name);
     }
     return rv;
+}
+
+/* A header line a fallback sends instead of the client's: "Name: value",
+ * a token name (not one of the connection's own), a value of printable
+ * bytes.  True when it is one. */
+static bool header_line_ok(const char *line) {
+    static const char *const own[] = {
+        "host",    "content-length", "transfer-encoding", "connection", "te",
+        "upgrade", "keep-alive",     "proxy-connection",  "expect"};
+    size_t n = 0;
+    while (line[n] != '\0' && line[n] != ':') {
+        unsigned char ch = (unsigned char)line[n];
+        if (ch <= ' ' || ch >= 0x7f || strchr("\"(),/;<=>?@[\\]{}", ch) != NULL) {
+            return false;
+        }
+        n++;
+    }
+    if (n == 0 || line[n] != ':') {
+        return false;
+    }
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++) {
+        if (strlen(own[i]) == n && strncasecmp(line, own[i], n) == 0) {
+            return false;
+        }
+    }
+    for (const char *v = line + n + 1; *v != '\0'; v++) {
+        if (((unsigned char)*v < ' ' && *v != '\t') || *v == 0x7f) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* header and model: the fallback's named just before (docs/sg-proxy.md,
+ * "FALLBACKS").  0, 1 when @name is neither, -1 with the reason in @err;
+ * the error never repeats a header's value (a credential). */
+static int fallback_option(struct route *r, const char *name, const char *arg, char *err,
+                           size_t errlen) {
+    bool header = strcmp(name, "header") == 0;
+    if (!header && strcmp(name, "model") != 0) {
+        return 1;
+    }
+    if (r->nfallback == 0 || r->price_for != r->nfallback) {
+        return ERR("%s is the fallback's named before it: give fallback first", name);
+    }
+    int i = r->nfallback - 1;
+    if (arg == NULL) {
+        return ERR("%s takes a value", name);
+    }
+    if (header) {
+        if (!header_line_ok(arg)) {
+            return ERR("header takes \"Name: value\" (a token name, not the "
+                       "connection's own; printable value)");
+        }
+        if (r->fb_nheader[i] == FB_MAX_HEADERS) {
+            return ERR("at most %d header lines a fallback", FB_MAX_HEADERS);
+        }
+        r->fb_header[i][r->fb_nheader[i]++] = arg;
+        return 0;
+    }
+    size_t n = strlen(arg);
+    for (size_t k = 0; k < n; k++) {
+        if ((unsigned char)arg[k] < ' ' || arg[k] == 0x7f) {
+            n = 0; /* a control character: refused below */
+        }
+    }
+    if (n == 0 || n > FB_MODEL_MAX) {
+        return ERR("model takes 1 to %d bytes, no control character", FB_MODEL_MAX);
+    }
+    r->fb_model[i] = arg;
+    r->any_model = true;
+    return 0;
 }
 
 /* Each endpoint's prices hold what a price needs, and go to the route's
@@ -228,6 +301,10 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
     }
     if (strncmp(name, "price-", 6) == 0) {
         return route_price(r, name, arg, err, errlen);
+    }
+    taken = fallback_option(r, name, arg, err, errlen);
+    if (taken != 1) {
+        return taken;
     }
     if (strcmp(name, "upstream") == 0) {
         r->price_for = 0;

@@ -49,6 +49,11 @@ struct conn {
     struct curl_slist *headers;
     char *url;
     char *body; /* the request body as it goes upstream, when not as read */
+    /* the body as it goes to the primary (NULL: none), and its top-level
+     * "model" literal (fallback.c: model_len 0 when it names none) */
+    const char *up_body;
+    size_t up_len;
+    size_t model_at, model_len;
     struct pending pend[1 + SG_OP_MAX_HEDGES];
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */
@@ -114,6 +119,23 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
 void reply_error(struct conn *c, int status, const char *what);
 void free_op(struct conn *c);
 void conn_free(struct conn *c);
+
+/* fallback.c: each fallback's own headers and model (docs/sg-proxy.md,
+ * "FALLBACKS"). */
+/* Reads @c's body as it goes to the primary (@body NULL: none): its
+ * top-level model, for the report.  0, or -1 when the route has a
+ * fallback's model to put in and the body is not JSON (answered 400). */
+int fallback_read_body(struct conn *c, const char *body, size_t len);
+/* Adds the endpoints of @c's route to @o (when it has fallbacks): the
+ * primary at @c->url, then each fallback at its URL joined to @target,
+ * with its own headers and its model.  0, or a negative code. */
+int fallback_endpoints(struct conn *c, sg_curl_options *o, const char *target,
+                       size_t target_len);
+/* The report line's "models": the model each attempt asked for, in the
+ * report's order of attempts (null where the body named none). */
+void fallback_models_fwrite(FILE *f, const struct conn *c);
+/* base + the client's target, or NULL (upstream.c). */
+char *url_join(const char *base, size_t base_len, const char *target, size_t tlen);
 
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */

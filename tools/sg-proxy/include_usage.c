@@ -8,9 +8,11 @@
  * top-level "stream" is true, where the top-level object's last member
  * ends, and of the last top-level "stream_options" its kind, where it
  * starts, where its last member ends and whether it has "include_usage".
- * A body that is not JSON is never edited, so the reader is strict: a
- * string's bytes must be UTF-8 and its escapes JSON's, a number RFC
- * 8259's.  One pass, no allocation; recursion bounded by IU_MAX_DEPTH.
+ * The same pass finds the last top-level "model" string, which a
+ * fallback's model override replaces (body_model).  A body that is not
+ * JSON is never edited, so the reader is strict: a string's bytes must be
+ * UTF-8 and its escapes JSON's, a number RFC 8259's.  One pass, no
+ * allocation; recursion bounded by IU_MAX_DEPTH.
  */
 #include "include_usage.h"
 
@@ -32,13 +34,15 @@ struct scan {
     size_t len;
     size_t i;
     unsigned depth;
-    bool stream;    /* the last top-level "stream" is the literal true */
-    size_t top_end; /* after the top-level object's last member */
-    int opt;        /* the last top-level stream_options: O_* */
-    size_t opt_at;  /* where its value starts */
-    size_t opt_end; /* an object: after its last member, or its '{' */
-    bool opt_empty; /* an object with no member */
-    bool opt_has;   /* an object with "include_usage" */
+    bool stream;                /* the last top-level "stream" is the literal true */
+    size_t top_end;             /* after the top-level object's last member */
+    int opt;                    /* the last top-level stream_options: O_* */
+    size_t opt_at;              /* where its value starts */
+    size_t opt_end;             /* an object: after its last member, or its '{' */
+    bool opt_empty;             /* an object with no member */
+    bool opt_has;               /* an object with "include_usage" */
+    bool model;                 /* the last top-level "model" is a string: */
+    size_t model_at, model_end; /* its literal, quotes included */
 };
 
 static bool value(struct scan *s, enum role role);
@@ -235,6 +239,16 @@ static bool member(struct scan *s, enum role role, const char *key, size_t klen)
         s->stream = s->p[v] == 't'; /* the only value starting so is true */
         return true;
     }
+    if (role == R_TOP && is_key(key, klen, "model")) {
+        if (!value(s, R_PLAIN)) {
+            return false;
+        }
+        /* the last one counts: a string, or nothing to replace */
+        s->model = s->p[v] == '"';
+        s->model_at = v;
+        s->model_end = s->i;
+        return true;
+    }
     if (role == R_TOP && is_key(key, klen, "stream_options")) {
         /* the last one counts: what an earlier one said goes */
         s->opt = at(s, '{') ? O_OBJECT : at(s, 'n') ? O_NULL : O_OTHER;
@@ -352,18 +366,24 @@ static bool value(struct scan *s, enum role role) {
     }
 }
 
-bool include_usage_edit(const char *body, size_t len, struct iu_edit *e) {
-    struct scan s;
-    memset(&s, 0, sizeof(s));
-    s.p = (const unsigned char *)body;
-    s.len = len;
-    ws(&s);
-    if (!at(&s, '{') || !value(&s, R_TOP)) {
+/* @body[0..@len) read whole into *@s: false when it is not one JSON
+ * text (nothing but whitespace around it). */
+static bool scan_body(struct scan *s, const char *body, size_t len) {
+    memset(s, 0, sizeof(*s));
+    s->p = (const unsigned char *)body;
+    s->len = len;
+    ws(s);
+    if (!value(s, R_TOP)) {
         return false;
     }
-    ws(&s);
-    if (s.i != len || !s.stream) {
-        return false; /* more than one JSON text, or no stream */
+    ws(s);
+    return s->i == len;
+}
+
+bool include_usage_edit(const char *body, size_t len, struct iu_edit *e) {
+    struct scan s;
+    if (!scan_body(&s, body, len) || !s.stream) {
+        return false; /* not one JSON text, or no stream */
     }
     e->cut = 0;
     switch (s.opt) {
@@ -383,6 +403,20 @@ bool include_usage_edit(const char *body, size_t len, struct iu_edit *e) {
     default:
         return false; /* not an object: the upstream's to refuse */
     }
+}
+
+int body_model(const char *body, size_t len, struct iu_edit *e) {
+    struct scan s;
+    if (!scan_body(&s, body, len)) {
+        return -1;
+    }
+    if (!s.model) {
+        return 0;
+    }
+    e->at = s.model_at;
+    e->cut = s.model_end - s.model_at;
+    e->text = NULL;
+    return 1;
 }
 
 char *include_usage_apply(const char *body, size_t len, const struct iu_edit *e,

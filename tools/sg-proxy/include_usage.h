@@ -20,7 +20,7 @@
 struct iu_edit {
     size_t at;
     size_t cut;
-    const char *text; /* a static string */
+    const char *text; /* NUL-ended, outlives the edit's apply */
 };
 
 /*
@@ -36,6 +36,18 @@ struct iu_edit {
  * (true or false: the client's choice), stream_options not an object.
  */
 bool include_usage_edit(const char *body, size_t len, struct iu_edit *e);
+
+/*
+ * A fallback's model override (docs/sg-proxy.md, "FALLBACKS"): where the
+ * top-level "model" of @body[0..@len) is.  1 with @e->at and @e->cut the
+ * last top-level "model"'s string literal, quotes included (the last of
+ * repeated keys counts, as JSON.parse has it; keys are compared decoded),
+ * @e->text NULL for the caller to set; 0 when the body is one JSON text
+ * (as include_usage_edit reads one) with no such string - not an object,
+ * no "model", or one that is not a string; -1 when it is not JSON.  A
+ * "model" nested deeper or inside a string is never the top-level one.
+ */
+int body_model(const char *body, size_t len, struct iu_edit *e);
 
 /* @body with @e applied, in a new buffer of *@out_len bytes (the caller
  * frees it); NULL when the memory is not there. */

@@ -48,6 +48,10 @@ static void usage(FILE *f) {
         "                         openai-responses, anthropic, gemini, ollama,\n"
         "                         bedrock-converse, bedrock-invoke\n"
         "  --fallback URL         another upstream, in order (repeatable, 15)\n"
+        "  --header 'Name: value' the --fallback just before sends it instead of\n"
+        "                         the client's header of that name (repeatable, 8)\n"
+        "  --model NAME           the --fallback just before asks for NAME: the\n"
+        "                         JSON body's top-level \"model\" replaced\n"
         "  --cacert FILE          CA certificates for https:// upstreams\n"
         "Clocks, retries, hedging (as sg-stream's):\n"
         "  --budget D             the whole operation (60s); an inbound X-Deadline-Ms,\n"
@@ -123,6 +127,8 @@ static const struct option longopts[] = {
     {"upstream", required_argument, NULL, OPT_ROUTE},
     {"profile", required_argument, NULL, OPT_ROUTE},
     {"fallback", required_argument, NULL, OPT_ROUTE},
+    {"header", required_argument, NULL, OPT_ROUTE},
+    {"model", required_argument, NULL, OPT_ROUTE},
     {"cacert", required_argument, NULL, OPT_ROUTE},
     {"budget", required_argument, NULL, OPT_ROUTE},
     {"first-item", required_argument, NULL, OPT_ROUTE},

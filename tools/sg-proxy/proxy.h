@@ -43,6 +43,8 @@
 #include "sgx/json.h"
 
 #define MAX_FALLBACKS 15
+#define FB_MAX_HEADERS 8 /* header lines of one fallback, at most */
+#define FB_MODEL_MAX 256 /* a fallback's model, bytes at most */
 #define MAX_ROUTES 64
 #define PROXY_MAX_HEAD SG_FM_H1_MAX_HEAD
 
@@ -65,6 +67,12 @@ struct route {
     const char *fallback[MAX_FALLBACKS];
     size_t fallback_len[MAX_FALLBACKS];
     int nfallback;
+    /* each fallback's own: header lines ("Name: value", replacing the
+     * client's of that name) and model (NULL: the client's) */
+    const char *fb_header[MAX_FALLBACKS][FB_MAX_HEADERS];
+    int fb_nheader[MAX_FALLBACKS];
+    const char *fb_model[MAX_FALLBACKS];
+    bool any_model; /* some fallback has a model: bodies must be JSON */
     const char *profile;
     sg_stream_config framing;
     sg_op_options *policy; /* the route's (owned); a request's is a copy */

@@ -237,8 +237,10 @@ static void log_report(struct conn *c) {
         rv = sg_curl_op_report(c->op, buf, need, NULL);
     }
     if (rv == 0) {
-        fprintf(p->log, "{\"route\":\"%s\",\"client\":\"%s\",\"report\":%s}\n",
-                c->route->name, c->peer, buf);
+        fprintf(p->log, "{\"route\":\"%s\",\"client\":\"%s\",\"models\":", c->route->name,
+                c->peer);
+        fallback_models_fwrite(p->log, c);
+        fprintf(p->log, ",\"report\":%s}\n", buf);
         fflush(p->log);
     }
     if (buf != small) {
@@ -426,8 +428,7 @@ static int add_line(void *ud, const char *line) {
     return 0;
 }
 
-/* base + the client's target, or NULL. */
-static char *join(const char *base, size_t base_len, const char *target, size_t tlen) {
+char *url_join(const char *base, size_t base_len, const char *target, size_t tlen) {
     char *u = malloc(base_len + tlen + 1);
     if (u != NULL) {
         memcpy(u, base, base_len);
@@ -491,7 +492,8 @@ static bool inbound_deadline(struct conn *c, int64_t *deadline) {
 
 /* The operation's options: the route's framing and CA, the request's
  * headers, the deadline stamp, and the URL then each fallback (joined to
- * the same target).  0, or a negative code (no memory). */
+ * the same target, with its own headers and model: fallback.c).  0, or a negative code
+ * (no memory). */
 static int upstream_options(struct conn *c, const char *target, size_t target_len,
                             sg_curl_options **out) {
     const struct route *r = c->route;
@@ -512,14 +514,8 @@ static int upstream_options(struct conn *c, const char *target, size_t target_le
     if (rv == 0) {
         rv = sg_curl_options_set_cafile(o, r->cafile);
     }
-    if (rv == 0 && r->nfallback > 0) {
-        rv = sg_curl_options_add_endpoint(o, c->url, NULL, NULL, 0);
-    }
-    for (int i = 0; rv == 0 && i < r->nfallback; i++) {
-        char *url = join(r->fallback[i], r->fallback_len[i], target, target_len);
-        rv =
-            url != NULL ? sg_curl_options_add_endpoint(o, url, NULL, NULL, 0) : SG_ENOMEM;
-        free(url);
+    if (rv == 0) {
+        rv = fallback_endpoints(c, o, target, target_len);
     }
     if (rv != 0) {
         sg_curl_options_free(o);
@@ -569,7 +565,7 @@ void start_operation(struct conn *c) {
     const char *target = q->req.target + r->prefix_len;
     size_t target_len = q->req.target_len - r->prefix_len;
     c->state = C_UPSTREAM;
-    c->url = join(r->upstream, r->upstream_len, target, target_len);
+    c->url = url_join(r->upstream, r->upstream_len, target, target_len);
     c->easy = curl_easy_init();
     if (c->url == NULL || c->easy == NULL) {
         reply_error(c, 503, "out of memory");
@@ -588,6 +584,12 @@ void start_operation(struct conn *c) {
         size_t len = q->body_len;
         if (with_usage(c, target, target_len, &body, &len) != 0) {
             reply_error(c, 503, "out of memory");
+            return;
+        }
+        if (fallback_read_body(c, body, len) != 0) {
+            reply_error(c, 400,
+                        "the request body is not JSON: the route's fallbacks replace "
+                        "its \"model\"");
             return;
         }
         curl_easy_setopt(e, CURLOPT_POSTFIELDS, body);

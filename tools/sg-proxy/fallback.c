@@ -1,0 +1,157 @@
+/*
+ * fallback.c - each fallback's own headers and model (docs/sg-proxy.md,
+ * "FALLBACKS"): a route may send a fallback - another deployment, or
+ * another provider of the same API - with its own credential and its own
+ * model name.  The operation's endpoints carry them (the library's
+ * per-endpoint headers and body, sg_curl_options_add_endpoint); the
+ * report line names the model each attempt asked for.
+ *
+ * A fallback's header lines replace the client's lines of the same names
+ * (compared without case) and are never logged.  Its model replaces the
+ * body's top-level "model" string and nothing else (include_usage.c's
+ * reader finds it); a body that is not JSON cannot be rewritten without
+ * mangling it, so on such a route it is refused before anything is sent.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "conn.h"
+#include "include_usage.h"
+#include "sgx/json.h"
+
+int fallback_read_body(struct conn *c, const char *body, size_t len) {
+    c->up_body = body;
+    c->up_len = len;
+    c->model_len = 0;
+    if (len == 0) {
+        return 0; /* no body: nothing to rewrite */
+    }
+    struct iu_edit e;
+    int rv = body_model(body, len, &e);
+    if (rv == 1) {
+        c->model_at = e.at;
+        c->model_len = e.cut;
+    }
+    return rv < 0 && c->route->any_model ? -1 : 0;
+}
+
+/* Whether the header line @line ("Name: value") is named by one of
+ * @lines. */
+static bool named_in(const char *line, const char *const *lines, int n) {
+    const char *colon = strchr(line, ':');
+    size_t len = colon != NULL ? (size_t)(colon - line) : strlen(line);
+    for (int i = 0; i < n; i++) {
+        if (strncasecmp(lines[i], line, len) == 0 && lines[i][len] == ':') {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The client's lines less those fallback @i names, then its own: a new
+ * list, or NULL when the memory is not there. */
+static struct curl_slist *fallback_headers(const struct conn *c, int i) {
+    const struct route *r = c->route;
+    struct curl_slist *out = NULL;
+    for (const struct curl_slist *l = c->headers; l != NULL; l = l->next) {
+        if (named_in(l->data, r->fb_header[i], r->fb_nheader[i])) {
+            continue;
+        }
+        struct curl_slist *s = curl_slist_append(out, l->data);
+        if (s == NULL) {
+            curl_slist_free_all(out);
+            return NULL;
+        }
+        out = s;
+    }
+    for (int k = 0; k < r->fb_nheader[i]; k++) {
+        struct curl_slist *s = curl_slist_append(out, r->fb_header[i][k]);
+        if (s == NULL) {
+            curl_slist_free_all(out);
+            return NULL;
+        }
+        out = s;
+    }
+    return out;
+}
+
+/* The body fallback @i sends: the primary's with its model literal
+ * replaced (a new buffer in *@own, freed by the caller), or the primary's
+ * as it is.  0, or SG_ENOMEM. */
+static int fallback_body(const struct conn *c, int i, const char **body, size_t *len,
+                         char **own) {
+    const char *model = c->route->fb_model[i];
+    *own = NULL;
+    *body = c->up_body;
+    *len = c->up_len;
+    if (model == NULL || c->model_len == 0) {
+        return 0;
+    }
+    size_t ml = strlen(model); /* at most FB_MODEL_MAX (config.c) */
+    char lit[SGX_JSON_ESCAPE_MAX(FB_MODEL_MAX)];
+    size_t ll = sgx_json_escape(lit, sizeof(lit), model, ml);
+    char text[sizeof(lit) + 1];
+    memcpy(text, lit, ll);
+    text[ll] = '\0';
+    struct iu_edit e = {.at = c->model_at, .cut = c->model_len, .text = text};
+    *own = include_usage_apply(c->up_body, c->up_len, &e, len);
+    *body = *own;
+    return *own != NULL ? 0 : SG_ENOMEM;
+}
+
+int fallback_endpoints(struct conn *c, sg_curl_options *o, const char *target,
+                       size_t target_len) {
+    const struct route *r = c->route;
+    if (r->nfallback == 0) {
+        return 0;
+    }
+    /* with a model to put in, every endpoint gets its body (the library
+     * then takes none from the easy handle) */
+    bool bodies = r->any_model && c->up_body != NULL;
+    int rv = sg_curl_options_add_endpoint(o, c->url, NULL, bodies ? c->up_body : NULL,
+                                          bodies ? c->up_len : 0);
+    for (int i = 0; rv == 0 && i < r->nfallback; i++) {
+        char *url = url_join(r->fallback[i], r->fallback_len[i], target, target_len);
+        struct curl_slist *h = r->fb_nheader[i] > 0 ? fallback_headers(c, i) : NULL;
+        const char *body = NULL;
+        size_t len = 0;
+        char *own = NULL;
+        rv = url == NULL || (r->fb_nheader[i] > 0 && h == NULL) ? SG_ENOMEM : 0;
+        if (rv == 0 && bodies) {
+            rv = fallback_body(c, i, &body, &len, &own);
+        }
+        if (rv == 0) {
+            rv = sg_curl_options_add_endpoint(o, url, h, body, len);
+        }
+        free(own);
+        curl_slist_free_all(h);
+        free(url);
+    }
+    return rv;
+}
+
+void fallback_models_fwrite(FILE *f, const struct conn *c) {
+    const sg_op *pol = c->op != NULL ? sg_curl_op_policy(c->op) : NULL;
+    uint32_t n = pol != NULL ? sg_op_attempt_count(pol) : 0;
+    fputc('[', f);
+    for (uint32_t i = 0; i < n; i++) {
+        const sg_op_attempt *a = sg_op_attempt_at(pol, i);
+        uint32_t ep = a != NULL ? a->endpoint : 0;
+        const char *model =
+            ep > 0 && (int)ep <= c->route->nfallback ? c->route->fb_model[ep - 1] : NULL;
+        if (i > 0) {
+            fputc(',', f);
+        }
+        if (model != NULL && c->model_len > 0) {
+            (void)sgx_json_fwrite_string(f, model, strlen(model));
+        } else if (c->model_len > 0) {
+            /* the client's literal as it was read: JSON already */
+            fwrite(c->up_body + c->model_at, 1, c->model_len, f);
+        } else {
+            fputs("null", f);
+        }
+    }
+    fputc(']', f);
+}
