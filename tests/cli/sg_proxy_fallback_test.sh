@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# sg-proxy's fallbacks to another deployment of the same API, each with its
+# own credential and model (docs/sg-proxy.md, "FALLBACKS"): an
+# OpenAI-shaped primary (one sg-fakemodel, failing with a 503) falls back
+# to another host (a second sg-fakemodel) with another key and another
+# model.  Both record every request byte for byte (--record): the primary
+# saw the client's key and model, the fallback its own key and model, the
+# rest of the body as the client wrote it; the client got the fallback's
+# stream; the report line names the model each attempt asked for and no
+# key.  A body that is not JSON on such a route is refused with a 400 and
+# nothing goes upstream; misplaced or bad keys are usage errors.
+# Usage: sg_proxy_fallback_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_recording_upstream
+
+check() {
+    if eval "$2"; then pass "$1"; else fail "$1${3:+: $3}"; fi
+}
+
+px_recording_upstream # the primary: UP, REC, recorded TAG
+# the fallback: another sg-fakemodel, on "localhost" (another host name)
+REC2=$FM_DIR/rec2
+mkdir -p "$REC2"
+"$FM" --port 0 --quiet --record "$REC2" >"$FM_DIR/fm2.out" 2>"$FM_DIR/fm2.err" &
+FM2_PID=$!
+PX_PIDS+=("$FM2_PID")
+FM2_PORT=$(read_port "$FM2_PID" "$FM_DIR/fm2.out" "$FM_DIR/fm2.err" "sg-fakemodel 2") || exit 1
+UP2=http://localhost:$FM2_PORT
+
+# recorded2 TAG: the fallback's file for the request with _t=TAG.
+recorded2() {
+    local id
+    id=$(curl -sS -m 5 "http://127.0.0.1:$FM2_PORT/_log?event=received" |
+        grep "_t=$1[&\"]" | grep -o '"id":[0-9]*' | head -n 1 | cut -d: -f2)
+    [ -n "$id" ] && [ -f "$REC2/$id.req" ] && echo "$REC2/$id.req"
+}
+body_in() { sed -e '1,/^\r$/d' "$1"; }
+auth_in() { grep -i '^authorization:' "$1" | tr -d '\r'; }
+
+cat >"$FM_DIR/proxy.conf" <<CONF
+[route oa]
+prefix = /oa
+upstream = $UP/v1
+profile = openai
+attempts = 2
+backoff-base = 1ms
+fallback = $UP2/v1
+header = Authorization: Bearer sk-FALLBACK-secret
+model = gpt-4o-mini
+CONF
+px_start F --config "$FM_DIR/proxy.conf"
+B=http://127.0.0.1:$PX_PORT
+
+# fail_first counts per Idempotency-Key in each server: the fallback's
+# first request with the key is spent here, so that the primary (its
+# first) fails and the fallback (its second) streams.
+Q='n=3&status=503&fail_first=1'
+curl -s -o /dev/null -m 5 -H 'Idempotency-Key: fb-1' -d '{}' \
+    "$UP2/v1/chat/completions?$Q&_t=warm"
+BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"say \"model\": x"}],"meta":{"model":"keep"},"stream":true}'
+WANT2='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say \"model\": x"}],"meta":{"model":"keep"},"stream":true}'
+curl -sN -m 10 -o "$FM_DIR/fb.resp" -D "$FM_DIR/fb.head" -H 'Content-Type: application/json' \
+    -H 'Authorization: Bearer sk-PRIMARY-secret' -H 'Idempotency-Key: fb-1' \
+    --data-binary "$BODY" "$B/oa/chat/completions?$Q&_t=fb"
+
+p=$(recorded fb)
+f=$(recorded2 fb)
+check "the primary received the request" '[ -n "$p" ]'
+check "the fallback received the request" '[ -n "$f" ]'
+if [ -n "$p" ] && [ -n "$f" ]; then
+    check "the primary saw the client's key" \
+        '[ "$(auth_in "$p")" = "Authorization: Bearer sk-PRIMARY-secret" ]' "$(auth_in "$p")"
+    check "the primary saw the client's body, its model gpt-4o" \
+        '[ "$(body_in "$p")" = "$BODY" ]' "$(body_in "$p")"
+    check "the fallback saw its own key, once, not the client's" \
+        '[ "$(auth_in "$f")" = "Authorization: Bearer sk-FALLBACK-secret" ]' "$(auth_in "$f")"
+    check "the fallback saw model gpt-4o-mini, the rest of the body as written" \
+        '[ "$(body_in "$f")" = "$WANT2" ]' "$(body_in "$f")"
+    check "... with that body's Content-Length" \
+        '[ "$(grep -i "^content-length:" "$f" | tr -dc 0-9)" = "${#WANT2}" ]'
+fi
+check "the client got the fallback's stream whole" \
+    'grep -q "^HTTP/1.1 200" "$FM_DIR/fb.head" && [ "$(tail -n 2 "$FM_DIR/fb.resp" | head -n 1)" = "data: [DONE]" ]' \
+    "$(head -c 400 "$FM_DIR/fb.resp")"
+# the report line is written as the operation ends: wait up to 2 s for it
+for _ in $(seq 1 100); do
+    line=$(grep '"route":"oa"' "$FM_DIR/F.out" | head -n 1)
+    [ -n "$line" ] && break
+    sleep 0.02
+done
+check "the report line names the model each attempt asked for" \
+    '[ "$(jq -c .models <<<"$line")" = "[\"gpt-4o\",\"gpt-4o-mini\"]" ] &&
+     [ "$(jq -r ".report.attempts[1].endpoint" <<<"$line")" = "http://localhost:$FM2_PORT/v1/chat/completions" ] &&
+     [ "$(jq -r .report.outcome <<<"$line")" = ok ]' "$line"
+check "no key in the report line" '! grep -q "secret" "$FM_DIR/F.out"'
+
+# a body that is not JSON cannot take the fallback's model: 400, nothing sent
+before=$(px_received)
+code=$(curl -s -m 10 -o "$FM_DIR/bad.resp" -w '%{http_code}' -H 'Content-Type: application/json' \
+    --data-binary '{"model":"gpt-4o",' "$B/oa/chat/completions?n=3&_t=bad")
+check "a body that is not JSON: 400, saying why" \
+    '[ "$code" = 400 ] && grep -q "not JSON" "$FM_DIR/bad.resp"' "$code $(cat "$FM_DIR/bad.resp")"
+check "... and nothing went upstream" '[ "$(px_received)" = "$before" ] && [ -z "$(recorded2 bad)" ]'
+
+# a body without a top-level model goes as written to both
+curl -s -o /dev/null -m 5 -H 'Idempotency-Key: fb-2' -d '{}' "$UP2/v1/chat/completions?$Q&_t=warm2"
+NOM='{"messages":[],"meta":{"model":"nested"},"stream":true}'
+curl -sN -m 10 -o /dev/null -H 'Idempotency-Key: fb-2' --data-binary "$NOM" \
+    "$B/oa/chat/completions?$Q&_t=nom"
+f=$(recorded2 nom)
+check "a body without a top-level model reaches the fallback as written" \
+    '[ -n "$f" ] && [ "$(body_in "$f")" = "$NOM" ]'
+
+# the keys' errors
+usage_err() {
+    local want=$1
+    shift
+    local err
+    err=$("$PX" --listen 127.0.0.1:0 "$@" 2>&1 >/dev/null)
+    check "usage error: $want" '[ $? -ne 0 ] && grep -qF "$want" <<<"$err"' "$err"
+}
+usage_err "model is the fallback's named before it" --upstream "$UP" --model m
+usage_err "header is the fallback's named before it" --upstream "$UP" --header 'A: b'
+usage_err 'header takes "Name: value"' --upstream "$UP" --fallback "$UP2" --header 'no colon'
+usage_err 'header takes "Name: value"' --upstream "$UP" --fallback "$UP2" --header 'Host: x'
+usage_err "model takes 1 to 256 bytes" --upstream "$UP" --fallback "$UP2" --model ''
+
+px_stop_all
+fm_finish
