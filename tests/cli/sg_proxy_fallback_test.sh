@@ -60,7 +60,8 @@ curl -s -o /dev/null -m 5 -H 'Idempotency-Key: fb-1' -d '{}' \
 BODY='{"model":"gpt-4o","messages":[{"role":"user","content":"say \"model\": x"}],"meta":{"model":"keep"},"stream":true}'
 WANT2='{"model":"gpt-4o-mini","messages":[{"role":"user","content":"say \"model\": x"}],"meta":{"model":"keep"},"stream":true}'
 curl -sN -m 10 -o "$FM_DIR/fb.resp" -D "$FM_DIR/fb.head" -H 'Content-Type: application/json' \
-    -H 'Authorization: Bearer sk-PRIMARY-secret' -H 'Idempotency-Key: fb-1' \
+    -H 'Authorization: Bearer sk-PRIMARY-secret' -H 'x-api-key: sk-PRIMARY-secret2' \
+    -H 'X-Trace: t-1' -H 'Idempotency-Key: fb-1' \
     --data-binary "$BODY" "$B/oa/chat/completions?$Q&_t=fb"
 
 p=$(recorded fb)
@@ -74,6 +75,10 @@ if [ -n "$p" ] && [ -n "$f" ]; then
         '[ "$(body_in "$p")" = "$BODY" ]' "$(body_in "$p")"
     check "the fallback saw its own key, once, not the client's" \
         '[ "$(auth_in "$f")" = "Authorization: Bearer sk-FALLBACK-secret" ]' "$(auth_in "$f")"
+    check "... and none of the client's credentials under another name" \
+        '! grep -qi "^x-api-key:" "$f" && ! grep -q PRIMARY "$f"'
+    check "... and the client's other headers" 'grep -q "^X-Trace: t-1" "$f"'
+    check "the primary saw the client's x-api-key too" 'grep -q "^x-api-key: sk-PRIMARY-secret2" "$p"'
     check "the fallback saw model gpt-4o-mini, the rest of the body as written" \
         '[ "$(body_in "$f")" = "$WANT2" ]' "$(body_in "$f")"
     check "... with that body's Content-Length" \

@@ -7,7 +7,8 @@
  * report line names the model each attempt asked for.
  *
  * A fallback's header lines replace the client's lines of the same names
- * (compared without case) and are never logged.  Its model replaces the
+ * (compared without case) and are never logged; a fallback with its own
+ * credential header gets none of the client's credential headers.  Its model replaces the
  * body's top-level "model" string and nothing else (include_usage.c's
  * reader finds it); a body that is not JSON cannot be rewritten without
  * mangling it, so on such a route it is refused before anything is sent.
@@ -50,13 +51,29 @@ static bool named_in(const char *line, const char *const *lines, int n) {
     return false;
 }
 
-/* The client's lines less those fallback @i names, then its own: a new
- * list, or NULL when the memory is not there. */
+/* Whether @line is a credential header: the names endpoint health keys
+ * an upstream's credential by (docs/sg-proxy.md, "ENDPOINT HEALTH"). */
+static bool credential(const char *line) {
+    static const char *const names[] = {
+        "authorization:", "x-api-key:", "api-key:", "x-goog-api-key:"};
+    return named_in(line, names, 4);
+}
+
+/* The client's lines less those fallback @i names (and less every
+ * credential header, when it names one), then its own: a new list, or
+ * NULL when the memory is not there. */
 static struct curl_slist *fallback_headers(const struct conn *c, int i) {
     const struct route *r = c->route;
+    /* a fallback with a credential of its own gets none of the client's,
+     * under whatever name: another provider never sees the client's key */
+    bool own_cred = false;
+    for (int k = 0; k < r->fb_nheader[i]; k++) {
+        own_cred = own_cred || credential(r->fb_header[i][k]);
+    }
     struct curl_slist *out = NULL;
     for (const struct curl_slist *l = c->headers; l != NULL; l = l->next) {
-        if (named_in(l->data, r->fb_header[i], r->fb_nheader[i])) {
+        if (named_in(l->data, r->fb_header[i], r->fb_nheader[i]) ||
+            (own_cred && credential(l->data))) {
             continue;
         }
         struct curl_slist *s = curl_slist_append(out, l->data);
