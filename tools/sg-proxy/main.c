@@ -52,7 +52,8 @@ static void usage(FILE *f) {
         "                         the client's header of that name (repeatable, 8)\n"
         "  --model NAME           the --fallback just before asks for NAME: the\n"
         "                         JSON body's top-level \"model\" replaced\n"
-        "  --cacert FILE          CA certificates for https:// upstreams\n"
+        "  --cacert FILE          CA certificates for https:// upstreams\n");
+    fputs(
         "Clocks, retries, hedging (as sg-stream's):\n"
         "  --budget D             the whole operation (60s); an inbound X-Deadline-Ms,\n"
         "                         grpc-timeout or X-Stainless-Timeout shrinks it\n"
@@ -98,7 +99,8 @@ static void usage(FILE *f) {
         "  --transit-allowance D  taken off an inbound deadline (5ms)\n"
         "  --drain D              on SIGTERM, how long streams may finish (10s)\n"
         "  --log FILE             report lines there (default: stdout)\n"
-        "  -h, --help             -V, --version\n");
+        "  -h, --help             -V, --version\n",
+        f);
 }
 
 enum {
