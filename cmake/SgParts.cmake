@@ -2,9 +2,10 @@
 # what a program, a test or a benchmark needs of them.
 #
 # A part is one SG_WITH_* option (curl, h2, ledger, postgresql,
-# eventstream), or one of the third-party libraries a program or a test
-# calls itself (libcurl, nghttp2, cares, openssl, zlib, libpq, found
-# beside the options whatever they say).  SG_HAVE_<part> is true when the
+# eventstream, otel: the exporter's own library, libstreamguard-otel), or
+# one of the third-party libraries a program or a test calls itself
+# (libcurl, nghttp2, cares, openssl, zlib, libpq, found beside the options
+# whatever they say).  SG_HAVE_<part> is true when the
 # build has it.  What is not built for want of a part is named at
 # configure time, once, in one line per directory.
 
@@ -24,6 +25,7 @@ function(sg_parts_of out)
       "<streamguard/health_pg\\.h>" postgresql
       "<streamguard/ledger(_record)?\\.h>|\"ledger/" ledger
       "\"transport/" transport
+      "<streamguard/otel\\.h>|\"otel/" otel
       "sg_es_[a-z]|SG_FORMAT_EVENTSTREAM" eventstream
       # what the file calls itself
       "<curl/" libcurl

@@ -4,9 +4,10 @@
 # API", says when to run what.
 #
 #   scripts/abi.sh update [--force]
-#       Builds the release library (every part, RelWithDebInfo) and writes
-#       its ABI as the baseline abi/<SONAME>.abi, removing the baselines of
-#       other SONAMEs.  Refuses a change that breaks the baseline of the
+#       Builds the release libraries (every part, RelWithDebInfo:
+#       libstreamguard and libstreamguard-otel) and writes the ABI of each
+#       as its baseline abi/<SONAME>.abi, removing the baselines of the
+#       same library's other SONAMEs.  Refuses a change that breaks the baseline of the
 #       same SONAME: bump SG_SOVERSION first (--force overrides, after you
 #       have read abidiff's report and judged it compatible).
 #   scripts/abi.sh check LIBRARY INCLUDE_DIR ABI_DIR
@@ -104,7 +105,8 @@ write() {
     echo "abi: --force: writing over an incompatible change of $soname" >&2
   fi
   cp "$tmp/new.abi" "$dir/$soname.abi"
-  for old in "$dir"/*.abi; do
+  # (each library's own: libstreamguard.so.N, libstreamguard-otel.so.N)
+  for old in "$dir/${soname%.so.*}".so.*.abi; do
     if [ "$old" != "$dir/$soname.abi" ]; then
       rm -f "$old"
       echo "abi: removed $(basename "$old"), the baseline of an older SOVERSION"
@@ -135,9 +137,11 @@ case $cmd in
     build=${SG_BUILD_ROOT:-$src/build}/release
     cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_WITH_CURL=ON \
       -DSG_WITH_H2=ON -DSG_WITH_LEDGER=ON -DSG_WITH_POSTGRESQL=ON -DSG_WITH_EVENTSTREAM=ON \
-      >/dev/null
-    cmake --build "$build" --target streamguard -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
+      -DSG_WITH_OTEL=ON >/dev/null
+    cmake --build "$build" --target streamguard streamguard_otel \
+      -j"$(nproc 2>/dev/null || echo 2)" >/dev/null
     write "$build/libstreamguard.so" "$src/include" "$src/abi" "$force"
+    write "$build/libstreamguard-otel.so" "$src/include" "$src/abi" "$force"
     ;;
   *)
     die "usage: scripts/abi.sh update [--force] | check LIBRARY INCLUDE_DIR ABI_DIR"

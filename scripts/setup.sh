@@ -15,6 +15,10 @@ packages=(
   libcurl4-openssl-dev libnghttp2-dev libc-ares-dev libssl-dev
   # CRC32 of AWS event-stream messages (the decoder, sg-fakemodel)
   zlib1g-dev
+  # the OpenTelemetry exporter (SG_WITH_OTEL): protoc-c generates its OTLP
+  # messages at build time, libprotobuf-c packs them; protoc decodes them
+  # in the tests
+  protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
   # the ledger's PostgreSQL backend (libpq), and the server its tests start
   libpq-dev postgresql
   # tests: cmocka, third-party peers (curl, nghttpd, h2load), valgrind,

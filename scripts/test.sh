@@ -13,7 +13,7 @@ build=${SG_BUILD_ROOT:-build}
 
 # every part of the library (README, "Build options"), whatever a cache says
 everything=(-DSG_WITH_CURL=ON -DSG_WITH_H2=ON -DSG_WITH_LEDGER=ON -DSG_WITH_POSTGRESQL=ON
-            -DSG_WITH_EVENTSTREAM=ON)
+            -DSG_WITH_EVENTSTREAM=ON -DSG_WITH_OTEL=ON)
 
 echo "== release build (warnings are errors)"
 cmake -S . -B "$build/release" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSG_WERROR=ON \
@@ -35,10 +35,10 @@ reduced() { # NAME OPTION...
 }
 # the core, the framing and the policy: libc alone (build.needed_libs)
 reduced core -DSG_WITH_CURL=OFF -DSG_WITH_H2=OFF -DSG_WITH_LEDGER=OFF \
-        -DSG_WITH_POSTGRESQL=OFF -DSG_WITH_EVENTSTREAM=OFF
+        -DSG_WITH_POSTGRESQL=OFF -DSG_WITH_EVENTSTREAM=OFF -DSG_WITH_OTEL=OFF
 # the libcurl transport and the file ledger: no nghttp2, c-ares or libpq
 reduced curl-only -DSG_WITH_CURL=ON -DSG_WITH_H2=OFF -DSG_WITH_LEDGER=ON \
-        -DSG_WITH_POSTGRESQL=OFF -DSG_WITH_EVENTSTREAM=ON
+        -DSG_WITH_POSTGRESQL=OFF -DSG_WITH_EVENTSTREAM=ON -DSG_WITH_OTEL=OFF
 
 echo "== sanitizer build (ASan + UBSan)"
 cmake -S . -B "$build/asan" -DCMAKE_BUILD_TYPE=Debug -DSG_WERROR=ON -DSG_SANITIZE=ON \

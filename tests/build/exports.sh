@@ -7,9 +7,11 @@
 #  2. every exported symbol is declared in a public header;
 #  3. every function the headers of the parts built declare (SG_EXTERN) is
 #     exported: none is declared and missing.
-# Usage: exports.sh LIBRARY INCLUDE_DIR SOVERSION [HEADER_NOT_BUILT...]
+# Usage: exports.sh LIBRARY INCLUDE_DIR SOVERSION|NODE [HEADER_NOT_BUILT...]
 # (HEADER_NOT_BUILT: the file names of the headers of parts the build
-# lacks, e.g. h2.h.)
+# lacks, e.g. h2.h, or of another library's.  A SOVERSION number means the
+# node STREAMGUARD_<n>; another library names its node, as
+# STREAMGUARD_OTEL_1.)
 set -euo pipefail
 lib=$1
 inc=$2
@@ -38,6 +40,9 @@ strip_comments "${built[@]}" >"$tmp/built.h"
 nm -D --defined-only --with-symbol-versions "$lib" | awk '$2 != "A" { print $3 }' |
   sort >"$tmp/exported"
 node=STREAMGUARD_$soversion
+if ! [[ $soversion =~ ^[0-9]+$ ]]; then
+  node=$soversion
+fi
 while IFS= read -r entry; do
   name=${entry%%@*}
   version=${entry#*@}

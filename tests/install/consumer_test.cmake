@@ -95,6 +95,16 @@ function(check_tree name root)
     endif()
   endif()
 
+  # libstreamguard-otel through streamguard-otel.pc, when installed
+  if(EXISTS ${libdir}/pkgconfig/streamguard-otel.pc)
+    run(${PKG_CONFIG} --cflags --libs streamguard-otel)
+    separate_arguments(flags UNIX_COMMAND "${last_output}")
+    run(${SG_C_COMPILER} -std=c11 -Wall -Werror
+        ${SG_SOURCE_DIR}/tests/install/consumer/otel_consumer.c ${flags} -o ${work}/consumer_otel)
+    run(${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${libdir} ${work}/consumer_otel)
+    message(STATUS "${name}: pkg-config consumer (streamguard-otel): ${last_output}")
+  endif()
+
   # A fully static link also takes libcurl's own dependencies, static; this
   # system need not have them all, but the .pc must name what the archive
   # itself needs (SG_STATIC_LIBS: those of the parts built).
@@ -119,6 +129,10 @@ function(check_tree name root)
   message(STATUS "${name}: find_package consumer (shared): ${last_output}")
   run(${work}/cmake-build/consumer_static)
   message(STATUS "${name}: find_package consumer (static): ${last_output}")
+  if(EXISTS ${work}/cmake-build/consumer_otel)
+    run(${work}/cmake-build/consumer_otel)
+    message(STATUS "${name}: find_package consumer (otel): ${last_output}")
+  endif()
 
   # 3. sg-stream and `man sg-stream`
   if(SG_WITH_SG_STREAM)

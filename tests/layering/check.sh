@@ -17,7 +17,7 @@ fail=0
 say() { echo "layering: $*" >&2; fail=1; }
 
 # 1. third-party headers per layer (an allow-list: anything else is a leak)
-third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka'
+third_party='curl/|nghttp2/|openssl/|ares|zlib|libpq|postgres|jsmn|cmocka|protobuf-c/|opentelemetry/'
 allowed() {
   case $1 in
     framing) echo 'zlib' ;;
@@ -25,6 +25,7 @@ allowed() {
     h2) echo 'nghttp2/|openssl/|ares' ;;
     ledger) echo 'openssl/|libpq' ;;
     easy) echo 'curl/' ;;
+    otel) echo 'curl/|protobuf-c/|opentelemetry/' ;; # (the exporter: libstreamguard-otel)
     *) echo '' ;;
   esac
 }
@@ -133,6 +134,21 @@ if [ -d "$build/layers/easy" ]; then
   probe easy '"policy/internal.h"' fail
   probe easy '<streamguard/h2.h>' fail
   probe easy '<streamguard/ledger.h>' fail
+fi
+
+# The exporter (libstreamguard-otel, when built) sees the public API of
+# the core and the policy - the observer seam - and its own folder; no
+# layer of libstreamguard sees it.
+if [ -d "$build/layers/otel" ]; then
+  probe otel '<streamguard/otel.h>' ok
+  probe otel '<streamguard/op.h>' ok
+  probe otel '"otel/span.h"' ok
+  probe otel '"policy/internal.h"' fail
+  probe otel '"transport/lifecycle.h"' fail
+  probe otel '<streamguard/curl.h>' fail
+  probe otel '<streamguard/ledger.h>' fail
+  probe policy '<streamguard/otel.h>' fail
+  probe policy '"otel/span.h"' fail
 fi
 
 if [ "$fail" -ne 0 ]; then

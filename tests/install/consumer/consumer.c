@@ -34,6 +34,9 @@
 #    include <streamguard/ledger_record.h>
 #endif
 #include <streamguard/op.h>
+#if __has_include(<streamguard/otel.h>)
+#    include <streamguard/otel.h>
+#endif
 #include <streamguard/policy.h>
 #include <streamguard/retry.h>
 #include <streamguard/stream.h>
