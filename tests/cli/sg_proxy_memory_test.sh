@@ -2,8 +2,9 @@
 # sg-proxy reserves no memory a stream does not use: under a 1 GiB
 # address-space limit (ulimit -v) 300 streams open at once all commit (each
 # once reserved 6 MiB, and only 165 opened: the rest got 502 "out of
-# memory"), each holds at most 30 KiB of RSS, and after bursts of them the
-# proxy's resident memory comes back down near where it started.  The client is bench/proxy_memory.py.
+# memory"), each holds at most 30 KiB of RSS, and a few seconds after each
+# burst the proxy's resident memory is back within 10 % of where it
+# started.  The client is bench/proxy_memory.py.
 #   sg_proxy_memory_test.sh SG_PROXY SG_FAKEMODEL
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
@@ -37,15 +38,20 @@ else
     fail "not every stream opened under a 1 GiB address space"
 fi
 
-# Resident memory after the bursts: near the baseline, not ratcheting up
-# burst after burst (the streams' memory went back).
+# Resident memory after the bursts: back within 10 % of the baseline (a
+# trim once they ended, glibc's cache of freed blocks swapped out first),
+# not ratcheting up burst after burst.  Before: 13.2 MB from 10.5 (+26 %),
+# with a trim at a quarter of the peak that left what the last quarter and
+# the cache pinned.
 base=$(sed -n 's/^baseline .*VmRSS_kib=\([0-9]*\).*/\1/p' "$FM_DIR/limited.txt")
-last=$(sed -n 's/^burst 3 closed .*VmRSS_kib=\([0-9]*\).*/\1/p' "$FM_DIR/limited.txt")
-if [ -n "$base" ] && [ -n "$last" ] && [ "$last" -le $((base + 4096)) ]; then
-    pass "RSS after three bursts ${last} KiB, baseline ${base} KiB"
-else
-    fail "RSS after three bursts ${last:-?} KiB, baseline ${base:-?} KiB: more than 4 MiB above"
-fi
+for b in 1 2 3; do
+    after=$(sed -n "s/^burst $b closed .*VmRSS_kib=\([0-9]*\).*/\1/p" "$FM_DIR/limited.txt")
+    if [ -n "$base" ] && [ -n "$after" ] && [ "$after" -le $((base + base / 10)) ]; then
+        pass "RSS after burst $b ${after} KiB, within 10 % of the baseline ${base} KiB"
+    else
+        fail "RSS after burst $b ${after:-?} KiB, baseline ${base:-?} KiB: more than 10 % above"
+    fi
+done
 
 # What an open stream holds: no request buffer with room to spare, no
 # output buffer or pre-commit buffer kept once used - what stays is the
