@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include <streamguard/framing.h>
@@ -172,6 +173,70 @@ sg__eol_avx512(const char *p, const char *end) {
         }
     }
     return end;
+}
+#endif
+
+/* ------------------------------------- the CR-or-LF mask of a block */
+
+/*
+ * The CR and LF bytes of the 64-byte block at @p as a mask: bit i for
+ * p[i], for the bytes before @end only (@p < @end), and nothing read at or
+ * past @end.  The SSE fast path walks a chunk's line ends by these masks,
+ * each block's made once: the next line end is then a shift and a count on
+ * a mask already made, not a search that must wait for the line before to
+ * be found (which is what a search per line costs on a stream of short
+ * events: its load, compare and count, one after the other, per event).
+ */
+typedef uint64_t (*sg__lines_mask_fn)(const char *p, const char *end);
+
+/* Byte by byte: the tail of a chunk, and CPUs without SSE2. */
+static inline uint64_t sg__eolmask_bytes(const char *p, const char *end) {
+    const size_t n = end - p < 64 ? (size_t)(end - p) : 64;
+    uint64_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == '\n' || p[i] == '\r') {
+            m |= (uint64_t)1 << i;
+        }
+    }
+    return m;
+}
+
+#ifdef SG__LINES_SSE2
+static inline uint64_t sg__eolmask_sse2(const char *p, const char *end) {
+    if (end - p < 64) {
+        return sg__eolmask_bytes(p, end); /* once per chunk */
+    }
+    return (uint64_t)sg__lines_mask16(p, true) |
+           (uint64_t)sg__lines_mask16(p + 16, true) << 16 |
+           (uint64_t)sg__lines_mask16(p + 32, true) << 32 |
+           (uint64_t)sg__lines_mask16(p + 48, true) << 48;
+}
+#endif
+
+#ifdef SG__LINES_WIDE
+__attribute__((target("avx2,bmi2"))) static inline uint64_t
+sg__eolmask_avx2(const char *p, const char *end) {
+    if (end - p < 64) {
+        return sg__eolmask_bytes(p, end); /* once per chunk */
+    }
+    const __m256i vlf = _mm256_set1_epi8('\n');
+    const __m256i vcr = _mm256_set1_epi8('\r');
+    __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    __m256i b = _mm256_loadu_si256((const __m256i *)(const void *)(p + 32));
+    __m256i ma = _mm256_or_si256(_mm256_cmpeq_epi8(a, vlf), _mm256_cmpeq_epi8(a, vcr));
+    __m256i mb = _mm256_or_si256(_mm256_cmpeq_epi8(b, vlf), _mm256_cmpeq_epi8(b, vcr));
+    return (uint64_t)(uint32_t)_mm256_movemask_epi8(ma) |
+           (uint64_t)(uint32_t)_mm256_movemask_epi8(mb) << 32;
+}
+
+/* The last block by a masked load: its bytes past @end read as 0. */
+__attribute__((target("avx512f,avx512bw,bmi2"))) static inline uint64_t
+sg__eolmask_avx512(const char *p, const char *end) {
+    const __m512i x =
+        end - p >= 64 ? _mm512_loadu_si512((const void *)p)
+                      : _mm512_maskz_loadu_epi8(_bzhi_u64(~0ULL, (unsigned)(end - p)), p);
+    return _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('\n')) |
+           _mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8('\r'));
 }
 #endif
 

@@ -465,25 +465,50 @@ static bool sse_between(const sg_sse_parser *p) {
  * The fast path, for the shape nearly every model stream has: events of
  * one "data: " line and a blank line, LF-ended, whole in this chunk.  From
  * d + *off, between events, it dispatches each such event straight from
- * the chunk - one LF search for both lines, no field parsing - and stops
- * before the first that is anything else (another field, a comment, a CR,
- * a line over a limit, a typed terminal, an event the chunk cuts), leaving
- * it to the general path, which gives the same events, counters and
- * errors.  Returns 0, SG__LINES_STOP (the terminal) or SG_ECANCELED, with
- * *off past what it consumed.  One copy per vector level (sse_fast_for),
- * each with its CR-or-LF search inline.
+ * the chunk - no field parsing - and stops before the first that is
+ * anything else (another field, a comment, a CR, a line over a limit, a
+ * typed terminal, an event the chunk cuts), leaving it to the general
+ * path, which gives the same events, counters and errors.  Returns 0,
+ * SG__LINES_STOP (the terminal) or SG_ECANCELED, with *off past what it
+ * consumed.  One copy per vector level (sse_fast_for), each with its
+ * CR-or-LF masks inline.
+ *
+ * The line ends are found by walking the chunk's 64-byte blocks in order,
+ * each block's CR-or-LF mask made once (sg__lines_mask_fn): an event's
+ * line end is the first bit at or after its "data: " in the mask at hand,
+ * or in the next blocks'.  Which block comes next does not depend on where
+ * the event before ended, so the CPU makes the masks ahead while the
+ * events before are dispatched; a search per line would start only once
+ * the previous line's end was known.
  */
 static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *d,
                                                   size_t len, size_t *off,
-                                                  sg__lines_eol_fn eol) {
+                                                  sg__lines_mask_fn mask) {
     const char *q = d + *off;
     const char *end = d + len;
     int rc = 0;
+    /* the block [blk, blk + 64) and its mask (bits for bytes before end) */
+    const char *blk = q;
+    uint64_t bm = end - q >= 8 ? mask(blk, end) : 0;
     while (end - q >= 8 && memcmp(q, "data: ", 6) == 0) {
-        /* "data: " holds neither: the first CR or LF at or after q */
-        const char *lf = eol(q + 6, end);
-        if (lf == end || *lf == '\r') {
-            break; /* cut by the chunk, or a CR: the general path's */
+        /* "data: " holds neither: the first CR or LF at or after q + 6 */
+        const char *from = q + 6;
+        while (from - blk >= 64) {
+            blk += 64; /* from < end: so is blk */
+            bm = mask(blk, end);
+        }
+        uint64_t m = bm & (~(uint64_t)0 << (unsigned)(from - blk));
+        while (m == 0 && end - blk > 64) {
+            blk += 64;
+            bm = mask(blk, end);
+            m = bm;
+        }
+        if (m == 0) {
+            break; /* cut by the chunk: the general path's */
+        }
+        const char *lf = blk + __builtin_ctzll(m);
+        if (*lf == '\r') {
+            break; /* a CR: the general path's */
         }
         if (end - lf < 2 || lf[1] != '\n') {
             break; /* cut by the chunk, or more lines to the event */
@@ -514,18 +539,22 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
 typedef int (*sse_fast_fn)(sg_sse_parser *p, const char *d, size_t len, size_t *off);
 
 static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
-    return sse_fast_with(p, d, len, off, sg__eol_sse2);
+#ifdef SG__LINES_SSE2
+    return sse_fast_with(p, d, len, off, sg__eolmask_sse2);
+#else
+    return sse_fast_with(p, d, len, off, sg__eolmask_bytes);
+#endif
 }
 
 #ifdef SG__LINES_WIDE
 __attribute__((target("avx2,bmi2"))) static int
 sse_fast_avx2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
-    return sse_fast_with(p, d, len, off, sg__eol_avx2);
+    return sse_fast_with(p, d, len, off, sg__eolmask_avx2);
 }
 
 __attribute__((target("avx512f,avx512bw,bmi2"))) static int
 sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
-    return sse_fast_with(p, d, len, off, sg__eol_avx512);
+    return sse_fast_with(p, d, len, off, sg__eolmask_avx512);
 }
 #endif
 

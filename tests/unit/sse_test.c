@@ -844,6 +844,156 @@ static void one_line_events_count_as_the_general_path_counts(void **state) {
     fx_free(g);
 }
 
+/* The CR-or-LF mask of a 64-byte block, at every level the CPU has:
+ * what a byte loop makes, for every length to the read's end (the buffer
+ * ends exactly there: a read past it is caught under the sanitizers). */
+static void eol_masks_are_what_a_byte_loop_makes_at_every_level(void **state) {
+    (void)state;
+    int best = sgx_simd_limit(0);
+    unsigned seed = 11;
+    for (size_t n = 1; n <= 140; n++) {
+        char *buf = malloc(n);
+        assert_non_null(buf);
+        for (int round = 0; round < 8; round++) {
+            for (size_t i = 0; i < n; i++) {
+                seed = seed * 1103515245u + 12345u;
+                unsigned r = seed >> 16;
+                buf[i] = r % 9 == 0 ? '\n' : r % 11 == 0 ? '\r' : (char)(r >> 4);
+            }
+            for (size_t at = 0; at < n; at++) {
+                uint64_t want = 0;
+                for (size_t i = 0; i < 64 && at + i < n; i++) {
+                    if (buf[at + i] == '\n' || buf[at + i] == '\r') {
+                        want |= (uint64_t)1 << i;
+                    }
+                }
+                const char *p = buf + at;
+                const char *end = buf + n;
+                assert_int_equal(sg__eolmask_bytes(p, end), want);
+#ifdef SG__LINES_SSE2
+                assert_int_equal(sg__eolmask_sse2(p, end), want);
+#endif
+#ifdef SG__LINES_WIDE
+                if (best >= SGX_SIMD_AVX2) {
+                    assert_int_equal(sg__eolmask_avx2(p, end), want);
+                }
+                if (best >= SGX_SIMD_AVX512BW) {
+                    assert_int_equal(sg__eolmask_avx512(p, end), want);
+                }
+#endif
+            }
+        }
+        free(buf);
+    }
+    (void)best;
+}
+
+/* What a parser delivered: how many events, and a hash of each one's
+ * data and id in order. */
+typedef struct tally {
+    uint64_t n, hash;
+} tally;
+
+static uint64_t mix(uint64_t h, const char *p, size_t n) {
+    h = (h ^ n) * 1099511628211u;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ (unsigned char)p[i]) * 1099511628211u;
+    }
+    return h;
+}
+
+static int tally_event(const sg_sse_event *ev, void *ud) {
+    tally *t = ud;
+    t->n++;
+    t->hash = mix(mix(t->hash, ev->data, ev->data_len), ev->id, ev->id_len);
+    return 0;
+}
+
+/* @body fed in reads of @chunk bytes at vector level @level: its tally,
+ * and the parser's counters in @st. */
+static tally tally_body(const char *body, size_t len, size_t chunk, int level,
+                        sg_sse_stats *st) {
+    assert_int_equal(sgx_simd_limit(level), level);
+    sg_sse_config cfg = limits(4096, 4096);
+    assert_int_equal(sg_sse_config_set_terminal_data(&cfg, "[DONE]"), 0);
+    assert_int_equal(sg_sse_config_set_on_event(&cfg, tally_event), 0);
+    size_t n = sg_sse_buffer_size(&cfg);
+    char *buf = malloc(n);
+    assert_non_null(buf);
+    tally t = {0, 14695981039346656037u};
+    sg_sse_parser p;
+    assert_int_equal(sg_sse_init(&p, &cfg, &t, buf, n), 0);
+    for (size_t o = 0; o < len; o += chunk) {
+        size_t k = len - o < chunk ? len - o : chunk;
+        assert_int_equal(sg_sse_feed(&p, body + o, k), (ptrdiff_t)k);
+    }
+    bool clean;
+    assert_int_equal(sg_sse_end(&p, &clean), 0);
+    assert_true(clean);
+    *st = (sg_sse_stats)SG_SSE_STATS_INIT;
+    assert_int_equal(sg_sse_get_stats(&p, st), 0);
+    free(buf);
+    sgx_simd_limit(0);
+    return t;
+}
+
+/* One-line events of every length from 0 to 200 bytes, so that their line
+ * ends fall at every place in the 64-byte blocks the fast path masks, with
+ * CR-ended, two-line and id-setting events and comments among them: in one
+ * read and in reads that cut them, at every vector level, the same events
+ * and counters as one byte at a time (the general path alone). */
+static void one_line_events_of_every_length_parse_alike_at_every_level(void **state) {
+    (void)state;
+    size_t cap = 200 * 260 + 64;
+    char *body = malloc(cap);
+    assert_non_null(body);
+    size_t len = 0;
+    for (int k = 0; k <= 200; k++) {
+        if (k % 29 == 5) {
+            len += (size_t)snprintf(body + len, cap - len, "id: %d\n", k);
+        }
+        if (k % 37 == 7) {
+            len += (size_t)snprintf(body + len, cap - len, "data: cr%d\r\n\r\n", k);
+        }
+        if (k % 53 == 11) {
+            len += (size_t)snprintf(body + len, cap - len, "data: a\ndata: b\n\n");
+        }
+        if (k % 71 == 13) {
+            len += (size_t)snprintf(body + len, cap - len, ": ping\n\n");
+        }
+        memcpy(body + len, "data: ", 6);
+        len += 6;
+        for (int i = 0; i < k; i++) {
+            body[len++] = (char)(i % 7 == 3 ? '"' : 'a' + (k + i) % 26);
+        }
+        memcpy(body + len, "\n\n", 2);
+        len += 2;
+    }
+    len += (size_t)snprintf(body + len, cap - len, "data: [DONE]\n\n");
+    assert_true(len < cap);
+    int best = sgx_simd_limit(0);
+    sg_sse_stats ref_st;
+    const tally ref = tally_body(body, len, 1, SGX_SIMD_SSE2, &ref_st);
+    assert_int_equal(ref.n, 201 + 6 + 4); /* the CR-ended and two-line ones too */
+    static const size_t chunks[] = {100000, 4096, 1000, 193, 64, 63};
+    for (int level = SGX_SIMD_SSE2; level <= best; level++) {
+        for (size_t c = 0; c < sizeof(chunks) / sizeof(chunks[0]); c++) {
+            sg_sse_stats st;
+            tally t = tally_body(body, len, chunks[c], level, &st);
+            if (t.n != ref.n || t.hash != ref.hash) {
+                print_error("level %d, reads of %zu: %llu events, want %llu\n", level,
+                            chunks[c], (unsigned long long)t.n,
+                            (unsigned long long)ref.n);
+                fail();
+            }
+            assert_int_equal(st.lines, ref_st.lines);
+            assert_int_equal(st.items, ref_st.items);
+            assert_int_equal(st.comments, ref_st.comments);
+        }
+    }
+    free(body);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conformance_cases_parse_as_expected_in_one_read),
@@ -889,6 +1039,8 @@ int main(void) {
         cmocka_unit_test(conformance_cases_parse_alike_at_every_vector_level),
         cmocka_unit_test(terminal_type_message_ends_at_the_first_untyped_event),
         cmocka_unit_test(one_line_events_count_as_the_general_path_counts),
+        cmocka_unit_test(eol_masks_are_what_a_byte_loop_makes_at_every_level),
+        cmocka_unit_test(one_line_events_of_every_length_parse_alike_at_every_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
