@@ -80,7 +80,8 @@ static int curl_options(const struct config *c, sg_curl_options **out) {
     sg_curl_options *o = NULL;
     int rv = sg_curl_options_new(&o);
     if (rv == 0) {
-        (void)sg_curl_options_set_on_item(o, on_item);
+        /* --output none prints nothing: no call per item */
+        (void)sg_curl_options_set_on_item(o, c->run.output == OUT_NONE ? NULL : on_item);
         (void)sg_curl_options_set_on_discard(o, on_discard);
         (void)sg_curl_options_set_deadline_header(o, c->deadline_header);
         (void)sg_curl_options_set_grpc_timeout(o, c->grpc_timeout);

@@ -174,7 +174,8 @@ static int h2_request(const struct config *c, const char *path, const h2_field *
     sg_h2_request *r = NULL;
     int rv = sg_h2_request_new(&r);
     if (rv == 0) {
-        (void)sg_h2_request_set_on_item(r, h2_on_item);
+        /* --output none prints nothing: no call per item */
+        (void)sg_h2_request_set_on_item(r, c->run.output == OUT_NONE ? NULL : h2_on_item);
         (void)sg_h2_request_set_on_discard(r, h2_on_discard);
         (void)sg_h2_request_set_deadline_header(r, c->deadline_header);
         (void)sg_h2_request_set_grpc_timeout(r, c->grpc_timeout);

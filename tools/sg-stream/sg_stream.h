@@ -76,7 +76,6 @@ struct out {
 struct run {
     enum output output;
     bool quiet;
-    uint64_t printed;
     struct out out;
     bool interrupted; /* a signal or stdout ended the operation */
     /* --output jsonl: the last event type and its JSON literal, reused

@@ -91,7 +91,7 @@ static char *event_field(struct run *r, char *dst, const sg_item *item) {
 
 /* The item joins stdout's batch (output.c): it goes out before the run
  * waits again.  Non-zero (stdout broke, or fell too far behind) cancels the
- * operation. */
+ * operation.  Not called with --output none (run_curl.c, run_h2.c). */
 int print_item(struct run *r, const sg_item *item) {
     struct out *o = &r->out;
     if (r->output == OUT_DATA) {
@@ -123,7 +123,6 @@ int print_item(struct run *r, const sg_item *item) {
         }
         o->len += (size_t)(d - start);
     }
-    r->printed++;
     if (o->len >= OUT_BATCH) {
         /* one step may read many times: do not wait for its end */
         out_flush(o);
