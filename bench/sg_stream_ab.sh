@@ -25,6 +25,7 @@ cpu() {
     { time "$@" >/dev/null 2>&1; } 2>"$dir/t"
     awk '{ printf "%d\n", ($1 + $2) * 1000 }' "$dir/t"
 }
+load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
 declare -A samples
 for _ in $(seq 1 "$RUNS"); do
     samples[curl]+=" $(cpu curl -sN -o /dev/null "$url")"
@@ -32,6 +33,8 @@ for _ in $(seq 1 "$RUNS"); do
         samples[$b]+=" $(cpu "$b" --budget 10m --output "$MODE" "$url")"
     done
 done
+# the machine's load at the start and the end: the figures move with it
+echo "load average: $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at the end"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(echo "${samples[curl]}" | median)
 printf '%-40s %8s %9s %8s   %s\n' client "CPU ms" "ns/item" "x curl" "samples (ms)"

@@ -7,6 +7,8 @@
 # ratios (each client against the curl run of its own round, seconds
 # apart: what drifts with the machine's load between rounds cancels).
 #
+# Also prints the load average at the start and the end of the run.
+#
 # Usage: bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
 #   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~182 bytes of SSE)
 #   RUNS  default 5
@@ -30,6 +32,7 @@ cpu() {
     awk '{ printf "%d\n", ($1 + $2) * 1000 }' "$dir/t"
 }
 
+load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
 clients=(curl data jsonl none)
 declare -A samples ratios
 for r in $(seq 1 "$RUNS"); do
@@ -44,6 +47,8 @@ for r in $(seq 1 "$RUNS"); do
     done
 done
 
+# the machine's load at the start and the end: the figures move with it
+echo "load average: $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at the end"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
 base=$(echo "${samples[curl]}" | median)
 printf '%-22s %8s %9s %8s %9s   %s\n' client "CPU ms" "ns/item" "x curl" "x round" "samples (ms)"
