@@ -187,6 +187,38 @@ SG_EXTERN int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
                                            const struct curl_slist *headers,
                                            const void *body, size_t body_len);
 
+/**
+ * sg_curl_options_set_endpoint_framing - endpoint @endpoint's own framing:
+ * a provider profile (sg_profile_framing) or any sg_stream_config, used
+ * instead of sg_curl_options_set_framing's for every attempt that goes to
+ * that endpoint - a fallback to another provider, or to another
+ * deployment whose stream differs, is framed and judged by its own rules:
+ * its format, its clean end, its in-band errors and which are transient,
+ * its first token, its usage, and what its error responses' bodies say.
+ * The report names each attempt's profile (docs/report.md, "profile").
+ *
+ * @endpoint: 0-based, in the order of sg_curl_options_add_endpoint; it
+ *   must have been added already.
+ * @cfg: copied, its strings and list too (the classifier's user_data is
+ *   borrowed); NULL gives the endpoint the operation's framing back.
+ *
+ * Default: none - every endpoint is framed by the operation's framing.
+ * The stream's buffers are made again only when an attempt goes to an
+ * endpoint framed otherwise than the attempt before it (no allocation:
+ * they grow as bytes come).
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (then nothing changed):
+ *   SG_EINVAL  @o is NULL;
+ *   SG_ERANGE  no endpoint @endpoint was added yet, or the limits of @cfg
+ *              together need more than a size_t holds;
+ *   SG_EUNSUPPORTED  SG_FORMAT_EVENTSTREAM in a library built without it;
+ *   SG_ENOMEM  out of memory.
+ * Thread-safety: touches only @o.
+ */
+SG_EXTERN int sg_curl_options_set_endpoint_framing(sg_curl_options *o, uint32_t endpoint,
+                                                   const sg_stream_config *cfg);
+
 /*
  * The callbacks.  Each runs on the thread that drives the operation, with
  * the user_data given to sg_curl_op_new.  Every one is NULL by default

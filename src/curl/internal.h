@@ -19,6 +19,11 @@ typedef struct sg__curl_endpoint {
     struct curl_slist *headers; /* NULL: the options' own */
     char *body;                 /* NULL: the easy handle's own */
     size_t body_len;
+    /* its own framing (a provider profile), its strings in framing_block;
+     * without one (own_framing false) the options' framing */
+    sg_stream_config framing;
+    void *framing_block;
+    bool own_framing;
 } sg__curl_endpoint;
 
 /* sg_curl_options: everything it holds is its own (options.c). */
@@ -79,6 +84,11 @@ struct sg_curl_op {
      * points at its operation; the root's lifecycle keeps its slots */
     struct sg_curl_op *root;
 };
+
+/* The lifecycle's framing hook (sg__transport.framing): endpoint @i's
+ * own framing (sg_curl_options_set_endpoint_framing) of the operation
+ * whose lifecycle is @lc, or NULL for the operation's (options.c). */
+const sg_stream_config *sg__curl_endpoint_framing(sg__lifecycle *lc, uint32_t i);
 
 /* Hooks from an op into the managed multi that owns it. */
 void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);

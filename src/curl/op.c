@@ -525,6 +525,7 @@ static const sg__transport curl_transport = {
     .unwatch = tp_unwatch,
     .bytes = tp_bytes,
     .identity = tp_identity,
+    .framing = sg__curl_endpoint_framing,
 };
 
 /* ------------------------------------------------------------ life cycle */

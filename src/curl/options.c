@@ -9,6 +9,7 @@
 
 #include "framing/internal.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,7 @@ static void endpoint_clear(sg__curl_endpoint *e) {
     free(e->url);
     curl_slist_free_all(e->headers);
     free(e->body);
+    free(e->framing_block);
     memset(e, 0, sizeof(*e));
 }
 
@@ -117,6 +119,12 @@ int sg_curl_options_dup(sg_curl_options **out, const sg_curl_options *src) {
         const sg__curl_endpoint *e = &src->endpoints[i];
         failed =
             !endpoint_copy(&o->endpoints[i], e->url, e->headers, e->body, e->body_len);
+        if (!failed && e->own_framing) {
+            sg__curl_endpoint *d = &o->endpoints[i];
+            failed =
+                sg__stream_config_copy(&d->framing, &e->framing, &d->framing_block) != 0;
+            d->own_framing = !failed;
+        }
     }
     if (failed) {
         sg_curl_options_free(o);
@@ -212,6 +220,49 @@ int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
     }
     o->n_endpoints++;
     return 0;
+}
+
+int sg_curl_options_set_endpoint_framing(sg_curl_options *o, uint32_t endpoint,
+                                         const sg_stream_config *cfg) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    if (endpoint >= o->n_endpoints) {
+        return SG_ERANGE; /* not added yet */
+    }
+    sg__curl_endpoint *e = &o->endpoints[endpoint];
+    if (cfg == NULL) {
+        free(e->framing_block);
+        e->framing_block = NULL;
+        sg_stream_config_init(&e->framing);
+        e->own_framing = false;
+        return 0;
+    }
+    /* refused here, not at the attempt that would use it: a stream made
+     * of it (nothing is allocated until bytes come) */
+    sg_stream trial;
+    int rv = sg_stream_init_mem(&trial, cfg, NULL, NULL, NULL);
+    if (rv != 0) {
+        return rv;
+    }
+    sg_stream_release(&trial);
+    sg_stream_config copy;
+    void *block = NULL;
+    if (sg__stream_config_copy(&copy, cfg, &block) != 0) {
+        return SG_ENOMEM;
+    }
+    free(e->framing_block);
+    e->framing = copy;
+    e->framing_block = block;
+    e->own_framing = true;
+    return 0;
+}
+
+const sg_stream_config *sg__curl_endpoint_framing(sg__lifecycle *lc, uint32_t i) {
+    const sg_curl_op *op = (const sg_curl_op *)((char *)lc - offsetof(sg_curl_op, lc));
+    const sg_curl_options *o = op->opts;
+    return i < o->n_endpoints && o->endpoints[i].own_framing ? &o->endpoints[i].framing
+                                                             : NULL;
 }
 
 int sg_curl_options_set_on_item(sg_curl_options *o, sg_curl_item_cb fn) {

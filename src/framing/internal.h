@@ -18,4 +18,9 @@
 int sg__stream_config_copy(sg_stream_config *dst, const sg_stream_config *src,
                            void **block);
 
+/* The name of the built-in provider profile whose classifier @cfg frames
+ * with (sg_profile_framing: "openai", "anthropic", ...), a static string;
+ * NULL for NULL, for no classifier or another one.  O(profiles). */
+const char *sg__profile_name(const sg_stream_config *cfg);
+
 #endif

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "framing/internal.h"
 #include "framing/jscan.h"
 #include "framing/usage.h"
 
@@ -749,6 +750,16 @@ static const char *const profile_names[] = {
 
 const char *const *sg_profile_names(void) {
     return profile_names;
+}
+
+const char *sg__profile_name(const sg_stream_config *cfg) {
+    for (size_t i = 0; cfg != NULL && cfg->classify_ != NULL && i < COUNT(profiles);
+         i++) {
+        if (profiles[i].classify == cfg->classify_) {
+            return profiles[i].name;
+        }
+    }
+    return NULL;
 }
 
 int sg_profile_framing(const char *name, sg_stream_config *cfg) {

@@ -114,6 +114,7 @@ typedef struct sg__rec {
     uint8_t health;         /* SG__HREC_*: what it holds of its endpoint's health */
     uint32_t hedge_samples; /* observations its learned hedge delay saw */
     uint64_t hseq;          /* its number in its endpoint's request window count */
+    const char *profile;    /* the provider profile framing it (static), NULL none */
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
@@ -211,6 +212,11 @@ uint32_t sg__op_record_cap(const sg_op *op);
  * start; and what it became when the first lease was refused. */
 void sg__record_probe(sg_op *op);
 void sg__probe_refused(sg_op *op, sg_op_reason reason);
+
+/* Attempt @attempt (1-based, planned) is framed by the provider profile
+ * @name - a string that outlives the operation (a built-in profile's
+ * name), or NULL for none: the report's "profile" (records.c). */
+void sg__op_attempt_set_profile(sg_op *op, uint32_t attempt, const char *name);
 
 /* true for an sg_op that sg_op_start() set up. */
 bool sg__op_started(const sg_op *op);

@@ -47,6 +47,14 @@ sg_op_attempt *sg__record_w(sg_op *op, uint32_t i) {
     return r != NULL ? &r->pub : NULL;
 }
 
+void sg__op_attempt_set_profile(sg_op *op, uint32_t attempt, const char *name) {
+    sg_op_attempt *a =
+        attempt > 0 && attempt <= op->count_ ? sg__record_w(op, attempt - 1) : NULL;
+    if (a != NULL) {
+        sg__rec_w(a)->profile = name;
+    }
+}
+
 static void *sg__op_alloc(const sg_op *op, void *p, size_t size) {
     if (op->alloc_ != NULL) {
         return op->alloc_(op->alloc_ud_, p, size);

@@ -181,6 +181,9 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     }
     sg__write_provider_error(s, a, &first);
     sg__report_attempt_usage(s, a, &first);
+    /* the stream semantics it was judged by: with endpoints of several
+     * providers, each attempt's own (a built-in name, no escaping needed) */
+    sg__f_name(s, "profile", sg__rec_c(a)->profile, &first);
     const sg_op_options *o = &op->opts_;
     if (o->hedge_after_ns_ > 0) {
         sg__f_bool(s, "hedge", a->hedge, &first);

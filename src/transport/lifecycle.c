@@ -2,6 +2,8 @@
  * it takes in of a response is in response.c. */
 #include "transport/lifecycle.h"
 
+#include "framing/internal.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +33,10 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
         return rv;
     }
     lc->tp = tp;
+    lc->framing_op = framing;
+    lc->framing_now = framing;
+    lc->on_item = on_item;
+    lc->item_ud = item_ud;
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->intent_fd = -1;
     if (primary != NULL) {
@@ -147,9 +153,42 @@ void sg__lc_restamp(sg__lifecycle *lc, int64_t now) {
     format_deadlines(lc, lc->attempt_end - now);
 }
 
+/* The stream made again with @cfg (nothing is allocated: its buffers grow
+ * as bytes come); 0, or the code of sg_stream_init_mem - then it is made
+ * with the operation's framing, which it was made with before. */
+static int reframe(sg__lifecycle *lc, const sg_stream_config *cfg) {
+    sg_stream_release(&lc->stream);
+    int rv = sg_stream_init_mem(&lc->stream, cfg, lc->on_item, lc->item_ud, NULL);
+    if (rv != 0) {
+        cfg = lc->framing_op;
+        (void)sg_stream_init_mem(&lc->stream, cfg, lc->on_item, lc->item_ud, NULL);
+    }
+    lc->framing_now = cfg;
+    return rv;
+}
+
+/* The attempt @plan leased is framed by its endpoint's framing (a
+ * provider profile per endpoint): the stream is made again when that is
+ * not the last attempt's, and the record names its profile.  0, or the
+ * negative code of a framing that cannot be used (the transport's setter
+ * checked it: never in practice). */
+static int frame(sg__lifecycle *lc, const sg_op_plan *plan) {
+    const sg_stream_config *want = NULL;
+    if (lc->tp->framing != NULL) {
+        want = lc->tp->framing(lc, plan->endpoint);
+    }
+    if (want == NULL) {
+        want = lc->framing_op;
+    }
+    int rv = want != lc->framing_now ? reframe(lc, want) : 0;
+    sg__op_attempt_set_profile(lc->pol, plan->attempt, sg__profile_name(lc->framing_now));
+    return rv;
+}
+
 /* Launches the attempt @plan leased.  Returns 1 when the operation ended
  * (the launch failed for good). */
 static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
+    int framed = frame(lc, plan);
     sg_stream_begin(&lc->stream, &plan->guard_config, sg_op_budget(lc->pol),
                     plan->attempt, now);
     lc->attempt = plan->attempt;
@@ -178,7 +217,10 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     sg__lc_stamp st;
     stamp_headers(lc, plan, &st);
     sg_outcome fail = SG_OUTCOME_TRANSPORT_ERROR;
-    if (lc->tp->launch(lc, plan, &st, &now, &fail) != 0) {
+    if (framed != 0) {
+        sg__lc_error(lc, "the endpoint's framing: %s", sg_strerror(framed));
+    }
+    if (framed != 0 || lc->tp->launch(lc, plan, &st, &now, &fail) != 0) {
         /* Nothing was sent: the policy may retry it. */
         lc->not_processed = true;
         sg__lc_decide(lc, now, fail);

@@ -126,6 +126,13 @@ typedef struct sg__transport {
      * by its own URL. */
     void (*identity)(sg__lifecycle *lc, uint32_t i, const char **url, const char **cred,
                      size_t *cred_len);
+    /* Optional (a provider profile per endpoint): the framing of the
+     * operation's endpoint @i, valid as long as the operation, or NULL
+     * for the operation's own (the one sg__lc_init took).  Asked as each
+     * attempt is set up: its stream is made again when the answer differs
+     * from the last attempt's.  Without it, every attempt has the
+     * operation's. */
+    const sg_stream_config *(*framing)(sg__lifecycle *lc, uint32_t i);
 } sg__transport;
 
 struct sg__lifecycle {
@@ -152,6 +159,12 @@ struct sg__lifecycle {
     bool hedge_off;   /* a hedge was refused: none more in this line */
     sg_stream stream; /* the body: framing + the attempt's guard; its
                        * buffers grow as used (sg_stream_init_mem) */
+    /* the operation's framing (sg__lc_init's, the transport's to keep) and
+     * the one the stream was made with (an endpoint's: tp->framing), the
+     * consumer the stream is made again with */
+    const sg_stream_config *framing_op, *framing_now;
+    sg_item_cb on_item;
+    void *item_ud;
     int state;
     int intent_fd;     /* INTENT: the fd watched for the observer's answer */
     bool async_intent; /* the transport can watch it (tp->watch works) */
@@ -189,7 +202,8 @@ struct sg__lifecycle {
     sg_op_ratelimit ratelimit; /* the final response's rate-limit headers */
 };
 
-/* Sets @lc up: validates @framing (NULL: defaults) and, for an operation
+/* Sets @lc up: validates @framing (NULL: defaults; kept, not copied: it
+ * must outlive @lc) and, for an operation
  * (@primary NULL), copies @popts (NULL: defaults) and makes its policy;
  * the body's buffers grow as used.  With @primary, @lc is a hedge slot of
  * it: its attempts belong to @primary's policy (@popts is not read), and

@@ -179,6 +179,8 @@ static void a_late_first_token_is_retried_with_the_key_then_reported(void **stat
     char *report = report_of(e);
     assert_has(report, "\"first_item\":200,");
     assert_has(report, "\"first_item_ms\":null,\"first_token_ms\":null,");
+    /* each attempt names the profile that judged it */
+    assert_int_equal(fm_count(report, "\"profile\":\"openai\""), 2);
     free(report);
     sg_easy_free(e);
     assert_int_equal(received_with_key("easy-ttft"), 2);

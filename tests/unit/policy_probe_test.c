@@ -73,10 +73,12 @@ static void a_probe_that_used_the_budget_up_is_the_attempt(void **state) {
            "\"phase\":\"connect\",\"sent\":false,"));
     assert_non_null(strstr(r, "\"start_ms\":0,\"remaining_ms\":500,\"granted_ms\":{"
                               "\"connect\":500,\"attempt\":500,"));
-    assert_non_null(strstr(
-        r, "\"decision\":\"stop\",\"reason\":\"budget_exhausted\","
-           "\"backoff_ms\":null,\"error\":\"connect to h:443 timed out "
-           "(TLS handshake)\",\"provider_error\":null,\"usage\":null,\"probe\":true}]"));
+    assert_non_null(strstr(r,
+                           "\"decision\":\"stop\",\"reason\":\"budget_exhausted\","
+                           "\"backoff_ms\":null,\"error\":\"connect to h:443 timed out "
+                           "(TLS "
+                           "handshake)\",\"provider_error\":null,\"usage\":null,"
+                           "\"profile\":null,\"probe\":true}]"));
 }
 
 /* Its own connect clock cut the probe (300 ms of a 3 s budget): that is its

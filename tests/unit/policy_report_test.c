@@ -339,6 +339,8 @@ static void report_is_valid_json_with_every_documented_field(void **state) {
         "\"elapsed_ms\":4000,\"first_item_ms\":350,\"first_token_ms\":350,\"items\":87,"
         "\"bytes\":3480");
     has(doc, "\"backoff_ms\":null");
+    /* driven by hand: no stream, no profile */
+    has(doc, "\"usage\":null,\"profile\":null");
 }
 
 static void report_never_contains_the_idempotency_key(void **state) {
@@ -415,8 +417,9 @@ each_attempt_keeps_the_transports_own_error_bounded_and_escaped(void **state) {
     const char *doc = write_report(op, v.retry_at + SG_MS(5));
     has(doc, "\"error\":\"curl 7 \\\"quoted\\\"\\nxx");
     has(doc,
-        "\"error\":null,\"provider_error\":null,\"usage\":null}]"); /* the clean attempt
-                                                                       has none */
+        "\"error\":null,\"provider_error\":null,\"usage\":null,\"profile\":null}]"); /* the
+                                                                       clean attempt has
+                                                                       none */
 }
 
 static void every_byte_value_escapes_to_valid_json(void **state) {

@@ -312,7 +312,7 @@ static void without_a_profile_nothing_is_known(void **state) {
     expect_usage(sg_op_attempt_at(op, 0), -1, -1, -1, -1, SG_USAGE_NONE);
     expect_tokens(op, SG_USAGE_KEPT, -1, -1, -1, -1);
     assert_int_equal(sg_op_attempts_unaccounted(op), 1);
-    report_has(op, "\"provider_error\":null,\"usage\":null}");
+    report_has(op, "\"provider_error\":null,\"usage\":null,\"profile\":null}");
 }
 
 /* Prices per endpoint: (input - cached) x in + cached x cached + output x
