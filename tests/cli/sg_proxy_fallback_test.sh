@@ -8,7 +8,9 @@
 # rest of the body as the client wrote it; the client got the fallback's
 # stream; the report line names the model each attempt asked for and no
 # key.  A body that is not JSON on such a route is refused with a 400 and
-# nothing goes upstream; misplaced or bad keys are usage errors.
+# nothing goes upstream; misplaced or bad keys are usage errors.  A
+# fallback with its own profile (another provider's stream shape) is
+# judged by it, and a stream of it cut by a clock ends in its format.
 # Usage: sg_proxy_fallback_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 . "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_recording_upstream
@@ -116,6 +118,84 @@ f=$(recorded2 nom)
 check "a body without a top-level model reaches the fallback as written" \
     '[ -n "$f" ] && [ "$(body_in "$f")" = "$NOM" ]'
 
+# A fallback with its own profile (docs/sg-proxy.md, "FALLBACKS"): an
+# OpenAI primary's 503, then another provider's stream (sg-fakemodel's
+# Anthropic shape), judged by the fallback's profile - its message_stop
+# the clean end, no [DONE] - where the route's profile alone calls it
+# truncated; a stream of it cut by a clock ends in its own error format.
+cat >"$FM_DIR/profile.conf" <<CONF
+[route an]
+prefix = /an
+upstream = $UP/v1
+profile = openai
+attempts = 2
+backoff-base = 1ms
+idle = 300ms
+fallback = $UP2/v1
+profile = anthropic
+[route cut]
+prefix = /cut
+upstream = http://127.0.0.1:1/v1
+profile = openai
+attempts = 2
+backoff-base = 1ms
+idle = 300ms
+fallback = $UP2/v1
+profile = anthropic
+[route one]
+prefix = /one
+upstream = $UP/v1
+profile = openai
+attempts = 2
+backoff-base = 1ms
+fallback = $UP2/v1
+CONF
+px_start P --config "$FM_DIR/profile.conf"
+PB=http://127.0.0.1:$PX_PORT
+# report_of ROUTE: the first report line of ROUTE (2 s at most)
+report_of() {
+    local line=
+    for _ in $(seq 1 100); do
+        line=$(grep "\"route\":\"$1\"" "$FM_DIR/P.out" | head -n 1)
+        [ -n "$line" ] && break
+        sleep 0.02
+    done
+    echo "$line"
+}
+QA='format=anthropic&n=3&gap=1&status=503&fail_first=1'
+for k in an one; do
+    curl -s -o /dev/null -m 5 -H "Idempotency-Key: pf-$k" -d '{}' \
+        "$UP2/v1/chat/completions?$QA&_t=warm-$k"
+    curl -sN -m 10 -o "$FM_DIR/pf-$k.resp" -D "$FM_DIR/pf-$k.head" -H "Idempotency-Key: pf-$k" \
+        -H 'Content-Type: application/json' --data-binary '{"model":"m","stream":true}' \
+        "$PB/$k/chat/completions?$QA&_t=pf-$k"
+done
+line=$(report_of an)
+check "a fallback's own profile judges its stream: ok, its message_stop the end" \
+    '[ "$(jq -r .report.outcome <<<"$line")" = ok ] &&
+     [ "$(jq -c "[.report.attempts[].profile]" <<<"$line")" = "[\"openai\",\"anthropic\"]" ] &&
+     [ "$(jq -r ".report.attempts[1].usage.source" <<<"$line")" = provider ]' "$line"
+check "... and the client got that stream whole" \
+    'grep -q "^HTTP/1.1 200" "$FM_DIR/pf-an.head" && grep -q "^event: message_stop" "$FM_DIR/pf-an.resp"' \
+    "$(head -c 300 "$FM_DIR/pf-an.resp")"
+line=$(report_of one)
+check "without it the route's profile misjudges the fallback: truncated" \
+    '[ "$(jq -r .report.outcome <<<"$line")" = truncated ] &&
+     [ "$(jq -c "[.report.attempts[].profile]" <<<"$line")" = "[\"openai\",\"openai\"]" ]' "$line"
+# the primary refuses the connection, the fallback stalls after its first
+# token: the idle clock cuts it, and the client reads the cut in the
+# fallback's format (Anthropic's event: error), not the route's
+curl -sN -m 10 -o "$FM_DIR/pf-cut.resp" -H 'Idempotency-Key: pf-cut' \
+    --data-binary '{"model":"m","stream":true}' \
+    "$PB/cut/chat/completions?format=anthropic&n=3&stall_after=2&stall=forever&_t=pf-cut"
+line=$(report_of cut)
+check "a cut fallback stream ends in its own profile's error format" \
+    'grep -q "^event: error" "$FM_DIR/pf-cut.resp" && grep -q "\"type\":\"error\"" "$FM_DIR/pf-cut.resp" &&
+     ! grep -q "^data: {\"error\"" "$FM_DIR/pf-cut.resp" &&
+     [ "$(jq -r .report.outcome <<<"$line")" = idle_timeout ] &&
+     [ "$(jq -c "[.report.attempts[].profile]" <<<"$line")" = "[\"openai\",\"anthropic\"]" ]' \
+    "$(tail -c 300 "$FM_DIR/pf-cut.resp") $line"
+
 # the keys' errors
 usage_err() {
     local want=$1
@@ -129,6 +209,11 @@ usage_err "header is the fallback's named before it" --upstream "$UP" --header '
 usage_err 'header takes "Name: value"' --upstream "$UP" --fallback "$UP2" --header 'no colon'
 usage_err 'header takes "Name: value"' --upstream "$UP" --fallback "$UP2" --header 'Host: x'
 usage_err "model takes 1 to 256 bytes" --upstream "$UP" --fallback "$UP2" --model ''
+usage_err "profile takes openai" --upstream "$UP" --profile openai --fallback "$UP2" --profile nope
+usage_err "fallback 1 needs profile openai" --upstream "$UP" --profile openai --include-usage \
+    --fallback "$UP2" --profile anthropic
+# (a route's profile given after its fallbacks is still the route's:
+# cli.sg_proxy starts one so)
 
 px_stop_all
 fm_finish

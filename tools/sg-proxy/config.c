@@ -142,16 +142,40 @@ static bool header_line_ok(const char *line) {
     return true;
 }
 
-/* header and model: the fallback's named just before (docs/sg-proxy.md,
- * "FALLBACKS").  0, 1 when @name is neither, -1 with the reason in @err;
- * the error never repeats a header's value (a credential). */
+static int route_profile(const char *arg, const char **profile, sg_stream_config *framing,
+                         char *err, size_t errlen) {
+    sg_stream_config f;
+    sg_stream_config_init(&f);
+    if (arg == NULL || sg_profile_framing(arg, &f) != 0) {
+        return ERR("profile takes openai, openai-responses, anthropic, gemini, "
+                   "ollama, bedrock-converse or bedrock-invoke, not '%s'",
+                   arg != NULL ? arg : "");
+    }
+    *profile = arg;
+    *framing = f;
+    return 0;
+}
+
+/* header, model and profile: the fallback's named just before
+ * (docs/sg-proxy.md, "FALLBACKS") - a profile only once the route has its
+ * own (a route's profile given after its fallbacks is the route's, as it
+ * always was).  0, 1 when @name is none of them, -1 with the reason in
+ * @err; the error never repeats a header's value (a credential). */
 static int fallback_option(struct route *r, const char *name, const char *arg, char *err,
                            size_t errlen) {
+    bool after = r->nfallback > 0 && r->price_for == r->nfallback;
+    if (strcmp(name, "profile") == 0) {
+        if (!after || r->profile == NULL) {
+            return 1; /* the route's */
+        }
+        int i = r->nfallback - 1;
+        return route_profile(arg, &r->fb_profile[i], &r->fb_framing[i], err, errlen);
+    }
     bool header = strcmp(name, "header") == 0;
     if (!header && strcmp(name, "model") != 0) {
         return 1;
     }
-    if (r->nfallback == 0 || r->price_for != r->nfallback) {
+    if (!after) {
         return ERR("%s is the fallback's named before it: give fallback first", name);
     }
     int i = r->nfallback - 1;
@@ -326,13 +350,7 @@ int route_option(struct route *r, const char *name, const char *arg, char *err,
         return 0;
     }
     if (strcmp(name, "profile") == 0) {
-        r->profile = arg;
-        sg_stream_config_init(&r->framing);
-        return sg_profile_framing(arg, &r->framing) == 0
-                   ? 0
-                   : ERR("profile takes openai, openai-responses, anthropic, gemini, "
-                         "ollama, bedrock-converse or bedrock-invoke, not '%s'",
-                         arg);
+        return route_profile(arg, &r->profile, &r->framing, err, errlen);
     }
     if (strcmp(name, "prefix") == 0) {
         if (arg[0] != '/' || strchr(arg, '?') != NULL) {
@@ -416,6 +434,13 @@ int route_finish(struct route *r, char *err, size_t errlen) {
         return ERR("route %s: include-usage asks OpenAI Chat Completions for its usage "
                    "chunk: it needs profile openai, not %s",
                    r->name, r->profile);
+    }
+    for (int i = 0; r->include_usage && i < r->nfallback; i++) {
+        if (r->fb_profile[i] != NULL && strcmp(r->fb_profile[i], "openai") != 0) {
+            return ERR("route %s: include-usage asks every endpoint for OpenAI's usage "
+                       "chunk: fallback %d needs profile openai, not %s",
+                       r->name, i + 1, r->fb_profile[i]);
+        }
     }
     if (r->max_hedges > 0 && r->hedge_after == 0) {
         return ERR("route %s: max-hedges needs hedge-after", r->name);

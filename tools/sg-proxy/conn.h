@@ -62,6 +62,10 @@ struct conn {
     bool committed;
     uint32_t committed_attempt;
     int64_t committed_at;
+    /* the committed attempt's framing and profile: its endpoint's (a
+     * fallback's own, else the route's), what its bytes are read by */
+    const sg_stream_config *up_framing;
+    const char *up_profile;
     /* the committed attempt's bytes not yet given to the client: they go
      * out event by event (line by line, message by message) as the
      * library delivers the item each one carries, so that the client gets
@@ -131,6 +135,11 @@ int fallback_read_body(struct conn *c, const char *body, size_t len);
  * with its own headers and its model.  0, or a negative code. */
 int fallback_endpoints(struct conn *c, sg_curl_options *o, const char *target,
                        size_t target_len);
+/* The framing and profile name of attempt @attempt (1-based) of @c's
+ * operation: its fallback's own, else the route's (also for no such
+ * attempt).  Both valid as long as @c's route. */
+void fallback_framing(const struct conn *c, uint32_t attempt,
+                      const sg_stream_config **framing, const char **profile);
 /* The report line's "models": the model each attempt asked for, in the
  * report's order of attempts (null where the body named none). */
 void fallback_models_fwrite(FILE *f, const struct conn *c);

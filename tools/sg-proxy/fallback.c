@@ -1,10 +1,12 @@
 /*
- * fallback.c - each fallback's own headers and model (docs/sg-proxy.md,
- * "FALLBACKS"): a route may send a fallback - another deployment, or
- * another provider of the same API - with its own credential and its own
- * model name.  The operation's endpoints carry them (the library's
- * per-endpoint headers and body, sg_curl_options_add_endpoint); the
- * report line names the model each attempt asked for.
+ * fallback.c - each fallback's own headers, model and profile
+ * (docs/sg-proxy.md, "FALLBACKS"): a route may send a fallback - another
+ * deployment, or another provider of the same API - with its own
+ * credential, its own model name and its own stream semantics.  The
+ * operation's endpoints carry them (the library's per-endpoint headers,
+ * body and framing: sg_curl_options_add_endpoint,
+ * sg_curl_options_set_endpoint_framing); the report line names the model
+ * each attempt asked for, and the report the profile that judged it.
  *
  * A fallback's header lines replace the client's lines of the same names
  * (compared without case) and are never logged; a fallback with its own
@@ -142,11 +144,30 @@ int fallback_endpoints(struct conn *c, sg_curl_options *o, const char *target,
         if (rv == 0) {
             rv = sg_curl_options_add_endpoint(o, url, h, body, len);
         }
+        if (rv == 0 && r->fb_profile[i] != NULL) {
+            /* its attempts framed and judged by its own profile */
+            rv = sg_curl_options_set_endpoint_framing(o, (uint32_t)i + 1,
+                                                      &r->fb_framing[i]);
+        }
         free(own);
         curl_slist_free_all(h);
         free(url);
     }
     return rv;
+}
+
+void fallback_framing(const struct conn *c, uint32_t attempt,
+                      const sg_stream_config **framing, const char **profile) {
+    const struct route *r = c->route;
+    const sg_op *pol = c->op != NULL ? sg_curl_op_policy(c->op) : NULL;
+    const sg_op_attempt *a = attempt > 0 ? sg_op_attempt_at(pol, attempt - 1) : NULL;
+    uint32_t ep = a != NULL ? a->endpoint : 0;
+    *framing = &r->framing;
+    *profile = r->profile;
+    if (ep > 0 && (int)ep <= r->nfallback && r->fb_profile[ep - 1] != NULL) {
+        *framing = &r->fb_framing[ep - 1];
+        *profile = r->fb_profile[ep - 1];
+    }
 }
 
 void fallback_models_fwrite(FILE *f, const struct conn *c) {

@@ -52,6 +52,8 @@ static void usage(FILE *f) {
         "                         the client's header of that name (repeatable, 8)\n"
         "  --model NAME           the --fallback just before asks for NAME: the\n"
         "                         JSON body's top-level \"model\" replaced\n"
+        "  --profile NAME         again after a --fallback: that fallback's own\n"
+        "                         stream semantics (its attempts judged by it)\n"
         "  --cacert FILE          CA certificates for https:// upstreams\n");
     fputs(
         "Clocks, retries, hedging (as sg-stream's):\n"

@@ -73,6 +73,9 @@ struct route {
     int fb_nheader[MAX_FALLBACKS];
     const char *fb_model[MAX_FALLBACKS];
     bool any_model; /* some fallback has a model: bodies must be JSON */
+    /* and its profile (NULL: the route's), framing its attempts */
+    const char *fb_profile[MAX_FALLBACKS];
+    sg_stream_config fb_framing[MAX_FALLBACKS];
     const char *profile;
     sg_stream_config framing;
     sg_op_options *policy; /* the route's (owned); a request's is a copy */

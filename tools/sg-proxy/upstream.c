@@ -124,7 +124,7 @@ static int forward(struct conn *c, const char *p, size_t n) {
     if (!relay_add(&c->relay, p, n)) {
         return own_failure(c, 503, "out of memory");
     }
-    if (sg_stream_config_format(&c->route->framing) != SG_FORMAT_EVENTSTREAM) {
+    if (sg_stream_config_format(c->up_framing) != SG_FORMAT_EVENTSTREAM) {
         return 0; /* each event goes with its item (release) */
     }
     return pass_on(c, relay_messages(&c->relay));
@@ -166,10 +166,12 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
 /* The first token: the answer's head, and what its attempt sent so far. */
 static int commit(struct conn *c, uint32_t attempt) {
     char head[512];
+    /* its bytes are its endpoint's profile's (a fallback may have its own) */
+    fallback_framing(c, attempt, &c->up_framing, &c->up_profile);
     snprintf(head, sizeof(head),
              "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
              "Connection: close\r\nX-SG-Attempt: %u\r\n\r\n",
-             answer_content_type(&c->route->framing), attempt);
+             answer_content_type(c->up_framing), attempt);
     c->committed = true;
     c->committed_attempt = attempt;
     c->committed_at = now_ns();
@@ -177,7 +179,7 @@ static int commit(struct conn *c, uint32_t attempt) {
     put_str(c, head);
     struct pending *pd = pending_of(c, attempt, false);
     int rv = 0;
-    relay_init(&c->relay, sg_stream_config_format(&c->route->framing));
+    relay_init(&c->relay, sg_stream_config_format(c->up_framing));
     if (pd != NULL && pd->n > 0) {
         rv = forward(c, pd->p, pd->n);
     }
@@ -337,12 +339,12 @@ static void answer_failure(struct conn *c, sg_outcome o) {
  * upstream wrote it - its type, message and code are the provider's, and
  * the client's SDK raises them as such: true when it went. */
 static bool pass_upstream_error(struct conn *c) {
-    if (sg_stream_config_format(&c->route->framing) == SG_FORMAT_EVENTSTREAM) {
+    if (sg_stream_config_format(c->up_framing) == SG_FORMAT_EVENTSTREAM) {
         /* its exception message went on as it came, a whole message */
         relay_discard(&c->relay);
         return true;
     }
-    size_t end = relay_error_end(&c->relay, &c->route->framing);
+    size_t end = relay_error_end(&c->relay, c->up_framing);
     if (end == 0) {
         return false;
     }
@@ -355,7 +357,9 @@ static void answer_in_band_error(struct conn *c, sg_outcome o) {
     if (o == SG_OUTCOME_PROVIDER_ERROR && pass_upstream_error(c)) {
         return;
     }
-    enum answer_style style = answer_style_of(c->route->profile);
+    /* in the format of the stream the client is reading: the committed
+     * attempt's */
+    enum answer_style style = answer_style_of(c->up_profile);
     /* what the client got ends on a whole event or line (the rest of a cut
      * one is dropped): the error is an event of its own */
     relay_discard(&c->relay);
