@@ -36,7 +36,10 @@ struct sg_curl_options {
     bool grpc_timeout;
     int64_t drain_ns;
     const sg_clock *clock; /* borrowed */
-    sg__curl_endpoint endpoints[SG_OP_MAX_ENDPOINTS];
+    /* n_endpoints of them (at most SG_OP_MAX_ENDPOINTS), on the heap: an
+     * operation's copy of options without fallbacks holds none (inline,
+     * all 16 were 512 bytes in every operation) */
+    sg__curl_endpoint *endpoints;
     uint32_t n_endpoints;
     sg_curl_item_cb on_item;
     sg_curl_discard_cb on_discard;

@@ -76,6 +76,7 @@ void sg_curl_options_free(sg_curl_options *o) {
     for (uint32_t i = 0; i < o->n_endpoints; i++) {
         endpoint_clear(&o->endpoints[i]);
     }
+    free(o->endpoints);
     free(o);
 }
 
@@ -108,13 +109,17 @@ int sg_curl_options_dup(sg_curl_options **out, const sg_curl_options *src) {
     o->framing_block = NULL;
     o->headers = NULL;
     o->cafile = NULL;
+    o->endpoints = NULL;
     o->n_endpoints = 0;
     bool failed =
         sg__stream_config_copy(&o->framing, &src->framing, &o->framing_block) != 0;
     o->headers = dup_list(src->headers, &failed);
     o->cafile = dup_str(src->cafile, &failed);
+    if (!failed && src->n_endpoints > 0) {
+        o->endpoints = calloc(src->n_endpoints, sizeof(*o->endpoints));
+        failed = o->endpoints == NULL;
+    }
     for (uint32_t i = 0; i < src->n_endpoints && !failed; i++) {
-        memset(&o->endpoints[i], 0, sizeof(o->endpoints[i]));
         o->n_endpoints = i + 1; /* freed with o when the copy fails */
         const sg__curl_endpoint *e = &src->endpoints[i];
         failed =
@@ -212,6 +217,14 @@ int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
     if (o->n_endpoints > 0 && (o->endpoints[0].body != NULL) != (body != NULL)) {
         return SG_EINVAL; /* some would inherit another endpoint's body */
     }
+    /* one more in place (a realloc per endpoint: 16 at most, as they are
+     * configured, never per request of an operation) */
+    sg__curl_endpoint *grown =
+        realloc(o->endpoints, (o->n_endpoints + 1) * sizeof(*o->endpoints));
+    if (grown == NULL) {
+        return SG_ENOMEM;
+    }
+    o->endpoints = grown;
     sg__curl_endpoint *e = &o->endpoints[o->n_endpoints];
     memset(e, 0, sizeof(*e));
     if (!endpoint_copy(e, url, headers, body, body_len)) {

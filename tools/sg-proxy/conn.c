@@ -210,7 +210,11 @@ void conn_free(struct conn *c) {
     free_op(c);
     routes_unref(c->set);
     close(c->fd); /* leaves epoll by itself */
-    preq_free(&c->rq);
+    if (c->rq != NULL) {
+        preq_free(c->rq);
+        free(c->rq);
+    }
+    free(c->in);
     free(c->url);
     free(c->body);
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
@@ -313,7 +317,10 @@ void conn_accept(struct proxy *p) {
             continue;
         }
         struct conn *c = calloc(1, sizeof(*c));
-        if (c == NULL) {
+        struct preq *rq = malloc(sizeof(*rq));
+        if (c == NULL || rq == NULL) {
+            free(c);
+            free(rq);
             close(fd);
             continue;
         }
@@ -323,7 +330,8 @@ void conn_accept(struct proxy *p) {
         c->proxy = p;
         c->id = ++p->next_id;
         c->state = C_HEAD;
-        preq_init(&c->rq, p->max_body);
+        c->rq = rq;
+        preq_init(c->rq, p->max_body);
         c->header_deadline = sg_time_add(now_ns(), p->header_timeout);
         char ip[INET6_ADDRSTRLEN] = "?";
         int port = 0;
@@ -345,6 +353,7 @@ void conn_accept(struct proxy *p) {
         ev.data.ptr = c;
         if (epoll_ctl(p->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
             close(fd);
+            free(c->rq);
             free(c);
             continue;
         }
@@ -358,7 +367,7 @@ void conn_accept(struct proxy *p) {
  * /readyz: it takes requests - routes loaded, not draining - else 503. */
 static void serve_health(struct conn *c) {
     const struct proxy *p = c->proxy;
-    if (c->rq.own == PREQ_OWN_HEALTHZ) {
+    if (c->rq->own == PREQ_OWN_HEALTHZ) {
         reply(c, 200, "OK", NULL, "{\"status\":\"live\"}");
         return;
     }
@@ -375,10 +384,10 @@ static void serve_health(struct conn *c) {
 
 /* GET /metrics, /healthz and /readyz are the proxy's own. */
 static bool serve_own(struct conn *c) {
-    if (c->rq.own == PREQ_OWN_NONE) {
+    if (c->rq->own == PREQ_OWN_NONE) {
         return false;
     }
-    if (c->rq.own != PREQ_OWN_METRICS) {
+    if (c->rq->own != PREQ_OWN_METRICS) {
         serve_health(c);
         return true;
     }
@@ -418,12 +427,12 @@ static bool head_read(struct conn *c, bool whole) {
     c->arrived = now_ns();
     c->state = C_BODY;
     c->header_deadline = sg_time_add(c->arrived, p->header_timeout);
-    if (c->rq.route != NULL) {
-        c->route = c->rq.route;
+    if (c->rq->route != NULL) {
+        c->route = c->rq->route;
         c->set = p->routes;
         c->set->refs++;
     }
-    if (p->draining && c->rq.own != PREQ_OWN_HEALTHZ && c->rq.own != PREQ_OWN_READYZ) {
+    if (p->draining && c->rq->own != PREQ_OWN_HEALTHZ && c->rq->own != PREQ_OWN_READYZ) {
         /* a request that came after SIGTERM, on a connection from before
          * it: no new work while the proxy drains (said in its route's
          * provider's format); the probes say how it is */
@@ -434,23 +443,33 @@ static bool head_read(struct conn *c, bool whole) {
     return true;
 }
 
+/* The request is whole, and answered or its operation started: the
+ * parsed head goes, its bytes stay (in @c->in) for the operation's life. */
+static void request_done(struct conn *c) {
+    c->in = c->rq->in;
+    c->rq->in = NULL;
+    preq_free(c->rq);
+    free(c->rq);
+    c->rq = NULL;
+}
+
 /* @n more bytes of the request were read. */
 static void received(struct conn *c, size_t n) {
-    const enum preq_state was = c->rq.state;
-    const enum preq_state now = preq_got(&c->rq, n, c->proxy->routes);
+    const enum preq_state was = c->rq->state;
+    const enum preq_state now = preq_got(c->rq, n, c->proxy->routes);
     if (now == PREQ_FAILED) {
         /* answered when the head is whole, before the body is read (a
          * client that sent Expect: 100-continue never sends it): the
          * connection lingers unless the request is all in */
-        c->request_whole = c->rq.all_read;
-        reply_error(c, c->rq.status, c->rq.why);
+        c->request_whole = c->rq->all_read;
+        reply_error(c, c->rq->status, c->rq->why);
         return;
     }
     const bool head = was == PREQ_HEAD && now != PREQ_HEAD;
     if (head && !head_read(c, now == PREQ_WHOLE)) {
         return;
     }
-    if (head && now == PREQ_BODY && c->rq.expect_continue) {
+    if (head && now == PREQ_BODY && c->rq->expect_continue) {
         /* the request will be read: the client may send its body (RFC
          * 9110 §10.1.1; curl waits a second for this before sending one
          * over 1 MiB) - unless it came with the head already */
@@ -459,10 +478,11 @@ static void received(struct conn *c, size_t n) {
     }
     if (now == PREQ_WHOLE) {
         c->request_whole = true; /* an answer now is to all of it */
-        preq_fit(&c->rq);
+        preq_fit(c->rq);
         if (!serve_own(c)) {
             start_operation(c);
         }
+        request_done(c);
     }
 }
 
@@ -484,9 +504,9 @@ static void read_client(struct conn *c) {
         /* the request's bytes are bounded by request.c: a head, a body,
          * and a read (the room doubles as a large body comes) */
         size_t room;
-        char *at = preq_room(&c->rq, 2048, &room);
+        char *at = preq_room(c->rq, 2048, &room);
         if (at == NULL) {
-            reply_error(c, c->rq.status, c->rq.why);
+            reply_error(c, c->rq->status, c->rq->why);
             return;
         }
         ssize_t n = recv(c->fd, at, room, 0);

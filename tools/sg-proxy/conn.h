@@ -40,8 +40,13 @@ struct conn {
      * unsent bytes, SIOCOUTQ) at the last look; sent counts every byte
      * handed to the kernel */
     uint64_t sent, taken_seen;
-    /* the request (its route, once routed, is @route) */
-    struct preq rq;
+    /* the request as it is read (its route, once routed, is @route): NULL
+     * once it is whole and answered or started - its parsed head is 2 KiB
+     * of views (SG_FM_H1_MAX_HEADERS) a stream has no use for - with its
+     * bytes kept in @in (the body goes upstream from there, in place, on
+     * every attempt) */
+    struct preq *rq;
+    char *in;
     int64_t arrived; /* the head was whole */
     /* the operation */
     CURL *easy;

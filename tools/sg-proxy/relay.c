@@ -83,7 +83,13 @@ void relay_discard(struct relay *r) {
 void relay_drop(struct relay *r, size_t n) {
     r->off += n;
     if (r->off == r->len) {
-        r->off = r->rel = r->len = 0; /* nothing left: the next read starts at 0 */
+        /* nothing left: the buffer goes, and the next read starts a new
+         * one - an open stream that waits for its upstream holds none
+         * (one that paused after a 16 KiB read would keep that much for
+         * as long as it waits) */
+        free(r->buf);
+        r->buf = NULL;
+        r->off = r->rel = r->len = r->cap = 0;
     }
 }
 

@@ -12,8 +12,10 @@
  * send for every event a read released: conn.c's flush_out), so an event
  * is copied once, as it is read, and never again on its way out.
  *
- * Memory: the bytes held and released (the caller bounds them), and for an
- * SSE event of several data lines a copy of its data, grown as used.
+ * Memory: the bytes held and released (the caller bounds them), in a
+ * buffer freed whenever all of it has been handed over (a stream that
+ * waits for its upstream holds none), and for an SSE event of several
+ * data lines a copy of its data, grown as used.
  */
 #ifndef SG_PROXY_RELAY_H
 #define SG_PROXY_RELAY_H

@@ -475,7 +475,7 @@ static const struct {
 static bool inbound_deadline(struct conn *c, int64_t *deadline) {
     int64_t ns = -1;
     for (size_t i = 0; i < sizeof(inbound) / sizeof(inbound[0]); i++) {
-        const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->rq.req, inbound[i].name);
+        const sg_fm_h1_header *h = sg_fm_h1_find_header(&c->rq->req, inbound[i].name);
         int64_t v;
         if (h == NULL || inbound[i].parse(h->value, h->value_len, &v) != 0 ||
             (inbound[i].times > 1 && v == 0)) {
@@ -542,7 +542,7 @@ static int with_usage(struct conn *c, const char *target, size_t target_len,
         path_len++;
     }
     struct iu_edit ed;
-    if (!c->route->include_usage || strcmp(c->rq.method, "POST") != 0 || path_len < cl ||
+    if (!c->route->include_usage || strcmp(c->rq->method, "POST") != 0 || path_len < cl ||
         memcmp(target + path_len - cl, chat, cl) != 0 ||
         !include_usage_edit(*body, *len, &ed)) {
         return 0;
@@ -564,7 +564,7 @@ void start_operation(struct conn *c) {
         return;
     }
     /* routed and checked as the head came (request.c) */
-    const struct preq *q = &c->rq;
+    const struct preq *q = c->rq;
     const struct route *r = c->route;
     const char *target = q->req.target + r->prefix_len;
     size_t target_len = q->req.target_len - r->prefix_len;
@@ -660,6 +660,14 @@ void start_operation(struct conn *c) {
     }
     sg_curl_options_free(co); /* the operation has copies of both */
     sg_op_options_free(po);
+    if (rv == 0) {
+        /* and of the header lines and the URL (libcurl has its own of the
+         * URL too): the stream keeps one copy of them, not two */
+        curl_slist_free_all(c->headers);
+        c->headers = NULL;
+        free(c->url);
+        c->url = NULL;
+    }
     if (rv == 0) {
         c->in_call = true; /* on_done may run in here */
         rv = sg_curl_multi_add(p->multi, c->op);
