@@ -21,6 +21,7 @@
 
 #include <streamguard/otel.h>
 
+#include "otel/internal.h"
 #include "otel/span.h"
 #include "otel_collector.h"
 #include "timing.h"
@@ -128,11 +129,46 @@ static sg_otel *exporter(uint16_t port) {
     return otel;
 }
 
+/* What the export thread pays to encode a batch of 512 attempt spans
+ * (best of 50, ns per span), and the bytes per span on the wire. */
+static void encode_cost(void) {
+    enum { N = 512 };
+    static sg__otel_span *spans[N];
+    for (unsigned i = 0; i < N; i++) {
+        if ((spans[i] = attempt_span(i)) == NULL) {
+            fprintf(stderr, "out of memory\n");
+            exit(1);
+        }
+    }
+    const sg__otel_attr res[] = {{"service.name", SG__OTEL_STRING, {.s = "bench"}}};
+    double best = 1e9;
+    size_t len = 0;
+    for (int r = 0; r < 50; r++) {
+        uint8_t *buf;
+        double t0 = now_s();
+        if (sg__otel_encode(res, 1, spans, N, &buf, &len) != 0) {
+            fprintf(stderr, "encode failed\n");
+            exit(1);
+        }
+        double t = now_s() - t0;
+        best = t < best ? t : best;
+        free(buf);
+    }
+    printf(
+        "encode (export thread): %.0f ns per span, %zu bytes per span (batch of %d, best "
+        "of 50)\n",
+        best / N * 1e9, len / N, N);
+    for (unsigned i = 0; i < N; i++) {
+        sg__otel_span_free(spans[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 5;
     if (argc > 2 && atof(argv[2]) > 0) {
         rate = atof(argv[2]);
     }
+    encode_cost();
     printf("bench_otel: %d spans a round in bursts of %d at %.0f spans/s; ns per span\n",
            BURSTS * BURST, BURST, rate);
     printf(
