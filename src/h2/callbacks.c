@@ -296,11 +296,12 @@ ssize_t sg__h2_body_read(nghttp2_session *session, int32_t stream_id, uint8_t *b
     if (op == NULL || op->stream_id != stream_id) {
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
-    size_t left = op->body_len - op->body_off;
+    const sg__h2_req *req = op->req;
+    size_t left = req->body_len - op->body_off;
     size_t n = left < length ? left : length;
-    memcpy(buf, op->body + op->body_off, n);
+    memcpy(buf, req->body + op->body_off, n);
     op->body_off += n;
-    if (op->body_off == op->body_len) {
+    if (op->body_off == req->body_len) {
         *data_flags |= NGHTTP2_DATA_FLAG_EOF;
     }
     return (ssize_t)n;

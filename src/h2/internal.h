@@ -66,7 +66,32 @@ struct sg_h2_request {
     bool grpc_timeout;
     int64_t drain_ns;
     sg__h2_cbs cbs;
+    uint64_t version; /* new at every setter: which copy a connection may share */
 };
+
+/* A new request version, never given before (process-wide). */
+uint64_t sg__h2_request_version(void);
+
+/* The request as a connection sends it: copied once, in one block, from
+ * one version of an sg_h2_request (and the method the policy sends), and
+ * shared by every operation made from that version on the connection, and
+ * by their hedge slots; freed with the last of them. */
+typedef struct sg__h2_req {
+    size_t refs;
+    uint64_t version;
+    sg_h2_conn *conn; /* whose req_cache may point here */
+    nghttp2_nv *nva;  /* pseudo-headers + caller's, then room for the stamp */
+    size_t nfixed;    /* entries filled; SG__LC_STAMP_MAX more are room */
+    const uint8_t *body;
+    size_t body_len;
+    char *target;             /* scheme://authority/path, for the observer */
+    sg_stream_config framing; /* its strings in framing_block */
+    void *framing_block;
+    sg__h2_cbs cbs;
+    int64_t drain_ns;
+    bool deadline_header;
+    bool grpc_timeout;
+} sg__h2_req;
 
 struct sg_h2_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
@@ -76,17 +101,8 @@ struct sg_h2_op {
     sg__dheap_node node;   /* in the connection's deadline heap */
     bool queued;           /* in the decided queue */
     sg_h2_op *ended_next;  /* the queue of on_done calls held while in_recv */
-    sg__h2_cbs cbs;
     void *user_data;
-
-    /* the request, copied into one block at start */
-    void *block;
-    nghttp2_nv *nva; /* fixed part: pseudo-headers + caller's headers */
-    size_t nfixed;   /* entries of nva filled at start */
-    const uint8_t *body;
-    size_t body_len;
-    char *target; /* scheme://authority/path, for the observer's intent */
-    char stamp_names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1]; /* lowercased */
+    sg__h2_req *req; /* the request, shared (one reference of it is ours) */
 
     /* the running attempt */
     sg__h2_link *link;  /* the link its stream is on, or that it waits for */
@@ -98,12 +114,9 @@ struct sg_h2_op {
     bool end_stream;     /* the response's END_STREAM arrived */
 
     /* hedging: a hedge slot points at its operation (root), shares its
-     * request block and runs attempts on its policy as streams of its own;
-     * the root's lifecycle keeps its slots */
+     * request and runs attempts on its policy as streams of its own; the
+     * root's lifecycle keeps its slots */
     sg_h2_op *root;
-    sg_stream_config framing; /* root: for its slots' lifecycles too */
-    void *framing_block;      /* root: the framing's strings */
-    int64_t drain_ns;
 };
 
 /* Addresses to connect to, at most this many. */
@@ -200,7 +213,8 @@ struct sg_h2_conn {
     struct epoll_event ev[SG__H2_MAX_EVENTS]; /* this step's readiness */
     int nev;                                  /* entries of ev, or SG__H2_ALL_READY */
 
-    sg_h2_op *ops; /* every operation not freed */
+    sg__h2_req *req_cache; /* the request copy made last, while in use */
+    sg_h2_op *ops;         /* every operation not freed */
     sg_h2_op *done_head;
     sg_h2_op *done_tail;
     sg_h2_op *ended_head; /* ops ended inside nghttp2: on_done after it */

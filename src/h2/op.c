@@ -155,19 +155,22 @@ static int submit(sg_h2_op *op, int64_t now) {
     sg__h2_link *l = op->link;
     sg__lifecycle *lc = &op->lc;
     sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_SEND, now);
-    nghttp2_nv *nva = op->nva;
-    size_t n = op->nfixed;
+    /* The stamp goes into the shared request's room after its fixed part:
+     * nghttp2 copies every field before it returns, and nothing else runs
+     * on the connection meanwhile. */
+    char names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1];
+    nghttp2_nv *nva = op->req->nva;
+    size_t n = op->req->nfixed;
     for (size_t i = 0; i < op->stamp.n; i++) {
-        snprintf(op->stamp_names[i], sizeof(op->stamp_names[i]), "%s",
-                 op->stamp.h[i].name);
-        lowercase(op->stamp_names[i]);
-        nva[n++] = make_nv(op->stamp_names[i], op->stamp.h[i].value);
+        snprintf(names[i], sizeof(names[i]), "%s", op->stamp.h[i].name);
+        lowercase(names[i]);
+        nva[n++] = make_nv(names[i], op->stamp.h[i].value);
     }
     nghttp2_data_provider prd;
     prd.source.ptr = NULL;
     prd.read_callback = sg__h2_body_read;
     int32_t id = nghttp2_submit_request(l->session, NULL, nva, n,
-                                        op->body_len > 0 ? &prd : NULL, op);
+                                        op->req->body_len > 0 ? &prd : NULL, op);
     if (id < 0) {
         sg__lc_error(lc, "cannot submit the request: %s", nghttp2_strerror(id));
         if (id == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE) {
@@ -248,7 +251,7 @@ static sg_h2_op *root_of(sg_h2_op *op) {
 }
 
 #define ROOT_OF(l) root_of(SG__H2_OP_OF(l))
-#define CBS_OF(op) (&(op)->cbs)
+#define CBS_OF(op) (&(op)->req->cbs)
 SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF, CBS_OF)
 
 /* The operation ended: leave the heap, then tell the consumer.  After this
@@ -279,8 +282,8 @@ static void tp_finished(sg__lifecycle *lc) {
         c->ended_tail = op;
         return;
     }
-    if (op->cbs.on_done != NULL) {
-        op->cbs.on_done(op, op->user_data);
+    if (op->req->cbs.on_done != NULL) {
+        op->req->cbs.on_done(op, op->user_data);
     }
 }
 
@@ -291,8 +294,8 @@ void sg__h2_run_ended(sg_h2_conn *c) {
         if (c->ended_head == NULL) {
             c->ended_tail = NULL;
         }
-        if (op->cbs.on_done != NULL) {
-            op->cbs.on_done(op, op->user_data); /* (it may free op) */
+        if (op->req->cbs.on_done != NULL) {
+            op->req->cbs.on_done(op, op->user_data); /* (it may free op) */
         }
     }
 }
@@ -312,9 +315,10 @@ static void tp_reschedule(sg__lifecycle *lc) {
 
 static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
     sg_h2_op *root = root_of(SG__H2_OP_OF(lc));
-    if (root->cbs.on_bytes != NULL) {
+    if (root->req->cbs.on_bytes != NULL) {
         /* no pause on HTTP/2 here: any non-zero value cancels */
-        return root->cbs.on_bytes(root, lc->attempt, data, len, root->user_data) != 0;
+        return root->req->cbs.on_bytes(root, lc->attempt, data, len, root->user_data) !=
+               0;
     }
     return 0;
 }
@@ -334,11 +338,11 @@ static void tp_unwatch(sg__lifecycle *lc, int fd) {
 static void tp_identity(sg__lifecycle *lc, uint32_t i, const char **url,
                         const char **cred, size_t *cred_len) {
     (void)i;
-    const sg_h2_op *op = SG__H2_OP_OF(lc);
-    *url = op->target;
+    const sg__h2_req *req = SG__H2_OP_OF(lc)->req;
+    *url = req->target;
     int best = 4;
-    for (size_t k = 4; k < op->nfixed; k++) { /* after the pseudo-headers */
-        const nghttp2_nv *nv = &op->nva[k];
+    for (size_t k = 4; k < req->nfixed; k++) { /* after the pseudo-headers */
+        const nghttp2_nv *nv = &req->nva[k];
         const int rank = sg__credential_rank((const char *)nv->name, nv->namelen);
         if (rank >= 0 && rank < best) {
             best = rank;
@@ -369,36 +373,48 @@ static int on_item(const sg_item *item, void *user_data) {
         return 1; /* another stream delivered first: nothing of this one */
     }
     sg_h2_op *root = root_of(op);
-    if (root->cbs.on_item != NULL) {
-        return root->cbs.on_item(root, item, root->user_data);
+    if (root->req->cbs.on_item != NULL) {
+        return root->req->cbs.on_item(root, item, root->user_data);
     }
     return 0;
 }
 
 /* ---------------------------------------------------------- operations */
 
-/* Copies the request into one block: the nva array (with room for the
- * headers stamped per attempt), then every string - the observer's target
- * scheme://authority/path among them - then the body. */
-static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *req,
-                        const char *method) {
+/* Copies the request into one block: the shared part, the nva array
+ * (with room for the headers stamped per attempt), then every string - the
+ * observer's target scheme://authority/path among them - then the body.
+ * NULL when out of memory. */
+static sg__h2_req *copy_request(sg_h2_conn *c, const sg_h2_request *req,
+                                const char *method) {
     const char *authority = req->authority != NULL ? req->authority : c->authority;
     const char *scheme = c->opts.tls ? "https" : "http";
     size_t nva_n = 4 + req->nheaders + SG__LC_STAMP_MAX;
-    size_t size = nva_n * sizeof(nghttp2_nv);
+    size_t size = sizeof(sg__h2_req) + nva_n * sizeof(nghttp2_nv);
     size += strlen(method) + strlen(req->path) + strlen(authority) + 3;
     size += strlen(scheme) + 3 + strlen(authority) + strlen(req->path) + 1;
     for (size_t i = 0; i < req->nheaders; i++) {
         size += strlen(req->headers[i].name) + strlen(req->headers[i].value) + 2;
     }
     size += req->body_len;
-    uint8_t *block = malloc(size);
-    if (block == NULL) {
-        return SG_ENOMEM;
+    sg__h2_req *r = malloc(size);
+    if (r == NULL) {
+        return NULL;
     }
-    op->block = block;
-    op->nva = (nghttp2_nv *)(void *)block;
-    char *p = (char *)(block + nva_n * sizeof(nghttp2_nv));
+    memset(r, 0, sizeof(*r));
+    if (sg__stream_config_copy(&r->framing, &req->framing, &r->framing_block) != 0) {
+        free(r);
+        return NULL;
+    }
+    r->refs = 0;
+    r->version = req->version;
+    r->conn = c;
+    r->cbs = req->cbs;
+    r->drain_ns = req->drain_ns;
+    r->deadline_header = req->deadline_header;
+    r->grpc_timeout = req->grpc_timeout;
+    r->nva = (nghttp2_nv *)(void *)(r + 1);
+    char *p = (char *)(r->nva + nva_n);
 #define SG__COPY(dst, src)           \
     do {                             \
         size_t l_ = strlen(src) + 1; \
@@ -410,37 +426,63 @@ static int copy_request(sg_h2_op *op, const sg_h2_conn *c, const sg_h2_request *
     SG__COPY(m, method);
     SG__COPY(pa, req->path);
     SG__COPY(au, authority);
-    op->target = p;
+    r->target = p;
     p += sprintf(p, "%s://%s%s", scheme, authority, req->path) + 1;
     size_t n = 0;
-    op->nva[n++] = make_nv(":method", m);
-    op->nva[n++] = make_nv(":scheme", scheme);
-    op->nva[n++] = make_nv(":authority", au);
-    op->nva[n++] = make_nv(":path", pa);
+    r->nva[n++] = make_nv(":method", m);
+    r->nva[n++] = make_nv(":scheme", scheme);
+    r->nva[n++] = make_nv(":authority", au);
+    r->nva[n++] = make_nv(":path", pa);
     for (size_t i = 0; i < req->nheaders; i++) {
         char *name;
         const char *value;
         SG__COPY(name, req->headers[i].name);
         lowercase(name);
         SG__COPY(value, req->headers[i].value);
-        op->nva[n++] = make_nv(name, value);
+        r->nva[n++] = make_nv(name, value);
     }
 #undef SG__COPY
-    op->nfixed = n;
-    op->body = (const uint8_t *)p;
-    op->body_len = req->body_len;
+    r->nfixed = n;
+    r->body = (const uint8_t *)p;
+    r->body_len = req->body_len;
     if (req->body_len > 0) {
         memcpy(p, req->body, req->body_len);
     }
-    return 0;
+    return r;
+}
+
+/* The connection's copy of @req sending @method: the one made last when
+ * it is of the same version and method, else a new one (the connection's
+ * last from now on).  A reference is the caller's.  NULL when out of
+ * memory. */
+static sg__h2_req *share_request(sg_h2_conn *c, const sg_h2_request *req,
+                                 const char *method) {
+    sg__h2_req *r = c->req_cache;
+    if (r == NULL || r->version != req->version ||
+        strcmp((const char *)r->nva[0].value, method) != 0) {
+        if ((r = copy_request(c, req, method)) == NULL) {
+            return NULL;
+        }
+        c->req_cache = r; /* the one before stays with its operations */
+    }
+    r->refs++;
+    return r;
+}
+
+static void unshare_request(sg__h2_req *r) {
+    if (r == NULL || --r->refs > 0) {
+        return;
+    }
+    if (r->conn != NULL && r->conn->req_cache == r) {
+        r->conn->req_cache = NULL;
+    }
+    free(r->framing_block);
+    free(r);
 }
 
 void sg__h2_op_release(sg_h2_op *op) {
-    if (op->root == NULL) {
-        free(op->block); /* a slot shares its root's request and framing */
-        free(op->framing_block);
-    }
     sg__lc_release(&op->lc);
+    unshare_request(op->req); /* after the stream that reads its framing */
     free(op);
 }
 
@@ -469,14 +511,20 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    /* the framing's strings, the op's own for its (and its slots') streams */
-    int rv = sg__stream_config_copy(&op->framing, &req->framing, &op->framing_block);
+    /* Without a method of its own the request sends the policy's, so retry
+     * safety always follows what went on the wire. */
+    const char *method = req->method != NULL ? req->method : sg_op_options_method(policy);
+    if (method == NULL) {
+        method = SG__DEFAULT_METHOD; /* no options: the policy's default */
+    }
+    op->req = share_request(c, req, method);
+    int rv = op->req != NULL ? 0 : SG_ENOMEM;
     if (rv == 0) {
-        rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &op->framing,
+        rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &op->req->framing,
                          req->drain_ns, on_item, op);
     }
     if (rv != 0) {
-        free(op->framing_block);
+        unshare_request(op->req);
         free(op);
         return rv;
     }
@@ -493,11 +541,8 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
         sg__h2_op_release(op);
         return SG_EINVAL;
     }
-    /* Without a method of its own the request sends the policy's, so retry
-     * safety always follows what went on the wire. */
-    rv = copy_request(op, c, req, sg_op_options_method(po));
-    if (rv == 0 && sg_op_options_target(po) == NULL) {
-        rv = sg_op_options_set_target(po, op->target);
+    if (sg_op_options_target(po) == NULL) {
+        rv = sg_op_options_set_target(po, op->req->target);
     }
     if (rv == 0) {
         op->conn = c;
@@ -509,8 +554,6 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
     }
     op->lc.deadline_header = req->deadline_header;
     op->lc.grpc_timeout = req->grpc_timeout;
-    op->drain_ns = req->drain_ns;
-    op->cbs = req->cbs;
     op->user_data = user_data;
     link_op(c, op);
     c->running++;
@@ -552,20 +595,15 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     if (s == NULL) {
         return NULL;
     }
-    if (sg__lc_init(&s->lc, &h2_transport, &root->lc, NULL, &root->framing,
-                    root->drain_ns, on_item, s) != 0) {
+    if (sg__lc_init(&s->lc, &h2_transport, &root->lc, NULL, &root->req->framing,
+                    root->req->drain_ns, on_item, s) != 0) {
         free(s);
         return NULL;
     }
     s->root = root;
     s->conn = c;
-    s->block = root->block;
-    s->nva = root->nva;
-    s->nfixed = root->nfixed;
-    s->body = root->body;
-    s->body_len = root->body_len;
-    s->target = root->target;
-    s->cbs = root->cbs;
+    s->req = root->req;
+    s->req->refs++;
     s->user_data = root->user_data;
     s->lc.deadline_header = root->lc.deadline_header;
     s->lc.grpc_timeout = root->lc.grpc_timeout;

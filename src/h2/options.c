@@ -8,6 +8,7 @@
 #include "core/internal.h"
 #include "sgx/fields.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,11 +188,25 @@ int sg_h2_conn_options_set_connect_on_demand(sg_h2_conn_options *o, bool on) {
 
 /* ---------------------------------------------------------- request */
 
+uint64_t sg__h2_request_version(void) {
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+}
+
+/* Every setter, whatever it changes: a connection shares the copy it made
+ * of a request only with operations made from the same version. */
+static void touch(sg_h2_request *r) {
+    if (r != NULL) {
+        r->version = sg__h2_request_version();
+    }
+}
+
 int sg_h2_request_new(sg_h2_request **out) {
     if (out == NULL) {
         return SG_EINVAL;
     }
     *out = calloc(1, sizeof(**out));
+    touch(*out);
     return *out != NULL ? 0 : SG_ENOMEM;
 }
 
@@ -213,6 +228,7 @@ void sg_h2_request_free(sg_h2_request *r) {
 }
 
 int sg_h2_request_set_framing(sg_h2_request *r, const sg_stream_config *cfg) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }
@@ -228,6 +244,7 @@ int sg_h2_request_set_framing(sg_h2_request *r, const sg_stream_config *cfg) {
 }
 
 int sg_h2_request_set_method(sg_h2_request *r, const char *method) {
+    touch(r);
     if (r == NULL || (method != NULL && !name_ok(method))) {
         return SG_EINVAL; /* a method is a token (RFC 9110 §9.1) */
     }
@@ -235,6 +252,7 @@ int sg_h2_request_set_method(sg_h2_request *r, const char *method) {
 }
 
 int sg_h2_request_set_path(sg_h2_request *r, const char *path) {
+    touch(r);
     /* an absolute path, or "*" (OPTIONS), as :path must be (§8.3.1) */
     if (r == NULL || path == NULL || (path[0] != '/' && strcmp(path, "*") != 0) ||
         !visible_ok(path)) {
@@ -244,6 +262,7 @@ int sg_h2_request_set_path(sg_h2_request *r, const char *path) {
 }
 
 int sg_h2_request_set_authority(sg_h2_request *r, const char *authority) {
+    touch(r);
     if (r == NULL ||
         (authority != NULL && (authority[0] == '\0' || !visible_ok(authority)))) {
         return SG_EINVAL;
@@ -252,6 +271,7 @@ int sg_h2_request_set_authority(sg_h2_request *r, const char *authority) {
 }
 
 int sg_h2_request_add_header(sg_h2_request *r, const char *name, const char *value) {
+    touch(r);
     if (r == NULL || name == NULL || value == NULL || !name_ok(name) ||
         !value_ok(value) || sgx_h2_connection_specific(name, value)) {
         return SG_EINVAL;
@@ -276,6 +296,7 @@ int sg_h2_request_add_header(sg_h2_request *r, const char *name, const char *val
 }
 
 int sg_h2_request_set_body(sg_h2_request *r, const void *body, size_t len) {
+    touch(r);
     if (r == NULL || (body == NULL && len > 0)) {
         return SG_EINVAL;
     }
@@ -293,14 +314,17 @@ int sg_h2_request_set_body(sg_h2_request *r, const void *body, size_t len) {
 }
 
 int sg_h2_request_set_deadline_header(sg_h2_request *r, bool on) {
+    touch(r);
     SG__SET(r, deadline_header, on);
 }
 
 int sg_h2_request_set_grpc_timeout(sg_h2_request *r, bool on) {
+    touch(r);
     SG__SET(r, grpc_timeout, on);
 }
 
 int sg_h2_request_set_drain_timeout(sg_h2_request *r, int64_t ns) {
+    touch(r);
     if (r == NULL || ns < 0) {
         return SG_EINVAL;
     }
@@ -312,6 +336,7 @@ int sg_h2_request_set_drain_timeout(sg_h2_request *r, int64_t ns) {
 }
 
 int sg_h2_request_set_on_item(sg_h2_request *r, sg_h2_item_cb fn) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }
@@ -320,6 +345,7 @@ int sg_h2_request_set_on_item(sg_h2_request *r, sg_h2_item_cb fn) {
 }
 
 int sg_h2_request_set_on_discard(sg_h2_request *r, sg_h2_discard_cb fn) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }
@@ -328,6 +354,7 @@ int sg_h2_request_set_on_discard(sg_h2_request *r, sg_h2_discard_cb fn) {
 }
 
 int sg_h2_request_set_on_attempt(sg_h2_request *r, sg_h2_attempt_cb fn) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }
@@ -336,6 +363,7 @@ int sg_h2_request_set_on_attempt(sg_h2_request *r, sg_h2_attempt_cb fn) {
 }
 
 int sg_h2_request_set_on_done(sg_h2_request *r, sg_h2_done_cb fn) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }
@@ -344,6 +372,7 @@ int sg_h2_request_set_on_done(sg_h2_request *r, sg_h2_done_cb fn) {
 }
 
 int sg_h2_request_set_on_bytes(sg_h2_request *r, sg_h2_bytes_cb fn) {
+    touch(r);
     if (r == NULL) {
         return SG_EINVAL;
     }

@@ -13,12 +13,14 @@
 
 #include <stdio.h>
 
-/* Attempt records held inside the sg_op; the rest are allocated. */
-#define SG__OP_INLINE_ATTEMPTS 2
-/* Heap blocks of records past the inline ones: block k holds records
- * SG__OP_INLINE_ATTEMPTS << k up to twice that (0-based), so 9 blocks
- * reach SG_OP_MAX_ATTEMPTS. */
-#define SG__OP_BLOCKS 9
+/* Attempt records held inside the sg_op: the first attempt's, which every
+ * operation makes; the rest are allocated only when an operation retries
+ * or hedges. */
+#define SG__OP_INLINE_ATTEMPTS 1
+/* Heap blocks of records past the inline one: block k holds records
+ * SG__OP_INLINE_ATTEMPTS << k up to twice that (0-based), so 10 blocks
+ * (1, 2, 4, ... 512 records) reach SG_OP_MAX_ATTEMPTS and a probe's. */
+#define SG__OP_BLOCKS 10
 /* Bytes of a raw Retry-After value kept per attempt for the report. */
 #define SG__OP_RETRY_AFTER_RAW_MAX 31
 

@@ -83,6 +83,11 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     } else {
         rc = sg_budget_start(&op->budget_, t0, budget, floor_ns);
     }
+    if (rc == 0 && (opts->set_ & SG__OPT_PROBE) && sg__op_record_cap(op) > 1) {
+        /* the probe's record is inline: the operation's own first attempt
+         * needs the first block, had now or never */
+        rc = sg__reserve(op, 1);
+    }
     if (rc == 0) {
         rc = sg__health_op_start(op); /* its hold on the shared health */
         sg__ttft_op_start(op);
