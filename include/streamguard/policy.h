@@ -263,7 +263,8 @@ SG_EXTERN int sg_op_options_set_method(sg_op_options *o, const char *method);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL, or @key is empty or holds other characters;
- *   SG_ERANGE  @key is longer than SG_OP_IDEMPOTENCY_KEY_MAX.
+ *   SG_ERANGE  @key is longer than SG_OP_IDEMPOTENCY_KEY_MAX;
+ *   SG_ENOMEM  out of memory (the key before stays).
  */
 SG_EXTERN int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key);
 
@@ -290,11 +291,12 @@ SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *na
 /**
  * sg_op_options_set_label - a free-form label for the report (an endpoint,
  * a model name).  Any bytes up to SG_OP_LABEL_MAX; the report escapes them.
- * Do not put secrets here.  NULL removes it.  Default: none.
+ * Do not put secrets here.  NULL (or "") removes it.  Default: none.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL;
- *   SG_ERANGE  @label is longer than SG_OP_LABEL_MAX.
+ *   SG_ERANGE  @label is longer than SG_OP_LABEL_MAX;
+ *   SG_ENOMEM  out of memory (the label before stays).
  */
 SG_EXTERN int sg_op_options_set_label(sg_op_options *o, const char *label);
 

@@ -117,7 +117,7 @@ sg__curl_verdict sg__curl_classify(const sg__curl_ended *e) {
 static sg__curl_ended ended_of(sg_curl_op *op, CURLcode result) {
     return (sg__curl_ended){
         .result = result,
-        .errbuf = op->lc.errbuf,
+        .errbuf = op->lc.more->errbuf,
         .phase = sg_guard_phase(sg__lc_guard(&op->lc)),
         .http_status = op->lc.http_status,
         .sent = op->lc.sent,
@@ -165,8 +165,8 @@ static void explain(sg_curl_op *op, const sg__curl_ended *e, const sg__curl_verd
     } else if (v->broken && e->result == CURLE_OUT_OF_MEMORY) {
         sg__lc_error(&op->lc, "%s: a response header line over libcurl's limit", native);
     }
-    if (op->lc.errbuf[0] == '\0' && native[0] != '\0') {
-        memcpy(op->lc.errbuf, native, SG__LC_ERROR_SIZE);
+    if (!sg__lc_has_error(&op->lc) && native[0] != '\0') {
+        memcpy(op->lc.more->errbuf, native, SG__LC_ERROR_SIZE);
     }
 }
 
@@ -182,9 +182,10 @@ void sg__curl_decide(sg_curl_op *op, CURLcode result, int64_t now) {
     if (v.keep_native) {
         /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
         snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
-                 curl_easy_strerror(result), op->lc.errbuf[0] ? ": " : "", op->lc.errbuf);
+                 curl_easy_strerror(result), op->lc.more->errbuf[0] ? ": " : "",
+                 op->lc.more->errbuf);
     }
-    op->lc.errbuf[0] = '\0';
+    sg__lc_error_clear(&op->lc);
     sg__lc_decide(&op->lc, now, v.outcome);
     explain(op, &e, &v, native);
 }

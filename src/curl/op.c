@@ -360,7 +360,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_PREREQDATA, op);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, op->req_headers);
     curl_easy_setopt(e, CURLOPT_PRIVATE, op);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->lc.errbuf);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->lc.more->errbuf); /* had at init */
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     /* Through a CONNECT proxy (https_proxy, which libcurl honours by
      * default) the proxy's "200 Connection established" is not the
@@ -397,7 +397,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
 static void tp_abort(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
     sg_outcome why;
-    if (lc->errbuf[0] == '\0' && sg_guard_check(guard_of(op), op_now(op), &why) == 1 &&
+    if (!sg__lc_has_error(lc) && sg_guard_check(guard_of(op), op_now(op), &why) == 1 &&
         why == SG_OUTCOME_CONNECT_TIMEOUT) {
         /* libcurl never says it (its transfer is ours to stop): in the HTTP/2
          * transport's words, how far the connection got */
@@ -785,7 +785,7 @@ void *sg_curl_op_user_data(const sg_curl_op *op) {
 }
 
 const char *sg_curl_op_error(const sg_curl_op *op) {
-    return op != NULL ? op->lc.errbuf : "";
+    return op != NULL ? sg__lc_errmsg(&op->lc) : "";
 }
 
 const char *sg_curl_op_error_body(const sg_curl_op *op, size_t *len) {

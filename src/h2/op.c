@@ -150,7 +150,7 @@ static void lowercase(char *s) {
 }
 
 /* Submits the request on the op's READY link with the lifecycle's stamp.
- * 0, or a negative code (the message in lc->errbuf; never sent). */
+ * 0, or a negative code (the message in the lifecycle; never sent). */
 static int submit(sg_h2_op *op, int64_t now) {
     sg__h2_link *l = op->link;
     sg__lifecycle *lc = &op->lc;
@@ -365,6 +365,7 @@ static const sg__transport h2_transport = {
     .unwatch = tp_unwatch,
     .bytes = tp_bytes,
     .identity = tp_identity,
+    .lazy_errbuf = true,
 };
 
 static int on_item(const sg_item *item, void *user_data) {
@@ -705,7 +706,7 @@ int sg_h2_op_http_status(const sg_h2_op *op) {
 }
 
 const char *sg_h2_op_error(const sg_h2_op *op) {
-    return op != NULL ? op->lc.errbuf : "";
+    return op != NULL ? sg__lc_errmsg(&op->lc) : "";
 }
 
 const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len) {

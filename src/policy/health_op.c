@@ -18,7 +18,7 @@ typedef struct sg__op_hep {
     bool named;    /* it has a name: tracked */
     bool waited;   /* the operation waited for it: first when it frees */
     uint8_t key[SG__HEALTH_KEY];
-    char name[SG_HEALTH_ENDPOINT_MAX + 1];
+    char *name; /* its name, exactly as long as it is (NULL: not named) */
 } sg__op_hep;
 
 typedef struct sg__op_health {
@@ -71,11 +71,22 @@ int sg_op_options_set_token_estimate(sg_op_options *o, uint64_t input_tokens,
 
 /* ---------------------------------------------------------- identities */
 
-/* Names endpoint @i by @url and keys it with @cred. */
+/* Names endpoint @i by @url and keys it with @cred.  The name is kept
+ * exactly as long as it is (an operation holds one per endpoint); without
+ * memory for it the endpoint is not tracked. */
 static void identify(sg__op_health *oh, uint32_t i, const char *url, const void *cred,
                      size_t cred_len) {
     sg__op_hep *p = &oh->ep[i];
-    (void)sg__endpoint_name(url, p->name, sizeof(p->name));
+    char name[SG_HEALTH_ENDPOINT_MAX + 1];
+    size_t len = sg__endpoint_name(url, name, sizeof(name));
+    len = len < sizeof(name) ? len : sizeof(name) - 1;
+    free(p->name);
+    p->named = false;
+    if ((p->name = malloc(len + 1)) == NULL) {
+        return;
+    }
+    memcpy(p->name, name, len);
+    p->name[len] = '\0';
     sg__health_key(oh->h, p->name, cred, cred_len, p->key);
     p->named = true;
 }
@@ -191,6 +202,7 @@ void sg__health_op_reset(sg_op *op) {
         if (oh->ep[i].e != NULL) {
             sg__health_unbind(oh->h, oh->ep[i].e);
         }
+        free(oh->ep[i].name);
     }
     sg__health_release(oh->h);
     free(oh->events);
@@ -522,6 +534,7 @@ static void put_ms(sg__sink *s, const char *key, int64_t ns) {
 
 static void put_event(sg__sink *s, const sg_op *op, const sg_op_health_event *ev) {
     const char *name = op->health_->ep[ev->endpoint].name;
+    name = name != NULL ? name : "";
     sg__sink_puts(s, "{\"endpoint\":");
     sg__sink_json_string(s, name, strlen(name));
     sg__sink_puts(s, ",\"action\":\"");

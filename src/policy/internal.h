@@ -51,8 +51,8 @@ struct sg_op_options {
     uint32_t max_attempts_;
     char method_[SG_OP_METHOD_MAX + 1];
     char deadline_header_[SG_OP_HEADER_NAME_MAX + 1];
-    char idempotency_key_[SG_OP_IDEMPOTENCY_KEY_MAX + 1];
-    char label_[SG_OP_LABEL_MAX + 1];
+    char *idempotency_key_;          /* owned; NULL: none */
+    char *label_;                    /* owned; NULL: none */
     const sg_op_observer *observer_; /* borrowed */
     void *observer_ud_;
     sg_retry_budget *retry_budget_; /* borrowed */
@@ -138,16 +138,19 @@ struct sg_op {
     uint8_t outcome_;
     uint8_t decision_;
     uint8_t reason_;
-    int32_t observer_error_;               /* first failure, 0 none */
-    uint32_t ep_next_;                     /* the next attempt's endpoint */
-    uint32_t running_;                     /* attempts planned, no result yet */
-    uint32_t winner_;                      /* the attempt that delivered first, 0 none */
-    uint16_t hedges_throttled_;            /* hedges the retry budget denied */
-    uint16_t hedges_no_free_;              /* hedges with no endpoint to go to */
-    uint32_t decider_;                     /* the attempt whose end decided, 0 none */
-    uint32_t ep_ra_;                       /* bit e: ep_back_[e] is a Retry-After */
-    void *intent_;                         /* the observer's pending intent */
-    int64_t ep_back_[SG_OP_MAX_ENDPOINTS]; /* not before (INT64_MIN: any time) */
+    int32_t observer_error_;    /* first failure, 0 none */
+    uint32_t ep_next_;          /* the next attempt's endpoint */
+    uint32_t running_;          /* attempts planned, no result yet */
+    uint32_t winner_;           /* the attempt that delivered first, 0 none */
+    uint16_t hedges_throttled_; /* hedges the retry budget denied */
+    uint16_t hedges_no_free_;   /* hedges with no endpoint to go to */
+    uint32_t decider_;          /* the attempt whose end decided, 0 none */
+    uint32_t ep_ra_;            /* bit e: ep_back_[e] is a Retry-After */
+    void *intent_;              /* the observer's pending intent */
+    /* per endpoint, not before (INT64_MIN: any time): ep_back1_ for one
+     * endpoint, else an array allocated at the start, one per endpoint */
+    int64_t *ep_back_;
+    int64_t ep_back1_;
     /* the allocator of the blocks; NULL = malloc/free */
     void *(*alloc_)(void *ud, void *p, size_t size);
     void *alloc_ud_;

@@ -8,6 +8,7 @@
  */
 #include "health_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define SG__OP_MAGIC 0x5347504fu /* "SGPO" */
@@ -83,6 +84,11 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     } else {
         rc = sg_budget_start(&op->budget_, t0, budget, floor_ns);
     }
+    const uint32_t n_ep = opts->n_endpoints_ > 1 ? opts->n_endpoints_ : 1;
+    op->ep_back_ = n_ep > 1 ? malloc(n_ep * sizeof(int64_t)) : &op->ep_back1_;
+    if (rc == 0 && op->ep_back_ == NULL) {
+        rc = SG_ENOMEM;
+    }
     if (rc == 0 && (opts->set_ & SG__OPT_PROBE) && sg__op_record_cap(op) > 1) {
         /* the probe's record is inline: the operation's own first attempt
          * needs the first block, had now or never */
@@ -107,7 +113,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     }
     op->retry_at_ = now;
     op->finished_at_ = -1;
-    for (uint32_t e = 0; e < SG_OP_MAX_ENDPOINTS; e++) {
+    for (uint32_t e = 0; e < n_ep; e++) {
         op->ep_back_[e] = INT64_MIN; /* any time: a clock may read below 0 */
     }
     op->state_ = SG__OP_READY;
@@ -122,7 +128,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
         /* Before any attempt can be planned: an observer that refuses
          * (a ledger holding the same unresolved key) means nothing is
          * ever sent. */
-        const char *label = opts->label_[0] != '\0' ? opts->label_ : NULL;
+        const char *label = opts->label_;
         sg_op_intent intent = {sg__opt_method(opts), opts->target_,
                                sg_op_idempotency_key(op), label};
         sg_op_intent_wait wait = {-1, NULL};
@@ -176,7 +182,7 @@ const sg_op_options *sg__op_options_of(const sg_op *op) {
 }
 
 const char *sg_op_idempotency_key(const sg_op *op) {
-    if (!sg__op_started(op) || op->opts_.idempotency_key_[0] == '\0') {
+    if (!sg__op_started(op) || op->opts_.idempotency_key_ == NULL) {
         return NULL;
     }
     return op->opts_.idempotency_key_;

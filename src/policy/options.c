@@ -85,6 +85,8 @@ static void free_urls(char **v, uint32_t n) {
 }
 
 void sg__op_options_clear(sg_op_options *o) {
+    free(o->idempotency_key_);
+    free(o->label_);
     free(o->target_);
     free(o->probe_error_);
     free(o->prices_);
@@ -95,6 +97,8 @@ void sg__op_options_clear(sg_op_options *o) {
 int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     *dst = *src;
     bool failed = false;
+    dst->idempotency_key_ = dup_str(src->idempotency_key_, &failed);
+    dst->label_ = dup_str(src->label_, &failed);
     dst->target_ = dup_str(src->target_, &failed);
     dst->probe_error_ = dup_str(src->probe_error_, &failed);
     dst->endpoints_ =
@@ -339,7 +343,8 @@ int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
         return SG_EINVAL;
     }
     if (key == NULL) {
-        o->idempotency_key_[0] = '\0';
+        free(o->idempotency_key_);
+        o->idempotency_key_ = NULL;
         return 0;
     }
     size_t n = strlen(key);
@@ -354,7 +359,13 @@ int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
     if (n > SG_OP_IDEMPOTENCY_KEY_MAX) {
         return SG_ERANGE;
     }
-    memcpy(o->idempotency_key_, key, n + 1);
+    bool failed = false;
+    char *copy = dup_str(key, &failed);
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free(o->idempotency_key_);
+    o->idempotency_key_ = copy;
     return 0;
 }
 
@@ -487,15 +498,17 @@ int sg_op_options_set_label(sg_op_options *o, const char *label) {
     if (o == NULL) {
         return SG_EINVAL;
     }
-    if (label == NULL) {
-        o->label_[0] = '\0';
-        return 0;
-    }
-    size_t n = strlen(label);
+    size_t n = label != NULL ? strlen(label) : 0;
     if (n > SG_OP_LABEL_MAX) {
         return SG_ERANGE;
     }
-    memcpy(o->label_, label, n + 1);
+    bool failed = false;
+    char *copy = n > 0 ? dup_str(label, &failed) : NULL; /* "": none */
+    if (failed) {
+        return SG_ENOMEM;
+    }
+    free(o->label_);
+    o->label_ = copy;
     return 0;
 }
 
@@ -574,9 +587,8 @@ bool sg__opt_status_retryable(const sg_op_options *o, int status) {
 }
 
 bool sg_op_options_repeatable(const sg_op_options *o) {
-    return o != NULL &&
-           (sg__method_idempotent(sg__opt_method(o)) || o->idempotency_key_[0] != '\0' ||
-            (o->set_ & SG__OPT_IDEMPOTENT));
+    return o != NULL && (sg__method_idempotent(sg__opt_method(o)) ||
+                         o->idempotency_key_ != NULL || (o->set_ & SG__OPT_IDEMPOTENT));
 }
 
 bool sg__method_idempotent(const char *method) {

@@ -104,6 +104,9 @@ void sg__op_reset(sg_op *op) {
             (void)sg__op_alloc(op, op->blocks_[k], 0);
         }
     }
+    if (op->ep_back_ != &op->ep_back1_) {
+        free(op->ep_back_); /* more than one endpoint (NULL: none) */
+    }
     sg__op_options_clear(&op->opts_);
     void *(*alloc)(void *, void *, size_t) = op->alloc_;
     void *alloc_ud = op->alloc_ud_;

@@ -274,7 +274,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     sg__sink_put(s, "{", 1);
     sg__f_u64(s, "version", 1, &first);
     sg__sink_key(s, "label", &first);
-    if (o->label_[0] != '\0') {
+    if (o->label_ != NULL) {
         sg__sink_json_string(s, o->label_, strlen(o->label_));
     } else {
         sg__sink_puts(s, "null");
@@ -299,7 +299,7 @@ static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
     sg__f_bool(s, "outcome_unknown", last != NULL && last->outcome_unknown, &first);
     sg__write_provider_error(s, last, &first);
     sg__f_name(s, "method", sg__opt_method(o), &first);
-    sg__f_bool(s, "idempotency_key", o->idempotency_key_[0] != '\0', &first);
+    sg__f_bool(s, "idempotency_key", o->idempotency_key_ != NULL, &first);
     sg__f_bool(s, "declared_idempotent", (o->set_ & SG__OPT_IDEMPOTENT) != 0, &first);
     sg__f_ms(s, "budget_ms", sg_time_since(sg_budget_deadline(&op->budget_), start),
              false, &first);

@@ -12,10 +12,21 @@
 
 #define SG__LC_DEFAULT_DRAIN SG_MS(200)
 
+sg__lc_more *sg__lc_more_get(sg__lifecycle *lc) {
+    if (lc->more == NULL) {
+        lc->more = calloc(1, sizeof(*lc->more));
+    }
+    return lc->more;
+}
+
 void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...) {
+    sg__lc_more *m = sg__lc_more_get(lc);
+    if (m == NULL) {
+        return; /* the outcome still says what happened */
+    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(lc->errbuf, sizeof(lc->errbuf), fmt, ap);
+    vsnprintf(m->errbuf, sizeof(m->errbuf), fmt, ap);
     va_end(ap);
 }
 
@@ -37,6 +48,10 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     lc->framing_now = framing;
     lc->on_item = on_item;
     lc->item_ud = item_ud;
+    if (!tp->lazy_errbuf && sg__lc_more_get(lc) == NULL) {
+        sg_stream_release(&lc->stream);
+        return SG_ENOMEM;
+    }
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->intent_fd = -1;
     if (primary != NULL) {
@@ -56,6 +71,7 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     if (rv != 0) {
         sg_op_options_free(lc->popts);
         sg_stream_release(&lc->stream);
+        free(lc->more);
         return rv;
     }
     lc->pol = lc->policy;
@@ -83,6 +99,8 @@ void sg__lc_release(sg__lifecycle *lc) {
     free(lc->ebody);
     lc->ebody = NULL;
     lc->ebody_len = 0;
+    free(lc->more);
+    lc->more = NULL;
     sg_op_free(lc->policy); /* NULL in a hedge slot */
     lc->policy = NULL;
     lc->pol = NULL;
@@ -115,7 +133,7 @@ static int finish(sg__lifecycle *lc) {
     }
     lc->state = SG__LC_DONE;
     int orc = sg_op_observer_error(lc->pol);
-    if (orc != 0 && lc->errbuf[0] == '\0') {
+    if (orc != 0 && !sg__lc_has_error(lc)) {
         /* never changes the outcome; kept as the message when there is
          * no other */
         sg__lc_error(lc, "observer: %s", sg_strerror(orc));
@@ -208,10 +226,12 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
         lc->hedge_off = false;
     }
     lc->feed_error = 0;
-    lc->retry_after_len = 0;
-    lc->retry_after_ms_len = 0;
     lc->date_len = 0;
-    lc->errbuf[0] = '\0';
+    if (lc->more != NULL) {
+        lc->more->retry_after_len = 0;
+        lc->more->retry_after_ms_len = 0;
+        lc->more->errbuf[0] = '\0';
+    }
     lc->state = SG__LC_RUNNING;
 
     sg__lc_stamp st;
@@ -496,7 +516,7 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
         if (lc->error_body) {
             /* how the body's reading ended (a lost connection, libcurl's
              * abort) says nothing: the status does */
-            lc->errbuf[0] = '\0';
+            sg__lc_error_clear(lc);
         }
     }
     if (sg_stream_active(&lc->stream)) {
@@ -532,17 +552,21 @@ static void answer_fields(const sg__lifecycle *lc, sg_op_result *r) {
     if (!lc->headers_done) {
         return;
     }
-    if (lc->retry_after_len > 0) {
-        r->retry_after = lc->retry_after;
-        r->retry_after_len = lc->retry_after_len;
+    const sg__lc_more *m = lc->more;
+    if (m == NULL) {
+        return; /* none of them came */
+    }
+    if (m->retry_after_len > 0) {
+        r->retry_after = m->retry_after;
+        r->retry_after_len = m->retry_after_len;
         r->wall_now_s = wall_origin(lc);
     }
-    if (lc->retry_after_ms_len > 0) {
-        r->retry_after_ms_field = lc->retry_after_ms;
-        r->retry_after_ms_field_len = lc->retry_after_ms_len;
+    if (m->retry_after_ms_len > 0) {
+        r->retry_after_ms_field = m->retry_after_ms;
+        r->retry_after_ms_field_len = m->retry_after_ms_len;
     }
-    if (lc->ratelimit.known != 0) {
-        r->ratelimit = &lc->ratelimit; /* an instant in it is against the Date too */
+    if (m->ratelimit.known != 0) {
+        r->ratelimit = &m->ratelimit; /* an instant in it is against the Date too */
         r->wall_now_s = wall_origin(lc);
     }
 }
@@ -582,8 +606,8 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
          * (a spend limit) is not retried whatever the status */
         r.provider_final = body_err.final;
     }
-    if (gr->outcome != SG_OUTCOME_OK && lc->errbuf[0] != '\0') {
-        r.error = lc->errbuf; /* the transport's own words, beside the outcome */
+    if (gr->outcome != SG_OUTCOME_OK && sg__lc_has_error(lc)) {
+        r.error = lc->more->errbuf; /* the transport's own words, beside the outcome */
     }
     answer_fields(lc, &r);
     if (lc->lost) {
@@ -610,8 +634,8 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     /* The message names the outcome as recorded (after the policy said who
      * set the limit), never the guard's raw verdict. */
     if (v.outcome == SG_OUTCOME_OK) {
-        lc->errbuf[0] = '\0';
-    } else if (v.outcome != SG_OUTCOME_HTTP_ERROR && lc->errbuf[0] == '\0') {
+        sg__lc_error_clear(lc);
+    } else if (v.outcome != SG_OUTCOME_HTTP_ERROR && !sg__lc_has_error(lc)) {
         sg__lc_error(lc, "%s", sg_outcome_name(v.outcome));
     }
     if (v.partial) {

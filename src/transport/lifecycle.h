@@ -33,6 +33,8 @@
 
 /** Room for an operation's message (libcurl's CURL_ERROR_SIZE fits). */
 #define SG__LC_ERROR_SIZE 256
+/** Room for a raw HTTP-date (RFC 9110 §5.6.7; the longest is 33 bytes). */
+#define SG__LC_DATE_MAX 34
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
 #define SG__LC_STAMP_MAX 3
 
@@ -75,13 +77,26 @@ typedef struct sg__lc_stamp {
 
 typedef struct sg__lifecycle sg__lifecycle;
 
+/* What a lifecycle holds only once it has it: allocated at its first use
+ * (sg__lc_more), kept until the lifecycle is released.  An attempt that
+ * runs without an error and whose response says nothing of when to come
+ * back never needs it. */
+typedef struct sg__lc_more {
+    char errbuf[SG__LC_ERROR_SIZE]; /* the transport's message */
+    char retry_after[64];           /* raw Retry-After of the final response */
+    size_t retry_after_len;
+    char retry_after_ms[32]; /* raw retry-after-ms (OpenAI, Azure) of it */
+    size_t retry_after_ms_len;
+    sg_op_ratelimit ratelimit; /* the final response's rate-limit headers */
+} sg__lc_more;
+
 /* What a transport provides.  Every function receives the lifecycle it
  * embeds; container-of gives the transport's own operation. */
 typedef struct sg__transport {
     /* Send the attempt's request with @stamp's headers added to the
      * caller's.  Returns 0 when it is in flight; otherwise a negative code
      * with *@fail the outcome (connect_timeout or transport_error) and the
-     * message in lc->errbuf: the request was never sent.  May move *@now
+     * message set with sg__lc_error: the request was never sent.  May move *@now
      * forward (a blocking reconnect took real time). */
     int (*launch)(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *stamp,
                   int64_t *now, sg_outcome *fail);
@@ -133,6 +148,10 @@ typedef struct sg__transport {
      * from the last attempt's.  Without it, every attempt has the
      * operation's. */
     const sg_stream_config *(*framing)(sg__lifecycle *lc, uint32_t i);
+    /* The message's room (lc->more) comes with the first message, not
+     * from sg__lc_init on: for a transport whose library never writes into
+     * it on its own (libcurl's CURLOPT_ERRORBUFFER does). */
+    bool lazy_errbuf;
 } sg__transport;
 
 struct sg__lifecycle {
@@ -173,34 +192,48 @@ struct sg__lifecycle {
 
     /* the running attempt */
     uint32_t attempt;
-    int64_t attempt_end;  /* the end of the attempt's lease */
-    int64_t drain_until;  /* DRAINING: drop the request at this instant */
-    int64_t wake_at;      /* SLEEPING: begin the next attempt at this instant */
-    int http_status;      /* last status seen, 0 none, -1 malformed */
-    bool sent;            /* the request may have reached the server */
-    bool headers_done;    /* a final (non-1xx) header block ended */
-    bool body_is_stream;  /* 2xx: the body is parsed into items */
-    bool error_body;      /* DRAINING an error response: its body is kept */
-    bool not_processed;   /* the server did no processing: never sent */
-    int feed_error;       /* framing error that stopped the body, 0 none */
-    sg_guard_result gr;   /* the decided attempt (ENDING) */
-    char retry_after[64]; /* raw Retry-After of the final response */
-    size_t retry_after_len;
-    char retry_after_ms[32]; /* raw retry-after-ms (OpenAI, Azure) of it */
-    size_t retry_after_ms_len;
-    char date[64]; /* raw Date of the final response: Retry-After's origin */
-    size_t date_len;
+    int64_t attempt_end; /* the end of the attempt's lease */
+    int64_t drain_until; /* DRAINING: drop the request at this instant */
+    int64_t wake_at;     /* SLEEPING: begin the next attempt at this instant */
+    int http_status;     /* last status seen, 0 none, -1 malformed */
+    bool sent;           /* the request may have reached the server */
+    bool headers_done;   /* a final (non-1xx) header block ended */
+    bool body_is_stream; /* 2xx: the body is parsed into items */
+    bool error_body;     /* DRAINING an error response: its body is kept */
+    bool not_processed;  /* the server did no processing: never sent */
+    int feed_error;      /* framing error that stopped the body, 0 none */
+    sg_guard_result gr;  /* the decided attempt (ENDING) */
+    sg__lc_more *more;   /* NULL until needed: the message, Retry-After... */
+    /* raw Date of the final response, the origin of its Retry-After
+     * HTTP-date and rate-limit instants (the longest HTTP-date, RFC 850's
+     * with a Wednesday, is 33 bytes; a longer value is no date) */
+    char date[SG__LC_DATE_MAX];
+    uint8_t date_len;
     char dl_value[SG_DEADLINE_VALUE_MAX];
     char grpc_value[SG_DEADLINE_VALUE_MAX];
     bool deadline_header; /* stamp the policy's deadline header */
     bool grpc_timeout;    /* stamp grpc-timeout */
-    char errbuf[SG__LC_ERROR_SIZE];
     /* the running attempt's error response body (SG_ERROR_BODY_MAX,
      * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
     size_t ebody_len;
-    sg_op_ratelimit ratelimit; /* the final response's rate-limit headers */
 };
+
+/* @lc's lazily allocated part, allocated now if it was not (zeroed), or
+ * NULL when out of memory. */
+sg__lc_more *sg__lc_more_get(sg__lifecycle *lc);
+/* The transport's message about the last attempt ("" when none). */
+static inline const char *sg__lc_errmsg(const sg__lifecycle *lc) {
+    return lc->more != NULL ? lc->more->errbuf : "";
+}
+static inline bool sg__lc_has_error(const sg__lifecycle *lc) {
+    return lc->more != NULL && lc->more->errbuf[0] != '\0';
+}
+static inline void sg__lc_error_clear(sg__lifecycle *lc) {
+    if (lc->more != NULL) {
+        lc->more->errbuf[0] = '\0';
+    }
+}
 
 /* Sets @lc up: validates @framing (NULL: defaults; kept, not copied: it
  * must outlive @lc) and, for an operation
@@ -355,7 +388,8 @@ static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
         }                                                                          \
     }
 
-/* Formats into lc->errbuf. */
+/* Formats into the lifecycle's message (sg__lc_errmsg); dropped when no
+ * memory can be had for it. */
 void sg__lc_error(sg__lifecycle *lc, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 

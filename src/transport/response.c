@@ -14,11 +14,13 @@ void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->http_status = status;
     lc->headers_done = false;
     lc->body_is_stream = false;
-    lc->retry_after_len = 0;
-    lc->retry_after_ms_len = 0;
     lc->date_len = 0;
-    lc->ratelimit.known = 0;
-    lc->ratelimit.at = 0;
+    if (lc->more != NULL) {
+        lc->more->retry_after_len = 0;
+        lc->more->retry_after_ms_len = 0;
+        lc->more->ratelimit.known = 0;
+        lc->more->ratelimit.at = 0;
+    }
     sg_guard *g = sg__lc_guard(lc);
     if (sg_guard_phase(g) < SG_PHASE_WAIT_HEADERS) {
         /* a status line: the request reached the server */
@@ -43,20 +45,28 @@ static void keep_field(char *dst, size_t cap, size_t *dst_len, const char *value
     *dst_len = cap;
 }
 
+/* Without memory for them, Retry-After and rate-limit headers are as if
+ * absent: the policy's own backoff then. */
 void sg__lc_retry_after(sg__lifecycle *lc, const char *value, size_t len) {
-    keep_field(lc->retry_after, sizeof(lc->retry_after), &lc->retry_after_len, value,
-               len);
+    sg__lc_more *m = sg__lc_more_get(lc);
+    if (m != NULL) {
+        keep_field(m->retry_after, sizeof(m->retry_after), &m->retry_after_len, value,
+                   len);
+    }
 }
 
 void sg__lc_retry_after_ms(sg__lifecycle *lc, const char *value, size_t len) {
-    keep_field(lc->retry_after_ms, sizeof(lc->retry_after_ms), &lc->retry_after_ms_len,
-               value, len);
+    sg__lc_more *m = sg__lc_more_get(lc);
+    if (m != NULL) {
+        keep_field(m->retry_after_ms, sizeof(m->retry_after_ms), &m->retry_after_ms_len,
+                   value, len);
+    }
 }
 
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {
     if (len < sizeof(lc->date)) {
         memcpy(lc->date, value, len);
-        lc->date_len = len;
+        lc->date_len = (uint8_t)len;
     } else {
         lc->date_len = 0; /* not an HTTP-date: the local clock instead */
     }
@@ -65,7 +75,19 @@ void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {
 void sg__lc_ratelimit(sg__lifecycle *lc, const char *name, size_t name_len,
                       const char *value, size_t value_len) {
     /* a malformed value is the provider's slip: ignored, as if absent */
-    (void)sg_op_ratelimit_header(&lc->ratelimit, name, name_len, value, value_len);
+    if (lc->more != NULL) {
+        (void)sg_op_ratelimit_header(&lc->more->ratelimit, name, name_len, value,
+                                     value_len);
+        return;
+    }
+    sg_op_ratelimit rl;
+    memset(&rl, 0, sizeof(rl));
+    if (sg_op_ratelimit_header(&rl, name, name_len, value, value_len) == 1) {
+        sg__lc_more *m = sg__lc_more_get(lc); /* the first one it knows */
+        if (m != NULL) {
+            m->ratelimit = rl;
+        }
+    }
 }
 
 int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
@@ -74,7 +96,9 @@ int sg__lc_headers_end(sg__lifecycle *lc, int64_t now) {
         return SG__LC_INTERIM;
     }
     lc->headers_done = true;
-    lc->ratelimit.at = now; /* a relative reset counts from here */
+    if (lc->more != NULL) {
+        lc->more->ratelimit.at = now; /* a relative reset counts from here */
+    }
     if (st >= 200 && st < 300) {
         lc->body_is_stream = true;
         sg_guard_set_phase(sg__lc_guard(lc), SG_PHASE_WAIT_FIRST_ITEM, now);
