@@ -284,7 +284,8 @@ SG_EXTERN int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent);
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o or @name is NULL, @name is empty or not a token;
- *   SG_ERANGE  @name is longer than SG_OP_HEADER_NAME_MAX.
+ *   SG_ERANGE  @name is longer than SG_OP_HEADER_NAME_MAX;
+ *   SG_ENOMEM  out of memory (the name before stays).
  */
 SG_EXTERN int sg_op_options_set_deadline_header(sg_op_options *o, const char *name);
 

@@ -50,7 +50,7 @@ struct sg_op_options {
     uint32_t set_;         /* which options were set (SG__OPT_*) */
     uint32_t max_attempts_;
     char method_[SG_OP_METHOD_MAX + 1];
-    char deadline_header_[SG_OP_HEADER_NAME_MAX + 1];
+    char *deadline_header_;          /* owned; NULL: the default */
     char *idempotency_key_;          /* owned; NULL: none */
     char *label_;                    /* owned; NULL: none */
     const sg_op_observer *observer_; /* borrowed */
@@ -155,8 +155,10 @@ struct sg_op {
     void *(*alloc_)(void *ud, void *p, size_t size);
     void *alloc_ud_;
     sg__rec inline_[SG__OP_INLINE_ATTEMPTS];
-    sg__rec *blocks_[SG__OP_BLOCKS]; /* NULL = none */
-    struct sg__op_health *health_;   /* with endpoint health: health_op.c */
+    /* SG__OP_BLOCKS blocks (NULL = none), the table itself allocated at
+     * the first block: an operation that never retries holds none */
+    sg__rec **blocks_;
+    struct sg__op_health *health_; /* with endpoint health: health_op.c */
     /* the order endpoints are asked in, when not the configured one
      * (ttft_op.c: the fastest starter first) */
     uint8_t ep_order_[SG_OP_MAX_ENDPOINTS];

@@ -87,6 +87,7 @@ static void free_urls(char **v, uint32_t n) {
 void sg__op_options_clear(sg_op_options *o) {
     free(o->idempotency_key_);
     free(o->label_);
+    free(o->deadline_header_);
     free(o->target_);
     free(o->probe_error_);
     free(o->prices_);
@@ -99,6 +100,7 @@ int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     bool failed = false;
     dst->idempotency_key_ = dup_str(src->idempotency_key_, &failed);
     dst->label_ = dup_str(src->label_, &failed);
+    dst->deadline_header_ = dup_str(src->deadline_header_, &failed);
     dst->target_ = dup_str(src->target_, &failed);
     dst->probe_error_ = dup_str(src->probe_error_, &failed);
     dst->endpoints_ =
@@ -403,7 +405,18 @@ int sg_op_options_set_deadline_header(sg_op_options *o, const char *name) {
     if (o == NULL) {
         return SG_EINVAL;
     }
-    return sg__copy_token(o->deadline_header_, SG_OP_HEADER_NAME_MAX, name);
+    char token[SG_OP_HEADER_NAME_MAX + 1];
+    int rc = sg__copy_token(token, SG_OP_HEADER_NAME_MAX, name);
+    bool failed = false;
+    char *copy = rc == 0 ? dup_str(token, &failed) : NULL;
+    if (rc == 0 && failed) {
+        rc = SG_ENOMEM;
+    }
+    if (rc == 0) {
+        free(o->deadline_header_);
+        o->deadline_header_ = copy;
+    }
+    return rc;
 }
 
 int sg_op_options_set_target(sg_op_options *o, const char *target) {
@@ -560,8 +573,8 @@ const char *sg__opt_method(const sg_op_options *o) {
 }
 
 const char *sg__opt_deadline_header(const sg_op_options *o) {
-    return o->deadline_header_[0] != '\0' ? o->deadline_header_
-                                          : SG__DEFAULT_DEADLINE_HEADER;
+    return o->deadline_header_ != NULL ? o->deadline_header_
+                                       : SG__DEFAULT_DEADLINE_HEADER;
 }
 
 bool sg__opt_status_retryable(const sg_op_options *o, int status) {

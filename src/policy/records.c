@@ -34,7 +34,8 @@ static unsigned sg__block_of(uint32_t i, uint32_t *first) {
 static sg__rec *sg__in_block(const sg_op *op, uint32_t i) {
     uint32_t first = 0;
     unsigned k = sg__block_of(i, &first);
-    return op->blocks_[k] != NULL ? op->blocks_[k] + (i - first) : NULL;
+    return op->blocks_ != NULL && op->blocks_[k] != NULL ? op->blocks_[k] + (i - first)
+                                                         : NULL;
 }
 
 const sg_op_attempt *sg__record(const sg_op *op, uint32_t i) {
@@ -81,6 +82,10 @@ int sg__reserve(sg_op *op, uint32_t i) {
     unsigned k = sg__block_of(i, &first);
     const uint32_t max = sg__op_record_cap(op);
     const uint32_t n = max - first < first ? max - first : first; /* i < max */
+    if (op->blocks_ == NULL &&
+        (op->blocks_ = calloc(SG__OP_BLOCKS, sizeof(*op->blocks_))) == NULL) {
+        return SG_ENOMEM;
+    }
     sg__rec *b = sg__op_alloc(op, NULL, (size_t)n * sizeof(*b));
     if (b == NULL) {
         return SG_ENOMEM;
@@ -99,11 +104,12 @@ void sg__op_reset(sg_op *op) {
         op->opts_.observer_->abandon_intent(op, handle, SG_OUTCOME_CANCELLED,
                                             op->opts_.observer_ud_);
     }
-    for (unsigned k = 0; k < SG__OP_BLOCKS; k++) {
+    for (unsigned k = 0; op->blocks_ != NULL && k < SG__OP_BLOCKS; k++) {
         if (op->blocks_[k] != NULL) {
             (void)sg__op_alloc(op, op->blocks_[k], 0);
         }
     }
+    free(op->blocks_);
     if (op->ep_back_ != &op->ep_back1_) {
         free(op->ep_back_); /* more than one endpoint (NULL: none) */
     }
