@@ -91,6 +91,7 @@ typedef struct sg__h2_req {
     int64_t drain_ns;
     bool deadline_header;
     bool grpc_timeout;
+    sg__lc_key key; /* endpoint health's key of its target and credential */
 } sg__h2_req;
 
 struct sg_h2_op {

@@ -352,6 +352,11 @@ static void tp_identity(sg__lifecycle *lc, uint32_t i, const char **url,
     }
 }
 
+/* One endpoint, one credential per request copy: its key is made once. */
+static sg__lc_key *tp_key_cache(sg__lifecycle *lc, uint32_t i) {
+    return i == 0 ? &SG__H2_OP_OF(lc)->req->key : NULL;
+}
+
 static const sg__transport h2_transport = {
     .launch = tp_launch,
     .abort = tp_abort,
@@ -365,6 +370,7 @@ static const sg__transport h2_transport = {
     .unwatch = tp_unwatch,
     .bytes = tp_bytes,
     .identity = tp_identity,
+    .key_cache = tp_key_cache,
     .lazy_errbuf = true,
 };
 

@@ -57,6 +57,7 @@ int sg_health_new(sg_health **out) {
         return SG_ENOMEM;
     }
     atomic_init(&h->holds, 1);
+    atomic_init(&h->key_gen, sg__health_next_gen());
     atomic_init(&h->breaker_failures, SG_HEALTH_DEFAULT_BREAKER_FAILURES);
     atomic_init(&h->max_inflight, 0);
     atomic_init(&h->cooldown, SG_HEALTH_DEFAULT_BREAKER_COOLDOWN);
@@ -153,6 +154,11 @@ int sg_health_set_max_inflight(sg_health *h, uint32_t n) {
 const char *sg_health_state_name(sg_health_state s) {
     static const char *const names[] = {"closed", "cooling", "open", "half_open"};
     return (unsigned)s < (unsigned)SG_HEALTH_STATE_COUNT_ ? names[s] : NULL;
+}
+
+uint64_t sg__health_next_gen(void) {
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
 }
 
 void sg__health_key(const sg_health *h, const char *name, const void *cred,

@@ -24,8 +24,12 @@ typedef struct sg__hentry sg__hentry;
 void sg__health_hold(sg_health *h);
 void sg__health_release(sg_health *h);
 
+/* A new generation of a health's secret (process-wide). */
+uint64_t sg__health_next_gen(void);
 /* The key of endpoint @name asked with credential @cred (@cred_len bytes,
- * NULL: none) under @h's secret. */
+ * NULL: none) under @h's secret: an HMAC-SHA256, some 20,000
+ * instructions, which is why an operation keys an endpoint only once it
+ * is asked, and why a transport may keep the key (sg__op_endpoint_key). */
 void sg__health_key(const sg_health *h, const char *name, const void *cred,
                     size_t cred_len, uint8_t key[SG__HEALTH_KEY]);
 

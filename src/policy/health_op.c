@@ -6,6 +6,7 @@
  * (docs/design.md, "Endpoint health"; retry rule 6).
  */
 #include "health_internal.h"
+#include "health_table.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ typedef struct sg__op_hep {
     sg__hentry *e; /* its entry once bound; NULL before, or not tracked */
     bool bound;    /* the table was asked */
     bool named;    /* it has a name: tracked */
+    bool keyed;    /* key holds its key (else computed at the first bind) */
     bool waited;   /* the operation waited for it: first when it frees */
     uint8_t key[SG__HEALTH_KEY];
     char *name; /* its name, exactly as long as it is (NULL: not named) */
@@ -71,24 +73,35 @@ int sg_op_options_set_token_estimate(sg_op_options *o, uint64_t input_tokens,
 
 /* ---------------------------------------------------------- identities */
 
-/* Names endpoint @i by @url and keys it with @cred.  The name is kept
- * exactly as long as it is (an operation holds one per endpoint); without
- * memory for it the endpoint is not tracked. */
-static void identify(sg__op_health *oh, uint32_t i, const char *url, const void *cred,
-                     size_t cred_len) {
-    sg__op_hep *p = &oh->ep[i];
+_Static_assert(SG__HEALTH_KEY == 16, "sg__op_endpoint_key's key is 16 bytes");
+
+/* Names endpoint @i by @url.  The name is kept exactly as long as it is
+ * (an operation holds one per endpoint); without memory for it the
+ * endpoint is not tracked.  Not keyed yet. */
+static bool name_it(sg__op_hep *p, const char *url) {
     char name[SG_HEALTH_ENDPOINT_MAX + 1];
     size_t len = sg__endpoint_name(url, name, sizeof(name));
     len = len < sizeof(name) ? len : sizeof(name) - 1;
     free(p->name);
     p->named = false;
+    p->keyed = false;
     if ((p->name = malloc(len + 1)) == NULL) {
-        return;
+        return false;
     }
     memcpy(p->name, name, len);
     p->name[len] = '\0';
-    sg__health_key(oh->h, p->name, cred, cred_len, p->key);
     p->named = true;
+    return true;
+}
+
+/* Names endpoint @i by @url and keys it with @cred (which is not kept). */
+static void identify(sg__op_health *oh, uint32_t i, const char *url, const void *cred,
+                     size_t cred_len) {
+    sg__op_hep *p = &oh->ep[i];
+    if (name_it(p, url)) {
+        sg__health_key(oh->h, p->name, cred, cred_len, p->key);
+        p->keyed = true;
+    }
 }
 
 int sg__health_op_start(sg_op *op) {
@@ -110,7 +123,7 @@ int sg__health_op_start(sg_op *op) {
     for (uint32_t i = 0; i < n; i++) {
         const char *url = o->n_endpoints_ > 0 ? o->endpoints_[i] : o->target_;
         if (url != NULL) {
-            identify(oh, i, url, NULL, 0);
+            (void)name_it(&oh->ep[i], url); /* keyed when first asked */
         }
     }
     op->health_ = oh;
@@ -167,11 +180,50 @@ int sg_op_set_endpoint_identity(sg_op *op, uint32_t endpoint, const char *url,
     return 0;
 }
 
+int sg__op_endpoint_key(const sg_op *op, uint32_t i, uint64_t *gen, uint8_t key[16]) {
+    const sg__op_health *oh = op != NULL ? op->health_ : NULL;
+    if (oh == NULL || i >= oh->n || !oh->ep[i].keyed) {
+        return SG_ESTATE;
+    }
+    *gen = atomic_load(&oh->h->key_gen);
+    memcpy(key, oh->ep[i].key, SG__HEALTH_KEY);
+    return 0;
+}
+
+int sg__op_set_endpoint_key(sg_op *op, uint32_t i, const char *url, uint64_t gen,
+                            const uint8_t key[16]) {
+    if (!sg__op_started(op) || url == NULL) {
+        return SG_EINVAL;
+    }
+    sg__op_health *oh = op->health_;
+    if (oh == NULL || i >= oh->n || gen != atomic_load(&oh->h->key_gen)) {
+        return SG_ESTATE; /* (no health: identify it, which does nothing) */
+    }
+    if (op->count_ > 0) {
+        return SG_ESTATE;
+    }
+    sg__op_hep *p = &oh->ep[i];
+    if (p->e != NULL) {
+        sg__health_unbind(oh->h, p->e);
+    }
+    p->e = NULL;
+    p->bound = false;
+    if (name_it(p, url)) {
+        memcpy(p->key, key, SG__HEALTH_KEY);
+        p->keyed = true;
+    }
+    return 0;
+}
+
 /* Endpoint @i's entry, bound at its first use (NULL: not tracked). */
 static sg__hentry *entry_of(sg__op_health *oh, uint32_t i, int64_t now) {
     sg__op_hep *p = &oh->ep[i];
     if (!p->bound) {
         p->bound = true;
+        if (p->named && !p->keyed) {
+            sg__health_key(oh->h, p->name, NULL, 0, p->key); /* no credential */
+            p->keyed = true;
+        }
         p->e = p->named ? sg__health_bind(oh->h, p->key, p->name, now) : NULL;
     }
     return p->e;

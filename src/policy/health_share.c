@@ -38,6 +38,9 @@ int sg_health_set_credential_key(sg_health *h, const void *key, size_t len) {
         memcpy(h->secret, key, len);
         h->secret_len = len;
     }
+    if (rc == 0) {
+        atomic_store(&h->key_gen, sg__health_next_gen()); /* keys made before: stale */
+    }
     pthread_mutex_unlock(&h->mu);
     return rc;
 }

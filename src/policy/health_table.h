@@ -65,6 +65,9 @@ struct sg_health {
     struct listener *_Atomic listener;
     _Atomic uint32_t telling;
     uint8_t secret[SG__SHA256_BLOCK]; /* the credential key (HMAC hashes a longer one) */
+    /* new (process-wide) whenever the secret is set: a key computed with
+     * it is valid while this stays (sg__op_endpoint_key) */
+    _Atomic uint64_t key_gen;
     size_t secret_len;
     pthread_mutex_t mu;
     sg__hentry **ents; /* n of cap, each allocated once, never moved */

@@ -366,6 +366,19 @@ void sg__sink_key(sg__sink *s, const char *key, bool *first);
  */
 void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
 
+/* Endpoint health's key of an operation's endpoint @i, for a transport
+ * that keeps it for its next operations of the same request
+ * (sg__op_set_endpoint_key): 0 with the key and its secret's generation,
+ * or SG_ESTATE when the operation has no key for it (no health, not named
+ * or not keyed yet). */
+int sg__op_endpoint_key(const sg_op *op, uint32_t i, uint64_t *gen, uint8_t key[16]);
+/* sg_op_set_endpoint_identity with the key a transport kept: 0, or
+ * SG_ESTATE when @gen is not the generation of the operation's health's
+ * secret (then nothing changes: identify it anew), or what
+ * sg_op_set_endpoint_identity says of @op and @i. */
+int sg__op_set_endpoint_key(sg_op *op, uint32_t i, const char *url, uint64_t gen,
+                            const uint8_t key[16]);
+
 /* @url as the report names an endpoint: scheme://host:port/path, without
  * userinfo, query or fragment (report.c). */
 size_t sg__endpoint_name(const char *url, char *out, size_t cap);

@@ -429,8 +429,17 @@ static void identify(sg__lifecycle *lc) {
         const char *url = NULL, *cred = NULL;
         size_t len = 0;
         lc->tp->identity(lc, i, &url, &cred, &len);
-        if (url != NULL) {
-            (void)sg_op_set_endpoint_identity(lc->policy, i, url, cred, len);
+        if (url == NULL) {
+            continue;
+        }
+        sg__lc_key *k = lc->tp->key_cache != NULL ? lc->tp->key_cache(lc, i) : NULL;
+        if (k != NULL && k->set &&
+            sg__op_set_endpoint_key(lc->policy, i, url, k->gen, k->key) == 0) {
+            continue;
+        }
+        (void)sg_op_set_endpoint_identity(lc->policy, i, url, cred, len);
+        if (k != NULL) {
+            k->set = sg__op_endpoint_key(lc->policy, i, &k->gen, k->key) == 0;
         }
     }
 }

@@ -77,6 +77,14 @@ typedef struct sg__lc_stamp {
 
 typedef struct sg__lifecycle sg__lifecycle;
 
+/* Endpoint health's key of an endpoint, kept by a transport for the
+ * operations it makes from one request (transport.key_cache). */
+typedef struct sg__lc_key {
+    uint64_t gen; /* the generation of the health secret it was made under */
+    uint8_t key[16];
+    bool set;
+} sg__lc_key;
+
 /* What a lifecycle holds only once it has it: allocated at its first use
  * (sg__lc_more), kept until the lifecycle is released.  An attempt that
  * runs without an error and whose response says nothing of when to come
@@ -152,6 +160,11 @@ typedef struct sg__transport {
      * from sg__lc_init on: for a transport whose library never writes into
      * it on its own (libcurl's CURLOPT_ERRORBUFFER does). */
     bool lazy_errbuf;
+    /* Optional (endpoint health): where the transport keeps the key of
+     * endpoint @i for every operation whose identity callback gives the
+     * same URL and credential (the HTTP/2 transport: one per request copy),
+     * or NULL.  The key is an HMAC: made once, not once per operation. */
+    sg__lc_key *(*key_cache)(sg__lifecycle *lc, uint32_t i);
 } sg__transport;
 
 struct sg__lifecycle {
