@@ -7,7 +7,10 @@
  *   - throughput: items/s and CPU per item of this client, with the server
  *     generating as fast as it can (gap=0), next to h2load on the same
  *     server and the same requests as the peer ceiling;
- *   - memory per stream: RSS growth while every stream is open, / streams;
+ *   - memory per stream: RSS growth while every stream is open, / streams,
+ *     and the heap in use (glibc's mallinfo2) grown meanwhile, / streams:
+ *     the allocator's own figure, which a heap warmed by the run before
+ *     does not hide as it hides RSS;
  *   - expiry lateness: every stream stalls after a few items and its idle
  *     clock (200 ms) fires; lateness = the instant the expiry is handled
  *     (RST_STREAM(CANCEL) submitted, sent in the same step) - the deadline
@@ -16,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -57,6 +61,11 @@ static long rss_kb(void) {
     return rss * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+static size_t heap_bytes(void) {
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
 /* sg-fakemodel for the bench (used over h2c): a small log, room for 20,000
  * concurrent streams. */
 static pid_t start_server(const char *path, int *port) {
@@ -78,6 +87,7 @@ typedef struct run {
     uint64_t items;
     int first_items; /* streams that delivered their first item */
     long rss_all_open;
+    size_t heap_all_open;
     int64_t *last_item; /* per stream: instant of its last item */
     int64_t *lateness;
     int nlate;
@@ -102,6 +112,7 @@ static int on_item(sg_h2_op *op, const sg_item *item, void *ud) {
         s->got_first = true;
         if (++s->r->first_items == s->r->n) {
             s->r->rss_all_open = rss_kb(); /* every stream is open now */
+            s->r->heap_all_open = heap_bytes();
         }
     }
     return 0;
@@ -128,7 +139,8 @@ static int cmp64(const void *a, const void *b) {
 
 /* Runs @n streams of @query on one new connection. */
 static int run_streams(int port, int n, const char *query, bool idle, run *r,
-                       double *wall_s, double *cpu_s, long *rss_before) {
+                       double *wall_s, double *cpu_s, long *rss_before,
+                       size_t *heap_before) {
     memset(r, 0, sizeof(*r));
     r->n = n;
     if (idle) {
@@ -176,6 +188,7 @@ static int run_streams(int port, int n, const char *query, bool idle, run *r,
         sg_op_options_set_idle_timeout(po, IDLE_NS);
     }
     *rss_before = rss_kb();
+    *heap_before = heap_bytes();
     int64_t c0 = cpu_ns();
     int64_t t0 = now_ns();
     for (int i = 0; i < n; i++) {
@@ -253,8 +266,9 @@ int main(int argc, char **argv) {
         run r;
         double wall, cpu;
         long rss0;
+        size_t heap0;
         /* 1. throughput and CPU per item (server unpaced: gap=0) */
-        if (run_streams(port, n, fast, false, &r, &wall, &cpu, &rss0) != 0) {
+        if (run_streams(port, n, fast, false, &r, &wall, &cpu, &rss0, &heap0) != 0) {
             break;
         }
         double ips = (double)r.items / wall;
@@ -272,7 +286,7 @@ int main(int argc, char **argv) {
             printf("h2load: not available\n");
         }
         /* 2. memory per stream and expiry lateness (every stream stalls) */
-        if (run_streams(port, n, stall, true, &r, &wall, &cpu, &rss0) != 0) {
+        if (run_streams(port, n, stall, true, &r, &wall, &cpu, &rss0, &heap0) != 0) {
             break;
         }
         qsort(r.lateness, (size_t)r.nlate, sizeof(int64_t), cmp64);
@@ -280,6 +294,9 @@ int main(int argc, char **argv) {
                (long long)(IDLE_NS / SG_MS(1)), r.outcomes[SG_OUTCOME_IDLE_TIMEOUT], n);
         printf("memory: RSS +%ld KiB with all %d streams open = %.1f KiB/stream\n",
                r.rss_all_open - rss0, n, (double)(r.rss_all_open - rss0) / n);
+        printf("memory: heap +%.0f bytes with all %d streams open = %.0f bytes/stream\n",
+               (double)r.heap_all_open - (double)heap0, n,
+               ((double)r.heap_all_open - (double)heap0) / n);
         if (r.nlate > 0) {
             printf(
                 "expiry lateness: p50 %.3f ms, p99 %.3f ms, max %.3f ms (%d expiries)\n",
