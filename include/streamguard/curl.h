@@ -31,7 +31,11 @@
  * TIMEOUT_MS, PRIVATE, ERRORBUFFER, NOSIGNAL, SUPPRESS_CONNECT_HEADERS (a
  * proxy's CONNECT response is not the server's answer), QUICK_EXIT (an
  * aborted transfer never waits for the threaded resolver), and CAINFO when
- * sg_curl_options_set_cafile is used, and SSL_CTX_FUNCTION.  TLS
+ * sg_curl_options_set_cafile is used, and SSL_CTX_FUNCTION; and
+ * FORBID_REUSE, which a transfer the guard stops mid-way is removed with
+ * (its connection closes when no other transfer uses it, so the server
+ * sees its stream end: libcurl 7.88 holds an HTTP/2 RST_STREAM until the
+ * connection's next I/O) and which is 0 again after.  TLS
  * verification is libcurl's default (on); nothing here turns it off, and
  * the server is identified by its certificate's subject alternative names
  * only (RFC 9525): a certificate that names it only in the subject's CN is

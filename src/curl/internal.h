@@ -105,6 +105,10 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op);
 /* Removes @op's transfer from libcurl now if a removal is pending
  * (multi.c). */
 void sg__curl_op_detach_pending(sg_curl_op *op);
+/* Removes @easy's transfer from @multi (multi.c); @stopped, one the guard
+ * stopped mid-way: its connection closes when no other transfer uses it,
+ * so the server sees its stream end. */
+void sg__curl_remove(CURLM *multi, CURL *easy, bool stopped);
 /* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
 void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);

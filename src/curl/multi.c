@@ -104,13 +104,35 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
     op->detacher = NULL;
 }
 
+/* libcurl 7.88 queues the RST_STREAM of an HTTP/2 stream removed mid-way
+ * in its connection's output buffer (a frame under 1 KiB is not written
+ * at once) and writes it with the connection's next I/O: a connection
+ * whose every stream was stopped (a thousand stalls together) has none,
+ * and the server would keep every stream open, generating, until the
+ * connection is used again or closed.  A stopped transfer is removed
+ * with reuse forbidden: its connection closes when this transfer was its
+ * last (HTTP/1.1 closes a transfer stopped mid-body anyway); while others
+ * use it, their next read or write takes the RST_STREAM out.  The option
+ * is 0 (libcurl's default) again for the handle's next attempt
+ * (include/streamguard/curl.h names it among the options the operation
+ * sets).  A finished transfer leaves its connection to be reused. */
+void sg__curl_remove(CURLM *multi, CURL *easy, bool stopped) {
+    if (stopped) {
+        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+    }
+    curl_multi_remove_handle(multi, easy);
+    if (stopped) {
+        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 0L);
+    }
+}
+
 void sg__curl_op_detach_pending(sg_curl_op *op) {
     if (!op->detach_pending) {
         return;
     }
     sg__curl_multi_undefer(op->detacher, op);
     op->detach_pending = false;
-    curl_multi_remove_handle(op->multi, op->easy);
+    sg__curl_remove(op->multi, op->easy, true);
 }
 
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd) {

@@ -246,20 +246,20 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
 
 /* ------------------------------------------------------ transport glue */
 
-static void detach_transfer(sg_curl_op *op) {
+static void detach_transfer(sg_curl_op *op, bool stopped) {
     sg__curl_op_detach_pending(op);
     if (op->in_multi) {
-        curl_multi_remove_handle(op->multi, op->easy);
+        sg__curl_remove(op->multi, op->easy, stopped);
         op->in_multi = false;
     }
 }
 
-/* A stopped attempt: under the managed multi its transfer leaves libcurl
- * after every clock due at the same instant is decided (removing a
- * transfer mid-body closes its connection, tens of microseconds that
- * would make each later stream of a thousand expiring together that much
- * later); the decision never waits on it.  No callback of ours runs on it
- * meanwhile: libcurl is not driven before the removal. */
+/* A stopped attempt (detach_transfer's @stopped: sg__curl_remove): under
+ * the managed multi its transfer leaves libcurl after every clock due at
+ * the same instant is decided (removing a transfer mid-body closes its
+ * connection, tens of microseconds each, that would make each later
+ * stream of a thousand expiring together that much later).  No callback
+ * of ours runs on it meanwhile: libcurl is not driven before removal. */
 static void stop_transfer(sg_curl_op *op) {
     op->at.paused = false; /* its read waits for nothing now */
     if (op->in_multi && op->owner != NULL) {
@@ -267,7 +267,7 @@ static void stop_transfer(sg_curl_op *op) {
         sg__curl_multi_defer_detach(op->owner, op);
         return;
     }
-    detach_transfer(op);
+    detach_transfer(op, true);
 }
 
 static int append_header(sg_curl_op *op, const char *line) {
@@ -611,7 +611,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
 }
 
 static void free_slot(sg_curl_op *c) {
-    detach_transfer(c);
+    detach_transfer(c, true);
     if (c->owner != NULL) {
         sg__curl_multi_forget(c->owner, c);
     }
@@ -632,7 +632,7 @@ void sg_curl_op_free(sg_curl_op *op) {
         }
     }
     sg__lc_drop_intent(&op->lc); /* unwatched while the multi holds it */
-    detach_transfer(op);
+    detach_transfer(op, true);
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
@@ -664,7 +664,7 @@ int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now) {
 }
 
 int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now) {
-    detach_transfer(op);
+    detach_transfer(op, false);
     if (op->lc.state == SG__LC_DRAINING) {
         sg__lc_decide(&op->lc, now, SG_OUTCOME_OK);
     } else if (op->lc.state == SG__LC_RUNNING) {
