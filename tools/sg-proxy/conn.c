@@ -207,6 +207,18 @@ void conn_free(struct conn *c) {
             break;
         }
     }
+    /* in the finish queue only when freed at exit (conns_finish takes it
+     * out first otherwise) */
+    for (struct conn **pp = &p->finish_head, *prev = NULL; c->finishing && *pp != NULL;
+         prev = *pp, pp = &(*pp)->finish_next) {
+        if (*pp == c) {
+            *pp = c->finish_next;
+            if (p->finish_tail == c) {
+                p->finish_tail = prev;
+            }
+            break;
+        }
+    }
     free_op(c);
     routes_unref(c->set);
     close(c->fd); /* leaves epoll by itself */
@@ -224,6 +236,35 @@ void conn_free(struct conn *c) {
     relay_free(&c->relay);
     free(c);
     p->nconns--;
+}
+
+void conn_finish_later(struct conn *c) {
+    struct proxy *p = c->proxy;
+    c->finishing = true;
+    c->finish_next = NULL;
+    if (p->finish_tail != NULL) {
+        p->finish_tail->finish_next = c;
+    } else {
+        p->finish_head = c;
+    }
+    p->finish_tail = c;
+}
+
+bool conns_finish(struct proxy *p, int64_t slice) {
+    const int64_t until = sg_time_add(now_ns(), slice);
+    while (p->finish_head != NULL) {
+        struct conn *c = p->finish_head;
+        p->finish_head = c->finish_next;
+        if (p->finish_head == NULL) {
+            p->finish_tail = NULL;
+        }
+        c->finish_next = NULL;
+        finish_operation(c); /* may free c */
+        if (now_ns() >= until) {
+            break;
+        }
+    }
+    return p->finish_head != NULL;
 }
 
 /* A whole answer before any operation (a bad request, a limit, a
@@ -533,14 +574,16 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
         c->client_gone = true;
     }
     flush_out(c);
-    if (c->op != NULL && sg_curl_op_paused(c->op) && !c->client_gone &&
+    if (op_running(c) && sg_curl_op_paused(c->op) && !c->client_gone &&
         client_waiting(c) < c->proxy->client_buffer / 2) {
         /* caught up: the upstream read goes on (from the loop, as the
-         * library requires: the held bytes may come in this call) */
-        c->in_call = true;
+         * library requires: the held bytes may come in this call, and
+         * the operation may end in it) */
         sg_curl_op_resume(c->op);
-        c->in_call = false;
         flush_out(c);
+    }
+    if (c->finishing) {
+        return; /* ended: the finish queue frees it (conns_finish) */
     }
     if (c->client_gone || (c->state == C_CLOSING && client_waiting(c) == 0)) {
         if (c->op != NULL) {
@@ -556,7 +599,9 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
     struct conn *c = p->conns;
     while (c != NULL) {
         struct conn *n = c->next;
-        if (c->op != NULL && (c->too_slow || c->client_gone)) {
+        if (c->finishing) {
+            /* ended: the finish queue frees it (conns_finish) */
+        } else if (c->op != NULL && (c->too_slow || c->client_gone)) {
             sg_curl_op_cancel(c->op); /* the client cannot keep up, or left */
         } else if (c->state == C_HEAD || c->state == C_BODY) {
             if (now >= c->header_deadline) {
@@ -600,7 +645,7 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
 
 void conns_cancel_all(struct proxy *p) {
     for (struct conn *c = p->conns; c != NULL; c = c->next) {
-        if (c->op != NULL) {
+        if (op_running(c)) {
             sg_curl_op_cancel(c->op);
         }
     }
@@ -618,6 +663,7 @@ void conns_close_idle(struct proxy *p) {
 }
 
 void conns_free(struct proxy *p) {
+    (void)conns_finish(p, SG_TIME_NEVER); /* every ended operation's report */
     while (p->conns != NULL) {
         conn_free(p->conns);
     }

@@ -78,8 +78,14 @@ struct conn {
      * inside an event ends on a whole one before the in-band error */
     struct relay relay;
     bool client_gone;
-    bool in_call; /* inside sg_curl_multi_add or _resume: on_done must not free */
     bool too_slow;
+    /* the operation ended (on_done): the client was told, and the rest -
+     * the report line, the metrics, the operation's memory, the
+     * connection itself - waits in the proxy's finish queue (conns_finish)
+     * so that the clocks due beside it are decided and told first */
+    bool finishing;
+    struct conn *finish_next;
+    int64_t ended_at;
     /* answered before its request was read whole (a limit, a timeout):
      * the end is a half-close, reading on (lingering), not a close */
     bool linger, lingering;
@@ -128,6 +134,9 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
 void reply_error(struct conn *c, int status, const char *what);
 void free_op(struct conn *c);
 void conn_free(struct conn *c);
+/* @c's operation ended (on_done, its client told): the rest of its end
+ * joins the proxy's finish queue (conns_finish). */
+void conn_finish_later(struct conn *c);
 
 /* fallback.c: each fallback's own headers and model (docs/sg-proxy.md,
  * "FALLBACKS"). */
@@ -151,9 +160,19 @@ void fallback_models_fwrite(FILE *f, const struct conn *c);
 /* base + the client's target, or NULL (upstream.c). */
 char *url_join(const char *base, size_t base_len, const char *target, size_t tlen);
 
+/* Whether @c's operation still runs: it has one, and its end (on_done)
+ * has not come.  An ended one is the finish queue's to free. */
+static inline bool op_running(const struct conn *c) {
+    return c->op != NULL && !c->finishing;
+}
+
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */
 void start_operation(struct conn *c);
+/* What an ended operation leaves to do, after the pass that ended it:
+ * its report line and metrics, its memory, and (when nothing waits for
+ * the client) the connection. */
+void finish_operation(struct conn *c);
 /* Whether any attempt of @c's operation sent its request upstream (false
  * without an operation). */
 bool upstream_sent(const struct conn *c);

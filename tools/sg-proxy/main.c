@@ -536,6 +536,10 @@ static int64_t trim_after_burst(const struct proxy *p, struct trim *t, int64_t n
     return SG_TIME_NEVER;
 }
 
+/* How long a pass spends on the ends of operations (conns_finish) before
+ * it looks at its sockets and clocks again: about ten ends. */
+#define FINISH_SLICE SG_US(200)
+
 static int run(struct proxy *p, struct settings *s) {
     struct epoll_event ev[64];
     struct trim trim = {0, 0, 0, SG_TIME_NEVER, SG_TIME_NEVER};
@@ -567,6 +571,9 @@ static int run(struct proxy *p, struct settings *s) {
         if (next != SG_TIME_NEVER) {
             int64_t ms = next > now ? (next - now + SG_MS(1) - 1) / SG_MS(1) : 0;
             timeout = ms > 60000 ? 60000 : (int)ms;
+        }
+        if (p->finish_head != NULL) {
+            timeout = 0; /* ended operations wait for their next slice */
         }
         int n = epoll_wait(p->epfd, ev, 64, timeout);
         if (n < 0 && errno != EINTR) {
@@ -603,6 +610,10 @@ static int run(struct proxy *p, struct settings *s) {
             }
             conns_flush(p); /* what the pass's reads released */
         }
+        /* what ended operations leave to do, a slice a pass: a clock due
+         * meanwhile is decided (its client told) at the next pass, not
+         * after every report line, free and close of the others */
+        (void)conns_finish(p, FINISH_SLICE);
     }
 }
 

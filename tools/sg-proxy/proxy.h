@@ -172,6 +172,9 @@ struct proxy {
     bool cancelled_all; /* the drain ran out: every operation cancelled */
     struct conn *conns; /* every open connection */
     struct conn *dirty; /* those with bytes released in this pass */
+    /* operations ended, their clients told: the rest of their end waits
+     * here, oldest first (conns_finish) */
+    struct conn *finish_head, *finish_tail;
     uint64_t next_id;
 };
 
@@ -189,6 +192,12 @@ int64_t conns_expire(struct proxy *p, int64_t now);
 /* After the upstream loop's pass: what its reads released goes to each
  * client, one send per connection. */
 void conns_flush(struct proxy *p);
+/* The ends of operations that on_done queued (their clients already
+ * told): report, metrics, the operation freed, the connection closed when
+ * nothing waits for its client - oldest first, until @slice ns have
+ * passed (at least one each call).  Returns whether more wait: the loop
+ * then looks at its sockets and clocks without sleeping, and comes back. */
+bool conns_finish(struct proxy *p, int64_t slice);
 /* SIGTERM ran out of drain time: cancel every operation. */
 void conns_cancel_all(struct proxy *p);
 void conns_close_idle(struct proxy *p); /* no request being answered: closed */

@@ -376,14 +376,20 @@ static void answer_in_band_error(struct conn *c, sg_outcome o) {
     c->cut = n == 0 || !put(c, buf, n);
 }
 
+/* The operation ended: the client is told now - the in-band error or the
+ * stream's last bytes, or the failure's answer - and nothing else.  Its
+ * report line, metrics, memory and connection wait for the end of the
+ * pass (conns_finish): on_done runs inside the library's step, where the
+ * clocks due beside this one are still to be decided, and with a thousand
+ * streams stalling together the last of them would otherwise wait for
+ * every report line, free and close before it (tens of microseconds
+ * each).  The stopped transfer itself leaves libcurl (closing its upstream
+ * connection) after every due clock of the step is decided: that is the
+ * library's, as long as the operation is not freed here. */
 static void on_done(sg_curl_op *op, void *ud) {
     struct conn *c = ud;
     sg_outcome o = sg_curl_op_outcome(op);
-    log_report(c);
-    int64_t end = now_ns();
-    metrics_observe(c->route->name, c->route->profile, sg_curl_op_policy(op),
-                    (double)(end - c->arrived) / 1e9,
-                    c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
+    c->ended_at = now_ns();
     if (!c->client_gone) {
         if (c->committed) {
             c->state = C_CLOSING;
@@ -406,14 +412,20 @@ static void on_done(sg_curl_op *op, void *ud) {
     c->state = C_CLOSING;
     /* what is left for the client: --header-timeout at a time, renewed
      * while the client takes any of it (conn.c) */
-    c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    c->header_deadline = sg_time_add(c->ended_at, c->proxy->header_timeout);
+    conn_finish_later(c);
+}
+
+void finish_operation(struct conn *c) {
+    log_report(c);
+    metrics_observe(c->route->name, c->route->profile, sg_curl_op_policy(c->op),
+                    (double)(c->ended_at - c->arrived) / 1e9,
+                    c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
     (void)client_took(c); /* what it took so far: the next look's start */
-    /* the multi has let go of it: free it here, as the library allows */
+    /* the multi has let go of it: freed here, as the library allows */
     free_op(c);
-    /* called from inside our own call into the library (the operation
-     * ended in its start: nothing could be leased): the caller still holds
-     * the connection and frees it on its way out */
-    if (!c->in_call && (c->client_gone || client_waiting(c) == 0)) {
+    c->finishing = false;
+    if (c->client_gone || client_waiting(c) == 0) {
         conn_free(c);
     }
 }
@@ -669,9 +681,7 @@ void start_operation(struct conn *c) {
         c->url = NULL;
     }
     if (rv == 0) {
-        c->in_call = true; /* on_done may run in here */
-        rv = sg_curl_multi_add(p->multi, c->op);
-        c->in_call = false;
+        rv = sg_curl_multi_add(p->multi, c->op); /* on_done may run in here */
     }
     if (rv != 0) {
         char what[128];
