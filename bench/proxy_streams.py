@@ -14,6 +14,7 @@ its arrival less (the last token's + the idle clock), p50, p99 and max.
 """
 import argparse
 import glob
+import json
 import re
 import selectors
 import socket
@@ -45,12 +46,12 @@ def rss_kib(pid):
 
 
 class Stream:
-    def __init__(self, port, query):
+    def __init__(self, port, query, tag):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setblocking(False)
         self.sock.connect_ex(("127.0.0.1", port))
         self.out = (
-            b"POST /v1/chat/completions?" + query.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"POST /v1/chat/completions?" + query.encode() + b"&_t=" + tag.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
             b"Content-Type: application/json\r\nContent-Length: "
             + str(len(BODY)).encode() + b"\r\n\r\n" + BODY
         )
@@ -98,6 +99,49 @@ class Stream:
         self.tail = buf[-32:] if b"\n" not in buf[-32:] else buf[buf.rfind(b"\n") + 1:]
 
 
+def fm_get(port, path, method="GET"):
+    """One request to sg-fakemodel's own paths: the body."""
+    with socket.create_connection(("127.0.0.1", port)) as c:
+        c.sendall(f"{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                  "Connection: close\r\n\r\n".encode())
+        data = b""
+        while True:
+            b = c.recv(1 << 20)
+            if not b:
+                break
+            data += b
+    return data.partition(b"\r\n\r\n")[2]
+
+
+def fm_events(port, name):
+    """sg-fakemodel's log events NAME: {id: t_ns}, and {id: _t tag} for
+    received."""
+    out = {}
+    body = fm_get(port, f"/_log?event={name}")
+    for line in body.split(b"\n"):
+        line = line.strip().rstrip(b",")
+        if not line.startswith(b"{"):
+            continue
+        # a chunked body's size lines never start with "{"
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if name == "received":
+            m = re.search(r"_t=([^&]*)", e.get("query") or "")
+            if m:
+                out[e["id"]] = m.group(1)
+        else:
+            out[e["id"]] = e["t_ns"]
+    return out
+
+
+def quantiles(late):
+    late = sorted(late)
+    q = lambda p: late[min(len(late) - 1, int(p * len(late)))]
+    return f"p50={q(0.50):.1f} p99={q(0.99):.1f} max={late[-1]:.1f} of={len(late)}"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -107,14 +151,17 @@ def main():
     ap.add_argument("--tokens", type=int, default=10, help="tokens a whole stream has")
     ap.add_argument("--idle-ms", type=float, default=0)
     ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--fm-port", type=int, default=0, help="sg-fakemodel's port")
     a = ap.parse_args()
 
+    if a.fm_port:
+        fm_get(a.fm_port, "/_log/reset", "POST")
     sel = selectors.DefaultSelector()
     c0 = cpu_ns(a.pid)
     t0 = time.monotonic()
     streams = []
-    for _ in range(a.n):
-        s = Stream(a.port, a.query)
+    for i in range(a.n):
+        s = Stream(a.port, a.query, f"s{i}")
         streams.append(s)
         sel.register(s.sock, selectors.EVENT_WRITE, s)
     pending = a.n
@@ -162,9 +209,36 @@ def main():
         late = sorted((s.error_at - s.last_token) * 1000 - a.idle_ms for s in streams
                       if s.error_at is not None and s.last_token is not None)
         if late:
-            q = lambda p: late[min(len(late) - 1, int(p * len(late)))]
-            line += (f" idle_late_ms_p50={q(0.50):.1f} p99={q(0.99):.1f} "
-                     f"max={late[-1]:.1f} of={len(late)}")
+            line += " idle_late_ms_" + quantiles(late)
+    if a.idle_ms > 0 and a.fm_port:
+        # every stream's end seen upstream (a close may trail the client's
+        # answer), at most 10 s more
+        gone = {}
+        for _ in range(100):
+            gone = fm_events(a.fm_port, "client_gone")
+            if len(gone) >= a.n:
+                break
+            time.sleep(0.1)
+        stall = fm_events(a.fm_port, "stall_started")
+        tag = {t: i for i, t in fm_events(a.fm_port, "received").items()}
+        told, closed, after = [], [], []
+        for k, s in enumerate(streams):
+            i = tag.get(f"s{k}")
+            if i is None or i not in stall:
+                continue
+            due = stall[i] / 1e9 + a.idle_ms / 1000
+            if s.error_at is not None:
+                told.append((s.error_at - due) * 1000)
+            if i in gone:
+                closed.append((gone[i] / 1e9 - due) * 1000)
+            if i in gone and s.error_at is not None:
+                after.append((gone[i] / 1e9 - s.error_at) * 1000)
+        if after:
+            line += " closed_after_told_ms_" + quantiles(after)
+        if told:
+            line += " from_stall_told_ms_" + quantiles(told)
+        if closed:
+            line += " closed_ms_" + quantiles(closed)
     print(line, flush=True)
     for s in streams:
         if not s.done:

@@ -2,7 +2,8 @@
 # Many streams on one sg-proxy process: over HTTP/1.1 to sg-fakemodel, and
 # over HTTP/2 to it on TLS.
 #
-#   bench/proxy_streams.sh SG_PROXY SG_FAKEMODEL [N_H1] [N_H2] [STALLED]
+#   [PHASES="memory whole stall"] bench/proxy_streams.sh SG_PROXY SG_FAKEMODEL \
+#       [N_H1] [N_H2] [STALLED]
 #
 # For each upstream (N_H1 streams over HTTP/1.1, default 10000; N_H2 over
 # h2 on TLS, default 10000), each time a fresh sg-proxy (--profile openai):
@@ -13,7 +14,11 @@
 #           per token and per stream, its peak RSS;
 #   stall:  STALLED streams (default 1000) that stall together after 3
 #           tokens, under --idle 1s: how late each in-band idle_timeout
-#           came after the idle clock's deadline (p50, p99, max).
+#           came after the idle clock's deadline (p50, p99, max): as the
+#           client saw it (after its last token), and from the upstream's
+#           side (sg-fakemodel's stall start + the idle clock): when the
+#           client was told, and when sg-fakemodel saw the stream end.
+# PHASES (default all three) names the measures to run.
 # Over HTTP/1.1 each stream holds two descriptors in the proxy: N_H1 must
 # fit under `ulimit -Hn` (about (hard - 64) / 2).
 set -u
@@ -22,6 +27,7 @@ FM=$2
 N_H1=${3:-10000}
 N_H2=${4:-10000}
 STALLED=${5:-1000}
+PHASES=${PHASES:-memory whole stall}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/proxy_lib.sh" sg-proxy-streams
 ulimit -n "$(ulimit -Hn)"
@@ -51,19 +57,25 @@ stop() {
 run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
     local label=$1 up=$2 n=$3
     shift 3
-    proxy "$label-mem" "$up" "$n" "$@"
-    python3 "$HERE/proxy_memory.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" --bursts 1 \
-        --settle 3 | sed "s/^/$label memory: /"
-    stop
-    proxy "$label" "$up" "$n" "$@"
-    python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" \
-        --query "n=10&gap=200" --tokens 10 | sed "s/^/$label whole: /"
-    stop
-    proxy "$label-stall" "$up" "$STALLED" --idle 1s "$@"
-    python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
-        --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 |
-        sed "s/^/$label stall: /"
-    stop
+    if [[ " $PHASES " == *" memory "* ]]; then
+        proxy "$label-mem" "$up" "$n" "$@"
+        python3 "$HERE/proxy_memory.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" \
+            --bursts 1 --settle 3 | sed "s/^/$label memory: /"
+        stop
+    fi
+    if [[ " $PHASES " == *" whole "* ]]; then
+        proxy "$label" "$up" "$n" "$@"
+        python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" \
+            --query "n=10&gap=200" --tokens 10 | sed "s/^/$label whole: /"
+        stop
+    fi
+    if [[ " $PHASES " == *" stall "* ]]; then
+        proxy "$label-stall" "$up" "$STALLED" --idle 1s "$@"
+        python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
+            --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 \
+            --fm-port "$FM_PORT" | sed "s/^/$label stall: /"
+        stop
+    fi
 }
 
 [ "$N_H1" -eq 0 ] || run http1 "http://127.0.0.1:$FM_PORT" "$N_H1"
