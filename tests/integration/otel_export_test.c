@@ -7,6 +7,7 @@
  *    configured header and the OTLP content type;
  *  - a batch that is not full goes after the schedule delay;
  *  - a 503 is sent again (after its Retry-After), a 400 is not;
+ *  - four threads submitting at once: every span exported once or counted;
  *  - a collector that accepts and never answers, and a port that refuses:
  *    submitting stays cheap (its mean cost measured per call, bounded at a
  *    generous 1 ms), the spans that do not fit are dropped and counted,
@@ -22,6 +23,7 @@
 #include <time.h>
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -283,6 +285,68 @@ static void a_refusing_port_costs_only_drops(void **state) {
     free_within(otel, timeout, "refused");
 }
 
+struct submitter {
+    sg_otel *otel;
+    unsigned first, count;
+};
+
+static void *submit_thread(void *arg) {
+    struct submitter *t = arg;
+    for (unsigned i = 0; i < t->count; i++) {
+        sg__otel_submit(t->otel, make_span(t->first + i, 0));
+    }
+    return NULL;
+}
+
+/* The exporter shared by four submitting threads: every span is exported
+ * or counted as dropped, and the collector receives exactly the exported
+ * ones, each once. */
+static void four_threads_share_one_exporter(void **state) {
+    (void)state;
+    enum { THREADS = 4, EACH = 5000 };
+    otel_collector *c = oc_start(OC_ANSWER);
+    assert_non_null(c);
+    sg_otel *otel = exporter(oc_port(c), 1024, 256, 5 * MS, 5000 * MS, NULL);
+    pthread_t th[THREADS];
+    struct submitter sub[THREADS];
+    for (unsigned i = 0; i < THREADS; i++) {
+        sub[i] = (struct submitter){otel, i * EACH, EACH};
+        assert_int_equal(pthread_create(&th[i], NULL, submit_thread, &sub[i]), 0);
+    }
+    for (unsigned i = 0; i < THREADS; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+    }
+    assert_int_equal(sg_otel_flush(otel, 20000 * MS), 0);
+    sg_otel_stats st = stats_of(otel);
+    assert_int_equal(st.submitted, THREADS * EACH);
+    assert_int_equal(st.queued, 0);
+    assert_int_equal(st.exported + st.dropped_queue_full + st.dropped_failed,
+                     THREADS * EACH);
+    assert_int_equal(st.dropped_failed, 0);
+    assert_true(st.exported > 0);
+    assert_int_equal(oc_wait_spans(c, (size_t)st.exported, 5000), st.exported);
+    size_t n;
+    oc_span *spans = oc_spans(c, &n);
+    assert_int_equal(n, st.exported);
+    /* each span once: its operation number is in its span id */
+    unsigned char *seen = calloc(THREADS * EACH, 1);
+    assert_non_null(seen);
+    for (size_t i = 0; i < n; i++) {
+        unsigned op;
+        memcpy(&op, spans[i].span_id + 1, 4);
+        assert_true(op < THREADS * EACH);
+        assert_int_equal(seen[op], 0);
+        seen[op] = 1;
+    }
+    printf("# four threads: %llu exported, %llu dropped (queue full) of %d\n",
+           (unsigned long long)st.exported, (unsigned long long)st.dropped_queue_full,
+           THREADS * EACH);
+    free(seen);
+    free(spans);
+    sg_otel_free(otel);
+    oc_stop(c);
+}
+
 static void null_and_bad_arguments(void **state) {
     (void)state;
     sg__otel_submit(NULL, make_span(1, 0)); /* freed, not leaked */
@@ -311,6 +375,7 @@ int main(void) {
         cmocka_unit_test(a_503_is_sent_again_and_a_400_is_not),
         cmocka_unit_test(a_blackhole_costs_only_drops),
         cmocka_unit_test(a_refusing_port_costs_only_drops),
+        cmocka_unit_test(four_threads_share_one_exporter),
         cmocka_unit_test(null_and_bad_arguments),
     };
     return cmocka_run_group_tests_name("otel_export", tests, NULL, NULL);
