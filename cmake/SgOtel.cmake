@@ -44,7 +44,7 @@ target_include_directories(sg_otel_proto PRIVATE ${SG_OTEL_GEN_DIR}
 # The exporter's own code sees, like a layer (CMakeLists.txt, "library"),
 # a view: the public headers of the core and the policy (the observer
 # seam) and otel.h, its own folder and src/sgx/ - never a layer's insides.
-set(SG_PUB_otel core guard ${SG_PUB_POLICY} otel)
+set(SG_PUB_otel core guard ${SG_PUB_POLICY} otel otel_trace)
 set(view ${PROJECT_BINARY_DIR}/layers/otel)
 file(MAKE_DIRECTORY ${view}/streamguard ${view}/streamguard/unstable)
 foreach(h IN LISTS SG_PUB_otel)

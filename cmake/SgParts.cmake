@@ -25,7 +25,7 @@ function(sg_parts_of out)
       "<streamguard/health_pg\\.h>" postgresql
       "<streamguard/ledger(_record)?\\.h>|\"ledger/" ledger
       "\"transport/" transport
-      "<streamguard/otel\\.h>|\"otel/" otel
+      "<streamguard/otel(_trace)?\\.h>|\"otel/" otel
       "sg_es_[a-z]|SG_FORMAT_EVENTSTREAM" eventstream
       # what the file calls itself
       "<curl/" libcurl

@@ -357,8 +357,21 @@ SG_EXTERN const char *sg_op_method(const sg_op *op);
 SG_EXTERN const char *sg_op_idempotency_key(const sg_op *op);
 
 /**
- * sg_op_observer_error - the first error the observer's on_attempt_start,
- * on_attempt_end or on_resolve returned for @op (it never changed the
+ * sg_op_endpoint_name - endpoint @i (0-based, as sg_op_options_set_endpoints
+ * orders them) as the report names it - scheme://host:port/path, without
+ * userinfo, query or fragment - into @out (NUL-terminated, cut at @cap);
+ * without endpoints, endpoint 0 is the target (sg_op_options_set_target)
+ * named the same way.
+ *
+ * Returns the length written, or 0 (and @out, when @cap > 0, is "") when
+ * @op is NULL or was never started, @i names no endpoint, there is no
+ * target, or @out is NULL or @cap is 0.
+ */
+SG_EXTERN size_t sg_op_endpoint_name(const sg_op *op, uint32_t i, char *out, size_t cap);
+
+/**
+ * sg_op_observer_error - the first error an observer's on_attempt_start,
+ * on_attempt_headers, on_attempt_end or on_resolve returned for @op (it never changed the
  * operation), or the code of an intent refused while it was pending.
  *
  * Returns 0 when there was none, that negative SG_E* code, or SG_EINVAL
@@ -477,7 +490,7 @@ typedef struct sg_op_intent_wait {
  * The observer's functions.  Each runs on the thread that drives the
  * operation, synchronously, inside the policy call named on its setter:
  * keep it short, and never call back into the same sg_op.  Each gets the
- * user_data given to sg_op_options_set_observer.
+ * user_data given to sg_op_options_set_observer (or _add_observer).
  */
 typedef int (*sg_op_intent_cb)(const sg_op *op, const sg_op_intent *intent,
                                void *user_data);
@@ -489,6 +502,43 @@ typedef int (*sg_op_start_intent_cb)(const sg_op *op, const sg_op_intent *intent
 typedef int (*sg_op_poll_intent_cb)(const sg_op *op, void *handle, void *user_data);
 typedef void (*sg_op_abandon_intent_cb)(const sg_op *op, void *handle, sg_outcome outcome,
                                         void *user_data);
+
+/**
+ * sg_op_headers - the request headers observers add to one attempt
+ * (on_attempt_headers): W3C trace context, a tenant's tag.  Opaque: the
+ * transport owns it; an observer only adds to it (sg_op_headers_add).
+ */
+typedef struct sg_op_headers sg_op_headers;
+/** The most headers the observers of one operation add to an attempt. */
+#define SG_OP_HEADERS_MAX 4
+/** Bytes of those headers' names and values together (each with a NUL):
+ *  room for a traceparent and a 512-byte tracestate. */
+#define SG_OP_HEADERS_BYTES 1024
+
+typedef int (*sg_op_headers_cb)(const sg_op *op, const sg_op_attempt *rec,
+                                sg_op_headers *headers, void *user_data);
+
+/**
+ * sg_op_headers_add - adds the header @name: @value to the request of the
+ * attempt whose on_attempt_headers call gave @h, after the caller's
+ * headers and the ones the library stamps (Idempotency-Key, the deadline
+ * header, grpc-timeout).  Both are copied; the name is sent lowercased
+ * (HTTP field names are case-insensitive, and HTTP/2 requires it).
+ * @name: a token (RFC 9110 §5.6.2) of 1 .. SG_OP_HEADER_NAME_MAX
+ *   characters.
+ * @value: visible ASCII, spaces and tabs (no CR, LF or other control
+ *   character), possibly empty.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (then nothing is added):
+ *   SG_EINVAL   @h, @name or @value is NULL, or either is malformed;
+ *   SG_ERANGE   @name is longer than SG_OP_HEADER_NAME_MAX;
+ *   SG_ENOBUFS  the attempt has SG_OP_HEADERS_MAX such headers, or they
+ *               would pass SG_OP_HEADERS_BYTES;
+ *   SG_ENOMEM   no memory for the copies.
+ * Thread-safety: only inside the on_attempt_headers call that gave @h.
+ */
+SG_EXTERN int sg_op_headers_add(sg_op_headers *h, const char *name, const char *value);
 
 /**
  * sg_op_observer_new - an observer that does nothing yet: give it the
@@ -535,13 +585,26 @@ SG_EXTERN int sg_op_observer_set_on_attempt_start(sg_op_observer *obs,
 SG_EXTERN int sg_op_observer_set_on_attempt_end(sg_op_observer *obs, sg_op_attempt_cb fn);
 
 /**
+ * sg_op_observer_set_on_attempt_headers - called by a transport (the
+ * libcurl and HTTP/2 ones, sg_easy) for each attempt it sends, after
+ * on_attempt_start and before its request goes, where it stamps the
+ * attempt's deadline header: @headers takes what the observer adds with
+ * sg_op_headers_add - an OpenTelemetry trace puts the W3C traceparent
+ * that names the attempt's own span there.  A hand-driven operation
+ * (<streamguard/unstable/op.h>) never calls it.  Its return value is kept
+ * as on_attempt_start's.  Default: none.
+ */
+SG_EXTERN int sg_op_observer_set_on_attempt_headers(sg_op_observer *obs,
+                                                    sg_op_headers_cb fn);
+
+/**
  * sg_op_observer_set_on_resolve - called once, when the operation ends,
  * whatever ended it (a final attempt, a refused lease, sg_op_cancel): the
  * outcome, decision and reason are final.  Default: none.
  *
- * It, on_attempt_start and on_attempt_end return 0, or a negative SG_E*
- * code that never changes the operation: the first such code is kept for
- * sg_op_observer_error().
+ * It, on_attempt_start, on_attempt_headers and on_attempt_end return 0,
+ * or a negative SG_E* code that never changes the operation: the first such code is kept
+ * for sg_op_observer_error().
  */
 SG_EXTERN int sg_op_observer_set_on_resolve(sg_op_observer *obs, sg_op_resolve_cb fn);
 

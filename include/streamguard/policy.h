@@ -349,18 +349,56 @@ SG_EXTERN int sg_op_options_set_endpoints(sg_op_options *o, const char *const *u
  */
 typedef struct sg_op_observer sg_op_observer;
 
+/** The most observers one operation has (sg_op_options_add_observer). */
+#define SG_OP_MAX_OBSERVERS 4
+
 /**
- * sg_op_options_set_observer - the observer of every operation started
- * with @o, called with @user_data (<streamguard/op.h>).  Borrowed: @obs
- * and what @user_data points to must outlive those operations.  NULL removes it. Default:
- * none.  One observer per operation; an observer that fans out to several
- * (a ledger and a metrics sink) is the caller's to write.
+ * sg_op_options_set_observer - the one observer of every operation started
+ * with @o, called with @user_data (<streamguard/op.h>): it replaces every
+ * observer set or added before.  Borrowed: @obs and what @user_data
+ * points to must outlive those operations.  NULL removes them all.
+ * Default: none.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @o is NULL.
  */
 SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
                                          void *user_data);
+
+/**
+ * sg_op_options_add_observer - one more observer of every operation
+ * started with @o, after those set or added before: a caller's own
+ * observer, the intent ledger and an OpenTelemetry trace
+ * (<streamguard/otel_trace.h>) side by side.  Borrowed, as with
+ * sg_op_options_set_observer.
+ *
+ * Each callback runs for every observer in the order they were added,
+ * with the observer's own @user_data; one observer's error never keeps
+ * the others from being called (the first error is sg_op_observer_error).
+ * Intents: the observers that record at once (on_intent) are asked first,
+ * in order - the first to refuse ends the start, and those after it are
+ * not asked - then the one that records off the loop
+ * (sg_op_observer_set_async_intent; at most one per operation), which
+ * alone may leave the intent pending, and alone gets poll_intent and
+ * abandon_intent.  The others hear the end of an operation whose intent
+ * never landed through on_resolve.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes
+ * (then @o is unchanged):
+ *   SG_EINVAL  @o or @obs is NULL, or @obs records intents off the loop
+ *              and an observer of @o already does;
+ *   SG_ERANGE  @o has SG_OP_MAX_OBSERVERS observers already.
+ */
+SG_EXTERN int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
+                                         void *user_data);
+
+/**
+ * sg_op_options_clear_observers - @o has no observer any more (as
+ * sg_op_options_set_observer with NULL).
+ *
+ * Returns 0 if it succeeds, or SG_EINVAL when @o is NULL.
+ */
+SG_EXTERN int sg_op_options_clear_observers(sg_op_options *o);
 
 /**
  * sg_op_options_set_price - the prices of endpoint @endpoint (0-based, as

@@ -292,7 +292,7 @@ static struct curl_slist *last_line(sg_curl_op *op) {
  * stamp (idempotency key, the lease). */
 static int build_headers(sg_curl_op *op, const struct curl_slist *given,
                          const sg__lc_stamp *st) {
-    char line[256];
+    char line[SG_OP_HEADER_NAME_MAX + 3 + SG_OP_HEADERS_BYTES];
     curl_slist_free_all(op->req_headers);
     op->req_headers = NULL;
     op->dl_line = op->grpc_line = NULL;

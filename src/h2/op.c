@@ -162,9 +162,13 @@ static int submit(sg_h2_op *op, int64_t now) {
     nghttp2_nv *nva = op->req->nva;
     size_t n = op->req->nfixed;
     for (size_t i = 0; i < op->stamp.n; i++) {
-        snprintf(names[i], sizeof(names[i]), "%s", op->stamp.h[i].name);
-        lowercase(names[i]);
-        nva[n++] = make_nv(names[i], op->stamp.h[i].value);
+        const char *name = op->stamp.h[i].name; /* an observer's: lowercase */
+        if (i < op->stamp.n_lib) {
+            snprintf(names[i], sizeof(names[i]), "%s", name);
+            lowercase(names[i]);
+            name = names[i];
+        }
+        nva[n++] = make_nv(name, op->stamp.h[i].value);
     }
     nghttp2_data_provider prd;
     prd.source.ptr = NULL;
@@ -396,7 +400,7 @@ static sg__h2_req *copy_request(sg_h2_conn *c, const sg_h2_request *req,
                                 const char *method) {
     const char *authority = req->authority != NULL ? req->authority : c->authority;
     const char *scheme = c->opts.tls ? "https" : "http";
-    size_t nva_n = 4 + req->nheaders + SG__LC_STAMP_MAX;
+    size_t nva_n = 4 + req->nheaders + SG__LC_STAMP_ALL;
     size_t size = sizeof(sg__h2_req) + nva_n * sizeof(nghttp2_nv);
     size += strlen(method) + strlen(req->path) + strlen(authority) + 3;
     size += strlen(scheme) + 3 + strlen(authority) + strlen(req->path) + 1;

@@ -50,11 +50,15 @@ struct sg_op_options {
     uint32_t set_;         /* which options were set (SG__OPT_*) */
     uint32_t max_attempts_;
     char method_[SG_OP_METHOD_MAX + 1];
-    char *deadline_header_;          /* owned; NULL: the default */
-    char *idempotency_key_;          /* owned; NULL: none */
-    char *label_;                    /* owned; NULL: none */
-    const sg_op_observer *observer_; /* borrowed */
-    void *observer_ud_;
+    char *deadline_header_; /* owned; NULL: the default */
+    char *idempotency_key_; /* owned; NULL: none */
+    char *label_;           /* owned; NULL: none */
+    /* borrowed; called in this order (sg_op_options_add_observer) */
+    struct sg__observer_ref {
+        const sg_op_observer *obs;
+        void *ud;
+    } observers_[SG_OP_MAX_OBSERVERS];
+    uint32_t n_observers_;
     sg_retry_budget *retry_budget_; /* borrowed */
     int64_t hedge_after_ns_;        /* 0 = off */
     uint32_t max_hedges_;
@@ -96,13 +100,42 @@ struct sg_op_observer {
     sg_op_start_intent_cb start_intent;
     sg_op_poll_intent_cb poll_intent;
     sg_op_abandon_intent_cb abandon_intent;
+    sg_op_headers_cb on_attempt_headers;
 };
 
+typedef struct sg__observer_ref sg__observer_ref;
+
+/* The observer of @o that records its intent off the loop (all three
+ * async functions set): the first such, or NULL.  Only it may leave an
+ * intent pending; it is asked last (op.c). */
+const sg__observer_ref *sg__op_async_observer(const sg_op_options *o);
+
+/* The headers observers add to one attempt's request (on_attempt_headers):
+ * at most SG_OP_HEADERS_MAX, their names lowercased and their values in
+ * one buffer of SG_OP_HEADERS_BYTES allocated at the first add and kept
+ * for the next attempt (sg__op_headers_release frees it).  Zero-initialised:
+ * empty.  The strings stay valid until the next sg__op_attempt_headers on
+ * the same object. */
+struct sg_op_headers {
+    struct {
+        const char *name;
+        const char *value;
+    } h[SG_OP_HEADERS_MAX];
+    size_t n;
+    char *buf;
+    size_t used;
+};
+/* Empties @h and asks every observer of @op for attempt @a's headers (an
+ * observer's error is kept as sg_op_observer_error, never more). */
+void sg__op_attempt_headers(sg_op *op, const sg_op_attempt *a, sg_op_headers *h);
+void sg__op_headers_release(sg_op_headers *h);
+
 /* An observer with static storage, for a layer that provides one (the
- * ledger): its functions in the order of struct sg_op_observer. */
+ * ledger): its functions in the order of struct sg_op_observer (the ones
+ * after them none). */
 #define SG__OP_OBSERVER_INIT(intent, attempt_start, attempt_end, resolve, start, poll, \
                              abandon)                                                  \
-    { intent, attempt_start, attempt_end, resolve, start, poll, abandon }
+    { intent, attempt_start, attempt_end, resolve, start, poll, abandon, NULL }
 
 /* One attempt's record: what readers see, and what only the policy and
  * its report read. */

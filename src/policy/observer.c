@@ -8,6 +8,7 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 int sg_op_observer_new(sg_op_observer **out) {
     if (out == NULL) {
@@ -33,6 +34,10 @@ int sg_op_observer_set_on_attempt_end(sg_op_observer *obs, sg_op_attempt_cb fn) 
     SG__SET(obs, on_attempt_end, fn);
 }
 
+int sg_op_observer_set_on_attempt_headers(sg_op_observer *obs, sg_op_headers_cb fn) {
+    SG__SET(obs, on_attempt_headers, fn);
+}
+
 int sg_op_observer_set_on_resolve(sg_op_observer *obs, sg_op_resolve_cb fn) {
     SG__SET(obs, on_resolve, fn);
 }
@@ -51,4 +56,58 @@ int sg_op_observer_set_async_intent(sg_op_observer *obs, sg_op_start_intent_cb s
     obs->poll_intent = poll;
     obs->abandon_intent = abandon;
     return 0;
+}
+
+/* ------------------------------------------------------ attempt headers */
+
+/* field-content (RFC 9110 §5.5) without obs-text: visible ASCII, SP, HTAB */
+static bool field_value_ok(const char *v, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c > 0x7e) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int sg_op_headers_add(sg_op_headers *h, const char *name, const char *value) {
+    if (h == NULL || name == NULL || value == NULL || name[0] == '\0') {
+        return SG_EINVAL;
+    }
+    size_t nl = strlen(name);
+    size_t vl = strlen(value);
+    for (size_t i = 0; i < nl; i++) {
+        if (!sg__tchar((unsigned char)name[i])) {
+            return SG_EINVAL;
+        }
+    }
+    if (!field_value_ok(value, vl)) {
+        return SG_EINVAL;
+    }
+    if (nl > SG_OP_HEADER_NAME_MAX) {
+        return SG_ERANGE;
+    }
+    if (h->n == SG_OP_HEADERS_MAX || SG_OP_HEADERS_BYTES - h->used < nl + vl + 2) {
+        return SG_ENOBUFS;
+    }
+    if (h->buf == NULL && (h->buf = malloc(SG_OP_HEADERS_BYTES)) == NULL) {
+        return SG_ENOMEM;
+    }
+    char *p = h->buf + h->used;
+    for (size_t i = 0; i <= nl; i++) {
+        char c = name[i];
+        p[i] = c >= 'A' && c <= 'Z' ? (char)(c - 'A' + 'a') : c;
+    }
+    memcpy(p + nl + 1, value, vl + 1);
+    h->h[h->n].name = p;
+    h->h[h->n].value = p + nl + 1;
+    h->n++;
+    h->used += nl + vl + 2;
+    return 0;
+}
+
+void sg__op_headers_release(sg_op_headers *h) {
+    free(h->buf);
+    memset(h, 0, sizeof(*h));
 }

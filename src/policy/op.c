@@ -121,24 +121,32 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     if (opts->set_ & SG__OPT_PROBE) {
         sg__record_probe(op); /* before the intent: nothing was sent */
     }
-    const sg_op_observer *obs = opts->observer_;
-    bool async = fd != NULL && obs != NULL && obs->start_intent != NULL &&
-                 obs->poll_intent != NULL && obs->abandon_intent != NULL;
-    if (obs != NULL && (async || obs->on_intent != NULL)) {
-        /* Before any attempt can be planned: an observer that refuses
-         * (a ledger holding the same unresolved key) means nothing is
-         * ever sent. */
-        const char *label = opts->label_;
-        sg_op_intent intent = {sg__opt_method(opts), opts->target_,
-                               sg_op_idempotency_key(op), label};
-        sg_op_intent_wait wait = {-1, NULL};
-        int orc = async ? obs->start_intent(op, &intent, opts->observer_ud_, &wait)
-                        : obs->on_intent(op, &intent, opts->observer_ud_);
-        if (async && orc == SG_EINPROGRESS) {
-            op->state_ = SG__OP_INTENT;
-            op->intent_ = wait.handle;
-            *fd = wait.fd;
-            return SG_EINPROGRESS;
+    /* Before any attempt can be planned: an observer that refuses (a
+     * ledger holding the same unresolved key) means nothing is ever sent.
+     * Those that record at once first, in order; the one that may record
+     * off the loop last: only it may leave the intent pending. */
+    const sg__observer_ref *aref = sg__op_async_observer(opts);
+    const char *label = opts->label_;
+    sg_op_intent intent = {sg__opt_method(opts), opts->target_, sg_op_idempotency_key(op),
+                           label};
+    for (uint32_t i = 0; i <= opts->n_observers_; i++) {
+        const sg__observer_ref *ref =
+            i < opts->n_observers_ ? &opts->observers_[i] : aref;
+        if (ref == NULL || (i < opts->n_observers_ && ref == aref)) {
+            continue;
+        }
+        int orc = 0;
+        if (ref == aref && fd != NULL) {
+            sg_op_intent_wait wait = {-1, NULL};
+            orc = ref->obs->start_intent(op, &intent, ref->ud, &wait);
+            if (orc == SG_EINPROGRESS) {
+                op->state_ = SG__OP_INTENT;
+                op->intent_ = wait.handle;
+                *fd = wait.fd;
+                return SG_EINPROGRESS;
+            }
+        } else if (ref->obs->on_intent != NULL) {
+            orc = ref->obs->on_intent(op, &intent, ref->ud);
         }
         if (orc != 0) {
             sg__op_reset(op);
@@ -203,14 +211,25 @@ static void sg__observed(sg_op *op, int rc) {
 }
 
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
-    const sg_op_observer *obs = op->opts_.observer_;
-    if (obs == NULL) {
-        return;
+    const sg_op_options *o = &op->opts_;
+    for (uint32_t i = 0; i < o->n_observers_; i++) {
+        const sg_op_observer *obs = o->observers_[i].obs;
+        sg_op_attempt_cb fn = end ? obs->on_attempt_end : obs->on_attempt_start;
+        if (fn != NULL) {
+            sg__observed(op, fn(op, a, o->observers_[i].ud));
+        }
     }
-    int (*fn)(const sg_op *, const sg_op_attempt *, void *) =
-        end ? obs->on_attempt_end : obs->on_attempt_start;
-    if (fn != NULL) {
-        sg__observed(op, fn(op, a, op->opts_.observer_ud_));
+}
+
+void sg__op_attempt_headers(sg_op *op, const sg_op_attempt *a, sg_op_headers *h) {
+    h->n = 0;
+    h->used = 0;
+    const sg_op_options *o = &op->opts_;
+    for (uint32_t i = 0; i < o->n_observers_; i++) {
+        const sg_op_observer *obs = o->observers_[i].obs;
+        if (obs->on_attempt_headers != NULL) {
+            sg__observed(op, obs->on_attempt_headers(op, a, h, o->observers_[i].ud));
+        }
     }
 }
 
@@ -223,17 +242,22 @@ void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision de
     op->reason_ = (uint8_t)reason;
     op->finished_at_ = now;
     sg__usage_settle(op); /* (the records as on_resolve and the report see them) */
-    const sg_op_observer *obs = op->opts_.observer_;
-    if (pending) {
-        /* The intent never landed: the observer hears of the end in place
-         * of on_resolve, and records it itself if the intent lands. */
-        void *handle = op->intent_;
-        op->intent_ = NULL;
-        if (handle != NULL) {
-            obs->abandon_intent(op, handle, outcome, op->opts_.observer_ud_);
+    const sg_op_options *o = &op->opts_;
+    const sg__observer_ref *aref = pending ? sg__op_async_observer(o) : NULL;
+    for (uint32_t i = 0; i < o->n_observers_; i++) {
+        const sg__observer_ref *ref = &o->observers_[i];
+        if (ref == aref) {
+            /* The intent never landed: this observer hears of the end in
+             * place of on_resolve, and records it itself if the intent
+             * lands. */
+            void *handle = op->intent_;
+            op->intent_ = NULL;
+            if (handle != NULL) {
+                ref->obs->abandon_intent(op, handle, outcome, ref->ud);
+            }
+        } else if (ref->obs->on_resolve != NULL) {
+            sg__observed(op, ref->obs->on_resolve(op, ref->ud));
         }
-    } else if (obs != NULL && obs->on_resolve != NULL) {
-        sg__observed(op, obs->on_resolve(op, op->opts_.observer_ud_));
     }
 }
 
@@ -258,8 +282,8 @@ int sg_op_intent_poll(sg_op *op, int64_t now) {
     if (op->state_ != SG__OP_INTENT) {
         return SG_ESTATE;
     }
-    const sg_op_observer *obs = op->opts_.observer_;
-    int rc = obs->poll_intent(op, op->intent_, op->opts_.observer_ud_);
+    const sg__observer_ref *aref = sg__op_async_observer(&op->opts_);
+    int rc = aref->obs->poll_intent(op, op->intent_, aref->ud);
     if (rc == SG_EINPROGRESS) {
         if (now < sg_op_intent_deadline(op)) {
             return SG_EINPROGRESS;

@@ -494,7 +494,21 @@ sg_retry_budget *sg__op_options_retry_budget(const sg_op_options *o) {
 }
 
 bool sg__op_options_has_observer(const sg_op_options *o) {
-    return o != NULL && o->observer_ != NULL;
+    return o != NULL && o->n_observers_ > 0;
+}
+
+static bool records_async(const sg_op_observer *obs) {
+    return obs->start_intent != NULL && obs->poll_intent != NULL &&
+           obs->abandon_intent != NULL;
+}
+
+const sg__observer_ref *sg__op_async_observer(const sg_op_options *o) {
+    for (uint32_t i = 0; i < o->n_observers_; i++) {
+        if (records_async(o->observers_[i].obs)) {
+            return &o->observers_[i];
+        }
+    }
+    return NULL;
 }
 
 int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
@@ -502,8 +516,29 @@ int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
     if (o == NULL) {
         return SG_EINVAL;
     }
-    o->observer_ = obs;
-    o->observer_ud_ = obs != NULL ? user_data : NULL;
+    (void)sg_op_options_clear_observers(o);
+    return obs != NULL ? sg_op_options_add_observer(o, obs, user_data) : 0;
+}
+
+int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
+                               void *user_data) {
+    if (o == NULL || obs == NULL ||
+        (records_async(obs) && sg__op_async_observer(o) != NULL)) {
+        return SG_EINVAL;
+    }
+    if (o->n_observers_ == SG_OP_MAX_OBSERVERS) {
+        return SG_ERANGE;
+    }
+    o->observers_[o->n_observers_++] = (sg__observer_ref){obs, user_data};
+    return 0;
+}
+
+int sg_op_options_clear_observers(sg_op_options *o) {
+    if (o == NULL) {
+        return SG_EINVAL;
+    }
+    memset(o->observers_, 0, sizeof(o->observers_));
+    o->n_observers_ = 0;
     return 0;
 }
 

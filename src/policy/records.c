@@ -101,8 +101,8 @@ void sg__op_reset(sg_op *op) {
          * back (as when the operation is cancelled there), never a leak */
         void *handle = op->intent_;
         op->intent_ = NULL;
-        op->opts_.observer_->abandon_intent(op, handle, SG_OUTCOME_CANCELLED,
-                                            op->opts_.observer_ud_);
+        const sg__observer_ref *aref = sg__op_async_observer(&op->opts_);
+        aref->obs->abandon_intent(op, handle, SG_OUTCOME_CANCELLED, aref->ud);
     }
     for (unsigned k = 0; op->blocks_ != NULL && k < SG__OP_BLOCKS; k++) {
         if (op->blocks_[k] != NULL) {

@@ -202,6 +202,21 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__sink_put(s, "}", 1);
 }
 
+size_t sg_op_endpoint_name(const sg_op *op, uint32_t i, char *out, size_t cap) {
+    if (out == NULL || cap == 0) {
+        return 0;
+    }
+    out[0] = '\0';
+    if (!sg__op_started(op)) {
+        return 0;
+    }
+    const sg_op_options *o = &op->opts_;
+    const char *url = o->n_endpoints_ > 0
+                          ? (i < o->n_endpoints_ ? o->endpoints_[i] : NULL)
+                          : (i == 0 ? o->target_ : NULL);
+    return url != NULL ? sg__endpoint_name(url, out, cap) : 0;
+}
+
 /* @url as the report names an endpoint: scheme://host:port/path - the
  * userinfo (credentials), the query and the fragment left out, the port
  * the scheme's own when none is given.  Into @out (NUL-terminated, cut

@@ -37,6 +37,9 @@
 #define SG__LC_DATE_MAX 34
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
 #define SG__LC_STAMP_MAX 3
+/** And after them those the observers add (on_attempt_headers), whose
+ *  names are lowercase already. */
+#define SG__LC_STAMP_ALL (SG__LC_STAMP_MAX + SG_OP_HEADERS_MAX)
 
 /* One state enum for every transport. */
 enum sg__lc_state {
@@ -71,8 +74,9 @@ typedef struct sg__lc_header {
 } sg__lc_header;
 
 typedef struct sg__lc_stamp {
-    sg__lc_header h[SG__LC_STAMP_MAX];
+    sg__lc_header h[SG__LC_STAMP_ALL];
     size_t n;
+    size_t n_lib; /* the first n_lib are the library's (SG__LC_STAMP_MAX) */
 } sg__lc_stamp;
 
 typedef struct sg__lifecycle sg__lifecycle;
@@ -230,6 +234,9 @@ struct sg__lifecycle {
      * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
     size_t ebody_len;
+    /* what the observers add to the running attempt's request (their
+     * buffer allocated at the first header added) */
+    sg_op_headers obs_headers;
 };
 
 /* @lc's lazily allocated part, allocated now if it was not (zeroed), or
