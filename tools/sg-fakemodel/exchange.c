@@ -118,6 +118,13 @@ void log_received(exchange *ex, const char *error) {
     if (ex->scenario_hdr != NULL) {
         json_field(&b, "x_sg_scenario", ex->scenario_hdr);
     }
+    /* W3C trace context, when the request carried it */
+    if (ex->traceparent != NULL) {
+        json_field(&b, "traceparent", ex->traceparent);
+    }
+    if (ex->tracestate != NULL) {
+        json_field(&b, "tracestate", ex->tracestate);
+    }
     sg_fm_buf_printf(&b, ",\"body_bytes\":%llu,\"header_bytes\":%llu",
                      (unsigned long long)ex->body_bytes,
                      (unsigned long long)ex->header_bytes);
@@ -173,6 +180,8 @@ void ex_free(exchange *ex) {
     free(ex->key);
     free(ex->deadline_ms);
     free(ex->grpc_timeout);
+    free(ex->traceparent);
+    free(ex->tracestate);
     free(ex->scenario_hdr);
     for (size_t i = 0; i < ex->n_hdrs; i++) {
         free((char *)(uintptr_t)ex->hdrs[i].name);

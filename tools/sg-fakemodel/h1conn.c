@@ -25,6 +25,8 @@ static void copy_h1_request(exchange *ex, const sg_fm_h1_request *r) {
         {"idempotency-key", offsetof(exchange, key)},
         {"x-deadline-ms", offsetof(exchange, deadline_ms)},
         {"grpc-timeout", offsetof(exchange, grpc_timeout)},
+        {"traceparent", offsetof(exchange, traceparent)},
+        {"tracestate", offsetof(exchange, tracestate)},
         {"x-sg-scenario", offsetof(exchange, scenario_hdr)},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {

@@ -133,6 +133,10 @@ static int h2_on_header(nghttp2_session *session, const nghttp2_frame *frame,
         set_field(&ex->deadline_ms, value, valuelen);
     } else if (name_eq(name, namelen, "grpc-timeout")) {
         set_field(&ex->grpc_timeout, value, valuelen);
+    } else if (name_eq(name, namelen, "traceparent")) {
+        set_field(&ex->traceparent, value, valuelen);
+    } else if (name_eq(name, namelen, "tracestate")) {
+        set_field(&ex->tracestate, value, valuelen);
     } else if (name_eq(name, namelen, "x-sg-scenario")) {
         set_field(&ex->scenario_hdr, value, valuelen);
     }

@@ -77,6 +77,8 @@ struct exchange {
     char *key;
     char *deadline_ms;
     char *grpc_timeout;
+    char *traceparent; /* W3C trace context, logged as received */
+    char *tracestate;
     char *scenario_hdr;
     int expect_continue;
     uint64_t body_bytes;
