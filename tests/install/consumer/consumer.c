@@ -37,6 +37,9 @@
 #if __has_include(<streamguard/otel.h>)
 #    include <streamguard/otel.h>
 #endif
+#if __has_include(<streamguard/otel_trace.h>)
+#    include <streamguard/otel_trace.h>
+#endif
 #include <streamguard/policy.h>
 #include <streamguard/retry.h>
 #include <streamguard/stream.h>
