@@ -171,6 +171,7 @@ void put_str(struct conn *c, const char *s) {
 void free_op(struct conn *c) {
     sg_curl_op_free(c->op);
     c->op = NULL;
+    trace_free(c); /* after the operation it observed */
     if (c->easy != NULL) {
         curl_easy_cleanup(c->easy);
         c->easy = NULL;

@@ -51,6 +51,7 @@ struct conn {
     /* the operation */
     CURL *easy;
     sg_curl_op *op;
+    sg_otel_trace *trace; /* tracing: the operation's spans (trace.c) */
     struct curl_slist *headers;
     char *url;
     char *body; /* the request body as it goes upstream, when not as read */

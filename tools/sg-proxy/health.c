@@ -83,6 +83,39 @@ int health_apply(struct proxy *p, const struct health_settings *hs) {
     return sg_curl_multi_set_health(p->multi, hs->on ? h : NULL) == 0 ? 0 : -1;
 }
 
+#ifndef SG_HAVE_OTEL
+/* A build without OpenTelemetry (SG_WITH_OTEL=OFF): trace.c is not built,
+ * and --otlp says so. */
+int trace_start(struct proxy *p, const char *url, char *err, size_t errlen) {
+    p->otel = NULL;
+    if (url != NULL) {
+        snprintf(err, errlen, "--otlp: this sg-proxy was built without OpenTelemetry");
+        return SG_EINVAL;
+    }
+    return 0;
+}
+
+void trace_stop(struct proxy *p) {
+    (void)p;
+}
+
+int trace_request(struct conn *c, sg_op_options *po) {
+    (void)c;
+    (void)po;
+    return 0;
+}
+
+void trace_free(struct conn *c) {
+    (void)c;
+}
+
+bool trace_owns(const struct proxy *p, const char *line) {
+    (void)p;
+    (void)line;
+    return false;
+}
+#endif
+
 #ifndef SG_HAVE_POSTGRESQL
 /* A library without its PostgreSQL part shares nothing
  * (health_share.c is not built). */

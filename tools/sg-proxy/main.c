@@ -92,6 +92,11 @@ static void usage(FILE *f) {
         "                         through PostgreSQL (postgresql://...; at start)\n"
         "  --health-key-file PATH the key every proxy of the fleet holds (16+ bytes;\n"
         "                         else the environment's SG_PROXY_HEALTH_KEY)\n"
+        "Tracing (docs/otel.md; at start):\n"
+        "  --otlp URL             each request's operation and attempts as\n"
+        "                         OpenTelemetry spans, over OTLP/HTTP to URL (also\n"
+        "                         with OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT); a\n"
+        "                         client's traceparent is their parent\n"
         "Clients:\n"
         "  --max-connections N    open at once (256); more are closed at once\n"
         "  --header-timeout D     a request head within D, a body's reads at most D\n"
@@ -125,6 +130,7 @@ static const struct option longopts[] = {
     {"health", required_argument, NULL, OPT_GLOBAL},
     {"health-share", required_argument, NULL, OPT_GLOBAL},
     {"health-key-file", required_argument, NULL, OPT_GLOBAL},
+    {"otlp", required_argument, NULL, OPT_GLOBAL},
     {"breaker-failures", required_argument, NULL, OPT_GLOBAL},
     {"breaker-cooldown", required_argument, NULL, OPT_GLOBAL},
     {"max-inflight", required_argument, NULL, OPT_GLOBAL},
@@ -171,6 +177,7 @@ struct settings {
     bool at_start;               /* globals apply at start only; a reload ignores them */
     const char *health_share;    /* health-share: the database's URI */
     const char *health_key_file; /* health-key-file */
+    const char *otlp;            /* otlp: the OTLP/HTTP traces URL */
     /* endpoint health's: the file's and the flags', at start and on each
      * reload */
     struct health_settings health;
@@ -207,6 +214,8 @@ static int global_option(void *ud, const char *name, const char *arg, char *err,
         s->health_share = arg;
     } else if (strcmp(name, "health-key-file") == 0) {
         s->health_key_file = arg;
+    } else if (strcmp(name, "otlp") == 0) {
+        s->otlp = arg;
     } else if (strcmp(name, "allow-remote") == 0) {
         s->allow_remote = arg == NULL || strcmp(arg, "true") == 0;
     } else if (strcmp(name, "log") == 0) {
@@ -697,7 +706,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
         rv = 1;
     } else if (health_share_start(&p, s.health_share, s.health_key_file, err,
-                                  sizeof(err)) != 0) {
+                                  sizeof(err)) != 0 ||
+               trace_start(&p, s.otlp, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: %s\n", prog, err);
         rv = 2;
     } else {
@@ -716,6 +726,7 @@ int main(int argc, char **argv) {
     conns_free(&p);
     routes_unref(p.routes);
     sg_curl_multi_free(p.multi);
+    trace_stop(&p); /* after the operations: their spans go */
     health_share_free(&p);
     sg_health_free(p.health); /* after the operations, the multi and the share */
     if (curl) {

@@ -25,7 +25,8 @@
  * the client is told, in each provider's format), metrics.c (GET
  * /metrics), health.c (the process's endpoint health, and the answer to a
  * request it refused), health_share.c (that health shared with the other
- * proxies of a fleet through PostgreSQL).
+ * proxies of a fleet through PostgreSQL), trace.c (each operation as
+ * OpenTelemetry spans).
  */
 #ifndef SG_PROXY_H
 #define SG_PROXY_H
@@ -41,6 +42,11 @@
 #include "../common/http1.h"
 #include "../common/values.h"
 #include "sgx/json.h"
+
+/* The OpenTelemetry exporter and a request's trace (trace.c), opaque
+ * here: a build without them has neither. */
+typedef struct sg_otel sg_otel;
+typedef struct sg_otel_trace sg_otel_trace;
 
 #define MAX_FALLBACKS 15
 #define FB_MAX_HEADERS 8 /* header lines of one fallback, at most */
@@ -159,6 +165,7 @@ struct proxy {
     sg_health *health;          /* the process's, made at start, kept across reloads */
     bool health_on;             /* given to the multi (health = on) */
     struct sg_health_pg *share; /* --health-share: NULL when not shared */
+    sg_otel *otel;              /* --otlp: NULL when not tracing */
     FILE *log;                  /* one report line per operation */
     int max_conns;              /* connections open at most */
     int nconns;
@@ -247,6 +254,21 @@ size_t answer_refused_body(enum answer_style style, sg_op_reason why, int status
  * (0, or -1). */
 int health_new(struct proxy *p);
 int health_apply(struct proxy *p, const struct health_settings *hs);
+/* trace.c (health.c without OpenTelemetry): at start, the exporter of
+ * --otlp @url (NULL: none) or the OTEL_EXPORTER_OTLP_* variables, NULL
+ * when neither says to trace: 0, or a negative code with @err saying why;
+ * trace_stop after every operation is freed.  Per request: its trace,
+ * a child of the client's traceparent, added to @po's observers (0, or a
+ * negative code); trace_free after its operation is freed.  trace_owns:
+ * a client's header @line ("Name: value") that the trace sends in its
+ * place upstream. */
+struct conn;
+int trace_start(struct proxy *p, const char *url, char *err, size_t errlen);
+void trace_stop(struct proxy *p);
+int trace_request(struct conn *c, sg_op_options *po);
+void trace_free(struct conn *c);
+bool trace_owns(const struct proxy *p, const char *line);
+
 /* health_share.c (health.c without PostgreSQL): at start, before any
  * operation, endpoint health shared through the database @uri (NULL:
  * not shared) under the key of @key_file (NULL: the environment's

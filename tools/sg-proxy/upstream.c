@@ -436,6 +436,9 @@ void finish_operation(struct conn *c) {
  * preq_line_fn): 0, or -1 when the memory is not there. */
 static int add_line(void *ud, const char *line) {
     struct conn *c = ud;
+    if (trace_owns(c->proxy, line)) {
+        return 0; /* each attempt sends its own span's (trace.c) */
+    }
     struct curl_slist *s = curl_slist_append(c->headers, line); /* copies it */
     if (s == NULL) {
         return -1;
@@ -666,7 +669,10 @@ void start_operation(struct conn *c) {
         sg_op_options_set_deadline(po, deadline); /* the tighter of the two */
     }
     sg_curl_options *co = NULL;
-    int rv = upstream_options(c, target, target_len, &co);
+    int rv = trace_request(c, po);
+    if (rv == 0) {
+        rv = upstream_options(c, target, target_len, &co);
+    }
     if (rv == 0) {
         rv = sg_curl_op_new(&c->op, e, po, co, c);
     }

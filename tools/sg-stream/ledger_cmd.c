@@ -185,7 +185,13 @@ int ledger_open_for_run(struct config *c) {
         ledger_close_for_run(c);
         return EXIT_INTERNAL;
     }
-    sg_op_options_set_observer(c->policy, c->observer, c);
+    /* beside the run's trace, when it traces (otel.c) */
+    rv = sg_op_options_add_observer(c->policy, c->observer, c);
+    if (rv != 0) {
+        ledger_error(c, rv);
+        ledger_close_for_run(c);
+        return EXIT_INTERNAL;
+    }
     return 0;
 }
 

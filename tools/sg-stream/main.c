@@ -35,16 +35,38 @@ static int run(struct config *c) {
      * libcurl transport only */
     bool probe = !c->http2 && !c->http11 && c->nfallback == 0 && c->aws_sigv4 == NULL &&
                  strncasecmp(c->url, "https://", 8) == 0;
-    int code = -1;
+    int code = otel_start(c);
+    if (code != 0) {
+        out_free(&c->run.out);
+        return code;
+    }
+    code = -1;
     if (c->http2 || probe) {
         code = run_h2(c, probe);
     }
     if (code < 0) {
         code = run_curl(c);
     }
+    otel_stop(c);
     out_free(&c->run.out);
     return code;
 }
+
+#ifndef SG_HAVE_OTEL
+/* A build without OpenTelemetry (SG_WITH_OTEL=OFF): otel.c is not built. */
+int otel_start(struct config *c) {
+    if (c->otlp != NULL) {
+        fprintf(stderr, "%s: --otlp: this sg-stream was built without OpenTelemetry\n",
+                prog);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+void otel_stop(struct config *c) {
+    (void)c;
+}
+#endif
 
 int main(int argc, char **argv) {
     struct config c;

@@ -61,6 +61,7 @@ enum {
     OPT_UNRESOLVED,
     OPT_RECONCILE,
     OPT_LEDGER_INIT,
+    OPT_OTLP,
     OPT_AWS_SIGV4,
     OPT_PRICE_IN,
     OPT_PRICE_OUT,
@@ -108,6 +109,7 @@ static const struct option long_opts[] = {
     {"unresolved", no_argument, NULL, OPT_UNRESOLVED},
     {"reconcile", required_argument, NULL, OPT_RECONCILE},
     {"ledger-init", no_argument, NULL, OPT_LEDGER_INIT},
+    {"otlp", required_argument, NULL, OPT_OTLP},
     {"price-in", required_argument, NULL, OPT_PRICE_IN},
     {"price-out", required_argument, NULL, OPT_PRICE_OUT},
     {"price-cached", required_argument, NULL, OPT_PRICE_CACHED},
@@ -497,6 +499,9 @@ static int apply(struct config *c, int opt, const char *arg) {
         break;
     case OPT_LEDGER:
         c->ledger_dir = arg;
+        break;
+    case OPT_OTLP:
+        c->otlp = arg;
         break;
     case OPT_UNRESOLVED:
         c->unresolved = true;

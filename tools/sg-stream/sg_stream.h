@@ -27,6 +27,12 @@
 #include <streamguard/ledger.h>
 
 #include "../common/values.h"
+
+/* The OpenTelemetry exporter and trace (<streamguard/otel.h>,
+ * <streamguard/otel_trace.h>; otel.c), opaque here: a build without
+ * them has neither. */
+typedef struct sg_otel sg_otel;
+typedef struct sg_otel_trace sg_otel_trace;
 #include "sgx/fields.h"
 #include "sgx/json.h"
 #include "sgx/ledger_line.h"
@@ -105,6 +111,9 @@ struct config {
     const char *report;
     const char *write_out;
     const char *ledger_dir;           /* --ledger: a directory or a postgresql:// URI */
+    const char *otlp;                 /* --otlp: the OTLP/HTTP traces URL */
+    sg_otel *otel;                    /* tracing: the exporter, while the run lasts */
+    sg_otel_trace *trace;             /* and the run's operation's spans */
     sg_ledger *ledger;                /* --ledger, for a run: open while it runs */
     char derived[SG_LEDGER_KEY_SIZE]; /* the key named without --idempotency-key */
     const char *idem_key;
@@ -156,6 +165,14 @@ void print_version(void);
 int config_parse(struct config *c, int argc, char **argv);
 bool config_is_ledger_command(const struct config *c);
 void config_free(struct config *c);
+
+/* otel.c: tracing for a run - with --otlp, or the OTEL_EXPORTER_OTLP_*
+ * endpoint variables - the exporter made and the trace added to the
+ * policy's observers (a no-op otherwise).  0, or an exit status having
+ * said why.  otel_stop, after the operation is freed: its spans sent
+ * (within the export timeout) and both freed. */
+int otel_start(struct config *c);
+void otel_stop(struct config *c);
 
 /* writeout.c */
 int print_item(struct run *r, const sg_item *item);
