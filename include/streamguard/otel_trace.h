@@ -63,8 +63,10 @@ typedef struct sg_otel_trace sg_otel_trace;
 
 /**
  * sg_otel_trace_new - a trace whose spans go to @otel (borrowed: it must
- * outlive the trace).  Its trace ids and span ids come from getrandom(2);
- * each operation is the root of a trace of its own until a parent is set.
+ * outlive the trace).  Its trace ids and span ids come from a generator
+ * keyed by getrandom(2), shared by the process (a few atomic additions an
+ * operation); each operation is the root of a trace of its own until a
+ * parent is set.
  *
  * Returns 0 and sets *@out, or (then *@out, when @out is not NULL, is
  * NULL):

@@ -6,10 +6,10 @@
  * may; the policy and the transports never name it.
  *
  * Ids: a trace id, the operation's span id and a 64-bit seed come from
- * one getrandom(2) per operation; attempt n's span id is a bijective mix
- * of the seed and n (splitmix64's finaliser), so no state is kept per
- * attempt and the traceparent stamped on a request names the span the
- * attempt's end builds.
+ * a process-wide generator keyed by getrandom(2) (id64); attempt n's span
+ * id is a bijective mix of the seed and n (splitmix64's finaliser), so no
+ * state is kept per attempt and the traceparent stamped on a request
+ * names the span the attempt's end builds.
  *
  * Times: the policy's instants are CLOCK_MONOTONIC; a span's are unix
  * nanoseconds, the monotonic instant moved by one offset read as the
@@ -23,6 +23,8 @@
 #include "otel/span.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,13 +89,28 @@ static void attempt_span_id(const sg_otel_trace *t, uint32_t n, uint8_t *out) {
     put64(out, z != 0 ? z : 1);
 }
 
-/* Random bytes from the kernel's generator; a short or failed read (no
- * entropy yet, a seccomp filter) falls back on the clocks and the address,
- * which keeps ids distinct though not unpredictable. */
-static void random_bytes(void *buf, size_t n, const void *salt) {
+/* Ids: a counter in a process-wide state, keyed at first use (and in
+ * a forked child again) from getrandom(2), each value mixed by
+ * splitmix64's finaliser - a bijection, so no two draws of one key are
+ * equal - so that an operation costs a few atomic additions, not a
+ * system call.  A getrandom that fails (no entropy yet, a seccomp filter)
+ * leaves the key to the clocks and an address: ids stay distinct, only
+ * less unpredictable. */
+static uint64_t id_key;
+static _Atomic uint64_t id_next;
+static pthread_once_t id_once = PTHREAD_ONCE_INIT;
+
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+static void id_rekey(void) {
+    uint64_t k[2];
     size_t got = 0;
-    while (got < n) {
-        ssize_t r = getrandom((uint8_t *)buf + got, n - got, GRND_NONBLOCK);
+    while (got < sizeof(k)) {
+        ssize_t r = getrandom((uint8_t *)k + got, sizeof(k) - got, GRND_NONBLOCK);
         if (r < 0 && errno == EINTR) {
             continue;
         }
@@ -102,17 +119,28 @@ static void random_bytes(void *buf, size_t n, const void *salt) {
         }
         got += (size_t)r;
     }
-    if (got < n) {
+    if (got < sizeof(k)) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^
-                     (uint64_t)(uintptr_t)salt;
-        for (size_t i = got; i < n; i++) {
-            s += UINT64_C(0x9e3779b97f4a7c15);
-            uint64_t z = (s ^ (s >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-            ((uint8_t *)buf)[i] = (uint8_t)(z >> 56);
-        }
+        k[0] = mix64((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30));
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        k[1] = mix64((uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)&id_key);
     }
+    id_key = k[0];
+    atomic_store(&id_next, k[1]);
+}
+
+static void id_init(void) {
+    id_rekey();
+    (void)pthread_atfork(NULL, NULL, id_rekey); /* a child draws its own */
+}
+
+/* 64 random-looking bits, never 0. */
+static uint64_t id64(void) {
+    pthread_once(&id_once, id_init);
+    uint64_t z =
+        mix64((atomic_fetch_add(&id_next, 1) + id_key) * UINT64_C(0x9e3779b97f4a7c15));
+    return z != 0 ? z : 1;
 }
 
 static const char hexd[] = "0123456789abcdef";
@@ -675,24 +703,16 @@ static int on_intent(const sg_op *op, const sg_op_intent *intent, void *ud) {
     (void)op;
     (void)intent;
     sg_otel_trace *t = ud;
-    struct {
-        uint8_t trace[SG__OTEL_TRACE_ID_LEN];
-        uint8_t span[SG__OTEL_SPAN_ID_LEN];
-        uint64_t seed;
-    } r;
-    random_bytes(&r, sizeof(r), t);
     if (t->has_parent) {
         memcpy(t->trace_id, t->parent_trace, sizeof(t->trace_id));
         t->sampled = (t->parent_flags & 1) != 0;
     } else {
-        memcpy(t->trace_id, r.trace, sizeof(t->trace_id));
+        put64(t->trace_id, id64());
+        put64(t->trace_id + 8, id64());
         t->sampled = true;
     }
-    if (all_zero(r.span, sizeof(r.span))) {
-        r.span[7] = 1;
-    }
-    memcpy(t->op_span, r.span, sizeof(t->op_span));
-    t->seed = r.seed;
+    put64(t->op_span, id64());
+    t->seed = id64();
     if (!t->clock_set) {
         struct timespec m, w;
         clock_gettime(CLOCK_MONOTONIC, &m);

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -558,6 +560,41 @@ static void each_operation_of_a_trace_is_a_trace_of_its_own(void **state) {
     teardown_trace(t);
 }
 
+/* A forked child (a pre-forking server's worker) draws ids of its own,
+ * never its parent's next ones. */
+static void a_forked_child_draws_ids_of_its_own(void **state) {
+    (void)state;
+    sg_otel_trace *t = new_trace();
+    SG_AUTO_OPTIONS(o);
+    base_options(o, t);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0); /* the generator keyed */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        char tp[64] = "";
+        int ok = sg_op_start(op, o, T0) == 0 &&
+                 sg_otel_trace_traceparent(t, tp, sizeof(tp)) == 0;
+        ssize_t w = write(fds[1], tp, sizeof(tp));
+        _exit(ok && w == (ssize_t)sizeof(tp) ? 0 : 1);
+    }
+    close(fds[1]);
+    char theirs[64] = "", mine[64] = "";
+    assert_int_equal(read(fds[0], theirs, sizeof(theirs)), (ssize_t)sizeof(theirs));
+    close(fds[0]);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_otel_trace_traceparent(t, mine, sizeof(mine)), 0);
+    assert_int_equal(strlen(theirs), 55);
+    assert_memory_not_equal(theirs + 3, mine + 3, 32);   /* trace ids */
+    assert_memory_not_equal(theirs + 36, mine + 36, 16); /* span ids */
+    teardown_trace(t);
+}
+
 /* ------------------------------------------------------------ the seams */
 
 typedef struct counter {
@@ -754,6 +791,7 @@ int main(void) {
         cmocka_unit_test(an_operation_continues_its_callers_context),
         cmocka_unit_test(a_malformed_parent_is_refused),
         cmocka_unit_test(each_operation_of_a_trace_is_a_trace_of_its_own),
+        cmocka_unit_test(a_forked_child_draws_ids_of_its_own),
         cmocka_unit_test(a_callers_observer_and_a_trace_share_an_operation),
         cmocka_unit_test(observers_are_bounded_and_one_records_off_the_loop),
         cmocka_unit_test(attempt_headers_are_checked_and_bounded),
