@@ -590,9 +590,9 @@ SG_EXTERN int sg_op_observer_set_on_attempt_end(sg_op_observer *obs, sg_op_attem
  * on_attempt_start and before its request goes, where it stamps the
  * attempt's deadline header: @headers takes what the observer adds with
  * sg_op_headers_add - an OpenTelemetry trace puts the W3C traceparent
- * that names the attempt's own span there.  A hand-driven operation
- * (<streamguard/unstable/op.h>) never calls it.  Its return value is kept
- * as on_attempt_start's.  Default: none.
+ * that names the attempt's own span there.  A transport of your own asks
+ * for them with sg_op_attempt_headers (<streamguard/unstable/op.h>).  Its
+ * return value is kept as on_attempt_start's.  Default: none.
  */
 SG_EXTERN int sg_op_observer_set_on_attempt_headers(sg_op_observer *obs,
                                                     sg_op_headers_cb fn);

@@ -107,6 +107,29 @@ int sg_op_headers_add(sg_op_headers *h, const char *name, const char *value) {
     return 0;
 }
 
+int sg_op_headers_new(sg_op_headers **out) {
+    if (out == NULL) {
+        return SG_EINVAL;
+    }
+    *out = calloc(1, sizeof(**out));
+    return *out != NULL ? 0 : SG_ENOMEM;
+}
+
+void sg_op_headers_free(sg_op_headers *h) {
+    if (h != NULL) {
+        sg__op_headers_release(h);
+        free(h);
+    }
+}
+
+const char *sg_op_headers_name(const sg_op_headers *h, size_t i) {
+    return h != NULL && i < h->n ? h->h[i].name : NULL;
+}
+
+const char *sg_op_headers_value(const sg_op_headers *h, size_t i) {
+    return h != NULL && i < h->n ? h->h[i].value : NULL;
+}
+
 void sg__op_headers_release(sg_op_headers *h) {
     free(h->buf);
     memset(h, 0, sizeof(*h));

@@ -233,6 +233,14 @@ void sg__op_attempt_headers(sg_op *op, const sg_op_attempt *a, sg_op_headers *h)
     }
 }
 
+int sg_op_attempt_headers(sg_op *op, uint32_t attempt, sg_op_headers *h) {
+    if (!sg__op_started(op) || h == NULL || attempt == 0 || attempt > op->count_) {
+        return SG_EINVAL;
+    }
+    sg__op_attempt_headers(op, sg__record(op, attempt - 1), h);
+    return (int)h->n;
+}
+
 void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision decision,
                    sg_op_reason reason) {
     bool pending = op->state_ == SG__OP_INTENT;

@@ -748,6 +748,40 @@ static void observers_are_bounded_and_one_records_off_the_loop(void **state) {
     sg_op_observer_free(async2);
 }
 
+/* A transport driven by hand asks for the same headers through the
+ * unstable API, and sends them with its request. */
+static void a_transport_of_its_own_gets_the_traceparent_too(void **state) {
+    (void)state;
+    sg_otel_trace *t = new_trace();
+    SG_AUTO_OPTIONS(o);
+    base_options(o, t);
+    SG_AUTO_OP(op);
+    sg_op_headers *h = NULL;
+    assert_int_equal(sg_op_headers_new(&h), 0);
+    assert_int_equal(sg_op_attempt_headers(op, 1, h), SG_EINVAL); /* not started */
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_attempt_headers(op, 1, h), SG_EINVAL); /* none planned */
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    assert_int_equal(sg_op_attempt_headers(NULL, 1, h), SG_EINVAL);
+    assert_int_equal(sg_op_attempt_headers(op, 1, NULL), SG_EINVAL);
+    assert_int_equal(sg_op_attempt_headers(op, 2, h), SG_EINVAL);
+    assert_int_equal(sg_op_attempt_headers(op, p.attempt, h), 1);
+    assert_string_equal(sg_op_headers_name(h, 0), "traceparent");
+    char tp[64];
+    snprintf(tp, sizeof(tp), "%s", sg_op_headers_value(h, 0));
+    assert_null(sg_op_headers_name(h, 1));
+    assert_null(sg_op_headers_value(NULL, 0));
+    done(op, 1, T0 + SG_MS(10), SG_OUTCOME_OK, 200, 1, SG_MS(5), NULL);
+    char want[64];
+    traceparent_of(span_of(1), want);
+    assert_string_equal(tp, want);
+    sg_op_headers_free(h);
+    sg_op_headers_free(NULL);
+    assert_int_equal(sg_op_headers_new(NULL), SG_EINVAL);
+    teardown_trace(t);
+}
+
 static void attempt_headers_are_checked_and_bounded(void **state) {
     (void)state;
     sg_op_headers h = {0};
@@ -794,6 +828,7 @@ int main(void) {
         cmocka_unit_test(a_forked_child_draws_ids_of_its_own),
         cmocka_unit_test(a_callers_observer_and_a_trace_share_an_operation),
         cmocka_unit_test(observers_are_bounded_and_one_records_off_the_loop),
+        cmocka_unit_test(a_transport_of_its_own_gets_the_traceparent_too),
         cmocka_unit_test(attempt_headers_are_checked_and_bounded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

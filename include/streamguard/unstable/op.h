@@ -486,6 +486,44 @@ SG_EXTERN uint32_t sg_op_hedge_won(sg_op *op, uint32_t attempt);
 SG_EXTERN uint32_t sg_op_running(const sg_op *op);
 
 /* ------------------------------------------------------------------------
+ * The observers' request headers (on_attempt_headers), for a transport of
+ * your own: what the library's transports stamp beside the deadline.
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_op_headers_new - an empty set of attempt headers (sg_op_headers,
+ * <streamguard/op.h>), to fill with sg_op_attempt_headers; reuse it from
+ * one attempt to the next.  Its room (SG_OP_HEADERS_BYTES) is allocated
+ * at the first header an observer adds.
+ *
+ * Returns 0 and sets *@out, or SG_EINVAL (@out is NULL), SG_ENOMEM.
+ */
+SG_EXTERN int sg_op_headers_new(sg_op_headers **out);
+
+/** sg_op_headers_free - frees @h (NULL is fine). */
+SG_EXTERN void sg_op_headers_free(sg_op_headers *h);
+
+/**
+ * sg_op_attempt_headers - empties @h and asks every observer of @op for the
+ * request headers of attempt @attempt (1-based, as sg_op_plan.attempt):
+ * call it once the attempt is planned (sg_op_next_attempt, sg_op_hedge)
+ * and send what @h then holds with its request - an OpenTelemetry trace's
+ * traceparent among them.  An observer's error is kept for
+ * sg_op_observer_error(), never more.
+ *
+ * Returns the number of headers in @h (0 .. SG_OP_HEADERS_MAX), or
+ * SG_EINVAL (@op or @h is NULL, @op was never started, or no attempt
+ * @attempt was planned).
+ */
+SG_EXTERN int sg_op_attempt_headers(sg_op *op, uint32_t attempt, sg_op_headers *h);
+
+/** sg_op_headers_name, sg_op_headers_value - header @i (0-based) of @h,
+ *  its name lowercased; NUL-terminated, valid until @h is filled again or
+ *  freed.  NULL when @h is NULL or @i is past its headers. */
+SG_EXTERN const char *sg_op_headers_name(const sg_op_headers *h, size_t i);
+SG_EXTERN const char *sg_op_headers_value(const sg_op_headers *h, size_t i);
+
+/* ------------------------------------------------------------------------
  * What a plan's guard_config holds (sg_guard_config is the core's,
  * <streamguard/guard.h>): the clocks a transport arms outside the guard
  * (libcurl's own connect timeout), in ns - 0 when off, -1 for a NULL
