@@ -4,7 +4,8 @@
 # receives (otlp_collector.py), read back with protoc --decode against the
 # pinned OTLP definitions (otlp_spans.py).  Checked: the operation's span
 # and each attempt's - a retried 503 on HTTP/1.1 and on streamguard's
-# HTTP/2 transport - their parent links, times and attributes; the
+# HTTP/2 transport, a retried first-token timeout, a fallback, a partial
+# stream, a clean stream - their parent links, times and attributes; the
 # traceparent each attempt sent, as sg-fakemodel logged it, names that
 # attempt's span in the caller's trace (TRACEPARENT, TRACESTATE); a
 # collector that is down costs the run nothing; bad settings are usage
@@ -86,6 +87,56 @@ for transport in http1.1 http2; do
     [ "$n" -eq 2 ] && pass "$transport: the tracestate went on both" ||
         fail "$transport: the tracestate went on $n requests"
 done
+
+# ---- a first-token timeout retried, a fallback, a partial stream --------------
+otlp_reset
+expect 0 "a first token that does not come in time, retried" -- --otlp "$OTLP_URL" \
+    --idempotency-key tr-ftt --attempts 3 --first-item 300ms --backoff-base 10ms \
+    "$CHAT?hang=1&fail_first=1&n=2&_t=tr-ftt"
+spans_of "$SPANS"
+check "first token: attempt 1 timed out waiting for it, its clock named" \
+    'map(select(.attributes["streamguard.attempt"] == 1))[0] |
+     .attributes["error.type"] == "first_item_timeout" and
+     .attributes["streamguard.limit"] == "first_item" and
+     .attributes["streamguard.granted.first_item_ms"] == 300 and
+     .attributes["streamguard.decision"] == "retry" and
+     .end - .start >= 300000000' "$SPANS"
+check "first token: the operation's time to first chunk counts the wait" \
+    'map(select(.attributes["streamguard.attempt"] == null))[0] |
+     .attributes["gen_ai.response.time_to_first_chunk"] >= 0.3 and
+     .attributes["streamguard.outcome"] == "ok" and .events == ["streamguard.backoff"]' "$SPANS"
+
+otlp_reset
+FALLBACK=http://localhost:$FM_PORT/v1/chat/completions
+expect 0 "a 503, then the fallback" -- --otlp "$OTLP_URL" --idempotency-key tr-fb --attempts 3 \
+    --fallback "$FALLBACK?n=2&_t=tr-fb2" "$CHAT?status=503&_t=tr-fb1"
+spans_of "$SPANS"
+check "fallback: each attempt names its own endpoint" \
+    'map(select(.attributes["streamguard.attempt"] == 1))[0] as $a1 |
+     map(select(.attributes["streamguard.attempt"] == 2))[0] as $a2 |
+     $a1.attributes["server.address"] == "127.0.0.1" and
+     $a1.attributes["streamguard.endpoint"] == 0 and $a1.attributes["error.type"] == "503" and
+     $a2.attributes["server.address"] == "localhost" and
+     $a2.attributes["streamguard.endpoint"] == 1 and
+     $a2.attributes["http.request.resend_count"] == 1 and
+     ($a2.attributes["url.full"] | test("^http://localhost:[0-9]+/v1/chat/completions$")) and
+     $a2.attributes["streamguard.outcome"] == "ok"' "$SPANS"
+
+otlp_reset
+expect 3 "a stall after two items: a partial stream" -- --otlp "$OTLP_URL" \
+    --idempotency-key tr-part --idle 300ms "$CHAT?n=5&stall_after=2&stall=forever&_t=tr-part"
+spans_of "$SPANS"
+check "partial: the attempt and the operation say so, its items discarded" \
+    'length == 2 and all(.status == "STATUS_CODE_ERROR") and
+     (map(select(.attributes["streamguard.attempt"] == 1))[0] |
+      .attributes["streamguard.partial"] == true and
+      .attributes["streamguard.discarded"] == true and
+      .attributes["streamguard.limit"] == "idle" and .attributes["streamguard.items"] == 2 and
+      .events == ["streamguard.first_chunk"]) and
+     (map(select(.attributes["streamguard.attempt"] == null))[0] |
+      .attributes["streamguard.reason"] == "partial_stream" and
+      .attributes["error.type"] == "idle_timeout" and
+      .attributes["streamguard.partial"] == true)' "$SPANS"
 
 # ---- without a parent, from the environment's endpoint ----------------------
 otlp_reset
