@@ -387,7 +387,8 @@ SG_EXTERN int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer 
  * (then @o is unchanged):
  *   SG_EINVAL  @o or @obs is NULL, or @obs records intents off the loop
  *              and an observer of @o already does;
- *   SG_ERANGE  @o has SG_OP_MAX_OBSERVERS observers already.
+ *   SG_ERANGE  @o has SG_OP_MAX_OBSERVERS observers already;
+ *   SG_ENOMEM  no memory for the room of the observers after the first.
  */
 SG_EXTERN int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
                                          void *user_data);

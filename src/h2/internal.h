@@ -106,10 +106,14 @@ struct sg_h2_op {
     sg__h2_req *req; /* the request, shared (one reference of it is ours) */
 
     /* the running attempt */
-    sg__h2_link *link;  /* the link its stream is on, or that it waits for */
-    bool waiting;       /* launched while the link was still connecting */
-    sg__lc_stamp stamp; /* the headers to stamp when it is submitted */
-    int32_t stream_id;  /* 0: no stream of ours is open on the session */
+    sg__h2_link *link; /* the link its stream is on, or that it waits for */
+    bool waiting;      /* launched while the link was still connecting */
+    /* the headers to stamp when it is submitted: the library's (values in
+     * the lifecycle and the policy), then the first stamp_obs of the
+     * lifecycle's obs_headers (the observers', lowercase already) */
+    sg__lc_header stamp[SG__LC_STAMP_MAX];
+    uint8_t stamp_n, stamp_obs;
+    int32_t stream_id; /* 0: no stream of ours is open on the session */
     size_t body_off;
     size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
     bool end_stream;     /* the response's END_STREAM arrived */

@@ -161,14 +161,14 @@ static int submit(sg_h2_op *op, int64_t now) {
     char names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1];
     nghttp2_nv *nva = op->req->nva;
     size_t n = op->req->nfixed;
-    for (size_t i = 0; i < op->stamp.n; i++) {
-        const char *name = op->stamp.h[i].name; /* an observer's: lowercase */
-        if (i < op->stamp.n_lib) {
-            snprintf(names[i], sizeof(names[i]), "%s", name);
-            lowercase(names[i]);
-            name = names[i];
-        }
-        nva[n++] = make_nv(name, op->stamp.h[i].value);
+    for (size_t i = 0; i < op->stamp_n; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s", op->stamp[i].name);
+        lowercase(names[i]);
+        nva[n++] = make_nv(names[i], op->stamp[i].value);
+    }
+    for (size_t i = 0; i < op->stamp_obs; i++) {
+        nva[n++] = make_nv(sg_op_headers_name(lc->obs_headers, i),
+                           sg_op_headers_value(lc->obs_headers, i));
     }
     nghttp2_data_provider prd;
     prd.source.ptr = NULL;
@@ -208,7 +208,10 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     op->body_off = 0;
     op->header_bytes = 0;
     op->end_stream = false;
-    op->stamp = *st; /* values live in the lifecycle and the policy */
+    /* values live in the lifecycle and the policy */
+    op->stamp_n = (uint8_t)st->n_lib;
+    memcpy(op->stamp, st->h, st->n_lib * sizeof(st->h[0]));
+    op->stamp_obs = (uint8_t)(st->n - st->n_lib);
     *fail = SG_OUTCOME_TRANSPORT_ERROR;
     sg__h2_link *l = sg__h2_link_for_streams(c, *now);
     if (l == NULL) {

@@ -53,11 +53,14 @@ struct sg_op_options {
     char *deadline_header_; /* owned; NULL: the default */
     char *idempotency_key_; /* owned; NULL: none */
     char *label_;           /* owned; NULL: none */
-    /* borrowed; called in this order (sg_op_options_add_observer) */
+    /* the observers, called in this order (sg_op_options_add_observer;
+     * sg__observer_at): the first here, the others in an array the
+     * options own, allocated at the second; each borrowed */
     struct sg__observer_ref {
         const sg_op_observer *obs;
         void *ud;
-    } observers_[SG_OP_MAX_OBSERVERS];
+    } observer_;
+    struct sg__observer_ref *observers_more_; /* SG_OP_MAX_OBSERVERS - 1, or NULL */
     uint32_t n_observers_;
     sg_retry_budget *retry_budget_; /* borrowed */
     int64_t hedge_after_ns_;        /* 0 = off */
@@ -104,6 +107,19 @@ struct sg_op_observer {
 };
 
 typedef struct sg__observer_ref sg__observer_ref;
+
+/* Observer @i (0-based, < n_observers_) of @o. */
+static inline const sg__observer_ref *sg__observer_at(const sg_op_options *o,
+                                                      uint32_t i) {
+    return i == 0 ? &o->observer_ : &o->observers_more_[i - 1];
+}
+/* Whether an observer of @op adds request headers (on_attempt_headers). */
+bool sg__op_wants_headers(const sg_op *op);
+/* For a transport: attempt @attempt's headers from @op's observers, in
+ * *@h (made at the first call of an operation whose observers add any,
+ * kept for the next; the caller frees it with sg_op_headers_free).  NULL
+ * when none adds headers (or out of memory: the attempt goes without). */
+const sg_op_headers *sg__op_headers_for(sg_op *op, uint32_t attempt, sg_op_headers **h);
 
 /* The observer of @o that records its intent off the loop (all three
  * async functions set): the first such, or NULL.  Only it may leave an

@@ -131,7 +131,7 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
                            label};
     for (uint32_t i = 0; i <= opts->n_observers_; i++) {
         const sg__observer_ref *ref =
-            i < opts->n_observers_ ? &opts->observers_[i] : aref;
+            i < opts->n_observers_ ? sg__observer_at(opts, i) : aref;
         if (ref == NULL || (i < opts->n_observers_ && ref == aref)) {
             continue;
         }
@@ -213,10 +213,10 @@ static void sg__observed(sg_op *op, int rc) {
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
     const sg_op_options *o = &op->opts_;
     for (uint32_t i = 0; i < o->n_observers_; i++) {
-        const sg_op_observer *obs = o->observers_[i].obs;
-        sg_op_attempt_cb fn = end ? obs->on_attempt_end : obs->on_attempt_start;
+        const sg__observer_ref *ref = sg__observer_at(o, i);
+        sg_op_attempt_cb fn = end ? ref->obs->on_attempt_end : ref->obs->on_attempt_start;
         if (fn != NULL) {
-            sg__observed(op, fn(op, a, o->observers_[i].ud));
+            sg__observed(op, fn(op, a, ref->ud));
         }
     }
 }
@@ -226,11 +226,30 @@ void sg__op_attempt_headers(sg_op *op, const sg_op_attempt *a, sg_op_headers *h)
     h->used = 0;
     const sg_op_options *o = &op->opts_;
     for (uint32_t i = 0; i < o->n_observers_; i++) {
-        const sg_op_observer *obs = o->observers_[i].obs;
-        if (obs->on_attempt_headers != NULL) {
-            sg__observed(op, obs->on_attempt_headers(op, a, h, o->observers_[i].ud));
+        const sg__observer_ref *ref = sg__observer_at(o, i);
+        if (ref->obs->on_attempt_headers != NULL) {
+            sg__observed(op, ref->obs->on_attempt_headers(op, a, h, ref->ud));
         }
     }
+}
+
+const sg_op_headers *sg__op_headers_for(sg_op *op, uint32_t attempt, sg_op_headers **h) {
+    if (attempt == 0 || attempt > op->count_ || !sg__op_wants_headers(op) ||
+        (*h == NULL && sg_op_headers_new(h) != 0)) {
+        return NULL;
+    }
+    sg__op_attempt_headers(op, sg__record(op, attempt - 1), *h);
+    return *h;
+}
+
+bool sg__op_wants_headers(const sg_op *op) {
+    const sg_op_options *o = &op->opts_;
+    for (uint32_t i = 0; i < o->n_observers_; i++) {
+        if (sg__observer_at(o, i)->obs->on_attempt_headers != NULL) {
+            return true;
+        }
+    }
+    return false;
 }
 
 int sg_op_attempt_headers(sg_op *op, uint32_t attempt, sg_op_headers *h) {
@@ -253,7 +272,7 @@ void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision de
     const sg_op_options *o = &op->opts_;
     const sg__observer_ref *aref = pending ? sg__op_async_observer(o) : NULL;
     for (uint32_t i = 0; i < o->n_observers_; i++) {
-        const sg__observer_ref *ref = &o->observers_[i];
+        const sg__observer_ref *ref = sg__observer_at(o, i);
         if (ref == aref) {
             /* The intent never landed: this observer hears of the end in
              * place of on_resolve, and records it itself if the intent

@@ -88,6 +88,7 @@ void sg__op_options_clear(sg_op_options *o) {
     free(o->idempotency_key_);
     free(o->label_);
     free(o->deadline_header_);
+    free(o->observers_more_);
     free(o->target_);
     free(o->probe_error_);
     free(o->prices_);
@@ -98,6 +99,16 @@ void sg__op_options_clear(sg_op_options *o) {
 int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     *dst = *src;
     bool failed = false;
+    dst->observers_more_ = NULL; /* its own, below: never src's */
+    if (src->observers_more_ != NULL) {
+        size_t size = (SG_OP_MAX_OBSERVERS - 1) * sizeof(sg__observer_ref);
+        dst->observers_more_ = malloc(size);
+        if (dst->observers_more_ != NULL) {
+            memcpy(dst->observers_more_, src->observers_more_, size);
+        } else {
+            failed = true;
+        }
+    }
     dst->idempotency_key_ = dup_str(src->idempotency_key_, &failed);
     dst->label_ = dup_str(src->label_, &failed);
     dst->deadline_header_ = dup_str(src->deadline_header_, &failed);
@@ -504,8 +515,8 @@ static bool records_async(const sg_op_observer *obs) {
 
 const sg__observer_ref *sg__op_async_observer(const sg_op_options *o) {
     for (uint32_t i = 0; i < o->n_observers_; i++) {
-        if (records_async(o->observers_[i].obs)) {
-            return &o->observers_[i];
+        if (records_async(sg__observer_at(o, i)->obs)) {
+            return sg__observer_at(o, i);
         }
     }
     return NULL;
@@ -529,7 +540,15 @@ int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
     if (o->n_observers_ == SG_OP_MAX_OBSERVERS) {
         return SG_ERANGE;
     }
-    o->observers_[o->n_observers_++] = (sg__observer_ref){obs, user_data};
+    if (o->n_observers_ == 1 && o->observers_more_ == NULL &&
+        (o->observers_more_ =
+             calloc(SG_OP_MAX_OBSERVERS - 1, sizeof(sg__observer_ref))) == NULL) {
+        return SG_ENOMEM;
+    }
+    sg__observer_ref *slot =
+        o->n_observers_ == 0 ? &o->observer_ : &o->observers_more_[o->n_observers_ - 1];
+    *slot = (sg__observer_ref){obs, user_data};
+    o->n_observers_++;
     return 0;
 }
 
@@ -537,7 +556,9 @@ int sg_op_options_clear_observers(sg_op_options *o) {
     if (o == NULL) {
         return SG_EINVAL;
     }
-    memset(o->observers_, 0, sizeof(o->observers_));
+    free(o->observers_more_);
+    o->observers_more_ = NULL;
+    o->observer_ = (sg__observer_ref){NULL, NULL};
     o->n_observers_ = 0;
     return 0;
 }

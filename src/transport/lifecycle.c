@@ -96,7 +96,8 @@ void sg__lc_drop_intent(sg__lifecycle *lc) {
 void sg__lc_release(sg__lifecycle *lc) {
     sg__lc_drop_intent(lc);
     sg_stream_release(&lc->stream);
-    sg__op_headers_release(&lc->obs_headers);
+    sg_op_headers_free(lc->obs_headers);
+    lc->obs_headers = NULL;
     free(lc->ebody);
     lc->ebody = NULL;
     lc->ebody_len = 0;
@@ -168,14 +169,10 @@ static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stam
     }
     st->n_lib = st->n;
     /* then the observers' (a trace's traceparent naming this attempt) */
-    const sg_op_options *o = sg__op_options_of(lc->pol);
-    const sg_op_attempt *a = sg_op_attempt_at(lc->pol, plan->attempt - 1);
-    if (sg__op_options_has_observer(o) && a != NULL) {
-        sg_op_headers *oh = &lc->obs_headers;
-        sg__op_attempt_headers(lc->pol, a, oh);
-        for (size_t i = 0; i < oh->n; i++) {
-            st->h[st->n++] = (sg__lc_header){oh->h[i].name, oh->h[i].value};
-        }
+    const sg_op_headers *oh =
+        sg__op_headers_for(lc->pol, plan->attempt, &lc->obs_headers);
+    for (size_t i = 0; oh != NULL && i < oh->n; i++) {
+        st->h[st->n++] = (sg__lc_header){oh->h[i].name, oh->h[i].value};
     }
 }
 

@@ -37,8 +37,8 @@
 #define SG__LC_DATE_MAX 34
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
 #define SG__LC_STAMP_MAX 3
-/** And after them those the observers add (on_attempt_headers), whose
- *  names are lowercase already. */
+/** And after them those the observers add (on_attempt_headers, at most
+ *  SG_OP_HEADERS_MAX), whose names are lowercase already. */
 #define SG__LC_STAMP_ALL (SG__LC_STAMP_MAX + SG_OP_HEADERS_MAX)
 
 /* One state enum for every transport. */
@@ -234,9 +234,10 @@ struct sg__lifecycle {
      * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
     size_t ebody_len;
-    /* what the observers add to the running attempt's request (their
-     * buffer allocated at the first header added) */
-    sg_op_headers obs_headers;
+    /* what the observers add to the running attempt's request: allocated
+     * at the first attempt of an operation whose observers add headers
+     * (sg__op_wants_headers), NULL otherwise */
+    sg_op_headers *obs_headers;
 };
 
 /* @lc's lazily allocated part, allocated now if it was not (zeroed), or
