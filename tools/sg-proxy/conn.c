@@ -35,6 +35,17 @@
 
 /* ------------------------------------------------------------ plumbing */
 
+void conn_deadline(struct conn *c, int64_t at) {
+    c->header_deadline = at;
+    if (at < c->proxy->expire_at) {
+        c->proxy->expire_at = at;
+    }
+}
+
+void conn_wake(struct conn *c) {
+    c->proxy->expire_at = INT64_MIN;
+}
+
 static void watch(struct conn *c, bool out) {
     struct epoll_event ev;
     memset(&ev, 0, sizeof(ev));
@@ -71,13 +82,14 @@ static size_t send_some(struct conn *c, const char *p, size_t n) {
             break;
         } else {
             c->client_gone = true; /* reset, or closed: nobody reads */
+            conn_wake(c);
         }
     }
     c->sent += done;
     if (done > 0 && c->state == C_CLOSING) {
         /* the rest of an answer: --header-timeout bounds a client that
          * takes nothing, not one that reads */
-        c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+        conn_deadline(c, sg_time_add(now_ns(), c->proxy->header_timeout));
     }
     return done;
 }
@@ -304,7 +316,7 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
     /* answered before its request was read whole: the client may still send */
     c->linger = (c->state == C_HEAD || c->state == C_BODY) && !c->request_whole;
     c->state = C_CLOSING;
-    c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    conn_deadline(c, sg_time_add(now_ns(), c->proxy->header_timeout));
     put_str(c, head);
     (void)put(c, body, len);
     flush_out(c);
@@ -339,7 +351,7 @@ static void conn_end(struct conn *c) {
     if (!c->lingering) {
         shutdown(c->fd, SHUT_WR);
         c->lingering = true;
-        c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+        conn_deadline(c, sg_time_add(now_ns(), c->proxy->header_timeout));
     }
 }
 
@@ -374,7 +386,7 @@ void conn_accept(struct proxy *p) {
         c->state = C_HEAD;
         c->rq = rq;
         preq_init(c->rq, p->max_body);
-        c->header_deadline = sg_time_add(now_ns(), p->header_timeout);
+        conn_deadline(c, sg_time_add(now_ns(), p->header_timeout));
         char ip[INET6_ADDRSTRLEN] = "?";
         int port = 0;
         if (ss.ss_family == AF_INET) {
@@ -453,7 +465,7 @@ static bool serve_own(struct conn *c) {
              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
              n);
     c->state = C_CLOSING;
-    c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+    conn_deadline(c, sg_time_add(now_ns(), c->proxy->header_timeout));
     put_str(c, head);
     (void)put(c, text, n);
     free(text);
@@ -468,7 +480,7 @@ static bool head_read(struct conn *c, bool whole) {
     struct proxy *p = c->proxy;
     c->arrived = now_ns();
     c->state = C_BODY;
-    c->header_deadline = sg_time_add(c->arrived, p->header_timeout);
+    conn_deadline(c, sg_time_add(c->arrived, p->header_timeout));
     if (c->rq->route != NULL) {
         c->route = c->rq->route;
         c->set = p->routes;
@@ -554,7 +566,7 @@ static void read_client(struct conn *c) {
         ssize_t n = recv(c->fd, at, room, 0);
         if (n > 0) {
             if (c->state == C_BODY) {
-                c->header_deadline = sg_time_add(now_ns(), c->proxy->header_timeout);
+                conn_deadline(c, sg_time_add(now_ns(), c->proxy->header_timeout));
             }
             received(c, (size_t)n);
             continue;
@@ -596,6 +608,10 @@ void conn_ready(struct proxy *p, struct conn *c, uint32_t events) {
 }
 
 int64_t conns_expire(struct proxy *p, int64_t now) {
+    if (now < p->expire_at) {
+        return p->expire_at; /* nothing due: no walk */
+    }
+    p->expire_at = SG_TIME_NEVER; /* lowered by what the walk sets */
     int64_t next = SG_TIME_NEVER;
     struct conn *c = p->conns;
     while (c != NULL) {
@@ -623,7 +639,7 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
             if (now >= c->header_deadline && client_took(c)) {
                 /* the client took some of what the kernel holds for it: it
                  * reads, however slowly - it gets the whole answer */
-                c->header_deadline = sg_time_add(now, c->proxy->header_timeout);
+                conn_deadline(c, sg_time_add(now, c->proxy->header_timeout));
             }
             if (now >= c->header_deadline) {
                 /* a client that takes nothing of its answer: said, not
@@ -641,7 +657,8 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
         }
         c = n;
     }
-    return next;
+    p->expire_at = sg_time_min(p->expire_at, next);
+    return p->expire_at;
 }
 
 void conns_cancel_all(struct proxy *p) {

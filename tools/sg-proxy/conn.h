@@ -110,6 +110,11 @@ static inline int64_t now_ns(void) {
 }
 
 /* conn.c: the client side. */
+/* Sets @c's header deadline to @at (the proxy's next walk no later). */
+void conn_deadline(struct conn *c, int64_t at);
+/* @c has an operation to cancel (its client gone or too slow): the
+ * proxy's next pass walks the connections. */
+void conn_wake(struct conn *c);
 /* Whether the client took any of what was sent since the last look (the
  * bytes sent less the socket's unsent ones, SIOCOUTQ); the look is kept. */
 bool client_took(struct conn *c);

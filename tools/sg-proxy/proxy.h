@@ -178,6 +178,10 @@ struct proxy {
     bool draining;
     bool cancelled_all; /* the drain ran out: every operation cancelled */
     struct conn *conns; /* every open connection */
+    /* when conns_expire must walk the connections next: no later than
+     * the earliest deadline of theirs at its last walk, lowered as one is
+     * set (conn_deadline) or a stream must be cancelled (conn_wake) */
+    int64_t expire_at;
     struct conn *dirty; /* those with bytes released in this pass */
     /* operations ended, their clients told: the rest of their end waits
      * here, oldest first (conns_finish) */
@@ -194,7 +198,9 @@ void conn_accept(struct proxy *p);
 /* Readiness of @c's socket. */
 void conn_ready(struct proxy *p, struct conn *c, uint32_t events);
 /* The earliest header deadline of the connections (SG_TIME_NEVER none),
- * after closing those whose deadline has passed at @now. */
+ * after closing those whose deadline has passed at @now, and cancelling
+ * the operations of clients gone or too slow.  O(1) while nothing is
+ * due (p->expire_at); a walk of every connection when something is. */
 int64_t conns_expire(struct proxy *p, int64_t now);
 /* After the upstream loop's pass: what its reads released goes to each
  * client, one send per connection. */

@@ -62,6 +62,7 @@ static void pending_free(struct pending *pd) {
 
 static void too_slow(struct conn *c) {
     c->too_slow = !c->client_gone;
+    conn_wake(c); /* cancelled at the next pass, should the library not */
 }
 
 /* A failure of the proxy's own - out of memory (503), a limit of its own
@@ -412,7 +413,7 @@ static void on_done(sg_curl_op *op, void *ud) {
     c->state = C_CLOSING;
     /* what is left for the client: --header-timeout at a time, renewed
      * while the client takes any of it (conn.c) */
-    c->header_deadline = sg_time_add(c->ended_at, c->proxy->header_timeout);
+    conn_deadline(c, sg_time_add(c->ended_at, c->proxy->header_timeout));
     conn_finish_later(c);
 }
 
