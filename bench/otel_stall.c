@@ -16,7 +16,7 @@
  * and, per traced run, the spans submitted, exported and dropped
  * (sg_otel_stats_get), then the medians over the runs.
  *
- * Usage: bench_otel_stall PATH/TO/sg-fakemodel [rounds]   (default 5)
+ * Usage: bench_otel_stall PATH/TO/sg-fakemodel [rounds]   (default 5, at most 31)
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -41,7 +41,7 @@
 #include "otel_collector.h"
 
 #define STREAMS 1000
-#define MAX_ROUNDS 15
+#define MAX_ROUNDS 31
 #define IDLE SG_MS(200)
 
 /* ---- the blackhole: accepts, never reads, never answers ---------------- */
@@ -320,6 +320,16 @@ int main(int argc, char **argv) {
         } else {
             printf(" - | - |\n");
         }
+    }
+    for (int j = 1; j < 3; j++) {
+        sg_otel_stats st = SG_OTEL_STATS_INIT;
+        (void)sg_otel_stats_get(modes[j].otel, &st);
+        printf("%s exporter in all: %llu spans submitted, %llu exported, %llu dropped "
+               "(queue full), %llu dropped (failed), %llu exports, %llu failed exports\n",
+               modes[j].name, (unsigned long long)st.submitted,
+               (unsigned long long)st.exported, (unsigned long long)st.dropped_queue_full,
+               (unsigned long long)st.dropped_failed, (unsigned long long)st.exports,
+               (unsigned long long)st.failed_exports);
     }
     for (int j = 1; j < 3; j++) {
         for (int i = 0; i < STREAMS; i++) {
