@@ -167,7 +167,7 @@ static void an_openai_primary_falls_back_to_an_anthropic_endpoint(void **state) 
     assert_int_equal(s.rec[1].outcome, SG_OUTCOME_OK);
     assert_true(s.rec[1].time_to_first_item_ns >= 0);
     assert_true(s.tokens >= 3); /* the deltas, and every event after the first */
-    assert_true(s.metas >= 1); /* message_start, held until the first token */
+    assert_true(s.metas >= 1);  /* message_start, held until the first token */
     assert_int_equal(s.ends, 1);
     assert_int_equal(s.rec[1].usage.source, SG_USAGE_PROVIDER);
     assert_int_equal(s.rec[1].usage.input_tokens, 42);
