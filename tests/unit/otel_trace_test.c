@@ -578,6 +578,12 @@ static void a_forked_child_draws_ids_of_its_own(void **state) {
         int ok = sg_op_start(op, o, T0) == 0 &&
                  sg_otel_trace_traceparent(t, tp, sizeof(tp)) == 0;
         ssize_t w = write(fds[1], tp, sizeof(tp));
+        /* _exit runs no scope's cleanup: the child frees its copies */
+        sg_op_free(op);
+        op = NULL;
+        sg_op_options_free(o);
+        o = NULL;
+        teardown_trace(t);
         _exit(ok && w == (ssize_t)sizeof(tp) ? 0 : 1);
     }
     close(fds[1]);
