@@ -30,20 +30,6 @@ static fm_server server;
 #define PARENT "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 #define STATE "congo=t61rcWkgMzE"
 
-static void hexs(char *out, const uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        sprintf(out + 2 * i, "%02x", p[i]);
-    }
-}
-
-/* The traceparent that names span @s. */
-static void traceparent_of(const sg__otel_span *s, char *out) {
-    char tr[33], sp[17];
-    hexs(tr, s->trace_id, 16);
-    hexs(sp, s->span_id, 8);
-    sprintf(out, "00-%s-%s-01", tr, sp);
-}
-
 /* The span whose streamguard.attempt is @n; the operation's when 0. */
 static const sg__otel_span *span_of(uint32_t n) {
     for (size_t i = 0; i < otel_sink_count(); i++) {

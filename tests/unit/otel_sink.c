@@ -3,6 +3,7 @@
  */
 #include "otel_sink.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static sg__otel_span *spans[OTEL_SINK_MAX];
@@ -59,4 +60,17 @@ const sg__otel_attr *otel_event_attr(const sg__otel_event *e, const char *key) {
         }
     }
     return NULL;
+}
+
+static void hexs(char *out, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        sprintf(out + 2 * i, "%02x", p[i]);
+    }
+}
+
+void traceparent_of(const sg__otel_span *s, char *out) {
+    char tr[2 * SG__OTEL_TRACE_ID_LEN + 1], sp[2 * SG__OTEL_SPAN_ID_LEN + 1];
+    hexs(tr, s->trace_id, SG__OTEL_TRACE_ID_LEN);
+    hexs(sp, s->span_id, SG__OTEL_SPAN_ID_LEN);
+    sprintf(out, "00-%s-%s-01", tr, sp);
 }

@@ -23,5 +23,7 @@ const sg__otel_span *otel_sink_at(size_t i);
 const sg__otel_attr *otel_attr(const sg__otel_span *s, const char *key);
 /* The event's attribute @key, or NULL. */
 const sg__otel_attr *otel_event_attr(const sg__otel_event *e, const char *key);
+/* The sampled traceparent that names span @s, into @out (56 bytes). */
+void traceparent_of(const sg__otel_span *s, char *out);
 
 #endif

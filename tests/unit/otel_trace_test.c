@@ -60,20 +60,6 @@ static void headers_of(sg_op *op, uint32_t n, sg_op_headers *h, char *tp, size_t
     }
 }
 
-static void hexs(char *out, const uint8_t *p, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        sprintf(out + 2 * i, "%02x", p[i]);
-    }
-}
-
-/* The traceparent that names span @s. */
-static void traceparent_of(const sg__otel_span *s, char *out) {
-    char tr[33], sp[17];
-    hexs(tr, s->trace_id, 16);
-    hexs(sp, s->span_id, 8);
-    sprintf(out, "00-%s-%s-01", tr, sp);
-}
-
 static const char *str_attr(const sg__otel_span *s, const char *key) {
     const sg__otel_attr *a = otel_attr(s, key);
     if (a == NULL) {
