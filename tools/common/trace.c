@@ -39,8 +39,7 @@ int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err
     return rv;
 }
 
-void tool_genai_of_profile(const char *profile, const char **provider,
-                           const char **operation) {
+int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile) {
     static const struct {
         const char *profile, *provider, *operation;
     } names[] = {
@@ -52,12 +51,17 @@ void tool_genai_of_profile(const char *profile, const char **provider,
         {"bedrock-converse", "aws.bedrock", "chat"},
         {"bedrock-invoke", "aws.bedrock", "chat"},
     };
-    *provider = NULL;
-    *operation = NULL;
+    const char *provider = NULL, *operation = NULL;
     for (size_t i = 0; profile != NULL && i < sizeof(names) / sizeof(names[0]); i++) {
         if (strcmp(profile, names[i].profile) == 0) {
-            *provider = names[i].provider;
-            *operation = names[i].operation;
+            provider = names[i].provider;
+            operation = names[i].operation;
         }
     }
+    int rv = sg_otel_trace_new(out, otel);
+    if (rv == 0 && (rv = sg_otel_trace_set_genai(*out, provider, operation, NULL)) != 0) {
+        sg_otel_trace_free(*out);
+        *out = NULL;
+    }
+    return rv;
 }

@@ -1,8 +1,8 @@
 /*
  * trace.h - what sg-stream and sg-proxy share to trace with
  * libstreamguard-otel (docs/otel.md): the exporter made from a --otlp URL
- * and the OTEL_EXPORTER_OTLP_* environment, and the GenAI names of a
- * provider profile.  Compiled into a program only when the library's
+ * and the OTEL_EXPORTER_OTLP_* environment, and a trace named by the
+ * GenAI names of a provider profile.  Compiled into a program only when the library's
  * OpenTelemetry part is built.
  */
 #ifndef SG_TOOLS_TRACE_H
@@ -11,6 +11,7 @@
 #include <stddef.h>
 
 #include <streamguard/otel.h>
+#include <streamguard/otel_trace.h>
 
 /* The exporter a program traces with: from the OTEL_EXPORTER_OTLP_*,
  * OTEL_BSP_* and OTEL_SERVICE_NAME variables, with @url (its --otlp; NULL:
@@ -25,10 +26,10 @@
 int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err,
                   size_t errlen);
 
-/* The GenAI provider (gen_ai.provider.name) and operation
- * (gen_ai.operation.name) of a built-in provider profile; NULL and NULL
- * for none or an unknown one. */
-void tool_genai_of_profile(const char *profile, const char **provider,
-                           const char **operation);
+/* A new trace for one operation on @otel (sg_otel_trace_new), named by
+ * the GenAI provider (gen_ai.provider.name) and operation
+ * (gen_ai.operation.name) of the built-in provider profile @profile (none
+ * for NULL or an unknown one).  Returns 0 or a negative code (*@out NULL). */
+int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile);
 
 #endif

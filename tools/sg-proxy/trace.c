@@ -44,12 +44,7 @@ int trace_request(struct conn *c, sg_op_options *po) {
     if (c->proxy->otel == NULL) {
         return 0;
     }
-    int rv = sg_otel_trace_new(&c->trace, c->proxy->otel);
-    if (rv == 0) {
-        const char *provider = NULL, *operation = NULL;
-        tool_genai_of_profile(c->route->profile, &provider, &operation);
-        rv = sg_otel_trace_set_genai(c->trace, provider, operation, NULL);
-    }
+    int rv = tool_trace_new(&c->trace, c->proxy->otel, c->route->profile);
     char tp[64], ts[SG_OTEL_TRACESTATE_MAX + 1];
     const char *parent = value_of(c, "traceparent", tp, sizeof(tp));
     if (rv == 0 && parent != NULL) {

@@ -30,12 +30,7 @@ int otel_start(struct config *c) {
     if (c->otel == NULL) {
         return 0; /* not tracing */
     }
-    rv = sg_otel_trace_new(&c->trace, c->otel);
-    if (rv == 0) {
-        const char *provider = NULL, *operation = NULL;
-        tool_genai_of_profile(c->profile, &provider, &operation);
-        rv = sg_otel_trace_set_genai(c->trace, provider, operation, NULL);
-    }
+    rv = tool_trace_new(&c->trace, c->otel, c->profile);
     const char *parent = getenv("TRACEPARENT");
     if (rv == 0 && parent != NULL && parent[0] != '\0' &&
         sg_otel_trace_set_parent(c->trace, parent, getenv("TRACESTATE")) != 0) {
