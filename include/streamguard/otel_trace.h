@@ -119,8 +119,10 @@ SG_EXTERN int sg_otel_trace_set_parent(sg_otel_trace *t, const char *traceparent
  * sg_otel_trace_set_genai - what the operation is, in the GenAI semantic
  * conventions: @provider as gen_ai.provider.name ("openai", "anthropic",
  * "aws.bedrock", ...), @operation as gen_ai.operation.name ("chat",
- * "text_completion", ...) and @model as gen_ai.request.model, each NULL
- * to leave it out.  The operation's span is named "<operation> <model>"
+ * "text_completion", ...) and @model as gen_ai.request.model (of the
+ * operation's span, and of each attempt's unless its endpoint asks for a
+ * model of its own: sg_otel_trace_set_endpoint_model), each NULL to leave
+ * it out.  The operation's span is named "<operation> <model>"
  * (or "<operation>") as the conventions ask; without an operation,
  * "streamguard.operation".  Copied.  Default: none.
  *
@@ -129,6 +131,27 @@ SG_EXTERN int sg_otel_trace_set_parent(sg_otel_trace *t, const char *traceparent
  */
 SG_EXTERN int sg_otel_trace_set_genai(sg_otel_trace *t, const char *provider,
                                       const char *operation, const char *model);
+
+/**
+ * sg_otel_trace_set_endpoint_model - the model an attempt on endpoint
+ * @endpoint (0-based, as sg_op_options_set_endpoints numbers them: 0 the
+ * first, the later ones its fallbacks) asks for, as its span's
+ * gen_ai.request.model: a fallback that sends another model name than the
+ * operation's (another deployment, another provider).  An attempt on an
+ * endpoint with none set carries the operation's model
+ * (sg_otel_trace_set_genai), if any; one set to "" carries none (a
+ * model the caller cannot name: better none than the operation's).
+ * @model NULL removes it.  Copied;
+ * kept for every operation started with @t until changed.  Default: none.
+ *
+ * Returns 0, or (then nothing changes):
+ *   SG_EINVAL  @t is NULL;
+ *   SG_ERANGE  @endpoint >= SG_OP_MAX_ENDPOINTS, or @model is longer than
+ *              SG_OTEL_NAME_MAX;
+ *   SG_ENOMEM  no memory for the copy.
+ */
+SG_EXTERN int sg_otel_trace_set_endpoint_model(sg_otel_trace *t, uint32_t endpoint,
+                                               const char *model);
 
 /**
  * sg_otel_trace_set_clock - how the operation's monotonic instants become

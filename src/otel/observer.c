@@ -31,7 +31,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#define ATTEMPT_ATTRS 44 /* room for an attempt span's attributes */
+#define ATTEMPT_ATTRS 48 /* room for an attempt span's attributes */
 #define ATTEMPT_EVENTS 2 /* its first chunk, its backoff */
 #define OP_ATTRS 28
 #define OP_EVENTS 32 /* backoffs and endpoint waits; more are counted dropped */
@@ -50,6 +50,9 @@ struct sg_otel_trace {
     char provider[SG_OTEL_NAME_MAX + 1];
     char operation[SG_OTEL_NAME_MAX + 1];
     char model[SG_OTEL_NAME_MAX + 1];
+    /* the model each endpoint asks for, when not the operation's
+     * (sg_otel_trace_set_endpoint_model); NULL none */
+    char *endpoint_model[SG_OP_MAX_ENDPOINTS];
     bool clock_set;
     int64_t offset; /* unix ns - monotonic ns */
     /* the operation it follows */
@@ -224,6 +227,9 @@ void sg_otel_trace_free(sg_otel_trace *t) {
         return;
     }
     sg_op_observer_free(t->obs);
+    for (size_t i = 0; i < SG_OP_MAX_ENDPOINTS; i++) {
+        free(t->endpoint_model[i]);
+    }
     free(t);
 }
 
@@ -307,6 +313,24 @@ int sg_otel_trace_set_genai(sg_otel_trace *t, const char *provider, const char *
     copy_name(t->provider, provider);
     copy_name(t->operation, operation);
     copy_name(t->model, model);
+    return 0;
+}
+
+int sg_otel_trace_set_endpoint_model(sg_otel_trace *t, uint32_t endpoint,
+                                     const char *model) {
+    if (t == NULL) {
+        return SG_EINVAL;
+    }
+    if (endpoint >= SG_OP_MAX_ENDPOINTS ||
+        (model != NULL && strlen(model) > SG_OTEL_NAME_MAX)) {
+        return SG_ERANGE;
+    }
+    char *copy = NULL;
+    if (model != NULL && (copy = strdup(model)) == NULL) {
+        return SG_ENOMEM;
+    }
+    free(t->endpoint_model[endpoint]);
+    t->endpoint_model[endpoint] = copy;
     return 0;
 }
 
@@ -472,6 +496,16 @@ static sg__otel_span *attempt_span(const sg_otel_trace *t, const sg_op *op,
     bool lost = a->reason == SG_OP_REASON_HEDGE_LOST;
     bool ok = a->outcome == SG_OUTCOME_OK;
     add_str(s, "http.request.method", method, &rc);
+    /* the model this attempt asked for: its endpoint's own, else the
+     * operation's */
+    const char *model =
+        a->endpoint < SG_OP_MAX_ENDPOINTS ? t->endpoint_model[a->endpoint] : NULL;
+    if (model == NULL && t->model[0] != '\0') {
+        model = t->model;
+    } else if (model != NULL && model[0] == '\0') {
+        model = NULL; /* its endpoint asks for one that cannot be named */
+    }
+    add_str(s, "gen_ai.request.model", model, &rc);
     char url[URL_MAX];
     if (sg_op_endpoint_name(op, a->endpoint, url, sizeof(url)) > 0) {
         add_str(s, "url.full", url, &rc);

@@ -122,6 +122,37 @@ for h in "" "traceparent: 00-zz-not-a-context"; do
         pass "pt3 (${h:-no context}): upstream got the attempt's own traceparent only"
 done
 
+# ---- a fallback asked for another model: each span names the model asked ------
+# the primary answers 503 (fail_first counts per key in the one server:
+# the fallback, asked second, streams), the fallback is asked for its own
+# model; the operation's span names the model the client asked for
+OTEL_BSP_SCHEDULE_DELAY=20 px_start M --otlp "$OTLP_URL" --upstream "$UP" \
+    --profile openai --attempts 2 --backoff-base 1ms \
+    --fallback "$UP" --model 'gpt-4o-mini "m\u00e9"'
+otlp_reset
+curl -sN -m 20 -o "$FM_DIR/pt5.body" -H 'Idempotency-Key: pt-5' \
+    -H 'Content-Type: application/json' \
+    --data-binary '{"model":"gpt-4o\u002dlarge","stream":true}' \
+    "http://127.0.0.1:$PX_PORT/v1/chat/completions?n=2&status=503&fail_first=1&_t=pt5"
+grep -q '\[DONE\]' "$FM_DIR/pt5.body" && pass "pt5: the client got the fallback's stream" ||
+    fail "pt5: $(head -c 300 "$FM_DIR/pt5.body")"
+spans_wait 3 || fail "pt5: the collector did not receive three spans"
+check "pt5: the operation names the client's model, each attempt the model it asked" \
+    '(map(select(.attributes["streamguard.attempt"] == null))[0] |
+      .name == "chat gpt-4o-large" and
+      .attributes["gen_ai.request.model"] == "gpt-4o-large") and
+     (map(select(.attributes["streamguard.attempt"] == 1))[0] |
+      .attributes["streamguard.endpoint"] == 0 and
+      .attributes["http.response.status_code"] == 503 and
+      .attributes["gen_ai.request.model"] == "gpt-4o-large") and
+     (map(select(.attributes["streamguard.attempt"] == 2))[0] |
+      .attributes["streamguard.endpoint"] == 1 and
+      .attributes["streamguard.outcome"] == "ok" and
+      .attributes["gen_ai.request.model"] == "gpt-4o-mini \"m\\u00e9\"")' "$SPANS"
+models=$(grep -o '"models":\[[^]]*\]' "$FM_DIR/M.out" | tail -n 1)
+[ "$models" = '"models":["gpt-4o\u002dlarge","gpt-4o-mini \"m\\u00e9\""]' ] &&
+    pass "pt5: the report line names the same models" || fail "pt5: report line $models"
+
 # ---- a proxy that does not trace passes the client's context through ------------
 px_start P --upstream "$UP" --profile openai
 px_ask "http://127.0.0.1:$PX_PORT/v1/chat/completions?n=2&_t=pt4" pt4 \

@@ -206,6 +206,7 @@ static void a_clean_stream_is_an_operation_span_with_one_attempt(void **state) {
     /* the attempt: HTTP names, no query (a key may be in it) */
     assert_string_equal(as->name, "POST");
     assert_string_equal(str_attr(as, "http.request.method"), "POST");
+    assert_string_equal(str_attr(as, "gen_ai.request.model"), "gpt-4o");
     assert_string_equal(str_attr(as, "url.full"), "https://api.example.com:8443/v1/chat");
     assert_string_equal(str_attr(as, "server.address"), "api.example.com");
     assert_int_equal(int_attr(as, "server.port"), 8443);
@@ -358,6 +359,9 @@ static void a_fallback_names_each_attempts_endpoint(void **state) {
     static const char *const eps[] = {"https://primary.example/v1/messages",
                                       "https://user:pw@backup.example:444/v1/messages"};
     sg_otel_trace *t = new_trace();
+    /* the operation asks for one model, its fallback for another */
+    assert_int_equal(sg_otel_trace_set_genai(t, "anthropic", "chat", "claude-big"), 0);
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 1, "claude-small"), 0);
     SG_AUTO_OPTIONS(o);
     base_options(o, t);
     assert_int_equal(sg_op_options_set_endpoints(o, eps, 2), 0);
@@ -388,6 +392,46 @@ static void a_fallback_names_each_attempts_endpoint(void **state) {
     assert_int_equal(int_attr(a2, "streamguard.endpoint"), 1);
     assert_false(bool_attr(a2, "streamguard.hedge"));
     assert_string_equal(str_attr(os, "streamguard.outcome"), "ok");
+    /* the model each asked for; the operation's is the one it was asked */
+    assert_string_equal(str_attr(a1, "gen_ai.request.model"), "claude-big");
+    assert_string_equal(str_attr(a2, "gen_ai.request.model"), "claude-small");
+    assert_string_equal(str_attr(os, "gen_ai.request.model"), "claude-big");
+    assert_string_equal(os->name, "chat claude-big");
+    /* removed, the fallback's attempt asks for the operation's again */
+    otel_sink_reset();
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 1, NULL), 0);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    v = done(op, 1, T0 + SG_MS(40), SG_OUTCOME_HTTP_ERROR, 503, 0, 0, NULL);
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0);
+    done(op, 2, T0 + SG_MS(700), SG_OUTCOME_OK, 200, 2, SG_MS(90), NULL);
+    assert_string_equal(str_attr(span_of(2), "gen_ai.request.model"), "claude-big");
+    /* one it cannot name ("") is none, never the operation's */
+    otel_sink_reset();
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 1, ""), 0);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    v = done(op, 1, T0 + SG_MS(40), SG_OUTCOME_HTTP_ERROR, 503, 0, 0, NULL);
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0);
+    done(op, 2, T0 + SG_MS(700), SG_OUTCOME_OK, 200, 2, SG_MS(90), NULL);
+    assert_string_equal(str_attr(span_of(1), "gen_ai.request.model"), "claude-big");
+    assert_null(otel_attr(span_of(2), "gen_ai.request.model"));
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 1, NULL), 0);
+    /* and without a model of the operation's, an attempt names none */
+    otel_sink_reset();
+    assert_int_equal(sg_otel_trace_set_genai(t, "anthropic", "chat", NULL), 0);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    done(op, 1, T0 + SG_MS(40), SG_OUTCOME_OK, 200, 2, SG_MS(9), NULL);
+    assert_null(otel_attr(span_of(1), "gen_ai.request.model"));
+    char name[SG_OTEL_NAME_MAX + 2];
+    memset(name, 'm', sizeof(name) - 1);
+    name[sizeof(name) - 1] = '\0';
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 1, name), SG_ERANGE);
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, SG_OP_MAX_ENDPOINTS, "m"),
+                     SG_ERANGE);
+    assert_int_equal(sg_otel_trace_set_endpoint_model(NULL, 0, "m"), SG_EINVAL);
+    assert_int_equal(sg_otel_trace_set_endpoint_model(t, 0, "kept-until-freed"), 0);
     teardown_trace(t);
 }
 

@@ -39,7 +39,8 @@ int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err
     return rv;
 }
 
-int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile) {
+int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile,
+                   const char *model) {
     static const struct {
         const char *profile, *provider, *operation;
     } names[] = {
@@ -59,7 +60,11 @@ int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile) {
         }
     }
     int rv = sg_otel_trace_new(out, otel);
-    if (rv == 0 && (rv = sg_otel_trace_set_genai(*out, provider, operation, NULL)) != 0) {
+    if (rv == 0 && model != NULL && strlen(model) > SG_OTEL_NAME_MAX) {
+        model = NULL; /* a name too long to keep is none, not a failure */
+    }
+    if (rv == 0 &&
+        (rv = sg_otel_trace_set_genai(*out, provider, operation, model)) != 0) {
         sg_otel_trace_free(*out);
         *out = NULL;
     }

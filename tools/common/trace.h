@@ -29,7 +29,10 @@ int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err
 /* A new trace for one operation on @otel (sg_otel_trace_new), named by
  * the GenAI provider (gen_ai.provider.name) and operation
  * (gen_ai.operation.name) of the built-in provider profile @profile (none
- * for NULL or an unknown one).  Returns 0 or a negative code (*@out NULL). */
-int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile);
+ * for NULL or an unknown one) and the model @model asks for
+ * (gen_ai.request.model; NULL, or longer than SG_OTEL_NAME_MAX: none).
+ * Returns 0 or a negative code (*@out NULL). */
+int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile,
+                   const char *model);
 
 #endif

@@ -163,6 +163,11 @@ void fallback_framing(const struct conn *c, uint32_t attempt,
 /* The report line's "models": the model each attempt asked for, in the
  * report's order of attempts (null where the body named none). */
 void fallback_models_fwrite(FILE *f, const struct conn *c);
+/* The model endpoint @ep (0 the primary, i fallback i) of @c's operation
+ * asks for - the report line's, decoded from the body's JSON when it is
+ * the client's - into @out, NUL-terminated: its length, or 0 when the
+ * body named none or it does not fit @cap - 1 bytes (for tracing). */
+size_t fallback_model(const struct conn *c, uint32_t ep, char *out, size_t cap);
 /* base + the client's target, or NULL (upstream.c). */
 char *url_join(const char *base, size_t base_len, const char *target, size_t tlen);
 

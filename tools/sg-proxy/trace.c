@@ -44,7 +44,21 @@ int trace_request(struct conn *c, sg_op_options *po) {
     if (c->proxy->otel == NULL) {
         return 0;
     }
-    int rv = tool_trace_new(&c->trace, c->proxy->otel, c->route->profile);
+    /* gen_ai.request.model: the operation's span the model the client
+     * asked for, each attempt's the model its endpoint asked for (a
+     * fallback's own: the report line's "models") */
+    char model[SG_OTEL_NAME_MAX + 1];
+    size_t ml = fallback_model(c, 0, model, sizeof(model));
+    int rv = tool_trace_new(&c->trace, c->proxy->otel, c->route->profile,
+                            ml > 0 ? model : NULL);
+    for (int i = 1; rv == 0 && i <= c->route->nfallback; i++) {
+        if (c->route->fb_model[i - 1] != NULL && c->model_len > 0) {
+            /* one too long to keep is none, never the client's */
+            size_t n = fallback_model(c, (uint32_t)i, model, sizeof(model));
+            rv = sg_otel_trace_set_endpoint_model(c->trace, (uint32_t)i,
+                                                  n > 0 ? model : "");
+        }
+    }
     char tp[64], ts[SG_OTEL_TRACESTATE_MAX + 1];
     const char *parent = value_of(c, "traceparent", tp, sizeof(tp));
     if (rv == 0 && parent != NULL) {

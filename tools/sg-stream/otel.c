@@ -30,7 +30,7 @@ int otel_start(struct config *c) {
     if (c->otel == NULL) {
         return 0; /* not tracing */
     }
-    rv = tool_trace_new(&c->trace, c->otel, c->profile);
+    rv = tool_trace_new(&c->trace, c->otel, c->profile, NULL);
     const char *parent = getenv("TRACEPARENT");
     if (rv == 0 && parent != NULL && parent[0] != '\0' &&
         sg_otel_trace_set_parent(c->trace, parent, getenv("TRACESTATE")) != 0) {
