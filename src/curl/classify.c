@@ -117,7 +117,7 @@ sg__curl_verdict sg__curl_classify(const sg__curl_ended *e) {
 static sg__curl_ended ended_of(sg_curl_op *op, CURLcode result) {
     return (sg__curl_ended){
         .result = result,
-        .errbuf = op->lc.more->errbuf,
+        .errbuf = op->cerr,
         .phase = sg_guard_phase(sg__lc_guard(&op->lc)),
         .http_status = op->lc.http_status,
         .sent = op->lc.sent,
@@ -133,9 +133,8 @@ static sg__curl_ended ended_of(sg_curl_op *op, CURLcode result) {
     };
 }
 
-/* Our words for what we stopped, written after libcurl's own message
- * (its abort's) into the same buffer; then libcurl's @native, where
- * nothing else was said. */
+/* Our words for what we stopped; then libcurl's @native, where nothing
+ * else was said. */
 static void explain(sg_curl_op *op, const sg__curl_ended *e, const sg__curl_verdict *v,
                     const char *native) {
     if (e->method_mismatch) {
@@ -166,7 +165,7 @@ static void explain(sg_curl_op *op, const sg__curl_ended *e, const sg__curl_verd
         sg__lc_error(&op->lc, "%s: a response header line over libcurl's limit", native);
     }
     if (!sg__lc_has_error(&op->lc) && native[0] != '\0') {
-        memcpy(op->lc.more->errbuf, native, SG__LC_ERROR_SIZE);
+        sg__lc_error(&op->lc, "%s", native);
     }
 }
 
@@ -182,8 +181,7 @@ void sg__curl_decide(sg_curl_op *op, CURLcode result, int64_t now) {
     if (v.keep_native) {
         /* cut: the report keeps SG_OP_ERROR_MAX bytes anyway */
         snprintf(native, sizeof(native), "curl %d %s%s%.160s", (int)result,
-                 curl_easy_strerror(result), op->lc.more->errbuf[0] ? ": " : "",
-                 op->lc.more->errbuf);
+                 curl_easy_strerror(result), op->cerr[0] ? ": " : "", op->cerr);
     }
     sg__lc_error_clear(&op->lc);
     sg__lc_decide(&op->lc, now, v.outcome);

@@ -61,6 +61,10 @@ struct sg_curl_op {
     bool detach_pending;
     struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
     sg_curl_multi *detacher;                      /* whose list it is on */
+    /* libcurl's words for the running attempt (CURLOPT_ERRORBUFFER), read
+     * when it ends; the lifecycle's message, ours, is allocated only when
+     * there is one (sg__lc_more) */
+    char cerr[CURL_ERROR_SIZE];
     struct {                  /* the running attempt, as libcurl ran it */
         bool http_abort;      /* aborted on an error status */
         bool method_checked;  /* this attempt's first request was checked */
@@ -78,6 +82,9 @@ struct sg_curl_op {
      * root's) */
     sg_curl_options *opts;
     void *user_data;
+    /* the running attempt's request headers: one block, its nodes and its
+     * stamped lines, the caller's lines borrowed from opts (op.c,
+     * build_headers; freed with free()) */
     struct curl_slist *req_headers;
     /* the stamped deadline lines in req_headers (NULL: none), written with
      * room for any later value: restamped when the request goes */
@@ -127,6 +134,13 @@ bool sg__curl_goaway_refused(const sg_curl_op *op, CURLcode result);
 int sg__curl_op_start(sg_curl_op *op, CURLM *multi, int64_t now);
 int sg__curl_op_complete(sg_curl_op *op, CURLcode result, int64_t now);
 int sg__curl_op_tick(sg_curl_op *op, int64_t now);
+
+/* The request headers of @op's attempt (headers.c): @given's lines, then
+ * @st's, in op->req_headers; 0 or SG_ENOMEM.  sg__curl_restamp writes
+ * @value over the value of stamped @line (NULL: none), in place. */
+int sg__curl_build_headers(sg_curl_op *op, const struct curl_slist *given,
+                           const sg__lc_stamp *st);
+void sg__curl_restamp(struct curl_slist *line, const char *value);
 
 /* Decides @op's running attempt, whose transfer libcurl ended with
  * @result, at @now (classify.c): the outcome from the CURLcode and what

@@ -27,8 +27,6 @@
 
 #define OP_OF(l) ((sg_curl_op *)((char *)(l)-offsetof(sg_curl_op, lc)))
 
-_Static_assert(SG__LC_ERROR_SIZE >= CURL_ERROR_SIZE, "libcurl writes CURL_ERROR_SIZE");
-
 static int64_t op_now(const sg_curl_op *op) {
     return sg_clock_now(op->opts->clock);
 }
@@ -170,22 +168,6 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
     return n;
 }
 
-/* A stamped deadline's line is written with this many value bytes (the
- * longest value either header has, a lease of milliseconds or a
- * grpc-timeout), so the value written when the request goes (restamp)
- * always fits in place. */
-#define STAMP_ROOM (SG_DEADLINE_VALUE_MAX - 1)
-
-/* Writes @value (shorter than SG_DEADLINE_VALUE_MAX) over the value of
- * the stamped @line, in place: its allocation has STAMP_ROOM bytes for it
- * whatever was written there since. */
-static void restamp_line(struct curl_slist *line, const char *value) {
-    if (line != NULL) {
-        char *v = strchr(line->data, ':') + 2;
-        snprintf(v, STAMP_ROOM + 1, "%s", value);
-    }
-}
-
 static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primary_port,
                      int local_port) {
     (void)primary_ip;
@@ -237,8 +219,8 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     /* Connected; the request is about to be written, with what is left
      * of the lease now (the connection took part of it). */
     sg__lc_restamp(&op->lc, op_now(op));
-    restamp_line(op->dl_line, op->lc.dl_value);
-    restamp_line(op->grpc_line, op->lc.grpc_value);
+    sg__curl_restamp(op->dl_line, op->lc.dl_value);
+    sg__curl_restamp(op->grpc_line, op->lc.grpc_value);
     op->lc.sent = true;
     sg_guard_set_phase(guard_of(op), SG_PHASE_SEND, op_now(op));
     return CURL_PREREQFUNC_OK;
@@ -268,57 +250,6 @@ static void stop_transfer(sg_curl_op *op) {
         return;
     }
     detach_transfer(op, true);
-}
-
-static int append_header(sg_curl_op *op, const char *line) {
-    struct curl_slist *l = curl_slist_append(op->req_headers, line);
-    if (l == NULL) {
-        return SG_ENOMEM;
-    }
-    op->req_headers = l;
-    return 0;
-}
-
-/* The last line of op->req_headers. */
-static struct curl_slist *last_line(sg_curl_op *op) {
-    struct curl_slist *l = op->req_headers;
-    while (l != NULL && l->next != NULL) {
-        l = l->next;
-    }
-    return l;
-}
-
-/* The request headers of one attempt: the caller's, then the lifecycle's
- * stamp (idempotency key, the lease). */
-static int build_headers(sg_curl_op *op, const struct curl_slist *given,
-                         const sg__lc_stamp *st) {
-    char line[SG_OP_HEADER_NAME_MAX + 3 + SG_OP_HEADERS_BYTES];
-    curl_slist_free_all(op->req_headers);
-    op->req_headers = NULL;
-    op->dl_line = op->grpc_line = NULL;
-    for (const struct curl_slist *h = given; h != NULL; h = h->next) {
-        if (append_header(op, h->data) != 0) {
-            return SG_ENOMEM;
-        }
-    }
-    for (size_t i = 0; i < st->n; i++) {
-        const char *v = st->h[i].value;
-        bool dl = v == op->lc.dl_value;
-        bool grpc = v == op->lc.grpc_value;
-        /* a deadline's room is padding until on_prereq writes the value
-         * again, before anything is sent */
-        snprintf(line, sizeof(line), "%s: %-*s", st->h[i].name,
-                 dl || grpc ? STAMP_ROOM : 0, v);
-        if (append_header(op, line) != 0) {
-            return SG_ENOMEM;
-        }
-        if (dl) {
-            op->dl_line = last_line(op);
-        } else if (grpc) {
-            op->grpc_line = last_line(op);
-        }
-    }
-    return 0;
 }
 
 static long ms_ceil(int64_t ns) {
@@ -351,7 +282,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
             curl_easy_setopt(e, CURLOPT_POSTFIELDS, ep->body);
         }
     }
-    int rv = build_headers(op, given, st);
+    int rv = sg__curl_build_headers(op, given, st);
     curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, op);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
@@ -360,7 +291,8 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     curl_easy_setopt(e, CURLOPT_PREREQDATA, op);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, op->req_headers);
     curl_easy_setopt(e, CURLOPT_PRIVATE, op);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->lc.more->errbuf); /* had at init */
+    op->cerr[0] = '\0';
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, op->cerr);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     /* Through a CONNECT proxy (https_proxy, which libcurl honours by
      * default) the proxy's "200 Connection established" is not the
@@ -397,6 +329,9 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
 static void tp_abort(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
     sg_outcome why;
+    if (!sg__lc_has_error(lc) && op->cerr[0] != '\0') {
+        sg__lc_error(lc, "%s", op->cerr); /* what libcurl said by then */
+    }
     if (!sg__lc_has_error(lc) && sg_guard_check(guard_of(op), op_now(op), &why) == 1 &&
         why == SG_OUTCOME_CONNECT_TIMEOUT) {
         /* libcurl never says it (its transfer is ours to stop): in the HTTP/2
@@ -615,7 +550,7 @@ static void free_slot(sg_curl_op *c) {
     if (c->owner != NULL) {
         sg__curl_multi_forget(c->owner, c);
     }
-    curl_slist_free_all(c->req_headers);
+    free(c->req_headers);
     curl_easy_cleanup(c->easy); /* the slot's own duplicate */
     sg__lc_release(&c->lc);
     free(c);
@@ -650,7 +585,7 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_PRIVATE, NULL);
     curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_FUNCTION, NULL);
     curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_DATA, NULL);
-    curl_slist_free_all(op->req_headers);
+    free(op->req_headers);
     sg__lc_release(&op->lc);
     sg_curl_options_free(op->opts);
     free(op);

@@ -47,7 +47,7 @@ bool sg__curl_speaks_h2(CURL *easy) {
  * error for it) - judged refused too (docs/design.md, retry rule 1).
  */
 bool sg__curl_refused_resend(const sg_curl_op *op) {
-    return op->at.h2 && !sg__lc_has_error(&op->lc);
+    return op->at.h2 && op->cerr[0] == '\0';
 }
 
 static pthread_once_t goaway_once = PTHREAD_ONCE_INIT;
@@ -73,7 +73,7 @@ static void goaway_probe(void) {
  * GOAWAY's last stream id, never processed: see goaway_probe. */
 bool sg__curl_goaway_refused(const sg_curl_op *op, CURLcode result) {
     if (result != CURLE_HTTP2 || !op->at.h2 || op->at.answered || !op->lc.sent ||
-        sg__lc_has_error(&op->lc)) {
+        op->cerr[0] != '\0') {
         return false;
     }
     pthread_once(&goaway_once, goaway_probe);

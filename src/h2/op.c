@@ -378,7 +378,6 @@ static const sg__transport h2_transport = {
     .bytes = tp_bytes,
     .identity = tp_identity,
     .key_cache = tp_key_cache,
-    .lazy_errbuf = true,
 };
 
 static int on_item(const sg_item *item, void *user_data) {

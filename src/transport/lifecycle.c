@@ -48,10 +48,6 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     lc->framing_now = framing;
     lc->on_item = on_item;
     lc->item_ud = item_ud;
-    if (!tp->lazy_errbuf && sg__lc_more_get(lc) == NULL) {
-        sg_stream_release(&lc->stream);
-        return SG_ENOMEM;
-    }
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->intent_fd = -1;
     if (primary != NULL) {
@@ -71,7 +67,6 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     if (rv != 0) {
         sg_op_options_free(lc->popts);
         sg_stream_release(&lc->stream);
-        free(lc->more);
         return rv;
     }
     lc->pol = lc->policy;

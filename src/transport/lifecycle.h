@@ -160,10 +160,6 @@ typedef struct sg__transport {
      * from the last attempt's.  Without it, every attempt has the
      * operation's. */
     const sg_stream_config *(*framing)(sg__lifecycle *lc, uint32_t i);
-    /* The message's room (lc->more) comes with the first message, not
-     * from sg__lc_init on: for a transport whose library never writes into
-     * it on its own (libcurl's CURLOPT_ERRORBUFFER does). */
-    bool lazy_errbuf;
     /* Optional (endpoint health): where the transport keeps the key of
      * endpoint @i for every operation whose identity callback gives the
      * same URL and credential (the HTTP/2 transport: one per request copy),

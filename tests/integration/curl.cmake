@@ -30,3 +30,14 @@ if(TARGET sg-fakemodel AND expiry_ok)
   add_test(NAME integration.curl_expiry COMMAND curl_expiry_test $<TARGET_FILE:sg-fakemodel>)
   set_tests_properties(integration.curl_expiry PROPERTIES LABELS integration TIMEOUT 60)
 endif()
+
+# The heap an open stream holds over libcurl (libcurl's share counted by
+# its own allocators).
+sg_parts_check(curl_mem_ok curl_memory_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_memory_test.c)
+if(TARGET sg-fakemodel AND curl_mem_ok)
+  add_executable(curl_memory_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_memory_test.c)
+  target_link_libraries(curl_memory_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+  target_compile_options(curl_memory_test PRIVATE -Wall -Wextra)
+  add_test(NAME integration.curl.memory COMMAND curl_memory_test $<TARGET_FILE:sg-fakemodel>)
+  set_tests_properties(integration.curl.memory PROPERTIES LABELS integration TIMEOUT 60)
+endif()
