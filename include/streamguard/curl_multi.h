@@ -192,13 +192,21 @@ SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
 
 /**
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
- * due; 0: do not wait; rounded up to whole ms) for sockets or the timer,
- * then run what is due.  The operations' callbacks run from inside this
- * call.  Operations whose clocks are due together are all decided, and
- * told (on_done, on_attempt), before any of their stopped transfers is
- * removed from libcurl (which closes a connection mid-body); every one is
- * removed before this call returns.  With @max_wait_ns < 0 and nothing
- * running it returns at once.
+ * due; 0: do not wait; rounded up to whole ms, though the timer wakes it
+ * at a clock's nanosecond) for sockets or the timer, then run what is
+ * due.  The operations' callbacks run from inside this call.  Operations
+ * whose clocks are due together are all decided, and told (on_done,
+ * on_attempt), before the server of any of them is: then each stopped
+ * attempt's HTTP/1.x connection is shut down (the server reads its end),
+ * and a transfer on any other connection is removed from libcurl (an
+ * HTTP/2 stream is reset).  Removing a transfer whose connection was shut
+ * down (libcurl's bookkeeping and the close, ~12 us each) waits while
+ * another clock comes due within 1 ms, and goes in the room between
+ * clocks, 20 ms after its attempt stopped at the latest: such removals
+ * may outlast this call, and a later step (the timer is armed for the
+ * clock they wait for), sg_curl_multi_run, sg_curl_op_free or
+ * sg_curl_multi_free completes them.  With @max_wait_ns < 0 and nothing
+ * running it removes what is left and returns at once.
  *
  * Returns the number of operations still running (>= 0), or one of the
  * following negative error codes:
@@ -209,8 +217,8 @@ SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
 SG_EXTERN int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns);
 
 /**
- * sg_curl_multi_run - step until no operation is running; returns at once
- * when none is.
+ * sg_curl_multi_run - step until no operation is running and every
+ * stopped transfer has left libcurl; returns at once when none is.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @m is NULL;

@@ -4,6 +4,7 @@
 
 #include <streamguard/curl.h>
 
+#include "curl/teardown.h"
 #include "policy/internal.h"
 #include "transport/dheap.h"
 #include "transport/lifecycle.h"
@@ -57,8 +58,12 @@ struct sg_curl_op {
     bool in_multi;        /* the easy handle is added to `multi` */
     /* An attempt the managed multi stopped whose transfer libcurl still
      * holds (in_multi is already false): removed, its connection closed,
-     * once every clock due in the same step is decided and told. */
+     * after every clock due meanwhile is decided (multi.c, teardown). */
     bool detach_pending;
+    /* ...and its server was told already: its HTTP/1.x connection was
+     * shut down (multi.c, tell_server) */
+    bool detach_cut;
+    int64_t detach_at;                            /* when it stopped */
     struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
     sg_curl_multi *detacher;                      /* whose list it is on */
     /* libcurl's words for the running attempt (CURLOPT_ERRORBUFFER), read
@@ -76,6 +81,8 @@ struct sg_curl_op {
         bool resent;          /* libcurl was about to send it again: stopped */
         bool h2;              /* the request went on a TLS connection that chose h2 */
         bool refused;         /* the server refused it unprocessed (HTTP/2) */
+        bool h1;              /* its response's status line said HTTP/1.x */
+        curl_socket_t sock;   /* what the managed multi watches for it, or -1 */
         size_t header_bytes;  /* of the current response head */
     } at;
     /* the operation's own copy of its options (a hedge slot points at its
@@ -105,8 +112,10 @@ void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op);
 /* A hedge slot joins @m's deadline heap (not counted as running). */
 int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
-/* @op's stopped transfer joins @m's list of removals after the step's
- * decisions, in decision order; sg__curl_multi_undefer takes it off. */
+/* @op's stopped transfer joins @m's list of removals, in decision order:
+ * its server is told after the step's decisions (an HTTP/1.x connection
+ * shut down, any other removed), its removal waits for room between the
+ * clocks (multi.c, teardown).  sg__curl_multi_undefer takes it off. */
 void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op);
 /* Removes @op's transfer from libcurl now if a removal is pending

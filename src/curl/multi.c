@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -36,6 +37,7 @@ struct sg_curl_multi {
     sg__health_slot health;        /* for operations without their own */
     sg_curl_op *detach_head;       /* stopped transfers to remove (op.c) */
     sg_curl_op *detach_tail;
+    sg_curl_op *detach_untold; /* the first whose server is not told yet */
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -73,10 +75,13 @@ void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
     op->owner = NULL;
 }
 
-/* The list is FIFO: connections close in the order their streams were
- * decided. */
+/* The list is FIFO: the server is told, and connections close, in the
+ * order the streams were decided.  The ops from detach_untold on have not
+ * been told yet (teardown tells them after the step's decisions). */
 void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op) {
     op->detach_pending = true;
+    op->detach_cut = false;
+    op->detach_at = multi_now(m);
     op->detacher = m;
     op->detach_next = NULL;
     op->detach_prev = m->detach_tail;
@@ -86,9 +91,15 @@ void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op) {
         m->detach_head = op;
     }
     m->detach_tail = op;
+    if (m->detach_untold == NULL) {
+        m->detach_untold = op;
+    }
 }
 
 void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
+    if (m->detach_untold == op) {
+        m->detach_untold = op->detach_next;
+    }
     if (op->detach_prev != NULL) {
         op->detach_prev->detach_next = op->detach_next;
     } else {
@@ -193,9 +204,25 @@ static void rearm(sg_curl_multi *m) {
 
 /* ------------------------------------------------------ libcurl callbacks */
 
+/* The socket libcurl waits on for @easy's transfer, kept in its operation
+ * (a stopped HTTP/1.x attempt's connection is shut down by it); a socket
+ * that transfer has stopped waiting on is forgotten. */
+static void note_socket(CURL *easy, curl_socket_t s, int what) {
+    sg_curl_op *op = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&op);
+    if (op == NULL) {
+        return;
+    }
+    if (what != CURL_POLL_REMOVE) {
+        op->at.sock = s;
+    } else if (op->at.sock == s) {
+        op->at.sock = CURL_SOCKET_BAD;
+    }
+}
+
 static int on_socket(CURL *easy, curl_socket_t s, int what, void *userp, void *socketp) {
-    (void)easy;
     sg_curl_multi *m = userp;
+    note_socket(easy, s, what);
     struct epoll_event ev;
     memset(&ev, 0, sizeof(ev));
     ev.data.fd = s;
@@ -347,13 +374,55 @@ static void decide_due(sg_curl_multi *m, int64_t now) {
     }
 }
 
+/* Tells the server of @op's stopped attempt.  An HTTP/1.x connection
+ * carries only this transfer: it is shut down (one syscall, the FIN the
+ * server reads as the end, what close() would send) and leaves the loop's
+ * epoll set so that libcurl is not woken for it; libcurl closes the
+ * descriptor when the transfer is removed.  A connection that may carry
+ * other streams (HTTP/2, or no status line yet to tell) is told by the
+ * removal itself, done now. */
+static void tell_server(sg_curl_multi *m, sg_curl_op *op) {
+    if (op->at.h1 && !op->at.h2 && op->at.sock != CURL_SOCKET_BAD) {
+        epoll_ctl(m->epfd, EPOLL_CTL_DEL, op->at.sock, NULL);
+        shutdown(op->at.sock, SHUT_RDWR);
+        op->detach_cut = true;
+        return;
+    }
+    sg__curl_op_detach_pending(op); /* unlinks it */
+}
+
+/* After the step's decisions: first each stopped attempt's server is
+ * told, in decision order, then the transfers leave libcurl, each only
+ * when sg__curl_teardown_may_run says so (teardown.c).  The clock is read again
+ * before each, so a deadline that comes due meanwhile is decided first.
+ * What waits is removed by a later step: the timer is armed for the clock
+ * it yields to. */
+static void teardown(sg_curl_multi *m) {
+    for (;;) {
+        int64_t t = multi_now(m);
+        int64_t next = sg__dheap_earliest(&m->heap, NULL);
+        if (next <= t) {
+            decide_due(m, t);
+            continue;
+        }
+        sg_curl_op *op = m->detach_untold;
+        if (op != NULL) {
+            m->detach_untold = op->detach_next;
+            tell_server(m, op);
+            continue;
+        }
+        op = m->detach_head;
+        if (op == NULL || !sg__curl_teardown_may_run(t, next, op->detach_at)) {
+            return;
+        }
+        sg__curl_op_detach_pending(op); /* unlinks it */
+    }
+}
+
 /* Everything due at `now`: libcurl's timeout, then each operation whose
  * deadline has come.  Every one is decided and told before any stopped
- * transfer leaves libcurl (which closes its connection, some 30 us each):
- * the last of a thousand streams expiring together does not wait for 999
- * closes.  Between removals the clock is read again, so a deadline that
- * comes due while they run is decided first; the server still sees each
- * connection end within this step. */
+ * transfer leaves libcurl (teardown): the last of a thousand streams
+ * expiring together does not wait for 999 closes. */
 static void run_due(sg_curl_multi *m, int64_t now) {
     int still;
     if (m->curl_timer_at <= now) {
@@ -362,13 +431,7 @@ static void run_due(sg_curl_multi *m, int64_t now) {
         drain_messages(m);
     }
     decide_due(m, now);
-    while (m->detach_head != NULL) {
-        sg__curl_op_detach_pending(m->detach_head); /* unlinks it */
-        int64_t t = multi_now(m);
-        if (sg__dheap_earliest(&m->heap, NULL) <= t) {
-            decide_due(m, t);
-        }
-    }
+    teardown(m);
 }
 
 int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
@@ -436,7 +499,7 @@ int sg_curl_multi_run(sg_curl_multi *m) {
     if (m == NULL) {
         return SG_EINVAL;
     }
-    while (m->running > 0) {
+    while (m->running > 0 || m->detach_head != NULL) {
         int rv = sg_curl_multi_step(m, -1);
         if (rv < 0) {
             return rv;

@@ -70,6 +70,9 @@ static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nmemb;
+    if (op->detach_pending) {
+        return 0; /* decided: libcurl ends it, nothing reaches the attempt */
+    }
     int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
     if (rv == SG__LC_PAUSE) {
         op->at.paused = true; /* libcurl keeps the bytes until resumed */
@@ -107,6 +110,9 @@ static void field_value(const char *colon, const char *line_end, const char **v,
 static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nitems;
+    if (op->detach_pending) {
+        return 0; /* decided (on_write) */
+    }
 
     /* The same bound as the HTTP/2 transport's max_header_list, over the
      * whole response head: a server that sends more breaks the protocol. */
@@ -129,6 +135,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
             }
         }
         op->at.answered = true;
+        op->at.h1 = n >= 7 && memcmp(buf, "HTTP/1.", 7) == 0;
         sg__lc_status(&op->lc, status > 0 ? status : 0, op_now(op));
         return n;
     }
@@ -175,6 +182,9 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
+    if (op->detach_pending) {
+        return CURL_PREREQFUNC_ABORT; /* decided (on_write): nothing goes */
+    }
     if (sg__lc_error_draining(&op->lc)) {
         /* libcurl would answer an error response itself (an auth
          * challenge with CURLOPT_HTTPAUTH): that response is the
@@ -237,11 +247,12 @@ static void detach_transfer(sg_curl_op *op, bool stopped) {
 }
 
 /* A stopped attempt (detach_transfer's @stopped: sg__curl_remove): under
- * the managed multi its transfer leaves libcurl after every clock due at
- * the same instant is decided (removing a transfer mid-body closes its
- * connection, tens of microseconds each, that would make each later
- * stream of a thousand expiring together that much later).  No callback
- * of ours runs on it meanwhile: libcurl is not driven before removal. */
+ * the managed multi its transfer leaves libcurl later, when no clock is
+ * about to come due (removing a transfer mid-body closes its connection,
+ * ~12 us each, that would make each later stream of a thousand expiring
+ * together that much later); an HTTP/1.x connection is shut down now, so
+ * the server sees it end at the decision.  Should libcurl run the
+ * transfer meanwhile, our callbacks end it and pass nothing on. */
 static void stop_transfer(sg_curl_op *op) {
     op->at.paused = false; /* its read waits for nothing now */
     if (op->in_multi && op->owner != NULL) {
@@ -262,6 +273,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     sg_curl_op *op = OP_OF(lc);
     sg__curl_op_detach_pending(op); /* the handle goes in again */
     memset(&op->at, 0, sizeof(op->at));
+    op->at.sock = CURL_SOCKET_BAD;
     if (op->root != NULL) {
         /* a hedge goes on a connection of its own, even to the same
          * endpoint: one that is stuck (or a backend behind it that is)

@@ -1,10 +1,11 @@
 /*
  * Streams whose clocks expire together under the managed multi: every one
  * is decided and told before any of their connections is closed, and every
- * connection is closed within the same step.  The operations read a
- * hand-driven clock; closing a socket moves it 5 ms on (a teardown that
- * costs time), so a stream told after a close would be told late.  Real
- * sockets against sg-fakemodel over loopback.
+ * connection is closed within the same step when no clock is left; a close
+ * yields to a clock about to come due, while the server is told at once.  The operations
+ * read a hand-driven clock; closing a socket moves it 5 ms on (a teardown that costs
+ * time), so a stream told after a close would be told late.  Real sockets against
+ * sg-fakemodel over loopback.
  *
  * Usage: curl_expiry_test PATH/TO/sg-fakemodel
  */
@@ -12,6 +13,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -135,6 +138,109 @@ static void streams_expiring_together_are_all_told_before_any_close(void **state
     sg_curl_multi_free(m);
 }
 
+/* The server's request id of the stream tagged @tag, or -1. */
+static long long request_id(const char *tag) {
+    char *log = fm_fetch(fm_group(), "/_log?event=received", 0);
+    long long id = -1;
+    const char *p = log != NULL ? strstr(log, tag) : NULL;
+    if (p != NULL) {
+        while (p > log && p[-1] != '{') {
+            p--;
+        }
+        const char *f = strstr(p, "\"id\":");
+        id = f != NULL ? atoll(f + 5) : -1;
+    }
+    free(log);
+    return id;
+}
+
+/* Whether the server logged request @id's client gone; waits up to 5 s
+ * (of real time: the server's loop is its own) for it when @wait. */
+static bool server_saw_end(long long id, bool wait) {
+    char path[96];
+    snprintf(path, sizeof(path), "/_log?event=client_gone&id=%lld", id);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(5);
+    for (;;) {
+        char *log = fm_fetch(fm_group(), path, 0);
+        bool seen = log != NULL && strstr(log, "client_gone") != NULL;
+        free(log);
+        if (seen || !wait || sg_clock_now(NULL) >= until) {
+            return seen;
+        }
+    }
+}
+
+/* Two streams stall after two items each; A's idle clock (200 ms) expires
+ * half a millisecond before B's (200.5 ms), both on the hand-driven clock.
+ * At A's instant A is decided and its server told (its HTTP/1.1
+ * connection shut down), while its removal from libcurl - the close -
+ * waits: B's clock comes due within the slack.  At B's instant, no clock
+ * left, both transfers go. */
+static void removal_yields_to_a_clock_due_within_the_slack(void **state) {
+    (void)state;
+    sg_manual_clock_init(&mc, sg_clock_now(NULL));
+    closes = 0;
+    sg_clock clock = sg_manual_clock_as(&mc);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, &clock), 0);
+    sg_curl_options *co = options(&clock);
+    static const char *const tags[2] = {"_t=yield_a.", "_t=yield_b."};
+    const int64_t idle[2] = {SG_MS(200), SG_MS(200) + SG_US(500)};
+    stream s[2] = {{0}};
+    CURL *easy[2];
+    sg_curl_op *ops[2];
+    for (int i = 0; i < 2; i++) {
+        sg_op_options *po = NULL;
+        assert_int_equal(sg_op_options_new(&po), 0);
+        assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+        assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
+        assert_int_equal(sg_op_options_set_first_item_timeout(po, SG_SEC(10)), 0);
+        assert_int_equal(sg_op_options_set_idle_timeout(po, idle[i]), 0);
+        char url[512];
+        snprintf(url, sizeof(url),
+                 "%s/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&%s",
+                 fm_group()->base, tags[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &s[i]), 0);
+        sg_op_options_free(po);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    sg_curl_options_free(co);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(10);
+    while ((s[0].items < 2 || s[1].items < 2) && sg_clock_now(NULL) < until) {
+        sg_curl_multi_step(m, SG_MS(20));
+    }
+    assert_true(s[0].items >= 2 && s[1].items >= 2);
+    long long id[2] = {request_id(tags[0]), request_id(tags[1])};
+    assert_true(id[0] >= 0 && id[1] >= 0);
+
+    int64_t t0 = sg_manual_clock_now(&mc);
+    sg_manual_clock_advance(&mc, idle[0]);
+    assert_int_equal(sg_curl_multi_step(m, 0), 1); /* B still runs */
+    assert_true(s[0].done);
+    assert_int_equal(s[0].done_at, t0 + idle[0]);
+    assert_int_equal(s[0].outcome, SG_OUTCOME_IDLE_TIMEOUT);
+    assert_false(s[1].done);
+    assert_int_equal(closes, 0);              /* A's removal waits for B's clock */
+    assert_true(server_saw_end(id[0], true)); /* yet the server saw A end */
+    assert_false(server_saw_end(id[1], false));
+
+    sg_manual_clock_advance(&mc, idle[1] - idle[0]);
+    assert_int_equal(sg_curl_multi_step(m, 0), 0);
+    assert_true(s[1].done);
+    assert_int_equal(s[1].outcome, SG_OUTCOME_IDLE_TIMEOUT);
+    assert_int_equal(s[1].done_at, t0 + idle[1]); /* told at its instant */
+    assert_int_equal(closes, 2); /* no clock left: both went in that step */
+    assert_true(server_saw_end(id[1], true));
+    for (int i = 0; i < 2; i++) {
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+}
+
 int main(int argc, char **argv) {
     if (fm_group_args(argc, argv) != 0) {
         return 2;
@@ -142,6 +248,7 @@ int main(int argc, char **argv) {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_expiring_together_are_all_told_before_any_close),
+        cmocka_unit_test(removal_yields_to_a_clock_due_within_the_slack),
     };
     int rv = cmocka_run_group_tests(tests, fm_group_start, fm_group_stop);
     curl_global_cleanup();
