@@ -324,6 +324,23 @@ SG_EXTERN uint32_t sg_op_attempt_count(const sg_op *op);
 SG_EXTERN const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i);
 
 /**
+ * sg_op_attempt_lease_by - who set the lease of attempt @i (0-based, as
+ * sg_op_attempt_at counts): the ceiling its every clock was clamped to,
+ * and so who would be named had it run into it (docs/design.md, "Who set
+ * the limit").  "budget" when the operation's budget did - no attempt
+ * timeout, or one longer than what remained less the floor - and
+ * "attempt" when the caller's attempt timeout did (equal to what
+ * remained included: the budget is named only when strictly tighter);
+ * for the caller's failed probe (sg_op_options_set_probe), "connect" when
+ * its own connect timeout did.  Known from the attempt's plan on, whether
+ * or not a clock ended it.
+ *
+ * Returns a static string, or NULL when @op is NULL, never started, or
+ * @i >= sg_op_attempt_count(@op).
+ */
+SG_EXTERN const char *sg_op_attempt_lease_by(const sg_op *op, uint32_t i);
+
+/**
  * sg_op_deciding_attempt - the attempt the operation's outcome speaks of:
  * the last one whose end the policy decided on (done, retry or stop) -
  * with hedging, the winner, not a loser recorded after it; without, the

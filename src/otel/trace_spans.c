@@ -16,7 +16,7 @@
 
 #define ATTEMPT_ATTRS 48 /* room for an attempt span's attributes */
 #define ATTEMPT_EVENTS 2 /* its first chunk, its backoff */
-#define OP_ATTRS 28
+#define OP_ATTRS 32
 #define OP_EVENTS 32 /* backoffs and endpoint waits; more are counted dropped */
 #define URL_MAX 256
 
@@ -205,6 +205,8 @@ sg__otel_span *sg__otel_attempt_span(const sg_otel_trace *t, const sg_op *op,
     add_str(s, "streamguard.decision", sg_op_decision_name(a->decision), &rc);
     add_str(s, "streamguard.reason", sg_op_reason_name(a->reason), &rc);
     add_str(s, "streamguard.limit", limit_of(a->outcome), &rc);
+    /* who set its lease: every attempt has one, whatever ended it */
+    add_str(s, "streamguard.lease_by", sg_op_attempt_lease_by(op, a->n - 1), &rc);
     sg__otel_span_add_bool(s, "streamguard.sent", a->sent);
     sg__otel_span_add_bool(s, "streamguard.partial", a->partial);
     sg__otel_span_add_bool(s, "streamguard.retryable", a->retryable);
@@ -294,15 +296,17 @@ static void op_events(const sg_otel_trace *t, const sg_op *op, sg__otel_span *s,
     s->dropped_events += sg_op_health_events_dropped(op);
 }
 
+/* The operation's tokens of @fate, each kind it knows, under @keys (in
+ * the order of sg_token_kind: input, output, cached input, reasoning). */
 static void add_tokens(sg__otel_span *s, const sg_op *op, sg_usage_fate fate,
-                       const char *in_key, const char *out_key) {
-    int64_t in = sg_op_tokens(op, fate, SG_TOKENS_INPUT);
-    int64_t out = sg_op_tokens(op, fate, SG_TOKENS_OUTPUT);
-    if (in >= 0) {
-        sg__otel_span_add_int(s, in_key, in);
-    }
-    if (out >= 0) {
-        sg__otel_span_add_int(s, out_key, out);
+                       const char *const keys[4]) {
+    static const sg_token_kind kinds[4] = {SG_TOKENS_INPUT, SG_TOKENS_OUTPUT,
+                                           SG_TOKENS_CACHED_INPUT, SG_TOKENS_REASONING};
+    for (size_t i = 0; i < 4; i++) {
+        int64_t n = sg_op_tokens(op, fate, kinds[i]);
+        if (n >= 0) {
+            sg__otel_span_add_int(s, keys[i], n);
+        }
     }
 }
 
@@ -342,10 +346,16 @@ sg__otel_span *sg__otel_op_span(const sg_otel_trace *t, const sg_op *op) {
             s, "gen_ai.response.time_to_first_chunk",
             seconds_of(d->started_at + d->time_to_first_item_ns - t0));
     }
-    add_tokens(s, op, SG_USAGE_KEPT, "gen_ai.usage.input_tokens",
-               "gen_ai.usage.output_tokens");
-    add_tokens(s, op, SG_USAGE_DISCARDED, "streamguard.usage.discarded.input_tokens",
-               "streamguard.usage.discarded.output_tokens");
+    static const char *const kept_keys[4] = {
+        "gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+        "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.reasoning.output_tokens"};
+    static const char *const discarded_keys[4] = {
+        "streamguard.usage.discarded.input_tokens",
+        "streamguard.usage.discarded.output_tokens",
+        "streamguard.usage.discarded.cache_read.input_tokens",
+        "streamguard.usage.discarded.reasoning.output_tokens"};
+    add_tokens(s, op, SG_USAGE_KEPT, kept_keys);
+    add_tokens(s, op, SG_USAGE_DISCARDED, discarded_keys);
     if (sg_op_tokens_estimated(op, SG_USAGE_KEPT) ||
         sg_op_tokens_estimated(op, SG_USAGE_DISCARDED)) {
         sg__otel_span_add_bool(s, "streamguard.usage.estimated", true);

@@ -16,7 +16,9 @@ enum {
     SG__CLAMP_ATTEMPT = 1u << 1,
     SG__CLAMP_FIRST_ITEM = 1u << 2,
     SG__CLAMP_IDLE = 1u << 3,
-    SG__CLAMP_STREAM = 1u << 4
+    SG__CLAMP_STREAM = 1u << 4,
+    /* the probe's (probe.c): its own connect timeout set its lease */
+    SG__LEASE_PROBE_CONNECT = 1u << 5
 };
 
 /* Clamps a configured clock (0 = off) to the grant; records the clamp. */
@@ -44,6 +46,22 @@ void sg__lease_clocks(sg_op_attempt *a, const sg_op_options *o, int64_t granted)
     a->stream_timeout_ns =
         clamp(o->stream_total_ns_, granted, SG__CLAMP_STREAM, &clamped);
     sg__rec_w(a)->budget_limited = clamped;
+}
+
+void sg__lease_probe(sg_op_attempt *a, bool budget) {
+    sg__rec_w(a)->budget_limited =
+        budget ? SG__CLAMP_ATTEMPT | SG__CLAMP_CONNECT : SG__LEASE_PROBE_CONNECT;
+}
+
+const char *sg_op_attempt_lease_by(const sg_op *op, uint32_t i) {
+    const sg_op_attempt *a = sg_op_attempt_at(op, i);
+    if (a == NULL) {
+        return NULL;
+    }
+    const uint8_t lim = sg__rec_c(a)->budget_limited;
+    return (lim & SG__CLAMP_ATTEMPT)         ? "budget"
+           : (lim & SG__LEASE_PROBE_CONNECT) ? "connect"
+                                             : "attempt";
 }
 
 /* The clamp bit of the clock whose expiry @oc is; false for an outcome

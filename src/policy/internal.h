@@ -343,6 +343,9 @@ int64_t sg__op_min_attempt(const sg_op *op);
  * or the caller's attempt timeout set the lease - for the attribution of
  * its end (attribution.c). */
 void sg__lease_clocks(sg_op_attempt *a, const sg_op_options *o, int64_t granted);
+/* The same for the caller's probe (probe.c): the budget (@budget) or the
+ * probe's own connect timeout set its lease. */
+void sg__lease_probe(sg_op_attempt *a, bool budget);
 /* Tells @op's observer that attempt @a started (@end false) or ended. */
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end);
 /* Ends @op at @now, no attempt planned, for the reason of @plan (its

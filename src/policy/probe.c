@@ -36,6 +36,7 @@ void sg__record_probe(sg_op *op) {
     a->remaining_ns = remaining;
     a->attempt_timeout_ns = granted;
     a->connect_timeout_ns = granted;
+    sg__lease_probe(a, clamped);
     a->elapsed_ns = sg_time_since(end, t0);
     a->time_to_first_item_ns = -1;
     a->retry_after_ns = -1;

@@ -86,6 +86,10 @@ static void assert_wire_matches_spans(const char *key, uint32_t attempts) {
         }
         assert_memory_equal(want, PARENT, 36); /* the caller's trace */
         assert_string_equal(ts[n - 1], STATE);
+        /* who set its lease, on every attempt whatever ended it */
+        const sg__otel_attr *by = otel_attr(as, "streamguard.lease_by");
+        assert_non_null(by);
+        assert_true(strcmp(by->v.s, "budget") == 0 || strcmp(by->v.s, "attempt") == 0);
     }
 }
 
@@ -127,6 +131,7 @@ static void a_retry_over_http1_sends_each_attempts_own_span(void **state) {
     (void)state;
     SG_AUTO_OPTIONS(po);
     sg_op_options_set_budget(po, SG_SEC(10));
+    sg_op_options_set_attempt_timeout(po, SG_SEC(5));
     sg_op_options_set_backoff(po, SG_MS(10), SG_MS(10));
     sg_otel_trace *t = traced(po);
     run_curl("status=503&fail_first=1&n=3&_t=otel503.", "otel-503", po, SG_OUTCOME_OK);
@@ -134,6 +139,10 @@ static void a_retry_over_http1_sends_each_attempts_own_span(void **state) {
     assert_wire_matches_spans("otel-503", 2);
     const sg__otel_span *a1 = span_of(1);
     assert_int_equal(otel_attr(a1, "http.response.status_code")->v.i, 503);
+    /* the caller's 5 s ceiling set both leases: a 503 and a clean end */
+    assert_string_equal(otel_attr(a1, "streamguard.lease_by")->v.s, "attempt");
+    assert_string_equal(otel_attr(span_of(2), "streamguard.lease_by")->v.s, "attempt");
+    assert_null(otel_attr(span_of(2), "streamguard.limit"));
     sg_otel_trace_free(t);
     otel_sink_reset();
 }
@@ -152,6 +161,26 @@ static void a_hedge_over_http1_sends_its_own_span_beside_the_loser(void **state)
     assert_wire_matches_spans("otel-hedge", 2);
     assert_true(otel_attr(span_of(2), "streamguard.hedge")->v.b);
     assert_string_equal(otel_attr(span_of(1), "streamguard.reason")->v.s, "hedge_lost");
+    assert_string_equal(otel_attr(span_of(1), "streamguard.lease_by")->v.s, "budget");
+    assert_null(otel_attr(span_of(1), "streamguard.limit")); /* cancelled, no clock */
+    sg_otel_trace_free(t);
+    otel_sink_reset();
+}
+
+/* A stream the server cut after two items: partial, no clock ended it,
+ * and its span still says who set its lease. */
+static void a_stream_the_server_cut_says_who_set_its_lease(void **state) {
+    (void)state;
+    SG_AUTO_OPTIONS(po);
+    sg_op_options_set_budget(po, SG_SEC(10));
+    sg_otel_trace *t = traced(po);
+    run_curl("n=5&drop_after=2&_t=otelcut.", "otel-cut", po, SG_OUTCOME_TRUNCATED);
+    assert_int_equal(otel_sink_count(), 2);
+    assert_wire_matches_spans("otel-cut", 1);
+    const sg__otel_span *a1 = span_of(1);
+    assert_true(otel_attr(a1, "streamguard.partial")->v.b);
+    assert_null(otel_attr(a1, "streamguard.limit"));
+    assert_string_equal(otel_attr(a1, "streamguard.lease_by")->v.s, "budget");
     sg_otel_trace_free(t);
     otel_sink_reset();
 }
@@ -214,6 +243,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(a_retry_over_http1_sends_each_attempts_own_span),
         cmocka_unit_test(a_hedge_over_http1_sends_its_own_span_beside_the_loser),
+        cmocka_unit_test(a_stream_the_server_cut_says_who_set_its_lease),
         cmocka_unit_test(a_retry_over_http2_sends_each_attempts_own_span),
     };
     return cmocka_run_group_tests_name("otel_fakemodel", tests, setup, teardown);

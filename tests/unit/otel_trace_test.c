@@ -197,6 +197,9 @@ static void a_clean_stream_is_an_operation_span_with_one_attempt(void **state) {
     assert_string_equal(str_attr(os, "gen_ai.request.model"), "gpt-4o");
     assert_int_equal(int_attr(os, "gen_ai.usage.input_tokens"), 12);
     assert_int_equal(int_attr(os, "gen_ai.usage.output_tokens"), 34);
+    assert_int_equal(int_attr(os, "gen_ai.usage.cache_read.input_tokens"), 2);
+    assert_null(otel_attr(os, "gen_ai.usage.reasoning.output_tokens")); /* unknown */
+    assert_int_equal(int_attr(os, "streamguard.usage.discarded.input_tokens"), 0);
     assert_true(double_attr(os, "gen_ai.response.time_to_first_chunk") == 0.121);
     assert_string_equal(str_attr(os, "streamguard.outcome"), "ok");
     assert_string_equal(str_attr(os, "streamguard.decision"), "done");
@@ -226,7 +229,8 @@ static void a_clean_stream_is_an_operation_span_with_one_attempt(void **state) {
     assert_int_equal(int_attr(as, "streamguard.granted.first_item_ms"), 5000);
     assert_int_equal(int_attr(as, "streamguard.granted.attempt_ms"), 29999);
     assert_int_equal(int_attr(as, "streamguard.items"), 5);
-    assert_null(otel_attr(as, "streamguard.limit"));
+    assert_null(otel_attr(as, "streamguard.limit")); /* no clock ended it */
+    assert_string_equal(str_attr(as, "streamguard.lease_by"), "budget"); /* no ceiling */
     assert_null(otel_attr(as, "error.type"));
     assert_int_equal(as->dropped_attrs, 0);
     assert_int_equal(os->dropped_attrs, 0);
@@ -271,6 +275,8 @@ static void a_retried_first_token_timeout_is_two_attempts_and_a_backoff(void **s
     assert_int_equal(a1->status, SG__OTEL_STATUS_ERROR);
     assert_string_equal(str_attr(a1, "error.type"), "first_item_timeout");
     assert_string_equal(str_attr(a1, "streamguard.limit"), "first_item");
+    assert_string_equal(str_attr(a1, "streamguard.lease_by"), "budget");
+    assert_string_equal(str_attr(a2, "streamguard.lease_by"), "budget");
     assert_string_equal(str_attr(a1, "streamguard.phase"), "wait_first_item");
     assert_string_equal(str_attr(a1, "streamguard.decision"), "retry");
     assert_string_equal(str_attr(a1, "streamguard.reason"), "retryable");
@@ -335,6 +341,8 @@ static void a_hedge_won_and_lost_are_two_children(void **state) {
     assert_null(otel_attr(lost, "error.type"));
     assert_string_equal(str_attr(lost, "streamguard.reason"), "hedge_lost");
     assert_string_equal(str_attr(lost, "streamguard.outcome"), "cancelled");
+    assert_string_equal(str_attr(lost, "streamguard.lease_by"), "budget");
+    assert_string_equal(str_attr(won, "streamguard.lease_by"), "budget");
     assert_true(bool_attr(lost, "streamguard.discarded"));
     assert_false(bool_attr(lost, "streamguard.hedge"));
     assert_string_equal(str_attr(lost, "url.full"), "http://a.example:80/v1");
@@ -385,6 +393,8 @@ static void a_fallback_names_each_attempts_endpoint(void **state) {
     assert_string_equal(str_attr(a1, "error.type"), "503"); /* HTTP's convention */
     assert_int_equal(a1->status, SG__OTEL_STATUS_ERROR);
     assert_int_equal(int_attr(a1, "streamguard.endpoint"), 0);
+    assert_string_equal(str_attr(a1, "streamguard.lease_by"), "budget");
+    assert_string_equal(str_attr(a2, "streamguard.lease_by"), "budget");
     /* no credentials in a span */
     assert_string_equal(str_attr(a2, "url.full"),
                         "https://backup.example:444/v1/messages");
@@ -445,8 +455,9 @@ static void a_partial_stream_is_an_error_with_its_items_discarded(void **state) 
     sg_op_plan p;
     assert_int_equal(sg_op_start(op, o, T0), 0);
     assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    sg_op_usage u = {40, 7, 32, 5, SG_USAGE_PROVIDER};
     sg_op_verdict v =
-        done(op, 1, T0 + SG_MS(800), SG_OUTCOME_IDLE_TIMEOUT, 200, 3, SG_MS(100), NULL);
+        done(op, 1, T0 + SG_MS(800), SG_OUTCOME_IDLE_TIMEOUT, 200, 3, SG_MS(100), &u);
     assert_int_equal(v.decision, SG_OP_STOP);
     assert_int_equal(v.reason, SG_OP_REASON_PARTIAL_STREAM);
     const sg__otel_span *os = span_of(0), *a1 = span_of(1);
@@ -454,6 +465,7 @@ static void a_partial_stream_is_an_error_with_its_items_discarded(void **state) 
     assert_true(bool_attr(a1, "streamguard.partial"));
     assert_true(bool_attr(a1, "streamguard.discarded"));
     assert_string_equal(str_attr(a1, "streamguard.limit"), "idle");
+    assert_string_equal(str_attr(a1, "streamguard.lease_by"), "budget");
     assert_string_equal(str_attr(a1, "error.type"), "idle_timeout");
     assert_string_equal(str_attr(a1, "streamguard.reason"), "partial_stream");
     assert_true(double_attr(a1, "gen_ai.response.time_to_first_chunk") == 0.1);
@@ -463,7 +475,44 @@ static void a_partial_stream_is_an_error_with_its_items_discarded(void **state) 
     assert_true(bool_attr(os, "streamguard.partial"));
     assert_string_equal(str_attr(os, "streamguard.limit"), "idle");
     assert_null(otel_attr(os, "gen_ai.response.time_to_first_chunk")); /* nothing kept */
+    /* its usage: nothing kept, all of it discarded, every kind */
+    assert_null(otel_attr(os, "gen_ai.usage.input_tokens"));
+    assert_null(otel_attr(os, "gen_ai.usage.cache_read.input_tokens"));
+    assert_int_equal(int_attr(os, "streamguard.usage.discarded.input_tokens"), 40);
+    assert_int_equal(int_attr(os, "streamguard.usage.discarded.output_tokens"), 7);
+    assert_int_equal(int_attr(os, "streamguard.usage.discarded.cache_read.input_tokens"),
+                     32);
+    assert_int_equal(int_attr(os, "streamguard.usage.discarded.reasoning.output_tokens"),
+                     5);
+    assert_int_equal(int_attr(a1, "gen_ai.usage.reasoning.output_tokens"), 5);
     assert_int_equal(os->end_unix_nano, unix_at(T0 + SG_MS(800)));
+    teardown_trace(t);
+}
+
+/* Who set each attempt's lease is on its span whatever ended it: the
+ * caller's attempt timeout while it is the tighter, then the budget. */
+static void every_attempt_says_who_set_its_lease(void **state) {
+    (void)state;
+    sg_otel_trace *t = new_trace();
+    SG_AUTO_OPTIONS(o);
+    base_options(o, t);
+    assert_int_equal(sg_op_options_set_attempt_timeout(o, SG_SEC(20)), 0);
+    SG_AUTO_OP(op);
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    sg_op_verdict v =
+        done(op, 1, T0 + SG_SEC(15), SG_OUTCOME_HTTP_ERROR, 503, 0, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0); /* under 15 s left */
+    done(op, 2, v.retry_at + SG_SEC(1), SG_OUTCOME_OK, 200, 2, SG_MS(90), NULL);
+    const sg__otel_span *a1 = span_of(1), *a2 = span_of(2);
+    assert_null(otel_attr(a1, "streamguard.limit"));
+    assert_null(otel_attr(a2, "streamguard.limit"));
+    assert_string_equal(str_attr(a1, "streamguard.lease_by"), "attempt");
+    assert_int_equal(int_attr(a1, "streamguard.granted.attempt_ms"), 20000);
+    assert_string_equal(str_attr(a2, "streamguard.lease_by"), "budget");
+    assert_true(int_attr(a2, "streamguard.granted.attempt_ms") < 15000);
     teardown_trace(t);
 }
 
@@ -858,6 +907,7 @@ int main(void) {
         cmocka_unit_test(a_hedge_won_and_lost_are_two_children),
         cmocka_unit_test(a_fallback_names_each_attempts_endpoint),
         cmocka_unit_test(a_partial_stream_is_an_error_with_its_items_discarded),
+        cmocka_unit_test(every_attempt_says_who_set_its_lease),
         cmocka_unit_test(an_operation_continues_its_callers_context),
         cmocka_unit_test(a_malformed_parent_is_refused),
         cmocka_unit_test(each_operation_of_a_trace_is_a_trace_of_its_own),

@@ -161,6 +161,18 @@ static void run_case(const clock_case *c) {
                  sg_outcome_name(v.outcome), sg_op_decision_name(v.decision),
                  sg_outcome_name(c->want), c->retried ? "retry" : "no retry");
     }
+    /* who set the lease, whatever fired: the caller's attempt timeout when
+     * it was no longer than what could be leased (a tie is the attempt's),
+     * else the budget */
+    bool by_attempt = c->attempt > 0 && c->attempt <= c->budget - c->floor;
+    const char *lease_by = sg_op_attempt_lease_by(op, 0);
+    if (lease_by == NULL || strcmp(lease_by, by_attempt ? "attempt" : "budget") != 0) {
+        fail_msg("%s: lease set by %s, expected %s", c->name,
+                 lease_by != NULL ? lease_by : "(null)",
+                 by_attempt ? "attempt" : "budget");
+    }
+    assert_null(sg_op_attempt_lease_by(op, 1));
+    assert_null(sg_op_attempt_lease_by(NULL, 0));
 }
 
 static void every_pair_of_limits_is_named_after_who_set_it(void **state) {

@@ -63,6 +63,7 @@ static void a_probe_that_used_the_budget_up_is_the_attempt(void **state) {
     assert_int_equal(a->reason, SG_OP_REASON_BUDGET_EXHAUSTED);
     assert_int_equal(a->elapsed_ns, SG_MS(500));
     assert_int_equal(a->attempt_timeout_ns, SG_MS(500));
+    assert_string_equal(sg_op_attempt_lease_by(op, 0), "budget"); /* not its 10 s */
     assert_int_equal(a->backoff_ns, -1);
     assert_string_equal(a->error, "connect to h:443 timed out (TLS handshake)");
     assert_ptr_equal(sg_op_deciding_attempt(op), a);
@@ -108,6 +109,8 @@ static void a_probe_cut_by_its_clock_then_the_operations_attempt(void **state) {
     const sg_op_attempt *a = sg_op_attempt_at(op, 0);
     assert_int_equal(a->outcome, SG_OUTCOME_CONNECT_TIMEOUT);
     assert_int_equal(a->connect_timeout_ns, SG_MS(300));
+    assert_string_equal(sg_op_attempt_lease_by(op, 0), "connect"); /* its own clock */
+    assert_string_equal(sg_op_attempt_lease_by(op, 1), "budget"); /* no attempt timeout */
     assert_int_equal(a->decision, SG_OP_RETRY);
     assert_int_equal(a->backoff_ns, 0);
     assert_string_equal(a->error, "");
