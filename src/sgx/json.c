@@ -339,6 +339,19 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
     return d + n;
 }
 
+/* The AVX-512 path with its quotes and no checks (sgx_json_escaper, and
+ * sgx_json_escape's): one call per string, the blocks inline. */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,bmi2,popcnt"))) static size_t
+escape_lit_avx512(char *dst, const char *p, size_t len) {
+    char *d = dst;
+    *d++ = '"';
+    if (len > 0) {
+        d = escape_avx512(d, (const unsigned char *)p, len);
+    }
+    *d++ = '"';
+    return (size_t)(d - dst);
+}
+
 /* The escape paths, slowest first, from the library's vector level. */
 enum { PATH_SSE2 = 1, PATH_SSSE3, PATH_AVX512 };
 static int path_limit; /* 0: no limit (sgx_json_escape_path) */
@@ -393,6 +406,20 @@ static SG__JSON_NOINLINE size_t escape_bounded(char *dst, size_t cap,
     return pos;
 }
 
+/* Any other path: sgx_json_escape with the room it always has. */
+static size_t escape_lit_any(char *dst, const char *p, size_t len) {
+    return sgx_json_escape(dst, SGX_JSON_ESCAPE_MAX(len), p, len);
+}
+
+sgx_json_escape_fn sgx_json_escaper(void) {
+#ifdef SG__JSON_SSSE3
+    if (escape_path() == PATH_AVX512) {
+        return escape_lit_avx512;
+    }
+#endif
+    return escape_lit_any;
+}
+
 size_t sgx_json_escape(char *dst, size_t cap, const char *p, size_t len) {
     const unsigned char *u = (const unsigned char *)p;
     if (dst == NULL || cap < SGX_JSON_ESCAPE_MAX(len)) {
@@ -403,14 +430,17 @@ size_t sgx_json_escape(char *dst, size_t cap, const char *p, size_t len) {
         memcpy(dst, "\"\"", 2);
         return 2;
     }
+#ifdef SG__JSON_SSSE3
+    const int path = escape_path();
+    if (path == PATH_AVX512) {
+        return escape_lit_avx512(dst, p, len); /* its one caller: inline */
+    }
+#endif
     char *d = dst;
     *d++ = '"';
 #ifdef SG__JSON_SSSE3
     /* the closing quote's byte is not room for the blocks */
-    switch (escape_path()) {
-    case PATH_AVX512:
-        d = escape_avx512(d, u, len);
-        break;
+    switch (path) {
     case PATH_SSSE3:
         d = escape_ssse3(d, dst + cap - 1, u, len);
         break;

@@ -35,6 +35,19 @@
  */
 size_t sgx_json_escape(char *dst, size_t cap, const char *p, size_t len);
 
+/*
+ * sgx_json_escaper - sgx_json_escape for a caller that always has room
+ * for the worst case, without the per-call checks and path choice: the
+ * function for the path in use now (sgx_json_escape_path), to be asked
+ * once and called per string.  The function writes @p[0..@len) as a JSON
+ * string literal, quotes included, byte for byte what sgx_json_escape
+ * writes, at @dst, which must have room for SGX_JSON_ESCAPE_MAX(@len)
+ * bytes (@p may be NULL when @len is 0), and returns its length.
+ * Thread-safety: reentrant (the returned function too).
+ */
+typedef size_t (*sgx_json_escape_fn)(char *dst, const char *p, size_t len);
+sgx_json_escape_fn sgx_json_escaper(void);
+
 /* The sgx_json_escape path in use: 1 SSE2 (and bytes), 2 SSSE3, 3 AVX-512.
  * @max > 0 limits it to that one at most (for tests and benchmarks, set
  * while nothing escapes); 0 lifts the limit.  Returns the path now used. */

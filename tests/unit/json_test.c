@@ -141,6 +141,13 @@ static void check_one(const unsigned char *in, size_t n) {
     for (size_t k = wl; k < sizeof(got); k++) {
         assert_int_equal((unsigned char)got[k], 0x55); /* nothing past the literal */
     }
+    /* the escaper for the path in use: the same bytes, nothing past them */
+    memset(got, 0x55, sizeof(got));
+    assert_int_equal(sgx_json_escaper()(got, (const char *)in, n), wl);
+    assert_memory_equal(got, want, wl);
+    for (size_t k = wl; k < sizeof(got); k++) {
+        assert_int_equal((unsigned char)got[k], 0x55);
+    }
     /* a bounded buffer: the same bytes as far as they fit, the full length */
     for (size_t cap = 0; cap < wl; cap += 1 + cap / 4) {
         memset(got, 0x55, sizeof(got));
@@ -198,6 +205,8 @@ static void empty_and_null(void **state) {
     assert_int_equal(sgx_json_escape(out, 2, NULL, 0), 2);
     assert_memory_equal(out, "\"\"", 2);
     assert_int_equal(sgx_json_escape(NULL, 0, "abc", 3), 5); /* just the length */
+    assert_int_equal(sgx_json_escaper()(out, NULL, 0), 2);
+    assert_memory_equal(out, "\"\"", 2);
 }
 
 int main(void) {

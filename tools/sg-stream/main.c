@@ -31,6 +31,7 @@ static int run(struct config *c) {
     }
     out_init(&c->run.out);
     c->run.event_raw_len = SIZE_MAX; /* no event type seen yet */
+    c->run.escape = sgx_json_escaper();
     /* fallback endpoints are followed, and --aws-sigv4 signed, by the
      * libcurl transport only */
     bool probe = !c->http2 && !c->http11 && c->nfallback == 0 && c->aws_sigv4 == NULL &&

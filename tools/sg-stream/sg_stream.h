@@ -78,18 +78,23 @@ struct out {
 
 /* Event types up to this long keep their JSON literal (struct run). */
 #define EVENT_CACHE 32
+/* The jsonl line's head for a cached type: `{"event":` (9 bytes), the
+ * type's literal, `,"data":` (8). */
+#define HEAD_MAX (9 + SGX_JSON_ESCAPE_MAX(EVENT_CACHE) + 8)
 
 struct run {
     enum output output;
     bool quiet;
     struct out out;
     bool interrupted; /* a signal or stdout ended the operation */
-    /* --output jsonl: the last event type and its JSON literal, reused
-     * while the type stays the same (it nearly always does) */
+    /* --output jsonl: the last event type and the line's head for it,
+     * `{"event":` its JSON literal `,"data":`, reused while the type stays
+     * the same (it nearly always does); the escaper, asked once */
     char event_raw[EVENT_CACHE];
     size_t event_raw_len;
-    char event_lit[SGX_JSON_ESCAPE_MAX(EVENT_CACHE)];
-    size_t event_lit_len;
+    char head[HEAD_MAX];
+    size_t head_len;
+    sgx_json_escape_fn escape;
 };
 
 struct config {

@@ -17,14 +17,6 @@
 
 #include "sg_stream.h"
 
-/* Appends @lit, then @p[0..@n) as a JSON string literal, at @dst (room
- * for both is reserved); returns the end of what it wrote. */
-static char *put_field(char *dst, const char *lit, const char *p, size_t n) {
-    size_t l = strlen(lit);
-    memcpy(dst, lit, l);
-    return dst + l + sgx_json_escape(dst + l, SGX_JSON_ESCAPE_MAX(n), p, n);
-}
-
 /* true when @p[0..@n) is the cached type (@n <= EVENT_CACHE), compared
  * 8 bytes at a time: it runs per item, mostly on "message". */
 static bool same_event(const struct run *r, const char *p, size_t n) {
@@ -61,32 +53,36 @@ static bool same_event(const struct run *r, const char *p, size_t n) {
     return a == b;
 }
 
-/* `{"event":` and the event type's literal at @dst, from the cache while
- * the type is the one before; returns the end of what it wrote. */
-static char *event_field(struct run *r, char *dst, const sg_item *item) {
-    memcpy(dst, "{\"event\":", 9);
-    dst += 9;
-    if (!same_event(r, item->event, item->event_len)) {
-        size_t n = sgx_json_escape(dst, SGX_JSON_ESCAPE_MAX(item->event_len), item->event,
-                                   item->event_len);
-        if (item->event_len > EVENT_CACHE) {
-            r->event_raw_len = SIZE_MAX; /* too long to keep: never matches */
-            return dst + n;
+/* The line's head, `{"event":` the event type's literal `,"data":`, at
+ * @dst, from the cache while the type is the one before; returns the end
+ * of what it wrote. */
+static char *line_head(struct run *r, char *dst, const sg_item *item) {
+    if (same_event(r, item->event, item->event_len)) {
+        if (r->head_len <= 32) {
+            /* 32 bytes at once: the line's room (32 bytes beyond the
+             * fields' worst cases) covers the excess, and what follows
+             * writes over it */
+            memcpy(dst, r->head, 32);
+        } else {
+            memcpy(dst, r->head, r->head_len);
         }
-        memcpy(r->event_raw, item->event, item->event_len);
-        r->event_raw_len = item->event_len;
-        memcpy(r->event_lit, dst, n);
-        r->event_lit_len = n;
-        return dst + n;
+        return dst + r->head_len;
     }
-    if (r->event_lit_len <= 16) {
-        /* 16 bytes at once: the line's room (32 bytes beyond the fields'
-         * worst cases) covers the excess, and what follows writes over it */
-        memcpy(dst, r->event_lit, 16);
-    } else {
-        memcpy(dst, r->event_lit, r->event_lit_len);
+    char *d = dst;
+    memcpy(d, "{\"event\":", 9);
+    d += 9;
+    d += r->escape(d, item->event, item->event_len);
+    memcpy(d, ",\"data\":", 8);
+    d += 8;
+    if (item->event_len > EVENT_CACHE) {
+        r->event_raw_len = SIZE_MAX; /* too long to keep: never matches */
+        return d;
     }
-    return dst + r->event_lit_len;
+    memcpy(r->event_raw, item->event, item->event_len);
+    r->event_raw_len = item->event_len;
+    r->head_len = (size_t)(d - dst);
+    memcpy(r->head, dst, r->head_len);
+    return d;
 }
 
 /* The item joins stdout's batch (output.c): it goes out before the run
@@ -111,13 +107,15 @@ int print_item(struct run *r, const sg_item *item) {
         if (start == NULL) {
             return 1;
         }
-        char *d = event_field(r, start, item);
-        d = put_field(d, ",\"data\":", item->data, item->data_len);
+        char *d = line_head(r, start, item);
+        d += r->escape(d, item->data, item->data_len);
         if (item->id_len == 0) {
             memcpy(d, ",\"id\":\"\"}\n", 10); /* most streams have none */
             d += 10;
         } else {
-            d = put_field(d, ",\"id\":", item->id, item->id_len);
+            memcpy(d, ",\"id\":", 6);
+            d += 6;
+            d += r->escape(d, item->id, item->id_len);
             memcpy(d, "}\n", 2);
             d += 2;
         }
