@@ -5,8 +5,9 @@ Used by bench/proxy_memory.sh (the figures in bench/RESULTS.md) and by
 tests/cli/sg_proxy_memory_test.sh.  Each stream is one POST to the proxy's
 /v1/chat/completions; it counts as open once the 200 head and its first
 event (the commit at the first token) have arrived.  With every stream
-open, the proxy's VmSize and VmRSS are read from /proc/PID/status; then
-every connection is closed, and after --settle seconds they are read
+open, the proxy's VmSize and VmRSS are read from /proc/PID/status (and,
+with --quiet S, again S seconds later, every stream quiet since its first
+event); then every connection is closed, and after --settle seconds they are read
 again.  --bursts repeats that.  Prints one line per measurement, then
 "open_all=yes|no" (whether every stream of every burst opened).
 """
@@ -123,6 +124,13 @@ def main():
     ap.add_argument("--bursts", type=int, default=3)
     ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--timeout", type=float, default=120.0)
+    ap.add_argument(
+        "--quiet",
+        type=float,
+        default=0.0,
+        help="also read the memory this many seconds after every stream opened "
+        "(the streams quiet meanwhile)",
+    )
     a = ap.parse_args()
 
     size, rss = status_kib(a.pid)
@@ -147,6 +155,15 @@ def main():
         for why, count in sorted(reasons.items(), key=lambda x: -x[1])[:5]:
             print(f"  {count} failed: {why}", flush=True)
         all_open = all_open and opened == a.n
+        if a.quiet > 0:
+            time.sleep(a.quiet)
+            size_q, rss_q = status_kib(a.pid)
+            print(
+                f"burst {b} quiet={a.quiet:g}s VmSize_kib={size_q} VmRSS_kib={rss_q} "
+                f"per_stream_VmSize_kib={(size_q - size) / a.n:.1f} "
+                f"per_stream_RSS_kib={(rss_q - rss) / a.n:.1f}",
+                flush=True,
+            )
         for s in streams:
             s.sock.close()
         time.sleep(a.settle)

@@ -13,6 +13,7 @@
 # through nginx (bench/nginx/proxy.conf: proxy_buffering off, unprivileged
 # on loopback; its one worker measured), a fresh process, unless NGINX is
 # set empty (NGINX=path: that binary; default: nginx when on the PATH).
+# QUIET=S also reads both S seconds after every stream opened (all quiet).
 # Prints the lines of bench/proxy_memory.py, each after its proxy's name;
 # exits 0 when every stream opened.
 set -u
@@ -31,7 +32,8 @@ start_fakemodel "$FM"
 
 # measure NAME PORT PID: the bursts through one proxy.
 measure() {
-    python3 "$HERE/proxy_memory.py" --port "$2" --pid "$3" -n "$N" --bursts "$BURSTS" |
+    python3 "$HERE/proxy_memory.py" --port "$2" --pid "$3" -n "$N" --bursts "$BURSTS" \
+        --quiet "${QUIET:-0}" |
         sed "s/^/$1: /" | tee -a "$DIR/result"
 }
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "conn.h"
+#include "readbuf.h"
 
 /* ------------------------------------------------------------ plumbing */
 
@@ -181,6 +182,8 @@ void put_str(struct conn *c, const char *s) {
 }
 
 void free_op(struct conn *c) {
+    c->rbuf = NULL; /* freed with its easy handle */
+    c->rb_plain = false;
     sg_curl_op_free(c->op);
     c->op = NULL;
     trace_free(c); /* after the operation it observed */
@@ -242,9 +245,7 @@ void conn_free(struct conn *c) {
     free(c->in);
     free(c->url);
     free(c->body);
-    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
-        free(c->pend[i].p);
-    }
+    pending_release(c);
     free(c->out);
     relay_free(&c->relay);
     free(c);
@@ -616,6 +617,15 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
     struct conn *c = p->conns;
     while (c != NULL) {
         struct conn *n = c->next;
+        if (c->rbuf != NULL && !c->rb_back) {
+            int64_t at = sg_time_add(c->rb_at, READBUF_QUIET_NS);
+            if (now >= at) {
+                readbuf_give_back(c->rbuf); /* quiet: its pages go */
+                c->rb_back = true;
+            } else if (at < next) {
+                next = at;
+            }
+        }
         if (c->finishing) {
             /* ended: the finish queue frees it (conns_finish) */
         } else if (c->op != NULL && (c->too_slow || c->client_gone)) {

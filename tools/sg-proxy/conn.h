@@ -60,7 +60,17 @@ struct conn {
     const char *up_body;
     size_t up_len;
     size_t model_at, model_len;
-    struct pending pend[1 + SG_OP_MAX_HEDGES];
+    /* libcurl's read buffer of the committed attempt (readbuf.c: NULL
+     * unknown, or none to give back - rb_plain false: a route with TLS),
+     * when bytes last came into it, and whether its pages are given back
+     * (the upstream quiet for READBUF_QUIET_NS) */
+    void *rbuf;
+    uint32_t rb_attempt; /* whose read it was */
+    int64_t rb_at;
+    bool rb_plain, rb_back;
+    /* the attempts' bytes before the commit, 1 + SG_OP_MAX_HEDGES slots
+     * allocated at the first (NULL: none held), freed at the commit */
+    struct pending *pend;
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */
     int own_status;
@@ -139,6 +149,8 @@ void reply_bytes(struct conn *c, int status, const char *reason, const char *ext
  * (in the route's provider's format, of its type for a server failure). */
 void reply_error(struct conn *c, int status, const char *what);
 void free_op(struct conn *c);
+/* Frees what every attempt held before the commit, and the slots. */
+void pending_release(struct conn *c);
 void conn_free(struct conn *c);
 /* @c's operation ended (on_done, its client told): the rest of its end
  * joins the proxy's finish queue (conns_finish). */

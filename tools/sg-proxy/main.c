@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "proxy.h"
+#include "readbuf.h"
 
 char sg_proxy_tag_listen, sg_proxy_tag_multi, sg_proxy_tag_signal;
 
@@ -700,7 +701,7 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_BLOCK, &set, NULL);
     p.sigfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
     p.epfd = epoll_create1(EPOLL_CLOEXEC);
-    bool curl = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
+    bool curl = readbuf_init() == 0; /* curl_global_init, read buffers placed */
     if (p.sigfd < 0 || p.epfd < 0 || !curl || sg_curl_multi_new(&p.multi, NULL) != 0 ||
         health_new(&p) != 0 || health_apply(&p, &s.health) != 0) {
         fprintf(stderr, "%s: cannot set up: %s\n", prog, strerror(errno));
@@ -730,7 +731,7 @@ int main(int argc, char **argv) {
     health_share_free(&p);
     sg_health_free(p.health); /* after the operations, the multi and the share */
     if (curl) {
-        curl_global_cleanup();
+        readbuf_cleanup();
     }
     if (p.log != stdout) {
         fclose(p.log);

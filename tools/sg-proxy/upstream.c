@@ -30,14 +30,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "conn.h"
+#include "readbuf.h"
 #include "include_usage.h"
 
 /* ------------------------------------------------------ the operation */
 
 static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     struct pending *free_slot = NULL;
+    if (c->pend == NULL) {
+        if (!make) {
+            return NULL;
+        }
+        c->pend = calloc(1 + SG_OP_MAX_HEDGES, sizeof(*c->pend));
+        if (c->pend == NULL) {
+            return NULL;
+        }
+    }
     for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
         if (c->pend[i].attempt == attempt) {
             return &c->pend[i];
@@ -53,11 +64,16 @@ static struct pending *pending_of(struct conn *c, uint32_t attempt, bool make) {
     return make ? free_slot : NULL;
 }
 
-/* A slot's bytes go, and its memory: a stream holds nothing for the
- * attempts that did not commit. */
-static void pending_free(struct pending *pd) {
-    free(pd->p);
-    *pd = (struct pending){0, NULL, 0, 0};
+/* Every attempt's bytes go, and the slots: a stream holds nothing for
+ * the attempts that did not commit. */
+void pending_release(struct conn *c) {
+    if (c->pend != NULL) {
+        for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+            free(c->pend[i].p);
+        }
+        free(c->pend);
+        c->pend = NULL;
+    }
 }
 
 static void too_slow(struct conn *c) {
@@ -131,6 +147,26 @@ static int forward(struct conn *c, const char *p, size_t n) {
     return pass_on(c, relay_messages(&c->relay));
 }
 
+/* Attempt @attempt's upstream gave @len bytes at @data: its read buffer,
+ * once found, is resident again until it has been quiet for
+ * READBUF_QUIET_NS (readbuf.c; conns_expire gives it back).  The buffer
+ * kept is the last read's attempt's: the committed one's once it has
+ * committed (a retry reads into the same, a hedge into its own). */
+static void read_into(struct conn *c, uint32_t attempt, const void *data, size_t len) {
+    struct proxy *p = c->proxy;
+    bool due = c->rb_back;
+    if (c->rbuf == NULL || attempt != c->rb_attempt) {
+        c->rbuf = readbuf_of(data, len);
+        c->rb_attempt = attempt;
+        due = c->rbuf != NULL;
+    }
+    c->rb_at = now_ns();
+    c->rb_back = false;
+    if (due && sg_time_add(c->rb_at, READBUF_QUIET_NS) < p->expire_at) {
+        p->expire_at = sg_time_add(c->rb_at, READBUF_QUIET_NS);
+    }
+}
+
 static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
                     void *ud) {
     (void)op;
@@ -147,9 +183,18 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
              * libcurl gives these bytes again once it has caught up */
             return SG_CURL_BYTES_PAUSE;
         }
+        if (c->rb_plain) {
+            read_into(c, attempt, data, len);
+        }
         return forward(c, data, len);
     }
+    if (c->rb_plain) {
+        read_into(c, attempt, data, len);
+    }
     struct pending *pd = pending_of(c, attempt, true);
+    if (pd == NULL && c->pend == NULL) {
+        return own_failure(c, 503, "out of memory");
+    }
     if (pd == NULL) {
         return own_failure(c, 500, "more attempts at once than it holds");
     }
@@ -185,9 +230,7 @@ static int commit(struct conn *c, uint32_t attempt) {
         rv = forward(c, pd->p, pd->n);
     }
     flush_out(c);
-    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
-        pending_free(&c->pend[i]); /* every other attempt's bytes go */
-    }
+    pending_release(c); /* every other attempt's bytes go, and their slots */
     return rv;
 }
 
@@ -207,9 +250,17 @@ static int on_item(sg_curl_op *op, const sg_item *item, void *ud) {
  * the answer now. */
 static void release_pending(struct conn *c, uint32_t attempt) {
     struct pending *pd = pending_of(c, attempt, false);
-    if (pd != NULL) {
-        pending_free(pd);
+    if (pd == NULL) {
+        return;
     }
+    free(pd->p);
+    *pd = (struct pending){0, NULL, 0, 0};
+    for (size_t i = 0; i < 1 + SG_OP_MAX_HEDGES; i++) {
+        if (c->pend[i].attempt != 0) {
+            return;
+        }
+    }
+    pending_release(c); /* none held: nor their slots */
 }
 
 static void on_discard(sg_curl_op *op, uint32_t attempt, sg_outcome outcome, void *ud) {
@@ -571,6 +622,35 @@ static int with_usage(struct conn *c, const char *target, size_t target_len,
     return 0;
 }
 
+/* Whether every endpoint of @r is plain HTTP (no TLS to verify). */
+static bool route_plain(const struct route *r) {
+    if (strncasecmp(r->upstream, "http://", 7) != 0) {
+        return false;
+    }
+    for (int i = 0; i < r->nfallback; i++) {
+        if (strncasecmp(r->fallback[i], "http://", 7) != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Whether the environment names a proxy libcurl may go through (one
+ * reached over TLS needs its CA paths); read once. */
+static bool proxy_in_env(void) {
+    static int known = -1;
+    if (known < 0) {
+        static const char *const vars[] = {"http_proxy",  "HTTP_PROXY", "https_proxy",
+                                           "HTTPS_PROXY", "all_proxy",  "ALL_PROXY"};
+        known = 0;
+        for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+            const char *v = getenv(vars[i]);
+            known |= v != NULL && v[0] != '\0';
+        }
+    }
+    return known != 0;
+}
+
 void start_operation(struct conn *c) {
     struct proxy *p = c->proxy;
     if (p->draining) {
@@ -620,6 +700,17 @@ void start_operation(struct conn *c) {
     }
     if (r->cafile != NULL) {
         curl_easy_setopt(e, CURLOPT_CAINFO, r->cafile);
+    } else if (route_plain(r)) {
+        /* no TLS on any endpoint: libcurl's default CA paths would be
+         * copied into the handle and again into its connection for
+         * nothing (four strings, ~160 bytes a stream) */
+        curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
+        curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
+        c->rb_plain = readbuf_enabled(); /* HTTP/1.1 only: readbuf.c */
+        if (!proxy_in_env()) {
+            curl_easy_setopt(e, CURLOPT_PROXY_CAINFO, NULL);
+            curl_easy_setopt(e, CURLOPT_PROXY_CAPATH, NULL);
+        }
     }
     if (strncmp(c->url, "https://", 8) == 0) {
         /* wait for a connection being made to say whether it multiplexes
