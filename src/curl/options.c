@@ -21,22 +21,34 @@ int sg_curl_options_new(sg_curl_options **out) {
     return *out != NULL ? 0 : SG_ENOMEM;
 }
 
-/* A copy of @list (NULL for NULL); NULL with *@failed on no memory. */
+/* A copy of @list (NULL for NULL); NULL with *@failed on no memory.  One
+ * block holds its nodes and their lines (every operation keeps a copy:
+ * one allocation, not two per line); freed with free(), never
+ * curl_slist_free_all. */
 static struct curl_slist *dup_list(const struct curl_slist *list, bool *failed) {
-    struct curl_slist *copy = NULL;
-    for (const struct curl_slist *l = list; l != NULL && !*failed; l = l->next) {
-        struct curl_slist *next = curl_slist_append(copy, l->data);
-        if (next == NULL) {
-            *failed = true;
-        } else {
-            copy = next;
-        }
+    size_t n = 0, text = 0;
+    for (const struct curl_slist *l = list; l != NULL; l = l->next) {
+        n++;
+        text += strlen(l->data) + 1;
     }
-    if (*failed) {
-        curl_slist_free_all(copy);
+    if (n == 0) {
         return NULL;
     }
-    return copy;
+    struct curl_slist *nodes = malloc(n * sizeof(*nodes) + text);
+    if (nodes == NULL) {
+        *failed = true;
+        return NULL;
+    }
+    char *at = (char *)(nodes + n);
+    size_t k = 0;
+    for (const struct curl_slist *l = list; l != NULL; l = l->next, k++) {
+        size_t len = strlen(l->data) + 1;
+        memcpy(at, l->data, len);
+        nodes[k].data = at;
+        nodes[k].next = k + 1 < n ? &nodes[k + 1] : NULL;
+        at += len;
+    }
+    return nodes;
 }
 
 /* A copy of @len bytes of @p with a NUL after them (NULL for NULL). */
@@ -60,7 +72,7 @@ static char *dup_str(const char *s, bool *failed) {
 
 static void endpoint_clear(sg__curl_endpoint *e) {
     free(e->url);
-    curl_slist_free_all(e->headers);
+    free(e->headers); /* dup_list's one block */
     free(e->body);
     free(e->framing_block);
     memset(e, 0, sizeof(*e));
@@ -71,7 +83,7 @@ void sg_curl_options_free(sg_curl_options *o) {
         return;
     }
     free(o->framing_block);
-    curl_slist_free_all(o->headers);
+    free(o->headers); /* dup_list's one block */
     free(o->cafile);
     for (uint32_t i = 0; i < o->n_endpoints; i++) {
         endpoint_clear(&o->endpoints[i]);
@@ -163,7 +175,7 @@ int sg_curl_options_set_headers(sg_curl_options *o, const struct curl_slist *hea
     if (failed) {
         return SG_ENOMEM;
     }
-    curl_slist_free_all(o->headers);
+    free(o->headers);
     o->headers = copy;
     return 0;
 }
