@@ -7,8 +7,11 @@
 # client's trace; each attempt - a retried 503, a hedge won and lost - is
 # the operation's child, and sent upstream the traceparent of its own span
 # in place of the client's, with the client's tracestate; a request
-# without a context begins a trace of its own; a proxy that does not
-# trace passes the client's context through untouched.
+# without a context begins a trace of its own; a fallback asked for a
+# model of its own names it on its attempt's span, the client's on the
+# operation's; every attempt says who set its lease, the retry's backoff
+# is an event of the operation; a proxy that does not trace passes the
+# client's context through untouched.
 # Usage: sg_proxy_trace_test.sh SG_PROXY SG_FAKEMODEL
 set -u
 . "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
@@ -66,7 +69,8 @@ check "pt1: the operation is the client's span's child" \
      .[0].parent_span_id == \"$CLIENT_SPAN\" and .[0].name == \"chat\" and
      .[0].attributes[\"gen_ai.provider.name\"] == \"openai\" and
      .[0].attributes[\"streamguard.outcome\"] == \"ok\" and
-     .[0].attributes[\"streamguard.attempts\"] == 2" "$SPANS"
+     .[0].attributes[\"streamguard.attempts\"] == 2 and
+     .[0].events == [\"streamguard.backoff\"]" "$SPANS"
 check "pt1: both attempts are the operation's children, the 503 an error" \
     '(map(select(.attributes["streamguard.attempt"] == null))[0]) as $op |
      map(select(.attributes["streamguard.attempt"] != null)) |
@@ -76,7 +80,8 @@ check "pt1: both attempts are the operation's children, the 503 an error" \
       .status == "STATUS_CODE_ERROR" and .attributes["http.response.status_code"] == 503) and
      (map(select(.attributes["streamguard.attempt"] == 2))[0] |
       .attributes["http.request.resend_count"] == 1 and
-      (.attributes["url.full"] | endswith("/v1/chat/completions")))' "$SPANS"
+      (.attributes["url.full"] | endswith("/v1/chat/completions"))) and
+     all(.attributes["streamguard.lease_by"] == "budget")' "$SPANS"
 want=$(attempts_sent | sed "s/\$/ $TS/")
 got=$(wire pt-1)
 if [ -n "$want" ] && [ "$got" = "$want" ]; then
@@ -100,7 +105,9 @@ check "pt2: the hedge and the attempt it beat, both children of the operation" \
      (map(select(.attributes["streamguard.hedge"] == true))[0] |
       .attributes["streamguard.outcome"] == "ok") and
      (map(select(.attributes["streamguard.hedge"] == false))[0] |
-      .attributes["streamguard.reason"] == "hedge_lost" and .status == "STATUS_CODE_UNSET")' \
+      .attributes["streamguard.reason"] == "hedge_lost" and .status == "STATUS_CODE_UNSET" and
+      .attributes["streamguard.lease_by"] == "budget" and
+      .attributes["streamguard.limit"] == null)' \
     "$SPANS"
 want=$(attempts_sent | sort)
 got=$(wire pt-2 | cut -d' ' -f1 | sort)
