@@ -92,6 +92,15 @@ typedef struct sg__h2_req {
     bool deadline_header;
     bool grpc_timeout;
     sg__lc_key key; /* endpoint health's key of its target and credential */
+    /* the policy's options as the operations made from this copy start
+     * them (the caller's with the connection's retry budget and health,
+     * this method and target), frozen: made from one version of one
+     * sg_op_options (opts_version; 0 for none) under the connection's
+     * retry budget and health then, the last one asked for */
+    const sg_op_options *opts;
+    uint64_t opts_version;
+    const sg_retry_budget *opts_budget;
+    const sg_health *opts_health;
 } sg__h2_req;
 
 struct sg_h2_op {

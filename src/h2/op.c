@@ -489,8 +489,59 @@ static void unshare_request(sg__h2_req *r) {
     if (r->conn != NULL && r->conn->req_cache == r) {
         r->conn->req_cache = NULL;
     }
+    sg__op_options_unhold(r->opts);
     free(r->framing_block);
     free(r);
+}
+
+/* The policy's options for an operation made from @policy with request
+ * copy @r on @c, frozen and shared: the copy made last for @r when @policy
+ * is the same version (every sg_op_options setter makes a new one) and the
+ * connection's retry budget and health are the same, else a new one kept
+ * in @r.  The operation's lifecycle holds it.  0, SG_EINVAL (the request's
+ * method is no token) or SG_ENOMEM. */
+static int share_options(sg_h2_conn *c, sg__h2_req *r, const sg_h2_request *req,
+                         const sg_op_options *policy, const sg_op_options **out) {
+    const uint64_t v = sg__op_options_version(policy);
+    /* the connection's health, for options that name none */
+    sg_health *health =
+        sg__op_options_health(policy) == NULL ? sg__health_slot_get(&c->health) : NULL;
+    if (r->opts != NULL && r->opts_version == v && r->opts_budget == c->retry_budget &&
+        r->opts_health == health) {
+        *out = r->opts;
+        return 0;
+    }
+    sg_op_options *po = NULL;
+    int rv = policy != NULL ? sg_op_options_dup(&po, policy) : sg_op_options_new(&po);
+    if (rv != 0) {
+        return rv;
+    }
+    if (sg__op_options_retry_budget(po) == NULL) {
+        /* the connection's, if any */
+        (void)sg_op_options_set_retry_budget(po, c->retry_budget);
+    }
+    if (health != NULL) {
+        /* the connection's: the caller's, or its own */
+        (void)sg_op_options_set_health(po, health);
+    }
+    if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
+        rv = SG_EINVAL;
+    }
+    if (rv == 0 && sg_op_options_target(po) == NULL) {
+        rv = sg_op_options_set_target(po, r->target);
+    }
+    const sg_op_options *f = rv == 0 ? sg__op_options_hold(po) : NULL;
+    sg_op_options_free(po);
+    if (f == NULL) {
+        return rv != 0 ? rv : SG_ENOMEM;
+    }
+    sg__op_options_unhold(r->opts); /* the operations holding it keep it */
+    r->opts = f;
+    r->opts_version = v;
+    r->opts_budget = c->retry_budget;
+    r->opts_health = health;
+    *out = f;
+    return 0;
 }
 
 void sg__h2_op_release(sg_h2_op *op) {
@@ -532,30 +583,18 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
     }
     op->req = share_request(c, req, method);
     int rv = op->req != NULL ? 0 : SG_ENOMEM;
+    const sg_op_options *po = NULL;
     if (rv == 0) {
-        rv = sg__lc_init(&op->lc, &h2_transport, NULL, policy, &op->req->framing,
+        rv = share_options(c, op->req, req, policy, &po);
+    }
+    if (rv == 0) {
+        rv = sg__lc_init(&op->lc, &h2_transport, NULL, po, &op->req->framing,
                          req->drain_ns, on_item, op);
     }
     if (rv != 0) {
         unshare_request(op->req);
         free(op);
         return rv;
-    }
-    sg_op_options *po = op->lc.popts;
-    if (sg__op_options_retry_budget(po) == NULL) {
-        /* the connection's, if any */
-        (void)sg_op_options_set_retry_budget(po, c->retry_budget);
-    }
-    if (sg__op_options_health(po) == NULL) {
-        /* the connection's: the caller's, or its own */
-        (void)sg_op_options_set_health(po, sg__health_slot_get(&c->health));
-    }
-    if (req->method != NULL && sg_op_options_set_method(po, req->method) != 0) {
-        sg__h2_op_release(op);
-        return SG_EINVAL;
-    }
-    if (sg_op_options_target(po) == NULL) {
-        rv = sg_op_options_set_target(po, op->req->target);
     }
     if (rv == 0) {
         op->conn = c;

@@ -50,8 +50,8 @@ int64_t sg__backoff_ceiling(int64_t base, int64_t cap, uint32_t exp) {
 }
 
 static uint64_t op_random(sg_op *op) {
-    if (op->opts_.random_ != NULL) {
-        return op->opts_.random_(op->opts_.random_ud_);
+    if (sg__op_opts(op)->random_ != NULL) {
+        return sg__op_opts(op)->random_(sg__op_opts(op)->random_ud_);
     }
     return sg__xorshift64s(&op->rng_);
 }
@@ -73,7 +73,7 @@ void sg__back_until(sg_op *op, uint32_t e, int64_t at, bool ra, int64_t ra_ns) {
     op->ep_ra_ &= ~((1u << e) | EP_RA_OVER(e));
     if (ra) {
         op->ep_ra_ |= 1u << e;
-        if (ra_ns > sg__opt_max_retry_after(&op->opts_)) {
+        if (ra_ns > sg__opt_max_retry_after(sg__op_opts(op))) {
             op->ep_ra_ |= EP_RA_OVER(e);
         }
     }
@@ -132,7 +132,7 @@ bool sg__read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *ra_n
  * when there is one) and waits for that endpoint's own time only: it is
  * returned, and that wait is @e->delay_ns. */
 static uint32_t back_off(sg_op *op, sg__end *e) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const uint32_t ep = e->a->endpoint;
     const uint32_t next = sg__ep_after(op, ep, 1);
     const bool ra = e->ra_valid && e->outcome == SG_OUTCOME_HTTP_ERROR;
@@ -155,7 +155,7 @@ static sg_op_reason wait_refused(const sg_op *op, const sg__end *e, uint32_t nex
     const int64_t avail =
         sg_budget_remaining(&op->budget_, e->now) - sg_budget_floor(&op->budget_);
     const int64_t after = avail - e->delay_ns; /* both in 0 .. DURATION_MAX */
-    if (ra_wait && (e->delay_ns > sg__opt_max_retry_after(&op->opts_) ||
+    if (ra_wait && (e->delay_ns > sg__opt_max_retry_after(sg__op_opts(op)) ||
                     (op->ep_ra_ & EP_RA_OVER(next)) != 0)) {
         return SG_OP_REASON_RETRY_AFTER_EXCEEDS_MAX;
     }

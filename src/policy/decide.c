@@ -13,7 +13,7 @@ void sg__classify(const sg_op *op, sg__end *e) {
      * treated as seen. */
     const bool sent = r->sent || r->headers_received || r->items > 0 ||
                       r->phase >= SG_PHASE_WAIT_HEADERS;
-    e->safe = !sent || sg_op_options_repeatable(&op->opts_);
+    e->safe = !sent || sg_op_options_repeatable(sg__op_opts(op));
     /* A 502 or 504 is a gateway's answer, not the upstream's: the request
      * may have reached it and taken effect before it failed or timed out,
      * so it says nothing about the effect (docs/design.md, "outcome
@@ -47,7 +47,7 @@ static void provider_error(sg__end *e) {
 
 static void http_error(const sg_op *op, sg__end *e) {
     const sg_op_result *r = e->r;
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     if (r->http_status == 0 || !r->headers_received) {
         /* No status: the response never completed; like a transport
          * error (safe here, else outcome_unknown). */
@@ -120,7 +120,7 @@ void sg__decide(const sg_op *op, sg__end *e) {
 }
 
 void sg__charge_retry_budget(const sg_op *op, sg__end *e) {
-    sg_retry_budget *budget = op->opts_.retry_budget_;
+    sg_retry_budget *budget = sg__op_opts(op)->retry_budget_;
     if (e->outcome == SG_OUTCOME_OK) {
         sg_retry_budget_on_success(budget);
     } else if (e->retryable && budget != NULL) {

@@ -39,7 +39,7 @@ typedef struct sg__op_health {
 /* ------------------------------------------------------------- options */
 
 int sg_op_options_set_health(sg_op_options *o, sg_health *h) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->health_ = h;
@@ -63,7 +63,7 @@ int sg__credential_rank(const char *name, size_t len) {
 
 int sg_op_options_set_token_estimate(sg_op_options *o, uint64_t input_tokens,
                                      uint64_t output_tokens) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->tokens_in_ = input_tokens;
@@ -105,11 +105,11 @@ static void identify(sg__op_health *oh, uint32_t i, const char *url, const void 
 }
 
 int sg__health_op_start(sg_op *op) {
-    sg_health *h = op->opts_.health_;
+    sg_health *h = sg__op_opts(op)->health_;
     if (h == NULL) {
         return 0;
     }
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const uint32_t n = o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
     sg__op_health *oh = calloc(1, sizeof(*oh) + n * sizeof(oh->ep[0]));
     if (oh == NULL) {
@@ -158,7 +158,8 @@ int sg_op_set_endpoint_identity(sg_op *op, uint32_t endpoint, const char *url,
     if (!sg__op_started(op) || url == NULL) {
         return SG_EINVAL;
     }
-    const uint32_t n = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    const uint32_t n =
+        sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
     if (endpoint >= n) {
         return SG_EINVAL;
     }
@@ -314,7 +315,7 @@ static bool admit(sg_op *op, uint32_t i, int64_t now, sg_op_reason *why,
     if (e == NULL) {
         return true; /* not tracked: asked as if free */
     }
-    const uint64_t in = op->opts_.tokens_in_, out = op->opts_.tokens_out_;
+    const uint64_t in = sg__op_opts(op)->tokens_in_, out = sg__op_opts(op)->tokens_out_;
     const uint64_t need[3] = {in > UINT64_MAX - out ? UINT64_MAX : in + out, in, out};
     bool probe = false;
     uint64_t seq = 0;

@@ -11,7 +11,7 @@
 
 /* Whether one more attempt may be hedged beside those running. */
 static bool hedge_open(const sg_op *op) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     return op->state_ == SG__OP_RUNNING && o->hedge_after_ns_ > 0 && op->winner_ == 0 &&
            op->running_ < 1 + o->max_hedges_ && op->count_ < sg__op_record_cap(op);
 }
@@ -23,7 +23,8 @@ static bool hedge_open(const sg_op *op) {
  * shared health does (then holding its slot; else *@why says why not);
  * -1 when none does.  O(endpoints). */
 static int free_endpoint(sg_op *op, int64_t now, sg_op_reason *why) {
-    const uint32_t n_ep = op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    const uint32_t n_ep =
+        sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
     const uint32_t newest = sg__record(op, op->count_ - 1)->endpoint;
     for (uint32_t k = 1; k <= n_ep; k++) {
         const uint32_t e = sg__ep_after(op, newest, k);
@@ -70,7 +71,7 @@ int sg_op_hedge(sg_op *op, int64_t now, sg_op_plan *plan) {
         return SG_EREFUSED;
     }
     int rc = SG_EREFUSED;
-    if (!sg_retry_budget_allows(op->opts_.retry_budget_)) {
+    if (!sg_retry_budget_allows(sg__op_opts(op)->retry_budget_)) {
         /* never silently: counted, and the report says so */
         if (op->hedges_throttled_ < UINT16_MAX) {
             op->hedges_throttled_++;

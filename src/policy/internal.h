@@ -82,7 +82,45 @@ struct sg_op_options {
     int64_t hedge_floor_ns_; /* with SG__OPT_HEDGE_FLOOR */
     bool hedge_auto_;        /* sg_op_options_set_hedge_auto (ttft_op.c) */
     uint8_t order_;          /* sg_endpoint_order */
+    /* What was set, as a number no other version of any options object
+     * ever had (process-wide): every setter makes a new one, through
+     * sg__opt_touch, so a copy made from one version (a transport's,
+     * shared by the operations it makes from it) is never mistaken for
+     * another's.  tests/unit/policy_options_version_test.c calls each
+     * setter the headers declare. */
+    uint64_t version_;
+    /* A frozen copy (sg__op_options_hold): read-only, shared by the
+     * operations that hold it, freed with the last (sg__op_options_unhold).
+     * 0 in every object a caller has. */
+    size_t refs_;
 };
+
+/* Every setter's first step: @o is about to change (its version is new).
+ * Returns false for NULL, which every setter refuses with SG_EINVAL. */
+bool sg__opt_touch(sg_op_options *o);
+/* @o's version (0 for NULL: the defaults). */
+uint64_t sg__op_options_version(const sg_op_options *o);
+/* A frozen copy of @o to keep: @o itself, held once more, when it is one
+ * already; else a new copy of it (NULL: the defaults), held once.  NULL
+ * when out of memory.  Not thread-safe for one frozen copy: the
+ * operations that hold it are driven by one thread (an HTTP/2
+ * connection's); sg_op_start freezes a copy of its own otherwise. */
+const sg_op_options *sg__op_options_hold(const sg_op_options *o);
+/* Lets go of a hold; the last frees the copy.  NULL is fine. */
+void sg__op_options_unhold(const sg_op_options *o);
+/* What a transport keeps of an operation's options until its start:
+ * @src held when frozen (nothing of it changes before the start, which
+ * holds it again), else a copy of its own (a new object for NULL), which
+ * the transport may still set.  0 or SG_ENOMEM. */
+int sg__op_options_take(sg_op_options **out, const sg_op_options *src);
+/* Frees what sg__op_options_take gave (NULL is fine). */
+void sg__op_options_drop(sg_op_options *o);
+/* Whether @o is a frozen copy (no setter may change it). */
+static inline bool sg__op_options_frozen(const sg_op_options *o) {
+    return o != NULL && o->refs_ > 0;
+}
+/* The defaults (every option at its default), frozen never. */
+extern const sg_op_options sg__op_options_defaults;
 
 /* An endpoint's prices per million tokens (sg_op_options_set_price). */
 typedef struct sg__price {
@@ -176,7 +214,9 @@ static inline sg__rec *sg__rec_w(sg_op_attempt *a) {
 }
 
 struct sg_op {
-    sg_op_options opts_; /* a copy of the options it was started with */
+    /* the options it was started with, frozen (sg__op_options_hold):
+     * NULL before the start (sg__op_opts reads the defaults then) */
+    const sg_op_options *opts_;
     sg_budget budget_;
     uint64_t rng_; /* xorshift64* state */
     int64_t retry_at_;
@@ -216,6 +256,11 @@ struct sg_op {
     int32_t order_first_;     /* the endpoint so chosen, -1 none */
     int64_t order_median_ns_; /* and its median first token then, -1 unknown */
 };
+
+/* The options @op was started with, or the defaults before its start. */
+static inline const sg_op_options *sg__op_opts(const sg_op *op) {
+    return op->opts_ != NULL ? op->opts_ : &sg__op_options_defaults;
+}
 
 /* Frees @op's records and copy of its options and leaves it never started
  * (its allocator kept); a pending intent is abandoned first, cancelled. */

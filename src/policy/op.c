@@ -54,9 +54,8 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
     if (op == NULL) {
         return SG_EINVAL;
     }
-    static const sg_op_options defaults; /* zero: every option at its default */
     if (opts == NULL) {
-        opts = &defaults;
+        opts = &sg__op_options_defaults;
     }
     if (opts->hedge_after_ns_ > 0 && !sg_op_options_repeatable(opts)) {
         return SG_EUNSAFE; /* a hedge repeats the request: it must be safe to */
@@ -67,10 +66,13 @@ static int sg__op_begin(sg_op *op, const sg_op_options *opts, int64_t now, int *
      * first lease is refused and the operation reports "refused" without
      * dialling out (an inbound deadline may leave less than the floor). */
     sg__op_reset(op); /* started before: started anew */
-    int rc = sg__op_options_copy(&op->opts_, opts);
-    if (rc != 0) {
-        return rc;
+    /* options already frozen (the transport's, shared by the operations
+     * it makes from one options object) are held, others copied once */
+    op->opts_ = sg__op_options_hold(opts);
+    if (op->opts_ == NULL) {
+        return SG_ENOMEM;
     }
+    int rc = 0;
     /* the budget's own start: the caller's time before the operation is
      * its too (sg_op_options_set_started_at) */
     const int64_t t0 = (opts->set_ & SG__OPT_STARTED_AT) && opts->started_at_ < now
@@ -186,21 +188,21 @@ const sg_budget *sg_op_budget(const sg_op *op) {
 }
 
 const sg_op_options *sg__op_options_of(const sg_op *op) {
-    return sg__op_started(op) ? &op->opts_ : NULL;
+    return sg__op_started(op) ? sg__op_opts(op) : NULL;
 }
 
 const char *sg_op_idempotency_key(const sg_op *op) {
-    if (!sg__op_started(op) || op->opts_.idempotency_key_ == NULL) {
+    if (!sg__op_started(op) || sg__op_opts(op)->idempotency_key_ == NULL) {
         return NULL;
     }
-    return op->opts_.idempotency_key_;
+    return sg__op_opts(op)->idempotency_key_;
 }
 
 const char *sg_op_method(const sg_op *op) {
     if (!sg__op_started(op)) {
         return NULL;
     }
-    return sg__opt_method(&op->opts_);
+    return sg__opt_method(sg__op_opts(op));
 }
 
 /* An observer's failure never changes the operation; the first is kept. */
@@ -211,7 +213,7 @@ static void sg__observed(sg_op *op, int rc) {
 }
 
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     for (uint32_t i = 0; i < o->n_observers_; i++) {
         const sg__observer_ref *ref = sg__observer_at(o, i);
         sg_op_attempt_cb fn = end ? ref->obs->on_attempt_end : ref->obs->on_attempt_start;
@@ -224,7 +226,7 @@ void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end) {
 void sg__op_attempt_headers(sg_op *op, const sg_op_attempt *a, sg_op_headers *h) {
     h->n = 0;
     h->used = 0;
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     for (uint32_t i = 0; i < o->n_observers_; i++) {
         const sg__observer_ref *ref = sg__observer_at(o, i);
         if (ref->obs->on_attempt_headers != NULL) {
@@ -243,7 +245,7 @@ const sg_op_headers *sg__op_headers_for(sg_op *op, uint32_t attempt, sg_op_heade
 }
 
 bool sg__op_wants_headers(const sg_op *op) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     for (uint32_t i = 0; i < o->n_observers_; i++) {
         if (sg__observer_at(o, i)->obs->on_attempt_headers != NULL) {
             return true;
@@ -269,7 +271,7 @@ void sg__op_finish(sg_op *op, int64_t now, sg_outcome outcome, sg_op_decision de
     op->reason_ = (uint8_t)reason;
     op->finished_at_ = now;
     sg__usage_settle(op); /* (the records as on_resolve and the report see them) */
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const sg__observer_ref *aref = pending ? sg__op_async_observer(o) : NULL;
     for (uint32_t i = 0; i < o->n_observers_; i++) {
         const sg__observer_ref *ref = sg__observer_at(o, i);
@@ -309,7 +311,7 @@ int sg_op_intent_poll(sg_op *op, int64_t now) {
     if (op->state_ != SG__OP_INTENT) {
         return SG_ESTATE;
     }
-    const sg__observer_ref *aref = sg__op_async_observer(&op->opts_);
+    const sg__observer_ref *aref = sg__op_async_observer(sg__op_opts(op));
     int rc = aref->obs->poll_intent(op, op->intent_, aref->ud);
     if (rc == SG_EINPROGRESS) {
         if (now < sg_op_intent_deadline(op)) {
@@ -366,7 +368,7 @@ int sg_op_next_attempt(sg_op *op, int64_t now, sg_op_plan *plan) {
 }
 
 int64_t sg__op_min_attempt(const sg_op *op) {
-    int64_t m = sg__opt_min_attempt(&op->opts_);
+    int64_t m = sg__opt_min_attempt(sg__op_opts(op));
     const sg_budget *b = &op->budget_;
     const int64_t leasable =
         sg_time_since(sg_budget_deadline(b), sg_budget_started_at(b)) -
@@ -389,7 +391,7 @@ void sg__op_end_refused(sg_op *op, int64_t now, const sg_op_plan *plan) {
  * refusal leaves the operation running its other attempts). */
 int sg__plan_attempt(sg_op *op, int64_t now, sg_op_plan *plan, uint32_t endpoint,
                      bool hedge) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
 
     const int64_t remaining = sg_budget_remaining(&op->budget_, now);
     const int64_t wanted = o->attempt_ns_ > 0 ? o->attempt_ns_ : SG_TIME_NEVER;

@@ -7,6 +7,7 @@
 #include "internal.h"
 #include "core/internal.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,6 +99,7 @@ void sg__op_options_clear(sg_op_options *o) {
 
 int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     *dst = *src;
+    dst->refs_ = 0; /* a copy is never frozen unless sg__op_options_hold says */
     bool failed = false;
     dst->observers_more_ = NULL; /* its own, below: never src's */
     if (src->observers_more_ != NULL) {
@@ -124,12 +126,85 @@ int sg__op_options_copy(sg_op_options *dst, const sg_op_options *src) {
     return 0;
 }
 
+const sg_op_options sg__op_options_defaults; /* zero: every option at its default */
+
+/* Versions come from one counter for every object of the process: two
+ * objects never have the same, even one made where another was freed. */
+static uint64_t new_version(void) {
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+}
+
+bool sg__opt_touch(sg_op_options *o) {
+    if (o == NULL || o->refs_ > 0) {
+        return false; /* (a frozen copy never changes) */
+    }
+    o->version_ = new_version();
+    return true;
+}
+
+uint64_t sg__op_options_version(const sg_op_options *o) {
+    return o != NULL ? o->version_ : 0;
+}
+
+/* A frozen copy to write its count in: every one was malloc'd by
+ * sg__op_options_hold, never defined const, so writing is defined. */
+static sg_op_options *frozen_w(const sg_op_options *o) {
+    return (sg_op_options *)(uintptr_t)o;
+}
+
+const sg_op_options *sg__op_options_hold(const sg_op_options *o) {
+    if (sg__op_options_frozen(o)) {
+        frozen_w(o)->refs_++;
+        return o;
+    }
+    sg_op_options *f = malloc(sizeof(*f));
+    if (f == NULL ||
+        sg__op_options_copy(f, o != NULL ? o : &sg__op_options_defaults) != 0) {
+        free(f);
+        return NULL;
+    }
+    f->refs_ = 1;
+    return f;
+}
+
+void sg__op_options_unhold(const sg_op_options *o) {
+    if (o == NULL) {
+        return;
+    }
+    sg_op_options *f = frozen_w(o);
+    if (--f->refs_ == 0) {
+        sg__op_options_clear(f);
+        free(f);
+    }
+}
+
+int sg__op_options_take(sg_op_options **out, const sg_op_options *src) {
+    if (sg__op_options_frozen(src)) {
+        *out = frozen_w(sg__op_options_hold(src));
+        return 0;
+    }
+    return src != NULL ? sg_op_options_dup(out, src) : sg_op_options_new(out);
+}
+
+void sg__op_options_drop(sg_op_options *o) {
+    if (sg__op_options_frozen(o)) {
+        sg__op_options_unhold(o);
+    } else {
+        sg_op_options_free(o);
+    }
+}
+
 int sg_op_options_new(sg_op_options **out) {
     if (out == NULL) {
         return SG_EINVAL;
     }
     *out = calloc(1, sizeof(**out)); /* zero: every option at its default */
-    return *out != NULL ? 0 : SG_ENOMEM;
+    if (*out == NULL) {
+        return SG_ENOMEM;
+    }
+    (*out)->version_ = new_version();
+    return 0;
 }
 
 int sg_op_options_dup(sg_op_options **out, const sg_op_options *src) {
@@ -145,6 +220,7 @@ int sg_op_options_dup(sg_op_options **out, const sg_op_options *src) {
         free(o);
         return SG_ENOMEM;
     }
+    o->version_ = new_version(); /* its own: its setters change it alone */
     *out = o;
     return 0;
 }
@@ -159,7 +235,7 @@ void sg_op_options_free(sg_op_options *o) {
 /* ------------------------------------------------------------------ setters */
 
 int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     int rc = sg__check_duration(ns, false);
@@ -171,7 +247,7 @@ int sg_op_options_set_budget(sg_op_options *o, int64_t ns) {
 }
 
 int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->deadline_ = deadline;
@@ -180,7 +256,7 @@ int sg_op_options_set_deadline(sg_op_options *o, int64_t deadline) {
 }
 
 int sg_op_options_set_started_at(sg_op_options *o, int64_t at) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->started_at_ = at;
@@ -190,7 +266,7 @@ int sg_op_options_set_started_at(sg_op_options *o, int64_t at) {
 
 int sg_op_options_set_probe(sg_op_options *o, int64_t ended_at, int64_t connect_ns,
                             bool timed_out, const char *error) {
-    if (o == NULL || connect_ns < 0) {
+    if (!sg__opt_touch(o) || connect_ns < 0) {
         return SG_EINVAL;
     }
     if (connect_ns > SG_DURATION_MAX) {
@@ -215,7 +291,7 @@ int sg_op_options_set_probe(sg_op_options *o, int64_t ended_at, int64_t connect_
 }
 
 int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     int rc = sg__check_duration(ns, true);
@@ -227,7 +303,7 @@ int sg_op_options_set_floor(sg_op_options *o, int64_t ns) {
 }
 
 static int sg__set_clock(sg_op_options *o, int64_t *field, int64_t ns) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     int rc = sg__check_duration(ns, true);
@@ -258,15 +334,23 @@ int sg_op_options_set_stream_timeout(sg_op_options *o, int64_t ns) {
 }
 
 int sg_op_options_set_max_items(sg_op_options *o, uint64_t n) {
-    SG__SET(o, max_items_, n);
+    if (!sg__opt_touch(o)) {
+        return SG_EINVAL;
+    }
+    o->max_items_ = n;
+    return 0;
 }
 
 int sg_op_options_set_max_bytes(sg_op_options *o, uint64_t n) {
-    SG__SET(o, max_bytes_, n);
+    if (!sg__opt_touch(o)) {
+        return SG_EINVAL;
+    }
+    o->max_bytes_ = n;
+    return 0;
 }
 
 int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n) {
-    if (o == NULL || n == 0) {
+    if (!sg__opt_touch(o) || n == 0) {
         return SG_EINVAL;
     }
     if (n > SG_OP_MAX_ATTEMPTS) {
@@ -278,7 +362,7 @@ int sg_op_options_set_max_attempts(sg_op_options *o, uint32_t n) {
 }
 
 int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns, int64_t cap_ns) {
-    if (o == NULL || base_ns <= 0 || cap_ns < base_ns) {
+    if (!sg__opt_touch(o) || base_ns <= 0 || cap_ns < base_ns) {
         return SG_EINVAL;
     }
     if (cap_ns > SG_DURATION_MAX) {
@@ -291,7 +375,7 @@ int sg_op_options_set_backoff(sg_op_options *o, int64_t base_ns, int64_t cap_ns)
 }
 
 int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     int rc = sg__check_duration(ns, true);
@@ -303,7 +387,7 @@ int sg_op_options_set_max_retry_after(sg_op_options *o, int64_t ns) {
 }
 
 int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     int rc = sg__check_duration(ns, true);
@@ -316,7 +400,7 @@ int sg_op_options_set_min_attempt(sg_op_options *o, int64_t ns) {
 
 int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
                                          size_t n) {
-    if (o == NULL || (statuses == NULL && n > 0)) {
+    if (!sg__opt_touch(o) || (statuses == NULL && n > 0)) {
         return SG_EINVAL;
     }
     uint64_t bits[8] = {0};
@@ -333,7 +417,7 @@ int sg_op_options_set_retryable_statuses(sg_op_options *o, const int *statuses,
 }
 
 int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if (enable) {
@@ -345,14 +429,14 @@ int sg_op_options_set_retry_rejections(sg_op_options *o, bool enable) {
 }
 
 int sg_op_options_set_method(sg_op_options *o, const char *method) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     return sg__copy_token(o->method_, SG_OP_METHOD_MAX, method);
 }
 
 int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if (key == NULL) {
@@ -383,7 +467,7 @@ int sg_op_options_set_idempotency_key(sg_op_options *o, const char *key) {
 }
 
 int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if (idempotent) {
@@ -395,7 +479,7 @@ int sg_op_options_set_idempotent(sg_op_options *o, bool idempotent) {
 }
 
 int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn, void *user_data) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->random_ = fn;
@@ -404,7 +488,7 @@ int sg_op_options_set_random(sg_op_options *o, sg_random_fn fn, void *user_data)
 }
 
 int sg_op_options_set_seed(sg_op_options *o, uint64_t seed) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->seed_ = seed;
@@ -413,7 +497,7 @@ int sg_op_options_set_seed(sg_op_options *o, uint64_t seed) {
 }
 
 int sg_op_options_set_deadline_header(sg_op_options *o, const char *name) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     char token[SG_OP_HEADER_NAME_MAX + 1];
@@ -431,7 +515,7 @@ int sg_op_options_set_deadline_header(sg_op_options *o, const char *name) {
 }
 
 int sg_op_options_set_target(sg_op_options *o, const char *target) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     bool failed = false;
@@ -445,7 +529,7 @@ int sg_op_options_set_target(sg_op_options *o, const char *target) {
 }
 
 int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint32_t n) {
-    if (o == NULL || (urls == NULL && n > 0)) {
+    if (!sg__opt_touch(o) || (urls == NULL && n > 0)) {
         return SG_EINVAL;
     }
     if (n > SG_OP_MAX_ENDPOINTS) {
@@ -468,7 +552,7 @@ int sg_op_options_set_endpoints(sg_op_options *o, const char *const *urls, uint3
 }
 
 int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns, uint32_t max_hedges) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if (after_ns < 0 || after_ns > SG_DURATION_MAX ||
@@ -481,7 +565,11 @@ int sg_op_options_set_hedging(sg_op_options *o, int64_t after_ns, uint32_t max_h
 }
 
 int sg_op_options_set_retry_budget(sg_op_options *o, sg_retry_budget *b) {
-    SG__SET(o, retry_budget_, b);
+    if (!sg__opt_touch(o)) {
+        return SG_EINVAL;
+    }
+    o->retry_budget_ = b;
+    return 0;
 }
 
 const char *sg_op_options_method(const sg_op_options *o) {
@@ -524,7 +612,7 @@ const sg__observer_ref *sg__op_async_observer(const sg_op_options *o) {
 
 int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
                                void *user_data) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     (void)sg_op_options_clear_observers(o);
@@ -533,7 +621,7 @@ int sg_op_options_set_observer(sg_op_options *o, const sg_op_observer *obs,
 
 int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
                                void *user_data) {
-    if (o == NULL || obs == NULL ||
+    if (!sg__opt_touch(o) || obs == NULL ||
         (records_async(obs) && sg__op_async_observer(o) != NULL)) {
         return SG_EINVAL;
     }
@@ -553,7 +641,7 @@ int sg_op_options_add_observer(sg_op_options *o, const sg_op_observer *obs,
 }
 
 int sg_op_options_clear_observers(sg_op_options *o) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     free(o->observers_more_);
@@ -564,7 +652,7 @@ int sg_op_options_clear_observers(sg_op_options *o) {
 }
 
 int sg_op_options_set_label(sg_op_options *o, const char *label) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     size_t n = label != NULL ? strlen(label) : 0;

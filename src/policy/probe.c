@@ -10,12 +10,12 @@
 #include <string.h>
 
 uint32_t sg__op_record_cap(const sg_op *op) {
-    return sg__opt_max_attempts(&op->opts_) +
-           ((op->opts_.set_ & SG__OPT_PROBE) ? 1u : 0u);
+    return sg__opt_max_attempts(sg__op_opts(op)) +
+           ((sg__op_opts(op)->set_ & SG__OPT_PROBE) ? 1u : 0u);
 }
 
 void sg__record_probe(sg_op *op) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const sg_budget *b = &op->budget_;
     const int64_t t0 = sg_budget_started_at(b);
     const int64_t end = o->probe_end_ > t0 ? o->probe_end_ : t0;
@@ -64,7 +64,7 @@ void sg__record_probe(sg_op *op) {
 
 void sg__probe_refused(sg_op *op, sg_op_reason reason) {
     sg_op_attempt *a = sg__record_w(op, 0);
-    if (op->count_ == 1 && (op->opts_.set_ & SG__OPT_PROBE) &&
+    if (op->count_ == 1 && (sg__op_opts(op)->set_ & SG__OPT_PROBE) &&
         a->decision == SG_OP_RETRY) {
         /* no attempt of its own could follow it: the probe is the last */
         a->decision = SG_OP_STOP;

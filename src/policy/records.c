@@ -101,7 +101,7 @@ void sg__op_reset(sg_op *op) {
          * back (as when the operation is cancelled there), never a leak */
         void *handle = op->intent_;
         op->intent_ = NULL;
-        const sg__observer_ref *aref = sg__op_async_observer(&op->opts_);
+        const sg__observer_ref *aref = sg__op_async_observer(sg__op_opts(op));
         aref->obs->abandon_intent(op, handle, SG_OUTCOME_CANCELLED, aref->ud);
     }
     for (unsigned k = 0; op->blocks_ != NULL && k < SG__OP_BLOCKS; k++) {
@@ -113,7 +113,7 @@ void sg__op_reset(sg_op *op) {
     if (op->ep_back_ != &op->ep_back1_) {
         free(op->ep_back_); /* more than one endpoint (NULL: none) */
     }
-    sg__op_options_clear(&op->opts_);
+    sg__op_options_unhold(op->opts_);
     void *(*alloc)(void *, void *, size_t) = op->alloc_;
     void *alloc_ud = op->alloc_ud_;
     memset(op, 0, sizeof(*op));

@@ -184,7 +184,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     /* the stream semantics it was judged by: with endpoints of several
      * providers, each attempt's own (a built-in name, no escaping needed) */
     sg__f_name(s, "profile", sg__rec_c(a)->profile, &first);
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     if (o->hedge_after_ns_ > 0) {
         sg__f_bool(s, "hedge", a->hedge, &first);
         sg__ttft_report_attempt(s, op, a, &first); /* the delay beside it */
@@ -210,7 +210,7 @@ size_t sg_op_endpoint_name(const sg_op *op, uint32_t i, char *out, size_t cap) {
     if (!sg__op_started(op)) {
         return 0;
     }
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const char *url = o->n_endpoints_ > 0
                           ? (i < o->n_endpoints_ ? o->endpoints_[i] : NULL)
                           : (i == 0 ? o->target_ : NULL);
@@ -279,7 +279,7 @@ size_t sg__endpoint_name(const char *url, char *out, size_t cap) {
 }
 
 static void sg__write_report(sg__sink *s, const sg_op *op, int64_t now) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     const bool finished = sg_op_finished(op);
     const int64_t end = finished ? op->finished_at_ : now;
     const int64_t start = sg_budget_started_at(&op->budget_);

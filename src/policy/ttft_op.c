@@ -12,7 +12,7 @@
 /* ------------------------------------------------------------- options */
 
 int sg_op_options_set_hedge_auto(sg_op_options *o, bool learned) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     o->hedge_auto_ = learned;
@@ -20,7 +20,7 @@ int sg_op_options_set_hedge_auto(sg_op_options *o, bool learned) {
 }
 
 int sg_op_options_set_hedge_quantile(sg_op_options *o, double q) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if (!(q >= 0.5 && q <= 0.999)) {
@@ -31,7 +31,7 @@ int sg_op_options_set_hedge_quantile(sg_op_options *o, double q) {
 }
 
 int sg_op_options_set_hedge_floor(sg_op_options *o, int64_t ns) {
-    if (o == NULL || ns < 0) {
+    if (!sg__opt_touch(o) || ns < 0) {
         return SG_EINVAL;
     }
     if (ns > SG_DURATION_MAX) {
@@ -43,7 +43,7 @@ int sg_op_options_set_hedge_floor(sg_op_options *o, int64_t ns) {
 }
 
 int sg_op_options_set_endpoint_order(sg_op_options *o, sg_endpoint_order order) {
-    if (o == NULL) {
+    if (!sg__opt_touch(o)) {
         return SG_EINVAL;
     }
     if ((unsigned)order >= (unsigned)SG_ENDPOINT_ORDER_COUNT_) {
@@ -134,7 +134,7 @@ static int64_t learned(sg_op *op, uint32_t ep, int64_t now, double q, bool edge,
         return -1; /* no health, or the endpoint is not tracked */
     }
     int64_t half = 0;
-    const sg__ttft_sketch *s = sg__hentry_ttft(ent, op->opts_.health_, &half);
+    const sg__ttft_sketch *s = sg__hentry_ttft(ent, sg__op_opts(op)->health_, &half);
     sg__ttft_view v;
     sg__ttft_read(s, half, now, &v);
     const uint64_t seen = v.n_first + v.n_censored;
@@ -149,7 +149,7 @@ static int64_t learned(sg_op *op, uint32_t ep, int64_t now, double q, bool edge,
 /* ---------------------------------------------------------- hedge delay */
 
 void sg__ttft_hedge_delay(sg_op *op, sg_op_attempt *a, int64_t now) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     a->hedge_after_ns = -1;
     a->hedge_source = SG_HEDGE_SOURCE_NONE;
     if (o->hedge_after_ns_ <= 0) {
@@ -181,13 +181,13 @@ void sg__ttft_hedge_delay(sg_op *op, sg_op_attempt *a, int64_t now) {
 /* ---------------------------------------------------------------- order */
 
 static uint32_t endpoints(const sg_op *op) {
-    return op->opts_.n_endpoints_ > 0 ? op->opts_.n_endpoints_ : 1;
+    return sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
 }
 
 void sg__ttft_op_start(sg_op *op) {
     op->order_first_ = -1;
     op->order_median_ns_ = -1;
-    op->order_open_ = op->opts_.order_ == SG_ENDPOINT_ORDER_FIRST_TOKEN &&
+    op->order_open_ = sg__op_opts(op)->order_ == SG_ENDPOINT_ORDER_FIRST_TOKEN &&
                       op->health_ != NULL && endpoints(op) > 1;
 }
 
@@ -250,7 +250,7 @@ void sg__ttft_chosen(sg_op *op, uint32_t e, int64_t now) {
 /* --------------------------------------------------------------- report */
 
 void sg__ttft_report(sg__sink *s, const sg_op *op, bool *first) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     if (o->hedge_after_ns_ > 0 && o->hedge_auto_) {
         const double q = hedge_q(o);
         sg__sink_key(s, "hedge_auto", first);
@@ -285,7 +285,7 @@ void sg__ttft_report(sg__sink *s, const sg_op *op, bool *first) {
 
 void sg__ttft_report_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt *a,
                              bool *first) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     if (o->hedge_after_ns_ <= 0) {
         return;
     }

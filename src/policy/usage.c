@@ -15,7 +15,7 @@
 
 int sg_op_options_set_price(sg_op_options *o, uint32_t endpoint, double input_per_mtok,
                             double output_per_mtok, double cached_input_per_mtok) {
-    if (o == NULL || !isfinite(input_per_mtok) || input_per_mtok < 0 ||
+    if (!sg__opt_touch(o) || !isfinite(input_per_mtok) || input_per_mtok < 0 ||
         !isfinite(output_per_mtok) || output_per_mtok < 0 ||
         !isfinite(cached_input_per_mtok)) {
         return SG_EINVAL;
@@ -174,7 +174,7 @@ static const sg_op_attempt *kept_attempt(const sg_op *op) {
 
 /* @a's cost at its endpoint's prices (0 without one). */
 static double attempt_cost(const sg_op *op, const sg_op_attempt *a) {
-    const sg_op_options *o = &op->opts_;
+    const sg_op_options *o = sg__op_opts(op);
     if (a->endpoint >= SG_OP_MAX_ENDPOINTS || !(o->priced_ >> a->endpoint & 1)) {
         return 0;
     }
@@ -261,7 +261,7 @@ uint32_t sg_op_attempts_unaccounted(const sg_op *op) {
 }
 
 double sg_op_cost(const sg_op *op, sg_usage_fate fate) {
-    if (!fate_ok(op, fate) || op->opts_.priced_ == 0) {
+    if (!fate_ok(op, fate) || sg__op_opts(op)->priced_ == 0) {
         return -1.0;
     }
     usage_sum s;
@@ -359,7 +359,7 @@ void sg__report_usage(sg__sink *s, const sg_op *op, bool *first) {
     }
     count(s, "attempts_unaccounted", unaccounted(op), &f);
     sg__sink_put(s, "}", 1);
-    if (op->opts_.priced_ != 0) {
+    if (sg__op_opts(op)->priced_ != 0) {
         sg__sink_key(s, "cost", first);
         f = true;
         sg__sink_put(s, "{", 1);

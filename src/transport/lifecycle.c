@@ -59,13 +59,12 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
         lc->state = SG__LC_IDLE;
         return 0;
     }
-    rv = popts != NULL ? sg_op_options_dup(&lc->popts, popts)
-                       : sg_op_options_new(&lc->popts);
+    rv = sg__op_options_take(&lc->popts, popts);
     if (rv == 0) {
         rv = sg_op_new(&lc->policy);
     }
     if (rv != 0) {
-        sg_op_options_free(lc->popts);
+        sg__op_options_drop(lc->popts);
         sg_stream_release(&lc->stream);
         return rv;
     }
@@ -101,7 +100,7 @@ void sg__lc_release(sg__lifecycle *lc) {
     sg_op_free(lc->policy); /* NULL in a hedge slot */
     lc->policy = NULL;
     lc->pol = NULL;
-    sg_op_options_free(lc->popts);
+    sg__op_options_drop(lc->popts);
     lc->popts = NULL;
 }
 
@@ -416,7 +415,7 @@ void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
  * lifecycle's goes, so an operation holds one (sg__lc_options reads the
  * policy's from now on). */
 static void drop_options(sg__lifecycle *lc) {
-    sg_op_options_free(lc->popts);
+    sg__op_options_drop(lc->popts);
     lc->popts = NULL;
 }
 
