@@ -108,29 +108,27 @@ struct sg_h2_op {
     sg_h2_conn *conn;
     sg_h2_op *prev, *next; /* the connection's list of operations */
     sg_h2_op *done_next;   /* the connection's queue of decided attempts */
-    sg__dheap_node node;   /* in the connection's deadline heap */
-    bool queued;           /* in the decided queue */
     sg_h2_op *ended_next;  /* the queue of on_done calls held while in_recv */
+    sg__dheap_node node;   /* in the connection's deadline heap */
     void *user_data;
     sg__h2_req *req; /* the request, shared (one reference of it is ours) */
-
-    /* the running attempt */
-    sg__h2_link *link; /* the link its stream is on, or that it waits for */
-    bool waiting;      /* launched while the link was still connecting */
-    /* the headers to stamp when it is submitted: the library's (values in
-     * the lifecycle and the policy), then the first stamp_obs of the
-     * lifecycle's obs_headers (the observers', lowercase already) */
-    sg__lc_header stamp[SG__LC_STAMP_MAX];
-    uint8_t stamp_n, stamp_obs;
-    int32_t stream_id; /* 0: no stream of ours is open on the session */
-    size_t body_off;
-    size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
-    bool end_stream;     /* the response's END_STREAM arrived */
-
     /* hedging: a hedge slot points at its operation (root), shares its
      * request and runs attempts on its policy as streams of its own; the
      * root's lifecycle keeps its slots */
     sg_h2_op *root;
+
+    /* the running attempt */
+    sg__h2_link *link; /* the link its stream is on, or that it waits for */
+    size_t body_off;
+    size_t header_bytes; /* response header list size, RFC 9113 §6.5.2 */
+    int32_t stream_id;   /* 0: no stream of ours is open on the session */
+    bool waiting;        /* launched while the link was still connecting */
+    bool end_stream;     /* the response's END_STREAM arrived */
+    bool queued;         /* in the decided queue */
+    /* when it is submitted it stamps the library's headers
+     * (sg__lc_stamp_lib), then the first stamp_obs of the lifecycle's
+     * obs_headers (the observers', lowercase already) */
+    uint8_t stamp_obs;
 };
 
 /* Addresses to connect to, at most this many. */

@@ -159,12 +159,14 @@ static int submit(sg_h2_op *op, int64_t now) {
      * nghttp2 copies every field before it returns, and nothing else runs
      * on the connection meanwhile. */
     char names[SG__LC_STAMP_MAX][SG_OP_HEADER_NAME_MAX + 1];
+    sg__lc_header lib[SG__LC_STAMP_MAX];
+    const size_t n_lib = sg__lc_stamp_lib(lc, lib);
     nghttp2_nv *nva = op->req->nva;
     size_t n = op->req->nfixed;
-    for (size_t i = 0; i < op->stamp_n; i++) {
-        snprintf(names[i], sizeof(names[i]), "%s", op->stamp[i].name);
+    for (size_t i = 0; i < n_lib; i++) {
+        snprintf(names[i], sizeof(names[i]), "%s", lib[i].name);
         lowercase(names[i]);
-        nva[n++] = make_nv(names[i], op->stamp[i].value);
+        nva[n++] = make_nv(names[i], lib[i].value);
     }
     for (size_t i = 0; i < op->stamp_obs; i++) {
         nva[n++] = make_nv(sg_op_headers_name(lc->obs_headers, i),
@@ -208,9 +210,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     op->body_off = 0;
     op->header_bytes = 0;
     op->end_stream = false;
-    /* values live in the lifecycle and the policy */
-    op->stamp_n = (uint8_t)st->n_lib;
-    memcpy(op->stamp, st->h, st->n_lib * sizeof(st->h[0]));
+    /* the library's are made again when it goes (submit) */
     op->stamp_obs = (uint8_t)(st->n - st->n_lib);
     *fail = SG_OUTCOME_TRANSPORT_ERROR;
     sg__h2_link *l = sg__h2_link_for_streams(c, *now);

@@ -142,25 +142,33 @@ static int finish(sg__lifecycle *lc) {
 
 /* The deadline values for @left nanoseconds of lease (whole ms, rounded
  * down, as sg_op_plan.deadline_ms).  false when grpc-timeout cannot say it. */
-static bool format_deadlines(sg__lifecycle *lc, int64_t left) {
+static void format_deadlines(sg__lifecycle *lc, int64_t left) {
     left = left > 0 ? left : 0;
     snprintf(lc->dl_value, sizeof(lc->dl_value), "%lld", (long long)(left / SG_MS(1)));
-    return sg_grpc_timeout_format(left, lc->grpc_value, sizeof(lc->grpc_value)) > 0;
+    if (sg_grpc_timeout_format(left, lc->grpc_value, sizeof(lc->grpc_value)) <= 0) {
+        lc->grpc_value[0] = '\0'; /* none that grpc-timeout can say: not sent */
+    }
+}
+
+size_t sg__lc_stamp_lib(const sg__lifecycle *lc, sg__lc_header *h) {
+    size_t n = 0;
+    const char *key = sg_op_idempotency_key(lc->pol);
+    if (key != NULL) {
+        h[n++] = (sg__lc_header){"Idempotency-Key", key};
+    }
+    if (lc->deadline_header) {
+        h[n++] =
+            (sg__lc_header){sg__opt_deadline_header(sg__lc_options(lc)), lc->dl_value};
+    }
+    if (lc->grpc_timeout && lc->grpc_value[0] != '\0') {
+        h[n++] = (sg__lc_header){"grpc-timeout", lc->grpc_value};
+    }
+    return n;
 }
 
 static void stamp_headers(sg__lifecycle *lc, const sg_op_plan *plan, sg__lc_stamp *st) {
-    st->n = 0;
-    const char *key = sg_op_idempotency_key(lc->pol);
-    if (key != NULL) {
-        st->h[st->n++] = (sg__lc_header){"Idempotency-Key", key};
-    }
-    bool grpc_ok = format_deadlines(lc, plan->attempt_timeout_ns);
-    if (lc->deadline_header) {
-        st->h[st->n++] = (sg__lc_header){plan->deadline_header, lc->dl_value};
-    }
-    if (lc->grpc_timeout && grpc_ok) {
-        st->h[st->n++] = (sg__lc_header){"grpc-timeout", lc->grpc_value};
-    }
+    format_deadlines(lc, plan->attempt_timeout_ns);
+    st->n = sg__lc_stamp_lib(lc, st->h);
     st->n_lib = st->n;
     /* then the observers' (a trace's traceparent naming this attempt) */
     const sg_op_headers *oh =

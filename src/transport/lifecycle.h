@@ -168,6 +168,7 @@ typedef struct sg__transport {
 } sg__transport;
 
 struct sg__lifecycle {
+    /* (its fields grouped by size: one lives per open stream) */
     const sg__transport *tp;
     /* The operation's options and policy, owned by its own lifecycle; a
      * hedge slot has neither (NULL): it runs attempts on its primary's.
@@ -182,13 +183,9 @@ struct sg__lifecycle {
     /* Hedging: the lifecycle of the operation (NULL: this one is); a hedge
      * slot runs one attempt at a time beside it and never a retry. */
     struct sg__lifecycle *primary;
-    bool lost; /* another attempt delivered first: abort, settle (hedge_lost) */
     /* The operation's own lifecycle (primary NULL): its hedge slots, made
      * by the transport as needed and freed with it */
     struct sg__lifecycle *slots[SG_OP_MAX_HEDGES];
-    bool hedging;     /* the policy hedges (sg_op_options_set_hedging) */
-    bool won;         /* an attempt of this line delivered the first item */
-    bool hedge_off;   /* a hedge was refused: none more in this line */
     sg_stream stream; /* the body: framing + the attempt's guard; its
                        * buffers grow as used (sg_stream_init_mem) */
     /* the operation's framing (sg__lc_init's, the transport's to keep) and
@@ -197,35 +194,14 @@ struct sg__lifecycle {
     const sg_stream_config *framing_op, *framing_now;
     sg_item_cb on_item;
     void *item_ud;
-    int state;
-    int intent_fd;     /* INTENT: the fd watched for the observer's answer */
-    bool async_intent; /* the transport can watch it (tp->watch works) */
-    bool cancel;       /* cancelled: due at once */
-    int64_t drain_ns;  /* after the terminal, how long the body may go on */
+    int64_t drain_ns; /* after the terminal, how long the body may go on */
 
     /* the running attempt */
-    uint32_t attempt;
     int64_t attempt_end; /* the end of the attempt's lease */
     int64_t drain_until; /* DRAINING: drop the request at this instant */
     int64_t wake_at;     /* SLEEPING: begin the next attempt at this instant */
-    int http_status;     /* last status seen, 0 none, -1 malformed */
-    bool sent;           /* the request may have reached the server */
-    bool headers_done;   /* a final (non-1xx) header block ended */
-    bool body_is_stream; /* 2xx: the body is parsed into items */
-    bool error_body;     /* DRAINING an error response: its body is kept */
-    bool not_processed;  /* the server did no processing: never sent */
-    int feed_error;      /* framing error that stopped the body, 0 none */
     sg_guard_result gr;  /* the decided attempt (ENDING) */
     sg__lc_more *more;   /* NULL until needed: the message, Retry-After... */
-    /* raw Date of the final response, the origin of its Retry-After
-     * HTTP-date and rate-limit instants (the longest HTTP-date, RFC 850's
-     * with a Wednesday, is 33 bytes; a longer value is no date) */
-    char date[SG__LC_DATE_MAX];
-    uint8_t date_len;
-    char dl_value[SG_DEADLINE_VALUE_MAX];
-    char grpc_value[SG_DEADLINE_VALUE_MAX];
-    bool deadline_header; /* stamp the policy's deadline header */
-    bool grpc_timeout;    /* stamp grpc-timeout */
     /* the running attempt's error response body (SG_ERROR_BODY_MAX,
      * allocated at its first byte; freed when an attempt launches) */
     char *ebody;
@@ -234,6 +210,31 @@ struct sg__lifecycle {
      * at the first attempt of an operation whose observers add headers
      * (sg__op_wants_headers), NULL otherwise */
     sg_op_headers *obs_headers;
+    uint32_t attempt;
+    int state;
+    int intent_fd;       /* INTENT: the fd watched for the observer's answer */
+    int http_status;     /* last status seen, 0 none, -1 malformed */
+    int feed_error;      /* framing error that stopped the body, 0 none */
+    bool lost;           /* another attempt delivered first: abort, settle (hedge_lost) */
+    bool hedging;        /* the policy hedges (sg_op_options_set_hedging) */
+    bool won;            /* an attempt of this line delivered the first item */
+    bool hedge_off;      /* a hedge was refused: none more in this line */
+    bool async_intent;   /* the transport can watch it (tp->watch works) */
+    bool cancel;         /* cancelled: due at once */
+    bool sent;           /* the request may have reached the server */
+    bool headers_done;   /* a final (non-1xx) header block ended */
+    bool body_is_stream; /* 2xx: the body is parsed into items */
+    bool error_body;     /* DRAINING an error response: its body is kept */
+    bool not_processed;  /* the server did no processing: never sent */
+    bool deadline_header; /* stamp the policy's deadline header */
+    bool grpc_timeout;    /* stamp grpc-timeout */
+    /* raw Date of the final response, the origin of its Retry-After
+     * HTTP-date and rate-limit instants (the longest HTTP-date, RFC 850's
+     * with a Wednesday, is 33 bytes; a longer value is no date) */
+    uint8_t date_len;
+    char date[SG__LC_DATE_MAX];
+    char dl_value[SG_DEADLINE_VALUE_MAX];
+    char grpc_value[SG_DEADLINE_VALUE_MAX];
 };
 
 /* @lc's lazily allocated part, allocated now if it was not (zeroed), or
@@ -308,6 +309,11 @@ void sg__lc_cancel_all(sg__lifecycle *lc);
  * cancels): each is aborted and recorded now, before on_done. */
 void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now);
 
+/* The library's headers for the running attempt, as stamped (the
+ * idempotency key, the deadline header, grpc-timeout), into @h (room for
+ * SG__LC_STAMP_MAX); returns how many.  Valid until the next attempt: a
+ * transport that sends the request later asks again then. */
+size_t sg__lc_stamp_lib(const sg__lifecycle *lc, sg__lc_header *h);
 /* The stamped deadline values (lc->dl_value, lc->grpc_value) say what is
  * left of the attempt's lease at @now: for a transport that sends the
  * request later than it launched it (after a connection was made). */
