@@ -79,6 +79,13 @@ events = [
     (b'', [''.join(valid).encode()], b''),
     (b't"\\\x01\x1f\x7f\xc3\xa9', [b'typed'], b'i"\\\x02\x7f\xe2\x82\xac'),
     (b'', [b'after the id'], b''),
+    # a type whose line head passes 32 bytes, then one past the cache's
+    # 32 bytes, each twice (the head cached, then reused)
+    (b'content_block_delta', [b'd1'], b''),
+    (b'content_block_delta', [b'd2'], b''),
+    (b'x' * 33, [b'l1'], b''),
+    (b'x' * 33, [b'l2'], b''),
+    (b'', [b'message again'], b''),
 ]
 for s in valid:
     events.append((b'', [s.encode()], b''))
