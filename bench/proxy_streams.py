@@ -11,6 +11,13 @@ the tokens in all, the seconds it took, the proxy's CPU over that time per
 token (--pid: /proc/PID/task/*/schedstat), its VmRSS at the peak of open
 streams, and with --idle-ms the lateness of each in-band idle_timeout:
 its arrival less (the last token's + the idle clock), p50, p99 and max.
+
+With --background B, B streams of --bg-query are opened first and each
+has had its first token before the -n measured ones open: the measured
+streams then stall among B others that keep streaming (under --idle-ms
+their tokens must come faster than the idle clock).  The line then also
+says how many of the B ended with [DONE] and --bg-tokens tokens
+("bg_whole"); the other figures are the measured streams'.
 """
 import argparse
 import glob
@@ -142,6 +149,32 @@ def quantiles(late):
     return f"p50={q(0.50):.1f} p99={q(0.99):.1f} max={late[-1]:.1f} of={len(late)}"
 
 
+def pump(sel, pending):
+    """One wait and what it found: requests sent, bytes read, ended
+    streams closed (pending[0] counts the open ones)."""
+    ready = sel.select(timeout=0.2)
+    at = time.monotonic()
+    for key, mask in ready:
+        s = key.data
+        if s.out and mask & selectors.EVENT_WRITE:
+            try:
+                k = s.sock.send(s.out)
+                s.out = s.out[k:]
+            except (BlockingIOError, InterruptedError):
+                continue
+            except OSError:
+                s.out = b""
+                s.done = True
+            if not s.out and not s.done:
+                sel.modify(s.sock, selectors.EVENT_READ, s)
+        elif mask & selectors.EVENT_READ:
+            s.on_read(at)
+        if s.done:
+            sel.unregister(s.sock)
+            s.sock.close()
+            pending[0] -= 1
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port", type=int, required=True)
@@ -152,11 +185,25 @@ def main():
     ap.add_argument("--idle-ms", type=float, default=0)
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--fm-port", type=int, default=0, help="sg-fakemodel's port")
+    ap.add_argument("--background", type=int, default=0, help="streams open beside")
+    ap.add_argument("--bg-query", default="n=60&gap=500")
+    ap.add_argument("--bg-tokens", type=int, default=60)
     a = ap.parse_args()
 
+    sel = selectors.DefaultSelector()
+    background = []
+    end = time.monotonic() + a.timeout
+    if a.background:
+        # every background stream open and past its first token first
+        background = [Stream(a.port, a.bg_query, f"b{i}") for i in range(a.background)]
+        for s in background:
+            sel.register(s.sock, selectors.EVENT_WRITE, s)
+        bg_pending = [a.background]
+        while (sum(s.tokens > 0 or s.done for s in background) < a.background and
+               time.monotonic() < end):
+            pump(sel, bg_pending)
     if a.fm_port:
         fm_get(a.fm_port, "/_log/reset", "POST")
-    sel = selectors.DefaultSelector()
     c0 = cpu_ns(a.pid)
     t0 = time.monotonic()
     streams = []
@@ -164,38 +211,21 @@ def main():
         s = Stream(a.port, a.query, f"s{i}")
         streams.append(s)
         sel.register(s.sock, selectors.EVENT_WRITE, s)
-    pending = a.n
+    pending = [a.n + (bg_pending[0] if a.background else 0)]
     peak_rss = 0
     next_rss = 0.0
-    end = t0 + a.timeout
-    while pending > 0 and time.monotonic() < end:
-        ready = sel.select(timeout=0.2)
-        at = time.monotonic()
-        for key, mask in ready:
-            s = key.data
-            if s.out and mask & selectors.EVENT_WRITE:
-                try:
-                    k = s.sock.send(s.out)
-                    s.out = s.out[k:]
-                except (BlockingIOError, InterruptedError):
-                    continue
-                except OSError:
-                    s.out = b""
-                    s.done = True
-                if not s.out and not s.done:
-                    sel.modify(s.sock, selectors.EVENT_READ, s)
-            elif mask & selectors.EVENT_READ:
-                s.on_read(at)
-            if s.done:
-                sel.unregister(s.sock)
-                s.sock.close()
-                pending -= 1
+    while sum(not s.done for s in streams) > 0 and time.monotonic() < end:
+        pump(sel, pending)
         now = time.monotonic()
         if now >= next_rss:
             peak_rss = max(peak_rss, rss_kib(a.pid))
             next_rss = now + 0.1
     secs = time.monotonic() - t0
     cpu = cpu_ns(a.pid) - c0
+    if background:
+        # the background streams to their end too: none cut by the idle clock
+        while pending[0] > 0 and time.monotonic() < end:
+            pump(sel, pending)
     tokens = sum(s.tokens for s in streams)
     whole = sum(s.end == "done" and s.tokens == a.tokens for s in streams)
     ends = {}
@@ -205,6 +235,13 @@ def main():
             f"cpu_ns_per_token={cpu / max(tokens, 1):.0f} "
             f"cpu_us_per_stream={cpu / 1000 / max(a.n, 1):.0f} peak_rss_kib={peak_rss} "
             f"ends={','.join(f'{k}:{v}' for k, v in sorted(ends.items()))}")
+    if background:
+        bg_ends = {}
+        for s in background:
+            bg_ends[s.end] = bg_ends.get(s.end, 0) + 1
+        bg_whole = sum(s.end == "done" and s.tokens == a.bg_tokens for s in background)
+        line += (f" bg_whole={bg_whole}/{a.background} "
+                 f"bg_ends={','.join(f'{k}:{v}' for k, v in sorted(bg_ends.items()))}")
     if a.idle_ms > 0:
         late = sorted((s.error_at - s.last_token) * 1000 - a.idle_ms for s in streams
                       if s.error_at is not None and s.last_token is not None)
@@ -240,7 +277,7 @@ def main():
         if closed:
             line += " closed_ms_" + quantiles(closed)
     print(line, flush=True)
-    for s in streams:
+    for s in streams + background:
         if not s.done:
             s.sock.close()
     return 0

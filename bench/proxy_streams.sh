@@ -12,15 +12,20 @@
 #   whole:  N streams at once, each 10 tokens 200 ms apart
 #           (bench/proxy_streams.py): how many ended whole, the proxy's CPU
 #           per token and per stream, its peak RSS;
-#   stall:  STALLED streams (default 1000) that stall together after 3
-#           tokens, under --idle 1s: how late each in-band idle_timeout
-#           came after the idle clock's deadline (p50, p99, max): as the
-#           client saw it (after its last token), and from the upstream's
-#           side (sg-fakemodel's stall start + the idle clock): when the
-#           client was told, and when sg-fakemodel saw the stream end.
+#   stall:  N streams under --idle 1s, of which STALLED (default 1000)
+#           stall together after 3 tokens: how late each in-band
+#           idle_timeout came after the idle clock's deadline (p50, p99,
+#           max): as the client saw it (after its last token), and from
+#           the upstream's side (sg-fakemodel's stall start + the idle
+#           clock): when the client was told, and when sg-fakemodel saw
+#           the stream end.  The other N - STALLED are opened first and
+#           stream on beside them (BG_QUERY, default 60 tokens 500 ms
+#           apart; "bg_whole": how many of them ended whole).
 # PHASES (default all three) names the measures to run.
-# Over HTTP/1.1 each stream holds two descriptors in the proxy: N_H1 must
-# fit under `ulimit -Hn` (about (hard - 64) / 2).
+# Over HTTP/1.1 each stream holds two descriptors in the proxy: N_H1 needs
+# a hard limit on open files above 2 N_H1 + 64 (10,000: 20,064).  The
+# script raises its hard limit to 2 N + 256 when it can (as root, or where
+# the hard limit allows), else says so and runs what fits.
 set -u
 PX=$1
 FM=$2
@@ -30,7 +35,17 @@ STALLED=${5:-1000}
 PHASES=${PHASES:-memory whole stall}
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/proxy_lib.sh" sg-proxy-streams
+BG_QUERY=${BG_QUERY:-n=60&gap=500}
+BG_TOKENS=${BG_QUERY#n=}
+BG_TOKENS=${BG_TOKENS%%&*}
+max=$((N_H1 > N_H2 ? N_H1 : N_H2))
+need=$((2 * max + 256))
+if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ]; then
+    ulimit -Hn "$need" 2>/dev/null ||
+        echo "note: hard limit on open files $(ulimit -Hn), $need wanted: HTTP/1.1 streams past $((($(ulimit -Hn) - 64) / 2)) fail" >&2
+fi
 ulimit -n "$(ulimit -Hn)"
+echo "open files: hard limit $(ulimit -Hn); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 "$FM" --port 0 --quiet --write-ca "$DIR/ca.pem" >"$DIR/fm.out" 2>"$DIR/fm.err" &
 PIDS+=($!)
@@ -70,9 +85,11 @@ run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
         stop
     fi
     if [[ " $PHASES " == *" stall "* ]]; then
-        proxy "$label-stall" "$up" "$STALLED" --idle 1s "$@"
+        local bg=$((n > STALLED ? n - STALLED : 0))
+        proxy "$label-stall" "$up" "$((bg + STALLED))" --idle 1s "$@"
         python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
             --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 \
+            --background "$bg" --bg-query "$BG_QUERY" --bg-tokens "$BG_TOKENS" \
             --fm-port "$FM_PORT" | sed "s/^/$label stall: /"
         stop
     fi
