@@ -211,11 +211,13 @@ static void reset_if_cut(struct conn *c) {
 void conn_free(struct conn *c) {
     struct proxy *p = c->proxy;
     reset_if_cut(c);
-    for (struct conn **pp = &p->conns; *pp != NULL; pp = &(*pp)->next) {
-        if (*pp == c) {
-            *pp = c->next;
-            break;
-        }
+    if (c->prev != NULL) {
+        c->prev->next = c->next;
+    } else {
+        p->conns = c->next;
+    }
+    if (c->next != NULL) {
+        c->next->prev = c->prev;
     }
     for (struct conn **pp = &p->dirty; c->dirty && *pp != NULL; pp = &(*pp)->dirty_next) {
         if (*pp == c) {
@@ -413,6 +415,10 @@ void conn_accept(struct proxy *p) {
             continue;
         }
         c->next = p->conns;
+        c->prev = NULL;
+        if (p->conns != NULL) {
+            p->conns->prev = c;
+        }
         p->conns = c;
         p->nconns++;
     }

@@ -27,7 +27,10 @@ struct pending {
 };
 
 struct conn {
+    /* every open connection (proxy.conns), both ways: one leaves in O(1),
+     * not after a walk of the thousands still open */
     struct conn *next;
+    struct conn *prev;
     struct proxy *proxy;
     const struct route *route; /* the request's, once routed */
     struct routes *set;        /* the set it belongs to (counted) */
