@@ -70,6 +70,15 @@ struct sg_curl_op {
      * when it ends; the lifecycle's message, ours, is allocated only when
      * there is one (sg__lc_more) */
     char cerr[CURL_ERROR_SIZE];
+    /* Over HTTP/2 under a managed multi: the connection its request went
+     * on (its local port, and a hash of both ends), and its place in that
+     * multi's list of the transfers on connections from that port
+     * (conn_multi NULL: on none) - one of them carries a stopped
+     * neighbour's RST_STREAM out (multi.c, nudge_conns). */
+    sg_curl_multi *conn_multi;
+    struct sg_curl_op *conn_next, *conn_prev;
+    uint64_t conn_key;
+    uint16_t conn_port;
     struct {                  /* the running attempt, as libcurl ran it */
         bool http_abort;      /* aborted on an error status */
         bool method_checked;  /* this attempt's first request was checked */
@@ -121,10 +130,18 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op);
 /* Removes @op's transfer from libcurl now if a removal is pending
  * (multi.c). */
 void sg__curl_op_detach_pending(sg_curl_op *op);
-/* Removes @easy's transfer from @multi (multi.c); @stopped, one the guard
- * stopped mid-way: its connection closes when no other transfer uses it,
- * so the server sees its stream end. */
-void sg__curl_remove(CURLM *multi, CURL *easy, bool stopped);
+/* Removes @op's transfer from its multi (multi.c); @stopped, one the
+ * guard stopped mid-way: its connection closes when no other transfer
+ * uses it, and otherwise (HTTP/2 under a managed multi) another transfer
+ * on it takes the RST_STREAM out before the step ends, so the server sees
+ * its stream end. */
+void sg__curl_remove(sg_curl_op *op, bool stopped);
+/* @op's HTTP/2 request is about to go on the connection between
+ * @local_ip:@local_port and @primary_ip:@primary_port (its prereq
+ * callback's arguments): it joins @m's list of the transfers on it (again,
+ * if it moved). */
+void sg__curl_multi_join_conn(sg_curl_multi *m, sg_curl_op *op, const char *primary_ip,
+                              const char *local_ip, int primary_port, int local_port);
 /* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
 void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);

@@ -38,6 +38,24 @@ struct sg_curl_multi {
     sg_curl_op *detach_head;       /* stopped transfers to remove (op.c) */
     sg_curl_op *detach_tail;
     sg_curl_op *detach_untold; /* the first whose server is not told yet */
+    /* HTTP/2 transfers by their connection's local port, and the
+     * connections that hold a stopped stream's RST_STREAM (nudge_conns) */
+    struct conn_list *conns;
+    size_t nconns;
+    struct nudge *nudge;
+    size_t nnudge, nudge_cap;
+    bool stepping; /* inside sg_curl_multi_step: its run_due nudges */
+};
+
+struct conn_list {
+    sg_curl_op *head;
+    uint64_t queued_key; /* the connection queued in nudge, if queued */
+    bool queued;
+};
+
+struct nudge {
+    uint64_t key;
+    uint16_t port;
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
@@ -45,6 +63,7 @@ static int64_t multi_now(const sg_curl_multi *m) {
 }
 
 static void rearm(sg_curl_multi *m);
+static void arm_timer(sg_curl_multi *m, int64_t at);
 
 /* ------------------------------------------------------------------ heap */
 
@@ -115,25 +134,157 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
     op->detacher = NULL;
 }
 
-/* libcurl 7.88 queues the RST_STREAM of an HTTP/2 stream removed mid-way
- * in its connection's output buffer (a frame under 1 KiB is not written
- * at once) and writes it with the connection's next I/O: a connection
- * whose every stream was stopped (a thousand stalls together) has none,
- * and the server would keep every stream open, generating, until the
- * connection is used again or closed.  A stopped transfer is removed
- * with reuse forbidden: its connection closes when this transfer was its
- * last (HTTP/1.1 closes a transfer stopped mid-body anyway); while others
- * use it, their next read or write takes the RST_STREAM out.  The option
- * is 0 (libcurl's default) again for the handle's next attempt
- * (include/streamguard/curl.h names it among the options the operation
- * sets).  A finished transfer leaves its connection to be reused. */
-void sg__curl_remove(CURLM *multi, CURL *easy, bool stopped) {
-    if (stopped) {
-        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 1L);
+/* ------------------------------------- HTTP/2 transfers by connection */
+
+/* libcurl shows a running transfer's connection only through its prereq
+ * callback (CURLINFO_ACTIVESOCKET answers once the transfer is done): the
+ * two ends of the TCP connection, which name it.  The lists are indexed
+ * by the local port (16 bytes per port up to the highest seen); the key,
+ * a hash of both ends, tells apart connections to other servers from the
+ * same port. */
+static uint64_t conn_key(const char *primary_ip, const char *local_ip, int primary_port,
+                         int local_port) {
+    uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+    for (const char *p = primary_ip; p != NULL && *p != '\0'; p++) {
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
     }
-    curl_multi_remove_handle(multi, easy);
+    h = (h ^ '|') * 1099511628211ULL;
+    for (const char *p = local_ip; p != NULL && *p != '\0'; p++) {
+        h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+    }
+    h = (h ^ (uint64_t)(uint32_t)primary_port) * 1099511628211ULL;
+    return (h ^ (uint64_t)(uint32_t)local_port) * 1099511628211ULL;
+}
+
+static void leave_conn(sg_curl_op *op) {
+    sg_curl_multi *m = op->conn_multi;
+    if (m == NULL) {
+        return;
+    }
+    if (op->conn_prev != NULL) {
+        op->conn_prev->conn_next = op->conn_next;
+    } else {
+        m->conns[op->conn_port].head = op->conn_next;
+    }
+    if (op->conn_next != NULL) {
+        op->conn_next->conn_prev = op->conn_prev;
+    }
+    op->conn_next = op->conn_prev = NULL;
+    op->conn_multi = NULL;
+}
+
+/* O(1).  Without memory for the list the transfer joins none: a stopped
+ * neighbour's RST_STREAM then waits for the connection's next I/O, as it
+ * would without this. */
+void sg__curl_multi_join_conn(sg_curl_multi *m, sg_curl_op *op, const char *primary_ip,
+                              const char *local_ip, int primary_port, int local_port) {
+    leave_conn(op);
+    if (local_port <= 0 || local_port > 65535) {
+        return;
+    }
+    const size_t port = (size_t)local_port;
+    if (port >= m->nconns) {
+        size_t n = m->nconns > 0 ? m->nconns : 1024;
+        while (n <= port) {
+            n *= 2;
+        }
+        n = n > 65536 ? 65536 : n;
+        struct conn_list *l = realloc(m->conns, n * sizeof(*l));
+        if (l == NULL) {
+            return;
+        }
+        memset(l + m->nconns, 0, (n - m->nconns) * sizeof(*l));
+        m->conns = l;
+        m->nconns = n;
+    }
+    op->conn_key = conn_key(primary_ip, local_ip, primary_port, local_port);
+    op->conn_port = (uint16_t)port;
+    op->conn_multi = m;
+    op->conn_prev = NULL;
+    op->conn_next = m->conns[port].head;
+    if (op->conn_next != NULL) {
+        op->conn_next->conn_prev = op;
+    }
+    m->conns[port].head = op;
+}
+
+/* A stopped transfer has left connection @key (from local @port): one of
+ * the others on it takes its RST_STREAM out at the end of the step. */
+static void queue_nudge(sg_curl_multi *m, uint16_t port, uint64_t key) {
+    struct conn_list *l = &m->conns[port];
+    if (l->head == NULL || (l->queued && l->queued_key == key)) {
+        return; /* none left on it (its connection closes), or queued */
+    }
+    if (m->nnudge == m->nudge_cap) {
+        size_t n = m->nudge_cap > 0 ? 2 * m->nudge_cap : 16;
+        struct nudge *q = realloc(m->nudge, n * sizeof(*q));
+        if (q == NULL) {
+            return; /* it waits for the connection's next I/O */
+        }
+        m->nudge = q;
+        m->nudge_cap = n;
+    }
+    m->nudge[m->nnudge].port = port;
+    m->nudge[m->nnudge].key = key;
+    m->nnudge++;
+    l->queued = true;
+    l->queued_key = key;
+    if (!m->stepping) {
+        /* removed from the caller's code (an operation freed): the next
+         * step, now */
+        arm_timer(m, multi_now(m));
+    }
+}
+
+/* libcurl 7.88 writes the RST_STREAM of an HTTP/2 stream removed mid-way
+ * into its connection's output buffer (a frame under 1 KiB is not sent at
+ * once: lib/http2.c send_callback) and sends that buffer only with the
+ * connection's next read or write.  A connection whose streams are all
+ * quiet (a slow first token, a stall not due yet, tokens seconds apart)
+ * may have none for seconds, while the server keeps generating for a
+ * client that is gone.  Unpausing a transfer on the connection sends the
+ * buffer (http2_data_pause calls h2_session_send), and curl_easy_pause
+ * does nothing unless the state changes: so one running, unpaused
+ * transfer on each connection that lost a stream in this step is paused
+ * and unpaused at once - none of its bytes is held, and libcurl looks at
+ * it again at its next timeout.  One nudge per connection per step, O(1)
+ * each but for the transfers passed over (paused by their reader, or on
+ * another connection from the same port).  A connection whose every
+ * transfer is paused keeps the RST_STREAM until one resumes. */
+static void nudge_conns(sg_curl_multi *m) {
+    for (size_t i = 0; i < m->nnudge; i++) {
+        const struct nudge *n = &m->nudge[i];
+        m->conns[n->port].queued = false;
+        for (sg_curl_op *op = m->conns[n->port].head; op != NULL; op = op->conn_next) {
+            if (op->in_multi && !op->at.paused && op->conn_key == n->key) {
+                curl_easy_pause(op->easy, CURLPAUSE_RECV);
+                curl_easy_pause(op->easy, CURLPAUSE_CONT);
+                break;
+            }
+        }
+    }
+    m->nnudge = 0;
+}
+
+/* A stopped transfer is removed with reuse forbidden: its connection
+ * closes when this transfer was its last (HTTP/1.1 closes a transfer
+ * stopped mid-body anyway); while others use it, one of them takes the
+ * RST_STREAM out (nudge_conns).  The option is 0 (libcurl's default)
+ * again for the handle's next attempt (include/streamguard/curl.h names
+ * it among the options the operation sets).  A finished transfer leaves
+ * its connection to be reused. */
+void sg__curl_remove(sg_curl_op *op, bool stopped) {
+    sg_curl_multi *m = op->conn_multi;
+    leave_conn(op);
     if (stopped) {
-        curl_easy_setopt(easy, CURLOPT_FORBID_REUSE, 0L);
+        curl_easy_setopt(op->easy, CURLOPT_FORBID_REUSE, 1L);
+    }
+    curl_multi_remove_handle(op->multi, op->easy);
+    if (stopped) {
+        curl_easy_setopt(op->easy, CURLOPT_FORBID_REUSE, 0L);
+        if (m != NULL) {
+            queue_nudge(m, op->conn_port, op->conn_key);
+        }
     }
 }
 
@@ -143,7 +294,7 @@ void sg__curl_op_detach_pending(sg_curl_op *op) {
     }
     sg__curl_multi_undefer(op->detacher, op);
     op->detach_pending = false;
-    sg__curl_remove(op->multi, op->easy, true);
+    sg__curl_remove(op, true);
 }
 
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd) {
@@ -311,11 +462,20 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     while (sg__dheap_earliest(&m->heap, &top), top != NULL) {
         sg_curl_op *op = OP_OF(top);
         if (op->in_multi) {
+            leave_conn(op);
             curl_multi_remove_handle(m->multi, op->easy);
             op->in_multi = false;
         }
         sg__curl_multi_forget(m, op);
     }
+    /* what still names this multi (ended operations not yet freed) */
+    for (size_t i = 0; i < m->nconns; i++) {
+        while (m->conns[i].head != NULL) {
+            leave_conn(m->conns[i].head);
+        }
+    }
+    free(m->conns);
+    free(m->nudge);
     sg__watch_close(&m->intents);
     if (m->multi != NULL) {
         curl_multi_cleanup(m->multi);
@@ -432,12 +592,22 @@ static void run_due(sg_curl_multi *m, int64_t now) {
     }
     decide_due(m, now);
     teardown(m);
+    nudge_conns(m); /* the RST_STREAMs of the HTTP/2 streams removed */
 }
+
+static int step(sg_curl_multi *m, int64_t max_wait_ns);
 
 int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
     if (m == NULL) {
         return SG_EINVAL;
     }
+    m->stepping = true;
+    int rv = step(m, max_wait_ns);
+    m->stepping = false;
+    return rv;
+}
+
+static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     int64_t now = multi_now(m);
     run_due(m, now);
     if (m->running == 0 && max_wait_ns < 0) {

@@ -177,9 +177,6 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
 
 static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primary_port,
                      int local_port) {
-    (void)primary_ip;
-    (void)local_ip;
-    (void)primary_port;
     (void)local_port;
     sg_curl_op *op = clientp;
     if (op->detach_pending) {
@@ -226,6 +223,10 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
     }
     op->at.answered = false;
     op->at.h2 = sg__curl_speaks_h2(op->easy);
+    if (op->at.h2 && op->owner != NULL) {
+        sg__curl_multi_join_conn(op->owner, op, primary_ip, local_ip, primary_port,
+                                 local_port);
+    }
     /* Connected; the request is about to be written, with what is left
      * of the lease now (the connection took part of it). */
     sg__lc_restamp(&op->lc, op_now(op));
@@ -241,7 +242,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
 static void detach_transfer(sg_curl_op *op, bool stopped) {
     sg__curl_op_detach_pending(op);
     if (op->in_multi) {
-        sg__curl_remove(op->multi, op->easy, stopped);
+        sg__curl_remove(op, stopped);
         op->in_multi = false;
     }
 }
