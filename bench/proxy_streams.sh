@@ -38,8 +38,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 BG_QUERY=${BG_QUERY:-n=60&gap=500}
 BG_TOKENS=${BG_QUERY#n=}
 BG_TOKENS=${BG_TOKENS%%&*}
-max=$((N_H1 > N_H2 ? N_H1 : N_H2))
-need=$((2 * max + 256))
+need=$((2 * N_H1 > N_H2 ? 2 * N_H1 + 256 : N_H2 + 256))
 if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$need" ]; then
     ulimit -Hn "$need" 2>/dev/null ||
         echo "note: hard limit on open files $(ulimit -Hn), $need wanted: HTTP/1.1 streams past $((($(ulimit -Hn) - 64) / 2)) fail" >&2
@@ -86,7 +85,10 @@ run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
     fi
     if [[ " $PHASES " == *" stall "* ]]; then
         local bg=$((n > STALLED ? n - STALLED : 0))
-        proxy "$label-stall" "$up" "$((bg + STALLED))" --idle 1s "$@"
+        # no breaker: the stalls (and any stream the machine's load holds
+        # past the idle clock) are failures that would open it, and later
+        # requests would wait for it rather than measure the clock
+        proxy "$label-stall" "$up" "$((bg + STALLED))" --idle 1s --breaker-failures 0 "$@"
         python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
             --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 \
             --background "$bg" --bg-query "$BG_QUERY" --bg-tokens "$BG_TOKENS" \
