@@ -35,7 +35,10 @@
  * FORBID_REUSE, which a transfer the guard stops mid-way is removed with
  * (its connection closes when no other transfer uses it, so the server
  * sees its stream end: libcurl 7.88 holds an HTTP/2 RST_STREAM until the
- * connection's next I/O) and which is 0 again after.  TLS
+ * connection's next I/O) and which is 0 again after.  Under the managed
+ * multi, an HTTP/2 connection that lost a stream and still carries others
+ * has one of them paused and unpaused at once after the step's removals,
+ * which sends the RST_STREAM; a caller's own multi gets no such nudge.  TLS
  * verification is libcurl's default (on); nothing here turns it off, and
  * the server is identified by its certificate's subject alternative names
  * only (RFC 9525): a certificate that names it only in the subject's CN is
