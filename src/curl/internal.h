@@ -49,6 +49,17 @@ struct sg_curl_options {
     sg_curl_bytes_cb on_bytes;
 };
 
+/* An HTTP/2 transfer in its managed multi's list of those on its
+ * connection (multi.c): the connection's local port (the list's index)
+ * and a hash of both ends. */
+typedef struct sg__curl_conn_link {
+    sg_curl_multi *m;
+    struct sg_curl_op *op;
+    struct sg__curl_conn_link *next, *prev;
+    uint64_t key;
+    uint16_t port;
+} sg__curl_conn_link;
+
 struct sg_curl_op {
     sg__lifecycle lc; /* the operation: policy, body, attempt state */
     CURL *easy;
@@ -70,15 +81,11 @@ struct sg_curl_op {
      * when it ends; the lifecycle's message, ours, is allocated only when
      * there is one (sg__lc_more) */
     char cerr[CURL_ERROR_SIZE];
-    /* Over HTTP/2 under a managed multi: the connection its request went
-     * on (its local port, and a hash of both ends), and its place in that
-     * multi's list of the transfers on connections from that port
-     * (conn_multi NULL: on none) - one of them carries a stopped
-     * neighbour's RST_STREAM out (multi.c, nudge_conns). */
-    sg_curl_multi *conn_multi;
-    struct sg_curl_op *conn_next, *conn_prev;
-    uint64_t conn_key;
-    uint16_t conn_port;
+    /* Over HTTP/2 under a managed multi: its place in that multi's list
+     * of the transfers on its connection (NULL: on none) - one of them
+     * carries a stopped neighbour's RST_STREAM out (multi.c, nudge_conns).
+     * Allocated when it joins: an HTTP/1.x operation pays a pointer. */
+    struct sg__curl_conn_link *conn;
     struct {                  /* the running attempt, as libcurl ran it */
         bool http_abort;      /* aborted on an error status */
         bool method_checked;  /* this attempt's first request was checked */
@@ -142,6 +149,9 @@ void sg__curl_remove(sg_curl_op *op, bool stopped);
  * if it moved). */
 void sg__curl_multi_join_conn(sg_curl_multi *m, sg_curl_op *op, const char *primary_ip,
                               const char *local_ip, int primary_port, int local_port);
+/* @op leaves the list it joined, if any (its transfer removed, or it is
+ * freed). */
+void sg__curl_multi_leave_conn(sg_curl_op *op);
 /* A pending intent's fd, watched by @m's loop for @op (0 or SG_ESYS). */
 int sg__curl_multi_watch(sg_curl_multi *m, sg_curl_op *op, int fd);
 void sg__curl_multi_unwatch(sg_curl_multi *m, int fd);

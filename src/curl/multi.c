@@ -48,7 +48,7 @@ struct sg_curl_multi {
 };
 
 struct conn_list {
-    sg_curl_op *head;
+    sg__curl_conn_link *head;
     uint64_t queued_key; /* the connection queued in nudge, if queued */
     bool queued;
 };
@@ -156,29 +156,29 @@ static uint64_t conn_key(const char *primary_ip, const char *local_ip, int prima
     return (h ^ (uint64_t)(uint32_t)local_port) * 1099511628211ULL;
 }
 
-static void leave_conn(sg_curl_op *op) {
-    sg_curl_multi *m = op->conn_multi;
-    if (m == NULL) {
+void sg__curl_multi_leave_conn(sg_curl_op *op) {
+    sg__curl_conn_link *l = op->conn;
+    if (l == NULL) {
         return;
     }
-    if (op->conn_prev != NULL) {
-        op->conn_prev->conn_next = op->conn_next;
+    if (l->prev != NULL) {
+        l->prev->next = l->next;
     } else {
-        m->conns[op->conn_port].head = op->conn_next;
+        l->m->conns[l->port].head = l->next;
     }
-    if (op->conn_next != NULL) {
-        op->conn_next->conn_prev = op->conn_prev;
+    if (l->next != NULL) {
+        l->next->prev = l->prev;
     }
-    op->conn_next = op->conn_prev = NULL;
-    op->conn_multi = NULL;
+    free(l);
+    op->conn = NULL;
 }
 
-/* O(1).  Without memory for the list the transfer joins none: a stopped
- * neighbour's RST_STREAM then waits for the connection's next I/O, as it
- * would without this. */
+/* O(1) but for an allocation.  Without memory the transfer joins no list:
+ * a stopped neighbour's RST_STREAM then waits for the connection's next
+ * I/O, as it would without this. */
 void sg__curl_multi_join_conn(sg_curl_multi *m, sg_curl_op *op, const char *primary_ip,
                               const char *local_ip, int primary_port, int local_port) {
-    leave_conn(op);
+    sg__curl_multi_leave_conn(op);
     if (local_port <= 0 || local_port > 65535) {
         return;
     }
@@ -189,23 +189,29 @@ void sg__curl_multi_join_conn(sg_curl_multi *m, sg_curl_op *op, const char *prim
             n *= 2;
         }
         n = n > 65536 ? 65536 : n;
-        struct conn_list *l = realloc(m->conns, n * sizeof(*l));
-        if (l == NULL) {
+        struct conn_list *cl = realloc(m->conns, n * sizeof(*cl));
+        if (cl == NULL) {
             return;
         }
-        memset(l + m->nconns, 0, (n - m->nconns) * sizeof(*l));
-        m->conns = l;
+        memset(cl + m->nconns, 0, (n - m->nconns) * sizeof(*cl));
+        m->conns = cl;
         m->nconns = n;
     }
-    op->conn_key = conn_key(primary_ip, local_ip, primary_port, local_port);
-    op->conn_port = (uint16_t)port;
-    op->conn_multi = m;
-    op->conn_prev = NULL;
-    op->conn_next = m->conns[port].head;
-    if (op->conn_next != NULL) {
-        op->conn_next->conn_prev = op;
+    sg__curl_conn_link *l = malloc(sizeof(*l));
+    if (l == NULL) {
+        return;
     }
-    m->conns[port].head = op;
+    l->m = m;
+    l->op = op;
+    l->key = conn_key(primary_ip, local_ip, primary_port, local_port);
+    l->port = (uint16_t)port;
+    l->prev = NULL;
+    l->next = m->conns[port].head;
+    if (l->next != NULL) {
+        l->next->prev = l;
+    }
+    m->conns[port].head = l;
+    op->conn = l;
 }
 
 /* A stopped transfer has left connection @key (from local @port): one of
@@ -255,8 +261,9 @@ static void nudge_conns(sg_curl_multi *m) {
     for (size_t i = 0; i < m->nnudge; i++) {
         const struct nudge *n = &m->nudge[i];
         m->conns[n->port].queued = false;
-        for (sg_curl_op *op = m->conns[n->port].head; op != NULL; op = op->conn_next) {
-            if (op->in_multi && !op->at.paused && op->conn_key == n->key) {
+        for (sg__curl_conn_link *l = m->conns[n->port].head; l != NULL; l = l->next) {
+            sg_curl_op *op = l->op;
+            if (op->in_multi && !op->at.paused && l->key == n->key) {
                 curl_easy_pause(op->easy, CURLPAUSE_RECV);
                 curl_easy_pause(op->easy, CURLPAUSE_CONT);
                 break;
@@ -274,8 +281,10 @@ static void nudge_conns(sg_curl_multi *m) {
  * it among the options the operation sets).  A finished transfer leaves
  * its connection to be reused. */
 void sg__curl_remove(sg_curl_op *op, bool stopped) {
-    sg_curl_multi *m = op->conn_multi;
-    leave_conn(op);
+    sg_curl_multi *m = op->conn != NULL ? op->conn->m : NULL;
+    const uint16_t port = op->conn != NULL ? op->conn->port : 0;
+    const uint64_t key = op->conn != NULL ? op->conn->key : 0;
+    sg__curl_multi_leave_conn(op);
     if (stopped) {
         curl_easy_setopt(op->easy, CURLOPT_FORBID_REUSE, 1L);
     }
@@ -283,7 +292,7 @@ void sg__curl_remove(sg_curl_op *op, bool stopped) {
     if (stopped) {
         curl_easy_setopt(op->easy, CURLOPT_FORBID_REUSE, 0L);
         if (m != NULL) {
-            queue_nudge(m, op->conn_port, op->conn_key);
+            queue_nudge(m, port, key);
         }
     }
 }
@@ -462,7 +471,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     while (sg__dheap_earliest(&m->heap, &top), top != NULL) {
         sg_curl_op *op = OP_OF(top);
         if (op->in_multi) {
-            leave_conn(op);
+            sg__curl_multi_leave_conn(op);
             curl_multi_remove_handle(m->multi, op->easy);
             op->in_multi = false;
         }
@@ -471,7 +480,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     /* what still names this multi (ended operations not yet freed) */
     for (size_t i = 0; i < m->nconns; i++) {
         while (m->conns[i].head != NULL) {
-            leave_conn(m->conns[i].head);
+            sg__curl_multi_leave_conn(m->conns[i].head->op);
         }
     }
     free(m->conns);

@@ -560,6 +560,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
 
 static void free_slot(sg_curl_op *c) {
     detach_transfer(c, true);
+    sg__curl_multi_leave_conn(c);
     if (c->owner != NULL) {
         sg__curl_multi_forget(c->owner, c);
     }
@@ -581,6 +582,7 @@ void sg_curl_op_free(sg_curl_op *op) {
     }
     sg__lc_drop_intent(&op->lc); /* unwatched while the multi holds it */
     detach_transfer(op, true);
+    sg__curl_multi_leave_conn(op);
     if (op->owner != NULL) {
         sg__curl_multi_forget(op->owner, op);
     }
