@@ -99,7 +99,7 @@ static void streams_expiring_together_are_all_told_before_any_close(void **state
     stream s[STREAMS] = {{0}};
     CURL *easy[STREAMS];
     sg_curl_op *ops[STREAMS];
-    char url[256];
+    char url[512];
     snprintf(url, sizeof(url),
              "%s/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&_t=together.",
              fm_group()->base);

@@ -29,7 +29,8 @@ typedef struct fm_server {
 
 /* Starts `binary --port 0 --write-ca <tmp> --quiet [extra...]` (extra is
  * NULL or NULL-terminated, at most 8 entries); returns 0 or -1. */
-static int fm_start_with(fm_server *s, const char *binary, const char *const *extra) {
+static inline int fm_start_with(fm_server *s, const char *binary,
+                                const char *const *extra) {
     static int started;
     int fds[2];
     memset(s, 0, sizeof(*s));
@@ -83,11 +84,11 @@ static int fm_start_with(fm_server *s, const char *binary, const char *const *ex
     return 0;
 }
 
-static int fm_start(fm_server *s, const char *binary) {
+static inline int fm_start(fm_server *s, const char *binary) {
     return fm_start_with(s, binary, NULL);
 }
 
-static void fm_stop(fm_server *s) {
+static inline void fm_stop(fm_server *s) {
     if (s->pid > 0) {
         kill(s->pid, SIGTERM);
         waitpid(s->pid, NULL, 0);
@@ -132,7 +133,7 @@ struct fm_buf {
     size_t n;
 };
 
-static size_t fm_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
+static inline size_t fm_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
     struct fm_buf *b = ud;
     size_t len = size * nmemb;
     char *np = realloc(b->p, b->n + len + 1);
@@ -148,7 +149,7 @@ static size_t fm_collect(char *ptr, size_t size, size_t nmemb, void *ud) {
 
 /* A plain GET (or POST when post is set) of base+path; returns a malloc'ed
  * NUL-terminated body or NULL. */
-static char *fm_fetch(const fm_server *s, const char *path, int post) {
+static inline char *fm_fetch(const fm_server *s, const char *path, int post) {
     char url[512];
     struct fm_buf b = {NULL, 0};
     snprintf(url, sizeof(url), "%s%s", s->base, path);
@@ -173,7 +174,7 @@ static char *fm_fetch(const fm_server *s, const char *path, int post) {
 }
 
 /* How many times needle occurs in hay. */
-static int fm_count(const char *hay, const char *needle) {
+static inline int fm_count(const char *hay, const char *needle) {
     int n = 0;
     size_t len = strlen(needle);
     for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += len) {
