@@ -10,11 +10,14 @@
  *   3. CPU per item: one 1,000,000-event stream, guarded vs a plain libcurl
  *      write callback that only counts bytes.
  *   4. 1,000 concurrent guarded streams on one thread, each stalling after
- *      2 items under a 200 ms idle clock: CPU, RSS, expiry lateness p50/p99.
+ *      2 items under a 200 ms idle clock: CPU, RSS, expiry lateness p50/p99;
+ *      and beside it the machine's floor: how late a bare timerfd wakes
+ *      this thread, nothing else running on it.
  *   5. Single-stream expiry lateness, 50 runs (p50/p99/max).
  *
  *   6. Stall lateness of 1 and 1,000 streams, managed multi and a caller's
  *      poll loop, with and without the file ledger.
+ *   7. Its 1,000-stream rows without a ledger alone (not in the default).
  *
  * Usage: bench_curl_transport PATH/TO/sg-fakemodel [events-for-cpu-test]
  *            [sections, e.g. 46; default all]
@@ -27,7 +30,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -398,6 +403,46 @@ static int server_close_ms(const char *tag, int n, const int64_t *done_at, doubl
     return k;
 }
 
+/* The machine's floor, for the lateness figures beside it: how late a
+ * bare wake-up comes - a timerfd armed on CLOCK_MONOTONIC for an absolute
+ * instant, waited for in epoll_wait, as the managed multi waits - with no
+ * library work at all.  @n sleeps of 20 us to 1 ms; "p50 / p99 / max" ms
+ * into @buf. */
+static void wakeup_floor(int n, char *buf, size_t len) {
+    double *late = calloc((size_t)n, sizeof(double));
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = tfd};
+    snprintf(buf, len, "-");
+    if (late != NULL && tfd >= 0 && ep >= 0 &&
+        epoll_ctl(ep, EPOLL_CTL_ADD, tfd, &ev) == 0) {
+        unsigned seed = 1;
+        for (int i = 0; i < n; i++) {
+            seed = seed * 1103515245u + 12345u;
+            int64_t at = now_ns() + SG_US(20) + (int64_t)(seed >> 8) % SG_US(980);
+            struct itimerspec its = {{0, 0},
+                                     {(time_t)(at / SG_SEC(1)), (long)(at % SG_SEC(1))}};
+            timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
+            struct epoll_event got;
+            while (epoll_wait(ep, &got, 1, -1) != 1) {
+            }
+            late[i] = (double)(now_ns() - at) / 1e6;
+            uint64_t x;
+            (void)!read(tfd, &x, sizeof(x));
+        }
+        qsort(late, (size_t)n, sizeof(double), cmpd);
+        snprintf(buf, len, "%.3f / %.3f / %.3f", late[n / 2], late[n * 99 / 100],
+                 late[n - 1]);
+    }
+    if (tfd >= 0) {
+        close(tfd);
+    }
+    if (ep >= 0) {
+        close(ep);
+    }
+    free(late);
+}
+
 static void concurrent(int n, int64_t idle, const char *label) {
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
@@ -473,6 +518,11 @@ static void concurrent(int n, int64_t idle, const char *label) {
                "%.3f ms, p99 %.3f ms, max %.3f ms (its client_gone)\n",
                nc, closed[nc / 2], closed[(nc * 99) / 100], closed[nc - 1]);
     }
+    char floor[64];
+    wakeup_floor(1000, floor, sizeof(floor));
+    printf("   the machine's floor: a bare timerfd wake-up on this thread, 1000 sleeps "
+           "of 20-1000 us, comes late by p50 / p99 / max %s ms\n",
+           floor);
     free(closed);
     free(done_at);
     free(late);
@@ -587,6 +637,30 @@ static void lateness_rows(sg_ledger *const ledgers[2]) {
         }
         printf("   %-34s %-26s %-26s %-26s\n", rows[i].label, cell[0], cell[1], cell[2]);
     }
+    char floor[64];
+    wakeup_floor(1000, floor, sizeof(floor));
+    printf("   %-34s %-26s\n", "machine floor (bare timerfd wake)", floor);
+    free(v);
+}
+
+/* 7: section 6's rows of 1,000 streams, without a ledger (quick to repeat:
+ * bench/curl_expiry_ab.sh runs it beside another build). */
+static void lateness_burst(void) {
+    double *v = calloc(1000, sizeof(double));
+    char cell[2][64];
+    for (int embedded = 0; embedded < 2 && v != NULL; embedded++) {
+        size_t n = lateness(1000, 1, embedded == 1, NULL, v);
+        format_lateness(cell[embedded], sizeof(cell[embedded]), v, n);
+    }
+    char floor[64];
+    wakeup_floor(1000, floor, sizeof(floor));
+    if (v != NULL) {
+        printf(
+            "7. 1000 streams stalling under a 200 ms idle clock, no ledger (ms after the "
+            "clock; p50 / p99 / max):\n   managed multi: %s\n   caller's poll loop: %s\n"
+            "   machine floor (bare timerfd wake): %s\n",
+            cell[0], cell[1], floor);
+    }
     free(v);
 }
 
@@ -697,6 +771,7 @@ int main(int argc, char **argv) {
     }
     long events = argc > 2 ? atol(argv[2]) : 1000000;
     const char *sections = argc > 3 ? argv[3] : "123456";
+    /* 7 only when named */
     curl_global_init(CURL_GLOBAL_DEFAULT);
     if (start_server(argv[1]) != 0) {
         fprintf(stderr, "could not start %s\n", argv[1]);
@@ -722,6 +797,9 @@ int main(int argc, char **argv) {
     }
     if (strchr(sections, '6') != NULL) {
         lateness_table();
+    }
+    if (strchr(sections, '7') != NULL) {
+        lateness_burst();
     }
 
     kill(server_pid, SIGTERM);
