@@ -237,7 +237,7 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
         lc->hedge_off = false;
     }
     lc->feed_error = 0;
-    lc->date_len = 0;
+    lc->date_s = 0;
     if (lc->more != NULL) {
         lc->more->retry_after_len = 0;
         lc->more->retry_after_ms_len = 0;
@@ -557,13 +557,7 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
  * neither hammers the server nor gives up early), else the local wall
  * clock. */
 static int64_t wall_origin(const sg__lifecycle *lc) {
-    int64_t local = (int64_t)time(NULL);
-    int64_t date = 0;
-    if (lc->date_len > 0 &&
-        sg_http_date_parse(lc->date, lc->date_len, local, &date) == 0 && date > 0) {
-        return date;
-    }
-    return local;
+    return lc->date_s > 0 ? lc->date_s : (int64_t)time(NULL);
 }
 
 /* What the final response's fields say of when to come back: its

@@ -33,8 +33,6 @@
 
 /** Room for an operation's message (libcurl's CURL_ERROR_SIZE fits). */
 #define SG__LC_ERROR_SIZE 256
-/** Room for a raw HTTP-date (RFC 9110 §5.6.7; the longest is 33 bytes). */
-#define SG__LC_DATE_MAX 34
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
 #define SG__LC_STAMP_MAX 3
 /** And after them those the observers add (on_attempt_headers, at most
@@ -210,6 +208,10 @@ struct sg__lifecycle {
      * at the first attempt of an operation whose observers add headers
      * (sg__op_wants_headers), NULL otherwise */
     sg_op_headers *obs_headers;
+    /* the Date of the final response (Unix seconds, 0: none or no
+     * HTTP-date), the origin of its Retry-After HTTP-date and rate-limit
+     * instants: read as it arrives */
+    int64_t date_s;
     uint32_t attempt;
     int state;
     int intent_fd;       /* INTENT: the fd watched for the observer's answer */
@@ -228,11 +230,6 @@ struct sg__lifecycle {
     bool not_processed;  /* the server did no processing: never sent */
     bool deadline_header; /* stamp the policy's deadline header */
     bool grpc_timeout;    /* stamp grpc-timeout */
-    /* raw Date of the final response, the origin of its Retry-After
-     * HTTP-date and rate-limit instants (the longest HTTP-date, RFC 850's
-     * with a Wednesday, is 33 bytes; a longer value is no date) */
-    uint8_t date_len;
-    char date[SG__LC_DATE_MAX];
     char dl_value[SG_DEADLINE_VALUE_MAX];
     char grpc_value[SG_DEADLINE_VALUE_MAX];
 };

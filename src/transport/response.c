@@ -9,12 +9,13 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 void sg__lc_status(sg__lifecycle *lc, int status, int64_t now) {
     lc->http_status = status;
     lc->headers_done = false;
     lc->body_is_stream = false;
-    lc->date_len = 0;
+    lc->date_s = 0;
     if (lc->more != NULL) {
         lc->more->retry_after_len = 0;
         lc->more->retry_after_ms_len = 0;
@@ -64,12 +65,13 @@ void sg__lc_retry_after_ms(sg__lifecycle *lc, const char *value, size_t len) {
 }
 
 void sg__lc_date(sg__lifecycle *lc, const char *value, size_t len) {
-    if (len < sizeof(lc->date)) {
-        memcpy(lc->date, value, len);
-        lc->date_len = (uint8_t)len;
-    } else {
-        lc->date_len = 0; /* not an HTTP-date: the local clock instead */
+    /* read now (8 bytes kept, not the raw field): a value that is no
+     * HTTP-date leaves none, and the local clock is used instead */
+    int64_t date = 0;
+    if (sg_http_date_parse(value, len, (int64_t)time(NULL), &date) != 0 || date <= 0) {
+        date = 0;
     }
+    lc->date_s = date;
 }
 
 void sg__lc_ratelimit(sg__lifecycle *lc, const char *name, size_t name_len,
