@@ -15,7 +15,7 @@
 #include <string.h>
 
 #define ATTEMPT_ATTRS 48 /* room for an attempt span's attributes */
-#define ATTEMPT_EVENTS 2 /* its first chunk, its backoff */
+#define ATTEMPT_EVENTS 1 /* its first chunk (backoffs: the operation span's) */
 #define OP_ATTRS 32
 #define OP_EVENTS 32 /* backoffs and endpoint waits; more are counted dropped */
 #define URL_MAX 256
