@@ -1,5 +1,5 @@
 /*
- * Fuzz target for sg-proxy's include-usage (tools/sg-proxy/include_usage.c),
+ * Fuzz target for sg-proxy's include-usage (tools/common/include_usage.c),
  * which adds "stream_options":{"include_usage":true} to a Chat Completions
  * body that streams without it.  The input is the body.
  *
@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "../tools/sg-fakemodel/reqbody.c"
-#include "../tools/sg-proxy/include_usage.c"
+#include "../tools/common/include_usage.c"
 #include "around.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

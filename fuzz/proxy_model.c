@@ -1,6 +1,6 @@
 /*
  * Fuzz target for sg-proxy's model override (body_model in
- * tools/sg-proxy/include_usage.c), which finds the top-level "model"
+ * tools/common/include_usage.c), which finds the top-level "model"
  * string of a request body that a fallback's `model` replaces.  The input
  * is the body.
  *
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/sg-proxy/include_usage.c"
+#include "../tools/common/include_usage.c"
 #include "around.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -5,7 +5,8 @@
 # pinned OTLP definitions (otlp_spans.py).  Checked: the operation's span
 # and each attempt's - a retried 503 on HTTP/1.1 and on streamguard's
 # HTTP/2 transport, a retried first-token timeout, a fallback, a partial
-# stream, a clean stream - their parent links, times and attributes; the
+# stream, a clean stream - their parent links, times and attributes, the
+# model the request body names; the
 # traceparent each attempt sent, as sg-fakemodel logged it, names that
 # attempt's span in the caller's trace (TRACEPARENT, TRACESTATE); a
 # collector that is down costs the run nothing; bad settings are usage
@@ -137,6 +138,23 @@ check "partial: the attempt and the operation say so, its items discarded" \
       .attributes["streamguard.reason"] == "partial_stream" and
       .attributes["error.type"] == "idle_timeout" and
       .attributes["streamguard.partial"] == true)' "$SPANS"
+
+# ---- the model the body asks for -------------------------------------------------
+otlp_reset
+expect 0 "a body naming its model" -- --otlp "$OTLP_URL" --profile openai \
+    --idempotency-key tr-model -d '{"messages":[{"model":"inner"}],"model":"gpt-\u00e9x","stream":true}' \
+    "$CHAT?n=2&_t=tr-model"
+spans_of "$SPANS"
+check "model: both spans name the body's top-level model, decoded" \
+    'length == 2 and all(.attributes["gen_ai.request.model"] == "gpt-éx") and
+     (map(select(.attributes["streamguard.attempt"] == null))[0].name == "chat gpt-éx")' \
+    "$SPANS"
+otlp_reset
+expect 0 "a body that is not JSON" -- --otlp "$OTLP_URL" --idempotency-key tr-nomodel \
+    -d 'model=gpt' "$CHAT?n=2&_t=tr-nomodel"
+spans_of "$SPANS"
+check "model: none from a body that is not JSON" \
+    'length == 2 and all(.attributes["gen_ai.request.model"] == null)' "$SPANS"
 
 # ---- without a parent, from the environment's endpoint ----------------------
 otlp_reset

@@ -1,5 +1,5 @@
 /*
- * sg-proxy's include-usage (tools/sg-proxy/include_usage.c): which
+ * sg-proxy's include-usage (tools/common/include_usage.c): which
  * request bodies gain "stream_options":{"include_usage":true}, and the
  * exact bytes they become; every other body is left as the client wrote
  * it - not JSON, not streaming, a client that already said what it wants,

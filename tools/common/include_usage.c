@@ -419,6 +419,93 @@ int body_model(const char *body, size_t len, struct iu_edit *e) {
     return 1;
 }
 
+static int hex4(const char *p) {
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        char ch = p[i];
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
+        if (d < 0) {
+            return -1;
+        }
+        v = v << 4 | d;
+    }
+    return v;
+}
+
+size_t body_json_text(const char *lit, size_t n, char *out, size_t cap) {
+    size_t o = 0;
+    for (size_t i = 1; i + 1 < n; i++) {
+        unsigned long cp = (unsigned char)lit[i];
+        if (lit[i] == '\\') {
+            char e = i + 2 < n ? lit[++i] : '\0';
+            static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+            const char *k = e != '\0' ? strchr(from, e) : NULL;
+            if (k != NULL) {
+                cp = (unsigned char)to[k - from];
+            } else if (e == 'u' && i + 5 < n) {
+                int hi = hex4(lit + i + 1), lo = -1;
+                i += 4;
+                if (hi >= 0xD800 && hi <= 0xDBFF && i + 7 < n && lit[i + 1] == '\\' &&
+                    lit[i + 2] == 'u') {
+                    lo = hex4(lit + i + 3);
+                    i += 6;
+                }
+                if (hi < 0 || (hi >= 0xDC00 && hi <= 0xDFFF) ||
+                    (hi >= 0xD800 && hi <= 0xDBFF && (lo < 0xDC00 || lo > 0xDFFF))) {
+                    return 0;
+                }
+                cp = hi >= 0xD800 && hi <= 0xDBFF
+                         ? 0x10000 + (((unsigned long)hi - 0xD800) << 10) +
+                               ((unsigned long)lo - 0xDC00)
+                         : (unsigned long)hi;
+                /* UTF-8 */
+                char u[4];
+                size_t ul = 0;
+                if (cp < 0x80) {
+                    u[ul++] = (char)cp;
+                } else if (cp < 0x800) {
+                    u[ul++] = (char)(0xC0 | cp >> 6);
+                    u[ul++] = (char)(0x80 | (cp & 0x3F));
+                } else if (cp < 0x10000) {
+                    u[ul++] = (char)(0xE0 | cp >> 12);
+                    u[ul++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                    u[ul++] = (char)(0x80 | (cp & 0x3F));
+                } else {
+                    u[ul++] = (char)(0xF0 | cp >> 18);
+                    u[ul++] = (char)(0x80 | (cp >> 12 & 0x3F));
+                    u[ul++] = (char)(0x80 | (cp >> 6 & 0x3F));
+                    u[ul++] = (char)(0x80 | (cp & 0x3F));
+                }
+                if (cp == 0 || o + ul >= cap) {
+                    return 0;
+                }
+                memcpy(out + o, u, ul);
+                o += ul;
+                continue;
+            } else {
+                return 0;
+            }
+        }
+        if (cp == 0 || o + 1 >= cap) {
+            return 0;
+        }
+        out[o++] = (char)cp;
+    }
+    out[o] = '\0';
+    return o;
+}
+
+size_t body_model_name(const char *body, size_t len, char *out, size_t cap) {
+    struct iu_edit e;
+    if (cap == 0 || body_model(body, len, &e) != 1) {
+        return 0;
+    }
+    return body_json_text(body + e.at, e.cut, out, cap);
+}
+
 char *include_usage_apply(const char *body, size_t len, const struct iu_edit *e,
                           size_t *out_len) {
     size_t tl = strlen(e->text);

@@ -4,8 +4,10 @@
  * and does not say whether it wants its usage gets
  * "stream_options":{"include_usage":true}, so that the upstream sends the
  * usage chunk the report reads.  Every other body goes as the client
- * wrote it.  libc only, no socket: the unit test and the fuzz target
- * include include_usage.c.
+ * wrote it.  And the reader of a request body's top-level "model" that
+ * sg-proxy (a fallback's model, the spans' model) and sg-stream (its
+ * spans' model) share.  libc only, no socket: the unit test and the fuzz
+ * targets include include_usage.c.
  */
 #ifndef SG_PROXY_INCLUDE_USAGE_H
 #define SG_PROXY_INCLUDE_USAGE_H
@@ -48,6 +50,23 @@ bool include_usage_edit(const char *body, size_t len, struct iu_edit *e);
  * "model" nested deeper or inside a string is never the top-level one.
  */
 int body_model(const char *body, size_t len, struct iu_edit *e);
+
+/*
+ * The text of the JSON string literal @lit[0..@n) (quotes included, as
+ * body_model finds one), decoded into @out: its length, or 0 when it does
+ * not fit @cap - 1 bytes, holds a NUL or an escape that does not decode
+ * (a lone surrogate).
+ */
+size_t body_json_text(const char *lit, size_t n, char *out, size_t cap);
+
+/*
+ * The model a request body asks for: the text of @body[0..@len)'s
+ * top-level "model" string (body_model), decoded into @out - its length,
+ * or 0 when there is none, the body is not JSON, or the name does not fit
+ * @cap - 1 bytes (body_json_text).  What sg-proxy and sg-stream name the
+ * spans' gen_ai.request.model by.
+ */
+size_t body_model_name(const char *body, size_t len, char *out, size_t cap);
 
 /* @body with @e applied, in a new buffer of *@out_len bytes (the caller
  * frees it); NULL when the memory is not there. */

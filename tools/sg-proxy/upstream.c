@@ -34,7 +34,7 @@
 
 #include "conn.h"
 #include "readbuf.h"
-#include "include_usage.h"
+#include "../common/include_usage.h"
 
 /* ------------------------------------------------------ the operation */
 

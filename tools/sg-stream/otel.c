@@ -6,7 +6,8 @@
  * libstreamguard-otel, and each attempt's request carries the traceparent
  * of its own span.  TRACEPARENT and TRACESTATE in the environment (the
  * carriers a shell script or a CI job hands its children) make the
- * operation a child of the caller's span.  Only built with the library's
+ * operation a child of the caller's span.  The spans name the model the
+ * request body asks for (its top-level "model").  Only built with the library's
  * OpenTelemetry part; main.c says so otherwise.
  */
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <streamguard/otel_trace.h>
 
 #include "sg_stream.h"
+#include "../common/include_usage.h"
 #include "../common/trace.h"
 
 int otel_start(struct config *c) {
@@ -30,7 +32,12 @@ int otel_start(struct config *c) {
     if (c->otel == NULL) {
         return 0; /* not tracing */
     }
-    rv = tool_trace_new(&c->trace, c->otel, c->profile, NULL);
+    /* gen_ai.request.model: the body's top-level "model" string, read as
+     * sg-proxy reads it; none when the body is not JSON or names none */
+    char model[SG_OTEL_NAME_MAX + 1];
+    size_t ml =
+        c->body != NULL ? body_model_name(c->body, c->body_len, model, sizeof(model)) : 0;
+    rv = tool_trace_new(&c->trace, c->otel, c->profile, ml > 0 ? model : NULL);
     const char *parent = getenv("TRACEPARENT");
     if (rv == 0 && parent != NULL && parent[0] != '\0' &&
         sg_otel_trace_set_parent(c->trace, parent, getenv("TRACESTATE")) != 0) {
