@@ -341,6 +341,20 @@ SG_EXTERN const sg_op_attempt *sg_op_attempt_at(const sg_op *op, uint32_t i);
 SG_EXTERN const char *sg_op_attempt_lease_by(const sg_op *op, uint32_t i);
 
 /**
+ * sg_op_attempt_probe - whether attempt @i (0-based, as sg_op_attempt_at
+ * counts) is the caller's failed probe (sg_op_options_set_probe): a
+ * connection tried before the operation started, recorded as its attempt
+ * 1 (n == 1) so that the report accounts for its time - but nothing was
+ * sent on it, so the operation's own attempts begin at attempt 2 and the
+ * first of them is no resend.  The report's "probe" field and an attempt
+ * span's streamguard.probe (docs/otel.md) say the same.
+ *
+ * Returns false for every other attempt, and when @op is NULL, never
+ * started, or @i >= sg_op_attempt_count(@op).
+ */
+SG_EXTERN bool sg_op_attempt_probe(const sg_op *op, uint32_t i);
+
+/**
  * sg_op_deciding_attempt - the attempt the operation's outcome speaks of:
  * the last one whose end the policy decided on (done, retry or stop) -
  * with hedging, the winner, not a loser recorded after it; without, the

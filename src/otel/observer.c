@@ -347,14 +347,31 @@ static int on_intent(const sg_op *op, const sg_op_intent *intent, void *ud) {
                     ((int64_t)w.tv_nsec - (int64_t)m.tv_nsec);
     }
     t->active = true;
+    t->probe_spanned = false;
+    return 0;
+}
+
+/* The span of the caller's probe (sg_op_attempt_probe): its record is
+ * made as the operation starts and never ends as an attempt does, so its
+ * span goes once its record is final - as the operation's own first
+ * attempt starts, or with the operation's span when none did. */
+static int probe_span(sg_otel_trace *t, const sg_op *op) {
+    if (t->probe_spanned || !t->active || !t->sampled || !sg_op_attempt_probe(op, 0)) {
+        return 0;
+    }
+    t->probe_spanned = true;
+    sg__otel_span *s = sg__otel_attempt_span(t, op, sg_op_attempt_at(op, 0));
+    if (s == NULL) {
+        return SG_ENOMEM;
+    }
+    sg__otel_submit(t->otel, s);
     return 0;
 }
 
 static int on_attempt_start(const sg_op *op, const sg_op_attempt *a, void *ud) {
-    (void)op;
     (void)a;
-    (void)ud;
-    return 0; /* the attempt's span id is its number's: nothing to keep */
+    /* the attempt's span id is its number's: nothing to keep */
+    return probe_span(ud, op);
 }
 
 static int on_attempt_headers(const sg_op *op, const sg_op_attempt *a, sg_op_headers *h,
@@ -392,6 +409,10 @@ static int on_resolve(const sg_op *op, void *ud) {
     sg_otel_trace *t = ud;
     if (!t->active || !t->sampled) {
         return 0;
+    }
+    int rc = probe_span(t, op);
+    if (rc != 0) {
+        return rc;
     }
     sg__otel_span *s = sg__otel_op_span(t, op);
     if (s == NULL) {

@@ -38,6 +38,7 @@ struct sg_otel_trace {
     uint8_t trace_id[SG__OTEL_TRACE_ID_LEN];
     uint8_t op_span[SG__OTEL_SPAN_ID_LEN];
     uint64_t seed;
+    bool probe_spanned; /* the caller's probe's span went (observer.c) */
 };
 
 /* Attempt @n's span id (a bijection of @n for the operation's seed). */

@@ -177,8 +177,12 @@ sg__otel_span *sg__otel_attempt_span(const sg_otel_trace *t, const sg_op *op,
         add_str(s, "url.full", url, &rc);
         add_server(s, url, &rc);
     }
-    if (a->n > 1) {
-        sg__otel_span_add_int(s, "http.request.resend_count", a->n - 1);
+    /* the caller's probe (attempt 1, when there is one) sent nothing: the
+     * operation's own first attempt is its first send, no resend */
+    bool probe = sg_op_attempt_probe(op, a->n - 1);
+    uint32_t resends = a->n - 1 - (!probe && sg_op_attempt_probe(op, 0) ? 1u : 0u);
+    if (resends > 0) {
+        sg__otel_span_add_int(s, "http.request.resend_count", resends);
     }
     if (a->http_status > 0) {
         sg__otel_span_add_int(s, "http.response.status_code", a->http_status);
@@ -200,6 +204,9 @@ sg__otel_span *sg__otel_attempt_span(const sg_otel_trace *t, const sg_op *op,
     sg__otel_span_add_int(s, "streamguard.attempt", a->n);
     sg__otel_span_add_int(s, "streamguard.endpoint", a->endpoint);
     sg__otel_span_add_bool(s, "streamguard.hedge", a->hedge);
+    if (probe) {
+        sg__otel_span_add_bool(s, "streamguard.probe", true);
+    }
     add_str(s, "streamguard.outcome", sg_outcome_name(a->outcome), &rc);
     add_str(s, "streamguard.phase", sg_phase_name(a->phase), &rc);
     add_str(s, "streamguard.decision", sg_op_decision_name(a->decision), &rc);

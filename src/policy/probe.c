@@ -72,3 +72,9 @@ void sg__probe_refused(sg_op *op, sg_op_reason reason) {
         a->backoff_ns = -1;
     }
 }
+
+bool sg_op_attempt_probe(const sg_op *op, uint32_t i) {
+    /* the probe's record is the first, set as the operation starts */
+    return i == 0 && sg_op_attempt_at(op, 0) != NULL &&
+           (sg__op_opts(op)->set_ & SG__OPT_PROBE) != 0;
+}

@@ -6,7 +6,7 @@
 # and each attempt's - a retried 503 on HTTP/1.1 and on streamguard's
 # HTTP/2 transport, a retried first-token timeout, a fallback, a partial
 # stream, a clean stream - their parent links, times and attributes, the
-# model the request body names; the
+# model the request body names, the HTTP/2 probe's span; the
 # traceparent each attempt sent, as sg-fakemodel logged it, names that
 # attempt's span in the caller's trace (TRACEPARENT, TRACESTATE); a
 # collector that is down costs the run nothing; bad settings are usage
@@ -155,6 +155,21 @@ expect 0 "a body that is not JSON" -- --otlp "$OTLP_URL" --idempotency-key tr-no
 spans_of "$SPANS"
 check "model: none from a body that is not JSON" \
     'length == 2 and all(.attributes["gen_ai.request.model"] == null)' "$SPANS"
+
+# ---- the HTTP/2 probe of an https:// URL that refuses ------------------------
+otlp_reset
+expect 8 "an https:// URL that refuses: the probe, then two attempts" -- --otlp "$OTLP_URL" \
+    --idempotency-key tr-probe --attempts 2 --backoff-base 10ms https://127.0.0.1:1/v1/chat
+spans_of "$SPANS"
+check "probe: attempt 1 is the probe, the first send is no resend, the second one is" \
+    'length == 4 and
+     (map(select(.attributes["streamguard.attempt"] == 1))[0].attributes |
+      .["streamguard.probe"] == true and .["streamguard.sent"] == false and
+      .["http.request.resend_count"] == null) and
+     (map(select(.attributes["streamguard.attempt"] == 2))[0].attributes |
+      .["streamguard.probe"] == null and .["http.request.resend_count"] == null) and
+     (map(select(.attributes["streamguard.attempt"] == 3))[0].attributes |
+      .["http.request.resend_count"] == 1)' "$SPANS"
 
 # ---- without a parent, from the environment's endpoint ----------------------
 otlp_reset

@@ -2,7 +2,7 @@
  * The OpenTelemetry observer (<streamguard/otel_trace.h>): the spans an
  * operation becomes - their parent links, times and attributes - for a
  * clean stream, a retried first-token timeout, a hedge won and lost, a
- * fallback and a partial stream; the traceparent each attempt carries;
+ * fallback, a partial stream and a caller's probe; the traceparent each attempt carries;
  * and the observer seams it plugs into (several observers per operation,
  * the per-attempt headers).  Time is driven by hand; the spans land in a
  * capture sink in place of the exporter (otel_sink.c).
@@ -516,6 +516,81 @@ static void every_attempt_says_who_set_its_lease(void **state) {
     teardown_trace(t);
 }
 
+/* The caller's probe (sg_op_options_set_probe: a connection it tried
+ * before the operation, that failed) sent nothing: it is a span of its own,
+ * attempt 1 marked streamguard.probe, before the operation's own first
+ * attempt - which is no resend - and the reader says which is which. */
+static void a_callers_probe_is_a_marked_span_and_no_resend(void **state) {
+    (void)state;
+    sg_otel_trace *t = new_trace();
+    SG_AUTO_OPTIONS(o);
+    base_options(o, t);
+    assert_int_equal(sg_op_options_set_started_at(o, T0), 0);
+    assert_int_equal(
+        sg_op_options_set_probe(o, T0 + SG_MS(200), SG_SEC(10), false, "refused"), 0);
+    SG_AUTO_OP(op);
+    sg_op_plan p;
+    assert_int_equal(sg_op_start(op, o, T0 + SG_MS(200)), 0);
+    assert_true(sg_op_attempt_probe(op, 0));
+    assert_false(sg_op_attempt_probe(op, 1)); /* no such attempt yet */
+    assert_false(sg_op_attempt_probe(NULL, 0));
+    assert_int_equal(sg_op_next_attempt(op, T0 + SG_MS(200), &p), 0);
+    assert_false(sg_op_attempt_probe(op, 1));
+    sg_op_headers h = {0};
+    char tp[64];
+    headers_of(op, 2, &h, tp, sizeof(tp));
+    sg_op_verdict v =
+        done(op, 2, T0 + SG_MS(300), SG_OUTCOME_HTTP_ERROR, 503, 0, 0, NULL);
+    assert_int_equal(v.decision, SG_OP_RETRY);
+    assert_int_equal(sg_op_next_attempt(op, v.retry_at, &p), 0);
+    done(op, 3, v.retry_at + SG_MS(100), SG_OUTCOME_OK, 200, 2, SG_MS(50), NULL);
+    assert_int_equal(otel_sink_count(), 4);
+    const sg__otel_span *os = span_of(0), *a1 = span_of(1), *a2 = span_of(2),
+                        *a3 = span_of(3);
+    assert_ptr_equal(otel_sink_at(0), a1); /* before the attempt after it */
+    assert_child_of(a1, os);
+    assert_true(bool_attr(a1, "streamguard.probe"));
+    assert_null(otel_attr(a1, "http.request.resend_count"));
+    assert_false(bool_attr(a1, "streamguard.sent"));
+    assert_false(bool_attr(a1, "streamguard.discarded"));
+    assert_string_equal(str_attr(a1, "streamguard.phase"), "connect");
+    assert_string_equal(str_attr(a1, "error.type"), "transport_error");
+    assert_string_equal(str_attr(a1, "streamguard.error"), "refused");
+    assert_int_equal(a1->start_unix_nano, unix_at(T0));
+    assert_int_equal(a1->end_unix_nano, unix_at(T0 + SG_MS(200)));
+    /* the operation's own first attempt is its first send */
+    assert_null(otel_attr(a2, "streamguard.probe"));
+    assert_null(otel_attr(a2, "http.request.resend_count"));
+    char want[64];
+    traceparent_of(a2, want);
+    assert_string_equal(tp, want);
+    assert_null(otel_attr(a3, "streamguard.probe"));
+    assert_int_equal(int_attr(a3, "http.request.resend_count"), 1);
+    assert_int_equal(int_attr(os, "streamguard.attempts"), 3);
+    teardown_trace(t);
+
+    /* a probe that used the budget up: no attempt follows, and its span
+     * goes with the operation's, its decision final */
+    t = new_trace();
+    SG_AUTO_OPTIONS(o2);
+    base_options(o2, t);
+    assert_int_equal(sg_op_options_set_budget(o2, SG_MS(500)), 0);
+    assert_int_equal(sg_op_options_set_started_at(o2, T0), 0);
+    assert_int_equal(
+        sg_op_options_set_probe(o2, T0 + SG_MS(500), SG_SEC(10), true, "timed out"), 0);
+    SG_AUTO_OP(op2);
+    assert_int_equal(sg_op_start(op2, o2, T0 + SG_MS(500)), 0);
+    assert_int_equal(sg_op_next_attempt(op2, T0 + SG_MS(500), &p), SG_EREFUSED);
+    assert_int_equal(otel_sink_count(), 2);
+    a1 = span_of(1);
+    assert_ptr_equal(otel_sink_at(0), a1);
+    assert_true(bool_attr(a1, "streamguard.probe"));
+    assert_string_equal(str_attr(a1, "streamguard.decision"), "stop");
+    assert_string_equal(str_attr(a1, "streamguard.outcome"), "budget_exhausted");
+    assert_child_of(a1, span_of(0));
+    teardown_trace(t);
+}
+
 /* ------------------------------------------------------- trace context */
 
 static void an_operation_continues_its_callers_context(void **state) {
@@ -908,6 +983,7 @@ int main(void) {
         cmocka_unit_test(a_fallback_names_each_attempts_endpoint),
         cmocka_unit_test(a_partial_stream_is_an_error_with_its_items_discarded),
         cmocka_unit_test(every_attempt_says_who_set_its_lease),
+        cmocka_unit_test(a_callers_probe_is_a_marked_span_and_no_resend),
         cmocka_unit_test(an_operation_continues_its_callers_context),
         cmocka_unit_test(a_malformed_parent_is_refused),
         cmocka_unit_test(each_operation_of_a_trace_is_a_trace_of_its_own),
