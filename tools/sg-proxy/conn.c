@@ -182,6 +182,7 @@ void put_str(struct conn *c, const char *s) {
 }
 
 void free_op(struct conn *c) {
+    quiet_remove(&c->proxy->rb_quiet, &c->rb_link);
     c->rbuf = NULL; /* freed with its easy handle */
     c->rb_plain = false;
     sg_curl_op_free(c->op);
@@ -623,15 +624,6 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
     struct conn *c = p->conns;
     while (c != NULL) {
         struct conn *n = c->next;
-        if (c->rbuf != NULL && !c->rb_back) {
-            int64_t at = sg_time_add(c->rb_at, READBUF_QUIET_NS);
-            if (now >= at) {
-                readbuf_give_back(c->rbuf); /* quiet: its pages go */
-                c->rb_back = true;
-            } else if (at < next) {
-                next = at;
-            }
-        }
         if (c->finishing) {
             /* ended: the finish queue frees it (conns_finish) */
         } else if (c->op != NULL && (c->too_slow || c->client_gone)) {
@@ -675,6 +667,15 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
     }
     p->expire_at = sg_time_min(p->expire_at, next);
     return p->expire_at;
+}
+
+int64_t conns_give_back(struct proxy *p, int64_t now) {
+    struct quiet_link *e;
+    while ((e = quiet_take_due(&p->rb_quiet, now, READBUF_QUIET_NS)) != NULL) {
+        struct conn *c = (struct conn *)((char *)e - offsetof(struct conn, rb_link));
+        readbuf_give_back(c->rbuf); /* quiet: its pages go */
+    }
+    return quiet_next(&p->rb_quiet, READBUF_QUIET_NS);
 }
 
 void conns_cancel_all(struct proxy *p) {

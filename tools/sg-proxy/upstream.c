@@ -149,21 +149,20 @@ static int forward(struct conn *c, const char *p, size_t n) {
 
 /* Attempt @attempt's upstream gave @len bytes at @data: its read buffer,
  * once found, is resident again until it has been quiet for
- * READBUF_QUIET_NS (readbuf.c; conns_expire gives it back).  The buffer
- * kept is the last read's attempt's: the committed one's once it has
- * committed (a retry reads into the same, a hedge into its own). */
+ * READBUF_QUIET_NS (readbuf.c; conns_give_back gives it back), and goes
+ * to the tail of the proxy's quiet list.  The buffer kept is the last
+ * read's attempt's: the committed one's once it has committed (a retry
+ * reads into the same, a hedge into its own). */
 static void read_into(struct conn *c, uint32_t attempt, const void *data, size_t len) {
     struct proxy *p = c->proxy;
-    bool due = c->rb_back;
     if (c->rbuf == NULL || attempt != c->rb_attempt) {
         c->rbuf = readbuf_of(data, len);
         c->rb_attempt = attempt;
-        due = c->rbuf != NULL;
     }
-    c->rb_at = now_ns();
-    c->rb_back = false;
-    if (due && sg_time_add(c->rb_at, READBUF_QUIET_NS) < p->expire_at) {
-        p->expire_at = sg_time_add(c->rb_at, READBUF_QUIET_NS);
+    if (c->rbuf != NULL) {
+        quiet_touch(&p->rb_quiet, &c->rb_link, now_ns());
+    } else {
+        quiet_remove(&p->rb_quiet, &c->rb_link);
     }
 }
 
