@@ -564,6 +564,7 @@ static void a_callers_probe_is_a_marked_span_and_no_resend(void **state) {
     char want[64];
     traceparent_of(a2, want);
     assert_string_equal(tp, want);
+    sg__op_headers_release(&h);
     assert_null(otel_attr(a3, "streamguard.probe"));
     assert_int_equal(int_attr(a3, "http.request.resend_count"), 1);
     assert_int_equal(int_attr(os, "streamguard.attempts"), 3);
