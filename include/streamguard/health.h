@@ -14,7 +14,9 @@
  *     reset;
  *   - open: consecutive unhealthy ends (connect failures, 5xx, first-token
  *     timeouts, in-band overloads, stalls) opened its circuit breaker for
- *     a cooldown; half-open after it, while one probe tests it;
+ *     a cooldown; half-open after it, while one probe tests it (a
+ *     probe that streams has answered at its first item: the libcurl
+ *     and HTTP/2 transports close the breaker then, not at its end);
  *   - full: it has max_inflight attempts in flight.
  *
  * An endpoint cooling, open (or half-open with its probe out) or full is

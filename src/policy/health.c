@@ -491,17 +491,27 @@ static void open_breaker(sg_health *h, sg__hentry *e, int64_t now, uint32_t k) {
     tell(h, e, SG_HEALTH_OPEN, now, until);
 }
 
+/* @e served at @now: whatever counted against it is over - its breaker
+ * closes, the count and the doubling start again. */
+static void served(sg_health *h, sg__hentry *e, int64_t now) {
+    atomic_store(&e->fails, 0);
+    if (atomic_exchange(&e->open_until, NONE) != NONE) {
+        atomic_store(&e->opens, 0);
+        atomic_store(&e->open_remote, 0);
+        tell(h, e, SG_HEALTH_CLOSED, now, -1);
+    }
+}
+
+void sg__hentry_probe_answered(sg_health *h, sg__hentry *e, int64_t now) {
+    served(h, e, now);
+    atomic_store(&e->probe, 0); /* after the breaker closed: no probe sneaks in */
+}
+
 void sg__hentry_end(sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind,
                     bool probe) {
     switch (kind) {
     case SG__H_OK:
-        /* it served: whatever counted against it is over */
-        atomic_store(&e->fails, 0);
-        if (atomic_exchange(&e->open_until, NONE) != NONE) {
-            atomic_store(&e->opens, 0);
-            atomic_store(&e->open_remote, 0);
-            tell(h, e, SG_HEALTH_CLOSED, now, -1);
-        }
+        served(h, e, now);
         break;
     case SG__H_UNHEALTHY:
         if (probe) {

@@ -63,6 +63,12 @@ typedef enum sg__hkind {
  * given back, and the breaker told (lock-free).  What it opens or closes,
  * and a cooling sg__hentry_cool starts, go to @h's listener. */
 void sg__hentry_end(sg_health *h, sg__hentry *e, int64_t now, sg__hkind kind, bool probe);
+/* The probe of half-open @e delivered its first item at @now: it has
+ * answered - the breaker closes and the probe is given back (its
+ * in-flight slot stays until sg__hentry_end, with probe false), so that
+ * an answer streaming for minutes does not hold every other attempt back
+ * until it ends.  Lock-free. */
+void sg__hentry_probe_answered(sg_health *h, sg__hentry *e, int64_t now);
 /* Gives back what sg__hentry_admit took, for an attempt that did not go. */
 void sg__hentry_unadmit(sg__hentry *e, bool probe);
 /* @e is cooling until @until at least (a provider named it at @now). */

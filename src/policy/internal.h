@@ -463,6 +463,14 @@ void sg__sink_key(sg__sink *s, const char *key, bool *first);
  */
 void sg__sink_json_string(sg__sink *s, const char *p, size_t n);
 
+/* Endpoint health's half-open probe (health_op.c): whether running
+ * attempt @attempt of @op holds it - the transport then tells the
+ * policy of the attempt's first item, sg__op_first_item, at @now: the
+ * probe has answered, the breaker closes, and the attempts held back go
+ * while its stream runs on (its end then counts as any attempt's).
+ * Nothing for an attempt that holds no probe, or told twice. */
+bool sg__op_probe_out(const sg_op *op, uint32_t attempt);
+void sg__op_first_item(sg_op *op, uint32_t attempt, int64_t now);
 /* Endpoint health's key of an operation's endpoint @i, for a transport
  * that keeps it for its next operations of the same request
  * (sg__op_set_endpoint_key): 0 with the key and its secret's generation,

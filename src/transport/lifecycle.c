@@ -232,6 +232,7 @@ static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     lc->ebody_len = 0;
     lc->not_processed = false;
     lc->lost = false;
+    lc->breaker_probe = sg__op_probe_out(lc->pol, plan->attempt);
     if (lc->primary == NULL && !plan->hedge) {
         lc->won = false; /* a new line of attempts: nothing delivered */
         lc->hedge_off = false;
@@ -372,6 +373,11 @@ static int maybe_hedge(sg__lifecycle *root, int64_t now) {
 }
 
 int sg__lc_item_gate_slow(sg__lifecycle *lc) {
+    if (lc->breaker_probe) {
+        /* its endpoint answered, whatever becomes of this item */
+        lc->breaker_probe = false;
+        sg__op_first_item(lc->pol, lc->attempt, lc->tp->now(lc));
+    }
     if (lc->lost) {
         /* another attempt delivered first (in the same step, before its
          * cancel ran): nothing of this one reaches the consumer */

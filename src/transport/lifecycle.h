@@ -218,6 +218,7 @@ struct sg__lifecycle {
     int http_status;     /* last status seen, 0 none, -1 malformed */
     int feed_error;      /* framing error that stopped the body, 0 none */
     bool lost;           /* another attempt delivered first: abort, settle (hedge_lost) */
+    bool breaker_probe;  /* the attempt is a half-open breaker's probe, no item yet */
     bool hedging;        /* the policy hedges (sg_op_options_set_hedging) */
     bool won;            /* an attempt of this line delivered the first item */
     bool hedge_off;      /* a hedge was refused: none more in this line */
@@ -291,11 +292,13 @@ static inline const sg_op_options *sg__lc_options(const sg__lifecycle *lc) {
  * when the item must not reach the consumer (its attempt lost a hedge:
  * stop the stream), 0 to deliver it.  The operation's first item names its
  * attempt the winner and marks every other running attempt lost (due at
- * once: the driver cancels it after the library callback returned). */
+ * once: the driver cancels it after the library callback returned).  A
+ * half-open endpoint's probe has answered at its first item: the policy
+ * closes the breaker then (sg__op_first_item), not when the stream ends. */
 int sg__lc_item_gate_slow(sg__lifecycle *lc);
 static inline int sg__lc_item_gate(sg__lifecycle *lc) {
     const sg__lifecycle *root = lc->primary != NULL ? lc->primary : lc;
-    if (!lc->lost && (root->won || !root->hedging)) {
+    if (!lc->lost && !lc->breaker_probe && (root->won || !root->hedging)) {
         return 0; /* per item: no hedge to settle */
     }
     return sg__lc_item_gate_slow(lc);

@@ -45,6 +45,18 @@ static int received(const char *tag) {
     return n;
 }
 
+static int state_cb(const sg_health_entry *e, void *ud) {
+    *(sg_health_state *)ud = e->state;
+    return 0;
+}
+
+/* The state of @h's only endpoint now. */
+static sg_health_state state_of(sg_health *h) {
+    sg_health_state st = SG_HEALTH_STATE_COUNT_;
+    assert_int_equal(sg_health_foreach(h, sg_clock_now(NULL), state_cb, &st), 0);
+    return st;
+}
+
 /* ---------------------------------------------------------------- curl */
 
 /* An operation on @m for @path (with the Authorization @auth, or none),
@@ -283,6 +295,56 @@ static void an_open_breaker_sends_the_next_operations_to_the_fallback(void **sta
     assert_true(with[SERIAL / 2] < without[SERIAL / 2]);
 }
 
+/* A half-open breaker's probe that streams (10 tokens 200 ms apart)
+ * answers at its first token: the operation held back behind it goes
+ * then, not when the probe's stream ends 2 s later - with a long answer
+ * (or a slow client reading it), every other request would wait minutes. */
+static void the_probe_answers_at_its_first_token(void **state) {
+    (void)state;
+    sg_health *h;
+    assert_int_equal(sg_health_new(&h), 0);
+    assert_int_equal(sg_health_set_breaker_failures(h, 1), 0);
+    assert_int_equal(sg_health_set_breaker_cooldown(h, SG_SEC(1)), 0);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, NULL), 0);
+    assert_int_equal(sg_curl_multi_set_health(m, h), 0);
+    SG_AUTO_OPTIONS(po);
+    assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
+    assert_int_equal(sg_op_options_set_budget(po, SG_SEC(10)), 0);
+    run r0, r[2];
+    CURL *e0, *e[2];
+    sg_curl_op *opener = add(m, "/v1/chat/completions?status=500&_t=pa0", po, NULL, &r0,
+                             &e0); /* a 500 opens it for 1 s */
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    assert_int_equal(state_of(h), SG_HEALTH_OPEN);
+    drop(opener, e0);
+    sg_curl_op *ops[2];
+    ops[0] = add(m, "/v1/chat/completions?n=10&gap=200&_t=pa1", po, NULL, &r[0], &e[0]);
+    ops[1] = add(m, "/v1/chat/completions?n=10&gap=200&_t=pa2", po, NULL, &r[1], &e[1]);
+    assert_int_equal(sg_curl_multi_run(m), 0);
+    const sg_op *a = sg_curl_op_policy(ops[0]), *b = sg_curl_op_policy(ops[1]);
+    assert_int_equal(sg_op_outcome(a), SG_OUTCOME_OK);
+    assert_int_equal(sg_op_outcome(b), SG_OUTCOME_OK);
+    if (sg_op_attempt_at(b, 0)->started_at < sg_op_attempt_at(a, 0)->started_at) {
+        const sg_op *t = a; /* a: the probe, the first to go */
+        a = b;
+        b = t;
+    }
+    const int64_t b_went = sg_op_attempt_at(b, 0)->started_at;
+    const int64_t a_went = sg_op_attempt_at(a, 0)->started_at;
+    print_message("the probe went, its stream ended %lld ms later; the one held back "
+                  "went %lld ms after the probe\n",
+                  (long long)((sg_op_finished_at(a) - a_went) / SG_MS(1)),
+                  (long long)((b_went - a_went) / SG_MS(1)));
+    assert_true(b_went < sg_op_finished_at(a) - SG_SEC(1));
+    assert_int_equal(state_of(h), SG_HEALTH_CLOSED);
+    drop(ops[0], e[0]);
+    drop(ops[1], e[1]);
+    sg_curl_multi_free(m);
+    sg_health_free(h);
+}
+
 /* ------------------------------------------------------------------ h2 */
 
 static void h2_done(sg_h2_op *op, void *ud) {
@@ -378,6 +440,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(a_429_holds_back_every_operation_on_the_multi),
         cmocka_unit_test(each_credential_cools_on_its_own),
         cmocka_unit_test(an_open_breaker_sends_the_next_operations_to_the_fallback),
+        cmocka_unit_test(the_probe_answers_at_its_first_token),
         cmocka_unit_test(a_429_holds_back_the_next_stream_on_the_connection),
         cmocka_unit_test(beyond_max_inflight_a_stream_waits_or_is_refused),
     };
