@@ -152,40 +152,83 @@ static void policy(sg_op_options *po, const char *key, const sg_ledger_binding *
     }
 }
 
-/* A managed multi: a steady stream beside @n operations whose intents
- * @keys wait.  @at_ms: when the loop releases the row (ROLLBACK on @c), or
- * cancels them (@cancel), measured from the start. */
+/* A loop: a steady stream beside operations whose intents @keys wait
+ * for the row @c holds. */
 typedef struct scenario {
     const char *keys[2];
     int64_t budget;
-    int64_t release_at; /* the row goes (ROLLBACK) at this instant after start */
-    int64_t cancel_at;  /* 0: never */
+    /* The row goes (ROLLBACK on @c) this long after the start - or, with
+     * cancel_on_wait, after the cancel. */
+    int64_t release_at;
+    /* The waiting operations are cancelled once their intent is in the
+     * database, waiting for the row: an intent still queued for an intent
+     * thread when its operation ends is never recorded (async.c), which is
+     * not what this case is about. */
+    bool cancel_on_wait;
 } scenario;
 
+/* How long a test waits for an intent to be in the database. */
+#define WAITER_WITHIN SG_SEC(5)
+
+/* true when a session of the ledger waits for a row lock, asked on @w, a
+ * connection outside any transaction: a session's view of
+ * pg_stat_activity is fixed for the length of its transaction. */
+static bool lock_waiter(PGconn *w) {
+    PGresult *r = PQexec(w, "SELECT count(*) FROM pg_stat_activity "
+                            "WHERE application_name = 'streamguard' "
+                            "AND wait_event_type = 'Lock'");
+    bool waiting = PQntuples(r) == 1 && atoi(PQgetvalue(r, 0, 0)) > 0;
+    PQclear(r);
+    return waiting;
+}
+
 /* What a scenario does as the loop runs: lets the row go at release_at,
- * and says once, at cancel_at, that the waiting operations are to be
- * cancelled (true). */
+ * and says once, when the intent waits in the database, that the waiting
+ * operations are to be cancelled (true). */
 typedef struct timeline {
     bool released;
     bool cancelled;
+    int64_t cancelled_at; /* since the start */
+    PGconn *watch;        /* cancel_on_wait: asks for the lock waiter */
 } timeline;
+
+static void timeline_init(timeline *tl, const scenario *sc) {
+    memset(tl, 0, sizeof(*tl));
+    if (sc->cancel_on_wait) {
+        tl->watch = admin();
+    }
+}
 
 static bool timeline_step(timeline *tl, const scenario *sc, PGconn *c, int64_t start) {
     int64_t t = now_ns() - start;
-    if (!tl->released && t >= sc->release_at) {
+    bool cancel = false;
+    if (sc->cancel_on_wait && !tl->cancelled) {
+        bool waiting = lock_waiter(tl->watch);
+        if (waiting || t >= WAITER_WITHIN) {
+            CHECK(waiting); /* else cancelled all the same: the loop ends */
+            tl->cancelled = true;
+            tl->cancelled_at = t;
+            cancel = true;
+        }
+    }
+    int64_t release_at =
+        sc->cancel_on_wait
+            ? (tl->cancelled ? tl->cancelled_at + sc->release_at : INT64_MAX)
+            : sc->release_at;
+    /* never in the step that cancels: the cancel is taken first */
+    if (!tl->released && !cancel && t >= release_at) {
         sql(c, "ROLLBACK");
         tl->released = true;
     }
-    if (!tl->cancelled && sc->cancel_at > 0 && t >= sc->cancel_at) {
-        tl->cancelled = true;
-        return true;
-    }
-    return false;
+    return cancel;
 }
 
 static void timeline_end(timeline *tl, PGconn *c) {
     if (!tl->released) {
         sql(c, "ROLLBACK");
+    }
+    if (tl->watch != NULL) {
+        PQfinish(tl->watch);
     }
 }
 
@@ -225,7 +268,8 @@ static void run_curl(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady,
         CHECK(sg_curl_multi_add(m, ops[n]) == 0);
         CHECK(now_ns() - t0 < SG_MS(50));
     }
-    timeline tl = {false, false};
+    timeline tl;
+    timeline_init(&tl, sc);
     while (sg_curl_multi_running(m) > 0) {
         if (timeline_step(&tl, sc, c, steady->start)) {
             for (int i = 1; i < n; i++) {
@@ -271,7 +315,8 @@ static void run_h2(sg_ledger *l, PGconn *c, const scenario *sc, watch *steady, w
         CHECK(sg_test_h2_start(conn, &rq, &sse, po, &cbs, &w[i], &ops[n]) == 0);
         CHECK(now_ns() - t0 < SG_MS(50));
     }
-    timeline tl = {false, false};
+    timeline tl;
+    timeline_init(&tl, sc);
     struct pollfd p = {sg_h2_conn_fd(conn), POLLIN, 0};
     while (sg_h2_conn_running(conn) > 0) {
         if (timeline_step(&tl, sc, c, steady->start)) {
@@ -306,7 +351,7 @@ static void steady_ok(const char *what, const watch *s) {
 static void waits_without_stalling(runner run, const char *what, const char *key) {
     sg_ledger *l;
     PGconn *c = row_held(key, NULL, &l);
-    scenario sc = {{key, NULL}, SG_SEC(10), SG_MS(400), 0};
+    scenario sc = {{key, NULL}, SG_SEC(10), SG_MS(400), false};
     watch steady, w[2];
     run(l, c, &sc, &steady, w);
     steady_ok(what, &steady);
@@ -328,7 +373,7 @@ static void waits_without_stalling(runner run, const char *what, const char *key
 static void budget_ends_while_waiting(runner run, const char *what, const char *key) {
     sg_ledger *l;
     PGconn *c = row_held(key, NULL, &l);
-    scenario sc = {{key, NULL}, SG_MS(300), SG_MS(700), 0};
+    scenario sc = {{key, NULL}, SG_MS(300), SG_MS(700), false};
     watch steady, w[2];
     run(l, c, &sc, &steady, w);
     steady_ok(what, &steady);
@@ -344,13 +389,15 @@ static void budget_ends_while_waiting(runner run, const char *what, const char *
     PQfinish(c);
 }
 
-/* Cancelled at 100 ms while the row is held; the row goes at 200 ms and
- * the intent lands after its operation ended: the ledger resolves it at
- * once (failed, cancelled) - nothing was sent. */
+/* Cancelled once its intent waits in the database for the held row; the
+ * row goes 100 ms later and the intent lands after its operation ended:
+ * the ledger resolves it at once (failed, cancelled) - nothing was sent.
+ * (Cancelled at a fixed 100 ms, a loaded machine's intent thread had not
+ * yet taken the intent: never recorded, the row stayed done/ok.) */
 static void cancelled_while_waiting(runner run, const char *what, const char *key) {
     sg_ledger *l;
     PGconn *c = row_held(key, NULL, &l);
-    scenario sc = {{key, NULL}, SG_SEC(10), SG_MS(200), SG_MS(100)};
+    scenario sc = {{key, NULL}, SG_SEC(10), SG_MS(100), true};
     watch steady, w[2];
     run(l, c, &sc, &steady, w);
     steady_ok(what, &steady);
@@ -377,7 +424,7 @@ static void a_slow_intent_holds_up_no_other(runner run, const char *what,
                                             const char *held, const char *free_key) {
     sg_ledger *l;
     PGconn *c = row_held(held, NULL, &l);
-    scenario sc = {{held, free_key}, SG_SEC(1), SG_MS(1500), 0};
+    scenario sc = {{held, free_key}, SG_SEC(1), SG_MS(1500), false};
     watch steady, w[2];
     run(l, c, &sc, &steady, w);
     steady_ok(what, &steady);
@@ -410,7 +457,7 @@ static void refused_off_the_loop(runner run, const char *what, const char *key) 
     CHECK(sg_ledger_intent(owner, key, "GET", "http://127.0.0.1/owned") == 0);
     PGconn *c = admin();
     sql(c, "BEGIN"); /* run() ends it */
-    scenario sc = {{key, NULL}, SG_SEC(10), 0, 0};
+    scenario sc = {{key, NULL}, SG_SEC(10), 0, false};
     watch steady, w[2];
     run(l, c, &sc, &steady, w);
     steady_ok(what, &steady);
@@ -424,21 +471,15 @@ static void refused_off_the_loop(runner run, const char *what, const char *key) 
     PQfinish(c);
 }
 
-/* true once a session of the ledger waits for a row lock (within 5 s).
- * Asked on a connection of its own, outside any transaction: a session's
- * view of pg_stat_activity is fixed for the length of its transaction. */
+/* true once a session of the ledger waits for a row lock (within
+ * WAITER_WITHIN), asked every 10 ms on a connection of its own. */
 static bool wait_for_lock_waiter(void) {
     PGconn *c = admin();
-    bool waiting = false;
-    for (int i = 0; i < 500 && !waiting; i++) {
-        PGresult *r = PQexec(c, "SELECT count(*) FROM pg_stat_activity "
-                                "WHERE application_name = 'streamguard' "
-                                "AND wait_event_type = 'Lock'");
-        waiting = PQntuples(r) == 1 && atoi(PQgetvalue(r, 0, 0)) > 0;
-        PQclear(r);
-        if (!waiting) {
-            usleep(10 * 1000);
-        }
+    int64_t t0 = now_ns();
+    bool waiting = lock_waiter(c);
+    while (!waiting && now_ns() - t0 < WAITER_WITHIN) {
+        usleep(10 * 1000);
+        waiting = lock_waiter(c);
     }
     PQfinish(c);
     return waiting;
