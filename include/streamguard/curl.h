@@ -438,8 +438,10 @@ SG_EXTERN int sg_curl_op_report(const sg_curl_op *op, char *buf, size_t len,
  * sg_curl_op_cancel - cancel @op: a running attempt's transfer is removed
  * at the next tick (outcome cancelled, never retried); an operation
  * sleeping before a retry ends there with outcome cancelled (reason
- * cancelled).  The operation is due at once: on a managed multi the next
- * sg_curl_multi_step ends it; on the caller's own multi,
+ * cancelled), and so does one whose intent its observer is recording
+ * (nothing sent, even when the intent's answer came in before the step:
+ * the cancel came first).  The operation is due at once: on a managed
+ * multi the next sg_curl_multi_step ends it; on the caller's own multi,
  * sg_curl_op_next_deadline() says INT64_MIN, so call sg_curl_op_tick.
  * Harmless on an operation that is not running or has ended.  Never call
  * it from on_item (return non-zero there instead).

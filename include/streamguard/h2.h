@@ -482,8 +482,10 @@ SG_EXTERN int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *conn, const sg_op_options
 /**
  * sg_h2_op_cancel - the caller gives up on @op at the next step: a running
  * stream is reset with CANCEL and the attempt is recorded as cancelled
- * (never retried); a sleeping operation ends.  on_done follows from the
- * step.  Harmless on an ended operation.
+ * (never retried); a sleeping operation ends, and so does one whose
+ * intent its observer is recording (nothing sent, even when the intent's
+ * answer came in before the step: the cancel came first).  on_done
+ * follows from the step.  Harmless on an ended operation.
  *
  * Returns 0 if it succeeds, or one of the following negative error codes:
  *   SG_EINVAL  @op is NULL.

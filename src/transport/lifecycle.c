@@ -506,13 +506,14 @@ int sg__lc_intent_ready(sg__lifecycle *lc, int64_t now) {
     /* Unwatched before the observer answers: after an answer the fd is
      * its own again (closed, or reused for another intent). */
     lc->tp->unwatch(lc, lc->intent_fd);
-    int rv = sg_op_intent_poll(lc->pol, now);
-    if (rv == SG_EINPROGRESS) {
-        if (lc->tp->watch(lc, lc->intent_fd) == 0) {
-            return 0; /* not yet (woken early): the fd says when */
-        }
-        /* Cannot be told when it lands: give it up (cancelled). */
-        (void)sg_op_cancel(lc->pol, now);
+    /* A cancel asked for first wins over an answer in since. */
+    int rv = lc->cancel ? 1 : sg_op_intent_poll(lc->pol, now);
+    if (rv == SG_EINPROGRESS && lc->tp->watch(lc, lc->intent_fd) == 0) {
+        return 0; /* not yet (woken early): the fd says when */
+    }
+    if (lc->cancel || rv == SG_EINPROGRESS) {
+        /* Cancelled, or cannot be told when it lands: given up. */
+        (void)sg_op_cancel(lc->pol, now); /* abandons the intent */
         rv = 1;
     }
     lc->intent_fd = -1;
@@ -782,18 +783,10 @@ static int own_tick(sg__lifecycle *lc, int64_t now) {
         }
         return begin(lc, now);
     case SG__LC_INTENT:
-        if (lc->cancel) {
-            lc->tp->unwatch(lc, lc->intent_fd);
-            lc->intent_fd = -1;
-            lc->state = SG__LC_NEW;
-            sg_op_cancel(lc->pol, now); /* abandons the intent */
-            sg__lc_error(lc, "cancelled while the intent was being recorded");
-            return finish(lc);
-        }
-        if (now < sg_op_intent_deadline(lc->pol)) {
-            return 0;
-        }
-        return sg__lc_intent_ready(lc, now); /* its last chance, then the end */
+        /* cancelled, or its deadline: its last chance, then the end */
+        return lc->cancel || now >= sg_op_intent_deadline(lc->pol)
+                   ? sg__lc_intent_ready(lc, now)
+                   : 0;
     default:
         return 0;
     }

@@ -415,6 +415,125 @@ static void cancelled_while_waiting(runner run, const char *what, const char *ke
     PQfinish(c);
 }
 
+/* ------------------------------------- cancelled with its answer in */
+
+/* true once @fd (a loop's epoll instance, holding nothing but the intent
+ * of the operation added) is readable: the intent has landed and its
+ * answer waits for the loop (within 5 s). */
+static bool answer_in(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 5000) == 1 && (p.revents & POLLIN) != 0;
+}
+
+/* A ledger on the scratch server, its own. */
+static sg_ledger *fresh_ledger(void) {
+    sg_ledger *l = NULL;
+    CHECK(sg_ledger_open(&l, uri, NULL) == 0);
+    if (l == NULL) {
+        exit(1);
+    }
+    return l;
+}
+
+/* The end of a case below: the operation cancelled, nothing sent, and the
+ * intent that landed resolved failed/cancelled. */
+static void answered_then_cancelled_check(const char *what, sg_ledger *l, const char *key,
+                                          const watch *w) {
+    printf("%s: cancelled with its intent's answer in: %s, %" PRIu32
+           " attempt(s), %d item(s)\n",
+           what, sg_outcome_name(w->outcome), w->attempts, w->items);
+    CHECK(w->done && w->outcome == SG_OUTCOME_CANCELLED);
+    CHECK(w->attempts == 0 && w->first_attempt_at == -1 && w->items == 0);
+    CHECK(strstr(w->error, "cancelled while the intent") != NULL);
+    sg_ledger_close(l); /* flushes the resolution */
+    PGconn *c = admin();
+    char st[64];
+    row_state(c, key, st, sizeof(st));
+    CHECK(strcmp(st, "failed/cancelled") == 0);
+    if (strcmp(st, "failed/cancelled") != 0) {
+        fprintf(stderr, "%s: row %s is %s\n", what, key, st);
+    }
+    PQfinish(c);
+}
+
+/* Cancelled after its intent landed but before the loop took the answer
+ * (one step sees both): the cancel, asked first, wins - nothing is sent.
+ * The managed multi ticks deadlines (the cancel's) before it reads the
+ * intents' fds; an HTTP/2 connection reads them first, and started the
+ * attempt of an operation its caller had cancelled (1 attempt, then
+ * stopped) before sg__lc_intent_ready looked at the cancel. */
+static void answered_then_cancelled_curl(const char *key) {
+    sg_ledger *l = fresh_ledger();
+    sg_ledger_binding b = {l, NULL};
+    sg_curl_multi *m;
+    CHECK(sg_curl_multi_new(&m, NULL) == 0);
+    SG_AUTO_CURL_OPTIONS(co);
+    sg_test_curl_done(co);
+    CHECK(sg_curl_options_set_on_item(co, curl_item) == 0);
+    CHECK(sg_curl_options_set_on_done(co, curl_done) == 0);
+    char url[256];
+    snprintf(url, sizeof(url), "%s/v1/chat/completions?n=3", server.base);
+    SG_AUTO_OPTIONS(po);
+    policy(po, key, &b, SG_SEC(10));
+    sg_op_options_set_target(po, url);
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    watch w;
+    memset(&w, 0, sizeof(w));
+    w.start = now_ns();
+    sg_curl_op *op;
+    CHECK(sg_curl_op_new(&op, e, po, co, &w) == 0);
+    CHECK(sg_curl_multi_add(m, op) == 0);
+    CHECK(sg_op_intent_pending(sg_curl_op_policy(op)));
+    CHECK(answer_in(sg_curl_multi_fd(m)));
+    CHECK(sg_curl_op_cancel(op) == 0);
+    while (sg_curl_multi_running(m) > 0) {
+        CHECK(sg_curl_multi_step(m, SG_MS(5)) >= 0);
+    }
+    sg_curl_op_free(op);
+    curl_easy_cleanup(e);
+    sg_curl_multi_free(m);
+    answered_then_cancelled_check("curl", l, key, &w);
+}
+
+static void answered_then_cancelled_h2(const char *key) {
+    sg_ledger *l = fresh_ledger();
+    sg_ledger_binding b = {l, NULL};
+    SG_AUTO_H2_CONN_OPTIONS(co);
+    CHECK(sg_h2_conn_options_set_host(co, "127.0.0.1") == 0);
+    CHECK(sg_h2_conn_options_set_port(co, server.port) == 0);
+    /* no link until the attempt: the connection's epoll instance holds
+     * only the intent's fd */
+    CHECK(sg_h2_conn_options_set_connect_on_demand(co, true) == 0);
+    sg_h2_conn *conn;
+    CHECK(sg_h2_conn_new(&conn, co) == 0);
+    sg_test_h2_req rq;
+    memset(&rq, 0, sizeof(rq));
+    rq.method = "GET";
+    rq.path = "/v1/chat/completions?n=3";
+    sg_stream_config sse = sg_test_framing(SG_FORMAT_SSE, "[DONE]");
+    sg_test_h2_cbs cbs = {.on_item = h2_item, .on_done = h2_done};
+    SG_AUTO_OPTIONS(po);
+    policy(po, key, &b, SG_SEC(10));
+    watch w;
+    memset(&w, 0, sizeof(w));
+    w.start = now_ns();
+    sg_h2_op *op;
+    CHECK(sg_test_h2_start(conn, &rq, &sse, po, &cbs, &w, &op) == 0);
+    CHECK(sg_op_intent_pending(sg_h2_op_policy(op)));
+    CHECK(answer_in(sg_h2_conn_fd(conn)));
+    CHECK(sg_h2_op_cancel(op) == 0);
+    struct pollfd p = {sg_h2_conn_fd(conn), POLLIN, 0};
+    bool ready = true;
+    while (sg_h2_conn_running(conn) > 0) {
+        CHECK(sg_h2_conn_step(conn, now_ns(), ready, false) >= 0);
+        ready = poll(&p, 1, 5) > 0;
+    }
+    sg_h2_op_free(op);
+    sg_h2_conn_free(conn);
+    answered_then_cancelled_check("h2", l, key, &w);
+}
+
 /* Two operations on one loop, the first's key held by another
  * transaction past its whole budget (1 s), the second's key free: the
  * second's intent goes on beside the first's, so it starts at once and
@@ -580,6 +699,8 @@ int main(int argc, char **argv) {
     budget_ends_while_waiting(run_h2, "h2", "loop-h2-budget");
     cancelled_while_waiting(run_curl, "curl", "loop-curl-cancel");
     cancelled_while_waiting(run_h2, "h2", "loop-h2-cancel");
+    answered_then_cancelled_curl("loop-curl-answered");
+    answered_then_cancelled_h2("loop-h2-answered");
     a_slow_intent_holds_up_no_other(run_curl, "curl", "loop-curl-slow", "loop-curl-free");
     a_slow_intent_holds_up_no_other(run_h2, "h2", "loop-h2-slow", "loop-h2-free");
     refused_off_the_loop(run_curl, "curl", "loop-curl-refused");
