@@ -71,9 +71,6 @@ struct sg_curl_op {
      * holds (in_multi is already false): removed, its connection closed,
      * after every clock due meanwhile is decided (multi.c, teardown). */
     bool detach_pending;
-    /* ...and its server was told already: its HTTP/1.x connection was
-     * shut down (multi.c, tell_server) */
-    bool detach_cut;
     int64_t detach_at;                            /* when it stopped */
     struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
     sg_curl_multi *detacher;                      /* whose list it is on */

@@ -99,7 +99,6 @@ void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
  * been told yet (teardown tells them after the step's decisions). */
 void sg__curl_multi_defer_detach(sg_curl_multi *m, sg_curl_op *op) {
     op->detach_pending = true;
-    op->detach_cut = false;
     op->detach_at = multi_now(m);
     op->detacher = m;
     op->detach_next = NULL;
@@ -139,7 +138,7 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
 /* libcurl shows a running transfer's connection only through its prereq
  * callback (CURLINFO_ACTIVESOCKET answers once the transfer is done): the
  * two ends of the TCP connection, which name it.  The lists are indexed
- * by the local port (16 bytes per port up to the highest seen); the key,
+ * by the local port (24 bytes per port up to the highest seen); the key,
  * a hash of both ends, tells apart connections to other servers from the
  * same port. */
 static uint64_t conn_key(const char *primary_ip, const char *local_ip, int primary_port,
@@ -471,8 +470,7 @@ void sg_curl_multi_free(sg_curl_multi *m) {
     while (sg__dheap_earliest(&m->heap, &top), top != NULL) {
         sg_curl_op *op = OP_OF(top);
         if (op->in_multi) {
-            sg__curl_multi_leave_conn(op);
-            curl_multi_remove_handle(m->multi, op->easy);
+            sg__curl_remove(op, false);
             op->in_multi = false;
         }
         sg__curl_multi_forget(m, op);
@@ -554,7 +552,6 @@ static void tell_server(sg_curl_multi *m, sg_curl_op *op) {
     if (op->at.h1 && !op->at.h2 && op->at.sock != CURL_SOCKET_BAD) {
         epoll_ctl(m->epfd, EPOLL_CTL_DEL, op->at.sock, NULL);
         shutdown(op->at.sock, SHUT_RDWR);
-        op->detach_cut = true;
         return;
     }
     sg__curl_op_detach_pending(op); /* unlinks it */

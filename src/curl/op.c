@@ -177,7 +177,6 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
 
 static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primary_port,
                      int local_port) {
-    (void)local_port;
     sg_curl_op *op = clientp;
     if (op->detach_pending) {
         return CURL_PREREQFUNC_ABORT; /* decided (on_write): nothing goes */

@@ -596,10 +596,8 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
         free(op);
         return rv;
     }
-    if (rv == 0) {
-        op->conn = c;
-        rv = sg__dheap_push(&c->heap, &op->node);
-    }
+    op->conn = c;
+    rv = sg__dheap_push(&c->heap, &op->node);
     if (rv != 0) {
         sg__h2_op_release(op);
         return rv;

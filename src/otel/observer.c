@@ -50,14 +50,18 @@ static bool all_zero(const uint8_t *p, size_t n) {
     return true;
 }
 
+/* splitmix64's finaliser: a bijection of 64-bit values. */
+static uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
 /* Attempt @n's span id: splitmix64's finaliser of seed + n * golden - a
  * bijection of n for one seed, so the attempts of an operation never
  * share an id; never zero. */
 void sg__otel_attempt_span_id(const sg_otel_trace *t, uint32_t n, uint8_t *out) {
-    uint64_t z = t->seed + (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15);
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    z ^= z >> 31;
+    const uint64_t z = mix64(t->seed + (uint64_t)n * UINT64_C(0x9e3779b97f4a7c15));
     put64(out, z != 0 ? z : 1);
 }
 
@@ -71,12 +75,6 @@ void sg__otel_attempt_span_id(const sg_otel_trace *t, uint32_t n, uint8_t *out) 
 static uint64_t id_key;
 static _Atomic uint64_t id_next;
 static pthread_once_t id_once = PTHREAD_ONCE_INIT;
-
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
 
 static void id_rekey(void) {
     uint64_t k[2];
@@ -258,14 +256,10 @@ int sg_otel_trace_set_parent(sg_otel_trace *t, const char *traceparent,
     return 0;
 }
 
-static int copy_name(char *dst, const char *src) {
-    if (src == NULL) {
-        dst[0] = '\0';
-        return 0;
-    }
-    size_t n = strlen(src);
-    memcpy(dst, src, n + 1);
-    return 0;
+/* @src (at most SG_OTEL_NAME_MAX bytes, checked) into @dst; NULL: "". */
+static void copy_name(char *dst, const char *src) {
+    const char *from = src != NULL ? src : "";
+    memcpy(dst, from, strlen(from) + 1);
 }
 
 int sg_otel_trace_set_genai(sg_otel_trace *t, const char *provider, const char *operation,

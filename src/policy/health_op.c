@@ -110,7 +110,7 @@ int sg__health_op_start(sg_op *op) {
         return 0;
     }
     const sg_op_options *o = sg__op_opts(op);
-    const uint32_t n = o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
+    const uint32_t n = sg__op_n_endpoints(op);
     sg__op_health *oh = calloc(1, sizeof(*oh) + n * sizeof(oh->ep[0]));
     if (oh == NULL) {
         return SG_ENOMEM;
@@ -158,8 +158,7 @@ int sg_op_set_endpoint_identity(sg_op *op, uint32_t endpoint, const char *url,
     if (!sg__op_started(op) || url == NULL) {
         return SG_EINVAL;
     }
-    const uint32_t n =
-        sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
+    const uint32_t n = sg__op_n_endpoints(op);
     if (endpoint >= n) {
         return SG_EINVAL;
     }

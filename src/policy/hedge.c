@@ -23,8 +23,7 @@ static bool hedge_open(const sg_op *op) {
  * shared health does (then holding its slot; else *@why says why not);
  * -1 when none does.  O(endpoints). */
 static int free_endpoint(sg_op *op, int64_t now, sg_op_reason *why) {
-    const uint32_t n_ep =
-        sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
+    const uint32_t n_ep = sg__op_n_endpoints(op);
     const uint32_t newest = sg__record(op, op->count_ - 1)->endpoint;
     for (uint32_t k = 1; k <= n_ep; k++) {
         const uint32_t e = sg__ep_after(op, newest, k);

@@ -262,6 +262,12 @@ static inline const sg_op_options *sg__op_opts(const sg_op *op) {
     return op->opts_ != NULL ? op->opts_ : &sg__op_options_defaults;
 }
 
+/* How many endpoints @op's attempts go to: its list's, or its one target. */
+static inline uint32_t sg__op_n_endpoints(const sg_op *op) {
+    const sg_op_options *o = sg__op_opts(op);
+    return o->n_endpoints_ > 0 ? o->n_endpoints_ : 1;
+}
+
 /* Frees @op's records and copy of its options and leaves it never started
  * (its allocator kept); a pending intent is abandoned first, cancelled. */
 void sg__op_reset(sg_op *op);

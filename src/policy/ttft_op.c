@@ -180,19 +180,15 @@ void sg__ttft_hedge_delay(sg_op *op, sg_op_attempt *a, int64_t now) {
 
 /* ---------------------------------------------------------------- order */
 
-static uint32_t endpoints(const sg_op *op) {
-    return sg__op_opts(op)->n_endpoints_ > 0 ? sg__op_opts(op)->n_endpoints_ : 1;
-}
-
 void sg__ttft_op_start(sg_op *op) {
     op->order_first_ = -1;
     op->order_median_ns_ = -1;
     op->order_open_ = sg__op_opts(op)->order_ == SG_ENDPOINT_ORDER_FIRST_TOKEN &&
-                      op->health_ != NULL && endpoints(op) > 1;
+                      op->health_ != NULL && sg__op_n_endpoints(op) > 1;
 }
 
 uint32_t sg__ep_after(const sg_op *op, uint32_t e, uint32_t k) {
-    const uint32_t n = endpoints(op);
+    const uint32_t n = sg__op_n_endpoints(op);
     if (!op->ordered_) {
         return (e + k) % n;
     }
@@ -207,7 +203,7 @@ uint32_t sg__ttft_rank(sg_op *op, int64_t now) {
     if (!op->order_open_) {
         return op->ep_next_;
     }
-    const uint32_t n = endpoints(op);
+    const uint32_t n = sg__op_n_endpoints(op);
     int64_t med[SG_OP_MAX_ENDPOINTS];
     for (uint32_t i = 0; i < n; i++) {
         uint32_t seen = 0;
@@ -238,7 +234,7 @@ void sg__ttft_chosen(sg_op *op, uint32_t e, int64_t now) {
     uint32_t seen = 0;
     op->order_median_ns_ = learned(op, e, now, 0.5, false, &seen);
     /* e first, the others in the configured order */
-    const uint32_t n = endpoints(op);
+    const uint32_t n = sg__op_n_endpoints(op);
     op->ep_order_[0] = (uint8_t)e;
     for (uint32_t i = 0, k = 1; i < n; i++) {
         if (i != e) {
