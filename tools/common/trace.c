@@ -2,6 +2,7 @@
  * trace.c - the tracing the programs share (trace.h).
  */
 #include "trace.h"
+#include "values.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -41,24 +42,8 @@ int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err
 
 int tool_trace_new(sg_otel_trace **out, sg_otel *otel, const char *profile,
                    const char *model) {
-    static const struct {
-        const char *profile, *provider, *operation;
-    } names[] = {
-        {"openai", "openai", "chat"},
-        {"openai-responses", "openai", "chat"},
-        {"anthropic", "anthropic", "chat"},
-        {"gemini", "gcp.gemini", "generate_content"},
-        {"ollama", "ollama", "chat"},
-        {"bedrock-converse", "aws.bedrock", "chat"},
-        {"bedrock-invoke", "aws.bedrock", "chat"},
-    };
-    const char *provider = NULL, *operation = NULL;
-    for (size_t i = 0; profile != NULL && i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strcmp(profile, names[i].profile) == 0) {
-            provider = names[i].provider;
-            operation = names[i].operation;
-        }
-    }
+    const char *provider, *operation;
+    (void)genai_names(profile, &provider, &operation);
     int rv = sg_otel_trace_new(out, otel);
     if (rv == 0 && model != NULL && strlen(model) > SG_OTEL_NAME_MAX) {
         model = NULL; /* a name too long to keep is none, not a failure */

@@ -331,3 +331,26 @@ int set_backoff(sg_op_options *o, int64_t base, int64_t cap) {
     }
     return sg_op_options_set_backoff(o, base, cap);
 }
+
+bool genai_names(const char *profile, const char **provider, const char **operation) {
+    static const struct {
+        const char *profile, *provider, *operation;
+    } names[] = {
+        {"openai", "openai", "chat"},
+        {"openai-responses", "openai", "chat"},
+        {"anthropic", "anthropic", "chat"},
+        {"gemini", "gcp.gemini", "generate_content"},
+        {"ollama", "ollama", "chat"},
+        {"bedrock-converse", "aws.bedrock", "chat"},
+        {"bedrock-invoke", "aws.bedrock", "chat"},
+    };
+    *provider = *operation = NULL;
+    for (size_t i = 0; profile != NULL && i < sizeof(names) / sizeof(names[0]); i++) {
+        if (strcmp(profile, names[i].profile) == 0) {
+            *provider = names[i].provider;
+            *operation = names[i].operation;
+            return true;
+        }
+    }
+    return false;
+}

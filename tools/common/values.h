@@ -92,4 +92,10 @@ const char *masked_url(char *buf, size_t size, const char *url, bool every_value
  * a space or a control byte; 64 bytes at most), never its value. */
 size_t header_name_len(const char *h);
 
+/* OpenTelemetry's gen_ai.provider.name and gen_ai.operation.name for the
+ * built-in provider profile @profile (Ollama has no well-known name: its
+ * own), for the spans and the metrics alike; false (both NULL) for NULL
+ * or a name that is no built-in profile's. */
+bool genai_names(const char *profile, const char **provider, const char **operation);
+
 #endif

@@ -106,29 +106,13 @@ static void observe(struct histogram *h, double s) {
     h->sum += s;
 }
 
-/* OpenTelemetry's gen_ai.provider.name and gen_ai.operation.name for a
- * profile (Ollama has no well-known name: its own). */
-static void genai_names(const char *profile, const char **provider,
-                        const char **operation) {
-    static const struct {
-        const char *prefix, *provider;
-    } names[] = {
-        {"openai", "openai"}, {"anthropic", "anthropic"}, {"gemini", "gcp.gemini"},
-        {"ollama", "ollama"}, {"bedrock", "aws.bedrock"},
-    };
-    *provider = "unknown";
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        if (strncmp(profile, names[i].prefix, strlen(names[i].prefix)) == 0) {
-            *provider = names[i].provider;
-        }
-    }
-    *operation = strcmp(profile, "gemini") == 0 ? "generate_content" : "chat";
-}
-
 static struct usage_series *series_of(const char *route, const char *profile) {
     const char *provider;
     const char *operation;
-    genai_names(profile, &provider, &operation);
+    if (!genai_names(profile, &provider, &operation)) {
+        provider = "unknown";
+        operation = "chat";
+    }
     for (int i = 0; i < nseries; i++) {
         if (strcmp(series[i].route, route) == 0 && series[i].provider == provider &&
             series[i].operation == operation) {
