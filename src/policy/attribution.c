@@ -55,9 +55,10 @@ void sg__lease_probe(sg_op_attempt *a, bool budget) {
 
 const char *sg_op_attempt_lease_by(const sg_op *op, uint32_t i) {
     const sg_op_attempt *a = sg_op_attempt_at(op, i);
-    if (a == NULL) {
-        return NULL;
-    }
+    return a != NULL ? sg__attempt_lease_by(a) : NULL;
+}
+
+const char *sg__attempt_lease_by(const sg_op_attempt *a) {
     const uint8_t lim = sg__rec_c(a)->budget_limited;
     return (lim & SG__CLAMP_ATTEMPT)         ? "budget"
            : (lim & SG__LEASE_PROBE_CONNECT) ? "connect"

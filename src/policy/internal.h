@@ -397,6 +397,9 @@ void sg__lease_clocks(sg_op_attempt *a, const sg_op_options *o, int64_t granted)
 /* The same for the caller's probe (probe.c): the budget (@budget) or the
  * probe's own connect timeout set its lease. */
 void sg__lease_probe(sg_op_attempt *a, bool budget);
+/* Who set @a's lease: "budget", "attempt" or "connect" (the reader
+ * sg_op_attempt_lease_by() and the report's "lease_by"). */
+const char *sg__attempt_lease_by(const sg_op_attempt *a);
 /* Tells @op's observer that attempt @a started (@end false) or ended. */
 void sg__op_observe_attempt(sg_op *op, const sg_op_attempt *a, bool end);
 /* Ends @op at @now, no attempt planned, for the reason of @plan (its

@@ -147,6 +147,8 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_ms(s, "idle", a->idle_timeout_ns, true, &g);
     sg__f_ms(s, "stream_total", a->stream_timeout_ns, true, &g);
     sg__sink_put(s, "}", 1);
+    /* who set the lease the clocks above were clamped to (attribution.c) */
+    sg__f_name(s, "lease_by", sg__attempt_lease_by(a), &first);
     sg__f_ms(s, "elapsed_ms", a->running ? -1 : a->elapsed_ns, false, &first);
     sg__f_ms(s, "first_item_ms", a->time_to_first_item_ns, false, &first);
     /* the same instant: under a profile the first item is the first token

@@ -330,7 +330,7 @@ static void report_is_valid_json_with_every_documented_field(void **state) {
     has(doc, "\"http_status\":429");
     has(doc, "\"retryable\":true");
     has(doc, "\"granted_ms\":{\"connect\":3000,\"attempt\":29750,\"first_item\":10000,"
-             "\"idle\":5000,\"stream_total\":null}");
+             "\"idle\":5000,\"stream_total\":null},\"lease_by\":\"budget\"");
     has(doc, "\"retry_after\":\"2\",\"retry_after_ms\":2000");
     has(doc, "\"decision\":\"retry\",\"reason\":\"retryable\",\"backoff_ms\":2000");
     has(doc, "\"n\":2");
@@ -506,8 +506,35 @@ static void running_attempt_is_reported_with_null_outcome(void **state) {
     has(doc, "\"n\":1,\"running\":true,\"outcome\":null,\"phase\":null");
     has(doc, "\"elapsed_ms\":1500,\"remaining_ms\":58500");
     has(doc, "\"granted_ms\":{\"connect\":null,\"attempt\":60000,\"first_item\":null,"
-             "\"idle\":null,\"stream_total\":null},\"elapsed_ms\":null,\"first_item_ms\":"
+             "\"idle\":null,\"stream_total\":null},\"lease_by\":\"budget\",\"elapsed_"
+             "ms\":null,\"first_item_ms\":"
              "null");
+}
+
+/* Each attempt names who set its lease: the caller's attempt timeout while
+ * it is the tighter, then the budget once what remains is less. */
+static void each_attempt_names_who_set_its_lease(void **state) {
+    (void)state;
+    SG_AUTO_OPTIONS(o);
+    assert_int_equal(sg_op_options_set_method(o, "GET"), 0);
+    assert_int_equal(sg_op_options_set_budget(o, SG_SEC(10)), 0);
+    assert_int_equal(sg_op_options_set_floor(o, 0), 0);
+    assert_int_equal(sg_op_options_set_attempt_timeout(o, SG_SEC(6)), 0);
+    assert_int_equal(sg_op_options_set_seed(o, 7), 0);
+    SG_AUTO_OP(op);
+    assert_int_equal(sg_op_start(op, o, T0), 0);
+    sg_op_plan p;
+    assert_int_equal(sg_op_next_attempt(op, T0, &p), 0);
+    end(op, T0 + SG_SEC(5), SG_OUTCOME_TRANSPORT_ERROR, SG_PHASE_SEND, 0, NULL, 0, 0);
+    assert_int_equal(sg_op_next_attempt(op, T0 + SG_MS(5200), &p), 0);
+    const char *doc = write_report(op, T0 + SG_SEC(6));
+    has(doc, "\"n\":1,");
+    has(doc, "\"attempt\":6000,\"first_item\":null,\"idle\":null,\"stream_total\":"
+             "null},\"lease_by\":\"attempt\"");
+    has(doc, "\"attempt\":4800,\"first_item\":null,\"idle\":null,\"stream_total\":"
+             "null},\"lease_by\":\"budget\"");
+    assert_string_equal(sg_op_attempt_lease_by(op, 0), "attempt");
+    assert_string_equal(sg_op_attempt_lease_by(op, 1), "budget");
 }
 
 /* Between attempts (sleeping before a retry) the operation has no outcome
@@ -586,6 +613,7 @@ int main(void) {
         cmocka_unit_test(small_buffer_returns_the_needed_size),
         cmocka_unit_test(file_output_matches_the_buffer),
         cmocka_unit_test(running_attempt_is_reported_with_null_outcome),
+        cmocka_unit_test(each_attempt_names_who_set_its_lease),
         cmocka_unit_test(a_report_between_attempts_gives_the_last_attempts_outcome),
         cmocka_unit_test(refused_operation_reports_no_attempts),
         cmocka_unit_test(report_of_an_unstarted_op_is_invalid),
