@@ -178,6 +178,14 @@ check "a fallback's own profile judges its stream: ok, its message_stop the end"
 check "... and the client got that stream whole" \
     'grep -q "^HTTP/1.1 200" "$FM_DIR/pf-an.head" && grep -q "^event: message_stop" "$FM_DIR/pf-an.resp"' \
     "$(head -c 300 "$FM_DIR/pf-an.resp")"
+# /metrics labels each attempt's tokens with its own provider: the
+# fallback's usage is Anthropic's, not the route's OpenAI
+curl -s "$PB/metrics" >"$FM_DIR/pf.metrics"
+an='route="an",gen_ai_operation_name="chat",gen_ai_provider_name='
+check "/metrics counts a fallback's tokens under its own profile's provider" \
+    'grep -q "^gen_ai_client_token_usage_count{${an}\"anthropic\",gen_ai_token_type=\"input\",streamguard_usage_fate=\"kept\"} 1$" "$FM_DIR/pf.metrics" &&
+     ! grep -q "^gen_ai_client_token_usage_count{${an}\"openai\"" "$FM_DIR/pf.metrics"' \
+    "$(grep "^gen_ai_client_token_usage_count{route=\"an\"" "$FM_DIR/pf.metrics")"
 line=$(report_of one)
 check "without it the route's profile misjudges the fallback: truncated" \
     '[ "$(jq -r .report.outcome <<<"$line")" = truncated ] &&

@@ -163,11 +163,17 @@ void fallback_framing(const struct conn *c, uint32_t attempt,
     const sg_op_attempt *a = attempt > 0 ? sg_op_attempt_at(pol, attempt - 1) : NULL;
     uint32_t ep = a != NULL ? a->endpoint : 0;
     *framing = &r->framing;
-    *profile = r->profile;
-    if (ep > 0 && (int)ep <= r->nfallback && r->fb_profile[ep - 1] != NULL) {
+    *profile = endpoint_profile(r, ep);
+    if (*profile != r->profile) {
         *framing = &r->fb_framing[ep - 1];
-        *profile = r->fb_profile[ep - 1];
     }
+}
+
+const char *endpoint_profile(const struct route *r, uint32_t ep) {
+    if (ep > 0 && (int)ep <= r->nfallback && r->fb_profile[ep - 1] != NULL) {
+        return r->fb_profile[ep - 1];
+    }
+    return r->profile;
 }
 
 /* The model endpoint @ep (0 the primary, i fallback i) asks for, as

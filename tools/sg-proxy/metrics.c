@@ -144,9 +144,10 @@ static void observe_tokens(struct token_histogram *h, int64_t n) {
 /* What @op consumed: the report's usage by kind and fate, its cost, and
  * into gen_ai.client.token.usage each attempt's figures that are wholly
  * the provider's (OpenTelemetry reports no usage it could not read: an
- * estimate is not observed), labelled with the attempt's fate. */
-static void observe_usage(struct route_metrics *mm, const char *route,
-                          const char *profile, const sg_op *op) {
+ * estimate is not observed), labelled with the attempt's fate and the
+ * provider of its own endpoint (a fallback may be another's). */
+static void observe_usage(struct route_metrics *mm, const struct route *r,
+                          const sg_op *op) {
     static const sg_token_kind kinds[KINDS] = {SG_TOKENS_INPUT, SG_TOKENS_OUTPUT};
     static const sg_usage_fate fates[FATES] = {SG_USAGE_KEPT, SG_USAGE_DISCARDED};
     for (int f = 0; f < FATES; f++) {
@@ -169,7 +170,7 @@ static void observe_usage(struct route_metrics *mm, const char *route,
         if (a == NULL || a->usage.source != SG_USAGE_PROVIDER) {
             continue;
         }
-        struct usage_series *u = series_of(route, profile);
+        struct usage_series *u = series_of(r->name, endpoint_profile(r, a->endpoint));
         int f = a == kept ? FATE_KEPT : FATE_DISCARDED;
         if (a->usage.input_tokens >= 0) {
             observe_tokens(&u->h[KIND_INPUT][f], a->usage.input_tokens);
@@ -180,10 +181,10 @@ static void observe_usage(struct route_metrics *mm, const char *route,
     }
 }
 
-void metrics_observe(const char *route, const char *profile, const sg_op *op,
-                     double duration_s, double ttfc_s) {
-    struct route_metrics *mm = of(route);
-    observe_usage(mm, route, profile, op);
+void metrics_observe(const struct route *r, const sg_op *op, double duration_s,
+                     double ttfc_s) {
+    struct route_metrics *mm = of(r->name);
+    observe_usage(mm, r, op);
     sg_outcome o = sg_op_outcome(op);
     if ((unsigned)o < SG_OUTCOME_COUNT_) {
         mm->outcomes[o]++;

@@ -308,10 +308,14 @@ sg_health *health_in_force(const struct proxy *p);
  * having answered nothing, for any other end. */
 bool health_answer_refused(struct conn *c);
 
-/* metrics.c: counted once per operation as it ends, by route name (and
- * for the token histograms, what its @profile says of the provider). */
-void metrics_observe(const char *route, const char *profile, const sg_op *op,
-                     double duration_s, double ttfc_s);
+/* fallback.c: the profile name endpoint @ep of @r is framed by (0 the
+ * upstream, i fallback i): the fallback's own, else the route's. */
+const char *endpoint_profile(const struct route *r, uint32_t ep);
+/* metrics.c: counted once per operation as it ends, by @r's name (and
+ * for the token histograms, the provider each attempt's endpoint's
+ * profile names: endpoint_profile). */
+void metrics_observe(const struct route *r, const sg_op *op, double duration_s,
+                     double ttfc_s);
 /* The Prometheus text into @b (NUL-ended) as far as @cap allows; returns
  * its whole length, as snprintf does: it is all in @b when less than @cap
  * (@b NULL and @cap 0: the length alone).  With @health (not NULL), each

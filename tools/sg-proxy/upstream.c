@@ -469,7 +469,7 @@ static void on_done(sg_curl_op *op, void *ud) {
 
 void finish_operation(struct conn *c) {
     log_report(c);
-    metrics_observe(c->route->name, c->route->profile, sg_curl_op_policy(c->op),
+    metrics_observe(c->route, sg_curl_op_policy(c->op),
                     (double)(c->ended_at - c->arrived) / 1e9,
                     c->committed ? (double)(c->committed_at - c->arrived) / 1e9 : -1.0);
     (void)client_took(c); /* what it took so far: the next look's start */
