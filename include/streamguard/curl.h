@@ -296,7 +296,11 @@ SG_EXTERN int sg_curl_options_set_on_bytes(sg_curl_options *o, sg_curl_bytes_cb 
  *   policy defaults.  Copied.  The budget starts when the operation is run
  *   or attached, not here.
  * @opts: framing, transport settings, callbacks; NULL means defaults.
- *   Copied.
+ *   Copied: operations made from the same @opts share one read-only copy
+ *   (made by the first of them, again after a setter changed @opts), so
+ *   a thousand operations from one options object hold one copy of its
+ *   framing, headers and endpoints.  Several threads may make operations
+ *   from the same @opts at once, while no setter runs on it.
  * @user_data: handed to every callback.
  *
  * An intent ledger, or any other record of what the operation did, plugs

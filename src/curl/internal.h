@@ -4,6 +4,8 @@
 
 #include <streamguard/curl.h>
 
+#include <stdatomic.h>
+
 #include "curl/teardown.h"
 #include "policy/internal.h"
 #include "transport/dheap.h"
@@ -47,7 +49,21 @@ struct sg_curl_options {
     sg_curl_attempt_cb on_attempt;
     sg_curl_done_cb on_done;
     sg_curl_bytes_cb on_bytes;
+    /* Operations share one read-only copy (options.c, sg__curl_options_take):
+     * a caller's options keep the copy their operations took (snap, made
+     * by the first, dropped by any setter); a copy counts the operations
+     * holding it, and its owner's reference (refs). */
+    _Atomic(struct sg_curl_options *) snap;
+    atomic_uint refs;
 };
+
+/* The read-only copy of @o for one more operation (made at the first
+ * call, and again after a setter changed @o): 0 or SG_ENOMEM.  Several
+ * threads may take from the same @o at once; a setter must not run
+ * meanwhile (as for every reader of @o).  Each take is given back with
+ * sg__curl_options_drop. */
+int sg__curl_options_take(const sg_curl_options *o, sg_curl_options **out);
+void sg__curl_options_drop(sg_curl_options *copy);
 
 /* An HTTP/2 transfer in its managed multi's list of those on its
  * connection (multi.c): the connection's local port (the list's index)

@@ -491,13 +491,19 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
     if (op == NULL) {
         return SG_ENOMEM;
     }
-    int rv = opts != NULL ? sg_curl_options_dup(&op->opts, opts)
-                          : sg_curl_options_new(&op->opts);
+    /* the options' read-only copy, shared with every operation made from
+     * the same options (options.c) */
+    int rv = 0;
+    if (opts != NULL) {
+        rv = sg__curl_options_take(opts, &op->opts);
+    } else if ((rv = sg_curl_options_new(&op->opts)) == 0) {
+        atomic_store_explicit(&op->opts->refs, 1, memory_order_relaxed);
+    }
     if (rv == 0) {
         rv = sg__lc_init(&op->lc, &curl_transport, NULL, policy, &op->opts->framing,
                          op->opts->drain_ns, on_item, op);
         if (rv != 0) {
-            sg_curl_options_free(op->opts);
+            sg__curl_options_drop(op->opts);
         }
     }
     if (rv == 0 && n_ep > 0) {
@@ -509,7 +515,7 @@ int sg_curl_op_new(sg_curl_op **out, CURL *easy, const sg_op_options *policy,
         rv = sg_op_options_set_endpoints(op->lc.popts, urls, n_ep);
         if (rv != 0) {
             sg__lc_release(&op->lc);
-            sg_curl_options_free(op->opts);
+            sg__curl_options_drop(op->opts);
         }
     }
     if (rv != 0) {
@@ -601,7 +607,7 @@ void sg_curl_op_free(sg_curl_op *op) {
     curl_easy_setopt(op->easy, CURLOPT_SSL_CTX_DATA, NULL);
     free(op->req_headers);
     sg__lc_release(&op->lc);
-    sg_curl_options_free(op->opts);
+    sg__curl_options_drop(op->opts);
     free(op);
 }
 

@@ -3,6 +3,12 @@
  * callbacks.  Every value a setter is given is copied (header lists, the
  * CA path, endpoints, the framing config and its strings), so a caller
  * may free its own at once; the clock is borrowed.
+ *
+ * Operations made from the same options share one read-only copy of them
+ * (sg__curl_options_take): a thousand streams made from one options object
+ * hold one copy, not a thousand (~250 bytes and two blocks each, more
+ * with header lines and endpoints).  A setter drops the copy its options
+ * keep; operations holding it keep it until they are freed.
  */
 #include "core/internal.h"
 #include "curl/internal.h"
@@ -78,10 +84,27 @@ static void endpoint_clear(sg__curl_endpoint *e) {
     memset(e, 0, sizeof(*e));
 }
 
+/* Drops the copy @o keeps for its operations (a setter changes @o). */
+static void unshare(sg_curl_options *o) {
+    sg__curl_options_drop(atomic_exchange(&o->snap, NULL));
+}
+
+/* A setter of one plain field: the copy goes first. */
+#define CURL_SET(o, field, value) \
+    do {                          \
+        if ((o) == NULL) {        \
+            return SG_EINVAL;     \
+        }                         \
+        unshare(o);               \
+        (o)->field = (value);     \
+        return 0;                 \
+    } while (0)
+
 void sg_curl_options_free(sg_curl_options *o) {
     if (o == NULL) {
         return;
     }
+    unshare(o);
     free(o->framing_block);
     free(o->headers); /* dup_list's one block */
     free(o->cafile);
@@ -118,6 +141,8 @@ int sg_curl_options_dup(sg_curl_options **out, const sg_curl_options *src) {
         return SG_ENOMEM;
     }
     *o = *src;
+    atomic_init(&o->snap, NULL);
+    atomic_init(&o->refs, 0);
     o->framing_block = NULL;
     o->headers = NULL;
     o->cafile = NULL;
@@ -160,6 +185,7 @@ int sg_curl_options_set_framing(sg_curl_options *o, const sg_stream_config *cfg)
     if (sg__stream_config_copy(&copy, cfg, &block) != 0) {
         return SG_ENOMEM;
     }
+    unshare(o);
     free(o->framing_block);
     o->framing = copy;
     o->framing_block = block;
@@ -175,6 +201,7 @@ int sg_curl_options_set_headers(sg_curl_options *o, const struct curl_slist *hea
     if (failed) {
         return SG_ENOMEM;
     }
+    unshare(o);
     free(o->headers);
     o->headers = copy;
     return 0;
@@ -189,17 +216,18 @@ int sg_curl_options_set_cafile(sg_curl_options *o, const char *path) {
     if (failed) {
         return SG_ENOMEM;
     }
+    unshare(o);
     free(o->cafile);
     o->cafile = copy;
     return 0;
 }
 
 int sg_curl_options_set_deadline_header(sg_curl_options *o, bool on) {
-    SG__SET(o, deadline_header, on);
+    CURL_SET(o, deadline_header, on);
 }
 
 int sg_curl_options_set_grpc_timeout(sg_curl_options *o, bool on) {
-    SG__SET(o, grpc_timeout, on);
+    CURL_SET(o, grpc_timeout, on);
 }
 
 int sg_curl_options_set_drain_timeout(sg_curl_options *o, int64_t ns) {
@@ -209,12 +237,13 @@ int sg_curl_options_set_drain_timeout(sg_curl_options *o, int64_t ns) {
     if (ns > SG_DURATION_MAX) {
         return SG_ERANGE;
     }
+    unshare(o);
     o->drain_ns = ns;
     return 0;
 }
 
 int sg_curl_options_set_clock(sg_curl_options *o, const sg_clock *clock) {
-    SG__SET(o, clock, clock);
+    CURL_SET(o, clock, clock);
 }
 
 int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
@@ -229,6 +258,7 @@ int sg_curl_options_add_endpoint(sg_curl_options *o, const char *url,
     if (o->n_endpoints > 0 && (o->endpoints[0].body != NULL) != (body != NULL)) {
         return SG_EINVAL; /* some would inherit another endpoint's body */
     }
+    unshare(o);
     /* one more in place (a realloc per endpoint: 16 at most, as they are
      * configured, never per request of an operation) */
     sg__curl_endpoint *grown =
@@ -256,6 +286,7 @@ int sg_curl_options_set_endpoint_framing(sg_curl_options *o, uint32_t endpoint,
         return SG_ERANGE; /* not added yet */
     }
     sg__curl_endpoint *e = &o->endpoints[endpoint];
+    unshare(o);
     if (cfg == NULL) {
         free(e->framing_block);
         e->framing_block = NULL;
@@ -291,21 +322,51 @@ const sg_stream_config *sg__curl_endpoint_framing(sg__lifecycle *lc, uint32_t i)
 }
 
 int sg_curl_options_set_on_item(sg_curl_options *o, sg_curl_item_cb fn) {
-    SG__SET(o, on_item, fn);
+    CURL_SET(o, on_item, fn);
 }
 
 int sg_curl_options_set_on_discard(sg_curl_options *o, sg_curl_discard_cb fn) {
-    SG__SET(o, on_discard, fn);
+    CURL_SET(o, on_discard, fn);
 }
 
 int sg_curl_options_set_on_attempt(sg_curl_options *o, sg_curl_attempt_cb fn) {
-    SG__SET(o, on_attempt, fn);
+    CURL_SET(o, on_attempt, fn);
 }
 
 int sg_curl_options_set_on_done(sg_curl_options *o, sg_curl_done_cb fn) {
-    SG__SET(o, on_done, fn);
+    CURL_SET(o, on_done, fn);
 }
 
 int sg_curl_options_set_on_bytes(sg_curl_options *o, sg_curl_bytes_cb fn) {
-    SG__SET(o, on_bytes, fn);
+    CURL_SET(o, on_bytes, fn);
+}
+
+int sg__curl_options_take(const sg_curl_options *o, sg_curl_options **out) {
+    /* the copy @o keeps is part of its state, not of its value: @o stays
+     * the same options (the cast is for the cache alone) */
+    sg_curl_options *self = (sg_curl_options *)(uintptr_t)o;
+    sg_curl_options *copy = atomic_load_explicit(&self->snap, memory_order_acquire);
+    if (copy == NULL) {
+        int rv = sg_curl_options_dup(&copy, o);
+        if (rv != 0) {
+            return rv;
+        }
+        atomic_store_explicit(&copy->refs, 1, memory_order_relaxed); /* @o's */
+        sg_curl_options *none = NULL;
+        if (!atomic_compare_exchange_strong_explicit(
+                &self->snap, &none, copy, memory_order_acq_rel, memory_order_acquire)) {
+            sg_curl_options_free(copy); /* another thread's came first */
+            copy = none;
+        }
+    }
+    atomic_fetch_add_explicit(&copy->refs, 1, memory_order_relaxed);
+    *out = copy;
+    return 0;
+}
+
+void sg__curl_options_drop(sg_curl_options *copy) {
+    if (copy != NULL &&
+        atomic_fetch_sub_explicit(&copy->refs, 1, memory_order_acq_rel) == 1) {
+        sg_curl_options_free(copy);
+    }
 }
