@@ -192,6 +192,7 @@ void free_op(struct conn *c) {
         curl_easy_cleanup(c->easy);
         c->easy = NULL;
     }
+    pool_leave(c); /* after its handle: upstream.c */
     curl_slist_free_all(c->headers);
     c->headers = NULL;
 }

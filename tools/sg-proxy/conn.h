@@ -75,6 +75,8 @@ struct conn {
     /* the attempts' bytes before the commit, 1 + SG_OP_MAX_HEDGES slots
      * allocated at the first (NULL: none held), freed at the commit */
     struct pending *pend;
+    /* its upstream connections' shard + 1, 0: the multi's (pool.h) */
+    uint32_t pool_shard;
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */
     int own_status;
@@ -196,6 +198,7 @@ static inline bool op_running(const struct conn *c) {
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */
 void start_operation(struct conn *c);
+void pool_leave(struct conn *c); /* after its handle's cleanup */
 /* What an ended operation leaves to do, after the pass that ended it:
  * its report line and metrics, its memory, and (when nothing waits for
  * the client) the connection. */

@@ -728,6 +728,7 @@ int main(int argc, char **argv) {
     conns_free(&p);
     routes_unref(p.routes);
     sg_curl_multi_free(p.multi);
+    pool_free(&p);  /* after every handle that used a shard */
     trace_stop(&p); /* after the operations: their spans go */
     health_share_free(&p);
     sg_health_free(p.health); /* after the operations, the multi and the share */

@@ -164,6 +164,13 @@ struct proxy {
     int lfd;   /* the listening socket, -1 once draining */
     int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
+    /* plain HTTP/1.1 upstream connections: shards of libcurl's connection
+     * cache, a share each, and each one's requests (pool.h, upstream.c) */
+    struct {
+        CURLSH **share;
+        uint32_t *busy;
+        uint32_t n, cap; /* shards made; room for */
+    } pool;
     sg_health *health;          /* the process's, made at start, kept across reloads */
     bool health_on;             /* given to the multi (health = on) */
     struct sg_health_pg *share; /* --health-share: NULL when not shared */
@@ -192,6 +199,10 @@ struct proxy {
     struct conn *finish_head, *finish_tail;
     uint64_t next_id;
 };
+
+/* upstream.c: the shards closed, their idle connections with them
+ * (after every handle, after the multi). */
+void pool_free(struct proxy *p);
 
 /* Tags for epoll: a connection's pointer, or one of these. */
 extern char sg_proxy_tag_listen, sg_proxy_tag_multi, sg_proxy_tag_signal;
