@@ -88,6 +88,10 @@ struct route {
     sg_stream_config framing;
     sg_op_options *policy; /* the route's (owned); a request's is a copy */
     bool idempotent;
+    /* the HTTP versions its answers came in (upstream.c): a TLS route
+     * whose upstreams have answered over HTTP/1.x only goes through the
+     * shards of plain routes (pool.h) */
+    bool seen_h1, seen_h2;
     const char *cafile;
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
     int64_t budget, floor; /* as given (0: not given), to check them together */

@@ -209,6 +209,26 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
     return 0;
 }
 
+/* The HTTP version @c's upstream answered in, learned for its route:
+ * whether later requests go through the shards (start_operation).  Read
+ * at the commit (the first burst to a cold route learns it as its first
+ * token comes) and at the end. */
+static void learn_version(struct conn *c) {
+    long v = 0;
+    struct routes *set = c->set;
+    if (c->easy == NULL || set == NULL || c->route < set->r ||
+        c->route >= set->r + set->n || c->route->seen_h2 ||
+        curl_easy_getinfo(c->easy, CURLINFO_HTTP_VERSION, &v) != CURLE_OK) {
+        return;
+    }
+    struct route *r = &set->r[c->route - set->r]; /* the set's own, writable */
+    if (v >= CURL_HTTP_VERSION_2_0) {
+        r->seen_h2 = true;
+    } else if (v == CURL_HTTP_VERSION_1_0 || v == CURL_HTTP_VERSION_1_1) {
+        r->seen_h1 = true;
+    }
+}
+
 /* The first token: the answer's head, and what its attempt sent so far. */
 static int commit(struct conn *c, uint32_t attempt) {
     char head[512];
@@ -218,6 +238,7 @@ static int commit(struct conn *c, uint32_t attempt) {
              "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nCache-Control: no-cache\r\n"
              "Connection: close\r\nX-SG-Attempt: %u\r\n\r\n",
              answer_content_type(c->up_framing), attempt);
+    learn_version(c);
     c->committed = true;
     c->committed_attempt = attempt;
     c->committed_at = now_ns();
@@ -469,6 +490,7 @@ static void on_done(sg_curl_op *op, void *ud) {
 }
 
 void finish_operation(struct conn *c) {
+    learn_version(c);
     log_report(c);
     metrics_observe(c->route, sg_curl_op_policy(c->op),
                     (double)(c->ended_at - c->arrived) / 1e9,
@@ -637,11 +659,14 @@ static bool route_plain(const struct route *r) {
 
 /* ------------------------------------------- upstream connections */
 
-/* Plain HTTP/1.1 upstream connections live in shards of libcurl's
- * connection cache, a share each (pool.h says why and how one is chosen).
- * A route with TLS on an endpoint keeps the multi's one cache: its
- * requests wait (CURLOPT_PIPEWAIT) for a connection that may multiplex
- * (ALPN h2), and concurrent streams share it only within one cache. */
+/* HTTP/1.x upstream connections live in shards of libcurl's connection
+ * cache, a share each (pool.h says why and how one is chosen): a plain
+ * http:// route's from the start, a TLS route's once its upstreams have
+ * answered over HTTP/1.x and never over h2 (learn_version).  Any other
+ * TLS route keeps the multi's one cache: its requests wait
+ * (CURLOPT_PIPEWAIT) for a connection that may multiplex (ALPN h2), and
+ * concurrent streams share one only within one cache - sharded, each
+ * shard would open an h2 connection of its own. */
 
 /* Shard @i made: a share of a connection cache alone (names, TLS
  * sessions and the rest stay the multi's and each handle's).  false when
@@ -795,10 +820,9 @@ void start_operation(struct conn *c) {
             curl_easy_setopt(e, CURLOPT_PROXY_CAPATH, NULL);
         }
     }
-    if (route_plain(r)) {
-        pool_join(c, e); /* HTTP/1.1 only: pool.h */
-    }
-    if (strncmp(c->url, "https://", 8) == 0) {
+    if (route_plain(r) || (r->seen_h1 && !r->seen_h2)) {
+        pool_join(c, e); /* HTTP/1.x only: pool.h */
+    } else if (strncmp(c->url, "https://", 8) == 0) {
         /* wait for a connection being made to say whether it multiplexes
          * (ALPN h2) rather than open one more beside it: concurrent
          * requests then share one HTTP/2 connection */
