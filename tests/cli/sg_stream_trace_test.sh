@@ -186,6 +186,36 @@ check "a run of its own is the root of a trace of its own" \
       .parent_span_id == "" and .name == "streamguard.operation") and
      .[0].trace_id != "'"$PARENT_TRACE"'"' "$SPANS"
 
+# ---- the environment's off switches --------------------------------------------
+# OTEL_SDK_DISABLED=true (any case) and OTEL_TRACES_EXPORTER=none turn
+# tracing off, from the environment's endpoint and from --otlp alike
+for off in OTEL_SDK_DISABLED=TRUE OTEL_TRACES_EXPORTER=none; do
+    otlp_reset
+    (
+        export "$off"
+        OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:$OTLP_PORT \
+            "$SG" --idempotency-key "tr-off-${off%%=*}" \
+            "$CHAT?n=2&_t=tr-off-${off%%=*}" >"$OUT" 2>"$ERR"
+    ) && pass "$off: the run goes" || fail "$off: the run failed: $(cat "$ERR")"
+    ( export "$off"; "$SG" --otlp "$OTLP_URL" "$CHAT?n=1&_t=tr-offflag" >"$OUT" 2>"$ERR" ) ||
+        fail "$off with --otlp: the run failed: $(cat "$ERR")"
+    has "$ERR" "tracing off: ${off%%=*} says so (--otlp not used)" "$off: --otlp is not used, and says so"
+    [ -z "$(ls "$OTLP_DIR")" ] && pass "$off: no span is sent" ||
+        fail "$off: spans reached the collector"
+    [ -z "$(wire "tr-off-${off%%=*}")" ] && pass "$off: no traceparent on the wire" ||
+        fail "$off: a traceparent went on the wire"
+done
+otlp_reset
+OTEL_SDK_DISABLED=false expect 0 "OTEL_SDK_DISABLED=false traces" -- \
+    --otlp "$OTLP_URL" --idempotency-key tr-on "$CHAT?n=1&_t=tr-on"
+[ -n "$(ls "$OTLP_DIR")" ] && pass "... and the spans are sent" || fail "no span with OTEL_SDK_DISABLED=false"
+OTEL_SDK_DISABLED=1 expect 2 "an OTEL_SDK_DISABLED that is neither true nor false" -- \
+    --otlp "$OTLP_URL" "$CHAT?n=1&_t=tr-bad"
+has "$ERR" "OTEL_SDK_DISABLED: true or false" "... is a usage error that says so"
+OTEL_TRACES_EXPORTER=zipkin,otlp expect 2 "an exporter sg-stream does not have" -- \
+    --otlp "$OTLP_URL" "$CHAT?n=1&_t=tr-bad"
+has "$ERR" "OTEL_TRACES_EXPORTER: zipkin is not an exporter here (otlp or none)" "... is a usage error that says so"
+
 # ---- a collector that is down, bad settings -----------------------------------
 otlp_reset
 start=$(date +%s%N)

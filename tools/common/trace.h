@@ -20,7 +20,9 @@
  * The export timeout is 2 s unless OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT
  * says otherwise: a program's exit waits for it at most.  Tracing is on
  * with @url, or with OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or
- * OTEL_EXPORTER_OTLP_ENDPOINT set (non-empty); else *@out is NULL.
+ * OTEL_EXPORTER_OTLP_ENDPOINT set (non-empty) - unless
+ * OTEL_SDK_DISABLED is true or OTEL_TRACES_EXPORTER none, which win over
+ * @url too (said on stderr, prefixed by @service); else *@out is NULL.
  * Returns 0, or a negative code with @err saying why (a variable or the
  * URL that does not parse: SG_EINVAL, SG_ERANGE, SG_EUNSUPPORTED). */
 int tool_otel_new(sg_otel **out, const char *url, const char *service, char *err,
