@@ -5,19 +5,28 @@ Used by bench/proxy_memory.sh (the figures in bench/RESULTS.md) and by
 tests/cli/sg_proxy_memory_test.sh.  Each stream is one POST to the proxy's
 /v1/chat/completions; it counts as open once the 200 head and its first
 event (the commit at the first token) have arrived.  With every stream
-open, the proxy's VmSize and VmRSS are read from /proc/PID/status (and,
-with --quiet S, again S seconds later, every stream quiet since its first
-event); then every connection is closed, and after --settle seconds they are read
+open, the proxy's VmSize and VmRSS are read from /proc/PID/status, and
+cpu_s, the CPU (user + system) it spent from the burst's start until then,
+from /proc/PID/stat (and, with --quiet S, the memory again S seconds
+later, every stream quiet since its first event); then every connection is closed, and after --settle seconds they are read
 again.  --bursts repeats that.  Prints one line per measurement, then
 "open_all=yes|no" (whether every stream of every burst opened).
 """
 import argparse
+import os
 import selectors
 import socket
 import sys
 import time
 
 BODY = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
+
+
+def cpu_s(pid):
+    """CPU time @pid has used (user + system), in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def status_kib(pid):
@@ -138,7 +147,9 @@ def main():
     all_open = True
     for b in range(1, a.bursts + 1):
         t0 = time.monotonic()
+        cpu0 = cpu_s(a.pid)
         streams = burst(a.port, a.n, a.timeout)
+        cpu_open = cpu_s(a.pid) - cpu0
         opened = sum(s.state == "open" for s in streams)
         size_open, rss_open = status_kib(a.pid)
         reasons = {}
@@ -147,6 +158,7 @@ def main():
                 reasons[s.why[:120]] = reasons.get(s.why[:120], 0) + 1
         print(
             f"burst {b} open={opened}/{a.n} secs={time.monotonic() - t0:.1f} "
+            f"cpu_s={cpu_open:.2f} "
             f"VmSize_kib={size_open} VmRSS_kib={rss_open} "
             f"per_stream_VmSize_kib={(size_open - size) / a.n:.1f} "
             f"per_stream_RSS_kib={(rss_open - rss) / a.n:.1f}",
