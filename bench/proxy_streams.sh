@@ -22,6 +22,8 @@
 #           stream on beside them (BG_QUERY, default 60 tokens 500 ms
 #           apart; "bg_whole": how many of them ended whole).
 # PHASES (default all three) names the measures to run.
+# MEM_QUIET=S: the memory phase reads the proxy's memory again S seconds
+# after every stream opened (the streams quiet since their first token).
 # Over HTTP/1.1 each stream holds two descriptors in the proxy: N_H1 needs
 # a hard limit on open files above 2 N_H1 + 64 (10,000: 20,064).  The
 # script raises its hard limit to 2 N + 256 when it can (as root, or where
@@ -33,6 +35,7 @@ N_H1=${3:-10000}
 N_H2=${4:-10000}
 STALLED=${5:-1000}
 PHASES=${PHASES:-memory whole stall}
+MEM_QUIET=${MEM_QUIET:-0} # memory: read it again this many seconds later, all quiet
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/proxy_lib.sh" sg-proxy-streams
 BG_QUERY=${BG_QUERY:-n=60&gap=500}
@@ -74,7 +77,7 @@ run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
     if [[ " $PHASES " == *" memory "* ]]; then
         proxy "$label-mem" "$up" "$n" "$@"
         python3 "$HERE/proxy_memory.py" --port "$PX_PORT" --pid "$PX_PID" -n "$n" \
-            --bursts 1 --settle 3 | sed "s/^/$label memory: /"
+            --bursts 1 --settle 3 --quiet "$MEM_QUIET" | sed "s/^/$label memory: /"
         stop
     fi
     if [[ " $PHASES " == *" whole "* ]]; then

@@ -697,8 +697,8 @@ static bool shard_make(struct proxy *p, uint32_t i) {
     return true;
 }
 
-/* @c's request to a plain http:// route: its handle goes through the
- * lowest shard with room.  Out of memory, the multi's cache does. */
+/* @c's request to an HTTP/1.x route: its handle goes through the lowest
+ * shard with room.  Out of memory, the multi's cache does. */
 static void pool_join(struct conn *c, CURL *e) {
     struct proxy *p = c->proxy;
     uint32_t i = pool_pick(p->pool.busy, p->pool.n, POOL_SHARD_STREAMS);
@@ -721,7 +721,9 @@ void pool_leave(struct conn *c) {
     c->pool_shard = 0;
     uint32_t keep = pool_keep(p->pool.busy, p->pool.n);
     while (p->pool.n > keep) {
-        /* no handle uses it (a hedge's duplicate does not take the share) */
+        /* no handle uses it: its requests' handles are gone, and a hedge's
+         * duplicate (curl_easy_duphandle) does not take the share in
+         * libcurl 7.88 to 8.10 - nor outlives its root's operation */
         if (curl_share_cleanup(p->pool.share[p->pool.n - 1]) != CURLSHE_OK) {
             break;
         }
