@@ -380,7 +380,7 @@ static int64_t run(const sg_stream_config *cfg, const body *b, void *buf, size_t
     }
     out->items = delivered;
     out->outcome = r.outcome;
-    sg__stream_usage(&s, &out->usage);
+    sg__stream_usage(sg__stream_of(&s), &out->usage);
     return t1 - t0;
 }
 

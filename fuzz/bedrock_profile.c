@@ -230,7 +230,7 @@ static verdict play(const char *profile, const body *w, const uint8_t *sizes,
               gr.outcome == SG_OUTCOME_PROVIDER_ERROR,
           "the verdict is ok, truncated, protocol_error or provider_error");
     verdict v = {gr.outcome, r.hash, r.delivered, {0, 0, 0, 0, 0}};
-    check(sg__stream_usage(&s, &v.usage), "the profile reads usage");
+    check(sg__stream_usage(sg__stream_of(&s), &v.usage), "the profile reads usage");
     free(buf);
     return v;
 }

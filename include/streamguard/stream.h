@@ -40,7 +40,9 @@ extern "C" {
  * refused by every other call with SG_EINVAL).  Fields are private.
  */
 typedef struct sg_stream {
-    /* private (src/framing/stream.c says what each holds) */
+    /* private: storage the library keeps its state in, in a form of its
+     * own (src/framing/body.h); the fields below fix its size and
+     * alignment for the ABI, not what each byte holds */
     sg_guard guard_;
     union {
         sg_sse_parser sse;

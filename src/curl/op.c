@@ -384,7 +384,7 @@ static void tp_finished(sg__lifecycle *lc) {
     sg_curl_op *op = OP_OF(lc);
     sg__lc_settle_losers(&op->lc, op_now(op)); /* recorded before on_done */
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (op->lc.slots[i] != NULL) {
+        if (sg__lc_slot(&op->lc, i) != NULL) {
             sg_curl_op *s = OP_OF(op->lc.slots[i]);
             if (s->owner != NULL) {
                 sg__curl_multi_forget(s->owner, s);
@@ -580,9 +580,9 @@ void sg_curl_op_free(sg_curl_op *op) {
         return;
     }
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (op->lc.slots[i] != NULL) {
+        if (sg__lc_slot(&op->lc, i) != NULL) {
             free_slot(OP_OF(op->lc.slots[i]));
-            op->lc.slots[i] = NULL;
+            sg__lc_slot_clear(&op->lc, i);
         }
     }
     sg__lc_drop_intent(&op->lc); /* unwatched while the multi holds it */
@@ -692,7 +692,7 @@ int sg_curl_op_resume(sg_curl_op *op) {
     }
     resume_one(op);
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (op->lc.slots[i] != NULL) {
+        if (sg__lc_slot(&op->lc, i) != NULL) {
             resume_one(OP_OF(op->lc.slots[i]));
         }
     }
@@ -705,7 +705,7 @@ bool sg_curl_op_paused(const sg_curl_op *op) {
     }
     bool any = op->at.paused;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES && !any; i++) {
-        any = op->lc.slots[i] != NULL && OP_OF(op->lc.slots[i])->at.paused;
+        any = sg__lc_slot(&op->lc, i) != NULL && OP_OF(op->lc.slots[i])->at.paused;
     }
     return any;
 }

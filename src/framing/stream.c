@@ -13,9 +13,9 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "framing/body.h"
 #include "framing/mem.h"
 #include "framing/stream_items.h"
-#include "framing/usage.h"
 #include "framing/usage.h"
 
 #define SG__STREAM_MAGIC 0x53475374u /* "SGSt" */
@@ -27,7 +27,7 @@ enum {
     STREAM_ENDED,
 };
 
-static bool valid(const sg_stream *s) {
+static bool valid(const sg__stream *s) {
     return s != NULL && s->magic_ == SG__STREAM_MAGIC;
 }
 
@@ -35,7 +35,7 @@ static bool valid(const sg_stream *s) {
  * decided ok at the instant it arrived.  What was held for a first token
  * that never came goes to the consumer now, as an end item delivers it
  * (a content filter's end, usage): nothing the server sent is lost. */
-static int at_terminal(sg_stream *s, int64_t now) {
+static int at_terminal(sg__stream *s, int64_t now) {
     if (s->hold_n_ > 0 && sg__stream_release_held(s) != 0) {
         return SG_ECANCELED; /* the consumer stopped */
     }
@@ -113,9 +113,9 @@ size_t sg_stream_buffer_size(const sg_stream_config *cfg) {
 
 /* The parser, with a lent @buf of @parser_size bytes or (@buf NULL)
  * growing stores from the stream's allocator. */
-static int parser_init(sg_stream *s, const sg_stream_config *c, void *buf,
+static int parser_init(sg__stream *s, const sg_stream_config *c, void *buf,
                        size_t parser_size) {
-    const sg_mem *m = &s->mem_;
+    const sg_mem *m = s->mem_;
     if (c->format_ == SG_FORMAT_SSE) {
         sg_sse_config sc = sse_config(c);
         return buf != NULL ? sg_sse_init(&s->parser_.sse, &sc, s, buf, parser_size)
@@ -132,7 +132,7 @@ static int parser_init(sg_stream *s, const sg_stream_config *c, void *buf,
 }
 
 /* sg_stream_init with a lent @buf, or (@buf NULL) sg_stream_init_mem. */
-static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
+static int stream_init(sg__stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
                        void *user_data, void *buf, size_t buf_size, const sg_mem *mem) {
     static const sg_stream_config defaults; /* zero: every default */
     sg_stream_config c = cfg != NULL ? *cfg : defaults;
@@ -151,10 +151,7 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
     }
     if (buf == NULL) {
         s->grows_ = true;
-        s->mem_ = *mem;
-        if (s->mem_.resize_ == NULL) {
-            sg_mem_init(&s->mem_, sg__mem_std, NULL);
-        }
+        s->mem_ = mem;
     }
     /* the parser's part first, the held items' after it, then the lines
      * outside SSE */
@@ -190,23 +187,58 @@ static int stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_
     return 0;
 }
 
+/* realloc and free */
+static const sg_mem k_std_mem = {.resize_ = sg__mem_std};
+
+int sg__stream_init_mem(sg__stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
+                        void *user_data) {
+    return stream_init(s, cfg, on_item, user_data, NULL, 0, &k_std_mem);
+}
+
+/* A public stream's provider texts and allocator: its own storage, after
+ * the state. */
+static char *public_texts(sg_stream *s) {
+    return (char *)s + sizeof(sg__stream);
+}
+static sg_mem *public_mem(sg_stream *s) {
+    return (sg_mem *)(void *)(public_texts(s) + SG__STREAM_PTEXT_SIZE);
+}
+static void public_init(sg_stream *s) {
+    sg__stream *st = sg__stream_of(s);
+    st->ptext_ = public_texts(s);
+    st->ptext_[0] = '\0';
+    st->ptext_[SG__STREAM_PTYPE_SIZE] = '\0';
+}
+
 int sg_stream_init(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
                    void *user_data, void *buf, size_t buf_size) {
     if (buf == NULL) {
         return SG_EINVAL;
     }
-    return stream_init(s, cfg, on_item, user_data, buf, buf_size, NULL);
+    int rv = stream_init(sg__stream_of(s), cfg, on_item, user_data, buf, buf_size, NULL);
+    if (rv == 0) {
+        public_init(s);
+    }
+    return rv;
 }
 
 int sg_stream_init_mem(sg_stream *s, const sg_stream_config *cfg, sg_item_cb on_item,
                        void *user_data, const sg_mem *mem) {
-    static const sg_mem std; /* zero: realloc and free */
-    return stream_init(s, cfg, on_item, user_data, NULL, 0, mem != NULL ? mem : &std);
+    const sg_mem *m = &k_std_mem;
+    if (s != NULL && mem != NULL && mem->resize_ != NULL) {
+        *public_mem(s) = *mem; /* copied: the caller's may go */
+        m = public_mem(s);
+    }
+    int rv = stream_init(sg__stream_of(s), cfg, on_item, user_data, NULL, 0, m);
+    if (rv == 0) {
+        public_init(s);
+    }
+    return rv;
 }
 
 /* Everything a growing stream holds is freed (the attempt is over, or the
  * stream is): the parser's stores, the held items, the lines outside SSE. */
-static void stream_drop(sg_stream *s) {
+static void stream_drop(sg__stream *s) {
     if (!s->grows_) {
         return;
     }
@@ -225,15 +257,21 @@ static void stream_drop(sg_stream *s) {
     sg__stream_store_free(s, &s->other_, &s->other_room_);
 }
 
-void sg_stream_release(sg_stream *s) {
+void sg__stream_release(sg__stream *s) {
     if (valid(s)) {
         stream_drop(s);
+        if (s->ptext_own_) {
+            size_t room = SG__STREAM_PTEXT_SIZE;
+            (void)sg__mem_free(s->mem_, s->ptext_, &room);
+            s->ptext_ = NULL;
+            s->ptext_own_ = false;
+        }
         s->magic_ = 0;
     }
 }
 
-int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *budget,
-                    uint32_t attempt, int64_t now) {
+int sg__stream_begin(sg__stream *s, const sg_guard_config *gcfg, const sg_budget *budget,
+                     uint32_t attempt, int64_t now) {
     if (!valid(s)) {
         return SG_EINVAL;
     }
@@ -256,8 +294,10 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     s->got_token_ = false;
     s->provider_error_ = false;
     s->provider_retryable_ = false;
-    s->provider_type_[0] = '\0';
-    s->provider_message_[0] = '\0';
+    if (s->ptext_ != NULL) {
+        s->ptext_[0] = '\0';
+        s->ptext_[SG__STREAM_PTYPE_SIZE] = '\0';
+    }
     s->hold_n_ = 0;
     s->hold_len_ = 0;
     s->released_ = 0;
@@ -273,11 +313,11 @@ int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *
     return 0;
 }
 
-sg_guard *sg_stream_guard(sg_stream *s) {
+sg_guard *sg__stream_guard(sg__stream *s) {
     return valid(s) ? &s->guard_ : NULL;
 }
 
-int64_t sg_stream_next_deadline(const sg_stream *s) {
+int64_t sg__stream_next_deadline(const sg__stream *s) {
     if (!valid(s) || !sg__guard_started(&s->guard_)) {
         return -1;
     }
@@ -285,7 +325,7 @@ int64_t sg_stream_next_deadline(const sg_stream *s) {
                                         : SG_TIME_NEVER;
 }
 
-int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
+int sg__stream_feed(sg__stream *s, const void *data, size_t len, int64_t now) {
     if (!valid(s) || (data == NULL && len > 0)) {
         return SG_EINVAL;
     }
@@ -348,10 +388,12 @@ int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
     return 0;
 }
 
-static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
+static int stream_end(sg__stream *s, int64_t now, sg_outcome how,
                       sg_guard_result *result) {
     if (s->state_ == STREAM_TERMINAL) {
-        *result = s->result_;
+        if (result != &s->result_) { /* (a lifecycle reads it in place) */
+            *result = s->result_;
+        }
         s->state_ = STREAM_ENDED;
         return 0;
     }
@@ -404,7 +446,7 @@ static int stream_end(sg_stream *s, int64_t now, sg_outcome how,
     return sg_guard_fail(&s->guard_, now, how, result);
 }
 
-int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
+int sg__stream_end(sg__stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
     if (!valid(s) || result == NULL || (unsigned)how >= (unsigned)SG_OUTCOME_COUNT_) {
         return SG_EINVAL;
     }
@@ -427,7 +469,7 @@ int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *re
     return rv;
 }
 
-int sg_stream_cancel(sg_stream *s, int64_t now) {
+int sg__stream_cancel(sg__stream *s, int64_t now) {
     if (!valid(s)) {
         return SG_EINVAL;
     }
@@ -441,11 +483,11 @@ int sg_stream_cancel(sg_stream *s, int64_t now) {
     return 0;
 }
 
-const char *sg_stream_error_text(const sg_stream *s) {
+const char *sg__stream_error_text(const sg__stream *s) {
     return valid(s) ? s->error_text_ : NULL;
 }
 
-bool sg_stream_terminal_seen(const sg_stream *s) {
+static bool stream_terminal_seen(const sg__stream *s) {
     /* (end_seen_: a classifier's end item under end_at_eof, which reads on
      * to the body's end) */
     return valid(s) &&
@@ -454,20 +496,21 @@ bool sg_stream_terminal_seen(const sg_stream *s) {
              sg_sse_terminal_seen(&s->parser_.sse)));
 }
 
-bool sg_stream_active(const sg_stream *s) {
+bool sg__stream_active(const sg__stream *s) {
     return valid(s) && (s->state_ == STREAM_RUNNING || s->state_ == STREAM_TERMINAL);
 }
 
-bool sg_stream_provider_error(const sg_stream *s, const char **type, const char **message,
-                              bool *retryable) {
+bool sg__stream_provider_error(const sg__stream *s, const char **type,
+                               const char **message, bool *retryable) {
     if (!valid(s) || !s->provider_error_) {
         return false;
     }
+    /* (no texts: there was no memory for them) */
     if (type != NULL) {
-        *type = s->provider_type_;
+        *type = s->ptext_ != NULL ? s->ptext_ : "";
     }
     if (message != NULL) {
-        *message = s->provider_message_;
+        *message = s->ptext_ != NULL ? s->ptext_ + SG__STREAM_PTYPE_SIZE : "";
     }
     if (retryable != NULL) {
         *retryable = s->provider_retryable_;
@@ -475,8 +518,8 @@ bool sg_stream_provider_error(const sg_stream *s, const char **type, const char 
     return true;
 }
 
-bool sg_stream_classify_error_body(const sg_stream *s, const char *body, size_t len,
-                                   sg_item_error *err) {
+bool sg__stream_classify_error_body(const sg__stream *s, const char *body, size_t len,
+                                    sg_item_error *err) {
     if (err != NULL) {
         memset(err, 0, sizeof(*err));
     }
@@ -493,4 +536,57 @@ bool sg_stream_classify_error_body(const sg_stream *s, const char *body, size_t 
         err->retryable = false;
     }
     return true;
+}
+
+/* ------------------------------------------------ the public sg_stream */
+
+void sg_stream_release(sg_stream *s) {
+    sg__stream_release(sg__stream_of(s));
+}
+
+int sg_stream_begin(sg_stream *s, const sg_guard_config *gcfg, const sg_budget *budget,
+                    uint32_t attempt, int64_t now) {
+    return sg__stream_begin(sg__stream_of(s), gcfg, budget, attempt, now);
+}
+
+sg_guard *sg_stream_guard(sg_stream *s) {
+    return sg__stream_guard(sg__stream_of(s));
+}
+
+int64_t sg_stream_next_deadline(const sg_stream *s) {
+    return sg__stream_next_deadline(sg__stream_cof(s));
+}
+
+int sg_stream_feed(sg_stream *s, const void *data, size_t len, int64_t now) {
+    return sg__stream_feed(sg__stream_of(s), data, len, now);
+}
+
+int sg_stream_end(sg_stream *s, int64_t now, sg_outcome how, sg_guard_result *result) {
+    return sg__stream_end(sg__stream_of(s), now, how, result);
+}
+
+int sg_stream_cancel(sg_stream *s, int64_t now) {
+    return sg__stream_cancel(sg__stream_of(s), now);
+}
+
+const char *sg_stream_error_text(const sg_stream *s) {
+    return sg__stream_error_text(sg__stream_cof(s));
+}
+
+bool sg_stream_terminal_seen(const sg_stream *s) {
+    return stream_terminal_seen(sg__stream_cof(s));
+}
+
+bool sg_stream_active(const sg_stream *s) {
+    return sg__stream_active(sg__stream_cof(s));
+}
+
+bool sg_stream_provider_error(const sg_stream *s, const char **type, const char **message,
+                              bool *retryable) {
+    return sg__stream_provider_error(sg__stream_cof(s), type, message, retryable);
+}
+
+bool sg_stream_classify_error_body(const sg_stream *s, const char *body, size_t len,
+                                   sg_item_error *err) {
+    return sg__stream_classify_error_body(sg__stream_cof(s), body, len, err);
 }

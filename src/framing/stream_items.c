@@ -44,7 +44,7 @@
 
 /* Hands @item to the consumer (the guard has counted it already), with
  * its index: the item is the caller's own copy, numbered in place. */
-static int to_consumer(sg_stream *s, sg_item *item) {
+static int to_consumer(sg__stream *s, sg_item *item) {
     item->index = s->index_;
     if (s->on_item_ != NULL && s->on_item_(item, s->user_data_) != 0) {
         s->cancelled_ = true;
@@ -55,7 +55,7 @@ static int to_consumer(sg_stream *s, sg_item *item) {
     return 0;
 }
 
-static int deliver(sg_stream *s, sg_item *item) {
+static int deliver(sg__stream *s, sg_item *item) {
     int rv = sg_guard_on_item(&s->guard_, s->now_);
     if (rv != 0) {
         s->guard_stop_ = true; /* late or over the cap: latched in the guard */
@@ -73,7 +73,7 @@ typedef struct held {
 
 /* A framing limit passed, or no memory for what must be kept: the
  * attempt ends here (protocol_error, or transport_error for SG_ENOMEM). */
-static int stream_error(sg_stream *s, int code, const char *text) {
+static int stream_error(sg__stream *s, int code, const char *text) {
     s->error_ = code;
     s->error_text_ = text;
     s->stop_at_ = s->now_;
@@ -82,12 +82,12 @@ static int stream_error(sg_stream *s, int code, const char *text) {
 
 /* Room for @need bytes in a growing store (@need within its bound): 0, or
  * 1 with the attempt ended out of memory. */
-static int stream_room(sg_stream *s, char **store, size_t *room, size_t need,
+static int stream_room(sg__stream *s, char **store, size_t *room, size_t need,
                        size_t limit) {
     if (need <= *room) {
         return 0;
     }
-    char *p = sg__mem_grow(s->grows_ ? &s->mem_ : NULL, *store, room, need, limit);
+    char *p = sg__mem_grow(s->grows_ ? s->mem_ : NULL, *store, room, need, limit);
     if (p == NULL) {
         return stream_error(s, SG_ENOMEM, NULL);
     }
@@ -96,13 +96,13 @@ static int stream_room(sg_stream *s, char **store, size_t *room, size_t need,
 }
 
 /* A growing store that holds nothing is freed (a lent buffer's part stays). */
-void sg__stream_store_free(sg_stream *s, char **store, size_t *room) {
+void sg__stream_store_free(sg__stream *s, char **store, size_t *room) {
     if (s->grows_) {
-        *store = sg__mem_free(&s->mem_, *store, room);
+        *store = sg__mem_free(s->mem_, *store, room);
     }
 }
 
-static int hold(sg_stream *s, const sg_item *item) {
+static int hold(sg__stream *s, const sg_item *item) {
     size_t bytes = item->event_len + item->data_len + item->id_len;
     size_t need = sizeof(held) + bytes;
     /* the items' bytes at most max_event, their records aside */
@@ -135,7 +135,7 @@ static int hold(sg_stream *s, const sg_item *item) {
 
 /* What was held goes to the consumer, in order (the guard counted none of
  * it).  Non-zero when the consumer stopped. */
-int sg__stream_release_held(sg_stream *s) {
+int sg__stream_release_held(sg__stream *s) {
     size_t off = 0;
     for (uint32_t k = 0; k < s->hold_n_; k++) {
         held h;
@@ -167,7 +167,7 @@ int sg__stream_release_held(sg_stream *s) {
  * the first token unless it is an end (@token false): an end before any
  * token, or what follows it (end_at_eof), is no content, and the result
  * then says no token came (sg_stream_end). */
-static int first_item(sg_stream *s, sg_item *item, bool token) {
+static int first_item(sg__stream *s, sg_item *item, bool token) {
     int rv = sg_guard_on_item(&s->guard_, s->now_);
     if (rv != 0) {
         s->guard_stop_ = true;
@@ -186,18 +186,29 @@ static void copy_cut(char *dst, size_t cap, const char *p, size_t n) {
     dst[n] = '\0';
 }
 
-/* The server reported a failure in the stream: the attempt ends here. */
-static void provider_failed(sg_stream *s, const sg_item_error *err) {
-    copy_cut(s->provider_type_, sizeof(s->provider_type_), err->type, err->type_len);
-    copy_cut(s->provider_message_, sizeof(s->provider_message_), err->message,
-             err->message_len);
+/* The server reported a failure in the stream: the attempt ends here.
+ * Its texts go where the stream keeps them, allocated at the first
+ * (a stream embedded in a transport's operation holds none before). */
+static void provider_failed(sg__stream *s, const sg_item_error *err) {
+    if (s->ptext_ == NULL && s->grows_) {
+        size_t room = 0;
+        s->ptext_ = sg__mem_grow(s->mem_, NULL, &room, SG__STREAM_PTEXT_SIZE,
+                                 SG__STREAM_PTEXT_SIZE);
+        s->ptext_own_ = s->ptext_ != NULL;
+    }
+    if (s->ptext_ != NULL) { /* (else no memory: the error stays, its texts "") */
+        copy_cut(s->ptext_, SG__STREAM_PTYPE_SIZE, err->type, err->type_len);
+        copy_cut(s->ptext_ + SG__STREAM_PTYPE_SIZE,
+                 SG__STREAM_PTEXT_SIZE - SG__STREAM_PTYPE_SIZE, err->message,
+                 err->message_len);
+    }
     s->provider_retryable_ = err->retryable && !err->final; /* final: never */
     s->provider_error_ = true;
     s->stop_at_ = s->now_;
 }
 
 /* Every parsed item: as the classifier says (without one, a token). */
-static int take(sg_stream *s, sg_item *item) {
+static int take(sg__stream *s, sg_item *item) {
     if (s->classify_ == NULL) {
         return deliver(s, item);
     }
@@ -234,7 +245,7 @@ static int take(sg_stream *s, sg_item *item) {
 }
 
 /* An event type the caller declared "not an item" (a keepalive event). */
-static bool skipped(const sg_stream *s, const char *type, size_t len) {
+static bool skipped(const sg__stream *s, const char *type, size_t len) {
     for (const char *const *t = s->skip_types_; t != NULL && *t != NULL; t++) {
         if (strlen(*t) == len && memcmp(*t, type, len) == 0) {
             return true;
@@ -246,7 +257,7 @@ static bool skipped(const sg_stream *s, const char *type, size_t len) {
 /* Lines outside SSE (other_json): gathered, LF-joined, up to other_cap_
  * bytes; past that the rest of them is dropped. */
 int sg__stream_on_sse_other(const char *line, size_t len, void *user_data) {
-    sg_stream *s = user_data;
+    sg__stream *s = user_data;
     if (s->other_cap_ == 0) {
         return 0;
     }
@@ -266,7 +277,7 @@ int sg__stream_on_sse_other(const char *line, size_t len, void *user_data) {
 
 /* What was gathered outside SSE, classified as one item: an error ends
  * the attempt (returns 1); anything else is dropped. */
-int sg__stream_settle_other(sg_stream *s) {
+int sg__stream_settle_other(sg__stream *s) {
     if (s->other_len_ == 0) {
         return 0;
     }
@@ -283,7 +294,7 @@ int sg__stream_settle_other(sg_stream *s) {
 }
 
 int sg__stream_on_sse_event(const sg_sse_event *ev, void *user_data) {
-    sg_stream *s = user_data;
+    sg__stream *s = user_data;
     sg_item item = {ev->type,   ev->type_len, ev->data,  ev->data_len, ev->id,
                     ev->id_len, s->attempt_,  s->index_, SG_ITEM_TOKEN};
     if (s->classify_ == NULL && s->skip_types_ == NULL) {
@@ -299,7 +310,7 @@ int sg__stream_on_sse_event(const sg_sse_event *ev, void *user_data) {
 }
 
 int sg__stream_on_ndjson_line(const char *line, size_t len, void *user_data) {
-    sg_stream *s = user_data;
+    sg__stream *s = user_data;
     const char *t = s->nd_terminal_;
     if (t != NULL && strlen(t) == len && memcmp(t, line, len) == 0) {
         /* The terminal line: the clean end, not delivered (as SSE's
@@ -332,7 +343,7 @@ static void es_string(const sg_es_message *m, const char *name, const char **p,
  * streaming APIs put the exception's name in :exception-type and a JSON
  * {"message": ...} in the payload; an error message carries :error-code
  * and :error-message headers instead. */
-static int es_failed(sg_stream *s, const sg_es_message *m, bool exception) {
+static int es_failed(sg__stream *s, const sg_es_message *m, bool exception) {
     static const sg__jpath p_message = SG__JPATH1("message");
     static const sg__jpath p_message_cap = SG__JPATH1("Message");
     sg_item_error err;
@@ -366,7 +377,7 @@ static int es_failed(sg_stream *s, const sg_es_message *m, bool exception) {
 }
 
 int sg__stream_on_es_message(const sg_es_message *m, void *user_data) {
-    sg_stream *s = user_data;
+    sg__stream *s = user_data;
     if (view_is(m->message_type, m->message_type_len, "exception")) {
         return es_failed(s, m, true);
     }

@@ -8,7 +8,9 @@
 
 #include <streamguard/stream.h>
 
-/* The parsers' callbacks; @user_data is the sg_stream.  Each returns 0 to
+#include "framing/body.h"
+
+/* The parsers' callbacks; @user_data is the sg__stream.  Each returns 0 to
  * read on, non-zero to stop the parser (the stream says why). */
 int sg__stream_on_sse_event(const sg_sse_event *ev, void *user_data);
 int sg__stream_on_sse_other(const char *line, size_t len, void *user_data);
@@ -21,14 +23,14 @@ size_t sg__stream_hold_size(const sg_stream_config *c);
 
 /* What was held goes to the consumer, in order.  Non-zero when the
  * consumer stopped. */
-int sg__stream_release_held(sg_stream *s);
+int sg__stream_release_held(sg__stream *s);
 
 /* The lines gathered outside SSE, classified as one item: 1 when it was
  * an error (the attempt ends provider_error), 0 otherwise. */
-int sg__stream_settle_other(sg_stream *s);
+int sg__stream_settle_other(sg__stream *s);
 
 /* Frees a growing stream's @store that holds nothing (*@room 0 after);
  * a lent buffer's part stays. */
-void sg__stream_store_free(sg_stream *s, char **store, size_t *room);
+void sg__stream_store_free(sg__stream *s, char **store, size_t *room);
 
 #endif

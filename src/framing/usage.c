@@ -111,7 +111,7 @@ static int64_t figure(const uint32_t *u, unsigned f) {
     return sg__usage_known(u, f) ? (int64_t)u[f] : -1;
 }
 
-bool sg__stream_usage(const sg_stream *s, sg__usage_read *out) {
+bool sg__stream_usage(const sg__stream *s, sg__usage_read *out) {
     out->input = out->output = out->cached = out->reasoning = -1;
     out->text_bytes = 0;
     if (s == NULL || !sg__usage_reader(s)) {

@@ -4,7 +4,7 @@
  * the bytes of generated text its items carried - what the policy
  * estimates from when the figures never came (docs/report.md).
  *
- * The figures live in the stream (sg_stream usage_[], reset by
+ * The figures live in the stream (sg__stream usage_[], reset by
  * sg_stream_begin) as the provider gives them; sg__stream_usage
  * normalises them: input includes cached input, output includes reasoning
  * (OpenTelemetry's convention).  A profile's classifier reads them when
@@ -24,6 +24,8 @@
 
 #include <streamguard/stream.h>
 
+#include "framing/body.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -36,7 +38,7 @@
 #define SG__U_EXACT 32
 #define SG__U_EVERY 32
 
-/* The figures (sg_stream usage_[]), each a count the provider gave
+/* The figures (sg__stream usage_[]), each a count the provider gave
  * (saturating at UINT32_MAX), and the text counts. */
 enum {
     SG__U_IN = 0, /* input, as the provider counts it (see SG__U_IN_EXCL) */
@@ -49,7 +51,7 @@ enum {
     SG__U_SDATA,  /* low 24 bits: those of the sampled items; high 8: bits */
     SG__U_COUNT
 };
-_Static_assert(SG__U_COUNT * sizeof(uint32_t) == sizeof(((sg_stream *)0)->usage_),
+_Static_assert(SG__U_COUNT * sizeof(uint32_t) == sizeof(((sg__stream *)0)->usage_),
                "the stream holds every figure");
 
 /* The high byte of usage_[SG__U_SDATA] (macros: 1 << 31 is no int). */
@@ -71,13 +73,13 @@ static inline bool sg__usage_known(const uint32_t *u, unsigned f) {
 }
 
 /* Whether @s's classifier reads usage (sg__usage_init said so). */
-static inline bool sg__usage_reader(const sg_stream *s) {
+static inline bool sg__usage_reader(const sg__stream *s) {
     return (s->usage_[SG__U_SDATA] & SG__U_READER) != 0;
 }
 
 /* Nothing read: the start of an attempt, or of a stream whose classifier
  * reads usage when @reader. */
-static inline void sg__usage_init(sg_stream *s, bool reader) {
+static inline void sg__usage_init(sg__stream *s, bool reader) {
     memset(s->usage_, 0, sizeof(s->usage_));
     s->usage_[SG__U_SDATA] = reader ? SG__U_READER : 0;
 }
@@ -183,6 +185,6 @@ typedef struct sg__usage_read {
 /* The current (or last) attempt's usage as @s's profile read it.  Returns
  * false, *@out all unknown, when nothing reads it (no profile, or a
  * classifier of the caller's). */
-bool sg__stream_usage(const sg_stream *s, sg__usage_read *out);
+bool sg__stream_usage(const sg__stream *s, sg__usage_read *out);
 
 #endif

@@ -184,10 +184,13 @@ int sg__h2_race(const struct sockaddr *const *addrs, const socklen_t *lens, size
     return SG_ETIMEDOUT;
 }
 
+/* The most of l->out kept once it is all written (its first size). */
+#define SG__H2_OUT_KEEP ((size_t)16384)
+
 /* Appends @len bytes to l->out, the bytes waiting for the socket. */
 static int out_push(sg__h2_link *l, const void *data, size_t len) {
     if (l->out_len + len > l->out_cap) {
-        size_t cap = l->out_cap ? l->out_cap : 16384;
+        size_t cap = l->out_cap ? l->out_cap : SG__H2_OUT_KEEP;
         while (cap < l->out_len + len) {
             cap *= 2;
         }
@@ -239,6 +242,13 @@ static int out_write(sg__h2_link *l) {
     }
     l->out_off = 0;
     l->out_len = 0;
+    if (l->out_cap > SG__H2_OUT_KEEP) {
+        /* a burst (the requests of thousands of streams at once) grew it:
+         * all written, it goes back rather than stay at its peak */
+        free(l->out);
+        l->out = NULL;
+        l->out_cap = 0;
+    }
     return 0;
 }
 
@@ -386,16 +396,17 @@ void sg__h2_close_transport(sg__h2_link *l) {
 
 int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, size_t)) {
     if (l->conn->rbuf == NULL) {
-        /* Ciphertext and plaintext, 64 KiB each: once per connection, on
-         * the heap - never 128 KiB on a caller's (perhaps small) stack. */
-        l->conn->rbuf = malloc(2 * SG__H2_READ_CHUNK);
+        /* Ciphertext and plaintext, 64 KiB each (cleartext: the one, its
+         * bytes go to nghttp2 as read): once per connection, on the heap -
+         * never 128 KiB on a caller's (perhaps small) stack. */
+        l->conn->rbuf = malloc((l->conn->opts.tls ? 2 : 1) * SG__H2_READ_CHUNK);
         if (l->conn->rbuf == NULL) {
             snprintf(l->errbuf, sizeof(l->errbuf), "connection lost: out of memory");
             return -1;
         }
     }
     uint8_t *buf = l->conn->rbuf;
-    uint8_t *plain = l->conn->rbuf + SG__H2_READ_CHUNK;
+    uint8_t *plain = l->conn->opts.tls ? l->conn->rbuf + SG__H2_READ_CHUNK : NULL;
     size_t budget = SG__H2_READ_BUDGET;
     l->more_to_read = false;
     for (;;) {

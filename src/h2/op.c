@@ -268,7 +268,7 @@ static void tp_finished(sg__lifecycle *lc) {
     sg_h2_conn *c = op->conn;
     sg__lc_settle_losers(&op->lc, sg__h2_now(c)); /* recorded before on_done */
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg__lifecycle *sl = op->lc.slots[i];
+        sg__lifecycle *sl = sg__lc_slot(&op->lc, i);
         if (sl != NULL && SG__H2_OP_OF(sl)->node.in_heap) {
             sg__dheap_remove(&c->heap, &SG__H2_OP_OF(sl)->node); /* never counted */
         }
@@ -688,7 +688,7 @@ void sg_h2_op_free(sg_h2_op *op) {
     }
     sg_h2_conn *c = op->conn;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (op->lc.slots[i] == NULL) {
+        if (sg__lc_slot(&op->lc, i) == NULL) {
             continue;
         }
         sg_h2_op *s = SG__H2_OP_OF(op->lc.slots[i]);
@@ -701,7 +701,7 @@ void sg_h2_op_free(sg_h2_op *op) {
         }
         unlink_op(c, s);
         sg__h2_op_release(s);
-        op->lc.slots[i] = NULL;
+        sg__lc_slot_clear(&op->lc, i);
     }
     if (c != NULL) {
         reset_stream(op, NGHTTP2_CANCEL);

@@ -20,20 +20,30 @@ typedef struct sg__op_hep {
     bool keyed;    /* key holds its key (else computed at the first bind) */
     bool waited;   /* the operation waited for it: first when it frees */
     uint8_t key[SG__HEALTH_KEY];
-    char *name; /* its name, exactly as long as it is (NULL: not named) */
+    /* its name, exactly as long as it is, until it is bound: its entry
+     * holds the same name then (hep_name), and an operation per
+     * open stream need not (NULL: not named, or bound to an entry) */
+    char *name;
 } sg__op_hep;
 
+/* The name of endpoint @p: its entry's once bound, else its own ("" for
+ * none). */
+static const char *hep_name(const sg__op_hep *p) {
+    return p->e != NULL ? p->e->name : p->name != NULL ? p->name : "";
+}
+
 typedef struct sg__op_health {
-    sg_health *h;      /* held */
-    uint32_t n;        /* endpoints */
-    int64_t free_at;   /* ended by health: when its endpoint frees; else -1 */
-    int32_t pend_ep;   /* the slot taken by the consult, until the plan; -1 */
-    bool pend_probe;   /* and the probe */
-    uint64_t pend_seq; /* and its number in the request window count */
-    uint32_t n_events;
-    uint32_t dropped;
+    /* (packed: one per open stream) */
+    sg_health *h;               /* held */
+    int64_t free_at;            /* ended by health: when its endpoint frees; else -1 */
+    uint64_t pend_seq;          /* the consult's number in the request window count */
     sg_op_health_event *events; /* SG_OP_MAX_HEALTH_EVENTS, at the first */
-    sg__op_hep ep[];            /* n */
+    uint32_t n;                 /* endpoints */
+    int32_t pend_ep;            /* the slot taken by the consult, until the plan; -1 */
+    uint32_t dropped;
+    uint16_t n_events; /* at most SG_OP_MAX_HEALTH_EVENTS */
+    bool pend_probe;   /* the consult took the probe */
+    sg__op_hep ep[];   /* n */
 } sg__op_health;
 
 /* ------------------------------------------------------------- options */
@@ -74,6 +84,7 @@ int sg_op_options_set_token_estimate(sg_op_options *o, uint64_t input_tokens,
 /* ---------------------------------------------------------- identities */
 
 _Static_assert(SG__HEALTH_KEY == 16, "sg__op_endpoint_key's key is 16 bytes");
+_Static_assert(SG_OP_MAX_HEALTH_EVENTS <= UINT16_MAX, "n_events holds the most");
 
 /* Names endpoint @i by @url.  The name is kept exactly as long as it is
  * (an operation holds one per endpoint); without memory for it the
@@ -225,6 +236,10 @@ static sg__hentry *entry_of(sg__op_health *oh, uint32_t i, int64_t now) {
             p->keyed = true;
         }
         p->e = p->named ? sg__health_bind(oh->h, p->key, p->name, now) : NULL;
+        if (p->e != NULL) {
+            free(p->name); /* the entry's is the same */
+            p->name = NULL;
+        }
     }
     return p->e;
 }
@@ -607,8 +622,7 @@ static void put_ms(sg__sink *s, const char *key, int64_t ns) {
 }
 
 static void put_event(sg__sink *s, const sg_op *op, const sg_op_health_event *ev) {
-    const char *name = op->health_->ep[ev->endpoint].name;
-    name = name != NULL ? name : "";
+    const char *name = hep_name(&op->health_->ep[ev->endpoint]);
     sg__sink_puts(s, "{\"endpoint\":");
     sg__sink_json_string(s, name, strlen(name));
     sg__sink_puts(s, ",\"action\":\"");

@@ -39,15 +39,13 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     memset(lc, 0, sizeof(*lc));
     /* the body's buffers grow as bytes must be kept and are freed as they
      * empty: an operation reserves nothing for the framing's limits */
-    int rv = sg_stream_init_mem(&lc->stream, framing, on_item, item_ud, NULL);
+    int rv = sg__stream_init_mem(&lc->stream, framing, on_item, item_ud);
     if (rv != 0) {
         return rv;
     }
     lc->tp = tp;
     lc->framing_op = framing;
     lc->framing_now = framing;
-    lc->on_item = on_item;
-    lc->item_ud = item_ud;
     lc->drain_ns = drain_ns > 0 ? drain_ns : SG__LC_DEFAULT_DRAIN;
     lc->intent_fd = -1;
     if (primary != NULL) {
@@ -65,7 +63,7 @@ int sg__lc_init(sg__lifecycle *lc, const sg__transport *tp, sg__lifecycle *prima
     }
     if (rv != 0) {
         sg__op_options_drop(lc->popts);
-        sg_stream_release(&lc->stream);
+        sg__stream_release(&lc->stream);
         return rv;
     }
     lc->pol = lc->policy;
@@ -89,7 +87,7 @@ void sg__lc_drop_intent(sg__lifecycle *lc) {
 
 void sg__lc_release(sg__lifecycle *lc) {
     sg__lc_drop_intent(lc);
-    sg_stream_release(&lc->stream);
+    sg__stream_release(&lc->stream);
     sg_op_headers_free(lc->obs_headers);
     lc->obs_headers = NULL;
     free(lc->ebody);
@@ -97,6 +95,8 @@ void sg__lc_release(sg__lifecycle *lc) {
     lc->ebody_len = 0;
     free(lc->more);
     lc->more = NULL;
+    free(lc->slots); /* (the transport freed the slots in it) */
+    lc->slots = NULL;
     sg_op_free(lc->policy); /* NULL in a hedge slot */
     lc->policy = NULL;
     lc->pol = NULL;
@@ -186,11 +186,13 @@ void sg__lc_restamp(sg__lifecycle *lc, int64_t now) {
  * as bytes come); 0, or the code of sg_stream_init_mem - then it is made
  * with the operation's framing, which it was made with before. */
 static int reframe(sg__lifecycle *lc, const sg_stream_config *cfg) {
-    sg_stream_release(&lc->stream);
-    int rv = sg_stream_init_mem(&lc->stream, cfg, lc->on_item, lc->item_ud, NULL);
+    const sg_item_cb on_item = lc->stream.on_item_; /* (the stream holds the consumer) */
+    void *const item_ud = lc->stream.user_data_;
+    sg__stream_release(&lc->stream);
+    int rv = sg__stream_init_mem(&lc->stream, cfg, on_item, item_ud);
     if (rv != 0) {
         cfg = lc->framing_op;
-        (void)sg_stream_init_mem(&lc->stream, cfg, lc->on_item, lc->item_ud, NULL);
+        (void)sg__stream_init_mem(&lc->stream, cfg, on_item, item_ud);
     }
     lc->framing_now = cfg;
     return rv;
@@ -218,8 +220,8 @@ static int frame(sg__lifecycle *lc, const sg_op_plan *plan) {
  * (the launch failed for good). */
 static int launch(sg__lifecycle *lc, int64_t now, const sg_op_plan *plan) {
     int framed = frame(lc, plan);
-    sg_stream_begin(&lc->stream, &plan->guard_config, sg_op_budget(lc->pol),
-                    plan->attempt, now);
+    sg__stream_begin(&lc->stream, &plan->guard_config, sg_op_budget(lc->pol),
+                     plan->attempt, now);
     lc->attempt = plan->attempt;
     lc->attempt_end = sg_time_add(now, plan->attempt_timeout_ns);
     lc->http_status = 0;
@@ -322,7 +324,7 @@ static size_t runners(sg__lifecycle *root, sg__lifecycle **out) {
     size_t n = 0;
     out[n++] = root;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        if (root->slots[i] != NULL) {
+        if (sg__lc_slot(root, i) != NULL) {
             out[n++] = root->slots[i];
         }
     }
@@ -344,14 +346,16 @@ static int maybe_hedge(sg__lifecycle *root, int64_t now) {
     if (hedge_due(root) > now) {
         return 0;
     }
+    if (root->slots == NULL) { /* the table, at the first hedge */
+        root->slots = calloc(SG_OP_MAX_HEDGES, sizeof(*root->slots));
+    }
     sg__lifecycle *slot = NULL;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
-        if (root->slots[i] == NULL) {
-            root->slots[i] = root->tp->new_slot(root);
-            if (root->slots[i] == NULL) {
-                root->hedge_off = true; /* no memory: the original goes on alone */
-                return 0;
-            }
+        if (root->slots == NULL ||
+            (root->slots[i] == NULL &&
+             (root->slots[i] = root->tp->new_slot(root)) == NULL)) {
+            root->hedge_off = true; /* no memory: the original goes on alone */
+            return 0;
         }
         if (root->slots[i]->state == SG__LC_IDLE) {
             slot = root->slots[i];
@@ -412,7 +416,7 @@ void sg__lc_cancel_all(sg__lifecycle *lc) {
 
 void sg__lc_settle_losers(sg__lifecycle *lc, int64_t now) {
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
-        sg__lifecycle *s = lc->slots[i];
+        sg__lifecycle *s = sg__lc_slot(lc, i);
         if (s != NULL && in_flight(s)) {
             s->lost = true;
             (void)stop_now(s, now);
@@ -546,14 +550,14 @@ void sg__lc_decide(sg__lifecycle *lc, int64_t now, sg_outcome how) {
             sg__lc_error_clear(lc);
         }
     }
-    if (sg_stream_active(&lc->stream)) {
-        sg_stream_end(&lc->stream, now, how, &lc->gr);
+    if (sg__stream_active(&lc->stream)) {
+        sg__stream_end(&lc->stream, now, how, &lc->stream.result_);
     }
-    if ((lc->gr.outcome == SG_OUTCOME_PROTOCOL_ERROR ||
-         lc->gr.outcome == SG_OUTCOME_TRANSPORT_ERROR) &&
+    if ((lc->stream.result_.outcome == SG_OUTCOME_PROTOCOL_ERROR ||
+         lc->stream.result_.outcome == SG_OUTCOME_TRANSPORT_ERROR) &&
         lc->feed_error != 0) {
         /* say what stopped the body, not how the transport noticed */
-        const char *why = sg_stream_error_text(&lc->stream);
+        const char *why = sg__stream_error_text(&lc->stream);
         sg__lc_error(lc, "%s", why != NULL ? why : sg_strerror(lc->feed_error));
     }
     lc->state = SG__LC_ENDING;
@@ -596,7 +600,7 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     if (lc->state != SG__LC_ENDING) {
         return lc->state == SG__LC_DONE;
     }
-    const sg_guard_result *gr = &lc->gr;
+    const sg_guard_result *gr = &lc->stream.result_;
     sg_op_result r;
     sg_op_verdict v;
     sg_op_usage usage;
@@ -615,14 +619,15 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now) {
     }
     const char *ptype = NULL, *pmsg = NULL;
     if (gr->outcome == SG_OUTCOME_PROVIDER_ERROR &&
-        sg_stream_provider_error(&lc->stream, &ptype, &pmsg, &r.provider_retryable)) {
+        sg__stream_provider_error(&lc->stream, &ptype, &pmsg, &r.provider_retryable)) {
         /* the server's own words; the transport saw nothing wrong */
         r.provider_type = ptype;
         sg__lc_error(lc, "%s", pmsg);
     }
     sg_item_error body_err;
     if (gr->outcome == SG_OUTCOME_HTTP_ERROR && lc->ebody_len > 0 &&
-        sg_stream_classify_error_body(&lc->stream, lc->ebody, lc->ebody_len, &body_err)) {
+        sg__stream_classify_error_body(&lc->stream, lc->ebody, lc->ebody_len,
+                                       &body_err)) {
         /* the profile reads the error's body: a refusal it calls final
          * (a spend limit) is not retried whatever the status */
         r.provider_final = body_err.final;
@@ -716,7 +721,7 @@ int64_t sg__lc_next_deadline(const sg__lifecycle *lc) {
 static int64_t own_deadline(const sg__lifecycle *lc) {
     switch (lc->state) {
     case SG__LC_RUNNING:
-        return lc->cancel || lc->lost ? INT64_MIN : sg_stream_next_deadline(&lc->stream);
+        return lc->cancel || lc->lost ? INT64_MIN : sg__stream_next_deadline(&lc->stream);
     case SG__LC_DRAINING:
         return lc->cancel || lc->lost ? INT64_MIN : lc->drain_until;
     case SG__LC_SLEEPING:

@@ -26,6 +26,7 @@
 #include <streamguard/policy.h>
 #include <streamguard/stream.h>
 
+#include "framing/body.h"
 #include "policy/internal.h"
 
 /** The bytes hook's "not now": sg__lc_feed took nothing, and returns it. */
@@ -182,23 +183,24 @@ struct sg__lifecycle {
      * slot runs one attempt at a time beside it and never a retry. */
     struct sg__lifecycle *primary;
     /* The operation's own lifecycle (primary NULL): its hedge slots, made
-     * by the transport as needed and freed with it */
-    struct sg__lifecycle *slots[SG_OP_MAX_HEDGES];
-    sg_stream stream; /* the body: framing + the attempt's guard; its
-                       * buffers grow as used (sg_stream_init_mem) */
+     * by the transport as needed and freed with it; the array itself
+     * (SG_OP_MAX_HEDGES) allocated at the first hedge, NULL before: read
+     * it with sg__lc_slot */
+    struct sg__lifecycle **slots;
+    /* the body: framing + the attempt's guard; its buffers grow as used
+     * (sg__stream_init_mem).  Its result_ is the decided attempt's (ENDING:
+     * sg__stream_end wrote it there; the next attempt's begin keeps it) */
+    sg__stream stream;
     /* the operation's framing (sg__lc_init's, the transport's to keep) and
-     * the one the stream was made with (an endpoint's: tp->framing), the
-     * consumer the stream is made again with */
+     * the one the stream was made with (an endpoint's: tp->framing); the
+     * stream is made again with the consumer it holds */
     const sg_stream_config *framing_op, *framing_now;
-    sg_item_cb on_item;
-    void *item_ud;
     int64_t drain_ns; /* after the terminal, how long the body may go on */
 
     /* the running attempt */
     int64_t attempt_end; /* the end of the attempt's lease */
     int64_t drain_until; /* DRAINING: drop the request at this instant */
     int64_t wake_at;     /* SLEEPING: begin the next attempt at this instant */
-    sg_guard_result gr;  /* the decided attempt (ENDING) */
     sg__lc_more *more;   /* NULL until needed: the message, Retry-After... */
     /* the running attempt's error response body (SG_ERROR_BODY_MAX,
      * allocated at its first byte; freed when an attempt launches) */
@@ -234,6 +236,17 @@ struct sg__lifecycle {
     char dl_value[SG_DEADLINE_VALUE_MAX];
     char grpc_value[SG_DEADLINE_VALUE_MAX];
 };
+
+/* Hedge slot @i (< SG_OP_MAX_HEDGES) of the operation @lc, or NULL. */
+static inline sg__lifecycle *sg__lc_slot(const sg__lifecycle *lc, size_t i) {
+    return lc->slots != NULL ? lc->slots[i] : NULL;
+}
+/* Slot @i is gone (the transport freed it). */
+static inline void sg__lc_slot_clear(sg__lifecycle *lc, size_t i) {
+    if (lc->slots != NULL) {
+        lc->slots[i] = NULL;
+    }
+}
 
 /* @lc's lazily allocated part, allocated now if it was not (zeroed), or
  * NULL when out of memory. */
@@ -385,7 +398,7 @@ int sg__lc_settle(sg__lifecycle *lc, int64_t now);
 void sg__lc_usage(const sg__lifecycle *lc, sg_op_result *r, sg_op_usage *u);
 
 static inline sg_guard *sg__lc_guard(sg__lifecycle *lc) {
-    return sg_stream_guard(&lc->stream);
+    return sg__stream_guard(&lc->stream);
 }
 
 /*

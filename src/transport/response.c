@@ -120,8 +120,8 @@ bool sg__lc_error_response(sg__lifecycle *lc, int64_t now) {
          * head is the answer, its body is not read */
         return false;
     }
-    if (sg_stream_active(&lc->stream)) {
-        sg_stream_end(&lc->stream, now, SG_OUTCOME_HTTP_ERROR, &lc->gr);
+    if (sg__stream_active(&lc->stream)) {
+        sg__stream_end(&lc->stream, now, SG_OUTCOME_HTTP_ERROR, &lc->stream.result_);
     }
     lc->error_body = true;
     lc->state = SG__LC_DRAINING;
@@ -168,11 +168,11 @@ int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {
         }
         if (b != 0) {
             /* the consumer stopped it: as a cancel from on_item */
-            sg_stream_cancel(&lc->stream, now);
+            sg__stream_cancel(&lc->stream, now);
             return SG_ECANCELED;
         }
     }
-    int rv = sg_stream_feed(&lc->stream, data, len, now);
+    int rv = sg__stream_feed(&lc->stream, data, len, now);
     if (rv < 0) {
         if (rv != SG_ETIMEDOUT && rv != SG_ECAP && rv != SG_ECANCELED) {
             lc->feed_error = rv;

@@ -372,7 +372,7 @@ static void expect_usage(const char *profile, const wire *w, sg_outcome outcome,
     play_end(&s, buf, &r, T0 + SG_MS(2));
     assert_int_equal(r.outcome, outcome);
     sg__usage_read u;
-    assert_true(sg__stream_usage(&s, &u));
+    assert_true(sg__stream_usage(sg__stream_of(&s), &u));
     assert_int_equal(u.input, in);
     assert_int_equal(u.output, out);
     assert_int_equal(u.cached, cached);

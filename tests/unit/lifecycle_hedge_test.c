@@ -103,7 +103,7 @@ static void setup_op(sg__lifecycle *root, sg_op_options *po) {
     sg_op_options_set_max_attempts(po, 3);
     assert_int_equal(sg_op_options_set_hedging(po, SG_MS(200), 1), 0);
     assert_int_equal(sg__lc_init(root, &g_tp, NULL, po, &g_sse, 0, on_item, root), 0);
-    root->slots[0] = NULL;
+    assert_null(sg__lc_slot(root, 0)); /* the slots come with the first hedge */
     assert_int_equal(sg__lc_start(root, g_now), 0);
     /* no hedge before its time; one at it */
     assert_int_equal(sg__lc_next_deadline(root), T0 + SG_MS(200));

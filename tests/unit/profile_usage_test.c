@@ -87,7 +87,7 @@ static sg__usage_read usage_of(const char *profile, const char *head, const char
     free(body);
     assert_int_equal(r.outcome, outcome);
     sg__usage_read u;
-    assert_true(sg__stream_usage(&s, &u));
+    assert_true(sg__stream_usage(sg__stream_of(&s), &u));
     return u;
 }
 
@@ -143,7 +143,7 @@ static void openai_reads_the_usage_chunk(void **state) {
     assert_int_equal(sg_stream_config_set_classifier(&cfg, NULL, NULL), 0);
     assert_int_equal(sg_stream_init_mem(&s, &cfg, NULL, NULL, NULL), 0);
     sg__usage_read u;
-    assert_false(sg__stream_usage(&s, &u));
+    assert_false(sg__stream_usage(sg__stream_of(&s), &u));
     expect(u, -1, -1, -1, -1, 0);
     sg_stream_release(&s);
 }
