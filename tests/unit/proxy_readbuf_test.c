@@ -1,11 +1,12 @@
 /*
- * sg-proxy's read buffers (tools/sg-proxy/readbuf.c): libcurl's read
- * buffer of each running transfer on pages of its own, found from the
- * bytes a write callback got, and given back (its pages no longer
- * resident) while its stream is quiet.  Real libcurl HTTP/1.1 transfers
- * over loopback from a server thread that sends 100 bytes of each body
- * and then nothing (open and quiet, as a model thinking); residency read
- * with mincore(2).
+ * sg-proxy's read buffer (tools/sg-proxy/readbuf.c): every plain HTTP/1.1
+ * transfer readbuf_share set up reads into one buffer, so an open stream
+ * holds none; a transfer not set up reads into its own.  Real libcurl
+ * transfers over loopback from a server thread: each read lands in the
+ * shared buffer; many transfers at once, their bodies in rounds (chunked
+ * and by length, pieces of every size), some paused by their write
+ * callback while the others read over the buffer, each get exactly their
+ * own bytes.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -28,39 +29,17 @@
 
 #include "readbuf.h"
 
-enum { HANDLES = 600 };
+enum { MAXC = 300 };
 
-typedef struct seen {
-    const char *at; /* where the last write callback's bytes were */
-    size_t len, total, xs;
-} seen;
-
-static size_t on_write(char *p, size_t size, size_t n, void *ud) {
-    seen *s = ud;
-    s->at = p;
-    s->len = size * n;
-    s->total += size * n;
-    for (size_t i = 0; i < size * n; i++) {
-        s->xs += p[i] == 'x';
-    }
-    return size * n;
-}
-
-static CURLM *g_multi;
-
-/* The server: every connection gets a response head announcing 1,000
- * bytes and 100 of them, then nothing more - an open, quiet stream - until
- * server_close. */
+/* The server: a connection's request path is "/K" (K its index); its
+ * socket is kept in g_fd[K] for the test to write the response into. */
 static int g_lfd, g_port;
-static int g_conns[HANDLES + 8];
-static int g_nconns;
+static int g_fd[MAXC];
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_t g_thread;
 
 static void *serve(void *arg) {
     (void)arg;
-    static const char head[] = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
-    char body[100];
-    memset(body, 'x', sizeof(body));
     for (;;) {
         int fd = accept(g_lfd, NULL, NULL);
         if (fd < 0) {
@@ -79,17 +58,22 @@ static void *serve(void *arg) {
                 break;
             }
         }
-        (void)!write(fd, head, sizeof(head) - 1);
-        (void)!write(fd, body, sizeof(body));
-        if (g_nconns < (int)(sizeof(g_conns) / sizeof(g_conns[0]))) {
-            g_conns[g_nconns++] = fd;
-        } else {
+        req[got] = '\0';
+        int k = -1;
+        if (sscanf(req, "GET /%d ", &k) != 1 || k < 0 || k >= MAXC) {
             close(fd);
+            continue;
         }
+        pthread_mutex_lock(&g_lock);
+        g_fd[k] = fd;
+        pthread_mutex_unlock(&g_lock);
     }
 }
 
 static int server_start(void) {
+    for (int i = 0; i < MAXC; i++) {
+        g_fd[i] = -1;
+    }
     g_lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -106,37 +90,161 @@ static void server_stop(void) {
     shutdown(g_lfd, SHUT_RDWR);
     close(g_lfd);
     pthread_join(g_thread, NULL);
-    for (int i = 0; i < g_nconns; i++) {
-        close(g_conns[i]);
+}
+
+static int fd_of(int k) {
+    pthread_mutex_lock(&g_lock);
+    int fd = g_fd[k];
+    pthread_mutex_unlock(&g_lock);
+    return fd;
+}
+
+static void send_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
+        assert_true(w > 0);
+        c += w;
+        n -= (size_t)w;
     }
 }
 
-/* Starts a transfer on @e, run until its first 100 body bytes came: the
- * read buffer they were read into.  The transfer stays open and quiet. */
-static void *transfer(CURL *e, seen *s) {
+/* Byte @j of transfer @k's body. */
+static char body_byte(int k, size_t j) {
+    return (char)('!' + (k * 7 + j) % 90);
+}
+
+/* One transfer: what its write callback saw. */
+typedef struct xfer {
+    CURL *e;
+    int k;
+    bool chunked;
+    size_t sent;     /* body bytes the server sent it */
+    size_t got;      /* body bytes delivered */
+    size_t calls;    /* write callbacks */
+    size_t wrong;    /* bytes not its own, or out of place */
+    size_t foreign;  /* callbacks whose bytes were not in the shared buffer */
+    bool pause_next; /* pause at the next callback (its bytes come again) */
+    bool paused;
+    size_t pauses;
+} xfer;
+
+static size_t on_write(char *p, size_t size, size_t n, void *ud) {
+    xfer *x = ud;
+    size_t len = size * n;
+    const char *b = readbuf_shared();
+    if (b == NULL || p < b || p + len > b + READBUF_SHARED_SIZE + 1) {
+        x->foreign++;
+    }
+    if (x->pause_next) {
+        x->pause_next = false;
+        x->paused = true;
+        x->pauses++;
+        return CURL_WRITEFUNC_PAUSE;
+    }
+    x->calls++;
+    for (size_t i = 0; i < len; i++) {
+        x->wrong += p[i] != body_byte(x->k, x->got + i);
+    }
+    x->got += len;
+    return len;
+}
+
+static CURLM *g_multi;
+
+static void start(xfer *x, int k, bool share, bool chunked) {
     char url[64];
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/", g_port);
-    memset(s, 0, sizeof(*s));
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, s);
-    assert_int_equal(curl_multi_add_handle(g_multi, e), CURLM_OK);
-    int running = 1;
-    while (s->total < 100) {
-        assert_int_equal(curl_multi_perform(g_multi, &running), CURLM_OK);
-        assert_int_equal(curl_multi_poll(g_multi, NULL, 0, 100, NULL), CURLM_OK);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/%d", g_port, k);
+    memset(x, 0, sizeof(*x));
+    x->k = k;
+    x->chunked = chunked;
+    x->e = curl_easy_init();
+    assert_non_null(x->e);
+    curl_easy_setopt(x->e, CURLOPT_URL, url);
+    curl_easy_setopt(x->e, CURLOPT_WRITEFUNCTION, on_write);
+    curl_easy_setopt(x->e, CURLOPT_WRITEDATA, x);
+    if (share) {
+        assert_true(readbuf_share(x->e, url));
     }
-    return readbuf_of(s->at, s->len);
+    assert_int_equal(curl_multi_add_handle(g_multi, x->e), CURLM_OK);
 }
 
-static void cleanup(CURL *e) {
-    curl_multi_remove_handle(g_multi, e);
-    curl_easy_cleanup(e);
+/* Runs the multi until every server socket of @xs is there. */
+static void wait_connected(xfer *xs, int n) {
+    for (int tries = 0; tries < 2000; tries++) {
+        int running, ready = 0;
+        assert_int_equal(curl_multi_perform(g_multi, &running), CURLM_OK);
+        for (int i = 0; i < n; i++) {
+            ready += fd_of(xs[i].k) >= 0;
+        }
+        if (ready == n) {
+            return;
+        }
+        assert_int_equal(curl_multi_poll(g_multi, NULL, 0, 10, NULL), CURLM_OK);
+    }
+    fail_msg("the transfers did not connect");
+}
+
+static void send_head(xfer *x, size_t length) {
+    char head[128];
+    int n = x->chunked
+                ? snprintf(head, sizeof(head),
+                           "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+                : snprintf(head, sizeof(head),
+                           "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", length);
+    send_all(fd_of(x->k), head, (size_t)n);
+}
+
+/* The next @n bytes of @x's body, as its framing says. */
+static void send_body(xfer *x, size_t n) {
+    char *b = malloc(n + 32);
+    assert_non_null(b);
+    size_t at = 0;
+    if (x->chunked) {
+        at = (size_t)sprintf(b, "%zx\r\n", n);
+    }
+    for (size_t i = 0; i < n; i++) {
+        b[at++] = body_byte(x->k, x->sent + i);
+    }
+    if (x->chunked) {
+        memcpy(b + at, "\r\n", 2);
+        at += 2;
+    }
+    send_all(fd_of(x->k), b, at);
+    x->sent += n;
+    free(b);
+}
+
+/* Runs the multi until each of @xs not paused has had what was sent. */
+static void run_until_delivered(xfer *xs, int n) {
+    for (int tries = 0; tries < 5000; tries++) {
+        int running, behind = 0;
+        assert_int_equal(curl_multi_perform(g_multi, &running), CURLM_OK);
+        for (int i = 0; i < n; i++) {
+            behind += !xs[i].paused && xs[i].got < xs[i].sent;
+        }
+        if (behind == 0) {
+            return;
+        }
+        assert_int_equal(curl_multi_poll(g_multi, NULL, 0, 10, NULL), CURLM_OK);
+    }
+    fail_msg("the bytes sent did not all come");
+}
+
+static void finish(xfer *xs, int n) {
+    for (int i = 0; i < n; i++) {
+        curl_multi_remove_handle(g_multi, xs[i].e);
+        curl_easy_cleanup(xs[i].e);
+        close(fd_of(xs[i].k));
+        pthread_mutex_lock(&g_lock);
+        g_fd[xs[i].k] = -1;
+        pthread_mutex_unlock(&g_lock);
+    }
 }
 
 /* Pages of [p, p + len) resident. */
 static int resident(const void *p, size_t len) {
-    unsigned char v[8];
+    unsigned char v[64];
     size_t pages = (len + 4095) / 4096;
     assert_true(pages <= sizeof(v));
     assert_int_equal(mincore((void *)p, len, v), 0);
@@ -147,81 +255,109 @@ static int resident(const void *p, size_t len) {
     return n;
 }
 
-/* The bytes a read wrote are in a buffer of its own pages; given back,
- * they are no longer resident (and read as zeros). */
-static void a_quiet_buffer_gives_its_pages_back(void **state) {
+/* 300 streams open at once, each quiet after 100 bytes: every read was
+ * into the one buffer (a page of it resident, whatever their number),
+ * and each stream got its own bytes. */
+static void open_streams_share_one_read_buffer(void **state) {
     (void)state;
-    assert_true(readbuf_enabled());
-    CURL *e = curl_easy_init();
-    seen s;
-    void *buf = transfer(e, &s);
-    assert_non_null(buf);
-    assert_int_equal((uintptr_t)buf % 4096, 0);
-    assert_true(s.at >= (const char *)buf && s.at + s.len <= (const char *)buf + 16385);
-    assert_int_equal(resident(buf, 16384), 1); /* what the read wrote */
-    readbuf_give_back(buf);
-    assert_int_equal(resident(buf, 16384), 0);
-    assert_int_equal(s.at[0], '\0'); /* a page of zeros, faulted in */
-    assert_int_equal(s.xs, 100);     /* what it delivered was whole */
-    cleanup(e);
+    static xfer xs[MAXC];
+    for (int i = 0; i < MAXC; i++) {
+        start(&xs[i], i, true, false);
+    }
+    wait_connected(xs, MAXC);
+    for (int i = 0; i < MAXC; i++) {
+        send_head(&xs[i], 1000);
+        send_body(&xs[i], 100);
+    }
+    run_until_delivered(xs, MAXC);
+    for (int i = 0; i < MAXC; i++) {
+        assert_int_equal(xs[i].got, 100);
+        assert_int_equal(xs[i].wrong, 0);
+        assert_int_equal(xs[i].foreign, 0);
+    }
+    assert_int_equal(resident(readbuf_shared(), READBUF_SHARED_SIZE), 1);
+    finish(xs, MAXC);
 }
 
-/* A pointer into no read buffer finds none; a buffer freed with its
- * handle is found no more, and giving it back then touches nothing. */
-static void only_live_read_buffers_are_found(void **state) {
+/* A transfer readbuf_share did not set up reads into a buffer of its
+ * own; the shared one stays when its transfers are freed, for the next. */
+static void a_transfer_not_set_up_reads_into_its_own(void **state) {
     (void)state;
-    char *heap = malloc(16385);
-    assert_non_null(heap);
-    assert_null(readbuf_of(heap + 100, 10));
-    free(heap);
-    CURL *e = curl_easy_init();
-    seen s;
-    void *buf = transfer(e, &s);
-    assert_non_null(buf);
-    assert_null(readbuf_of(s.at, 16385 + 1)); /* past its end */
-    cleanup(e);                               /* libcurl frees it with the transfer */
-    assert_null(readbuf_of(s.at, s.len));
-    readbuf_give_back(buf); /* no longer a read buffer: left alone */
+    xfer xs[2];
+    start(&xs[0], 0, false, false);
+    start(&xs[1], 1, true, true);
+    wait_connected(xs, 2);
+    for (int i = 0; i < 2; i++) {
+        send_head(&xs[i], 10);
+        send_body(&xs[i], 10);
+    }
+    run_until_delivered(xs, 2);
+    assert_int_equal(xs[0].foreign, xs[0].calls);
+    assert_true(xs[0].calls > 0);
+    assert_int_equal(xs[1].foreign, 0);
+    assert_int_equal(xs[0].wrong + xs[1].wrong, 0);
+    finish(xs, 2);
 }
 
-/* Many handles at once, freed in another order than made: every one
- * still alive is found, every freed one is not. */
-static void many_buffers_are_tracked_as_handles_come_and_go(void **state) {
+/* 60 streams, half chunked, their bodies in 40 rounds of pieces from 1
+ * byte to 40 KiB; every fifth callback pauses its transfer (libcurl keeps
+ * those bytes aside and gives them again once it goes on), and it goes on
+ * only after the others have read over the buffer: each stream gets its
+ * own bytes, whole and in order. */
+static void streams_read_in_turn_keep_their_own_bytes(void **state) {
     (void)state;
-    CURL **e = calloc(HANDLES, sizeof(*e));
-    void **buf = calloc(HANDLES, sizeof(*buf));
-    const char **at = calloc(HANDLES, sizeof(*at));
-    seen *ss = calloc(HANDLES, sizeof(*ss));
-    assert_non_null(ss);
-    assert_non_null(e);
-    assert_non_null(buf);
-    assert_non_null(at);
-    for (int i = 0; i < HANDLES; i++) {
-        e[i] = curl_easy_init();
-        buf[i] = transfer(e[i], &ss[i]);
-        at[i] = ss[i].at;
-        assert_non_null(buf[i]);
+    enum { N = 60, ROUNDS = 40 };
+    static xfer xs[N];
+    for (int i = 0; i < N; i++) {
+        start(&xs[i], i, true, i % 2 == 0);
     }
-    for (int i = 0; i < HANDLES; i += 3) { /* every third goes */
-        cleanup(e[i]);
-        e[i] = NULL;
+    wait_connected(xs, N);
+    for (int i = 0; i < N; i++) {
+        send_head(&xs[i], (size_t)1 << 30);
     }
-    for (int i = 0; i < HANDLES; i++) {
-        if (e[i] != NULL) {
-            assert_ptr_equal(readbuf_of(at[i], 1), buf[i]);
-        } else {
-            assert_null(readbuf_of(at[i], 1));
+    unsigned seed = 7;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < N; i++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t n = 1 + (seed >> 8) % (r % 4 == 3 ? 40960 : 700);
+            send_body(&xs[i], n);
+            xs[i].pause_next = (seed >> 20) % 5 == 0;
         }
-    }
-    for (int i = HANDLES - 1; i >= 0; i--) {
-        if (e[i] != NULL) {
-            cleanup(e[i]);
+        run_until_delivered(xs, N);
+        for (int i = 0; i < N; i++) {
+            if (xs[i].paused) {
+                xs[i].paused = false;
+                assert_int_equal(curl_easy_pause(xs[i].e, CURLPAUSE_CONT), CURLE_OK);
+            }
         }
+        run_until_delivered(xs, N);
     }
-    free(ss);
-    free(at);
-    free(buf);
-    free(e);
+    size_t pauses = 0;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(xs[i].got, xs[i].sent);
+        assert_int_equal(xs[i].wrong, 0);
+        pauses += xs[i].pauses;
+    }
+    assert_true(pauses >= ROUNDS * N / 10); /* a fifth, or about */
+    finish(xs, N);
+}
+
+/* A URL of half the buffer's size or more is not shared: no part of it
+ * libcurl copies can have the buffer's size. */
+static void a_long_url_is_not_shared(void **state) {
+    (void)state;
+    size_t n = READBUF_SHARED_SIZE / 2;
+    char *url = malloc(n + 1);
+    assert_non_null(url);
+    memcpy(url, "http://127.0.0.1/", 17);
+    memset(url + 17, 'a', n - 17);
+    url[n] = '\0';
+    CURL *e = curl_easy_init();
+    assert_false(readbuf_share(e, url));
+    url[n - 1] = '\0';
+    assert_true(readbuf_share(e, url));
+    curl_easy_cleanup(e);
+    free(url);
 }
 
 int main(void) {
@@ -237,13 +373,14 @@ int main(void) {
     int rv = 0;
     if (readbuf_enabled()) {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(a_quiet_buffer_gives_its_pages_back),
-            cmocka_unit_test(only_live_read_buffers_are_found),
-            cmocka_unit_test(many_buffers_are_tracked_as_handles_come_and_go),
+            cmocka_unit_test(open_streams_share_one_read_buffer),
+            cmocka_unit_test(a_transfer_not_set_up_reads_into_its_own),
+            cmocka_unit_test(streams_read_in_turn_keep_their_own_bytes),
+            cmocka_unit_test(a_long_url_is_not_shared),
         };
         rv = cmocka_run_group_tests(tests, NULL, NULL);
     } else {
-        printf("libcurl keeps no read buffer per transfer: nothing to test\n");
+        printf("libcurl keeps one read buffer per multi itself: nothing to test\n");
     }
     server_stop();
     curl_multi_cleanup(g_multi);

@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "conn.h"
-#include "readbuf.h"
 
 /* ------------------------------------------------------------ plumbing */
 
@@ -182,9 +181,6 @@ void put_str(struct conn *c, const char *s) {
 }
 
 void free_op(struct conn *c) {
-    quiet_remove(&c->proxy->rb_quiet, &c->rb_link);
-    c->rbuf = NULL; /* freed with its easy handle */
-    c->rb_plain = false;
     sg_curl_op_free(c->op);
     c->op = NULL;
     trace_free(c); /* after the operation it observed */
@@ -668,15 +664,6 @@ int64_t conns_expire(struct proxy *p, int64_t now) {
     }
     p->expire_at = sg_time_min(p->expire_at, next);
     return p->expire_at;
-}
-
-int64_t conns_give_back(struct proxy *p, int64_t now) {
-    struct quiet_link *e;
-    while ((e = quiet_take_due(&p->rb_quiet, now, READBUF_QUIET_NS)) != NULL) {
-        struct conn *c = (struct conn *)((char *)e - offsetof(struct conn, rb_link));
-        readbuf_give_back(c->rbuf); /* quiet: its pages go */
-    }
-    return quiet_next(&p->rb_quiet, READBUF_QUIET_NS);
 }
 
 void conns_cancel_all(struct proxy *p) {

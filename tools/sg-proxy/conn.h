@@ -63,15 +63,6 @@ struct conn {
     const char *up_body;
     size_t up_len;
     size_t model_at, model_len;
-    /* libcurl's read buffer of the committed attempt (readbuf.c: NULL
-     * unknown, or none to give back - rb_plain false: a route with TLS),
-     * and its place among the proxy's buffers by when bytes last came
-     * into it (p->rb_quiet; out of it once its pages are given back, the
-     * upstream quiet for READBUF_QUIET_NS) */
-    void *rbuf;
-    uint32_t rb_attempt; /* whose read it was */
-    bool rb_plain;
-    struct quiet_link rb_link;
     /* the attempts' bytes before the commit, 1 + SG_OP_MAX_HEDGES slots
      * allocated at the first (NULL: none held), freed at the commit */
     struct pending *pend;

@@ -556,7 +556,6 @@ static int run(struct proxy *p, struct settings *s) {
     for (;;) {
         int64_t now = sg_clock_now(NULL);
         int64_t next = sg_time_min(conns_expire(p, now), trim_after_burst(p, &trim, now));
-        next = sg_time_min(next, conns_give_back(p, now));
         if (p->draining) {
             if (p->conns == NULL) {
                 return 0;

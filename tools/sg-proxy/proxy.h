@@ -38,7 +38,6 @@
 #include <curl/curl.h>
 #include <streamguard/curl.h>
 
-#include "quiet.h"
 #include <streamguard/streamguard.h>
 
 #include "../common/http1.h"
@@ -195,8 +194,6 @@ struct proxy {
      * the earliest deadline of theirs at its last walk, lowered as one is
      * set (conn_deadline) or a stream must be cancelled (conn_wake) */
     int64_t expire_at;
-    /* the read buffers not given back, quiet longest first (conn.h) */
-    struct quiet_list rb_quiet;
     struct conn *dirty; /* those with bytes released in this pass */
     /* operations ended, their clients told: the rest of their end waits
      * here, oldest first (conns_finish) */
@@ -230,10 +227,6 @@ void conns_flush(struct proxy *p);
  * passed (at least one each call).  Returns whether more wait: the loop
  * then looks at its sockets and clocks without sleeping, and comes back. */
 bool conns_finish(struct proxy *p, int64_t slice);
-/* Gives back the read buffers whose upstreams have been quiet for
- * READBUF_QUIET_NS at @now (readbuf.c), visiting only those; returns
- * when the next will have been (SG_TIME_NEVER: none waits). */
-int64_t conns_give_back(struct proxy *p, int64_t now);
 /* SIGTERM ran out of drain time: cancel every operation. */
 void conns_cancel_all(struct proxy *p);
 void conns_close_idle(struct proxy *p); /* no request being answered: closed */

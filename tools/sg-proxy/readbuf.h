@@ -1,29 +1,38 @@
-/* sg-proxy: libcurl's read buffers given back while their streams are
- * quiet (readbuf.c). */
+/* sg-proxy: one read buffer for every plain HTTP/1.1 transfer (readbuf.c). */
 #ifndef SG_PROXY_READBUF_H
 #define SG_PROXY_READBUF_H
 
 #include <stdbool.h>
 #include <stddef.h>
 
-/* How long a stream's upstream is quiet before its read buffer's pages go
- * back to the system. */
-#define READBUF_QUIET_NS (500 * 1000 * 1000LL)
+#include <curl/curl.h>
 
-/* curl_global_init(CURL_GLOBAL_DEFAULT), with libcurl's read buffers
- * placed on pages of their own where libcurl keeps one per easy handle
- * (before 8.0); 0 when libcurl is set up. */
+/* The receive size of a transfer that reads into the shared buffer (its
+ * CURLOPT_BUFFERSIZE): libcurl allocates one byte more for it, a size
+ * none of its other allocations on such a transfer can have - every part
+ * of a URL it copies is shorter than the URL (readbuf_share refuses one
+ * over half this), every response header it keeps is under its cap of
+ * 100 KiB, and its own fixed buffers are 16, 32 and 64 KiB. */
+#define READBUF_SHARED_SIZE (128 * 1024)
+
+/* curl_global_init(CURL_GLOBAL_DEFAULT), with libcurl given allocators
+ * (before 8.0) that hand every transfer readbuf_share set up the one
+ * shared read buffer; 0 when libcurl is set up. */
 int readbuf_init(void);
-/* curl_global_cleanup, and what readbuf_init made. */
+/* curl_global_cleanup, and the shared buffer.  No transfer may run. */
 void readbuf_cleanup(void);
-/* Whether libcurl's read buffers are placed so (readbuf_init). */
+/* Whether transfers can share the read buffer (readbuf_init, libcurl
+ * before 8.0). */
 bool readbuf_enabled(void);
-/* The read buffer holding @p, one of @len bytes libcurl just gave (its
- * write callback's), or NULL when it is none of them. */
-void *readbuf_of(const void *p, size_t len);
-/* Gives back the pages of read buffer @buf (readbuf_of's): they read as
- * zeros, and are faulted in again by the next read into them.  Only
- * between calls into libcurl, which holds nothing in it then. */
-void readbuf_give_back(void *buf);
+/* Transfer @e (not started; @url the longest URL any of its attempts
+ * goes to) reads into the shared buffer.  The caller sees to it that
+ * every attempt goes to a plain http:// URL with no proxy between, and
+ * that every transfer sharing the buffer runs on one thread (one loop's
+ * multi); @e speaks HTTP/1.1 (set here).  False, @e left as it was, when
+ * it does not share (readbuf_enabled false, or @url of half
+ * READBUF_SHARED_SIZE or more). */
+bool readbuf_share(CURL *e, const char *url);
+/* The shared buffer (NULL before readbuf_init or when not enabled). */
+const void *readbuf_shared(void);
 
 #endif

@@ -148,25 +148,6 @@ static int forward(struct conn *c, const char *p, size_t n) {
     return pass_on(c, relay_messages(&c->relay));
 }
 
-/* Attempt @attempt's upstream gave @len bytes at @data: its read buffer,
- * once found, is resident again until it has been quiet for
- * READBUF_QUIET_NS (readbuf.c; conns_give_back gives it back), and goes
- * to the tail of the proxy's quiet list.  The buffer kept is the last
- * read's attempt's: the committed one's once it has committed (a retry
- * reads into the same, a hedge into its own). */
-static void read_into(struct conn *c, uint32_t attempt, const void *data, size_t len) {
-    struct proxy *p = c->proxy;
-    if (c->rbuf == NULL || attempt != c->rb_attempt) {
-        c->rbuf = readbuf_of(data, len);
-        c->rb_attempt = attempt;
-    }
-    if (c->rbuf != NULL) {
-        quiet_touch(&p->rb_quiet, &c->rb_link, now_ns());
-    } else {
-        quiet_remove(&p->rb_quiet, &c->rb_link);
-    }
-}
-
 static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t len,
                     void *ud) {
     (void)op;
@@ -183,13 +164,7 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
              * libcurl gives these bytes again once it has caught up */
             return SG_CURL_BYTES_PAUSE;
         }
-        if (c->rb_plain) {
-            read_into(c, attempt, data, len);
-        }
         return forward(c, data, len);
-    }
-    if (c->rb_plain) {
-        read_into(c, attempt, data, len);
     }
     struct pending *pd = pending_of(c, attempt, true);
     if (pd == NULL && c->pend == NULL) {
@@ -816,10 +791,10 @@ void start_operation(struct conn *c) {
          * nothing (four strings, ~160 bytes a stream) */
         curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
         curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
-        c->rb_plain = readbuf_enabled(); /* HTTP/1.1 only: readbuf.c */
         if (!proxy_in_env()) {
             curl_easy_setopt(e, CURLOPT_PROXY_CAINFO, NULL);
             curl_easy_setopt(e, CURLOPT_PROXY_CAPATH, NULL);
+            (void)readbuf_share(e, c->url); /* no read buffer per stream: readbuf.c */
         }
     }
     if (route_plain(r) || (r->seen_h1 && !r->seen_h2)) {
