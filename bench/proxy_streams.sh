@@ -13,7 +13,10 @@
 #           (bench/proxy_streams.py): how many ended whole, the proxy's CPU
 #           per token and per stream, its peak RSS;
 #   stall:  N streams under --idle 1s, of which STALLED (default 1000)
-#           stall together after 3 tokens: how late each in-band
+#           stall together after STALL_AFTER tokens (default 3, 10 ms
+#           apart: 30 ms after they open, so the opening of all of them
+#           is in the measure; 40 stalls them 400 ms later, after they
+#           streamed together): how late each in-band
 #           idle_timeout came after the idle clock's deadline (p50, p99,
 #           max): as the client saw it (after its last token), and from
 #           the upstream's side (sg-fakemodel's stall start + the idle
@@ -39,6 +42,7 @@ MEM_QUIET=${MEM_QUIET:-0} # memory: read it again this many seconds later, all q
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/proxy_lib.sh" sg-proxy-streams
 BG_QUERY=${BG_QUERY:-n=60&gap=500}
+STALL_AFTER=${STALL_AFTER:-3} # stall: tokens before the stall, at most 49
 BG_TOKENS=${BG_QUERY#n=}
 BG_TOKENS=${BG_TOKENS%%&*}
 need=$((2 * N_H1 > N_H2 ? 2 * N_H1 + 256 : N_H2 + 256))
@@ -93,7 +97,7 @@ run() { # LABEL UPSTREAM N [sg-proxy ARGS...]
         # requests would wait for it rather than measure the clock
         proxy "$label-stall" "$up" "$((bg + STALLED))" --idle 1s --breaker-failures 0 "$@"
         python3 "$HERE/proxy_streams.py" --port "$PX_PORT" --pid "$PX_PID" -n "$STALLED" \
-            --query "n=50&gap=10&stall_after=3&stall=forever" --tokens 50 --idle-ms 1000 \
+            --query "n=50&gap=10&stall_after=$STALL_AFTER&stall=forever" --tokens 50 --idle-ms 1000 \
             --background "$bg" --bg-query "$BG_QUERY" --bg-tokens "$BG_TOKENS" \
             --fm-port "$FM_PORT" | sed "s/^/$label stall: /"
         stop
