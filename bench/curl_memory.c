@@ -15,6 +15,13 @@
  *   buffer=N     the application sets CURLOPT_BUFFERSIZE N on its handles
  *   noca         plain http: the application clears libcurl's default CA
  *                paths on its handles (CURLOPT_CAINFO / CAPATH NULL)
+ *   readbuf      sg_curl_global_init_mem instead of curl_global_init_mem:
+ *                read buffers on pages of their own, given back by the
+ *                managed multi after 500 ms without a read (its default;
+ *                readbuf100: 100 ms);
+ *                they come from posix_memalign, not the counting
+ *                allocators: counted as libcurl's, 16,385 bytes a stream,
+ *                and missing from the list of its blocks
  *
  * Counted: libcurl's live blocks through the allocators it is given (each
  * block by the size libcurl asked for), the library's through malloc,
@@ -25,6 +32,12 @@
  * QUIET_MS more with every stream quiet ("quiet").  RSS is VmRSS less the
  * pages of this program's own table of the blocks.  Per stream: the
  * difference from before the first handle was made, over N.
+ *
+ * A configuration ending in "/slow" (plain/slow, readbuf100/slow) measures
+ * CPU instead: N streams of ten items 150 ms apart (longer than the 100 ms
+ * after which readbuf100 gives a quiet read buffer back: every item costs
+ * a give-back and a page fault), run to their end; the client's CPU (user
+ * + system) per item.
  *
  * Usage: bench_curl_memory PATH/TO/sg-fakemodel [N] [config...]
  *        (default 1000 streams, configs "plain")
@@ -47,7 +60,7 @@
 #include "curl/internal.h"
 #include "harness.h"
 
-#define QUIET_MS 700
+#define QUIET_MS 1000
 
 /* ---- the blocks: pointer -> size and whose ------------------------------ */
 
@@ -187,6 +200,13 @@ typedef struct census {
     long rss_kib;
 } census;
 
+static double cpu_seconds(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
+}
+
 static long rss_kib(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char line[256];
@@ -312,10 +332,15 @@ static int count_at(const slot *s, int n, int items) {
     return k;
 }
 
+/* With sg_curl_global_init_mem the read buffers come from posix_memalign,
+ * not from the allocators given: counted here as libcurl's, 16,385 each. */
+static bool readbuf;
+
 static void report(const char *what, const census *c0, const census *c, int n) {
     double rss = (double)(c->rss_kib - c0->rss_kib) / n;
     double heap = ((double)c->heap - (double)c0->heap) / n;
-    double lc = ((double)c->bytes[LIBCURL] - (double)c0->bytes[LIBCURL]) / n;
+    double lc = ((double)c->bytes[LIBCURL] - (double)c0->bytes[LIBCURL]) / n +
+                (readbuf ? CURL_MAX_WRITE_SIZE + 1 : 0);
     double lib = ((double)c->bytes[LIBRARY] - (double)c0->bytes[LIBRARY]) / n;
     printf("   %-6s RSS %.2f KiB/stream; heap %.0f B: libcurl %.0f, the library %.0f, "
            "malloc's headers and rounding %.0f\n",
@@ -333,14 +358,21 @@ static void run_config(const char *base, const char *config, int n) {
     }
     table = (blk *)(void *)(map + 4096);
     bool noca = strcmp(config, "noca") == 0;
+    readbuf = strncmp(config, "readbuf", 7) == 0;
     if (strncmp(config, "buffer=", 7) == 0) {
         buffer_size = (size_t)atol(config + 7);
     }
-    curl_global_init_mem(CURL_GLOBAL_DEFAULT, c_malloc, c_free, c_realloc, c_strdup,
-                         c_calloc);
+    if (readbuf) {
+        sg_curl_global_init_mem(CURL_GLOBAL_DEFAULT, c_malloc, c_free, c_realloc,
+                                c_strdup, c_calloc);
+    } else {
+        curl_global_init_mem(CURL_GLOBAL_DEFAULT, c_malloc, c_free, c_realloc, c_strdup,
+                             c_calloc);
+    }
     slot *slots = __real_calloc((size_t)n, sizeof(*slots));
     CURL **easy = __real_calloc((size_t)n, sizeof(*easy));
     sg_curl_op **ops = __real_calloc((size_t)n, sizeof(*ops));
+    bool slow = strstr(config, "/slow") != NULL;
     sg_curl_multi *m = NULL;
     sg_stream_config f;
     sg_stream_config_init(&f);
@@ -361,12 +393,40 @@ static void run_config(const char *base, const char *config, int n) {
         fprintf(stderr, "bench_curl_memory: setup failed\n");
         exit(1);
     }
+    if (strstr(config, "100") != NULL) {
+        sg_curl_multi_set_read_buffer_release(m, SG_MS(100));
+    }
     char url[256];
     snprintf(url, sizeof(url),
              "%s/v1/chat/completions?n=10&gap=20&stall_after=2&stall=forever&_t=mem",
              base);
+    if (slow) {
+        snprintf(url, sizeof(url), "%s/v1/chat/completions?n=10&gap=150&_t=slow", base);
+        for (int i = 0; i < n; i++) {
+            easy[i] = curl_easy_init();
+            curl_easy_setopt(easy[i], CURLOPT_URL, url);
+            if (sg_curl_op_new(&ops[i], easy[i], po, co, &slots[i]) != 0 ||
+                sg_curl_multi_add(m, ops[i]) != 0) {
+                exit(1);
+            }
+        }
+        double c0 = cpu_seconds();
+        while (sg_curl_multi_running(m) > 0) {
+            sg_curl_multi_step(m, SG_MS(100));
+        }
+        double cpu = cpu_seconds() - c0;
+        long items = 0;
+        for (int i = 0; i < n; i++) {
+            items += slots[i].items;
+            sg_curl_op_free(ops[i]);
+            curl_easy_cleanup(easy[i]);
+        }
+        printf("%s, %d streams of 10 items 150 ms apart: client CPU %.3f s, %.2f us per "
+               "item (%ld items)\n",
+               config, n, cpu, cpu * 1e6 / (double)items, items);
+    }
     /* one stream first: the multi's and the connection cache's growth */
-    for (int warm = 0; warm < 2; warm++) {
+    for (int warm = 0; warm < 2 && !slow; warm++) {
         int k = warm == 0 ? 1 : n;
         census c0, c1, c2;
         memset(slots, 0, (size_t)n * sizeof(*slots));
@@ -429,7 +489,11 @@ static void run_config(const char *base, const char *config, int n) {
     sg_curl_multi_free(m);
     sg_curl_options_free(co);
     sg_op_options_free(po);
-    curl_global_cleanup();
+    if (readbuf) {
+        sg_curl_global_cleanup();
+    } else {
+        curl_global_cleanup();
+    }
 }
 
 int main(int argc, char **argv) {

@@ -21,6 +21,11 @@
  *
  * Usage: bench_curl_transport PATH/TO/sg-fakemodel [events-for-cpu-test]
  *            [sections, e.g. 46; default all]
+ * An "r" among the sections (e.g. 47r): libcurl set up with
+ * sg_curl_global_init instead of curl_global_init - its read buffers on
+ * pages of their own - and section 4's multi gives them back after 100 ms
+ * without a read (sg_curl_multi_set_read_buffer_release; its default is
+ * 500 ms), as an application may choose.
  */
 #define _GNU_SOURCE
 #include <curl/curl.h>
@@ -45,6 +50,7 @@ extern char **environ;
 
 static char base[64];
 static pid_t server_pid;
+static bool readbuf; /* "r": sg_curl_global_init */
 
 static int64_t now_ns(void) {
     return sg_clock_now(NULL);
@@ -331,12 +337,18 @@ struct conc {
     int64_t last_item;
     int64_t done_at;
     sg_outcome outcome;
+    int items;
 };
+
+/* streams with two items or more, streams ended (section 4's RSS) */
+static int conc_two, conc_ended;
 
 static int conc_item(sg_curl_op *op, const sg_item *item, void *ud) {
     (void)op;
     (void)item;
-    ((struct conc *)ud)->last_item = now_ns();
+    struct conc *c = ud;
+    c->last_item = now_ns();
+    conc_two += ++c->items == 2;
     return 0;
 }
 
@@ -344,6 +356,7 @@ static void conc_done(sg_curl_op *op, void *ud) {
     struct conc *c = ud;
     c->done_at = now_ns();
     c->outcome = sg_curl_op_outcome(op);
+    conc_ended++;
 }
 
 /* Every event named @event in the server's log from request id @min_id on:
@@ -455,6 +468,9 @@ static void concurrent(int n, int64_t idle, const char *label) {
     char url[256];
     sg_curl_multi *m;
     sg_curl_multi_new(&m, NULL);
+    if (readbuf) {
+        sg_curl_multi_set_read_buffer_release(m, SG_MS(100));
+    }
     sg_op_options *po = NULL;
     sg_op_options_new(&po);
     sg_op_options_set_method(po, "GET");
@@ -476,11 +492,15 @@ static void concurrent(int n, int64_t idle, const char *label) {
     }
     sg_op_options_free(po);
     sg_curl_options_free(co);
-    long rss_peak = rss0;
+    long rss_peak = rss0, rss_quiet = -1;
+    conc_two = conc_ended = 0;
     while (sg_curl_multi_running(m) > 0) {
         sg_curl_multi_step(m, SG_MS(100));
         long r = rss_kib();
         rss_peak = r > rss_peak ? r : rss_peak;
+        if (conc_two == n && conc_ended == 0) {
+            rss_quiet = r; /* every stream in its stall, none cut yet */
+        }
     }
     double cpu = cpu_seconds() - c0;
     double *late = calloc((size_t)n, sizeof(double));
@@ -500,10 +520,10 @@ static void concurrent(int n, int64_t idle, const char *label) {
         printf(
             "%s %d streams (%d idle_timeout): expiry lateness p50 %.3f ms, p99 %.3f ms, "
             "max %.3f ms; client CPU %.3f s (%.0f us/stream); RSS +%ld KiB "
-            "(%.1f KiB/stream)\n",
+            "(%.1f KiB/stream; %.1f KiB/stream just before the first expiry)\n",
             label, n, idle_ok, late[idle_ok / 2], late[(idle_ok * 99) / 100],
             late[idle_ok - 1], cpu, cpu * 1e6 / n, rss_peak - rss0,
-            (double)(rss_peak - rss0) / n);
+            (double)(rss_peak - rss0) / n, (double)(rss_quiet - rss0) / n);
     }
     double *closed = calloc((size_t)n, sizeof(double));
     int64_t *done_at = calloc((size_t)n, sizeof(int64_t));
@@ -772,13 +792,19 @@ int main(int argc, char **argv) {
     long events = argc > 2 ? atol(argv[2]) : 1000000;
     const char *sections = argc > 3 ? argv[3] : "123456";
     /* 7 only when named */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    readbuf = strchr(sections, 'r') != NULL;
+    if (readbuf) {
+        sg_curl_global_init(CURL_GLOBAL_DEFAULT);
+    } else {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+    }
     if (start_server(argv[1]) != 0) {
         fprintf(stderr, "could not start %s\n", argv[1]);
         return 1;
     }
-    printf("bench_curl_transport: libcurl %s, server %s\n\n",
-           curl_version_info(CURLVERSION_NOW)->version, base);
+    printf("bench_curl_transport: libcurl %s, server %s%s\n\n",
+           curl_version_info(CURLVERSION_NOW)->version, base,
+           readbuf ? ", read buffers given back when quiet (sg_curl_global_init)" : "");
 
     if (strchr(sections, '1') != NULL) {
         stall_detection();
@@ -804,6 +830,10 @@ int main(int argc, char **argv) {
 
     kill(server_pid, SIGTERM);
     waitpid(server_pid, NULL, 0);
-    curl_global_cleanup();
+    if (readbuf) {
+        sg_curl_global_cleanup();
+    } else {
+        curl_global_cleanup();
+    }
     return 0;
 }

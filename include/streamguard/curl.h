@@ -62,7 +62,9 @@
  * sent, retried by the policy as a new attempt, whatever the method); a
  * dead connection's resend is stopped for a request not safe to repeat.
  *
- * Call curl_global_init() once before creating operations (libcurl's rule).
+ * Call curl_global_init() once before creating operations (libcurl's rule),
+ * or sg_curl_global_init() for many quiet streams (libcurl's read buffers
+ * given back while their transfers are quiet; below).
  *
  * Thread-safety: an operation or a multi belongs to one thread at a time
  * (the functions taking one run on the thread that owns it, unless said
@@ -91,6 +93,79 @@ extern "C" {
  * it with sg_curl_op_free.  An operation cannot be restarted.
  */
 typedef struct sg_curl_op sg_curl_op;
+
+/* ------------------------------------------------------------------------
+ * libcurl's global set-up, for many quiet streams in one process
+ * ------------------------------------------------------------------------ */
+
+/**
+ * sg_curl_global_init - curl_global_init(@flags) for a process that keeps
+ * many slow or quiet streams open at once: with libcurl before 8.0, every
+ * easy handle's read buffer is placed on pages of its own, so that a
+ * managed multi (sg_curl_multi) can give those pages back to the system
+ * while its transfer is quiet.
+ *
+ * Why: libcurl before 8.0 gives each easy handle a read buffer of
+ * CURLOPT_BUFFERSIZE + 1 bytes (16,385 by default) when its first
+ * transfer starts, and keeps it as long as the handle.  A token stream's
+ * reads write only its first bytes, so one of its pages stays resident:
+ * about 4 KiB of the ~19 KiB an open stream costs (bench/RESULTS.md, issue
+ * 37).  A smaller CURLOPT_BUFFERSIZE, set by the application on its easy
+ * handles, saves as much on a slow stream, but costs CPU per item on a
+ * fast one; this costs nothing while bytes flow.
+ *
+ * What it does: libcurl is given allocators (curl_global_init_mem) that
+ * place each block of exactly the default read buffer's size on pages of
+ * its own (posix_memalign: the room around it goes back to malloc for
+ * small blocks) and remember it; every other block goes to malloc
+ * unchanged (sg_curl_global_init_mem: to the application's allocators).
+ * A managed multi then gives back (madvise MADV_DONTNEED) the buffer's
+ * four whole pages once its transfer has read nothing for
+ * sg_curl_multi_set_read_buffer_release's time, 500 ms by default: they
+ * read as zeros, and the next read faults a page in again.  Only for a
+ * response over HTTP/1.x (libcurl 7.x hands on, or copies aside when
+ * paused, everything a read wrote before the call that read it returns;
+ * over HTTP/2 it may leave another stream's bytes in a buffer), only
+ * between the multi's calls into libcurl, and only a buffer still in use
+ * by a transfer still running.  An easy handle with a CURLOPT_BUFFERSIZE
+ * of its own, a caller's own multi handle (sg_curl_op_attach) and libcurl
+ * 8.0 or later (where this is plain curl_global_init) give nothing back.
+ *
+ * Call it instead of curl_global_init, before any other libcurl call and
+ * before any other thread runs (libcurl's rule for curl_global_init_mem);
+ * pair each call with sg_curl_global_cleanup.  A later call while one is
+ * in effect is curl_global_init(@flags): the first call's allocators stay.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  some of the allocators given, not all (the _mem form);
+ *   SG_ECURL   libcurl's global init failed.
+ * Thread-safety: not thread-safe (as curl_global_init).
+ */
+SG_EXTERN int sg_curl_global_init(long flags);
+
+/**
+ * sg_curl_global_init_mem - sg_curl_global_init for an application that
+ * gives libcurl its own allocators (curl_global_init_mem's five): every
+ * block libcurl asks for is made and freed by them, but for the read
+ * buffers placed on pages of their own, which come from posix_memalign
+ * and go back to free.  All five, or none (then it is sg_curl_global_init).
+ *
+ * Returns and thread-safety as sg_curl_global_init.
+ */
+SG_EXTERN int sg_curl_global_init_mem(long flags, curl_malloc_callback m,
+                                      curl_free_callback f, curl_realloc_callback r,
+                                      curl_strdup_callback s, curl_calloc_callback c);
+
+/**
+ * sg_curl_global_cleanup - curl_global_cleanup, paired with
+ * sg_curl_global_init or sg_curl_global_init_mem; after the last, what
+ * they made is freed.  Call it after every easy and multi handle is gone
+ * (libcurl's rule).  Nothing when no init is in effect.
+ *
+ * Returns nothing.
+ * Thread-safety: not thread-safe (as curl_global_cleanup).
+ */
+SG_EXTERN void sg_curl_global_cleanup(void);
 
 /* ------------------------------------------------------------------------
  * Options: framing, transport settings and the callbacks of an operation

@@ -191,6 +191,29 @@ SG_EXTERN int sg_curl_multi_set_retry_budget(sg_curl_multi *m, sg_retry_budget *
 SG_EXTERN int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h);
 
 /**
+ * sg_curl_multi_set_read_buffer_release - after how long without a read a
+ * running transfer's read buffer goes back to the system, when libcurl's
+ * read buffers are placed for it (sg_curl_global_init; HTTP/1.x
+ * responses only - see there).  The pages go back at the end of a step
+ * of the multi once @quiet_ns has passed - a step that runs anyway, or one
+ * the timer runs for every buffer due within half of @quiet_ns - in the
+ * room between the multi's clocks (never in front of a clock due within a
+ * millisecond), at most once per quiet spell.  Each costs a madvise and,
+ * at the next read, a page fault: a few microseconds per item on streams
+ * whose items come further apart than @quiet_ns (bench/RESULTS.md),
+ * nothing while they come closer together.
+ *
+ * @quiet_ns: 0 .. SG_DURATION_MAX (0: at the end of every step that read),
+ *   or SG_TIME_NEVER: never.  Default 500 ms.
+ *
+ * Returns 0 if it succeeds, or one of the following negative error codes:
+ *   SG_EINVAL  @m is NULL, or @quiet_ns is negative;
+ *   SG_ERANGE  @quiet_ns is above SG_DURATION_MAX and not SG_TIME_NEVER.
+ * Thread-safety: only on the thread that owns @m.
+ */
+SG_EXTERN int sg_curl_multi_set_read_buffer_release(sg_curl_multi *m, int64_t quiet_ns);
+
+/**
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
  * due; 0: do not wait; rounded up to whole ms, though the timer wakes it
  * at a clock's nanosecond) for sockets or the timer, then run what is

@@ -12,6 +12,10 @@
 #include "transport/lifecycle.h"
 #include "transport/watch.h"
 
+/* How long a transfer reads nothing before its read buffer goes back,
+ * by default (sg_curl_multi_set_read_buffer_release). */
+#define SG__CURL_QUIET_DEFAULT SG_MS(500)
+
 /* The largest response head accepted, as the HTTP/2 transport's default
  * max_header_list (RFC 9113 §6.5.2 counts alike, near enough). */
 #define SG__CURL_MAX_HEADER_BYTES (64u << 10)
@@ -65,6 +69,29 @@ struct sg_curl_options {
 int sg__curl_options_take(const sg_curl_options *o, sg_curl_options **out);
 void sg__curl_options_drop(sg_curl_options *copy);
 
+/* A managed multi's transfers whose read buffer goes back after @ns
+ * without a read (SG_TIME_NEVER: never), in the order of their last read
+ * (quiet.c). */
+typedef struct sg__curl_quiet {
+    struct sg_curl_op *head, *tail; /* quiet longest; read last */
+    int64_t ns;
+    bool yield; /* the head is due, and waits for the next clock */
+} sg__curl_quiet;
+
+void sg__curl_quiet_init(sg__curl_quiet *q);
+/* @ns from now on (SG_TIME_NEVER empties @q). */
+void sg__curl_quiet_set(sg__curl_quiet *q, int64_t ns);
+/* @op read at @now: to the tail of @q; true when it is the head now (the
+ * timer may need to wake earlier). */
+bool sg__curl_quiet_touch(sg__curl_quiet *q, struct sg_curl_op *op, int64_t now);
+void sg__curl_quiet_remove(sg__curl_quiet *q, struct sg_curl_op *op);
+/* When the loop wakes for @q, given its next clock @clocks. */
+int64_t sg__curl_quiet_wake(const sg__curl_quiet *q, int64_t clocks);
+/* Gives back the read buffer of every transfer of @q due at the time of
+ * @clock, in the room before the next deadline of @heap (multi.c runs it
+ * at the end of a step, between calls into libcurl). */
+void sg__curl_quiet_give_back(sg__curl_quiet *q, const sg_clock *clock, sg__dheap *heap);
+
 /* An HTTP/2 transfer in its managed multi's list of those on its
  * connection (multi.c): the connection's local port (the list's index)
  * and a hash of both ends. */
@@ -83,13 +110,28 @@ struct sg_curl_op {
     sg_curl_multi *owner; /* the managed multi driving this op, or NULL */
     sg__dheap_node node;  /* in owner's deadline heap */
     bool in_multi;        /* the easy handle is added to `multi` */
+    /* in its managed multi's list of the transfers whose read buffer may
+     * go back when quiet (multi.c, give_back), read order */
+    bool quiet_in;
     /* An attempt the managed multi stopped whose transfer libcurl still
      * holds (in_multi is already false): removed, its connection closed,
      * after every clock due meanwhile is decided (multi.c, teardown). */
     bool detach_pending;
-    int64_t detach_at;                            /* when it stopped */
-    struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
-    sg_curl_multi *detacher;                      /* whose list it is on */
+    /* A transfer is in one of the two lists at most: a quiet one reads,
+     * a stopped one is on its way out (stop_transfer takes it out of the
+     * first before it joins the second; the callbacks of a stopped one
+     * read nothing). */
+    union {
+        struct {
+            int64_t quiet_at; /* its last read */
+            struct sg_curl_op *quiet_prev, *quiet_next;
+        };
+        struct {
+            int64_t detach_at;                            /* when it stopped */
+            struct sg_curl_op *detach_next, *detach_prev; /* in decision order */
+        };
+    };
+    sg_curl_multi *detacher; /* whose list it is on */
     /* libcurl's words for the running attempt (CURLOPT_ERRORBUFFER), read
      * when it ends; the lifecycle's message, ours, is allocated only when
      * there is one (sg__lc_more) */
@@ -113,6 +155,8 @@ struct sg_curl_op {
         bool h1;              /* its response's status line said HTTP/1.x */
         curl_socket_t sock;   /* what the managed multi watches for it, or -1 */
         size_t header_bytes;  /* of the current response head */
+        void *rbuf;           /* libcurl's read buffer for it, once found
+                               * (readbuf.c; HTTP/1.x only) */
     } at;
     /* the operation's own copy of its options (a hedge slot points at its
      * root's) */
@@ -139,6 +183,11 @@ const sg_stream_config *sg__curl_endpoint_framing(sg__lifecycle *lc, uint32_t i)
 /* Hooks from an op into the managed multi that owns it. */
 void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op);
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op);
+/* @op's transfer read into its placed read buffer at @now: the last in
+ * @m's list of those to give back when quiet (multi.c).  unquiet takes it
+ * out (its transfer stopped, ended or left). */
+void sg__curl_multi_touch(sg_curl_multi *m, sg_curl_op *op, int64_t now);
+void sg__curl_multi_unquiet(sg_curl_op *op);
 /* A hedge slot joins @m's deadline heap (not counted as running). */
 int sg__curl_multi_adopt(sg_curl_multi *m, sg_curl_op *slot);
 /* @op's stopped transfer joins @m's list of removals, in decision order:

@@ -44,7 +44,8 @@ struct sg_curl_multi {
     size_t nconns;
     struct nudge *nudge;
     size_t nnudge, nudge_cap;
-    bool stepping; /* inside sg_curl_multi_step: its run_due nudges */
+    bool stepping;        /* inside sg_curl_multi_step: its run_due nudges */
+    sg__curl_quiet quiet; /* transfers whose read buffer goes when quiet */
 };
 
 struct conn_list {
@@ -64,6 +65,11 @@ static int64_t multi_now(const sg_curl_multi *m) {
 
 static void rearm(sg_curl_multi *m);
 static void arm_timer(sg_curl_multi *m, int64_t at);
+
+static int64_t wake_at(sg_curl_multi *m) { /* when the loop has work */
+    int64_t clocks = sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL));
+    return sg_time_min(clocks, sg__curl_quiet_wake(&m->quiet, clocks));
+}
 
 /* ------------------------------------------------------------------ heap */
 
@@ -85,6 +91,7 @@ void sg__curl_multi_reschedule(sg_curl_multi *m, sg_curl_op *op) {
 }
 
 void sg__curl_multi_forget(sg_curl_multi *m, sg_curl_op *op) {
+    sg__curl_multi_unquiet(op);
     if (op->node.in_heap) {
         sg__dheap_remove(&m->heap, &op->node);
         if (op->root == NULL) {
@@ -131,6 +138,18 @@ void sg__curl_multi_undefer(sg_curl_multi *m, sg_curl_op *op) {
     op->detach_next = NULL;
     op->detach_prev = NULL;
     op->detacher = NULL;
+}
+
+void sg__curl_multi_unquiet(sg_curl_op *op) {
+    if (op->quiet_in) {
+        sg__curl_quiet_remove(&op->owner->quiet, op); /* owner set while in */
+    }
+}
+
+void sg__curl_multi_touch(sg_curl_multi *m, sg_curl_op *op, int64_t now) {
+    if (sg__curl_quiet_touch(&m->quiet, op, now)) {
+        rearm(m); /* the first: it is next */
+    }
 }
 
 /* ------------------------------------- HTTP/2 transfers by connection */
@@ -353,12 +372,13 @@ static void arm_timer(sg_curl_multi *m, int64_t at) {
 }
 
 /* The one timer, for the earliest of libcurl's timeout and every
- * operation's deadline.  Cheap when nothing moved earlier (no syscall). */
+ * operation's deadline, and the quiet read buffers' wake-up (quiet.c).
+ * Cheap when nothing moved earlier (no syscall). */
 static void rearm(sg_curl_multi *m) {
     if (m->tfd < 0) {
         return;
     }
-    arm_timer(m, sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL)));
+    arm_timer(m, wake_at(m));
 }
 
 /* ------------------------------------------------------ libcurl callbacks */
@@ -431,6 +451,7 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     }
     m->curl_timer_at = SG_TIME_NEVER;
     m->armed_at = SG_TIME_NEVER;
+    sg__curl_quiet_init(&m->quiet);
     sg__watch_init(&m->intents);
     sg__dheap_init(&m->heap, node_deadline);
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -620,7 +641,7 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
         return 0; /* everything ended in run_due: nothing would wake us */
     }
 
-    int64_t next = sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL));
+    int64_t next = wake_at(m);
     int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
     if (next <= now) {
         timeout_ms = 0;
@@ -665,6 +686,7 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     }
     drain_messages(m);
     run_due(m, multi_now(m));
+    sg__curl_quiet_give_back(&m->quiet, m->has_clock ? &m->clock : NULL, &m->heap);
     /* Armed for what is due next, whatever this step changed: a caller's
      * loop waiting on sg_curl_multi_fd has nothing else to wake it. */
     rearm(m);
@@ -689,6 +711,18 @@ int sg_curl_multi_set_health(sg_curl_multi *m, sg_health *h) {
         return SG_EINVAL;
     }
     sg__health_slot_set(&m->health, h);
+    return 0;
+}
+
+int sg_curl_multi_set_read_buffer_release(sg_curl_multi *m, int64_t quiet_ns) {
+    if (m == NULL || quiet_ns < 0) {
+        return SG_EINVAL;
+    }
+    if (quiet_ns > SG_DURATION_MAX && quiet_ns != SG_TIME_NEVER) {
+        return SG_ERANGE;
+    }
+    sg__curl_quiet_set(&m->quiet, quiet_ns);
+    rearm(m);
     return 0;
 }
 

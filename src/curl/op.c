@@ -13,6 +13,7 @@
  */
 #include "curl/internal.h"
 
+#include "curl/readbuf.h"
 #include "curl/tls_name.h"
 
 #include <stdio.h>
@@ -67,13 +68,30 @@ static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
 
 /* ------------------------------------------------------- libcurl callbacks */
 
+/* A read of @n bytes at @p for @op's transfer, at @now: under a managed
+ * multi, with libcurl's read buffers placed (sg_curl_global_init) and an
+ * HTTP/1.x response, the transfer goes last in the multi's list of those
+ * whose buffer goes back when quiet.  Its buffer is looked up once per
+ * attempt; after that a read costs a few stores. */
+static void note_read(sg_curl_op *op, const void *p, size_t n, int64_t now) {
+    if (op->owner == NULL || !op->at.h1 || op->at.h2 || !sg__curl_readbuf_on()) {
+        return;
+    }
+    if (op->at.rbuf == NULL && (op->at.rbuf = sg__curl_readbuf_of(p, n)) == NULL) {
+        return;
+    }
+    sg__curl_multi_touch(op->owner, op, now);
+}
+
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *user_data) {
     sg_curl_op *op = user_data;
     size_t n = size * nmemb;
     if (op->detach_pending) {
         return 0; /* decided: libcurl ends it, nothing reaches the attempt */
     }
-    int rv = sg__lc_feed(&op->lc, ptr, n, op_now(op));
+    const int64_t now = op_now(op);
+    note_read(op, ptr, n, now);
+    int rv = sg__lc_feed(&op->lc, ptr, n, now);
     if (rv == SG__LC_PAUSE) {
         op->at.paused = true; /* libcurl keeps the bytes until resumed */
         return CURL_WRITEFUNC_PAUSE;
@@ -140,8 +158,10 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         return n;
     }
     if (n <= 2 && (buf[0] == '\r' || buf[0] == '\n')) {
-        /* The end of a header block. */
+        /* The end of a header block: what follows may be a long wait for
+         * the first byte of the body. */
         int64_t now = op_now(op);
+        note_read(op, buf, n, now);
         if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
             /* The answer is in (http_error, now); what the server said
              * comes with the body, read while it drains (when the
@@ -239,6 +259,7 @@ static int on_prereq(void *clientp, char *primary_ip, char *local_ip, int primar
 /* ------------------------------------------------------ transport glue */
 
 static void detach_transfer(sg_curl_op *op, bool stopped) {
+    sg__curl_multi_unquiet(op);
     sg__curl_op_detach_pending(op);
     if (op->in_multi) {
         sg__curl_remove(op, stopped);
@@ -255,6 +276,7 @@ static void detach_transfer(sg_curl_op *op, bool stopped) {
  * transfer meanwhile, our callbacks end it and pass nothing on. */
 static void stop_transfer(sg_curl_op *op) {
     op->at.paused = false; /* its read waits for nothing now */
+    sg__curl_multi_unquiet(op);
     if (op->in_multi && op->owner != NULL) {
         op->in_multi = false;
         sg__curl_multi_defer_detach(op->owner, op);
@@ -272,6 +294,7 @@ static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_sta
     (void)now;
     sg_curl_op *op = OP_OF(lc);
     sg__curl_op_detach_pending(op); /* the handle goes in again */
+    sg__curl_multi_unquiet(op);
     memset(&op->at, 0, sizeof(op->at));
     op->at.sock = CURL_SOCKET_BAD;
     if (op->root != NULL) {

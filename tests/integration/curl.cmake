@@ -41,3 +41,16 @@ if(TARGET sg-fakemodel AND curl_mem_ok)
   add_test(NAME integration.curl.memory COMMAND curl_memory_test $<TARGET_FILE:sg-fakemodel>)
   set_tests_properties(integration.curl.memory PROPERTIES LABELS integration TIMEOUT 60)
 endif()
+
+# libcurl's read buffers given back while their transfers are quiet
+# (sg_curl_global_init): its own process, libcurl's allocators its first.
+sg_parts_check(curl_readbuf_ok curl_readbuf_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_readbuf_test.c
+               DIRS ${PROJECT_SOURCE_DIR}/src)
+if(TARGET sg-fakemodel AND curl_readbuf_ok)
+  add_executable(curl_readbuf_test ${CMAKE_CURRENT_SOURCE_DIR}/curl_readbuf_test.c)
+  target_link_libraries(curl_readbuf_test PRIVATE streamguard_static PkgConfig::CMOCKA)
+  target_include_directories(curl_readbuf_test PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(curl_readbuf_test PRIVATE -Wall -Wextra)
+  add_test(NAME integration.curl.readbuf COMMAND curl_readbuf_test $<TARGET_FILE:sg-fakemodel>)
+  set_tests_properties(integration.curl.readbuf PROPERTIES LABELS integration TIMEOUT 60)
+endif()
