@@ -14,6 +14,8 @@
 
 #include <streamguard/stream.h>
 
+#include "framing/sse_state.h"
+
 #include <stdalign.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,7 +27,7 @@
 typedef struct sg__stream {
     sg_guard guard_;
     union {
-        sg_sse_parser sse;
+        sg__sse sse; /* (without the public parser's reserved room) */
         sg_ndjson_parser nd;
         sg_es_decoder es;
     } parser_;

@@ -19,6 +19,8 @@
 
 #include <streamguard/framing.h>
 
+#include "framing/sse_state.h"
+
 /* The store @buf of *@room bytes, made at least @need bytes (@need <=
  * @limit): doubled, at least SG__MEM_MIN, at most @limit.  Returns the
  * store (moved, perhaps: views into it must follow), or NULL when the
@@ -42,9 +44,9 @@ void *sg__mem_std(void *ptr, size_t size, void *user_data);
  * its stores as they empty, and all of them at its end, its failure or its
  * reset; sg__sse_free frees the last event id too (the only store that
  * outlives an event). */
-int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
-                     const sg_mem *mem);
-void sg__sse_free(sg_sse_parser *parser);
+int sg__sse_init_mem(sg__sse *parser, const sg_sse_config *cfg, const sg__sse_cbs *cbs,
+                     void *user_data, const sg_mem *mem);
+void sg__sse_free(sg__sse *parser);
 int sg__ndjson_init_mem(sg_ndjson_parser *parser, const sg_ndjson_config *cfg,
                         void *user_data, const sg_mem *mem);
 int sg__es_init_mem(sg_es_decoder *dec, const sg_es_config *cfg, void *user_data,

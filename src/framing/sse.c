@@ -16,8 +16,17 @@
 #include "core/internal.h"
 #include "framing/lines.h"
 #include "framing/mem.h"
+#include "framing/sse_state.h"
 
 #define SG__SSE_MAGIC 0x53534531u /* "SSE1" */
+
+/* Counts @n into field @f of @p's counts, when it keeps them. */
+#define SSE_COUNT(p, f, n)                   \
+    do {                                     \
+        if ((p)->stats_ != NULL) {           \
+            (p)->stats_->f += (uint64_t)(n); \
+        }                                    \
+    } while (0)
 
 static int sse_limits(const sg_sse_config *cfg, size_t *max_line, size_t *max_event) {
     size_t ml = cfg != NULL ? cfg->max_line_ : 0;
@@ -50,12 +59,12 @@ size_t sg_sse_buffer_size(const sg_sse_config *cfg) {
     return SG_SSE_BUFFER_SIZE(ml, me);
 }
 
-static bool sse_valid(const sg_sse_parser *p) {
+static bool sse_valid(const sg__sse *p) {
     return p != NULL && p->magic_ == SG__SSE_MAGIC;
 }
 
 /* Forgets the event being assembled; the last event id string survives. */
-static void sse_clear_event(sg_sse_parser *p) {
+static void sse_clear_event(sg__sse *p) {
     p->has_data_ = false;
     p->data_len_ = 0;
     p->type_len_ = 0;
@@ -66,8 +75,8 @@ static void sse_clear_event(sg_sse_parser *p) {
 
 /* Either a lent @buf of @buf_size bytes, carved into the stores, or (@buf
  * NULL) stores that grow from @mem as used. */
-static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
-                    void *buf, size_t buf_size, const sg_mem *mem) {
+static int sse_init(sg__sse *parser, const sg_sse_config *cfg, const sg__sse_cbs *cbs,
+                    void *user_data, void *buf, size_t buf_size, const sg_mem *mem) {
     size_t ml;
     size_t me;
     int rc = sse_limits(cfg, &ml, &me);
@@ -98,12 +107,7 @@ static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_
     } else {
         sg__lines_init_mem(&parser->lines_, mem, ml); /* the stores start empty */
     }
-    if (cfg != NULL) {
-        parser->cbs_.on_event = cfg->on_event_;
-        parser->cbs_.on_comment = cfg->on_comment_;
-        parser->cbs_.on_retry = cfg->on_retry_;
-        parser->cbs_.on_other = cfg->on_other_;
-    }
+    parser->cbs_ = cbs;
     parser->user_data_ = user_data;
     parser->term_data_ = td;
     parser->term_data_len_ = td != NULL ? strlen(td) : 0;
@@ -115,26 +119,26 @@ static int sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_
     return 0;
 }
 
-int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
-                void *buf, size_t buf_size) {
+int sg__sse_init(sg__sse *parser, const sg_sse_config *cfg, const sg__sse_cbs *cbs,
+                 void *user_data, void *buf, size_t buf_size) {
     if (parser == NULL || buf == NULL) {
         return SG_EINVAL;
     }
-    return sse_init(parser, cfg, user_data, buf, buf_size, NULL);
+    return sse_init(parser, cfg, cbs, user_data, buf, buf_size, NULL);
 }
 
-int sg__sse_init_mem(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
-                     const sg_mem *mem) {
+int sg__sse_init_mem(sg__sse *parser, const sg_sse_config *cfg, const sg__sse_cbs *cbs,
+                     void *user_data, const sg_mem *mem) {
     if (parser == NULL || mem == NULL) {
         return SG_EINVAL;
     }
-    return sse_init(parser, cfg, user_data, NULL, 0, mem);
+    return sse_init(parser, cfg, cbs, user_data, NULL, 0, mem);
 }
 
 /* Room for @need bytes in the store *@store of *@room bytes, at most
  * @limit (checked by the caller): 0, or SG_ENOMEM.  A view into the store
  * must follow it (it may move). */
-static int sse_room(const sg_sse_parser *p, char **store, size_t *room, size_t need,
+static int sse_room(const sg__sse *p, char **store, size_t *room, size_t need,
                     size_t limit) {
     if (need <= *room) {
         return 0;
@@ -149,7 +153,7 @@ static int sse_room(const sg_sse_parser *p, char **store, size_t *room, size_t n
 
 /* Growing stores that hold nothing are freed (a lent buffer's stay): all
  * but the partial line's, which sg__lines_trim frees. */
-static void sse_trim(sg_sse_parser *p) {
+static void sse_trim(sg__sse *p) {
     const sg_mem *m = p->lines_.mem_;
     if (m == NULL) {
         return;
@@ -171,7 +175,7 @@ static void sse_trim(sg_sse_parser *p) {
     sg__lines_trim(&p->lines_);
 }
 
-void sg__sse_free(sg_sse_parser *parser) {
+void sg__sse_free(sg__sse *parser) {
     if (sse_valid(parser)) {
         parser->id_last_len_ = 0;
         sse_clear_event(parser);
@@ -182,11 +186,11 @@ void sg__sse_free(sg_sse_parser *parser) {
 
 /* The last event id, as a view: "" when none (a growing store may be
  * NULL then). */
-static const char *sse_id(const sg_sse_parser *p) {
+static const char *sse_id(const sg__sse *p) {
     return p->id_last_len_ > 0 ? p->id_last_store_ : "";
 }
 
-static int sse_data(sg_sse_parser *p, const char *v, size_t vlen) {
+static int sse_data(sg__sse *p, const char *v, size_t vlen) {
     if (!p->has_data_) {
         if (vlen > p->max_event_) {
             return SG_EEVENT_TOO_LARGE;
@@ -218,7 +222,7 @@ static int sse_data(sg_sse_parser *p, const char *v, size_t vlen) {
     return 0;
 }
 
-static int sse_retry(sg_sse_parser *p, const char *v, size_t vlen) {
+static int sse_retry(sg__sse *p, const char *v, size_t vlen) {
     uint64_t ms = 0;
     if (vlen == 0) {
         /* "retry" alone is not "only ASCII digits" in any browser. */
@@ -235,13 +239,13 @@ static int sse_retry(sg_sse_parser *p, const char *v, size_t vlen) {
             ms = ms * 10 + d;
         }
     }
-    if (p->cbs_.on_retry != NULL && p->cbs_.on_retry(ms, p->user_data_) != 0) {
+    if (p->cbs_->on_retry != NULL && p->cbs_->on_retry(ms, p->user_data_) != 0) {
         return SG_ECANCELED;
     }
     return 0;
 }
 
-static int sse_dispatch(sg_sse_parser *p) {
+static int sse_dispatch(sg__sse *p) {
     if (p->id_dirty_) {
         /* Step 1 of dispatch runs even when no event follows: an "id:" block
          * without data still moves the last event id. */
@@ -290,8 +294,8 @@ static int sse_dispatch(sg_sse_parser *p) {
         ev.terminal = true;
         p->terminal_seen_ = true;
     }
-    p->stats_.items++;
-    if (p->cbs_.on_event != NULL && p->cbs_.on_event(&ev, p->user_data_) != 0) {
+    SSE_COUNT(p, items, 1);
+    if (p->cbs_->on_event != NULL && p->cbs_->on_event(&ev, p->user_data_) != 0) {
         return SG_ECANCELED;
     }
     /* A new event starts: back to the fast path, if the chunk allows it. */
@@ -299,8 +303,8 @@ static int sse_dispatch(sg_sse_parser *p) {
 }
 
 /* A line the standard ignores: to on_other, if the caller wants it. */
-static int sse_other(sg_sse_parser *p, const char *line, size_t n) {
-    if (p->cbs_.on_other != NULL && p->cbs_.on_other(line, n, p->user_data_) != 0) {
+static int sse_other(sg__sse *p, const char *line, size_t n) {
+    if (p->cbs_->on_other != NULL && p->cbs_->on_other(line, n, p->user_data_) != 0) {
         return SG_ECANCELED;
     }
     return 0;
@@ -320,15 +324,15 @@ static bool sse_field_line(const char *line, size_t n) {
 }
 
 static int sse_line(void *ctx, const char *line, size_t n) {
-    sg_sse_parser *p = ctx;
-    p->stats_.lines++;
+    sg__sse *p = ctx;
+    SSE_COUNT(p, lines, 1);
     if (n == 0) {
         return sse_dispatch(p);
     }
     if (line[0] == ':') {
-        p->stats_.comments++;
-        if (p->cbs_.on_comment != NULL &&
-            p->cbs_.on_comment(line + 1, n - 1, p->user_data_) != 0) {
+        SSE_COUNT(p, comments, 1);
+        if (p->cbs_->on_comment != NULL &&
+            p->cbs_->on_comment(line + 1, n - 1, p->user_data_) != 0) {
             return SG_ECANCELED;
         }
         return 0;
@@ -390,7 +394,7 @@ static int sse_line(void *ctx, const char *line, size_t n) {
 
 /* Copies the pending event's views into the caller's buffer before the
  * bytes they point at go away (end of feed). */
-static int sse_spill(sg_sse_parser *p) {
+static int sse_spill(sg__sse *p) {
     const size_t ml = p->lines_.cap_;
     if (p->has_data_ && p->data_ != p->data_store_) {
         if (p->data_len_ == 0) {
@@ -424,7 +428,7 @@ static int sse_spill(sg_sse_parser *p) {
     return 0;
 }
 
-static ptrdiff_t sse_fail(sg_sse_parser *p, int rc) {
+static ptrdiff_t sse_fail(sg__sse *p, int rc) {
     sse_clear_event(p);
     sg__lines_drop(&p->lines_);
     sse_trim(p);
@@ -433,7 +437,7 @@ static ptrdiff_t sse_fail(sg_sse_parser *p, int rc) {
 }
 
 /* After the terminal: bytes are consumed unparsed and counted. */
-static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len) {
+static ptrdiff_t sse_after_terminal(sg__sse *p, const char *d, size_t len) {
     size_t skip = 0;
     if (p->lines_.skip_lf_) {
         /* The LF of the terminal's own CRLF is not "after" it. */
@@ -442,7 +446,7 @@ static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len)
             skip = 1;
         }
     }
-    p->stats_.bytes_after_terminal += len - skip;
+    SSE_COUNT(p, bytes_after_terminal, len - skip);
     return (ptrdiff_t)len;
 }
 
@@ -456,7 +460,7 @@ static ptrdiff_t sse_after_terminal(sg_sse_parser *p, const char *d, size_t len)
 
 /* true between events: no field of one seen, no partial line held, no
  * CR or BOM decision pending. */
-static bool sse_between(const sg_sse_parser *p) {
+static bool sse_between(const sg__sse *p) {
     return !p->has_data_ && p->type_len_ == 0 && !p->id_dirty_ && p->lines_.len_ == 0 &&
            p->lines_.bom_ == 3 && !p->lines_.skip_lf_;
 }
@@ -481,9 +485,8 @@ static bool sse_between(const sg_sse_parser *p) {
  * events before are dispatched; a search per line would start only once
  * the previous line's end was known.
  */
-static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *d,
-                                                  size_t len, size_t *off,
-                                                  sg__lines_mask_fn mask) {
+static inline SG__ALWAYS_INLINE int sse_fast_with(sg__sse *p, const char *d, size_t len,
+                                                  size_t *off, sg__lines_mask_fn mask) {
     const char *q = d + *off;
     const char *end = d + len;
     int rc = 0;
@@ -519,15 +522,15 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
         }
         sg_sse_event ev = {"message", 7, q + 6, n - 6, sse_id(p), p->id_last_len_, false};
         q = lf + 2;
-        p->stats_.lines += 2;
+        SSE_COUNT(p, lines, 2);
         if (p->term_data_ != NULL && ev.data_len == p->term_data_len_ &&
             memcmp(ev.data, p->term_data_, ev.data_len) == 0) {
             p->terminal_seen_ = true;
             rc = SG__LINES_STOP;
             break;
         }
-        p->stats_.items++;
-        if (p->cbs_.on_event != NULL && p->cbs_.on_event(&ev, p->user_data_) != 0) {
+        SSE_COUNT(p, items, 1);
+        if (p->cbs_->on_event != NULL && p->cbs_->on_event(&ev, p->user_data_) != 0) {
             rc = SG_ECANCELED;
             break;
         }
@@ -536,9 +539,9 @@ static inline SG__ALWAYS_INLINE int sse_fast_with(sg_sse_parser *p, const char *
     return rc;
 }
 
-typedef int (*sse_fast_fn)(sg_sse_parser *p, const char *d, size_t len, size_t *off);
+typedef int (*sse_fast_fn)(sg__sse *p, const char *d, size_t len, size_t *off);
 
-static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+static int sse_fast_sse2(sg__sse *p, const char *d, size_t len, size_t *off) {
 #ifdef SG__LINES_SSE2
     return sse_fast_with(p, d, len, off, sg__eolmask_sse2);
 #else
@@ -547,13 +550,13 @@ static int sse_fast_sse2(sg_sse_parser *p, const char *d, size_t len, size_t *of
 }
 
 #ifdef SG__LINES_WIDE
-__attribute__((target("avx2,bmi2"))) static int
-sse_fast_avx2(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+__attribute__((target("avx2,bmi2"))) static int sse_fast_avx2(sg__sse *p, const char *d,
+                                                              size_t len, size_t *off) {
     return sse_fast_with(p, d, len, off, sg__eolmask_avx2);
 }
 
 __attribute__((target("avx512f,avx512bw,bmi2"))) static int
-sse_fast_avx512(sg_sse_parser *p, const char *d, size_t len, size_t *off) {
+sse_fast_avx512(sg__sse *p, const char *d, size_t len, size_t *off) {
     return sse_fast_with(p, d, len, off, sg__eolmask_avx512);
 }
 #endif
@@ -575,8 +578,7 @@ static sse_fast_fn sse_fast_for(int level) {
 /* The general path: lines, fields, dispatch, spill, keep; the fast path
  * between events.  Never inlined, so that sg_sse_feed's small-read path
  * needs no register saves. */
-static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *d,
-                                             size_t len) {
+static SG__NOINLINE ptrdiff_t sse_feed_lines(sg__sse *parser, const char *d, size_t len) {
     const int level = sgx_simd_level();
     const sg__lines_eol_fn eol = sg__lines_eol_at(level);
     const sse_fast_fn sse_fast = sse_fast_for(level);
@@ -625,7 +627,7 @@ static SG__NOINLINE ptrdiff_t sse_feed_lines(sg_sse_parser *parser, const char *
     return (ptrdiff_t)len;
 }
 
-ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len) {
+ptrdiff_t sg__sse_feed(sg__sse *parser, const void *data, size_t len) {
     if (!sse_valid(parser) || (data == NULL && len > 0) || len > PTRDIFF_MAX) {
         return SG_EINVAL;
     }
@@ -639,7 +641,7 @@ ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len) {
         return 0;
     }
     const char *d = data;
-    parser->stats_.bytes += len;
+    SSE_COUNT(parser, bytes, len);
     if (parser->terminal_seen_) {
         return sse_after_terminal(parser, d, len);
     }
@@ -653,7 +655,7 @@ ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len) {
     return sse_feed_lines(parser, d, len);
 }
 
-int sg_sse_end(sg_sse_parser *parser, bool *clean) {
+int sg__sse_end(sg__sse *parser, bool *clean) {
     if (!sse_valid(parser) || clean == NULL) {
         return SG_EINVAL;
     }
@@ -668,7 +670,7 @@ int sg_sse_end(sg_sse_parser *parser, bool *clean) {
         /* An unterminated last line no field takes (a JSON error written
          * bare, its LF never sent) goes where a terminated one would: to
          * on_other.  A field's, like the pending event, is discarded. */
-        if (parser->error_ == 0 && parser->cbs_.on_other != NULL &&
+        if (parser->error_ == 0 && parser->cbs_->on_other != NULL &&
             parser->lines_.len_ > 0 && parser->lines_.buf_[0] != ':' &&
             !sse_field_line(parser->lines_.buf_, parser->lines_.len_)) {
             (void)sse_other(parser, parser->lines_.buf_, parser->lines_.len_);
@@ -683,7 +685,7 @@ int sg_sse_end(sg_sse_parser *parser, bool *clean) {
     return 0;
 }
 
-int sg_sse_reset(sg_sse_parser *parser) {
+int sg__sse_reset(sg__sse *parser) {
     if (!sse_valid(parser)) {
         return SG_EINVAL;
     }
@@ -695,11 +697,13 @@ int sg_sse_reset(sg_sse_parser *parser) {
     parser->ended_ = false;
     parser->clean_ = false;
     parser->error_ = 0;
-    memset(&parser->stats_, 0, sizeof(parser->stats_));
+    if (parser->stats_ != NULL) {
+        memset(parser->stats_, 0, sizeof(*parser->stats_));
+    }
     return 0;
 }
 
-int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id, size_t *len) {
+static int sse_last_event_id(const sg__sse *parser, const char **id, size_t *len) {
     if (!sse_valid(parser) || id == NULL || len == NULL) {
         return SG_EINVAL;
     }
@@ -708,13 +712,74 @@ int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id, size_t *l
     return 0;
 }
 
-bool sg_sse_terminal_seen(const sg_sse_parser *parser) {
+bool sg__sse_terminal_seen(const sg__sse *parser) {
     return sse_valid(parser) && parser->terminal_seen_;
 }
 
-int sg_sse_get_stats(const sg_sse_parser *parser, sg_sse_stats *stats) {
+static int sse_get_stats(const sg__sse *parser, sg_sse_stats *stats) {
     if (!sse_valid(parser)) {
         return SG_EINVAL;
     }
-    return sg__stats_copy(stats, &parser->stats_, sizeof(parser->stats_));
+    static const sg_sse_stats none; /* (a stream's parser keeps none) */
+    return sg__stats_copy(stats, parser->stats_ != NULL ? parser->stats_ : &none,
+                          sizeof(none));
+}
+
+/* ------------------------------------------- the public sg_sse_parser */
+
+static sg__sse *sse_of(sg_sse_parser *p) {
+    return (sg__sse *)(void *)p;
+}
+static const sg__sse *sse_cof(const sg_sse_parser *p) {
+    return (const sg__sse *)(const void *)p;
+}
+
+/* A public parser's callbacks and counts, in its storage after its state. */
+static sg__sse_cbs *public_cbs(sg_sse_parser *p) {
+    return (sg__sse_cbs *)(void *)((char *)p + sizeof(sg__sse));
+}
+static sg_sse_stats *public_stats(sg_sse_parser *p) {
+    return (sg_sse_stats *)(void *)((char *)public_cbs(p) + sizeof(sg__sse_cbs));
+}
+
+int sg_sse_init(sg_sse_parser *parser, const sg_sse_config *cfg, void *user_data,
+                void *buf, size_t buf_size) {
+    if (parser == NULL || buf == NULL) {
+        return SG_EINVAL;
+    }
+    static const sg_sse_config none; /* no callback */
+    const sg_sse_config *c = cfg != NULL ? cfg : &none;
+    const sg__sse_cbs cbs = {c->on_event_, c->on_comment_, c->on_retry_, c->on_other_};
+    int rv =
+        sg__sse_init(sse_of(parser), cfg, public_cbs(parser), user_data, buf, buf_size);
+    if (rv == 0) {
+        *public_cbs(parser) = cbs;
+        memset(public_stats(parser), 0, sizeof(sg_sse_stats));
+        sse_of(parser)->stats_ = public_stats(parser);
+    }
+    return rv;
+}
+
+ptrdiff_t sg_sse_feed(sg_sse_parser *parser, const void *data, size_t len) {
+    return sg__sse_feed(sse_of(parser), data, len);
+}
+
+int sg_sse_end(sg_sse_parser *parser, bool *clean) {
+    return sg__sse_end(sse_of(parser), clean);
+}
+
+int sg_sse_reset(sg_sse_parser *parser) {
+    return sg__sse_reset(sse_of(parser));
+}
+
+int sg_sse_last_event_id(const sg_sse_parser *parser, const char **id, size_t *len) {
+    return sse_last_event_id(sse_cof(parser), id, len);
+}
+
+bool sg_sse_terminal_seen(const sg_sse_parser *parser) {
+    return sg__sse_terminal_seen(sse_cof(parser));
+}
+
+int sg_sse_get_stats(const sg_sse_parser *parser, sg_sse_stats *stats) {
+    return sse_get_stats(sse_cof(parser), stats);
 }

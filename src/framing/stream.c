@@ -117,9 +117,12 @@ static int parser_init(sg__stream *s, const sg_stream_config *c, void *buf,
                        size_t parser_size) {
     const sg_mem *m = s->mem_;
     if (c->format_ == SG_FORMAT_SSE) {
+        /* the stream's callbacks, the same for every stream */
+        static const sg__sse_cbs cbs = {.on_event = sg__stream_on_sse_event,
+                                        .on_other = sg__stream_on_sse_other};
         sg_sse_config sc = sse_config(c);
-        return buf != NULL ? sg_sse_init(&s->parser_.sse, &sc, s, buf, parser_size)
-                           : sg__sse_init_mem(&s->parser_.sse, &sc, s, m);
+        return buf != NULL ? sg__sse_init(&s->parser_.sse, &sc, &cbs, s, buf, parser_size)
+                           : sg__sse_init_mem(&s->parser_.sse, &sc, &cbs, s, m);
     }
     if (c->format_ == SG_FORMAT_NDJSON) {
         sg_ndjson_config nc = {c->max_line_, sg__stream_on_ndjson_line, {0}};
@@ -280,7 +283,7 @@ int sg__stream_begin(sg__stream *s, const sg_guard_config *gcfg, const sg_budget
         return rv;
     }
     if (s->format_ == SG_FORMAT_SSE) {
-        sg_sse_reset(&s->parser_.sse);
+        sg__sse_reset(&s->parser_.sse);
     } else if (s->format_ == SG_FORMAT_NDJSON) {
         sg_ndjson_reset(&s->parser_.nd);
     } else {
@@ -356,7 +359,7 @@ int sg__stream_feed(sg__stream *s, const void *data, size_t len, int64_t now) {
         s->guard_stop_ = true;
         return rv;
     }
-    ptrdiff_t fed = s->format_ == SG_FORMAT_SSE ? sg_sse_feed(&s->parser_.sse, data, len)
+    ptrdiff_t fed = s->format_ == SG_FORMAT_SSE ? sg__sse_feed(&s->parser_.sse, data, len)
                     : s->format_ == SG_FORMAT_NDJSON
                         ? sg_ndjson_feed(&s->parser_.nd, data, len)
                         : sg_es_feed(&s->parser_.es, data, len);
@@ -382,7 +385,7 @@ int sg__stream_feed(sg__stream *s, const void *data, size_t len, int64_t now) {
         s->stop_at_ = now;
         return s->error_;
     }
-    if (s->format_ == SG_FORMAT_SSE && sg_sse_terminal_seen(&s->parser_.sse)) {
+    if (s->format_ == SG_FORMAT_SSE && sg__sse_terminal_seen(&s->parser_.sse)) {
         return at_terminal(s, now);
     }
     return 0;
@@ -420,7 +423,7 @@ static int stream_end(sg__stream *s, int64_t now, sg_outcome how,
     if (how == SG_OUTCOME_OK) {
         bool clean = false;
         if (s->format_ == SG_FORMAT_SSE) {
-            sg_sse_end(&s->parser_.sse, &clean);
+            sg__sse_end(&s->parser_.sse, &clean);
             if (s->other_len_ > 0 && !s->cancelled_ && !s->guard_stop_) {
                 /* its last line, unterminated, outside SSE: an error? */
                 s->now_ = now;
@@ -493,7 +496,7 @@ static bool stream_terminal_seen(const sg__stream *s) {
     return valid(s) &&
            (s->state_ == STREAM_TERMINAL || (s->state_ != STREAM_IDLE && s->end_seen_) ||
             (s->format_ == SG_FORMAT_SSE && s->state_ != STREAM_IDLE &&
-             sg_sse_terminal_seen(&s->parser_.sse)));
+             sg__sse_terminal_seen(&s->parser_.sse)));
 }
 
 bool sg__stream_active(const sg__stream *s) {

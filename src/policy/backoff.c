@@ -7,6 +7,7 @@
  */
 #include "end.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------ random */
@@ -103,10 +104,15 @@ bool sg__read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *ra_n
         size_t keep = r->retry_after_len < SG__OP_RETRY_AFTER_RAW_MAX
                           ? r->retry_after_len
                           : SG__OP_RETRY_AFTER_RAW_MAX;
-        memcpy(rec->retry_after_raw, r->retry_after, keep);
-        rec->retry_after_raw[keep] = '\0';
-        rec->retry_after_raw_len = (uint8_t)keep;
-        rec->retry_after_flags |= SG__RA_RAW_GIVEN;
+        _Static_assert(SG__OP_RETRY_AFTER_RAW_MAX <= UINT8_MAX, "its length in a byte");
+        free(rec->retry_after_raw); /* (none: an attempt ends once) */
+        rec->retry_after_raw = malloc(keep + 2);
+        if (rec->retry_after_raw != NULL) { /* (else the report says null) */
+            rec->retry_after_raw[0] = (char)(unsigned char)keep;
+            memcpy(rec->retry_after_raw + 1, r->retry_after, keep);
+            rec->retry_after_raw[keep + 1] = '\0';
+            rec->retry_after_flags |= SG__RA_RAW_GIVEN;
+        }
         if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s, &d) ==
                 0 &&
             !valid) {

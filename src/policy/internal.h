@@ -194,16 +194,19 @@ void sg__op_headers_release(sg_op_headers *h);
 /* One attempt's record: what readers see, and what only the policy and
  * its report read. */
 typedef struct sg__rec {
-    sg_op_attempt pub;      /* first: a pointer to it is one to the record */
-    uint8_t budget_limited; /* clocks the lease clamped (attribution.c) */
-    uint8_t retry_after_raw_len;
+    sg_op_attempt pub;         /* first: a pointer to it is one to the record */
+    uint32_t hedge_samples;    /* observations its learned hedge delay saw */
+    uint8_t budget_limited;    /* clocks the lease clamped (attribution.c) */
     uint8_t retry_after_flags; /* SG__RA_* */
     uint8_t usage_flags;       /* SG__USAGE_* (usage.c) */
-    char retry_after_raw[SG__OP_RETRY_AFTER_RAW_MAX + 1];
-    uint8_t health;         /* SG__HREC_*: what it holds of its endpoint's health */
-    uint32_t hedge_samples; /* observations its learned hedge delay saw */
-    uint64_t hseq;          /* its number in its endpoint's request window count */
-    const char *profile;    /* the provider profile framing it (static), NULL none */
+    uint8_t health;            /* SG__HREC_*: what it holds of its endpoint's health */
+    uint64_t hseq;             /* its number in its endpoint's request window count */
+    const char *profile;       /* the provider profile framing it (static), NULL none */
+    /* the raw Retry-After its response gave (SG__RA_RAW_GIVEN), allocated
+     * then: its length in the first byte, then its bytes (at most
+     * SG__OP_RETRY_AFTER_RAW_MAX) and a NUL; NULL when none (most
+     * attempts: a record is one per open stream) */
+    char *retry_after_raw;
 } sg__rec;
 
 static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
@@ -211,6 +214,11 @@ static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
 }
 static inline sg__rec *sg__rec_w(sg_op_attempt *a) {
     return (sg__rec *)(void *)a;
+}
+/* The raw Retry-After @r kept (SG__RA_RAW_GIVEN), its length in *@len. */
+static inline const char *sg__rec_retry_after_raw(const sg__rec *r, size_t *len) {
+    *len = (unsigned char)r->retry_after_raw[0];
+    return r->retry_after_raw + 1;
 }
 
 struct sg_op {

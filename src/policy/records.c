@@ -104,6 +104,12 @@ void sg__op_reset(sg_op *op) {
         const sg__observer_ref *aref = sg__op_async_observer(sg__op_opts(op));
         aref->obs->abandon_intent(op, handle, SG_OUTCOME_CANCELLED, aref->ud);
     }
+    for (uint32_t i = 0; i < op->count_; i++) {
+        sg_op_attempt *a = sg__record_w(op, i);
+        if (a != NULL) {
+            free(sg__rec_w(a)->retry_after_raw);
+        }
+    }
     for (unsigned k = 0; op->blocks_ != NULL && k < SG__OP_BLOCKS; k++) {
         if (op->blocks_[k] != NULL) {
             (void)sg__op_alloc(op, op->blocks_[k], 0);

@@ -161,7 +161,9 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     if (rec->retry_after_flags & SG__RA_RAW_GIVEN) {
         /* The server's bytes, verbatim up to SG__OP_RETRY_AFTER_RAW_MAX:
          * anything may be in them, hence the escaping. */
-        sg__sink_json_string(s, rec->retry_after_raw, rec->retry_after_raw_len);
+        size_t len;
+        const char *raw = sg__rec_retry_after_raw(rec, &len);
+        sg__sink_json_string(s, raw, len);
     } else {
         sg__sink_puts(s, "null");
     }

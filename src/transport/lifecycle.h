@@ -204,8 +204,7 @@ struct sg__lifecycle {
     sg__lc_more *more;   /* NULL until needed: the message, Retry-After... */
     /* the running attempt's error response body (SG_ERROR_BODY_MAX,
      * allocated at its first byte; freed when an attempt launches) */
-    char *ebody;
-    size_t ebody_len;
+    char *ebody; /* ebody_len bytes */
     /* what the observers add to the running attempt's request: allocated
      * at the first attempt of an operation whose observers add headers
      * (sg__op_wants_headers), NULL otherwise */
@@ -216,23 +215,25 @@ struct sg__lifecycle {
     int64_t date_s;
     uint32_t attempt;
     int state;
-    int intent_fd;       /* INTENT: the fd watched for the observer's answer */
-    int http_status;     /* last status seen, 0 none, -1 malformed */
-    int feed_error;      /* framing error that stopped the body, 0 none */
-    bool lost;           /* another attempt delivered first: abort, settle (hedge_lost) */
-    bool breaker_probe;  /* the attempt is a half-open breaker's probe, no item yet */
-    bool hedging;        /* the policy hedges (sg_op_options_set_hedging) */
-    bool won;            /* an attempt of this line delivered the first item */
-    bool hedge_off;      /* a hedge was refused: none more in this line */
-    bool async_intent;   /* the transport can watch it (tp->watch works) */
-    bool cancel;         /* cancelled: due at once */
-    bool sent;           /* the request may have reached the server */
-    bool headers_done;   /* a final (non-1xx) header block ended */
-    bool body_is_stream; /* 2xx: the body is parsed into items */
-    bool error_body;     /* DRAINING an error response: its body is kept */
-    bool not_processed;  /* the server did no processing: never sent */
-    bool deadline_header; /* stamp the policy's deadline header */
-    bool grpc_timeout;    /* stamp grpc-timeout */
+    int intent_fd;      /* INTENT: the fd watched for the observer's answer */
+    int http_status;    /* last status seen, 0 none, -1 malformed */
+    int feed_error;     /* framing error that stopped the body, 0 none */
+    uint32_t ebody_len; /* (at most SG_ERROR_BODY_MAX) */
+    /* (bit-fields: a lifecycle lives per open stream) */
+    bool lost : 1; /* another attempt delivered first: abort, settle (hedge_lost) */
+    bool breaker_probe : 1;  /* the attempt is a half-open breaker's probe, no item yet */
+    bool hedging : 1;        /* the policy hedges (sg_op_options_set_hedging) */
+    bool won : 1;            /* an attempt of this line delivered the first item */
+    bool hedge_off : 1;      /* a hedge was refused: none more in this line */
+    bool async_intent : 1;   /* the transport can watch it (tp->watch works) */
+    bool cancel : 1;         /* cancelled: due at once */
+    bool sent : 1;           /* the request may have reached the server */
+    bool headers_done : 1;   /* a final (non-1xx) header block ended */
+    bool body_is_stream : 1; /* 2xx: the body is parsed into items */
+    bool error_body : 1;     /* DRAINING an error response: its body is kept */
+    bool not_processed : 1;  /* the server did no processing: never sent */
+    bool deadline_header : 1; /* stamp the policy's deadline header */
+    bool grpc_timeout : 1;    /* stamp grpc-timeout */
     char dl_value[SG_DEADLINE_VALUE_MAX];
     char grpc_value[SG_DEADLINE_VALUE_MAX];
 };

@@ -7,6 +7,8 @@
  */
 #include "transport/lifecycle.h"
 
+_Static_assert(SG_ERROR_BODY_MAX <= UINT32_MAX, "an error body's length fits ebody_len");
+
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -150,7 +152,7 @@ static void keep_error_body(sg__lifecycle *lc, const void *data, size_t len) {
     size_t n = SG_ERROR_BODY_MAX - lc->ebody_len;
     n = len < n ? len : n;
     memcpy(lc->ebody + lc->ebody_len, data, n);
-    lc->ebody_len += n;
+    lc->ebody_len += (uint32_t)n;
 }
 
 int sg__lc_feed(sg__lifecycle *lc, const void *data, size_t len, int64_t now) {

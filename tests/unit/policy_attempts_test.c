@@ -329,8 +329,8 @@ static void the_sizes_the_docs_state_hold_on_lp64(void **state) {
     }
     print_message("record %zu, operation %zu bytes\n", sizeof(sg__rec),
                   sizeof(struct sg_op));
-    assert_int_equal(sizeof(sg__rec), 456);
-    assert_int_equal(sizeof(struct sg_op), 664);
+    assert_int_equal(sizeof(sg__rec), 424);
+    assert_int_equal(sizeof(struct sg_op), 632);
     assert_int_equal(sizeof(struct sg_op_options), 448);
     assert_int_equal(SG__OP_INLINE_ATTEMPTS, 1);
 }
