@@ -7,7 +7,7 @@
 
 static void place(sg__dheap *h, size_t i, sg__dheap_node *n) {
     h->a[i] = n;
-    n->idx = i;
+    n->idx = (uint32_t)i; /* (i < len <= UINT32_MAX: sg__dheap_push) */
 }
 
 static void sift_up(sg__dheap *h, size_t i) {
@@ -58,6 +58,9 @@ void sg__dheap_free(sg__dheap *h) {
 }
 
 int sg__dheap_push(sg__dheap *h, sg__dheap_node *n) {
+    if (h->len == UINT32_MAX) {
+        return SG_ENOMEM; /* (idx is 32 bits) */
+    }
     if (h->len == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
         sg__dheap_node **a = realloc(h->a, cap * sizeof(*a));

@@ -18,8 +18,8 @@
 #include <stdint.h>
 
 typedef struct sg__dheap_node {
-    int64_t key; /* <= the object's real deadline while in the heap */
-    size_t idx;
+    int64_t key;  /* <= the object's real deadline while in the heap */
+    uint32_t idx; /* (a heap holds at most UINT32_MAX: one node per open stream) */
     bool in_heap;
 } sg__dheap_node;
 

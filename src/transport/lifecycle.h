@@ -34,6 +34,10 @@
 
 /** Room for an operation's message (libcurl's CURL_ERROR_SIZE fits). */
 #define SG__LC_ERROR_SIZE 256
+/** Room for a grpc-timeout value, NUL included: sg_grpc_timeout_format
+ *  writes at most 8 digits and a unit (less than SG_DEADLINE_VALUE_MAX,
+ *  which an X-Deadline-Ms value needs). */
+#define SG__LC_GRPC_VALUE_MAX 16
 /** Headers stamped on every attempt: idempotency key, deadline, grpc. */
 #define SG__LC_STAMP_MAX 3
 /** And after them those the observers add (on_attempt_headers, at most
@@ -235,7 +239,7 @@ struct sg__lifecycle {
     bool deadline_header : 1; /* stamp the policy's deadline header */
     bool grpc_timeout : 1;    /* stamp grpc-timeout */
     char dl_value[SG_DEADLINE_VALUE_MAX];
-    char grpc_value[SG_DEADLINE_VALUE_MAX];
+    char grpc_value[SG__LC_GRPC_VALUE_MAX];
 };
 
 /* Hedge slot @i (< SG_OP_MAX_HEDGES) of the operation @lc, or NULL. */
