@@ -14,6 +14,8 @@
 # on loopback; its one worker measured), a fresh process, unless NGINX is
 # set empty (NGINX=path: that binary; default: nginx when on the PATH).
 # QUIET=S also reads both S seconds after every stream opened (all quiet).
+# Each proxy gets one request (GET /, a 404 from upstream) before its
+# baseline is read.
 # Prints the lines of bench/proxy_memory.py, each after its proxy's name;
 # exits 0 when every stream opened.
 set -u
@@ -47,6 +49,10 @@ PX_PID=$!
 PIDS+=("$PX_PID")
 PX_PORT=$(port_of "$PX_PID" "$DIR/px.out")
 [ -n "$PX_PORT" ] || { echo "sg-proxy did not start" >&2; cat "$DIR/px.err" >&2; exit 2; }
+# one request before the baseline, as nginx gets one (start_nginx's
+# readiness probe): what a process's first request touches once (code
+# pages, libcurl's and the library's first tables) is no stream's
+curl -s -o /dev/null "http://127.0.0.1:$PX_PORT/"
 measure sg-proxy "$PX_PORT" "$PX_PID"
 kill -KILL "$PX_PID"
 wait "$PX_PID" 2>/dev/null
