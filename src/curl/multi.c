@@ -456,10 +456,7 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     sg__dheap_init(&m->heap, node_deadline);
     m->epfd = epoll_create1(EPOLL_CLOEXEC);
     m->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-    struct epoll_event ev;
-    memset(&ev, 0, sizeof(ev));
-    ev.events = EPOLLIN;
-    ev.data.fd = m->tfd;
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = m->tfd};
     if (m->epfd < 0 || m->tfd < 0 ||
         epoll_ctl(m->epfd, EPOLL_CTL_ADD, m->tfd, &ev) != 0) {
         int saved = errno;
@@ -476,6 +473,8 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     curl_multi_setopt(m->multi, CURLMOPT_SOCKETDATA, m);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERFUNCTION, on_timer);
     curl_multi_setopt(m->multi, CURLMOPT_TIMERDATA, m);
+    /* h2: the server's stream limit alone, not libcurl's 100 too (sg-proxy.md) */
+    curl_multi_setopt(m->multi, CURLMOPT_MAX_CONCURRENT_STREAMS, (long)INT32_MAX);
     *out = m;
     return 0;
 }

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# sg-proxy's upstream connections to an HTTP/2 upstream on TLS (ALPN h2).
+# A burst of 300 streams at once, every one answered 200 and whole:
+# - to a server that takes 10,000 streams a connection (sg-fakemodel's
+#   default SETTINGS_MAX_CONCURRENT_STREAMS) they share one connection,
+#   at most ceil(300 / 10,000) + 1 - not one TLS connection (handshake,
+#   OpenSSL buffers, nghttp2 session) per few streams: with libcurl's own
+#   cap of 100 streams a connection the burst opened 30-159, each waiting
+#   transfer past the first 100 opening one of its own;
+# - to a server that takes 40 a connection, what libcurl 7.88 does: past
+#   the first connection's 40 each waiting transfer may open one, since a
+#   connection being made is not yet offered for reuse - at most one per
+#   stream past the first 40 (docs/sg-proxy.md, "Upstream connections").
+# Usage: sg_proxy_h2_pool_test.sh SG_PROXY SG_FAKEMODEL
+set -u
+. "$(dirname "$0")/sg_proxy_lib.sh" "$@" # PX, FM, px_upstream
+
+BURST=300
+hard=$(ulimit -Hn)
+[ "$hard" = unlimited ] || [ "$hard" -ge $((2 * BURST + 256)) ] ||
+    { echo "skip: the hard limit on open files is $hard"; exit 77; }
+ulimit -n "$hard"
+
+# stat NAME: sg-fakemodel's /_stats counter NAME.
+stat() {
+    curl -sS -m 5 "http://127.0.0.1:$FM_PORT/_stats" | grep -o "\"$1\":[0-9]*" | cut -d: -f2
+}
+
+# burst TAG MOST: BURST streams at once through a fresh proxy, each about
+# a second long: all 200 and whole, on at most MOST upstream connections.
+burst() {
+    local tag=$1 most=$2 args=() i ok whole before opened
+    px_start "$tag" --upstream "https://localhost:$FM_PORT" --cacert "$FM_CA" \
+        --profile openai --log /dev/null --max-connections $((BURST + 64))
+    local url="http://127.0.0.1:$PX_PORT/v1/chat/completions"
+    for i in $(seq 1 "$BURST"); do
+        args+=(-o "$FM_DIR/$tag$i.burst" "$url?n=5&gap=200")
+    done
+    before=$(stat connections_total)
+    curl -sN -m 60 -Z --parallel-max "$BURST" --parallel-immediate -X POST -d '{}' \
+        -w "%{http_code}\\n" "${args[@]}" >"$FM_DIR/$tag.codes" 2>/dev/null
+    # each /_stats read opens a connection of its own: not counted
+    opened=$(($(stat connections_total) - before - 1))
+    ok=$(grep -c '^200$' "$FM_DIR/$tag.codes")
+    whole=$(grep -l '\[DONE\]' "$FM_DIR/$tag"*.burst | wc -l)
+    [ "$ok" -eq "$BURST" ] && [ "$whole" -eq "$BURST" ] &&
+        pass "$tag: $BURST streams at once, all 200 and whole" ||
+        fail "$tag: $BURST streams at once: $ok answered 200, $whole whole"
+    [ "$opened" -ge 1 ] && [ "$opened" -le "$most" ] &&
+        pass "$tag: $BURST h2 streams on $opened upstream connection(s) (<= $most)" ||
+        fail "$tag: $BURST h2 streams opened $opened upstream connections (> $most)"
+    kill -KILL "$PX_PID"
+    wait "$PX_PID" 2>/dev/null
+}
+
+px_upstream # SETTINGS_MAX_CONCURRENT_STREAMS 10000
+burst h2 $(((BURST + 9999) / 10000 + 1))
+fm_stop
+px_upstream --h2-max-streams 40
+burst h2-40 $((BURST - 40 + 1))
+
+px_stop_all
+fm_finish
