@@ -125,7 +125,11 @@ SG_EXTERN int sg_curl_op_tick(sg_curl_op *op, int64_t now);
  * timerfd, armed for the earliest deadline among libcurl's own timer and
  * every operation's clocks and backoff sleeps.  @clock: NULL = monotonic;
  * the struct is copied, its user_data is borrowed.  The timerfd runs on
- * CLOCK_MONOTONIC, so an injected clock must read that time base.
+ * CLOCK_MONOTONIC, so an injected clock must read that time base.  An
+ * HTTP/2 connection it opens carries as many streams as the server's
+ * SETTINGS_MAX_CONCURRENT_STREAMS allows: libcurl's own cap of 100
+ * (CURLMOPT_MAX_CONCURRENT_STREAMS) is lifted, since past it libcurl 7.88
+ * opens a new connection for each waiting transfer.
  *
  * Returns 0 and sets *@out if it succeeds, or one of the following negative
  * error codes:
