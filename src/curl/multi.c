@@ -66,9 +66,14 @@ static int64_t multi_now(const sg_curl_multi *m) {
 static void rearm(sg_curl_multi *m);
 static void arm_timer(sg_curl_multi *m, int64_t at);
 
-static int64_t wake_at(sg_curl_multi *m) { /* when the loop has work */
-    int64_t clocks = sg_time_min(m->curl_timer_at, sg__dheap_earliest(&m->heap, NULL));
+/* When the loop has work, given the heap's earliest deadline @due. */
+static int64_t wake_after(const sg_curl_multi *m, int64_t due) {
+    int64_t clocks = sg_time_min(m->curl_timer_at, due);
     return sg_time_min(clocks, sg__curl_quiet_wake(&m->quiet, clocks));
+}
+
+static int64_t wake_at(sg_curl_multi *m) { /* when the loop has work */
+    return wake_after(m, sg__dheap_earliest(&m->heap, NULL));
 }
 
 /* ------------------------------------------------------------------ heap */
@@ -522,9 +527,11 @@ void sg_curl_multi_free(sg_curl_multi *m) {
 
 /* Finished transfers, judged at the instant they are read: the clock is
  * read here, after the libcurl call that finished them, so an attempt
- * that a clock stopped inside that call is never judged before it. */
+ * that a clock stopped inside that call is never judged before it.  It is
+ * read at the first finished transfer: most calls find none. */
 static void drain_messages(sg_curl_multi *m) {
-    int64_t now = multi_now(m);
+    int64_t now = 0;
+    bool have_now = false;
     CURLMsg *msg;
     int left;
     while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
@@ -537,6 +544,10 @@ static void drain_messages(sg_curl_multi *m) {
         if (op == NULL || !op->in_multi) {
             continue;
         }
+        if (!have_now) {
+            now = multi_now(m);
+            have_now = true;
+        }
         if (sg__curl_op_complete(op, result, now) == 0) {
             sg__curl_multi_reschedule(m, op);
         }
@@ -544,10 +555,12 @@ static void drain_messages(sg_curl_multi *m) {
 }
 
 /* Each operation whose deadline has come at `now` (expiry, end of drain,
- * end of backoff), decided and told. */
-static void decide_due(sg_curl_multi *m, int64_t now) {
+ * end of backoff), decided and told.  Returns the earliest deadline left
+ * (later than `now`), as the heap has it on return. */
+static int64_t decide_due(sg_curl_multi *m, int64_t now) {
     sg__dheap_node *top;
-    while (sg__dheap_earliest(&m->heap, &top) <= now) {
+    int64_t earliest;
+    while ((earliest = sg__dheap_earliest(&m->heap, &top)) <= now) {
         sg_curl_op *op = OP_OF(top);
         if (sg__curl_op_tick(op, now) == 0) {
             /* Still running: its deadline moved on; re-key it.  Due yet
@@ -559,6 +572,7 @@ static void decide_due(sg_curl_multi *m, int64_t now) {
         }
         drain_messages(m);
     }
+    return earliest;
 }
 
 /* Tells the server of @op's stopped attempt.  An HTTP/1.x connection
@@ -582,43 +596,50 @@ static void tell_server(sg_curl_multi *m, sg_curl_op *op) {
  * when sg__curl_teardown_may_run says so (teardown.c).  The clock is read again
  * before each, so a deadline that comes due meanwhile is decided first.
  * What waits is removed by a later step: the timer is armed for the clock
- * it yields to. */
-static void teardown(sg_curl_multi *m) {
+ * it yields to.  @next is the heap's earliest deadline on entry (what
+ * decide_due returned); the heap's earliest on return is returned. */
+static int64_t teardown(sg_curl_multi *m, int64_t next) {
     for (;;) {
         int64_t t = multi_now(m);
-        int64_t next = sg__dheap_earliest(&m->heap, NULL);
         if (next <= t) {
-            decide_due(m, t);
+            next = decide_due(m, t);
             continue;
         }
         sg_curl_op *op = m->detach_untold;
         if (op != NULL) {
             m->detach_untold = op->detach_next;
             tell_server(m, op);
+            next = sg__dheap_earliest(&m->heap, NULL);
             continue;
         }
         op = m->detach_head;
         if (op == NULL || !sg__curl_teardown_may_run(t, next, op->detach_at)) {
-            return;
+            return next;
         }
         sg__curl_op_detach_pending(op); /* unlinks it */
+        next = sg__dheap_earliest(&m->heap, NULL);
     }
 }
 
 /* Everything due at `now`: libcurl's timeout, then each operation whose
  * deadline has come.  Every one is decided and told before any stopped
  * transfer leaves libcurl (teardown): the last of a thousand streams
- * expiring together does not wait for 999 closes. */
-static void run_due(sg_curl_multi *m, int64_t now) {
+ * expiring together does not wait for 999 closes.  Returns the earliest
+ * operation deadline left: the heap is asked once per call when nothing
+ * ends (each ask runs every deadline function of the operation on top). */
+static int64_t run_due(sg_curl_multi *m, int64_t now) {
     int still;
     if (m->curl_timer_at <= now) {
         m->curl_timer_at = SG_TIME_NEVER;
         curl_multi_socket_action(m->multi, CURL_SOCKET_TIMEOUT, 0, &still);
         drain_messages(m);
     }
-    decide_due(m, now);
-    teardown(m);
-    nudge_conns(m); /* the RST_STREAMs of the HTTP/2 streams removed */
+    int64_t next = teardown(m, decide_due(m, now));
+    if (m->nnudge > 0) {
+        nudge_conns(m); /* the RST_STREAMs of the HTTP/2 streams removed */
+        next = sg__dheap_earliest(&m->heap, NULL); /* libcurl ran meanwhile */
+    }
+    return next;
 }
 
 static int step(sg_curl_multi *m, int64_t max_wait_ns);
@@ -635,12 +656,12 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
 
 static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     int64_t now = multi_now(m);
-    run_due(m, now);
+    int64_t due = run_due(m, now);
     if (m->running == 0 && max_wait_ns < 0) {
         return 0; /* everything ended in run_due: nothing would wake us */
     }
 
-    int64_t next = wake_at(m);
+    int64_t next = wake_after(m, due);
     int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
     if (next <= now) {
         timeout_ms = 0;
@@ -684,11 +705,12 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
         curl_multi_socket_action(m->multi, fd, flags, &still);
     }
     drain_messages(m);
-    run_due(m, multi_now(m));
+    due = run_due(m, multi_now(m));
     sg__curl_quiet_give_back(&m->quiet, m->has_clock ? &m->clock : NULL, &m->heap);
     /* Armed for what is due next, whatever this step changed: a caller's
-     * loop waiting on sg_curl_multi_fd has nothing else to wake it. */
-    rearm(m);
+     * loop waiting on sg_curl_multi_fd has nothing else to wake it.  (What
+     * rearm would ask the heap, run_due has just asked.) */
+    arm_timer(m, wake_after(m, due));
     return m->running;
 }
 
