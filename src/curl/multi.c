@@ -654,19 +654,32 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
     return rv;
 }
 
+/* Whether anything may be due at @now before the wait: the timer is armed
+ * no later than libcurl's timeout and every operation's deadline (each
+ * deadline that moves earlier re-arms it: sg__curl_multi_reschedule,
+ * on_timer, the step's end), so while @now is before it, and no transfer
+ * waits to be removed, run_due would find nothing - and the wait is the
+ * timer's. */
+static bool may_be_due(const sg_curl_multi *m, int64_t now) {
+    return now >= m->armed_at || m->detach_head != NULL || m->nnudge > 0;
+}
+
 static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     int64_t now = multi_now(m);
-    int64_t due = run_due(m, now);
-    if (m->running == 0 && max_wait_ns < 0) {
-        return 0; /* everything ended in run_due: nothing would wake us */
-    }
-
-    int64_t next = wake_after(m, due);
     int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
-    if (next <= now) {
-        timeout_ms = 0;
-    } else {
-        arm_timer(m, next);
+    if (may_be_due(m, now)) {
+        int64_t due = run_due(m, now);
+        if (m->running == 0 && max_wait_ns < 0) {
+            return 0; /* everything ended in run_due: nothing would wake us */
+        }
+        int64_t next = wake_after(m, due);
+        if (next <= now) {
+            timeout_ms = 0;
+        } else {
+            arm_timer(m, next);
+        }
+    } else if (m->running == 0 && max_wait_ns < 0) {
+        return 0; /* nothing runs: nothing would wake us */
     }
     if (max_wait_ns >= 0) {
         int64_t ms = (max_wait_ns + SG_MS(1) - 1) / SG_MS(1);
@@ -705,7 +718,7 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
         curl_multi_socket_action(m->multi, fd, flags, &still);
     }
     drain_messages(m);
-    due = run_due(m, multi_now(m));
+    int64_t due = run_due(m, multi_now(m));
     sg__curl_quiet_give_back(&m->quiet, m->has_clock ? &m->clock : NULL, &m->heap);
     /* Armed for what is due next, whatever this step changed: a caller's
      * loop waiting on sg_curl_multi_fd has nothing else to wake it.  (What

@@ -32,6 +32,7 @@ typedef struct stream {
     int items;
     bool done;
     int64_t done_at;   /* the operation's clock when on_done ran */
+    int64_t done_real; /* the real clock then */
     int closes_before; /* sockets closed by then */
     sg_outcome outcome;
 } stream;
@@ -54,6 +55,7 @@ static void on_done(sg_curl_op *op, void *ud) {
     stream *s = ud;
     s->done = true;
     s->done_at = sg_manual_clock_now(&mc);
+    s->done_real = sg_clock_now(NULL);
     s->closes_before = closes;
     s->outcome = sg_curl_op_outcome(op);
 }
@@ -241,6 +243,66 @@ static void removal_yields_to_a_clock_due_within_the_slack(void **state) {
     sg_curl_multi_free(m);
 }
 
+/* A stream stalls after two items under a 30 s idle clock on the
+ * hand-driven clock (the real timer, armed for that instant of real time,
+ * is far off).  Once the hand clock passes the deadline, a step that may
+ * wait 5 s decides the stream before its wait: the step skips its first
+ * look only while the clock is before the instant the timer is armed
+ * for, never on the timer's word alone. */
+static void a_step_decides_what_is_due_before_it_waits(void **state) {
+    (void)state;
+    sg_manual_clock_init(&mc, sg_clock_now(NULL));
+    closes = 0;
+    sg_clock clock = sg_manual_clock_as(&mc);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, &clock), 0);
+    /* no read buffer given back: the timer is the clocks' alone */
+    assert_int_equal(sg_curl_multi_set_read_buffer_release(m, SG_TIME_NEVER), 0);
+    sg_op_options *po = NULL;
+    assert_int_equal(sg_op_options_new(&po), 0);
+    assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+    assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
+    assert_int_equal(sg_op_options_set_first_item_timeout(po, SG_SEC(60)), 0);
+    assert_int_equal(sg_op_options_set_idle_timeout(po, SG_SEC(30)), 0);
+    sg_curl_options *co = options(&clock);
+    stream s = {0};
+    char url[512];
+    snprintf(
+        url, sizeof(url),
+        "%s/v1/chat/completions?n=10&gap=5&stall_after=2&stall=forever&_t=before_wait.",
+        fm_group()->base);
+    CURL *easy = curl_easy_init();
+    curl_easy_setopt(easy, CURLOPT_URL, url);
+    sg_curl_op *op;
+    assert_int_equal(sg_curl_op_new(&op, easy, po, co, &s), 0);
+    sg_op_options_free(po);
+    sg_curl_options_free(co);
+    assert_int_equal(sg_curl_multi_add(m, op), 0);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(10);
+    while (s.items < 2 && sg_clock_now(NULL) < until) {
+        sg_curl_multi_step(m, SG_MS(20));
+    }
+    assert_int_equal(s.items, 2);
+    /* a step with nothing due waits (the stream stalls), and is no
+     * reason to decide anything */
+    assert_int_equal(sg_curl_multi_step(m, SG_MS(1)), 1);
+    assert_false(s.done);
+
+    sg_manual_clock_advance(&mc, SG_SEC(30));
+    int64_t expiry = sg_manual_clock_now(&mc);
+    int64_t t0 = sg_clock_now(NULL);
+    assert_int_equal(sg_curl_multi_step(m, SG_SEC(5)), 0);
+    assert_true(s.done);
+    /* decided before the wait, not after it (the wait ends when something
+     * real wakes the loop: libcurl's own timer, ~200 ms here) */
+    assert_true(s.done_real - t0 < SG_MS(100));
+    assert_int_equal(s.outcome, SG_OUTCOME_IDLE_TIMEOUT);
+    assert_int_equal(s.done_at, expiry);
+    sg_curl_op_free(op);
+    curl_easy_cleanup(easy);
+    sg_curl_multi_free(m);
+}
+
 int main(int argc, char **argv) {
     if (fm_group_args(argc, argv) != 0) {
         return 2;
@@ -249,6 +311,7 @@ int main(int argc, char **argv) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(streams_expiring_together_are_all_told_before_any_close),
         cmocka_unit_test(removal_yields_to_a_clock_due_within_the_slack),
+        cmocka_unit_test(a_step_decides_what_is_due_before_it_waits),
     };
     int rv = cmocka_run_group_tests(tests, fm_group_start, fm_group_stop);
     curl_global_cleanup();
