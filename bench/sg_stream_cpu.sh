@@ -22,7 +22,12 @@
 # reads cheaper (no cross-CPU wakeup, the bytes hot in that CPU's caches)
 # and sg-stream's parse and output dearer.
 #
-# Usage: [LOAD=spin|mem] [PIN=same|apart] bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
+# A change to sg-stream or the library, measured in the same rounds:
+# OLD=PATH names another sg-stream (a wrapper script that sets its
+# LD_LIBRARY_PATH will do), run in the three modes after the new one in
+# every round ("old data", ...), its ratios against the same curl runs.
+#
+# Usage: [LOAD=spin|mem] [PIN=same|apart] [OLD=SG_STREAM_BEFORE] bench/sg_stream_cpu.sh SG_STREAM SG_FAKEMODEL [ITEMS] [RUNS]
 #   ITEMS default 1000000 (an OpenAI-shaped chunk each, ~182 bytes of SSE)
 #   RUNS  default 5
 set -euo pipefail
@@ -32,6 +37,7 @@ ITEMS=${3:-1000000}
 RUNS=${4:-5}
 LOAD=${LOAD:-}
 PIN=${PIN:-}
+OLD=${OLD:-}
 case $PIN in
 '') srv=() cli=() ;;
 same) srv=(taskset -c 0) cli=(taskset -c 0) ;;
@@ -78,11 +84,13 @@ esac
 
 load0=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')
 clients=(curl data jsonl none)
+[ -n "$OLD" ] && clients+=(old-data old-jsonl old-none)
 declare -A samples ratios
 for r in $(seq 1 "$RUNS"); do
     for c in "${clients[@]}"; do
         case $c in
         curl) ms=$(cpu "${cli[@]}" curl -sN -o /dev/null "$url") ;;
+        old-*) ms=$(cpu "${cli[@]}" "$OLD" --budget 10m --output "${c#old-}" "$url") ;;
         *) ms=$(cpu "${cli[@]}" "$SG" --budget 10m --output "$c" "$url") ;;
         esac
         samples[$c]="${samples[$c]:-} $ms"
@@ -93,6 +101,7 @@ done
 
 # the machine's load at the start and the end: the figures move with it
 [ -n "$LOAD" ] && echo "LOAD=$LOAD: two busy processes beside the clients"
+[ -n "$OLD" ] && echo "OLD=$OLD: the old sg-stream in the same rounds"
 [ -n "$PIN" ] && echo "PIN=$PIN: the server on CPU 0, the clients on CPU ${cli[2]}"
 echo "load average: $load0 at the start, $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?') at the end"
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -102,7 +111,11 @@ for c in "${clients[@]}"; do
     m=$(echo "${samples[$c]}" | median)
     rr=$(echo "${ratios[$c]}" | median)
     name=$c
-    [ "$c" = curl ] && name="curl -sN" || name="sg-stream --output $c"
+    case $c in
+    curl) name="curl -sN" ;;
+    old-*) name="old --output ${c#old-}" ;;
+    *) name="sg-stream --output $c" ;;
+    esac
     awk -v n="$name" -v m="$m" -v b="$base" -v rr="$rr" -v items="$ITEMS" -v s="${samples[$c]}" \
         'BEGIN { printf "%-22s %8d %9.1f %8.2f %9.2f  %s\n", n, m, m * 1e6 / items, m / b, rr, s }'
 done
