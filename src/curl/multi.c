@@ -29,7 +29,7 @@ struct sg_curl_multi {
     sg_clock clock;
     bool has_clock;
     int64_t curl_timer_at; /* libcurl's requested timeout, absolute */
-    int64_t armed_at;      /* what the timerfd is armed for */
+    int64_t armed_at;      /* the timerfd's: never after a deadline */
     sg__dheap heap;        /* every running operation, by next deadline */
     int running;
     sg_retry_budget *retry_budget; /* for operations without their own */
@@ -66,14 +66,9 @@ static int64_t multi_now(const sg_curl_multi *m) {
 static void rearm(sg_curl_multi *m);
 static void arm_timer(sg_curl_multi *m, int64_t at);
 
-/* When the loop has work, given the heap's earliest deadline @due. */
-static int64_t wake_after(const sg_curl_multi *m, int64_t due) {
+static int64_t wake_after(const sg_curl_multi *m, int64_t due) { /* work to do */
     int64_t clocks = sg_time_min(m->curl_timer_at, due);
     return sg_time_min(clocks, sg__curl_quiet_wake(&m->quiet, clocks));
-}
-
-static int64_t wake_at(sg_curl_multi *m) { /* when the loop has work */
-    return wake_after(m, sg__dheap_earliest(&m->heap, NULL));
 }
 
 /* ------------------------------------------------------------------ heap */
@@ -383,7 +378,7 @@ static void rearm(sg_curl_multi *m) {
     if (m->tfd < 0) {
         return;
     }
-    arm_timer(m, wake_at(m));
+    arm_timer(m, wake_after(m, sg__dheap_earliest(&m->heap, NULL)));
 }
 
 /* ------------------------------------------------------ libcurl callbacks */
@@ -527,11 +522,9 @@ void sg_curl_multi_free(sg_curl_multi *m) {
 
 /* Finished transfers, judged at the instant they are read: the clock is
  * read here, after the libcurl call that finished them, so an attempt
- * that a clock stopped inside that call is never judged before it.  It is
- * read at the first finished transfer: most calls find none. */
+ * that a clock stopped inside that call is never judged before it. */
 static void drain_messages(sg_curl_multi *m) {
-    int64_t now = 0;
-    bool have_now = false;
+    int64_t now = multi_now(m);
     CURLMsg *msg;
     int left;
     while ((msg = curl_multi_info_read(m->multi, &left)) != NULL) {
@@ -544,10 +537,6 @@ static void drain_messages(sg_curl_multi *m) {
         if (op == NULL || !op->in_multi) {
             continue;
         }
-        if (!have_now) {
-            now = multi_now(m);
-            have_now = true;
-        }
         if (sg__curl_op_complete(op, result, now) == 0) {
             sg__curl_multi_reschedule(m, op);
         }
@@ -555,8 +544,7 @@ static void drain_messages(sg_curl_multi *m) {
 }
 
 /* Each operation whose deadline has come at `now` (expiry, end of drain,
- * end of backoff), decided and told.  Returns the earliest deadline left
- * (later than `now`), as the heap has it on return. */
+ * end of backoff), decided and told.  Returns the earliest one left. */
 static int64_t decide_due(sg_curl_multi *m, int64_t now) {
     sg__dheap_node *top;
     int64_t earliest;
@@ -596,20 +584,18 @@ static void tell_server(sg_curl_multi *m, sg_curl_op *op) {
  * when sg__curl_teardown_may_run says so (teardown.c).  The clock is read again
  * before each, so a deadline that comes due meanwhile is decided first.
  * What waits is removed by a later step: the timer is armed for the clock
- * it yields to.  @next is the heap's earliest deadline on entry (what
- * decide_due returned); the heap's earliest on return is returned. */
+ * it yields to.  @next and the return: the heap's earliest deadline. */
 static int64_t teardown(sg_curl_multi *m, int64_t next) {
-    for (;;) {
+    for (;; next = sg__dheap_earliest(&m->heap, NULL)) {
         int64_t t = multi_now(m);
         if (next <= t) {
-            next = decide_due(m, t);
+            decide_due(m, t);
             continue;
         }
         sg_curl_op *op = m->detach_untold;
         if (op != NULL) {
             m->detach_untold = op->detach_next;
             tell_server(m, op);
-            next = sg__dheap_earliest(&m->heap, NULL);
             continue;
         }
         op = m->detach_head;
@@ -617,16 +603,13 @@ static int64_t teardown(sg_curl_multi *m, int64_t next) {
             return next;
         }
         sg__curl_op_detach_pending(op); /* unlinks it */
-        next = sg__dheap_earliest(&m->heap, NULL);
     }
 }
 
 /* Everything due at `now`: libcurl's timeout, then each operation whose
  * deadline has come.  Every one is decided and told before any stopped
  * transfer leaves libcurl (teardown): the last of a thousand streams
- * expiring together does not wait for 999 closes.  Returns the earliest
- * operation deadline left: the heap is asked once per call when nothing
- * ends (each ask runs every deadline function of the operation on top). */
+ * expiring together does not wait for 999 closes.  Returns the earliest left. */
 static int64_t run_due(sg_curl_multi *m, int64_t now) {
     int still;
     if (m->curl_timer_at <= now) {
@@ -635,11 +618,9 @@ static int64_t run_due(sg_curl_multi *m, int64_t now) {
         drain_messages(m);
     }
     int64_t next = teardown(m, decide_due(m, now));
-    if (m->nnudge > 0) {
-        nudge_conns(m); /* the RST_STREAMs of the HTTP/2 streams removed */
-        next = sg__dheap_earliest(&m->heap, NULL); /* libcurl ran meanwhile */
-    }
-    return next;
+    bool nudged = m->nnudge > 0; /* then libcurl runs: the heap is asked again */
+    nudge_conns(m);              /* the RST_STREAMs of the HTTP/2 streams removed */
+    return nudged ? sg__dheap_earliest(&m->heap, NULL) : next;
 }
 
 static int step(sg_curl_multi *m, int64_t max_wait_ns);
@@ -654,32 +635,19 @@ int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
     return rv;
 }
 
-/* Whether anything may be due at @now before the wait: the timer is armed
- * no later than libcurl's timeout and every operation's deadline (each
- * deadline that moves earlier re-arms it: sg__curl_multi_reschedule,
- * on_timer, the step's end), so while @now is before it, and no transfer
- * waits to be removed, run_due would find nothing - and the wait is the
- * timer's. */
-static bool may_be_due(const sg_curl_multi *m, int64_t now) {
-    return now >= m->armed_at || m->detach_head != NULL || m->nnudge > 0;
-}
-
 static int step(sg_curl_multi *m, int64_t max_wait_ns) {
-    int64_t now = multi_now(m);
+    int64_t now = multi_now(m), next = m->armed_at;
+    if (now >= next || m->detach_head != NULL || m->nnudge > 0) { /* see armed_at */
+        next = wake_after(m, run_due(m, now));
+    }
+    if (m->running == 0 && max_wait_ns < 0) {
+        return 0; /* everything ended in run_due: nothing would wake us */
+    }
     int timeout_ms = -1; /* the timerfd wakes us; epoll needs no timeout */
-    if (may_be_due(m, now)) {
-        int64_t due = run_due(m, now);
-        if (m->running == 0 && max_wait_ns < 0) {
-            return 0; /* everything ended in run_due: nothing would wake us */
-        }
-        int64_t next = wake_after(m, due);
-        if (next <= now) {
-            timeout_ms = 0;
-        } else {
-            arm_timer(m, next);
-        }
-    } else if (m->running == 0 && max_wait_ns < 0) {
-        return 0; /* nothing runs: nothing would wake us */
+    if (next <= now) {
+        timeout_ms = 0;
+    } else {
+        arm_timer(m, next);
     }
     if (max_wait_ns >= 0) {
         int64_t ms = (max_wait_ns + SG_MS(1) - 1) / SG_MS(1);
@@ -720,9 +688,7 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     drain_messages(m);
     int64_t due = run_due(m, multi_now(m));
     sg__curl_quiet_give_back(&m->quiet, m->has_clock ? &m->clock : NULL, &m->heap);
-    /* Armed for what is due next, whatever this step changed: a caller's
-     * loop waiting on sg_curl_multi_fd has nothing else to wake it.  (What
-     * rearm would ask the heap, run_due has just asked.) */
+    /* armed for what is due next: a caller's loop has nothing else to wake it */
     arm_timer(m, wake_after(m, due));
     return m->running;
 }
