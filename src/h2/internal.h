@@ -221,7 +221,9 @@ struct sg_h2_conn {
     nghttp2_option *h2opt;
     sg__h2_link *links; /* newest first */
     sg__h2_link *cur;   /* where new streams go (NULL: make a link) */
-    uint8_t *rbuf;      /* read buffers (ciphertext, plaintext), allocated once */
+    uint8_t *rbuf;      /* read buffer (TLS: then the plaintext's), see io.c */
+    size_t rbuf_size;   /* bytes a recv() may fill in rbuf (0: none yet) */
+    int rbuf_quiet;     /* reads in a row that found little to read */
     struct epoll_event ev[SG__H2_MAX_EVENTS]; /* this step's readiness */
     int nev;                                  /* entries of ev, or SG__H2_ALL_READY */
 

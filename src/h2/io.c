@@ -26,10 +26,19 @@
 #include <openssl/err.h>
 #include <openssl/x509v3.h>
 
-#define SG__H2_READ_CHUNK 65536
 /* Bytes read per step at most, so that deadlines are enforced between
  * reads even when the peer sends faster than we parse (~1 ms of work). */
-#define SG__H2_READ_BUDGET (4 * SG__H2_READ_CHUNK)
+#define SG__H2_READ_BUDGET ((size_t)262144)
+/* A connection's read buffer: SG__H2_READ_MIN bytes for a recv() at first
+ * and while the connection is quiet - its streams open or not, bursts (the
+ * first bytes of a thousand responses) included; SG__H2_READ_MAX once a
+ * step reads its whole budget (the peer sends faster than we parse: then
+ * 4 recv() a step, not 16), until SG__H2_READ_QUIET steps in a row have
+ * each read less than SG__H2_READ_MIN.  TLS adds SG__H2_READ_MIN for the
+ * plaintext: SSL_read gives one record, 16 KiB at most, per call. */
+#define SG__H2_READ_MIN ((size_t)16384)
+#define SG__H2_READ_MAX ((size_t)65536)
+#define SG__H2_READ_QUIET 8
 /* Bytes of frames gathered before one send(). */
 #define SG__H2_WRITE_BATCH 65536
 
@@ -394,20 +403,29 @@ void sg__h2_close_transport(sg__h2_link *l) {
     l->more_to_read = false;
 }
 
-int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, size_t)) {
-    if (l->conn->rbuf == NULL) {
-        /* Ciphertext and plaintext, 64 KiB each (cleartext: the one, its
-         * bytes go to nghttp2 as read): once per connection, on the heap -
-         * never 128 KiB on a caller's (perhaps small) stack. */
-        l->conn->rbuf = malloc((l->conn->opts.tls ? 2 : 1) * SG__H2_READ_CHUNK);
-        if (l->conn->rbuf == NULL) {
-            snprintf(l->errbuf, sizeof(l->errbuf), "connection lost: out of memory");
-            return -1;
-        }
+/* Makes conn->rbuf @size bytes for a recv() (and the plaintext's room
+ * under TLS).  Its bytes are dead between reads: nothing is copied. */
+static int rbuf_resize(sg_h2_conn *c, size_t size) {
+    uint8_t *p = malloc(size + (c->opts.tls ? SG__H2_READ_MIN : 0));
+    if (p == NULL) {
+        return -1;
     }
-    uint8_t *buf = l->conn->rbuf;
-    uint8_t *plain = l->conn->opts.tls ? l->conn->rbuf + SG__H2_READ_CHUNK : NULL;
+    free(c->rbuf);
+    c->rbuf = p;
+    c->rbuf_size = size;
+    return 0;
+}
+
+int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, size_t)) {
+    sg_h2_conn *c = l->conn;
+    /* on the heap, once per connection and then when its size changes -
+     * never 64 KiB on a caller's (perhaps small) stack */
+    if (c->rbuf == NULL && rbuf_resize(c, SG__H2_READ_MIN) != 0) {
+        snprintf(l->errbuf, sizeof(l->errbuf), "connection lost: out of memory");
+        return -1;
+    }
     size_t budget = SG__H2_READ_BUDGET;
+    size_t got = 0; /* bytes this step */
     l->more_to_read = false;
     for (;;) {
         if (l->fd < 0) {
@@ -418,14 +436,28 @@ int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, s
              * clocks: stop here, let the step expire and flush, and say
              * that more is waiting (next deadline = now). */
             l->more_to_read = true;
+            c->rbuf_quiet = 0;
+            if (c->rbuf_size < SG__H2_READ_MAX) {
+                /* (kept small when the large one cannot be had) */
+                (void)rbuf_resize(c, SG__H2_READ_MAX);
+            }
             return 0;
         }
-        ssize_t n = recv(l->fd, buf, SG__H2_READ_CHUNK, 0);
+        uint8_t *buf = c->rbuf;
+        uint8_t *plain = c->opts.tls ? c->rbuf + c->rbuf_size : NULL;
+        ssize_t n = recv(l->fd, buf, c->rbuf_size, 0);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
             }
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                c->rbuf_quiet = got < SG__H2_READ_MIN ? c->rbuf_quiet + 1 : 0;
+                if (c->rbuf_quiet >= SG__H2_READ_QUIET &&
+                    c->rbuf_size > SG__H2_READ_MIN) {
+                    /* quiet again: the large buffer goes back (kept when
+                     * the small one cannot be had) */
+                    (void)rbuf_resize(c, SG__H2_READ_MIN);
+                }
                 return 0;
             }
             snprintf(l->errbuf, sizeof(l->errbuf), "connection lost: recv: %s",
@@ -437,6 +469,7 @@ int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, s
                      "connection lost: closed by the server");
             return -1;
         }
+        got += (size_t)n;
         budget -= (size_t)n < budget ? (size_t)n : budget;
         l->recv_now = sg__h2_now(l->conn);
         if (l->ssl == NULL) {
@@ -448,7 +481,7 @@ int sg__h2_read(sg__h2_link *l, int (*deliver)(sg__h2_link *, const uint8_t *, s
         BIO_write(l->rbio, buf, (int)n);
         for (;;) {
             ERR_clear_error();
-            int r = SSL_read(l->ssl, plain, SG__H2_READ_CHUNK);
+            int r = SSL_read(l->ssl, plain, (int)SG__H2_READ_MIN);
             if (r > 0) {
                 if (deliver(l, plain, (size_t)r) != 0) {
                     return -1;

@@ -181,6 +181,79 @@ static void open_stream_heap_is_bounded(void **state) {
     h2t_stop(&s);
 }
 
+/* The largest read buffer an item was read from, in run_one. */
+static size_t g_rbuf_max;
+
+static int on_item_rbuf(sg_h2_op *op, const sg_item *item, void *ud) {
+    (void)item;
+    (void)ud;
+    const sg_h2_conn *c = op->conn;
+    if (c->rbuf_size > g_rbuf_max) {
+        g_rbuf_max = c->rbuf_size;
+    }
+    return 0;
+}
+
+/* Runs one stream of @query on @c to its end (OK). */
+static void run_one(sg_h2_conn *c, const char *query) {
+    g_rbuf_max = 0;
+    sg_h2_request *req = NULL;
+    assert_int_equal(sg_h2_request_new(&req), 0);
+    char path[256];
+    snprintf(path, sizeof(path), "/v1/chat/completions?%s", query);
+    sg_stream_config framing;
+    sg_stream_config_init(&framing);
+    sg_stream_config_set_terminal_data(&framing, "[DONE]");
+    assert_int_equal(sg_h2_request_set_method(req, "GET"), 0);
+    assert_int_equal(sg_h2_request_set_path(req, path), 0);
+    assert_int_equal(sg_h2_request_set_framing(req, &framing), 0);
+    assert_int_equal(sg_h2_request_set_on_item(req, on_item_rbuf), 0);
+    sg_op_options *po = NULL;
+    assert_int_equal(sg_op_options_new(&po), 0);
+    assert_int_equal(sg_op_options_set_budget(po, SG_SEC(60)), 0);
+    sg_h2_op *op = NULL;
+    assert_int_equal(sg_h2_op_new(&op, c, po, req, NULL), 0);
+    sg_op_options_free(po);
+    sg_h2_request_free(req);
+    assert_int_equal(sg_h2_conn_run(c), 0);
+    assert_int_equal(sg_h2_op_outcome(op), SG_OUTCOME_OK);
+    sg_h2_op_free(op);
+}
+
+/* A connection reads into 16 KiB while it is quiet (64 KiB only while
+ * its peer sends faster than it parses) and lets the large buffer go once
+ * it is quiet again: a quiet connection holds less than 96 KiB in all (the
+ * read buffer, nghttp2's session, the health of its endpoint; the read
+ * buffer alone was 64 KiB for the connection's life). */
+static void a_quiet_connection_reads_into_16_kib(void **state) {
+    (void)state;
+    fm_server s;
+    assert_int_equal(h2t_start(&s, g_fm_path, NULL), 0);
+    char err[SG_H2_ERROR_SIZE] = "";
+    size_t heap0 = heap_in_use();
+    sg_h2_conn *c = NULL;
+    assert_int_equal(h2t_connect(&s, false, &c, err), 0);
+    run_one(c, "n=20&gap=2");
+    assert_int_equal(g_rbuf_max, 16384);
+    assert_int_equal(c->rbuf_size, 16384);
+    size_t quiet = heap_in_use() - heap0;
+    printf("a quiet connection: heap +%zu bytes\n", quiet);
+    assert_true(quiet < 96 * 1024);
+    /* 20,000 items unpaced: when a step reads its whole budget (most
+     * runs; not when the server is the slower one) the items that follow
+     * are read 64 KiB at a time */
+    run_one(c, "n=20000&gap=0");
+    printf("unpaced: items read from up to %zu bytes\n", g_rbuf_max);
+    assert_true(g_rbuf_max == 16384 || g_rbuf_max == 65536);
+    run_one(c, "n=60&gap=2"); /* 60 quiet reads and more */
+    assert_int_equal(c->rbuf_size, 16384);
+    size_t again = heap_in_use() - heap0;
+    printf("quiet again: heap +%zu bytes\n", again);
+    assert_true(again < 96 * 1024);
+    sg_h2_conn_free(c);
+    h2t_stop(&s);
+}
+
 static void on_done_count(sg_h2_op *op, void *ud) {
     (void)op;
     (*(int *)ud)++;
@@ -350,6 +423,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(open_stream_heap_is_bounded, h2t_teardown),
+        cmocka_unit_test_teardown(a_quiet_connection_reads_into_16_kib, h2t_teardown),
         cmocka_unit_test_teardown(a_request_is_shared_until_it_changes, h2t_teardown),
         cmocka_unit_test_teardown(options_are_shared_until_they_change, h2t_teardown),
         cmocka_unit_test_teardown(a_request_keys_its_endpoint_once_and_rightly,
