@@ -104,18 +104,18 @@ typedef struct sg__h2_req {
 } sg__h2_req;
 
 struct sg_h2_op {
-    sg__lifecycle lc; /* the operation: policy, body, attempt state */
-    sg_h2_conn *conn;
+    sg__lifecycle lc;      /* the operation: policy, body, attempt state */
     sg_h2_op *prev, *next; /* the connection's list of operations */
     sg_h2_op *done_next;   /* the connection's queue of decided attempts */
     sg_h2_op *ended_next;  /* the queue of on_done calls held while in_recv */
     sg__dheap_node node;   /* in the connection's deadline heap */
     void *user_data;
-    sg__h2_req *req; /* the request, shared (one reference of it is ours) */
-    /* hedging: a hedge slot points at its operation (root), shares its
-     * request and runs attempts on its policy as streams of its own; the
-     * root's lifecycle keeps its slots */
-    sg_h2_op *root;
+    /* the request, shared (one reference of it is ours); its conn is the
+     * operation's connection (SG__H2_CONN_OF).  Hedging: a hedge slot's
+     * lifecycle has its operation's as primary (its root: root_of in
+     * op.c); it shares the request and runs attempts on the root's policy
+     * as streams of its own; the root's lifecycle keeps its slots */
+    sg__h2_req *req;
 
     /* the running attempt */
     sg__h2_link *link; /* the link its stream is on, or that it waits for */
@@ -242,6 +242,9 @@ struct sg_h2_conn {
 
 /* op.c: operations on the connection. */
 #define SG__H2_OP_OF(l) ((sg_h2_op *)((char *)(l)-offsetof(sg_h2_op, lc)))
+/* The connection of operation @op (its request copy's: one per connection;
+ * kept there, not in each of thousands of operations). */
+#define SG__H2_CONN_OF(op) ((op)->req->conn)
 int64_t sg__h2_op_deadline(const sg__dheap_node *n);
 /* The op's deadline may have moved earlier. */
 void sg__h2_reschedule(sg_h2_op *op);

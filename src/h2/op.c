@@ -33,7 +33,7 @@ int64_t sg__h2_op_deadline(const sg__dheap_node *n) {
 
 /* The deadline moved: only an earlier one needs the heap (lazy keys). */
 void sg__h2_reschedule(sg_h2_op *op) {
-    sg__dheap_reschedule(&op->conn->heap, &op->node);
+    sg__dheap_reschedule(&SG__H2_CONN_OF(op)->heap, &op->node);
 }
 
 /* ----------------------------------------------------- attempt decisions */
@@ -67,7 +67,7 @@ static void reset_stream(sg_h2_op *op, int rst_code) {
 }
 
 static void queue_decided(sg_h2_op *op) {
-    sg_h2_conn *c = op->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(op);
     if (op->queued) {
         return;
     }
@@ -90,7 +90,7 @@ void sg__h2_decide(sg_h2_op *op, int64_t now, sg_outcome how, int rst_code) {
 /* After a settle that did not end the op: its deadline moved either way. */
 static void settled(sg_h2_op *op, int ended) {
     if (!ended) {
-        sg__dheap_rekey(&op->conn->heap, &op->node);
+        sg__dheap_rekey(&SG__H2_CONN_OF(op)->heap, &op->node);
     }
 }
 
@@ -204,7 +204,7 @@ bool sg__h2_link_has_room(const sg__h2_link *l) {
 static int tp_launch(sg__lifecycle *lc, const sg_op_plan *plan, const sg__lc_stamp *st,
                      int64_t *now, sg_outcome *fail) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
-    sg_h2_conn *c = op->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(op);
     (void)plan;
     op->stream_id = 0;
     op->body_off = 0;
@@ -254,7 +254,7 @@ static void tp_abort(sg__lifecycle *lc) {
 /* The operation an attempt runner belongs to: the consumer only ever
  * sees that one. */
 static sg_h2_op *root_of(sg_h2_op *op) {
-    return op->root != NULL ? op->root : op;
+    return op->lc.primary != NULL ? SG__H2_OP_OF(op->lc.primary) : op;
 }
 
 #define ROOT_OF(l) root_of(SG__H2_OP_OF(l))
@@ -265,7 +265,7 @@ SG__LC_CALLBACK_SHIMS(sg_h2_op, ROOT_OF, CBS_OF)
  * returns the op may have been freed by on_done. */
 static void tp_finished(sg__lifecycle *lc) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
-    sg_h2_conn *c = op->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(op);
     sg__lc_settle_losers(&op->lc, sg__h2_now(c)); /* recorded before on_done */
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
         sg__lifecycle *sl = sg__lc_slot(&op->lc, i);
@@ -308,7 +308,7 @@ void sg__h2_run_ended(sg_h2_conn *c) {
 }
 
 static int64_t tp_now(sg__lifecycle *lc) {
-    return sg__h2_now(SG__H2_OP_OF(lc)->conn);
+    return sg__h2_now(SG__H2_CONN_OF(SG__H2_OP_OF(lc)));
 }
 
 static sg__lifecycle *tp_new_slot(sg__lifecycle *root);
@@ -316,7 +316,7 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root);
 static void tp_reschedule(sg__lifecycle *lc) {
     sg_h2_op *op = SG__H2_OP_OF(lc);
     if (op->node.in_heap) {
-        sg__dheap_rekey(&op->conn->heap, &op->node);
+        sg__dheap_rekey(&SG__H2_CONN_OF(op)->heap, &op->node);
     }
 }
 
@@ -331,12 +331,12 @@ static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
 }
 
 static int tp_watch(sg__lifecycle *lc, int fd) {
-    sg_h2_conn *c = SG__H2_OP_OF(lc)->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(SG__H2_OP_OF(lc));
     return sg__watch_add(&c->intents, c->epfd, fd, lc);
 }
 
 static void tp_unwatch(sg__lifecycle *lc, int fd) {
-    sg__watch_del(&SG__H2_OP_OF(lc)->conn->intents, fd);
+    sg__watch_del(&SG__H2_CONN_OF(SG__H2_OP_OF(lc))->intents, fd);
 }
 
 /* The connection's one endpoint, scheme://authority/path as requested,
@@ -596,7 +596,6 @@ int sg_h2_op_new(sg_h2_op **out, sg_h2_conn *c, const sg_op_options *policy,
         free(op);
         return rv;
     }
-    op->conn = c;
     rv = sg__dheap_push(&c->heap, &op->node);
     if (rv != 0) {
         sg__h2_op_release(op);
@@ -640,7 +639,7 @@ int sg_h2_op_cancel(sg_h2_op *op) {
  * in the connection's heap and list.  NULL when out of memory. */
 static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
     sg_h2_op *root = SG__H2_OP_OF(root_lc);
-    sg_h2_conn *c = root->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(root);
     sg_h2_op *s = calloc(1, sizeof(*s));
     if (s == NULL) {
         return NULL;
@@ -650,8 +649,6 @@ static sg__lifecycle *tp_new_slot(sg__lifecycle *root_lc) {
         free(s);
         return NULL;
     }
-    s->root = root;
-    s->conn = c;
     s->req = root->req;
     s->req->refs++;
     s->user_data = root->user_data;
@@ -686,7 +683,7 @@ void sg_h2_op_free(sg_h2_op *op) {
     if (op == NULL) {
         return;
     }
-    sg_h2_conn *c = op->conn;
+    sg_h2_conn *c = SG__H2_CONN_OF(op);
     for (size_t i = 0; i < SG_OP_MAX_HEDGES; i++) {
         if (sg__lc_slot(&op->lc, i) == NULL) {
             continue;
@@ -763,8 +760,9 @@ const char *sg_h2_op_error_body(const sg_h2_op *op, size_t *len) {
 }
 
 int sg_h2_op_report(const sg_h2_op *op, char *buf, size_t len, size_t *needed) {
-    if (op == NULL || op->conn == NULL) {
+    if (op == NULL) {
         return SG_EINVAL;
     }
-    return sg_op_report_write(op->lc.pol, sg__h2_now(op->conn), buf, len, needed);
+    return sg_op_report_write(op->lc.pol, sg__h2_now(SG__H2_CONN_OF(op)), buf, len,
+                              needed);
 }
