@@ -56,7 +56,12 @@ after=$(hwm_kb "$PX_PID")
     pass "a slow client gets the whole stream: $tokens tokens, $size bytes" ||
     fail "slow client: $tokens tokens, end $end, $size bytes"
 grow=$((after - before))
-[ "$grow" -lt 3000 ] && pass "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream" ||
+# the release build grows ~330 KiB; under AddressSanitizer its shadow
+# and redzones come on top (2,744-3,028 KiB measured): still well under
+# the stream, which a proxy that buffered it would hold whole
+most=3000
+ldd "$PX" 2>/dev/null | grep -q libasan && most=4096
+[ "$grow" -lt "$most" ] && pass "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream" ||
     fail "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream"
 grep -q '"outcome":"ok"' "$FM_DIR/slow.out" && pass "reported ok" ||
     fail "report: $(tail -c 400 "$FM_DIR/slow.out")"
