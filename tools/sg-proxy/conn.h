@@ -189,7 +189,11 @@ static inline bool op_running(const struct conn *c) {
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */
 void start_operation(struct conn *c);
-void pool_leave(struct conn *c); /* after its handle's cleanup */
+/* pool.c: @c's request to an HTTP/1.x route goes through the lowest
+ * shard with room (out of memory, the multi's cache); it leaves after its
+ * handle's cleanup. */
+void pool_join(struct conn *c, CURL *e);
+void pool_leave(struct conn *c);
 /* What an ended operation leaves to do, after the pass that ended it:
  * its report line and metrics, its memory, and (when nothing waits for
  * the client) the connection. */

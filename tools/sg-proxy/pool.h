@@ -1,5 +1,5 @@
 /* sg-proxy: which of libcurl's connection caches a plain HTTP/1.1
- * upstream request goes through (upstream.c keeps the caches).
+ * upstream request goes through (pool.c keeps the caches).
  *
  * Why more than one: libcurl 7.88 looks for a connection to reuse by
  * walking every connection its cache holds to the request's host

@@ -168,7 +168,7 @@ struct proxy {
     int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
     /* plain HTTP/1.1 upstream connections: shards of libcurl's connection
-     * cache, a share each, and each one's requests (pool.h, upstream.c) */
+     * cache, a share each, and each one's requests (pool.h, pool.c) */
     struct {
         CURLSH **share;
         uint32_t *busy;
@@ -201,7 +201,7 @@ struct proxy {
     uint64_t next_id;
 };
 
-/* upstream.c: the shards closed, their idle connections with them
+/* pool.c: the shards closed, their idle connections with them
  * (after every handle, after the multi). */
 void pool_free(struct proxy *p);
 
