@@ -419,6 +419,12 @@ int route_finish(struct route *r, char *err, size_t errlen) {
     if (r->upstream == NULL || r->profile == NULL) {
         return ERR("route %s: upstream and profile are required", r->name);
     }
+    /* no TLS on any endpoint (upstream.c: no CA paths, the shared read
+     * buffer, the shards from the first request) */
+    r->plain = strncasecmp(r->upstream, "http://", 7) == 0;
+    for (int i = 0; r->plain && i < r->nfallback; i++) {
+        r->plain = strncasecmp(r->fallback[i], "http://", 7) == 0;
+    }
     if (set_backoff(r->policy, r->backoff_base, r->backoff_max) != 0) {
         return ERR("route %s: backoff-max must be at least backoff-base", r->name);
     }

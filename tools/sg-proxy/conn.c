@@ -223,18 +223,8 @@ void conn_free(struct conn *c) {
             break;
         }
     }
-    /* in the finish queue only when freed at exit (conns_finish takes it
-     * out first otherwise) */
-    for (struct conn **pp = &p->finish_head, *prev = NULL; c->finishing && *pp != NULL;
-         prev = *pp, pp = &(*pp)->finish_next) {
-        if (*pp == c) {
-            *pp = c->finish_next;
-            if (p->finish_tail == c) {
-                p->finish_tail = prev;
-            }
-            break;
-        }
-    }
+    /* never in the finish queue here: conns_finish takes a connection out
+     * before it ends it, and conns_free drains the queue first */
     free_op(c);
     routes_unref(c->set);
     close(c->fd); /* leaves epoll by itself */
@@ -264,7 +254,7 @@ void conn_finish_later(struct conn *c) {
     p->finish_tail = c;
 }
 
-bool conns_finish(struct proxy *p, int64_t slice) {
+void conns_finish(struct proxy *p, int64_t slice) {
     const int64_t until = sg_time_add(now_ns(), slice);
     while (p->finish_head != NULL) {
         struct conn *c = p->finish_head;
@@ -278,7 +268,6 @@ bool conns_finish(struct proxy *p, int64_t slice) {
             break;
         }
     }
-    return p->finish_head != NULL;
 }
 
 /* A whole answer before any operation (a bad request, a limit, a
@@ -686,7 +675,7 @@ void conns_close_idle(struct proxy *p) {
 }
 
 void conns_free(struct proxy *p) {
-    (void)conns_finish(p, SG_TIME_NEVER); /* every ended operation's report */
+    conns_finish(p, SG_TIME_NEVER); /* every ended operation's report */
     while (p->conns != NULL) {
         conn_free(p->conns);
     }

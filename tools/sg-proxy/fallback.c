@@ -156,24 +156,27 @@ int fallback_endpoints(struct conn *c, sg_curl_options *o, const char *target,
     return rv;
 }
 
+/* The fallback whose own profile frames endpoint @ep of @r (0 the
+ * upstream, i fallback i): its index, or -1 for the route's. */
+static int own_profile(const struct route *r, uint32_t ep) {
+    return ep > 0 && (int)ep <= r->nfallback && r->fb_profile[ep - 1] != NULL
+               ? (int)ep - 1
+               : -1;
+}
+
 void fallback_framing(const struct conn *c, uint32_t attempt,
                       const sg_stream_config **framing, const char **profile) {
     const struct route *r = c->route;
     const sg_op *pol = c->op != NULL ? sg_curl_op_policy(c->op) : NULL;
     const sg_op_attempt *a = attempt > 0 ? sg_op_attempt_at(pol, attempt - 1) : NULL;
-    uint32_t ep = a != NULL ? a->endpoint : 0;
-    *framing = &r->framing;
-    *profile = endpoint_profile(r, ep);
-    if (*profile != r->profile) {
-        *framing = &r->fb_framing[ep - 1];
-    }
+    int own = own_profile(r, a != NULL ? a->endpoint : 0);
+    *framing = own >= 0 ? &r->fb_framing[own] : &r->framing;
+    *profile = own >= 0 ? r->fb_profile[own] : r->profile;
 }
 
 const char *endpoint_profile(const struct route *r, uint32_t ep) {
-    if (ep > 0 && (int)ep <= r->nfallback && r->fb_profile[ep - 1] != NULL) {
-        return r->fb_profile[ep - 1];
-    }
-    return r->profile;
+    int own = own_profile(r, ep);
+    return own >= 0 ? r->fb_profile[own] : r->profile;
 }
 
 /* The model endpoint @ep (0 the primary, i fallback i) asks for, as

@@ -597,7 +597,7 @@ static int run(struct proxy *p, struct settings *s) {
         /* what ended operations leave to do, a slice a pass: a clock due
          * meanwhile is decided (its client told) at the next pass, not
          * after every report line, free and close of the others */
-        (void)conns_finish(p, FINISH_SLICE);
+        conns_finish(p, FINISH_SLICE);
     }
 }
 

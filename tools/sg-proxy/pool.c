@@ -57,6 +57,17 @@ void pool_join(struct conn *c, CURL *e) {
     }
 }
 
+/* The shards above the lowest @keep closed, from the top, with the idle
+ * connections they kept.  No handle uses them: their requests' handles
+ * are gone, and a hedge's duplicate (curl_easy_duphandle) does not take
+ * the share in libcurl 7.88 to 8.10 - nor outlives its root's operation. */
+static void shards_close_to(struct proxy *p, uint32_t keep) {
+    while (p->pool.n > keep &&
+           curl_share_cleanup(p->pool.share[p->pool.n - 1]) == CURLSHE_OK) {
+        p->pool.n--;
+    }
+}
+
 /* @c's handle has been cleaned up (a share must outlive its handles):
  * its shard has one request fewer, and the empty shards at the top go,
  * closing the idle connections they kept. */
@@ -67,23 +78,11 @@ void pool_leave(struct conn *c) {
     }
     p->pool.busy[c->pool_shard - 1]--;
     c->pool_shard = 0;
-    uint32_t keep = pool_keep(p->pool.busy, p->pool.n);
-    while (p->pool.n > keep) {
-        /* no handle uses it: its requests' handles are gone, and a hedge's
-         * duplicate (curl_easy_duphandle) does not take the share in
-         * libcurl 7.88 to 8.10 - nor outlives its root's operation */
-        if (curl_share_cleanup(p->pool.share[p->pool.n - 1]) != CURLSHE_OK) {
-            break;
-        }
-        p->pool.n--;
-    }
+    shards_close_to(p, pool_keep(p->pool.busy, p->pool.n));
 }
 
 void pool_free(struct proxy *p) {
-    while (p->pool.n > 0 &&
-           curl_share_cleanup(p->pool.share[p->pool.n - 1]) == CURLSHE_OK) {
-        p->pool.n--;
-    }
+    shards_close_to(p, 0);
     if (p->pool.n == 0) {
         free(p->pool.share);
         free(p->pool.busy);

@@ -91,6 +91,7 @@ struct route {
      * whose upstreams have answered over HTTP/1.x only goes through the
      * shards of plain routes (pool.h) */
     bool seen_h1, seen_h2;
+    bool plain; /* every endpoint plain http:// (route_finish) */
     const char *cafile;
     int64_t backoff_base, backoff_max, hedge_after; /* 0: unset */
     int64_t budget, floor; /* as given (0: not given), to check them together */
@@ -224,9 +225,10 @@ void conns_flush(struct proxy *p);
 /* The ends of operations that on_done queued (their clients already
  * told): report, metrics, the operation freed, the connection closed when
  * nothing waits for its client - oldest first, until @slice ns have
- * passed (at least one each call).  Returns whether more wait: the loop
- * then looks at its sockets and clocks without sleeping, and comes back. */
-bool conns_finish(struct proxy *p, int64_t slice);
+ * passed (at least one each call).  What is left waits in the queue: the
+ * loop then looks at its sockets and clocks without sleeping, and comes
+ * back. */
+void conns_finish(struct proxy *p, int64_t slice);
 /* SIGTERM ran out of drain time: cancel every operation. */
 void conns_cancel_all(struct proxy *p);
 void conns_close_idle(struct proxy *p); /* no request being answered: closed */

@@ -45,7 +45,6 @@
  * reached them); set once before libcurl is, never changed while it runs,
  * so libcurl's resolver threads read it without a lock. */
 static void *shared;
-static bool enabled;
 
 static void *rb_malloc(size_t n) {
     return n == RB_BYTES ? shared : malloc(n);
@@ -58,8 +57,8 @@ static void rb_free(void *p) {
 }
 
 static void *rb_realloc(void *p, size_t n) {
-    if (p == NULL || p != shared) {
-        return realloc(p, n); /* NULL: a first block, never the shared one */
+    if (p != shared) {
+        return realloc(p, n); /* shared is set while these are libcurl's */
     }
     void *q = malloc(n); /* libcurl resizes no read buffer; kept whole if so */
     if (q != NULL) {
@@ -78,12 +77,10 @@ static void *rb_calloc(size_t n, size_t size) {
 
 int readbuf_init(void) {
     curl_version_info_data *v = curl_version_info(CURLVERSION_NOW);
-    if (v->version_num >= 0x080000) {
-        return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
-    }
-    void *b =
-        mmap(NULL, RB_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (b == MAP_FAILED) {
+    void *b = v->version_num < 0x080000 ? mmap(NULL, RB_BYTES, PROT_READ | PROT_WRITE,
+                                               MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                                        : MAP_FAILED;
+    if (b == MAP_FAILED) { /* libcurl 8 reads otherwise; or no mapping */
         return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
     }
     shared = b;
@@ -93,7 +90,6 @@ int readbuf_init(void) {
         shared = NULL;
         return -1;
     }
-    enabled = true;
     return 0;
 }
 
@@ -103,15 +99,14 @@ void readbuf_cleanup(void) {
         munmap(shared, RB_BYTES);
     }
     shared = NULL;
-    enabled = false;
 }
 
 bool readbuf_enabled(void) {
-    return enabled;
+    return shared != NULL;
 }
 
 bool readbuf_share(CURL *e, const char *url) {
-    if (!enabled || strlen(url) >= READBUF_SHARED_SIZE / 2) {
+    if (shared == NULL || strlen(url) >= READBUF_SHARED_SIZE / 2) {
         return false;
     }
     if (curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1) !=

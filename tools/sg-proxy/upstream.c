@@ -189,13 +189,12 @@ static int on_bytes(sg_curl_op *op, uint32_t attempt, const void *data, size_t l
  * token comes) and at the end. */
 static void learn_version(struct conn *c) {
     long v = 0;
-    struct routes *set = c->set;
-    if (c->easy == NULL || set == NULL || c->route < set->r ||
-        c->route >= set->r + set->n || c->route->seen_h2 ||
+    if (c->easy == NULL || c->route->seen_h2 ||
         curl_easy_getinfo(c->easy, CURLINFO_HTTP_VERSION, &v) != CURLE_OK) {
         return;
     }
-    struct route *r = &set->r[c->route - set->r]; /* the set's own, writable */
+    /* c->route is c->set's own (conn.c sets both), here writable */
+    struct route *r = &c->set->r[c->route - c->set->r];
     if (v >= CURL_HTTP_VERSION_2_0) {
         r->seen_h2 = true;
     } else if (v == CURL_HTTP_VERSION_1_0 || v == CURL_HTTP_VERSION_1_1) {
@@ -618,19 +617,6 @@ static int with_usage(struct conn *c, const char *target, size_t target_len,
     return 0;
 }
 
-/* Whether every endpoint of @r is plain HTTP (no TLS to verify). */
-static bool route_plain(const struct route *r) {
-    if (strncasecmp(r->upstream, "http://", 7) != 0) {
-        return false;
-    }
-    for (int i = 0; i < r->nfallback; i++) {
-        if (strncasecmp(r->fallback[i], "http://", 7) != 0) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Whether the environment names a proxy libcurl may go through (one
  * reached over TLS needs its CA paths); read once. */
 static bool proxy_in_env(void) {
@@ -696,7 +682,7 @@ void start_operation(struct conn *c) {
     }
     if (r->cafile != NULL) {
         curl_easy_setopt(e, CURLOPT_CAINFO, r->cafile);
-    } else if (route_plain(r)) {
+    } else if (r->plain) {
         /* no TLS on any endpoint: libcurl's default CA paths would be
          * copied into the handle and again into its connection for
          * nothing (four strings, ~160 bytes a stream) */
@@ -708,7 +694,7 @@ void start_operation(struct conn *c) {
             (void)readbuf_share(e, c->url); /* no read buffer per stream: readbuf.c */
         }
     }
-    if (route_plain(r) || (r->seen_h1 && !r->seen_h2)) {
+    if (r->plain || (r->seen_h1 && !r->seen_h2)) {
         pool_join(c, e); /* HTTP/1.x only: pool.h */
     } else if (strncmp(c->url, "https://", 8) == 0) {
         /* wait for a connection being made to say whether it multiplexes
