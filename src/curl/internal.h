@@ -153,6 +153,7 @@ struct sg_curl_op {
         bool h2;              /* the request went on a TLS connection that chose h2 */
         bool refused;         /* the server refused it unprocessed (HTTP/2) */
         bool h1;              /* its response's status line said HTTP/1.x */
+        bool rbuf_missed;     /* its reads come from no placed buffer */
         curl_socket_t sock;   /* what the managed multi watches for it, or -1 */
         size_t header_bytes;  /* of the current response head */
         void *rbuf;           /* libcurl's read buffer for it, once found

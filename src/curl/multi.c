@@ -27,7 +27,7 @@ struct sg_curl_multi {
     int epfd;
     int tfd;
     sg_clock clock;
-    bool has_clock;
+    const sg_clock *clk;   /* &clock, or NULL: the system's */
     int64_t curl_timer_at; /* libcurl's requested timeout, absolute */
     int64_t armed_at;      /* the timerfd's: never after a deadline */
     sg__dheap heap;        /* every running operation, by next deadline */
@@ -60,7 +60,7 @@ struct nudge {
 };
 
 static int64_t multi_now(const sg_curl_multi *m) {
-    return sg_clock_now(m->has_clock ? &m->clock : NULL);
+    return sg_clock_now(m->clk);
 }
 
 static void rearm(sg_curl_multi *m);
@@ -447,7 +447,7 @@ int sg_curl_multi_new(sg_curl_multi **out, const sg_clock *clock) {
     }
     if (clock != NULL) {
         m->clock = *clock;
-        m->has_clock = true;
+        m->clk = &m->clock;
     }
     m->curl_timer_at = SG_TIME_NEVER;
     m->armed_at = SG_TIME_NEVER;
@@ -687,7 +687,7 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     }
     drain_messages(m);
     int64_t due = run_due(m, multi_now(m));
-    sg__curl_quiet_give_back(&m->quiet, m->has_clock ? &m->clock : NULL, &m->heap);
+    sg__curl_quiet_give_back(&m->quiet, m->clk, &m->heap);
     /* armed for what is due next: a caller's loop has nothing else to wake it */
     arm_timer(m, wake_after(m, due));
     return m->running;

@@ -72,12 +72,16 @@ static int tp_bytes(sg__lifecycle *lc, const void *data, size_t len) {
  * multi, with libcurl's read buffers placed (sg_curl_global_init) and an
  * HTTP/1.x response, the transfer goes last in the multi's list of those
  * whose buffer goes back when quiet.  Its buffer is looked up once per
- * attempt; after that a read costs a few stores. */
+ * attempt (a miss too: the application's own CURLOPT_BUFFERSIZE, or
+ * decoded bytes, are not looked up at every read under the lock); after
+ * that a read costs a few stores. */
 static void note_read(sg_curl_op *op, const void *p, size_t n, int64_t now) {
-    if (op->owner == NULL || !op->at.h1 || op->at.h2 || !sg__curl_readbuf_on()) {
+    if (op->owner == NULL || !op->at.h1 || op->at.h2 || op->at.rbuf_missed ||
+        !sg__curl_readbuf_on()) {
         return;
     }
     if (op->at.rbuf == NULL && (op->at.rbuf = sg__curl_readbuf_of(p, n)) == NULL) {
+        op->at.rbuf_missed = true; /* not looked up again this attempt */
         return;
     }
     sg__curl_multi_touch(op->owner, op, now);
@@ -161,7 +165,10 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *user_data) 
         /* The end of a header block: what follows may be a long wait for
          * the first byte of the body. */
         int64_t now = op_now(op);
-        note_read(op, buf, n, now);
+        if (op->at.rbuf != NULL) {
+            note_read(op, buf, n, now); /* trailers: a head's own bytes are
+                                         * libcurl's header buffer's */
+        }
         if (sg__lc_headers_end(&op->lc, now) == SG__LC_ERROR) {
             /* The answer is in (http_error, now); what the server said
              * comes with the body, read while it drains (when the

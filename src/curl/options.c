@@ -92,12 +92,10 @@ static void unshare(sg_curl_options *o) {
 /* A setter of one plain field: the copy goes first. */
 #define CURL_SET(o, field, value) \
     do {                          \
-        if ((o) == NULL) {        \
-            return SG_EINVAL;     \
+        if ((o) != NULL) {        \
+            unshare(o);           \
         }                         \
-        unshare(o);               \
-        (o)->field = (value);     \
-        return 0;                 \
+        SG__SET(o, field, value); \
     } while (0)
 
 void sg_curl_options_free(sg_curl_options *o) {

@@ -180,14 +180,6 @@ static void *rb_realloc(void *p, size_t n) {
     return q;
 }
 
-static char *rb_strdup(const char *s) {
-    return base_strdup(s);
-}
-
-static void *rb_calloc(size_t n, size_t size) {
-    return base_calloc(n, size);
-}
-
 int sg_curl_global_init_mem(long flags, curl_malloc_callback m, curl_free_callback f,
                             curl_realloc_callback r, curl_strdup_callback s,
                             curl_calloc_callback c) {
@@ -218,8 +210,9 @@ int sg_curl_global_init_mem(long flags, curl_malloc_callback m, curl_free_callba
     base_realloc = given ? r : realloc;
     base_strdup = given ? s : strdup;
     base_calloc = given ? c : calloc;
-    if (curl_global_init_mem(flags, rb_malloc, rb_free, rb_realloc, rb_strdup,
-                             rb_calloc) != CURLE_OK) {
+    /* strings and zeroed blocks are never a read buffer: the base's own */
+    if (curl_global_init_mem(flags, rb_malloc, rb_free, rb_realloc, base_strdup,
+                             base_calloc) != CURLE_OK) {
         return SG_ECURL;
     }
     inits = 1;

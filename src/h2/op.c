@@ -700,17 +700,15 @@ void sg_h2_op_free(sg_h2_op *op) {
         sg__h2_op_release(s);
         sg__lc_slot_clear(&op->lc, i);
     }
-    if (c != NULL) {
-        reset_stream(op, NGHTTP2_CANCEL);
-        if (op->node.in_heap) {
-            sg__dheap_remove(&c->heap, &op->node);
-            c->running--;
-        }
-        if (op->queued) {
-            unqueue(c, op);
-        }
-        unlink_op(c, op);
+    reset_stream(op, NGHTTP2_CANCEL);
+    if (op->node.in_heap) {
+        sg__dheap_remove(&c->heap, &op->node);
+        c->running--;
     }
+    if (op->queued) {
+        unqueue(c, op);
+    }
+    unlink_op(c, op);
     sg__h2_op_release(op);
 }
 

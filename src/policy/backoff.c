@@ -111,7 +111,6 @@ bool sg__read_retry_after(sg_op_attempt *a, const sg_op_result *r, int64_t *ra_n
             rec->retry_after_raw[0] = (char)(unsigned char)keep;
             memcpy(rec->retry_after_raw + 1, r->retry_after, keep);
             rec->retry_after_raw[keep + 1] = '\0';
-            rec->retry_after_flags |= SG__RA_RAW_GIVEN;
         }
         if (sg_retry_after_parse(r->retry_after, r->retry_after_len, r->wall_now_s, &d) ==
                 0 &&

@@ -564,7 +564,7 @@ void sg__health_feed(sg_op *op, const sg__end *e) {
 }
 
 /* Whether record @attempt of @op runs and holds its endpoint's probe. */
-static bool holds_probe(const sg_op *op, uint32_t attempt) {
+bool sg__op_probe_out(const sg_op *op, uint32_t attempt) {
     if (op == NULL || op->health_ == NULL || attempt == 0 || attempt > op->count_) {
         return false;
     }
@@ -572,12 +572,8 @@ static bool holds_probe(const sg_op *op, uint32_t attempt) {
     return rec != NULL && rec->pub.running && (rec->health & SG__HREC_PROBE);
 }
 
-bool sg__op_probe_out(const sg_op *op, uint32_t attempt) {
-    return holds_probe(op, attempt);
-}
-
 void sg__op_first_item(sg_op *op, uint32_t attempt, int64_t now) {
-    if (!holds_probe(op, attempt)) {
+    if (!sg__op_probe_out(op, attempt)) {
         return;
     }
     sg__rec *rec = sg__rec_w(sg__record_w(op, attempt - 1));

@@ -202,7 +202,7 @@ typedef struct sg__rec {
     uint8_t health;            /* SG__HREC_*: what it holds of its endpoint's health */
     uint64_t hseq;             /* its number in its endpoint's request window count */
     const char *profile;       /* the provider profile framing it (static), NULL none */
-    /* the raw Retry-After its response gave (SG__RA_RAW_GIVEN), allocated
+    /* the raw Retry-After its response gave (NULL: none), allocated
      * then: its length in the first byte, then its bytes (at most
      * SG__OP_RETRY_AFTER_RAW_MAX) and a NUL; NULL when none (most
      * attempts: a record is one per open stream) */
@@ -215,7 +215,7 @@ static inline const sg__rec *sg__rec_c(const sg_op_attempt *a) {
 static inline sg__rec *sg__rec_w(sg_op_attempt *a) {
     return (sg__rec *)(void *)a;
 }
-/* The raw Retry-After @r kept (SG__RA_RAW_GIVEN), its length in *@len. */
+/* The raw Retry-After @r kept, its length in *@len. */
 static inline const char *sg__rec_retry_after_raw(const sg__rec *r, size_t *len) {
     *len = (unsigned char)r->retry_after_raw[0];
     return r->retry_after_raw + 1;
@@ -378,7 +378,7 @@ const sg_op_options *sg__op_options_of(const sg_op *op);
 /* Bits of sg__rec.retry_after_flags: the raw Retry-After was
  * given (retry_after_raw holds it); retry_after_ns came from the
  * retry-after-ms field (the report's retry_after_source). */
-enum { SG__RA_RAW_GIVEN = 1u << 0, SG__RA_FROM_MS = 1u << 1 };
+enum { SG__RA_FROM_MS = 1u << 1 };
 
 /* An sg_op's state (op->state_). */
 enum { SG__OP_READY = 1, SG__OP_RUNNING, SG__OP_BACKOFF, SG__OP_FINISHED, SG__OP_INTENT };

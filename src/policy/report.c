@@ -158,7 +158,7 @@ static void sg__write_attempt(sg__sink *s, const sg_op *op, const sg_op_attempt 
     sg__f_u64(s, "bytes", a->bytes, &first);
     sg__sink_key(s, "retry_after", &first);
     const sg__rec *rec = sg__rec_c(a);
-    if (rec->retry_after_flags & SG__RA_RAW_GIVEN) {
+    if (rec->retry_after_raw != NULL) {
         /* The server's bytes, verbatim up to SG__OP_RETRY_AFTER_RAW_MAX:
          * anything may be in them, hence the escaping. */
         size_t len;

@@ -346,14 +346,16 @@ static int maybe_hedge(sg__lifecycle *root, int64_t now) {
     if (hedge_due(root) > now) {
         return 0;
     }
-    if (root->slots == NULL) { /* the table, at the first hedge */
-        root->slots = calloc(SG_OP_MAX_HEDGES, sizeof(*root->slots));
+    /* the table, at the first hedge */
+    if (root->slots == NULL &&
+        (root->slots = calloc(SG_OP_MAX_HEDGES, sizeof(*root->slots))) == NULL) {
+        root->hedge_off = true; /* no memory: the original goes on alone */
+        return 0;
     }
     sg__lifecycle *slot = NULL;
     for (size_t i = 0; i < SG_OP_MAX_HEDGES && slot == NULL; i++) {
-        if (root->slots == NULL ||
-            (root->slots[i] == NULL &&
-             (root->slots[i] = root->tp->new_slot(root)) == NULL)) {
+        if (root->slots[i] == NULL &&
+            (root->slots[i] = root->tp->new_slot(root)) == NULL) {
             root->hedge_off = true; /* no memory: the original goes on alone */
             return 0;
         }
