@@ -59,6 +59,7 @@
 
 #include "curl/internal.h"
 #include "harness.h"
+#include "timing.h"
 
 #define QUIET_MS 1000
 
@@ -199,28 +200,6 @@ typedef struct census {
     size_t heap; /* mallinfo2: in use */
     long rss_kib;
 } census;
-
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            v = atol(line + 6);
-        }
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return v;
-}
 
 static int cmpu64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -393,7 +372,7 @@ static void run_config(const char *base, const char *config, int n) {
         fprintf(stderr, "bench_curl_memory: setup failed\n");
         exit(1);
     }
-    if (strstr(config, "100") != NULL) {
+    if (strncmp(config, "readbuf100", 10) == 0) {
         sg_curl_multi_set_read_buffer_release(m, SG_MS(100));
     }
     char url[256];

@@ -45,6 +45,7 @@
 #include <streamguard/ledger.h>
 
 #include "harness.h"
+#include "timing.h"
 
 extern char **environ;
 
@@ -54,28 +55,6 @@ static bool readbuf; /* "r": sg_curl_global_init */
 
 static int64_t now_ns(void) {
     return sg_clock_now(NULL);
-}
-
-static double cpu_seconds(void) {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
-           (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
-}
-
-static long rss_kib(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long v = -1;
-    while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
-        if (strncmp(line, "VmRSS:", 6) == 0) {
-            v = atol(line + 6);
-        }
-    }
-    if (f != NULL) {
-        fclose(f);
-    }
-    return v;
 }
 
 static int start_server(const char *bin) {

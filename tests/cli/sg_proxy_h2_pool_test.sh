@@ -5,7 +5,7 @@
 #   default SETTINGS_MAX_CONCURRENT_STREAMS) they share one connection,
 #   at most ceil(300 / 10,000) + 1 - not one TLS connection (handshake,
 #   OpenSSL buffers, nghttp2 session) per few streams: with libcurl's own
-#   cap of 100 streams a connection the burst opened 30-159, each waiting
+#   cap of 100 streams a connection the burst opened 30-201, each waiting
 #   transfer past the first 100 opening one of its own;
 # - to a server that takes 40 a connection, what libcurl 7.88 does: past
 #   the first connection's 40 each waiting transfer may open one, since a
@@ -21,11 +21,6 @@ hard=$(ulimit -Hn)
     { echo "skip: the hard limit on open files is $hard"; exit 77; }
 ulimit -n "$hard"
 
-# stat NAME: sg-fakemodel's /_stats counter NAME.
-stat() {
-    curl -sS -m 5 "http://127.0.0.1:$FM_PORT/_stats" | grep -o "\"$1\":[0-9]*" | cut -d: -f2
-}
-
 # burst TAG MOST: BURST streams at once through a fresh proxy, each about
 # a second long: all 200 and whole, on at most MOST upstream connections.
 # One request goes first and ends: until a connection has read the
@@ -40,13 +35,13 @@ burst() {
     for i in $(seq 1 "$BURST"); do
         args+=(-o "$FM_DIR/$tag$i.burst" "$url?n=5&gap=200")
     done
-    before=$(stat connections_total)
+    before=$(fm_stat connections_total)
     curl -sN -m 10 -o "$FM_DIR/$tag.warm" -X POST -d '{}' "$url?n=1" ||
         fail "$tag: the first request failed"
     curl -sN -m 60 -Z --parallel-max "$BURST" --parallel-immediate -X POST -d '{}' \
         -w "%{http_code}\\n" "${args[@]}" >"$FM_DIR/$tag.codes" 2>/dev/null
     # each /_stats read opens a connection of its own: not counted
-    opened=$(($(stat connections_total) - before - 1))
+    opened=$(($(fm_stat connections_total) - before - 1))
     ok=$(grep -c '^200$' "$FM_DIR/$tag.codes")
     whole=$(grep -l '\[DONE\]' "$FM_DIR/$tag"*.burst | wc -l)
     [ "$ok" -eq "$BURST" ] && [ "$whole" -eq "$BURST" ] &&

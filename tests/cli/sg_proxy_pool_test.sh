@@ -20,19 +20,13 @@ hard=$(ulimit -Hn)
 ulimit -n "$hard"
 px_upstream --no-h2
 
-# stat PORT NAME: that sg-fakemodel's /_stats counter NAME.
-stat() {
-    curl -sS -m 5 "http://127.0.0.1:$1/_stats" | grep -o "\"$2\":[0-9]*" | cut -d: -f2
-}
-
-# opened_by PORT CMD...: the connections sg-fakemodel at PORT saw opened
-# while CMD ran (each /_stats read opens one of its own: not counted).
+# opened_by CMD...: the connections sg-fakemodel saw opened while CMD ran
+# (each /_stats read opens one of its own: not counted).
 opened_by() {
-    local port=$1 before after
-    shift
-    before=$(stat "$port" connections_total)
+    local before after
+    before=$(fm_stat connections_total)
     "$@" >&2
-    after=$(stat "$port" connections_total)
+    after=$(fm_stat connections_total)
     echo $((after - before - 1))
 }
 
@@ -69,21 +63,21 @@ h1() {
     shift 2
     px_start "$tag" "$@" --profile openai --log /dev/null --max-connections $((BURST + 64))
     local url="http://127.0.0.1:$PX_PORT/v1/chat/completions"
-    n=$(opened_by "$FM_PORT" sequential "$url" "$tag-seq")
+    n=$(opened_by sequential "$url" "$tag-seq")
     [ "$n" -eq $((1 + first)) ] &&
         pass "$tag: 20 sequential requests, $n upstream connection(s)" ||
         fail "$tag: 20 sequential requests opened $n upstream connections, not $((1 + first))"
     burst "$url" "$tag-b"
     # the burst over: the open upstream connections come down to shard 0's
     for _ in $(seq 1 50); do
-        open=$(($(stat "$FM_PORT" connections) - 1))
+        open=$(($(fm_stat connections) - 1))
         [ "$open" -le $((SHARD + first)) ] && break
         sleep 0.1
     done
     [ "$open" -le $((SHARD + first)) ] &&
         pass "$tag: after the burst $open idle upstream connections kept (<= $SHARD + $first)" ||
         fail "$tag: after the burst $open upstream connections still open (> $SHARD + $first)"
-    n=$(opened_by "$FM_PORT" sequential "$url" "$tag-after")
+    n=$(opened_by sequential "$url" "$tag-after")
     [ "$n" -le 0 ] && pass "$tag: then 20 sequential requests reuse a kept connection" ||
         fail "$tag: then 20 sequential requests opened $n upstream connections"
     kill -KILL "$PX_PID"

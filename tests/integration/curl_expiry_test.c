@@ -23,6 +23,8 @@
 
 #include <streamguard/curl.h>
 
+#include "../sg_auto.h"
+
 enum { STREAMS = 3 };
 
 static sg_manual_clock mc;
@@ -61,12 +63,9 @@ static void on_done(sg_curl_op *op, void *ud) {
 }
 
 static sg_curl_options *options(const sg_clock *clock) {
-    sg_stream_config f;
-    sg_stream_config_init(&f);
     sg_curl_options *co = NULL;
-    assert_int_equal(sg_stream_config_set_terminal_data(&f, "[DONE]"), 0);
     assert_int_equal(sg_curl_options_new(&co), 0);
-    assert_int_equal(sg_curl_options_set_framing(co, &f), 0);
+    sg_test_curl_done(co);
     assert_int_equal(sg_curl_options_set_clock(co, clock), 0);
     assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
     assert_int_equal(sg_curl_options_set_on_done(co, on_done), 0);

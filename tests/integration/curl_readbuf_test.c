@@ -21,6 +21,8 @@
 #include "curl/internal.h"
 #include "harness.h"
 
+#include "../sg_auto.h"
+
 enum { STREAMS = 20, ITEMS = 6 };
 
 typedef struct slot {
@@ -53,12 +55,9 @@ static bool resident(const void *page) {
 }
 
 static sg_curl_options *options(void) {
-    sg_stream_config f;
-    sg_stream_config_init(&f);
     sg_curl_options *co = NULL;
-    assert_int_equal(sg_stream_config_set_terminal_data(&f, "[DONE]"), 0);
     assert_int_equal(sg_curl_options_new(&co), 0);
-    assert_int_equal(sg_curl_options_set_framing(co, &f), 0);
+    sg_test_curl_done(co);
     assert_int_equal(sg_curl_options_set_on_item(co, on_item), 0);
     assert_int_equal(sg_curl_options_set_on_done(co, on_done), 0);
     assert_int_equal(sg_curl_options_set_cafile(co, fm_group()->ca_path), 0);
