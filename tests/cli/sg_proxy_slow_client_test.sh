@@ -56,11 +56,13 @@ after=$(hwm_kb "$PX_PID")
     pass "a slow client gets the whole stream: $tokens tokens, $size bytes" ||
     fail "slow client: $tokens tokens, end $end, $size bytes"
 grow=$((after - before))
-# the release build grows ~330 KiB; under AddressSanitizer its shadow
-# and redzones come on top (2,744-3,028 KiB measured): still well under
-# the stream, which a proxy that buffered it would hold whole
+# the release build grows 330-500 KiB.  Under AddressSanitizer its
+# allocator's own memory comes on top (2,744-3,748 KiB measured, from run
+# to run): there the bound is the stream itself, which a proxy that
+# buffered it would hold whole.  An ASan build is told by its runtime's
+# symbols (clang links the runtime in: no libasan for ldd to show)
 most=3000
-ldd "$PX" 2>/dev/null | grep -q libasan && most=4096
+grep -qa __asan_init "$PX" && most=$((size / 1024))
 [ "$grow" -lt "$most" ] && pass "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream" ||
     fail "the proxy's peak memory grew by $grow KiB for a $((size / 1024)) KiB stream"
 grep -q '"outcome":"ok"' "$FM_DIR/slow.out" && pass "reported ok" ||
