@@ -76,18 +76,21 @@ ge 100 "$(fm_field "$(K fdelay)" headers_sent since_received_ms)" || fail "first
 ge "$(fm_field "$(K fdelay)" first_item_sent since_received_ms)" 300 || fail "first_delay: log"
 pass first_delay
 
-# ---- first items spread: first_jitter draws 0 .. MS more per request
+# ---- first items spread: first_jitter draws 0 .. MS more per request.
+# The draw (first_due_ms) is checked, and that no item went before it: how
+# late a loaded machine ran the timer is not the scenario's to bound.
 lo=100000 hi=0
 for i in 1 2 3 4 5 6 7 8 9 10 11 12; do
     req "fjit$i" '/stream?n=1&gap=0&first_delay=50&first_jitter=100'
     [ "$RC" = 0 ] || fail "first_jitter: rc=$RC"
+    due=$(fm_field "$(K "fjit$i")" first_item_sent first_due_ms)
     t=$(fm_field "$(K "fjit$i")" first_item_sent since_received_ms)
-    t=${t%.*}
-    [ "$t" -lt "$lo" ] && lo=$t
-    [ "$t" -gt "$hi" ] && hi=$t
+    ge "$t" "$due" || fail "first_jitter: first item at $t ms, due at $due"
+    [ "$due" -lt "$lo" ] && lo=$due
+    [ "$due" -gt "$hi" ] && hi=$due
 done
-[ "$lo" -ge 50 ] && [ "$hi" -le 200 ] && [ $((hi - lo)) -ge 20 ] ||
-    fail "first_jitter: first items from $lo to $hi ms (want 50 .. 150, spread)"
+[ "$lo" -ge 50 ] && [ "$hi" -le 150 ] && [ $((hi - lo)) -ge 20 ] ||
+    fail "first_jitter: first items due from $lo to $hi ms (want 50 .. 150, spread)"
 pass first_jitter
 
 # ---- stall for a time

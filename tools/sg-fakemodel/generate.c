@@ -722,7 +722,10 @@ void ex_step(exchange *ex) {
             ex->items++;
             ex->last_emit_at = now;
             if (ex->items == 1) {
-                log_ex(ex, SG_FM_EV_FIRST_ITEM_SENT, "\"items\":1");
+                char f[64];
+                snprintf(f, sizeof(f), "\"items\":1,\"first_due_ms\":%lld",
+                         (long long)ex->first_due_ms);
+                log_ex(ex, SG_FM_EV_FIRST_ITEM_SENT, f);
             }
             if (!ex->sc.runaway && ex->items >= ex->sc.n) {
                 emit_end(ex, false);

@@ -361,7 +361,8 @@ static void start_stream_response(exchange *ex) {
         }
         ex->next_item_at = SG_FM_FOREVER;
     } else {
-        schedule_next(ex, now, first_delay(ex));
+        ex->first_due_ms = first_delay(ex);
+        schedule_next(ex, now, ex->first_due_ms);
     }
     ex_step(ex);
 }

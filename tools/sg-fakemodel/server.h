@@ -90,7 +90,8 @@ struct exchange {
     sg_fm_scenario sc;
     int status;
     int64_t items;
-    int64_t seq; /* Responses API: the next event's sequence_number */
+    int64_t first_due_ms; /* the wait drawn before the first item */
+    int64_t seq;          /* Responses API: the next event's sequence_number */
     uint64_t bytes;
     int64_t next_item_at;
     int64_t last_emit_at;
