@@ -69,7 +69,12 @@ px_start() {
     PX_PORT=$(read_port "$PX_PID" "$FM_DIR/$name.out" "$FM_DIR/$name.err" "sg-proxy ($name: $*)") || exit 1
 }
 
-# px_stop_all: SIGTERM to every proxy still running.
+# px_stop_all: SIGTERM to every proxy still running.  SIGTERM alone: a
+# SIGCONT (timeout(1) sends one after its signal, unless --foreground) that
+# lands while a proxy built with AddressSanitizer exits can hang it for good
+# - LeakSanitizer stops each thread with PTRACE_ATTACH, whose SIGSTOP a
+# SIGCONT discards before the thread takes it, and then waits for a stop
+# that never comes.  So no test stops a proxy by timeout(1).
 px_stop_all() {
     local p
     for p in "${PX_PIDS[@]}"; do
