@@ -12,7 +12,9 @@
  * connections (so no walk is longer), shards are no more than the peak
  * needs, and the empty top ones go.  With one cache for everything the
  * same opening of 8,900 streams walks ~40 million connections; sharded,
- * under 600,000.
+ * under 600,000.  HTTP/2 shards (POOL_H2_SHARD_STREAMS a shard, a
+ * connection each): no read of a connection runs more than a shard's
+ * streams, where one cache put 10,000 on one connection.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -172,6 +174,44 @@ static void bounds_hold_however_requests_come_and_go(void **state) {
     }
 }
 
+/* HTTP/2: a shard's streams share its one connection, and libcurl 7.88
+ * runs every transfer of a connection at each read of it (multi_socket):
+ * the most one read runs is the fullest shard's streams.  Opening @n at
+ * once with @per a shard: that most, and the shards (connections). */
+static uint32_t h2_most_a_read_runs(uint32_t per, uint32_t n, uint32_t *shards) {
+    static struct model m;
+    static uint32_t at[MAXN];
+    model_init(&m, per);
+    for (uint32_t j = 0; j < n; j++) {
+        at[j] = take(&m);
+    }
+    uint32_t most = 0;
+    for (uint32_t i = 0; i < m.n; i++) {
+        most = m.busy[i] > most ? m.busy[i] : most;
+    }
+    *shards = m.n;
+    for (uint32_t j = 0; j < n; j++) {
+        give(&m, at[j]);
+    }
+    assert_int_equal(m.n, 1);
+    return most;
+}
+
+static void h2_a_read_runs_a_shard_not_every_stream(void **state) {
+    (void)state;
+    const uint32_t H = POOL_H2_SHARD_STREAMS;
+    uint32_t shards;
+    /* one cache: 10,000 streams on one connection, each read runs them all */
+    assert_int_equal(h2_most_a_read_runs(MAXN, MAXN, &shards), MAXN);
+    assert_int_equal(shards, 1);
+    /* sharded: a read runs H at most, over ceil(N / H) connections */
+    assert_int_equal(h2_most_a_read_runs(H, MAXN, &shards), H);
+    assert_int_equal(shards, (MAXN + H - 1) / H);
+    /* and a load a shard holds keeps one connection */
+    assert_int_equal(h2_most_a_read_runs(H, H, &shards), H);
+    assert_int_equal(shards, 1);
+}
+
 /* A shard in the middle that empties stays (its idle connections are
  * the next requests'); the top ones go once empty, shard 0 never. */
 static void empty_top_shards_go(void **state) {
@@ -206,6 +246,7 @@ int main(void) {
         cmocka_unit_test(a_burst_walks_a_shard_not_every_connection),
         cmocka_unit_test(bounds_hold_however_requests_come_and_go),
         cmocka_unit_test(empty_top_shards_go),
+        cmocka_unit_test(h2_a_read_runs_a_shard_not_every_stream),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,9 @@ struct conn {
     /* the attempts' bytes before the commit, 1 + SG_OP_MAX_HEDGES slots
      * allocated at the first (NULL: none held), freed at the commit */
     struct pending *pend;
-    /* its upstream connections' shard + 1, 0: the multi's (pool.h) */
+    /* its upstream connections' set of shards (NULL: the multi's cache)
+     * and shard (pool.h) */
+    struct pool *pool;
     uint32_t pool_shard;
     /* the operation was ended by a failure of the proxy's own (out of
      * memory, a limit of its own): its status (500, 503) and why */
@@ -189,10 +191,11 @@ static inline bool op_running(const struct conn *c) {
 /* upstream.c: the request, read whole, becomes one guarded operation on
  * the proxy's multi (or an error answer: no route, out of memory). */
 void start_operation(struct conn *c);
-/* pool.c: @c's request to an HTTP/1.x route goes through the lowest
- * shard with room (out of memory, the multi's cache); it leaves after its
+/* pool.c: @c's request goes through the lowest shard with room of
+ * @pool (p->pool for an HTTP/1.x route, p->pool_h2 for a TLS route that
+ * may multiplex; out of memory, the multi's cache); it leaves after its
  * handle's cleanup. */
-void pool_join(struct conn *c, CURL *e);
+void pool_join(struct conn *c, CURL *e, struct pool *pool);
 void pool_leave(struct conn *c);
 /* What an ended operation leaves to do, after the pass that ended it:
  * its report line and metrics, its memory, and (when nothing waits for

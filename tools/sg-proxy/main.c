@@ -649,6 +649,7 @@ int main(int argc, char **argv) {
     p.transit_allowance = SG_MS(5);
     p.drain = SG_SEC(10);
     p.drain_deadline = SG_TIME_NEVER;
+    pool_init(&p);
     struct settings s;
     memset(&s, 0, sizeof(s));
     s.p = &p;

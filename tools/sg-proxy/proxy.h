@@ -161,6 +161,15 @@ void health_settings_init(struct health_settings *hs);
 int health_option(struct health_settings *hs, const char *name, const char *arg,
                   char *err, size_t errlen);
 
+/* Shards of libcurl's connection cache, a share each, and each one's
+ * requests (pool.h, pool.c). */
+struct pool {
+    CURLSH **share;
+    uint32_t *busy;
+    uint32_t n, cap; /* shards made; room for */
+    uint32_t per;    /* requests a shard takes at most */
+};
+
 struct proxy {
     struct routes *routes; /* in force for new requests */
     const char *config;    /* the file they came from, NULL: flags */
@@ -168,13 +177,9 @@ struct proxy {
     int lfd;   /* the listening socket, -1 once draining */
     int sigfd; /* SIGTERM, SIGINT, SIGHUP */
     sg_curl_multi *multi;
-    /* plain HTTP/1.1 upstream connections: shards of libcurl's connection
-     * cache, a share each, and each one's requests (pool.h, pool.c) */
-    struct {
-        CURLSH **share;
-        uint32_t *busy;
-        uint32_t n, cap; /* shards made; room for */
-    } pool;
+    /* upstream connections in shards of libcurl's connection cache
+     * (pool.h): HTTP/1.x ones, and those of TLS routes that may multiplex */
+    struct pool pool, pool_h2;
     sg_health *health;          /* the process's, made at start, kept across reloads */
     bool health_on;             /* given to the multi (health = on) */
     struct sg_health_pg *share; /* --health-share: NULL when not shared */
@@ -202,8 +207,10 @@ struct proxy {
     uint64_t next_id;
 };
 
-/* pool.c: the shards closed, their idle connections with them
- * (after every handle, after the multi). */
+/* pool.c: each set's bound per shard, before the first request. */
+void pool_init(struct proxy *p);
+/* pool.c: the shards of both sets closed, their idle connections with
+ * them (after every handle, after the multi). */
 void pool_free(struct proxy *p);
 
 /* Tags for epoll: a connection's pointer, or one of these. */

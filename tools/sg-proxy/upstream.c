@@ -695,12 +695,14 @@ void start_operation(struct conn *c) {
         }
     }
     if (r->plain || (r->seen_h1 && !r->seen_h2)) {
-        pool_join(c, e); /* HTTP/1.x only: pool.h */
+        pool_join(c, e, &p->pool); /* HTTP/1.x: pool.h */
     } else if (strncmp(c->url, "https://", 8) == 0) {
         /* wait for a connection being made to say whether it multiplexes
          * (ALPN h2) rather than open one more beside it: concurrent
-         * requests then share one HTTP/2 connection */
+         * requests of a shard then share one HTTP/2 connection, and no
+         * connection carries more than a shard's (pool.h) */
         curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);
+        pool_join(c, e, &p->pool_h2);
     }
     /* the client's headers, less what is the proxy's to decide, each one
      * whole whatever its size (the head's limit bounds them), and nothing
