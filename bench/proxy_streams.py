@@ -11,6 +11,11 @@ the tokens in all, the seconds it took, the proxy's CPU over that time per
 token (--pid: /proc/PID/task/*/schedstat), its VmRSS at the peak of open
 streams, and with --idle-ms the lateness of each in-band idle_timeout:
 its arrival less (the last token's + the idle clock), p50, p99 and max.
+Two stamps of each arrival: when this loop read it ("idle_late_ms"), and
+when the bytes reached the socket, by the kernel's receive timestamp
+(SO_TIMESTAMPNS; "idle_late_rx_ms"): with 10,000 sockets this Python loop
+reads a socket up to milliseconds after its bytes came, late on either
+end, so the second is the proxy's lateness without the loop's own.
 
 With --background B, B streams of --bg-query are opened first and each
 has had its first token before the -n measured ones open: the measured
@@ -25,12 +30,16 @@ import json
 import re
 import selectors
 import socket
+import struct
 import sys
 import time
 
 BODY = b'{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}'
 TOKEN = re.compile(rb'"content":"tok')
 CODE = re.compile(rb'"code":"([a-z_]+)"')
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_ the same
+# the kernel stamps with CLOCK_REALTIME; the rest here is CLOCK_MONOTONIC
+RT_LESS_MONO = time.clock_gettime(time.CLOCK_REALTIME) - time.monotonic()
 
 
 def cpu_ns(pid):
@@ -56,6 +65,7 @@ class Stream:
     def __init__(self, port, query, tag):
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setblocking(False)
+        self.sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.sock.connect_ex(("127.0.0.1", port))
         self.out = (
             b"POST /v1/chat/completions?" + query.encode() + b"&_t=" + tag.encode() + b" HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -68,14 +78,21 @@ class Stream:
         self.end = "none"
         self.last_token = None
         self.error_at = None
+        self.last_token_rx = None  # the same, when the bytes reached the socket
+        self.error_rx = None
         self.done = False
 
     def on_read(self, now):
         """@now: when the loop learned the socket was readable (the bytes
         were there by then; the client's own work on the sockets before
         this one is not counted against the proxy)."""
+        rx = None
         try:
-            data = self.sock.recv(65536)
+            data, anc, _, _ = self.sock.recvmsg(65536, 64)
+            for level, kind, d in anc:
+                if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+                    sec, ns = struct.unpack("qq", d[:16])
+                    rx = sec + ns / 1e9 - RT_LESS_MONO
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
@@ -97,12 +114,14 @@ class Stream:
         if n:
             self.tokens += n
             self.last_token = now
+            self.last_token_rx = rx
         if b"data: [DONE]" in buf:
             self.end = "done"
         m = CODE.search(buf)
         if m:
             self.end = m.group(1).decode()
             self.error_at = now
+            self.error_rx = rx
         self.tail = buf[-32:] if b"\n" not in buf[-32:] else buf[buf.rfind(b"\n") + 1:]
 
 
@@ -247,6 +266,10 @@ def main():
                       if s.error_at is not None and s.last_token is not None)
         if late:
             line += " idle_late_ms_" + quantiles(late)
+        late = sorted((s.error_rx - s.last_token_rx) * 1000 - a.idle_ms for s in streams
+                      if s.error_rx is not None and s.last_token_rx is not None)
+        if late:
+            line += " idle_late_rx_ms_" + quantiles(late)
     if a.idle_ms > 0 and a.fm_port:
         # every stream's end seen upstream (a close may trail the client's
         # answer), at most 10 s more

@@ -18,7 +18,8 @@
 #           is in the measure; 40 stalls them 400 ms later, after they
 #           streamed together): how late each in-band
 #           idle_timeout came after the idle clock's deadline (p50, p99,
-#           max): as the client saw it (after its last token), and from
+#           max): as the client saw it (after its last token; stamped by
+#           its loop, and by the kernel's receive stamps: "rx"), and from
 #           the upstream's side (sg-fakemodel's stall start + the idle
 #           clock): when the client was told, and when sg-fakemodel saw
 #           the stream end.  The other N - STALLED are opened first and
