@@ -150,8 +150,7 @@ int main(int argc, char **argv) {
         batch_len = 0;
         uint64_t in = 0;
         double t0 = cpu_seconds();
-        for (size_t i = 0; i < n; i++) {
-            const size_t k = i % warm;
+        for (size_t i = 0, k = 0; i < n; i++, k = k + 1 == warm ? 0 : k + 1) {
             batch_len += escape(batch + batch_len, buf + at[k], len[k]);
             batch_len = batch_len >= BATCH ? 0 : batch_len;
             in += len[k];
