@@ -221,12 +221,15 @@ SG_EXTERN int sg_curl_multi_set_read_buffer_release(sg_curl_multi *m, int64_t qu
  * sg_curl_multi_step - wait at most @max_wait_ns (< 0: until something is
  * due; 0: do not wait; rounded up to whole ms, though the timer wakes it
  * at a clock's nanosecond) for sockets or the timer, then run what is
- * due.  The operations' callbacks run from inside this call.  Operations
- * whose clocks are due together are all decided, and told (on_done,
- * on_attempt), before the server of any of them is: then each stopped
- * attempt's HTTP/1.x connection is shut down (the server reads its end),
- * and a transfer on any other connection is removed from libcurl (an
- * HTTP/2 stream is reset).  Removing a transfer whose connection was shut
+ * due.  The operations' callbacks run from inside this call.  A clock
+ * that comes due while the sockets found ready are read is decided (and
+ * told) between one socket's read and the next, not after all of them (a
+ * read of an HTTP/2 connection runs every transfer on it in libcurl
+ * 7.88).  Operations whose clocks are due together are all decided, and
+ * told (on_done, on_attempt), before the server of any of them is: then
+ * each stopped attempt's HTTP/1.x connection is shut down (the server
+ * reads its end), and a transfer on any other connection is removed from
+ * libcurl (an HTTP/2 stream is reset).  Removing a transfer whose connection was shut
  * down (libcurl's bookkeeping and the close, ~12 us each) waits while
  * another clock comes due within 1 ms, and goes in the room between
  * clocks, 20 ms after its attempt stopped at the latest: such removals

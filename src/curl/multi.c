@@ -262,18 +262,16 @@ static void queue_nudge(sg_curl_multi *m, uint16_t port, uint64_t key) {
 
 /* libcurl 7.88 writes the RST_STREAM of an HTTP/2 stream removed mid-way
  * into its connection's output buffer (a frame under 1 KiB is not sent at
- * once: lib/http2.c send_callback) and sends that buffer only with the
- * connection's next read or write.  A connection whose streams are all
- * quiet (a slow first token, a stall not due yet, tokens seconds apart)
- * may have none for seconds, while the server keeps generating for a
- * client that is gone.  Unpausing a transfer on the connection sends the
- * buffer (http2_data_pause calls h2_session_send), and curl_easy_pause
- * does nothing unless the state changes: so one running, unpaused
- * transfer on each connection that lost a stream in this step is paused
- * and unpaused at once - none of its bytes is held, and libcurl looks at
- * it again at its next timeout.  One nudge per connection per step, O(1)
- * each but for the transfers passed over (paused by their reader, or on
- * another connection from the same port).  A connection whose every
+ * once: lib/http2.c send_callback), sent only with the connection's next
+ * read or write: with its streams all quiet (a slow first token, a stall
+ * not due, tokens seconds apart) for seconds, while the server generates
+ * for a client that is gone.  Unpausing a transfer sends the buffer
+ * (http2_data_pause calls h2_session_send), and curl_easy_pause does
+ * nothing unless the state changes: so one running, unpaused transfer on
+ * each connection that lost a stream in this step is paused and unpaused
+ * at once (none of its bytes held).  One nudge per connection per step,
+ * O(1) but for the transfers passed over (paused by their reader, or on
+ * another connection from the same port); a connection whose every
  * transfer is paused keeps the RST_STREAM until one resumes. */
 static void nudge_conns(sg_curl_multi *m) {
     for (size_t i = 0; i < m->nnudge; i++) {
@@ -581,10 +579,10 @@ static void tell_server(sg_curl_multi *m, sg_curl_op *op) {
 
 /* After the step's decisions: first each stopped attempt's server is
  * told, in decision order, then the transfers leave libcurl, each only
- * when sg__curl_teardown_may_run says so (teardown.c).  The clock is read again
- * before each, so a deadline that comes due meanwhile is decided first.
- * What waits is removed by a later step: the timer is armed for the clock
- * it yields to.  @next and the return: the heap's earliest deadline. */
+ * when sg__curl_teardown_may_run says so (teardown.c).  The clock is read
+ * again before each: a deadline due meanwhile is decided first.  What
+ * waits goes in a later step, the timer armed for the clock it yields to.
+ * @next and the return: the heap's earliest deadline. */
 static int64_t teardown(sg_curl_multi *m, int64_t next) {
     for (;; next = sg__dheap_earliest(&m->heap, NULL)) {
         int64_t t = multi_now(m);
@@ -607,9 +605,9 @@ static int64_t teardown(sg_curl_multi *m, int64_t next) {
 }
 
 /* Everything due at `now`: libcurl's timeout, then each operation whose
- * deadline has come.  Every one is decided and told before any stopped
- * transfer leaves libcurl (teardown): the last of a thousand streams
- * expiring together does not wait for 999 closes.  Returns the earliest left. */
+ * deadline has come, each decided and told before any stopped transfer
+ * leaves libcurl (teardown): the last of a thousand streams expiring
+ * together does not wait for 999 closes.  Returns the earliest left. */
 static int64_t run_due(sg_curl_multi *m, int64_t now) {
     int still;
     if (m->curl_timer_at <= now) {
@@ -621,18 +619,6 @@ static int64_t run_due(sg_curl_multi *m, int64_t now) {
     bool nudged = m->nnudge > 0; /* then libcurl runs: the heap is asked again */
     nudge_conns(m);              /* the RST_STREAMs of the HTTP/2 streams removed */
     return nudged ? sg__dheap_earliest(&m->heap, NULL) : next;
-}
-
-static int step(sg_curl_multi *m, int64_t max_wait_ns);
-
-int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
-    if (m == NULL) {
-        return SG_EINVAL;
-    }
-    m->stepping = true;
-    int rv = step(m, max_wait_ns);
-    m->stepping = false;
-    return rv;
 }
 
 static int step(sg_curl_multi *m, int64_t max_wait_ns) {
@@ -684,6 +670,10 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
             flags |= CURL_CSELECT_ERR;
         }
         curl_multi_socket_action(m->multi, fd, flags, &still);
+        if (sg__dheap_earliest(&m->heap, NULL) <= multi_now(m)) {
+            drain_messages(m); /* due during that read: told before the next */
+            decide_due(m, multi_now(m));
+        }
     }
     drain_messages(m);
     int64_t due = run_due(m, multi_now(m));
@@ -691,6 +681,16 @@ static int step(sg_curl_multi *m, int64_t max_wait_ns) {
     /* armed for what is due next: a caller's loop has nothing else to wake it */
     arm_timer(m, wake_after(m, due));
     return m->running;
+}
+
+int sg_curl_multi_step(sg_curl_multi *m, int64_t max_wait_ns) {
+    if (m == NULL) {
+        return SG_EINVAL;
+    }
+    m->stepping = true;
+    int rv = step(m, max_wait_ns);
+    m->stepping = false;
+    return rv;
 }
 
 int sg_curl_multi_run(sg_curl_multi *m) {

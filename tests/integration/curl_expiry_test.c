@@ -4,8 +4,10 @@
  * connection is closed within the same step when no clock is left; a close
  * yields to a clock about to come due, while the server is told at once.  The operations
  * read a hand-driven clock; closing a socket moves it 5 ms on (a teardown that costs
- * time), so a stream told after a close would be told late.  Real sockets against
- * sg-fakemodel over loopback.
+ * time), so a stream told after a close would be told late.  A clock that
+ * comes due while a step reads its ready sockets is decided between one
+ * socket's read and the next.  Real sockets against sg-fakemodel over
+ * loopback.
  *
  * Usage: curl_expiry_test PATH/TO/sg-fakemodel
  */
@@ -15,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -302,6 +305,137 @@ static void a_step_decides_what_is_due_before_it_waits(void **state) {
     sg_curl_multi_free(m);
 }
 
+/* What the between-reads test saw, in order: 'A' or 'B' for a third item
+ * of that stream, 'C' for C's end. */
+static char seen[8];
+static int nseen;
+static stream *between_c;
+static int64_t between_due; /* C's deadline on the hand-driven clock */
+
+static int on_item_between(sg_curl_op *op, const sg_item *item, void *ud) {
+    (void)op;
+    (void)item;
+    stream *s = ud;
+    s->items++;
+    if (s != between_c && s->items == 3 && nseen < (int)sizeof(seen)) {
+        seen[nseen++] = (char)s->done_real; /* its letter, set by the test */
+        /* this read took time: C's clock comes due during it */
+        if (sg_manual_clock_now(&mc) < between_due) {
+            sg_manual_clock_advance(&mc, between_due - sg_manual_clock_now(&mc));
+        }
+    }
+    return 0;
+}
+
+static void on_done_between(sg_curl_op *op, void *ud) {
+    on_done(op, ud);
+    if (ud == between_c && nseen < (int)sizeof(seen)) {
+        seen[nseen++] = 'C';
+    }
+}
+
+/* Whether the server logged request @id finished (its last byte handed
+ * to the connection); waits up to 5 s of real time. */
+static bool server_finished(long long id) {
+    char path[96];
+    snprintf(path, sizeof(path), "/_log?event=finished&id=%lld", id);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(5);
+    for (;;) {
+        char *log = fm_fetch(fm_group(), path, 0);
+        bool seen_it = log != NULL && strstr(log, "\"finished\"") != NULL;
+        free(log);
+        if (seen_it || sg_clock_now(NULL) >= until) {
+            return seen_it;
+        }
+        (void)poll(NULL, 0, 10); /* the server's log again in 10 ms */
+    }
+}
+
+/* C stalls after two items under a 200 ms idle clock; A and B each send a
+ * third item and end after a 300 ms (real) stall.  Once the server has
+ * written both, one step finds both sockets readable; reading the first
+ * of them moves the hand-driven clock to C's deadline (a read that took
+ * time: over HTTP/2 a read runs every transfer of its connection).  C is
+ * decided then, before the second socket's read - not after every ready
+ * socket of the step. */
+static void a_clock_due_during_a_read_is_decided_before_the_next(void **state) {
+    (void)state;
+    sg_manual_clock_init(&mc, sg_clock_now(NULL));
+    closes = 0;
+    nseen = 0;
+    sg_clock clock = sg_manual_clock_as(&mc);
+    sg_curl_multi *m;
+    assert_int_equal(sg_curl_multi_new(&m, &clock), 0);
+    sg_curl_options *co = options(&clock);
+    assert_int_equal(sg_curl_options_set_on_item(co, on_item_between), 0);
+    assert_int_equal(sg_curl_options_set_on_done(co, on_done_between), 0);
+    static const char *const query[3] = {
+        "n=3&gap=5&stall_after=2&stall=300&_t=between_a.",
+        "n=3&gap=5&stall_after=2&stall=300&_t=between_b.",
+        "n=10&gap=5&stall_after=2&stall=forever&_t=between_c.",
+    };
+    stream s[3] = {{0}};
+    s[0].done_real = 'A'; /* the letter on_item_between records */
+    s[1].done_real = 'B';
+    between_c = &s[2];
+    CURL *easy[3];
+    sg_curl_op *ops[3];
+    for (int i = 0; i < 3; i++) {
+        sg_op_options *po = NULL;
+        assert_int_equal(sg_op_options_new(&po), 0);
+        assert_int_equal(sg_op_options_set_method(po, "GET"), 0);
+        assert_int_equal(sg_op_options_set_max_attempts(po, 1), 0);
+        assert_int_equal(sg_op_options_set_first_item_timeout(po, SG_SEC(10)), 0);
+        assert_int_equal(
+            sg_op_options_set_idle_timeout(po, i == 2 ? SG_MS(200) : SG_SEC(10)), 0);
+        char url[512];
+        snprintf(url, sizeof(url), "%s/v1/chat/completions?%s", fm_group()->base,
+                 query[i]);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        /* libcurl's happy-eyeballs timer (200 ms) would otherwise run
+         * every transfer inside whichever socket is read first */
+        curl_easy_setopt(easy[i], CURLOPT_HAPPY_EYEBALLS_TIMEOUT_MS, 10000L);
+        assert_int_equal(sg_curl_op_new(&ops[i], easy[i], po, co, &s[i]), 0);
+        sg_op_options_free(po);
+        assert_int_equal(sg_curl_multi_add(m, ops[i]), 0);
+    }
+    sg_curl_options_free(co);
+    int64_t until = sg_clock_now(NULL) + SG_SEC(10);
+    while ((s[0].items < 2 || s[1].items < 2 || s[2].items < 2) &&
+           sg_clock_now(NULL) < until) {
+        sg_curl_multi_step(m, SG_MS(20));
+    }
+    assert_true(s[0].items == 2 && s[1].items == 2 && s[2].items == 2);
+    between_due = sg_manual_clock_now(&mc) + SG_MS(200);
+    sg_manual_clock_advance(&mc, SG_MS(199)); /* C not due yet */
+    /* libcurl's own timer, set by this clock, runs out here while the
+     * third items are not sent yet: at the step below it is far off */
+    assert_int_equal(sg_curl_multi_step(m, 0), 3);
+    assert_int_equal(nseen, 0);
+    /* both third items and ends written by the server: both sockets
+     * readable at the next step */
+    long long a = request_id("_t=between_a."), b = request_id("_t=between_b.");
+    assert_true(a >= 0 && b >= 0);
+    assert_true(server_finished(a));
+    assert_true(server_finished(b));
+    assert_int_equal(nseen, 0);
+    assert_int_equal(sg_curl_multi_step(m, 0), 0); /* all three end in it */
+    assert_int_equal(nseen, 3);
+    assert_true(seen[0] == 'A' || seen[0] == 'B');
+    assert_int_equal(seen[1], 'C'); /* before the other read */
+    assert_int_equal(seen[2], seen[0] == 'A' ? 'B' : 'A');
+    assert_int_equal(s[2].outcome, SG_OUTCOME_IDLE_TIMEOUT);
+    assert_int_equal(s[2].done_at, between_due);
+    assert_int_equal(s[0].outcome, SG_OUTCOME_OK);
+    assert_int_equal(s[1].outcome, SG_OUTCOME_OK);
+    for (int i = 0; i < 3; i++) {
+        sg_curl_op_free(ops[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    sg_curl_multi_free(m);
+}
+
 int main(int argc, char **argv) {
     if (fm_group_args(argc, argv) != 0) {
         return 2;
@@ -311,6 +445,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(streams_expiring_together_are_all_told_before_any_close),
         cmocka_unit_test(removal_yields_to_a_clock_due_within_the_slack),
         cmocka_unit_test(a_step_decides_what_is_due_before_it_waits),
+        cmocka_unit_test(a_clock_due_during_a_read_is_decided_before_the_next),
     };
     int rv = cmocka_run_group_tests(tests, fm_group_start, fm_group_stop);
     curl_global_cleanup();
