@@ -18,6 +18,10 @@
  * in ns per 32 input bytes.
  * The three consumers alternate, ROUNDS rounds; each figure is the median
  * of its rounds, in ns of CPU per item.
+ * Last, the escaper alone on chunks of text (texts()): the same chunk
+ * JSON with content in ASCII, in Latin with accents (2-byte UTF-8), in
+ * CJK (3-byte) and in emoji (4-byte), 170-400 bytes each, on every path
+ * the CPU has (sgx_json_escape_path), in ns per call and per byte.
  * Usage: bench_jsonl_line [events] [rounds]
  */
 #include <stdint.h>
@@ -102,6 +106,97 @@ static double run(int mode, const char *buf, size_t total, size_t n, char *rd) {
     return ns;
 }
 
+/* Model chunks whose content is text in one script: a few lines each,
+ * cut to a different length per chunk (at a character's end). */
+enum { TEXT_KINDS = 4, TEXT_CHUNKS = 64 };
+static const char *const text_name[TEXT_KINDS] = {"ascii", "latin", "cjk", "emoji"};
+static const char *const text_body[TEXT_KINDS] = {
+    "The quick brown fox jumps over the lazy dog while the model keeps on "
+    "writing plain English sentences, one token after another, ",
+    "Ça a été très agréable: déjà vu, naïve façade, Ærø, Łódź, Straße, "
+    "São Paulo, Curaçao, Škoda, Jürgen Müller, Ørsted, señor, ",
+    "你好，世界。今天的天气很好，我们去公园散步吧。"
+    "日本語のテキストも少し混ぜます。ひらがなとカタカナ。"
+    "한국어 문장도 있습니다. 감사합니다. ",
+    "😀😃😄😁😆😅🤣😂🙂🙃😉😊😇🥰😍🤩😘😗☺😚😙🥲😋😛😜🤪😝🤑🤗🤭"
+    " "
+    "🚀🔥✨🎉 "};
+
+/* @n chunks of kind @kind at @buf (@most bytes each): where, how long. */
+static void make_texts(int kind, char *buf, size_t most, size_t *at, size_t *len,
+                       size_t n) {
+    const char *body = text_body[kind];
+    const size_t blen = strlen(body);
+    for (size_t i = 0; i < n; i++) {
+        /* 10 .. 60 % of the body's bytes, then to the character's end */
+        size_t c = blen * (10 + (i * 37) % 51) / 100;
+        while (c < blen && ((unsigned char)body[c] & 0xC0) == 0x80) {
+            c++;
+        }
+        int w =
+            snprintf(buf + i * most, most,
+                     "{\"id\":\"chatcmpl-%zu\",\"object\":\"chat.completion.chunk\","
+                     "\"created\":1700000000,\"model\":\"sg-fakemodel\",\"choices\":[{"
+                     "\"index\":0,\"delta\":{\"content\":\"%.*s\"},\"finish_reason\":"
+                     "null}]}",
+                     i, (int)c, body);
+        at[i] = i * most;
+        len[i] = (size_t)w;
+    }
+}
+
+/* The escaper alone on each kind of text, on each path, @calls calls a
+ * round: median ns a call and a byte. */
+static void texts(size_t calls, int rounds) {
+    const size_t most = 640;
+    char *buf = malloc(TEXT_CHUNKS * most);
+    char *out = malloc(SGX_JSON_ESCAPE_MAX(most) * 64);
+    size_t at[TEXT_CHUNKS], len[TEXT_CHUNKS];
+    if (buf == NULL || out == NULL) {
+        exit(1);
+    }
+    const int best = sgx_json_escape_path(0);
+    printf("the escaper alone on chunks of text, %zu calls a round (median ns):\n",
+           calls);
+    for (int kind = 0; kind < TEXT_KINDS; kind++) {
+        make_texts(kind, buf, most, at, len, TEXT_CHUNKS);
+        size_t lo = SIZE_MAX, hi = 0, sum = 0;
+        for (size_t i = 0; i < TEXT_CHUNKS; i++) {
+            lo = len[i] < lo ? len[i] : lo;
+            hi = len[i] > hi ? len[i] : hi;
+            sum += len[i];
+        }
+        printf("  %-5s %zu-%zu bytes (mean %zu):", text_name[kind], lo, hi,
+               sum / TEXT_CHUNKS);
+        for (int path = 1; path <= best; path++) {
+            sgx_json_escape_path(path);
+            sgx_json_escape_fn fn = sgx_json_escaper();
+            double call[99], byte[99];
+            for (int r = 0; r < rounds; r++) {
+                uint64_t in = 0;
+                size_t o = 0;
+                double t0 = cpu_seconds();
+                for (size_t i = 0, k = 0; i < calls; i++, k = (k + 1) % TEXT_CHUNKS) {
+                    fn(out + o, buf + at[k], len[k]);
+                    o = o + SGX_JSON_ESCAPE_MAX(most) == SGX_JSON_ESCAPE_MAX(most) * 64
+                            ? 0
+                            : o + SGX_JSON_ESCAPE_MAX(most);
+                    in += len[k];
+                }
+                const double ns = (cpu_seconds() - t0) * 1e9;
+                call[r] = ns / (double)calls;
+                byte[r] = ns / (double)in;
+            }
+            printf("  path %d %6.1f ns %5.3f ns/B", path, median(call, rounds),
+                   median(byte, rounds));
+        }
+        printf("\n");
+    }
+    sgx_json_escape_path(0);
+    free(buf);
+    free(out);
+}
+
 int main(int argc, char **argv) {
     size_t n = argc > 1 ? (size_t)atol(argv[1]) : 1000000;
     int rounds = argc > 2 ? atoi(argv[2]) : 7;
@@ -173,6 +268,7 @@ int main(int argc, char **argv) {
     printf("  the escaper alone (sgx_json_escaper, path %d): %.1f ns a call, %.2f per 32 "
            "bytes of data\n",
            sgx_json_escape_path(0), median(call, rounds), median(esc, rounds));
+    texts(n / 5 > 0 ? n / 5 : 1, rounds);
     free(buf);
     free(at);
     free(len);

@@ -178,6 +178,121 @@ static void escapes_as_the_reference_does(void **state) {
     sgx_json_escape_path(0);
 }
 
+/* Text cycled from @pat (@plen bytes) from @from on, @n bytes, at @in. */
+static void cycle(unsigned char *in, const char *pat, size_t plen, size_t from,
+                  size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        in[i] = (unsigned char)pat[(from + i) % plen];
+    }
+}
+
+/* Patterns of model text: multibyte sequences in every script, with
+ * quotes, backslashes and control characters among them, and invalid
+ * bytes among valid sequences. */
+static const char *const patterns[] = {
+    "你好，世界。",
+    "Ça été déjà",
+    "😀🚀x🎉",
+    "{\"content\":\"日本語\\n\"}\n",
+    "é€😀\"\\\tÿ",
+    "한국어\x80 \xC3\xA9\xC0\xAF",
+    "ab\xE2\x82"
+    "cd\xF0\x9F\x98"
+    "e\xED\xA0\x80\xF4\x90\x80\x80\xF5\xFF",
+    "\xE0\x80\x80\xE0\xA0\x80\xF0\x80\x80\x80\xF0\x90\x80\x80\xC2\x80\xDF\xBF",
+};
+
+/* Every length 0..100 of every pattern from each of its bytes, on every
+ * path: the 8-, 16- and 32-byte blocks and the tails meet every sequence
+ * at every offset. */
+static void multibyte_at_every_length(void **state) {
+    (void)state;
+    unsigned char in[128];
+    int best = sgx_json_escape_path(0);
+    for (int path = 1; path <= best; path++) {
+        assert_int_equal(sgx_json_escape_path(path), path);
+        for (size_t p = 0; p < sizeof(patterns) / sizeof(patterns[0]); p++) {
+            const size_t plen = strlen(patterns[p]);
+            for (size_t from = 0; from < plen; from++) {
+                for (size_t n = 0; n <= 100; n++) {
+                    cycle(in, patterns[p], plen, from, n);
+                    check_one(in, n);
+                }
+            }
+        }
+    }
+    sgx_json_escape_path(0);
+}
+
+/* One sequence, valid or not, at every offset 0..72 of valid multibyte
+ * text (or ASCII), with text after it or the end right after it: split at
+ * each 8-, 16- and 32-byte block boundary, at each of its bytes. */
+static void sequence_across_block_boundaries(void **state) {
+    (void)state;
+    static const char *const seqs[] = {
+        "\xC3\xA9",             /* U+00E9 */
+        "\xE4\xBD\xA0",         /* U+4F60 */
+        "\xF0\x9F\x98\x80",     /* U+1F600 */
+        "\xEF\xBF\xBF",         /* U+FFFF */
+        "\xF4\x8F\xBF\xBF",     /* U+10FFFF */
+        "\x80",                 /* a continuation byte alone */
+        "\xBF\xBF",             /* two */
+        "\xC0\xAF",             /* overlong '/' */
+        "\xC1\xBF",             /* overlong */
+        "\xE0\x80\xAF",         /* overlong, 3 bytes */
+        "\xE0\x9F\xBF",         /* overlong, 3 bytes */
+        "\xF0\x80\x80\xAF",     /* overlong, 4 bytes */
+        "\xF0\x8F\xBF\xBF",     /* overlong, 4 bytes */
+        "\xED\xA0\x80",         /* U+D800, a surrogate */
+        "\xED\xBF\xBF",         /* U+DFFF */
+        "\xF4\x90\x80\x80",     /* U+110000 */
+        "\xF5\x80\x80\x80",     /* no lead byte */
+        "\xF8\x88\x80\x80\x80", /* 5 bytes */
+        "\xFE\xFF",
+        "\xC3",             /* cut short: 2 of 1 */
+        "\xE4\xBD",         /* 3 of 2 */
+        "\xE4",             /* 3 of 1 */
+        "\xF0\x9F\x98",     /* 4 of 3 */
+        "\xF0\x9F",         /* 4 of 2 */
+        "\xF0",             /* 4 of 1 */
+        "\xC3\xA9\xA9",     /* one continuation too many */
+        "\xE4\xBD\xA0\x80", /* one too many */
+        "\xE4\"\xA0",       /* a quote inside */
+        "\xF0\x9F\n\x80",   /* a control character inside */
+    };
+    static const char *const fills[] = {"a", "\xC3\xA9", "\xE4\xBD\xA0",
+                                        "\xF0\x9F\x98\x80", "\"x\xE4\xBD\xA0\\"};
+    unsigned char in[160];
+    int best = sgx_json_escape_path(0);
+    for (int path = 1; path <= best; path++) {
+        assert_int_equal(sgx_json_escape_path(path), path);
+        for (size_t s = 0; s < sizeof(seqs) / sizeof(seqs[0]); s++) {
+            const size_t slen = strlen(seqs[s]);
+            for (size_t f = 0; f < sizeof(fills) / sizeof(fills[0]); f++) {
+                const size_t flen = strlen(fills[f]);
+                for (size_t at = 0; at <= 72; at++) {
+                    /* @at bytes of fill (the last character may be cut:
+                     * more invalid bytes, as they come), the sequence,
+                     * then none or 40 bytes of fill */
+                    for (size_t after = 0; after <= 40; after += 40) {
+                        cycle(in, fills[f], flen, 0, at);
+                        memcpy(in + at, seqs[s], slen);
+                        cycle(in + at + slen, fills[f], flen, 0, after);
+                        check_one(in, at + slen + after);
+                        /* and with the fill whole before it */
+                        const size_t whole = at - at % flen;
+                        cycle(in, fills[f], flen, 0, whole);
+                        memcpy(in + whole, seqs[s], slen);
+                        cycle(in + whole + slen, fills[f], flen, 0, after);
+                        check_one(in, whole + slen + after);
+                    }
+                }
+            }
+        }
+    }
+    sgx_json_escape_path(0);
+}
+
 static void json_inside_json(void **state) {
     (void)state;
     const char *chunk =
@@ -212,6 +327,8 @@ static void empty_and_null(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(escapes_as_the_reference_does),
+        cmocka_unit_test(multibyte_at_every_length),
+        cmocka_unit_test(sequence_across_block_boundaries),
         cmocka_unit_test(json_inside_json),
         cmocka_unit_test(empty_and_null),
     };
