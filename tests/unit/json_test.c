@@ -293,6 +293,54 @@ static void sequence_across_block_boundaries(void **state) {
     sgx_json_escape_path(0);
 }
 
+/* sgx_json_escape and the escaper of @n bytes at @in against the
+ * reference (check_one without the bounded buffers). */
+static void check_direct(const unsigned char *in, size_t n) {
+    char want[SGX_JSON_ESCAPE_MAX(64)];
+    char got[SGX_JSON_ESCAPE_MAX(64)];
+    size_t wl = ref_escape(want, in, n);
+    assert_int_equal(sgx_json_escape(got, sizeof(got), (const char *)in, n), wl);
+    assert_memory_equal(got, want, wl);
+    assert_int_equal(sgx_json_escaper()(got, (const char *)in, n), wl);
+    assert_memory_equal(got, want, wl);
+}
+
+/* Every pair of bytes whose first is from 0x80, and every four bytes from
+ * the edges of the ranges RFC 3629 §4 draws, amid valid 2-byte text, in a
+ * block and across a block's end: each entry of the validation's tables
+ * (json.c) against the reference. */
+static void every_pair_and_edge(void **state) {
+    (void)state;
+    static const unsigned char edge[] = {
+        0x00, 0x41, 0x7f, 0x80, 0x8f, 0x90, 0x9f, 0xa0, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf,
+        0xe0, 0xe1, 0xec, 0xed, 0xee, 0xef, 0xf0, 0xf1, 0xf3, 0xf4, 0xf5, 0xff};
+    const size_t ne = sizeof(edge);
+    unsigned char in[48];
+    int best = sgx_json_escape_path(0);
+    for (int path = 1; path <= best; path++) {
+        assert_int_equal(sgx_json_escape_path(path), path);
+        for (size_t at = 14; at <= 30; at += 16) {
+            for (unsigned a = 0x80; a <= 0xff; a++) {
+                for (unsigned b = 0; b <= 0xff; b++) {
+                    cycle(in, "\xC3\xA9", 2, 0, sizeof(in));
+                    in[at] = (unsigned char)a;
+                    in[at + 1] = (unsigned char)b;
+                    check_direct(in, sizeof(in));
+                }
+            }
+            for (size_t i = 0; i < ne * ne * ne * ne; i++) {
+                cycle(in, "\xC3\xA9", 2, 0, sizeof(in));
+                in[at] = edge[i % ne];
+                in[at + 1] = edge[i / ne % ne];
+                in[at + 2] = edge[i / ne / ne % ne];
+                in[at + 3] = edge[i / ne / ne / ne];
+                check_direct(in, sizeof(in));
+            }
+        }
+    }
+    sgx_json_escape_path(0);
+}
+
 static void json_inside_json(void **state) {
     (void)state;
     const char *chunk =
@@ -329,6 +377,7 @@ int main(void) {
         cmocka_unit_test(escapes_as_the_reference_does),
         cmocka_unit_test(multibyte_at_every_length),
         cmocka_unit_test(sequence_across_block_boundaries),
+        cmocka_unit_test(every_pair_and_edge),
         cmocka_unit_test(json_inside_json),
         cmocka_unit_test(empty_and_null),
     };
