@@ -456,6 +456,20 @@ utf8_ok32(__m256i v) {
     return _mm256_testz_si256(err, err);
 }
 
+/* The bytes of @raw packed from the first on, a backslash before each
+ * whose bit is set in @q: each byte widened to 16 bits becomes the pair
+ * (byte, 0) or, in @q, ('\\', byte) (@bslash: '\\' in each 16 bits), and
+ * one compress keeps the bytes that are not 0 (a 0 byte of @raw is a
+ * control character, which escape() takes, or past the input). */
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2"))) static inline __m512i
+quoted32(__m256i raw, __mmask32 q, __m512i bslash) {
+    const __m512i w = _mm512_cvtepu8_epi16(raw);
+    /* little-endian pairs: the low byte goes first */
+    const __m512i pairs =
+        _mm512_mask_blend_epi16(q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
+    return _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+}
+
 /* The block at *@k of escape_avx512's (32 bytes, or the last ones) that
  * has a byte below 0x20, DEL or from 0x80, at @d: when its bytes from
  * 0x80 are whole valid sequences and the others need at most a backslash,
@@ -478,11 +492,7 @@ escape_odd32(char *d, const unsigned char *u, size_t *k, size_t len) {
     const size_t m = r == 32 ? utf8_cut(u + *k, 32) : r;
     const __mmask32 q = _mm256_cmpeq_epi8_mask(raw, _mm256_set1_epi8('"')) |
                         _mm256_cmpeq_epi8_mask(raw, _mm256_set1_epi8('\\'));
-    const __m512i w = _mm512_cvtepu8_epi16(raw);
-    const __m512i pairs = _mm512_mask_blend_epi16(
-        q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), _mm512_set1_epi16('\\')));
-    const __m512i out =
-        _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+    const __m512i out = quoted32(raw, q, _mm512_set1_epi16('\\'));
     const size_t n = m + (size_t)__builtin_popcount(q);
     *k += m;
     /* whole as escape_avx512 stores a block (what follows writes over the
@@ -533,14 +543,7 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
         }
         const __mmask32 q =
             _mm256_cmpeq_epi8_mask(raw, quote) | _mm256_cmpeq_epi8_mask(raw, bslash8);
-        const __m512i w = _mm512_cvtepu8_epi16(raw);
-        /* little-endian pairs: the low byte goes first */
-        const __m512i pairs = _mm512_mask_blend_epi16(
-            q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
-        /* the bytes that count are the ones not 0 (a 0 byte is a control
-         * character, which escape() took) */
-        const __m512i out =
-            _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+        const __m512i out = quoted32(raw, q, bslash);
         const size_t n = 32 + (size_t)__builtin_popcount(q);
         k += 32;
         if (len - k + 1 + n >= 64) {
@@ -563,12 +566,7 @@ escape_avx512(char *d, const unsigned char *u, size_t len) {
     }
     const __mmask32 q =
         _mm256_cmpeq_epi8_mask(raw, quote) | _mm256_cmpeq_epi8_mask(raw, bslash8);
-    const __m512i w = _mm512_cvtepu8_epi16(raw);
-    const __m512i pairs =
-        _mm512_mask_blend_epi16(q, w, _mm512_or_si512(_mm512_slli_epi16(w, 8), bslash));
-    /* past the input the pairs are 0 too */
-    const __m512i out =
-        _mm512_maskz_compress_epi8(_mm512_test_epi8_mask(pairs, pairs), pairs);
+    const __m512i out = quoted32(raw, q, bslash); /* the 0s past the input: left out */
     const size_t n = r + (size_t)__builtin_popcount(q);
     _mm512_mask_storeu_epi8(d, _bzhi_u64(~0ULL, (unsigned)n), out);
     return d + n;
