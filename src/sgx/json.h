@@ -26,7 +26,7 @@
  *   is 0.
  *
  * With room for the worst case it escapes straight into @dst, 32 bytes at
- * a time where the CPU has AVX-512 VBMI2, 8 where it has SSSE3 (chosen at
+ * a time where the CPU has AVX-512 VBMI2, 16 where it has SSSE3 (chosen at
  * run time), else 16 bytes at a time for runs that need no escape.  With
  * AVX-512 or SSSE3, a block of valid UTF-8 (text in any script) goes as
  * fast as ASCII; else a run of valid sequences is checked byte by byte and
